@@ -1,0 +1,25 @@
+//! Throwaway network topologies for zcnet's tests and benchmarks.
+//!
+//! Everything this crate creates is named with a `zc` prefix and the creating process's pid
+//! (`zc4242-1a`), lives inside network namespaces of its own, and is removed when its owner is dropped,
+//! while a panic unwinds, or when the process receives SIGINT/SIGTERM. Whatever a killed process left
+//! behind is removed by [`sweep`], which runs before the first namespace of every process is created.
+//! Nothing is ever attached to an interface of the host's own namespace.
+//!
+//! Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); tests call [`privileged`] first,
+//! which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands that they run.
+#![deny(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod command;
+mod netns;
+mod privilege;
+mod signals;
+mod sweep;
+mod veth;
+
+pub use command::run_checked;
+pub use netns::Netns;
+pub use privilege::{privileged, skip};
+pub use sweep::sweep;
+pub use veth::{Offloads, VethConfig, VethPair};

@@ -1,0 +1,68 @@
+//! `zcnet`: probe what this host's kernel can do with zero-copy networking, and benchmark each path
+//! against its copying counterpart in one run.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench_rx;
+mod bench_send;
+mod bench_vsock;
+mod bench_xdp;
+mod probe_cmd;
+mod report;
+mod xdp_cmd;
+
+/// Linux zero-copy networking: probe the host, benchmark zero-copy against copy.
+#[derive(Debug, Parser)]
+#[command(name = "zcnet", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Report which zero-copy features this host supports, each measured by using it.
+    Probe(probe_cmd::ProbeArgs),
+    /// Benchmark a zero-copy path against its copying counterpart, side by side.
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Run an AF_XDP application (rxdrop, txpush, l2fwd) on an interface.
+    #[command(subcommand)]
+    Xdp(xdp_cmd::XdpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// TCP stream with MSG_ZEROCOPY (sender and receiver in one process).
+    Tcp(bench_send::TcpArgs),
+    /// UDP datagrams with MSG_ZEROCOPY, optionally with GSO or into an XDP drop sink.
+    Udp(bench_send::UdpArgs),
+    /// TCP zero-copy receive (TCP_ZEROCOPY_RECEIVE) against plain recv, as tcp_mmap does.
+    Rx(bench_rx::RxArgs),
+    /// AF_XDP against AF_PACKET TPACKET_V3 and recvmmsg/sendmmsg on a veth pair.
+    Xdp(bench_xdp::BenchXdpArgs),
+    /// AF_VSOCK with MSG_ZEROCOPY, in the style of vsock_perf.
+    Vsock(bench_vsock::VsockArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Probe(args) => probe_cmd::run(args),
+        Command::Bench(Bench::Tcp(args)) => bench_send::run_tcp(args),
+        Command::Bench(Bench::Udp(args)) => bench_send::run_udp(args),
+        Command::Bench(Bench::Rx(args)) => bench_rx::run(args),
+        Command::Bench(Bench::Xdp(args)) => bench_xdp::run(args),
+        Command::Bench(Bench::Vsock(args)) => bench_vsock::run(args),
+        Command::Xdp(cmd) => xdp_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zcnet: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Benchmark and probe output: a human table, or one JSON object per line with `--json`.
+//!
+//! Every bench builds its rows as JSON objects (so the field names of the JSON output are the single
+//! source of truth) and hands them here with the columns the table shows.
+
+use serde_json::{Map, Value};
+use zcnet::sys::socket::ResourceUsage;
+
+/// One output row: field name to value, in insertion order of the JSON object.
+pub type Row = Map<String, Value>;
+
+/// A table column: the row field it shows and its heading.
+pub type Column = (&'static str, &'static str);
+
+/// Prints `rows` as JSON lines (`json`) or as an aligned table of `columns`.
+pub fn print_rows(rows: &[Row], columns: &[Column], json: bool) {
+    if json {
+        for row in rows {
+            println!("{}", Value::Object(row.clone()));
+        }
+        return;
+    }
+    print!("{}", table(rows, columns));
+}
+
+/// Renders an aligned text table; numbers are right-aligned, floats shown with 3 significant decimals.
+pub fn table(rows: &[Row], columns: &[Column]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| columns.iter().map(|(key, _)| cell(row.get(*key))).collect())
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, head))| {
+            cells
+                .iter()
+                .map(|r| r[i].len())
+                .chain([head.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, fields: Vec<&str>, numeric: &dyn Fn(usize) -> bool| {
+        let parts: Vec<String> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                if numeric(i) {
+                    format!("{f:>w$}", w = widths[i])
+                } else {
+                    format!("{f:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+    let is_numeric = |i: usize| {
+        rows.iter()
+            .all(|r| matches!(r.get(columns[i].0), Some(Value::Number(_)) | None))
+    };
+    line(
+        &mut out,
+        columns.iter().map(|(_, h)| *h).collect(),
+        &is_numeric,
+    );
+    for row in &cells {
+        line(
+            &mut out,
+            row.iter().map(String::as_str).collect(),
+            &is_numeric,
+        );
+    }
+    out
+}
+
+fn cell(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "-".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if f != 0.0 && f.abs() < 0.01 {
+                format!("{f:.5}")
+            } else {
+                format!("{f:.3}")
+            }
+        }
+        Some(other) => other.to_string(),
+    }
+}
+
+/// CPU microseconds spent per megabyte (10^6 bytes) moved — the "usec per MB" of tcp_mmap and
+/// msg_zerocopy: lower is cheaper.
+pub fn cpu_us_per_mb(usage: &ResourceUsage, bytes: u64) -> f64 {
+    if bytes == 0 {
+        return 0.0;
+    }
+    let cpu_us = (usage.user + usage.system).as_secs_f64() * 1e6;
+    cpu_us / (bytes as f64 / 1e6)
+}
+
+/// Gigabits per second for `bytes` in `seconds`.
+pub fn gbit_per_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    bytes as f64 * 8.0 / seconds / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn row(v: Value) -> Row {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn table_aligns_text_left_and_numbers_right() {
+        let rows = vec![
+            row(json!({"mode": "copy", "gbit_per_s": 12.5, "calls": 10})),
+            row(json!({"mode": "zerocopy", "gbit_per_s": 3.25, "calls": 1000})),
+        ];
+        let t = table(
+            &rows,
+            &[
+                ("mode", "mode"),
+                ("gbit_per_s", "Gbit/s"),
+                ("calls", "calls"),
+            ],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "mode      Gbit/s  calls");
+        assert_eq!(lines[1], "copy      12.500     10");
+        assert_eq!(lines[2], "zerocopy   3.250   1000");
+    }
+
+    #[test]
+    fn rates_and_costs() {
+        let usage = ResourceUsage {
+            user: Duration::from_millis(500),
+            system: Duration::from_millis(500),
+            ..Default::default()
+        };
+        assert_eq!(cpu_us_per_mb(&usage, 1_000_000_000), 1000.0);
+        assert_eq!(gbit_per_s(1_000_000_000, 8.0), 1.0);
+        assert_eq!(cpu_us_per_mb(&usage, 0), 0.0);
+    }
+}

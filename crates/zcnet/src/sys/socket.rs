@@ -1,0 +1,181 @@
+//! Generic socket options and process facts (resource usage, limits, kernel release) shared by every
+//! mechanism above `sys`.
+
+use std::ffi::CStr;
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+/// `setsockopt(fd, level, name, &value, sizeof(int))` for the many options that take a C `int`.
+pub fn set_int_option(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` is a live `c_int` and the length passed is exactly its size.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        (&value as *const i32).cast(),
+        mem::size_of::<i32>() as libc::socklen_t,
+    ))
+    .map(drop)
+}
+
+/// `getsockopt` for an option whose value is a C `int`.
+pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: i32 = 0;
+    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals; the kernel writes at most `len` bytes into `value`.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        (&mut value as *mut i32).cast(),
+        &mut len,
+    ))?;
+    Ok(value)
+}
+
+/// Which task's resource usage [`resource_usage`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageOf {
+    /// The calling thread only (`RUSAGE_THREAD`): the cost of one side of a benchmark.
+    Thread,
+    /// The whole process (`RUSAGE_SELF`).
+    Process,
+}
+
+/// CPU time and context switches, as `getrusage(2)` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceUsage {
+    /// Time spent in user mode.
+    pub user: Duration,
+    /// Time spent in the kernel on this task's behalf.
+    pub system: Duration,
+    /// Voluntary context switches (the task blocked).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (the task was preempted).
+    pub involuntary_switches: u64,
+}
+
+impl ResourceUsage {
+    /// The usage accumulated between `earlier` and `self`.
+    pub fn since(&self, earlier: &ResourceUsage) -> ResourceUsage {
+        ResourceUsage {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+            voluntary_switches: self
+                .voluntary_switches
+                .saturating_sub(earlier.voluntary_switches),
+            involuntary_switches: self
+                .involuntary_switches
+                .saturating_sub(earlier.involuntary_switches),
+        }
+    }
+
+    /// All context switches, voluntary and not (tcp_mmap's "context switches").
+    pub fn context_switches(&self) -> u64 {
+        self.voluntary_switches + self.involuntary_switches
+    }
+}
+
+/// `getrusage(2)` for the calling thread or process.
+pub fn resource_usage(of: UsageOf) -> io::Result<ResourceUsage> {
+    let who = match of {
+        UsageOf::Thread => libc::RUSAGE_THREAD,
+        UsageOf::Process => libc::RUSAGE_SELF,
+    };
+    // SAFETY: `rusage` is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { mem::zeroed() };
+    // SAFETY: `ru` is a live, writable `rusage`.
+    syscall!(getrusage(who, &mut ru))?;
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    Ok(ResourceUsage {
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+        voluntary_switches: ru.ru_nvcsw as u64,
+        involuntary_switches: ru.ru_nivcsw as u64,
+    })
+}
+
+/// The running kernel's release string (`uname -r`).
+pub fn kernel_release() -> io::Result<String> {
+    // SAFETY: `utsname` is plain old data; all-zero is a valid value.
+    let mut uts: libc::utsname = unsafe { mem::zeroed() };
+    // SAFETY: `uts` is a live, writable `utsname`.
+    syscall!(uname(&mut uts))?;
+    // SAFETY: the kernel NUL-terminates every `utsname` field.
+    let release = unsafe { CStr::from_ptr(uts.release.as_ptr()) };
+    Ok(release.to_string_lossy().into_owned())
+}
+
+/// The soft and hard `RLIMIT_MEMLOCK` in bytes (`None` = unlimited). Pages pinned by MSG_ZEROCOPY and
+/// AF_XDP UMEMs are charged against it unless the process has CAP_IPC_LOCK.
+pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live, writable `rlimit`.
+    syscall!(getrlimit(libc::RLIMIT_MEMLOCK, &mut lim))?;
+    let conv = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
+    Ok((conv(lim.rlim_cur), conv(lim.rlim_max)))
+}
+
+/// The effective user id (0 = root).
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The calling thread's id (as the kernel names it in `/proc/self/task`).
+pub fn thread_id() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Whether process `pid` still exists (`kill(pid, 0)`; EPERM means it exists but is not ours).
+pub fn process_exists(pid: i32) -> bool {
+    match syscall!(kill(pid, 0)) {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn int_options_round_trip() {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_int_option(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, 1).unwrap();
+        set_int_option(sock.as_fd(), libc::SOL_SOCKET, libc::SO_PRIORITY, 3).unwrap();
+        assert_eq!(
+            get_int_option(sock.as_fd(), libc::SOL_SOCKET, libc::SO_PRIORITY).unwrap(),
+            3
+        );
+    }
+
+    #[test]
+    fn usage_grows_and_release_reads() {
+        let a = resource_usage(UsageOf::Thread).unwrap();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+        let b = resource_usage(UsageOf::Thread).unwrap();
+        assert!(b.since(&a).user + b.since(&a).system >= Duration::ZERO);
+        assert!(
+            kernel_release()
+                .unwrap()
+                .chars()
+                .next()
+                .unwrap()
+                .is_ascii_digit()
+        );
+        assert!(process_exists(std::process::id() as i32));
+    }
+}
