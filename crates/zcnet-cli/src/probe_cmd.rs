@@ -42,12 +42,20 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let findings = probe(&opts);
     let rows: Vec<Row> = findings.iter().map(row).collect();
     if args.json {
-        let kernel = findings.iter().find(|f| f.feature == "kernel").map(|f| f.reason.clone());
+        let kernel = findings
+            .iter()
+            .find(|f| f.feature == "kernel")
+            .map(|f| f.reason.clone());
         println!("{}", json!({ "kernel": kernel, "features": rows }));
     } else {
         print_rows(
             &rows,
-            &[("feature", "FEATURE"), ("iface", "IFACE"), ("support", "SUPPORT"), ("reason", "REASON")],
+            &[
+                ("feature", "FEATURE"),
+                ("iface", "IFACE"),
+                ("support", "SUPPORT"),
+                ("reason", "REASON"),
+            ],
             false,
         );
     }

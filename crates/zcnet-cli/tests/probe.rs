@@ -10,7 +10,11 @@ fn zcnet() -> Command {
 
 fn probe_json(cmd: &mut Command) -> Value {
     let out = cmd.output().expect("run zcnet probe");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("probe --json prints one JSON object")
 }
 
@@ -31,11 +35,19 @@ fn json_names_the_kernel_and_every_host_feature() {
     assert_eq!(finding(&report, "tcp.so_zerocopy", None)["support"], "yes");
     assert_eq!(finding(&report, "udp.so_zerocopy", None)["support"], "yes");
     let optmem = finding(&report, "limit.optmem_max", None);
-    assert!(optmem["reason"].as_str().unwrap().contains("net.core.optmem_max"));
+    assert!(
+        optmem["reason"]
+            .as_str()
+            .unwrap()
+            .contains("net.core.optmem_max")
+    );
     let lo = finding(&report, "iface", Some("lo"));
     assert!(lo["reason"].as_str().unwrap().contains("mtu 65536"), "{lo}");
     for row in report["features"].as_array().unwrap() {
-        assert!(["yes", "no", "partial"].contains(&row["support"].as_str().unwrap()), "{row}");
+        assert!(
+            ["yes", "no", "partial"].contains(&row["support"].as_str().unwrap()),
+            "{row}"
+        );
         assert!(!row["reason"].as_str().unwrap().is_empty(), "{row}");
     }
 }
@@ -62,5 +74,9 @@ fn table_has_a_row_per_feature() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("FEATURE"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("tcp.so_zerocopy") && l.contains("yes")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tcp.so_zerocopy") && l.contains("yes")),
+        "{text}"
+    );
 }
