@@ -16,6 +16,7 @@
 //! reading frames with `umem.data(&umem.validate(desc)?)` and recycling them with `umem.fill_with`.
 
 mod error;
+pub mod frame;
 mod program;
 mod ring;
 mod socket;
