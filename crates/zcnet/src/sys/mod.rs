@@ -39,6 +39,7 @@ pub mod errno;
 pub mod errqueue;
 pub mod netlink;
 pub mod ns;
+pub mod pages;
 pub mod socket;
 pub mod tcp_zc;
 pub mod uring;
