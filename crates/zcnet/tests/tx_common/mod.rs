@@ -118,3 +118,84 @@ pub fn tcp_pair(listener: TcpListener) -> (TcpStream, JoinHandle<Checksum>) {
     let sink = tcp_sink(listener);
     (TcpStream::connect(addr).expect("connect"), sink)
 }
+
+/// A UDP receiver thread: checksums every datagram (in arrival order) until `target` bytes arrived or
+/// 20 s passed, and publishes its progress in `received` so senders can keep a bounded window in
+/// flight (the kernel drops datagrams a full receive buffer cannot take).
+pub struct UdpSink {
+    pub received: Arc<AtomicU64>,
+    pub target: Arc<AtomicU64>,
+    pub handle: JoinHandle<(Checksum, u64)>,
+    /// Unreceived bytes the receive buffer can surely hold.
+    pub window: u64,
+}
+
+use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+pub fn udp_sink(socket: UdpSocket) -> UdpSink {
+    let received = Arc::new(AtomicU64::new(0));
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let (r, t) = (Arc::clone(&received), Arc::clone(&target));
+    // A big receive buffer when allowed (root), else a window of one maximal datagram.
+    let fd = std::os::fd::AsFd::as_fd(&socket);
+    let window = match zcnet::sys::socket::set_int_option(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        8 << 20,
+    ) {
+        Ok(()) => 1 << 20,
+        Err(_) => 64 << 10,
+    };
+    socket
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let handle = thread::spawn(move || {
+        let mut sum = Checksum::default();
+        let mut datagrams = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        let start = Instant::now();
+        while sum.len < t.load(Ordering::Acquire) && start.elapsed() < Duration::from_secs(20) {
+            match socket.recv(&mut buf) {
+                Ok(n) => {
+                    sum.update(&buf[..n]);
+                    datagrams += 1;
+                    r.store(sum.len, Ordering::Release);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(e) => panic!("udp recv: {e}"),
+            }
+        }
+        (sum, datagrams)
+    });
+    UdpSink {
+        received,
+        target,
+        handle,
+        window,
+    }
+}
+
+impl UdpSink {
+    /// Blocks (bounded) until no more than `window` bytes of `sent` are unreceived.
+    pub fn throttle(&self, sent: u64) {
+        let start = Instant::now();
+        while sent.saturating_sub(self.received.load(Ordering::Acquire)) > self.window {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "receiver stalled: datagrams were lost"
+            );
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Tells the receiver the total and waits for it.
+    pub fn finish(self, total: u64) -> (Checksum, u64) {
+        self.target.store(total, Ordering::Release);
+        self.handle.join().expect("udp sink")
+    }
+}
