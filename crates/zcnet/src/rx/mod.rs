@@ -1,1 +1,24 @@
-//! (being written)
+//! TCP zero-copy receive: received pages mapped into a read-only window of the socket
+//! (`TCP_ZEROCOPY_RECEIVE`), the unaligned rest copied by the kernel into a small copy buffer (copybuf)
+//! or read with `recv`.
+//!
+//! A [`Receiver`] owns a connected [`std::net::TcpStream`] and hands out [`Chunk`]s in stream order: each
+//! is either pages mapped from the socket ([`ChunkKind::Mapped`]) or bytes copied
+//! ([`ChunkKind::Copybuf`], [`ChunkKind::Recv`]). A chunk borrows the receiver, so its pages cannot be
+//! replaced while it is read; releasing it zaps them (`MADV_DONTNEED`) or leaves them for the next call
+//! to replace ([`Release`]). [`RxStats`] counts mapped and copied bytes — the "% mmap'ed" of tcp_mmap.
+//!
+//! Pages map only when the sender's segments carry whole, page-aligned pages: on this kernel that takes a
+//! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
+//! map, and the receiver then falls back to `recv` with the reason recorded ([`Fallback`]).
+
+mod chunk;
+mod error;
+mod receiver;
+pub mod sender;
+mod stats;
+
+pub use chunk::{Chunk, ChunkKind};
+pub use error::{RxError, RxOp};
+pub use receiver::{Fallback, Receiver, Release, RxConfig, RxMode};
+pub use stats::RxStats;

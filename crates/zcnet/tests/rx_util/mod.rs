@@ -1,0 +1,144 @@
+//! Shared pieces of the receive tests: deterministic streams written in several message-size
+//! patterns, and a reader that checks every chunk against the bytes sent.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use zcnet::rx::{ChunkKind, Receiver, RxStats, sender};
+
+/// How the sender cuts the stream into writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    /// Writes of 1, 2, 4 and 16 pages in turn.
+    PageMultiples,
+    /// Writes of odd sizes (1 to 9000 bytes, stepping by primes).
+    OddSizes,
+    /// One byte per write.
+    OneByte,
+    /// A 37-byte header sent with MSG_EOR, then 16 KiB of payload, repeated.
+    EorHeaders,
+}
+
+pub const ALL_PATTERNS: [Pattern; 4] = [
+    Pattern::PageMultiples,
+    Pattern::OddSizes,
+    Pattern::OneByte,
+    Pattern::EorHeaders,
+];
+
+/// `len` deterministic pseudo-random bytes (xorshift64 from `seed`).
+pub fn stream_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// FNV-1a 64: the checksum both ends compute.
+pub fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The write sizes of `pattern` covering `total` bytes (the last one cut short).
+pub fn write_sizes(pattern: Pattern, total: usize) -> Vec<(usize, bool)> {
+    let page = 4096;
+    let mut sizes = Vec::new();
+    let mut sent = 0;
+    let mut i = 0usize;
+    while sent < total {
+        let (size, eor) = match pattern {
+            Pattern::PageMultiples => ([1, 2, 4, 16][i % 4] * page, false),
+            Pattern::OddSizes => (1 + (i * 7919 + 13) % 9000, false),
+            Pattern::OneByte => (1, false),
+            Pattern::EorHeaders if i.is_multiple_of(2) => (37, true),
+            Pattern::EorHeaders => (16 * page, false),
+        };
+        let size = size.min(total - sent);
+        sizes.push((size, eor));
+        sent += size;
+        i += 1;
+    }
+    sizes
+}
+
+/// Writes `bytes` to `stream` cut as `pattern` says (headers with MSG_EOR), then shuts down writing.
+pub fn send_pattern(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) {
+    let mut at = 0;
+    for (size, eor) in write_sizes(pattern, bytes.len()) {
+        let piece = &bytes[at..at + size];
+        if eor {
+            sender::send_record(&stream, piece).expect("send header with MSG_EOR");
+        } else {
+            stream.write_all(piece).expect("write payload");
+        }
+        at += size;
+    }
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+}
+
+/// What a receiver got.
+#[derive(Debug)]
+pub struct Received {
+    pub bytes: u64,
+    pub checksum: u64,
+    pub stats: RxStats,
+    pub kinds: [u64; 3],
+}
+
+/// Reads `rx` to its end, checking that every chunk starts where the previous one ended and holds
+/// exactly the expected bytes.
+pub fn receive_checked(rx: &mut Receiver, expected: &[u8]) -> Received {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut next = 0u64;
+    let mut kinds = [0u64; 3];
+    while let Some(chunk) = rx.recv().expect("receive") {
+        assert_eq!(chunk.offset(), next, "chunk offset");
+        assert!(!chunk.is_empty(), "empty chunk");
+        let at = next as usize;
+        assert!(at + chunk.len() <= expected.len(), "more bytes than sent");
+        assert!(
+            chunk[..] == expected[at..at + chunk.len()],
+            "bytes differ in a {:?} chunk at offset {at}",
+            chunk.kind()
+        );
+        hash = chunk.iter().fold(hash, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        kinds[kind_index(chunk.kind())] += chunk.len() as u64;
+        next += chunk.len() as u64;
+    }
+    Received {
+        bytes: next,
+        checksum: hash,
+        stats: *rx.stats(),
+        kinds,
+    }
+}
+
+pub fn kind_index(kind: ChunkKind) -> usize {
+    match kind {
+        ChunkKind::Mapped => 0,
+        ChunkKind::Copybuf => 1,
+        ChunkKind::Recv => 2,
+    }
+}
+
+/// Checks that `got` is the whole of `expected` and that the stats add up to the chunks.
+pub fn assert_intact(got: &Received, expected: &[u8]) {
+    assert_eq!(got.bytes, expected.len() as u64, "stream length");
+    assert_eq!(got.checksum, checksum(expected), "stream checksum");
+    assert_eq!(got.stats.bytes(), got.bytes, "stats count every byte once");
+    assert_eq!(got.stats.mapped_bytes, got.kinds[0]);
+    assert_eq!(got.stats.copybuf_bytes, got.kinds[1]);
+    assert_eq!(got.stats.recv_bytes, got.kinds[2]);
+}
