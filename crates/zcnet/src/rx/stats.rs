@@ -1,7 +1,5 @@
 //! Receive counters: how many bytes arrived mapped and how many copied, and the calls it took.
 
-use crate::sys::socket::ResourceUsage;
-
 /// What a [`Receiver`](super::Receiver) has received and how.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RxStats {
@@ -41,24 +39,14 @@ impl RxStats {
             total => self.mapped_bytes as f64 * 100.0 / total as f64,
         }
     }
-
-    /// CPU microseconds per megabyte (10^6 bytes) received, given the receiving thread's usage over
-    /// the same period (tcp_mmap's "usec per MB").
-    pub fn cpu_us_per_mb(&self, usage: &ResourceUsage) -> f64 {
-        match self.bytes() {
-            0 => 0.0,
-            total => (usage.user + usage.system).as_secs_f64() * 1e6 / (total as f64 / 1e6),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
-    fn shares_and_costs() {
+    fn shares_add_up() {
         let stats = RxStats {
             mapped_bytes: 3_000_000,
             copybuf_bytes: 500_000,
@@ -68,12 +56,6 @@ mod tests {
         assert_eq!(stats.bytes(), 4_000_000);
         assert_eq!(stats.copied_bytes(), 1_000_000);
         assert_eq!(stats.mapped_pct(), 75.0);
-        let usage = ResourceUsage {
-            user: Duration::from_millis(1),
-            system: Duration::from_millis(3),
-            ..ResourceUsage::default()
-        };
-        assert_eq!(stats.cpu_us_per_mb(&usage), 1000.0);
         assert_eq!(RxStats::default().mapped_pct(), 0.0);
     }
 }
