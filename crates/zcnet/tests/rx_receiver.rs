@@ -7,7 +7,7 @@ mod rx_util;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::thread;
 
-use rx_util::{ALL_PATTERNS, Pattern, assert_intact, receive_checked, send_pattern, stream_bytes};
+use rx_util::{ALL_PATTERNS, Pattern, send_pattern, stream_bytes, transfer};
 use zcnet::rx::{Fallback, Receiver, Release, RxConfig, RxMode, sender};
 
 const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -20,14 +20,7 @@ fn plain_sender_run(
     len: usize,
 ) -> rx_util::Received {
     let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
-    let bytes = stream_bytes(len, len as u64 ^ 0x5eed);
-    let to_send = bytes.clone();
-    let writer = thread::spawn(move || send_pattern(client, &to_send, pattern));
-    let mut rx = Receiver::new(server, config).expect("receiver");
-    let got = receive_checked(&mut rx, &bytes);
-    writer.join().expect("sender");
-    assert_intact(&got, &bytes);
-    got
+    transfer(client, server, len, pattern, config).0
 }
 
 fn pattern_len(pattern: Pattern) -> usize {
@@ -73,13 +66,7 @@ fn nothing_mapped_falls_back_to_recv_and_records_why() {
         ..RxConfig::default()
     };
     let (client, server) = sender::connect_page_mss(V4).expect("loopback pair");
-    let bytes = stream_bytes(4 << 20, 7);
-    let to_send = bytes.clone();
-    let writer = thread::spawn(move || send_pattern(client, &to_send, Pattern::PageMultiples));
-    let mut rx = Receiver::new(server, config).expect("receiver");
-    let got = receive_checked(&mut rx, &bytes);
-    writer.join().expect("sender");
-    assert_intact(&got, &bytes);
+    let (got, rx) = transfer(client, server, 4 << 20, Pattern::PageMultiples, config);
     match rx.fallback() {
         Some(Fallback::NothingMapped { bytes }) => assert!(bytes >= 1 << 20),
         other => panic!("expected a NothingMapped fallback, got {other:?}"),

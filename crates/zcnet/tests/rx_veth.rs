@@ -6,11 +6,10 @@ mod rx_util;
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
-use std::thread;
 
-use rx_util::{ALL_PATTERNS, Received, assert_intact, receive_checked, send_pattern, stream_bytes};
+use rx_util::{ALL_PATTERNS, Received, transfer};
 use testnet::{VethConfig, VethPair};
-use zcnet::rx::{Receiver, RxConfig, sender};
+use zcnet::rx::{RxConfig, sender};
 
 /// A veth pair for `v6` and a connected (client in `a`, server in `b`) pair across it.
 fn veth_pair(v6: bool) -> VethPair {
@@ -49,14 +48,7 @@ fn run(pair: &VethPair, v6: bool, pattern: rx_util::Pattern, config: RxConfig) -
     } else {
         2 << 20
     };
-    let bytes = stream_bytes(len, 0xfeed ^ len as u64);
-    let to_send = bytes.clone();
-    let writer = thread::spawn(move || send_pattern(client, &to_send, pattern));
-    let mut rx = Receiver::new(server, config).expect("receiver");
-    let got = receive_checked(&mut rx, &bytes);
-    writer.join().expect("sender");
-    assert_intact(&got, &bytes);
-    got
+    transfer(client, server, len, pattern, config).0
 }
 
 #[test]

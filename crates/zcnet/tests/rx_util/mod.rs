@@ -4,8 +4,9 @@
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::thread;
 
-use zcnet::rx::{ChunkKind, Receiver, RxStats, sender};
+use zcnet::rx::{ChunkKind, Receiver, RxConfig, RxStats, sender};
 
 /// How the sender cuts the stream into writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,4 +142,23 @@ pub fn assert_intact(got: &Received, expected: &[u8]) {
     assert_eq!(got.stats.mapped_bytes, got.kinds[0]);
     assert_eq!(got.stats.copybuf_bytes, got.kinds[1]);
     assert_eq!(got.stats.recv_bytes, got.kinds[2]);
+}
+
+/// Sends `len` deterministic bytes from `client` cut as `pattern`, receives them on `server` with
+/// `config`, and checks every chunk and the whole stream. Returns what arrived and the receiver.
+pub fn transfer(
+    client: TcpStream,
+    server: TcpStream,
+    len: usize,
+    pattern: Pattern,
+    config: RxConfig,
+) -> (Received, Receiver) {
+    let bytes = stream_bytes(len, len as u64 ^ 0x5eed);
+    let to_send = bytes.clone();
+    let writer = thread::spawn(move || send_pattern(client, &to_send, pattern));
+    let mut rx = Receiver::new(server, config).expect("receiver");
+    let got = receive_checked(&mut rx, &bytes);
+    writer.join().expect("sender");
+    assert_intact(&got, &bytes);
+    (got, rx)
 }
