@@ -181,3 +181,27 @@ fn reset_surfaces_after_the_bytes_before_it() {
         let _ = rx.stream().read(&mut one);
     }
 }
+
+#[test]
+fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
+    // A Unix stream socket has no mmap (ENODEV): the receiver must record that and read with recv.
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let client = std::net::TcpStream::from(std::os::fd::OwnedFd::from(a));
+    let server = std::net::TcpStream::from(std::os::fd::OwnedFd::from(b));
+    let (got, rx) = transfer(
+        client,
+        server,
+        1 << 20,
+        Pattern::OddSizes,
+        RxConfig::default(),
+    );
+    assert_eq!(
+        rx.fallback(),
+        Some(Fallback::Unavailable {
+            call: "mmap of the socket",
+            errno: libc::ENODEV
+        })
+    );
+    assert_eq!(got.stats.zerocopy_calls, 0);
+    assert_eq!(got.stats.recv_bytes, 1 << 20);
+}
