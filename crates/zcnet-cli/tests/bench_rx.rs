@@ -56,10 +56,22 @@ fn check_rows(rows: &[Value], path: &str, bytes: u64) {
 
 #[test]
 fn loopback_rows_for_both_modes() {
-    let rows = bench_rows(&["--mib", "8", "--sender", "copy"]);
+    let rows = bench_rows(&["--mib", "8", "--rounds", "1", "--sender", "copy"]);
     check_rows(&rows, "loopback", 8 << 20);
     // A plain sender's pages do not map on this kernel.
     assert_eq!(rows[1]["mapped_pct"], 0.0);
+}
+
+#[test]
+fn zerocopy_sender_pages_map_on_loopback() {
+    let rows = bench_rows(&["--mib", "8", "--rounds", "2", "--sender", "zerocopy"]);
+    check_rows(&rows, "loopback", 16 << 20);
+    assert_eq!(rows[1]["sender_mode"], "zerocopy");
+    let pct = rows[1]["mapped_pct"].as_f64().unwrap();
+    assert!(
+        pct > 90.0,
+        "only {pct}% mapped with MSS 4096 and a MSG_ZEROCOPY sender"
+    );
 }
 
 #[test]
@@ -67,6 +79,7 @@ fn veth_rows_for_both_modes_v6() {
     if !testnet::privileged("veth_rows_for_both_modes_v6") {
         return;
     }
-    let rows = bench_rows(&["--mib", "8", "--sender", "copy", "--netns", "--ipv6"]);
+    let rows = bench_rows(&["--mib", "8", "--rounds", "1", "--netns", "--ipv6"]);
     check_rows(&rows, "veth", 8 << 20);
+    assert!(rows[1]["mapped_bytes"].as_u64().unwrap() > 0);
 }

@@ -7,7 +7,7 @@ mod rx_util;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::thread;
 
-use rx_util::{ALL_PATTERNS, Pattern, send_pattern, stream_bytes, transfer};
+use rx_util::{ALL_PATTERNS, Pattern, SendWith, send_pattern, stream_bytes, transfer};
 use zcnet::rx::{Fallback, Receiver, Release, RxConfig, RxMode, sender};
 
 const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -20,7 +20,7 @@ fn plain_sender_run(
     len: usize,
 ) -> rx_util::Received {
     let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
-    transfer(client, server, len, pattern, config).0
+    transfer(client, server, len, (pattern, SendWith::Plain), config).0
 }
 
 fn pattern_len(pattern: Pattern) -> usize {
@@ -66,7 +66,13 @@ fn nothing_mapped_falls_back_to_recv_and_records_why() {
         ..RxConfig::default()
     };
     let (client, server) = sender::connect_page_mss(V4).expect("loopback pair");
-    let (got, rx) = transfer(client, server, 4 << 20, Pattern::PageMultiples, config);
+    let (got, rx) = transfer(
+        client,
+        server,
+        4 << 20,
+        (Pattern::PageMultiples, SendWith::Plain),
+        config,
+    );
     match rx.fallback() {
         Some(Fallback::NothingMapped { bytes }) => assert!(bytes >= 1 << 20),
         other => panic!("expected a NothingMapped fallback, got {other:?}"),
@@ -118,7 +124,8 @@ fn non_blocking_receiver_reports_would_block_and_loses_nothing() {
     server.set_nonblocking(true).unwrap();
     let bytes = stream_bytes(2 << 20, 11);
     let to_send = bytes.clone();
-    let writer = thread::spawn(move || send_pattern(client, &to_send, Pattern::OddSizes));
+    let writer =
+        thread::spawn(move || send_pattern(client, &to_send, Pattern::OddSizes, SendWith::Plain));
     let config = RxConfig {
         give_up_after: None,
         ..RxConfig::default()
@@ -192,7 +199,7 @@ fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
         client,
         server,
         1 << 20,
-        Pattern::OddSizes,
+        (Pattern::OddSizes, SendWith::Plain),
         RxConfig::default(),
     );
     assert_eq!(

@@ -1,13 +1,14 @@
 //! The receiver across a veth pair between two namespaces, with the MTU that leaves one page of
 //! payload per segment (4148 for IPv4, 4168 for IPv6): every message-size pattern arrives byte-exact
-//! with and without copybuf from a plain sender, whose pages do not map.
+//! with and without copybuf, from a plain sender (whose pages do not map) and from the MSG_ZEROCOPY
+//! sender (whose pages do).
 
 mod rx_util;
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 
-use rx_util::{ALL_PATTERNS, Received, transfer};
+use rx_util::{ALL_PATTERNS, Pattern, Received, SendWith, transfer};
 use testnet::{VethConfig, VethPair};
 use zcnet::rx::{RxConfig, sender};
 
@@ -39,16 +40,16 @@ fn connect(pair: &VethPair, v6: bool) -> (TcpStream, TcpStream) {
     (client, server)
 }
 
-fn run(pair: &VethPair, v6: bool, pattern: rx_util::Pattern, config: RxConfig) -> Received {
+fn run(pair: &VethPair, v6: bool, how: (Pattern, SendWith), config: RxConfig) -> Received {
     let (client, server) = connect(pair, v6);
     // The MTU alone gives one page of payload per segment (timestamps included).
     assert_eq!(sender::current_mss(client.as_fd()).unwrap(), 4096);
-    let len = if pattern == rx_util::Pattern::OneByte {
+    let len = if how.0 == Pattern::OneByte {
         10_000
     } else {
         2 << 20
     };
-    transfer(client, server, len, pattern, config).0
+    transfer(client, server, len, how, config).0
 }
 
 #[test]
@@ -65,9 +66,41 @@ fn plain_sender_over_veth_arrives_intact_v4_and_v6() {
                     give_up_after: None,
                     ..RxConfig::default()
                 };
-                let got = run(&pair, v6, pattern, config);
+                let got = run(&pair, v6, (pattern, SendWith::Plain), config);
                 assert_eq!(got.stats.mapped_bytes, 0, "v6={v6} {pattern:?}");
                 assert_eq!(got.stats.copybuf_bytes > 0, copybuf, "v6={v6} {pattern:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn zerocopy_sender_over_veth_maps_pages_v4_and_v6() {
+    if !testnet::privileged("zerocopy_sender_over_veth_maps_pages_v4_and_v6") {
+        return;
+    }
+    for v6 in [false, true] {
+        let pair = veth_pair(v6);
+        for pattern in [
+            Pattern::PageMultiples,
+            Pattern::OddSizes,
+            Pattern::EorHeaders,
+        ] {
+            for copybuf in [true, false] {
+                let config = RxConfig {
+                    copybuf,
+                    ..RxConfig::default()
+                };
+                let got = run(&pair, v6, (pattern, SendWith::ZeroCopy), config);
+                assert!(
+                    got.stats.mapped_bytes > 0,
+                    "v6={v6} {pattern:?} copybuf={copybuf}: nothing mapped: {:?}",
+                    got.stats
+                );
+                eprintln!(
+                    "v6={v6} {pattern:?} copybuf={copybuf}: {:.1}% mapped",
+                    got.stats.mapped_pct()
+                );
             }
         }
     }

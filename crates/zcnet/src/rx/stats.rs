@@ -41,6 +41,20 @@ impl RxStats {
     }
 }
 
+impl std::ops::AddAssign for RxStats {
+    /// Adds another receiver's counters (e.g. to total several connections).
+    fn add_assign(&mut self, other: RxStats) {
+        self.mapped_bytes += other.mapped_bytes;
+        self.copybuf_bytes += other.copybuf_bytes;
+        self.recv_bytes += other.recv_bytes;
+        self.zerocopy_calls += other.zerocopy_calls;
+        self.recv_calls += other.recv_calls;
+        self.polls += other.polls;
+        self.zaps += other.zaps;
+        self.chunks += other.chunks;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +71,9 @@ mod tests {
         assert_eq!(stats.copied_bytes(), 1_000_000);
         assert_eq!(stats.mapped_pct(), 75.0);
         assert_eq!(RxStats::default().mapped_pct(), 0.0);
+        let mut twice = stats;
+        twice += stats;
+        assert_eq!(twice.bytes(), 8_000_000);
+        assert_eq!(twice.mapped_pct(), 75.0);
     }
 }

@@ -5,8 +5,10 @@
 use std::io::Write;
 use std::net::TcpStream;
 use std::thread;
+use std::time::Duration;
 
 use zcnet::rx::{ChunkKind, Receiver, RxConfig, RxStats, sender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 /// How the sender cuts the stream into writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +72,28 @@ pub fn write_sizes(pattern: Pattern, total: usize) -> Vec<(usize, bool)> {
     sizes
 }
 
+/// How the sender writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendWith {
+    /// Plain `write()`: pages from the socket's page frags, which never map on this kernel.
+    Plain,
+    /// `zcnet::tx`'s MSG_ZEROCOPY sender (every data send zero-copy) from page-aligned pooled buffers;
+    /// MSG_EOR headers still go out with a plain send on the same socket.
+    ZeroCopy,
+}
+
 /// Writes `bytes` to `stream` cut as `pattern` says (headers with MSG_EOR), then shuts down writing.
-pub fn send_pattern(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) {
+pub fn send_pattern(stream: TcpStream, bytes: &[u8], pattern: Pattern, with: SendWith) {
+    let stream = match with {
+        SendWith::Plain => send_plain(stream, bytes, pattern),
+        SendWith::ZeroCopy => send_zerocopy(stream, bytes, pattern),
+    };
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+}
+
+fn send_plain(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStream {
     let mut at = 0;
     for (size, eor) in write_sizes(pattern, bytes.len()) {
         let piece = &bytes[at..at + size];
@@ -83,8 +105,41 @@ pub fn send_pattern(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) {
         at += size;
     }
     stream
-        .shutdown(std::net::Shutdown::Write)
-        .expect("shutdown");
+}
+
+fn send_zerocopy(stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStream {
+    let sizes = write_sizes(pattern, bytes.len());
+    let pool = BufferPool::new(PoolConfig {
+        buf_size: sizes.iter().map(|&(size, _)| size).max().unwrap_or(1),
+        count: 32,
+        huge_pages: false,
+    })
+    .expect("send buffer pool");
+    let config = SenderConfig {
+        send_timeout: Some(Duration::from_secs(20)),
+        ..SenderConfig::with_mode(Mode::ZeroCopy)
+    };
+    let mut tx = TcpSender::new(stream, config);
+    tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
+    let mut at = 0;
+    for (size, eor) in sizes {
+        let piece = &bytes[at..at + size];
+        at += size;
+        if eor {
+            sender::send_record(tx.get_ref(), piece).expect("send header with MSG_EOR");
+            continue;
+        }
+        let mut buf = loop {
+            if let Some(buf) = pool.take() {
+                break buf;
+            }
+            tx.wait_completions(Duration::from_millis(100))
+                .expect("wait for send completions");
+        };
+        buf.fill_with(size, |b| b.copy_from_slice(piece));
+        tx.send(buf).expect("zero-copy send");
+    }
+    tx.close(Duration::from_secs(20)).expect("flush the sender")
 }
 
 /// What a receiver got.
@@ -150,12 +205,12 @@ pub fn transfer(
     client: TcpStream,
     server: TcpStream,
     len: usize,
-    pattern: Pattern,
+    (pattern, with): (Pattern, SendWith),
     config: RxConfig,
 ) -> (Received, Receiver) {
     let bytes = stream_bytes(len, len as u64 ^ 0x5eed);
     let to_send = bytes.clone();
-    let writer = thread::spawn(move || send_pattern(client, &to_send, pattern));
+    let writer = thread::spawn(move || send_pattern(client, &to_send, pattern, with));
     let mut rx = Receiver::new(server, config).expect("receiver");
     let got = receive_checked(&mut rx, &bytes);
     writer.join().expect("sender");
