@@ -1,10 +1,14 @@
 //! No mapping or descriptor outlives its receiver: 10,000 connections opened, received and closed
-//! leave /proc/self/maps and /proc/self/fd as they were.
+//! (every 100th from the MSG_ZEROCOPY sender, so that pages are mapped when the receiver goes) leave
+//! /proc/self/maps and /proc/self/fd as they were.
+
+mod rx_util;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 
-use zcnet::rx::{Receiver, RxConfig, sender};
+use rx_util::{SendWith, send_writes};
+use zcnet::rx::{ChunkKind, Receiver, RxConfig, sender};
 
 fn maps_lines() -> usize {
     std::fs::read_to_string("/proc/self/maps")
@@ -55,11 +59,22 @@ fn ten_thousand_connections_leave_no_mapping_or_fd() {
     assert!(open_fds() >= fds_before + 8);
     drop(held);
 
+    let pages = vec![0xa5u8; 64 << 10];
     let (maps_before, fds_before) = (maps_lines(), open_fds());
+    let mut mapped = 0;
     for i in 0..10_000u32 {
-        let mut client = TcpStream::connect(addr).unwrap();
+        let mut client = sender::connect_with_page_mss(addr).unwrap();
         let (server, _) = listener.accept().unwrap();
         let mut rx = Receiver::new(server, config.clone()).unwrap();
+        if i % 100 == 0 {
+            send_writes(client, &pages, &[(pages.len(), false)], SendWith::ZeroCopy);
+            // Take one chunk and drop the receiver with its pages (if mapped) still in the window.
+            let chunk = rx.recv().unwrap().unwrap();
+            if chunk.kind() == ChunkKind::Mapped {
+                mapped += chunk.len();
+            }
+            continue;
+        }
         client
             .write_all(&payload[..1 + (i as usize % payload.len())])
             .unwrap();
@@ -69,6 +84,7 @@ fn ten_thousand_connections_leave_no_mapping_or_fd() {
             1 + u64::from(i) % payload.len() as u64
         );
     }
+    assert!(mapped > 0, "no connection had pages mapped");
     assert_eq!(maps_lines(), maps_before, "mappings leaked");
     assert_eq!(open_fds(), fds_before, "descriptors leaked");
 }

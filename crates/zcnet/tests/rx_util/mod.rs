@@ -84,18 +84,23 @@ pub enum SendWith {
 
 /// Writes `bytes` to `stream` cut as `pattern` says (headers with MSG_EOR), then shuts down writing.
 pub fn send_pattern(stream: TcpStream, bytes: &[u8], pattern: Pattern, with: SendWith) {
+    send_writes(stream, bytes, &write_sizes(pattern, bytes.len()), with);
+}
+
+/// Writes `bytes` to `stream` in `writes` (size, sent as a MSG_EOR record), then shuts down writing.
+pub fn send_writes(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)], with: SendWith) {
     let stream = match with {
-        SendWith::Plain => send_plain(stream, bytes, pattern),
-        SendWith::ZeroCopy => send_zerocopy(stream, bytes, pattern),
+        SendWith::Plain => send_plain(stream, bytes, writes),
+        SendWith::ZeroCopy => send_zerocopy(stream, bytes, writes),
     };
     stream
         .shutdown(std::net::Shutdown::Write)
         .expect("shutdown");
 }
 
-fn send_plain(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStream {
+fn send_plain(mut stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> TcpStream {
     let mut at = 0;
-    for (size, eor) in write_sizes(pattern, bytes.len()) {
+    for &(size, eor) in writes {
         let piece = &bytes[at..at + size];
         if eor {
             sender::send_record(&stream, piece).expect("send header with MSG_EOR");
@@ -107,10 +112,9 @@ fn send_plain(mut stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStrea
     stream
 }
 
-fn send_zerocopy(stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStream {
-    let sizes = write_sizes(pattern, bytes.len());
+fn send_zerocopy(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> TcpStream {
     let pool = BufferPool::new(PoolConfig {
-        buf_size: sizes.iter().map(|&(size, _)| size).max().unwrap_or(1),
+        buf_size: writes.iter().map(|&(size, _)| size).max().unwrap_or(1),
         count: 32,
         huge_pages: false,
     })
@@ -122,7 +126,7 @@ fn send_zerocopy(stream: TcpStream, bytes: &[u8], pattern: Pattern) -> TcpStream
     let mut tx = TcpSender::new(stream, config);
     tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
     let mut at = 0;
-    for (size, eor) in sizes {
+    for &(size, eor) in writes {
         let piece = &bytes[at..at + size];
         at += size;
         if eor {
