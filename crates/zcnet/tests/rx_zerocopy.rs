@@ -48,3 +48,30 @@ fn zerocopy_sender_pages_map_and_every_pattern_arrives_intact() {
         }
     }
 }
+
+#[test]
+fn measure_loopback_tells_a_mappable_sender_from_a_plain_one() {
+    use std::io::Write;
+    use std::time::Duration;
+    use zcnet::tx::{Mode, SenderConfig, TcpSender};
+
+    let ip = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    let plain = zcnet::rx::measure_loopback(ip, |mut client| client.write_all(&[7u8; 1 << 20]))
+        .expect("plain sender");
+    assert_eq!(plain.bytes(), 1 << 20);
+    assert_eq!(plain.mapped_pct(), 0.0);
+
+    let zerocopy = zcnet::rx::measure_loopback(ip, |client| {
+        let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
+        for _ in 0..16 {
+            tx.send(vec![9u8; 64 << 10])
+                .map_err(std::io::Error::other)?;
+        }
+        tx.close(Duration::from_secs(10))
+            .map(drop)
+            .map_err(std::io::Error::other)
+    })
+    .expect("zero-copy sender");
+    assert_eq!(zerocopy.bytes(), 1 << 20);
+    assert!(zerocopy.mapped_bytes > 0, "{zerocopy:?}");
+}

@@ -11,14 +11,33 @@
 //! Pages map only when the sender's segments carry whole, page-aligned pages: on this kernel that takes a
 //! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
 //! map, and the receiver then falls back to `recv` with the reason recorded ([`Fallback`]).
+//!
+//! ```no_run
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use zcnet::rx::{ChunkKind, Receiver, RxConfig, sender};
+//!
+//! // A loopback pair whose segments carry one page each; `client` would be handed to a
+//! // MSG_ZEROCOPY sender (zcnet::tx::TcpSender) for its pages to map.
+//! let (client, server) = sender::connect_page_mss(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+//! # drop(client);
+//! let mut rx = Receiver::new(server, RxConfig::default())?;
+//! while let Some(chunk) = rx.recv()? {
+//!     let mapped = chunk.kind() == ChunkKind::Mapped;
+//!     println!("{} bytes at {} ({})", chunk.len(), chunk.offset(), if mapped { "mapped" } else { "copied" });
+//! }
+//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.fallback());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod chunk;
 mod error;
+mod measure;
 mod receiver;
 pub mod sender;
 mod stats;
 
 pub use chunk::{Chunk, ChunkKind};
 pub use error::{RxError, RxOp};
+pub use measure::measure_loopback;
 pub use receiver::{Fallback, Receiver, Release, RxConfig, RxMode};
 pub use stats::RxStats;
