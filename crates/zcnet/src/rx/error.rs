@@ -88,3 +88,25 @@ impl From<RxError> for io::Error {
         io::Error::new(kind, err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_the_call_the_errno_and_the_remedy() {
+        let err = RxError::new(
+            RxOp::ZerocopyReceive,
+            io::Error::from_raw_os_error(libc::ENOPROTOOPT),
+        );
+        assert_eq!(
+            err.to_string(),
+            "getsockopt TCP_ZEROCOPY_RECEIVE: ENOPROTOOPT (use RxMode::Copy to receive with plain recv)"
+        );
+        assert_eq!(err.raw_os_error(), Some(libc::ENOPROTOOPT));
+        let reset = RxError::new(RxOp::Socket, io::Error::from_raw_os_error(libc::ECONNRESET));
+        let io: io::Error = reset.into();
+        assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+        assert!(io.to_string().contains("ECONNRESET"), "{io}");
+    }
+}

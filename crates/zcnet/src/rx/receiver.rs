@@ -413,3 +413,39 @@ impl Receiver {
         Ok(Step::Again)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_reasons_say_what_to_do() {
+        let unavailable = Fallback::Unavailable {
+            call: "mmap of the socket",
+            errno: libc::ENODEV,
+        };
+        assert_eq!(
+            unavailable.to_string(),
+            "mmap of the socket: ENODEV (this kernel or socket has no TCP zero-copy receive)"
+        );
+        let nothing = Fallback::NothingMapped { bytes: 4096 };
+        assert!(
+            nothing.to_string().contains("MSG_ZEROCOPY sender"),
+            "{nothing}"
+        );
+    }
+
+    #[test]
+    fn window_is_rounded_up_to_whole_pages() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let config = RxConfig {
+            window: 5000,
+            ..RxConfig::default()
+        };
+        let rx = Receiver::new(stream, config).unwrap();
+        let window = rx.window.as_ref().expect("TCP sockets map");
+        assert_eq!(window.len(), 2 * tcp_zc::page_size());
+        assert_eq!(rx.fallback(), None);
+    }
+}
