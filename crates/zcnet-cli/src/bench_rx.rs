@@ -338,7 +338,7 @@ fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream
 
 /// The sender process: connects with one page of payload per segment, sends, reports its counts.
 fn run_sender(args: &RxArgs, addr: SocketAddr) -> anyhow::Result<()> {
-    let client = sender::connect_with_page_mss(addr).context("connect to the receiver")?;
+    let client = TcpStream::connect(addr).context("connect to the receiver")?;
     let counts = send_all(
         client,
         args.sender,

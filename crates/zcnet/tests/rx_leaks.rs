@@ -63,7 +63,7 @@ fn ten_thousand_connections_leave_no_mapping_or_fd() {
     let (maps_before, fds_before) = (maps_lines(), open_fds());
     let mut mapped = 0;
     for i in 0..10_000u32 {
-        let mut client = sender::connect_with_page_mss(addr).unwrap();
+        let mut client = TcpStream::connect(addr).unwrap();
         let (server, _) = listener.accept().unwrap();
         let mut rx = Receiver::new(server, config.clone()).unwrap();
         if i % 100 == 0 {

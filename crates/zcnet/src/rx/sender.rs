@@ -43,26 +43,19 @@ pub fn send_record(stream: &TcpStream, record: &[u8]) -> io::Result<()> {
 }
 
 /// A connected pair on `ip` (e.g. loopback) whose segments carry one page of payload each: a listener
-/// with [`set_page_mss`] on an ephemeral port and a client with the same MSS. Returns (client, server).
+/// with [`set_page_mss`] on an ephemeral port, and a plain client. Returns (client, server).
 pub fn connect_page_mss(ip: IpAddr) -> io::Result<(TcpStream, TcpStream)> {
     let listener = bind_page_mss(SocketAddr::new(ip, 0))?;
-    let client = connect_with_page_mss(listener.local_addr()?)?;
+    let client = TcpStream::connect(listener.local_addr()?)?;
     let (server, _) = listener.accept()?;
     Ok((client, server))
 }
 
-/// A listener on `addr` whose accepted connections use one page of payload per segment.
+/// A listener on `addr` whose connections carry one page of payload per segment in both directions:
+/// the kernel announces the listener's `TCP_MAXSEG` in its SYN-ACK (the peer sends no larger
+/// segments) and accepted sockets inherit it.
 pub fn bind_page_mss(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = tcp_zc::tcp_socket(addr)?;
-    set_page_mss(socket.as_fd())?;
-    tcp_zc::bind_and_listen(socket.as_fd(), addr)?;
-    Ok(TcpListener::from(socket))
-}
-
-/// Connects to `addr` with one page of payload per segment (announced in the SYN).
-pub fn connect_with_page_mss(addr: SocketAddr) -> io::Result<TcpStream> {
-    let socket = tcp_zc::tcp_socket(addr)?;
-    set_page_mss(socket.as_fd())?;
-    tcp_zc::connect(socket.as_fd(), addr)?;
-    Ok(TcpStream::from(socket))
+    let listener = TcpListener::bind(addr)?;
+    set_page_mss(listener.as_fd())?;
+    Ok(listener)
 }

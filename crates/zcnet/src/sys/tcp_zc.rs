@@ -15,8 +15,7 @@
 
 use std::io;
 use std::mem;
-use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
 /// `TCP_ZEROCOPY_RECEIVE` (linux/tcp.h): the getsockopt that maps received pages.
@@ -241,14 +240,9 @@ pub fn send(fd: BorrowedFd<'_>, buf: &[u8], flags: i32) -> io::Result<usize> {
 /// Waits until `fd` is readable, at end of stream or in error (`poll` for POLLIN), retried on EINTR.
 /// With `SO_RCVLOWAT` set, TCP reports readable only once that many bytes are queued (or at EOF).
 pub fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
-    poll_one(fd, libc::POLLIN)
-}
-
-/// Waits without a timeout until `fd` reports one of `events` (or an error), retried on EINTR.
-fn poll_one(fd: BorrowedFd<'_>, events: i16) -> io::Result<()> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
-        events,
+        events: libc::POLLIN,
         revents: 0,
     };
     crate::sys::retry_if_interrupted(|| {
@@ -256,86 +250,6 @@ fn poll_one(fd: BorrowedFd<'_>, events: i16) -> io::Result<()> {
         syscall!(poll(&mut pfd, 1, -1))
     })
     .map(drop)
-}
-
-/// A new TCP socket of `addr`'s family (IPv4 or IPv6), close-on-exec, not yet bound or connected, so
-/// that options such as `TCP_MAXSEG` can be set before the handshake.
-pub fn tcp_socket(addr: SocketAddr) -> io::Result<OwnedFd> {
-    let domain = match addr {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    crate::sys::socket::socket(domain, libc::SOCK_STREAM, libc::IPPROTO_TCP)
-}
-
-/// `bind(fd, addr)` with `SO_REUSEADDR`, then `listen(fd, 128)`.
-pub fn bind_and_listen(fd: BorrowedFd<'_>, addr: SocketAddr) -> io::Result<()> {
-    crate::sys::socket::set_int_option(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    let (storage, len) = socket_address(addr);
-    // SAFETY: `storage` holds a sockaddr of `len` bytes for `addr`'s family.
-    syscall!(bind(
-        fd.as_raw_fd(),
-        (&storage as *const libc::sockaddr_storage).cast(),
-        len
-    ))?;
-    // SAFETY: listen takes no pointers.
-    syscall!(listen(fd.as_raw_fd(), 128)).map(drop)
-}
-
-/// `connect(fd, addr)`, blocking until the handshake is done; retried on EINTR by waiting for the
-/// connection the interrupted call started.
-pub fn connect(fd: BorrowedFd<'_>, addr: SocketAddr) -> io::Result<()> {
-    let (storage, len) = socket_address(addr);
-    // SAFETY: `storage` holds a sockaddr of `len` bytes for `addr`'s family.
-    match syscall!(connect(
-        fd.as_raw_fd(),
-        (&storage as *const libc::sockaddr_storage).cast(),
-        len
-    )) {
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-            poll_one(fd, libc::POLLOUT)?;
-            match crate::sys::socket::get_int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR)? {
-                0 => Ok(()),
-                errno => Err(io::Error::from_raw_os_error(errno)),
-            }
-        }
-        other => other.map(drop),
-    }
-}
-
-fn socket_address(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: `sockaddr_storage` is plain old data; all-zero is a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in`.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in6`.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
 
 /// Whether `fd` has `O_NONBLOCK` set.
