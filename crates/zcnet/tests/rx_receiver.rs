@@ -35,11 +35,7 @@ fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
     for ip in [V4, V6] {
         for pattern in ALL_PATTERNS {
             for copybuf in [true, false] {
-                let config = RxConfig {
-                    copybuf,
-                    give_up_after: None,
-                    ..RxConfig::default()
-                };
+                let config = rx_util::keep_trying(copybuf);
                 let got = plain_sender_run(ip, pattern, config, pattern_len(pattern));
                 assert_eq!(
                     got.stats.mapped_bytes, 0,

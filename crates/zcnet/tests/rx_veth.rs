@@ -61,11 +61,7 @@ fn plain_sender_over_veth_arrives_intact_v4_and_v6() {
         let pair = veth_pair(v6);
         for pattern in ALL_PATTERNS {
             for copybuf in [true, false] {
-                let config = RxConfig {
-                    copybuf,
-                    give_up_after: None,
-                    ..RxConfig::default()
-                };
+                let config = rx_util::keep_trying(copybuf);
                 let got = run(&pair, v6, (pattern, SendWith::Plain), config);
                 assert_eq!(got.stats.mapped_bytes, 0, "v6={v6} {pattern:?}");
                 assert_eq!(got.stats.copybuf_bytes > 0, copybuf, "v6={v6} {pattern:?}");

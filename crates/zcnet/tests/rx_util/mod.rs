@@ -221,3 +221,13 @@ pub fn transfer(
     assert_intact(&got, &bytes);
     (got, rx)
 }
+
+/// A zero-copy receiver configuration that never falls back to `recv` (so that a sender whose pages
+/// do not map still exercises `TCP_ZEROCOPY_RECEIVE`), with or without copybuf.
+pub fn keep_trying(copybuf: bool) -> RxConfig {
+    RxConfig {
+        copybuf,
+        give_up_after: None,
+        ..RxConfig::default()
+    }
+}
