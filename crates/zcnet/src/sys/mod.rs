@@ -40,8 +40,10 @@ pub mod errqueue;
 pub mod netlink;
 pub mod ns;
 pub mod packet;
+pub mod pages;
 pub mod socket;
 pub mod tcp_zc;
+#[cfg(feature = "io-uring")]
 pub mod uring;
 pub mod vsock;
 pub mod xdp;
