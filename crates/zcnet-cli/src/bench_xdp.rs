@@ -1,10 +1,334 @@
-//! (being written)
+//! `zcnet bench xdp`: receive-side comparison of AF_XDP (rxdrop), an AF_PACKET TPACKET_V3 ring and
+//! `recvmmsg` on a UDP socket, in one run on a fresh veth pair (1 queue).
+//!
+//! The peer namespace generates the same 64-byte UDP frames for every path with the cheapest sender
+//! available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
+//! is reported: on a 2-core host the generator is usually the limit, so the paths are compared by their
+//! system-wide CPU cost per received packet (`/proc/stat` over the path's run), not only by pps.
 
-/// (being written)
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use testnet::{VethConfig, VethPair};
+use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2};
+use zcnet::sys::socket::set_int_option;
+use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use zcnet::xdp::{AttachMode, interface_index};
+
+use crate::report::{self, Row};
+use crate::xdp_cmd::{App, ModeArg, Wait};
+
+/// Options of `zcnet bench xdp`.
 #[derive(Debug, clap::Args)]
-pub struct BenchXdpArgs {}
+pub struct BenchXdpArgs {
+    /// Seconds per path.
+    #[arg(long, default_value_t = 2.0)]
+    pub duration: f64,
+    /// Frame length in bytes (without FCS), at least 54.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Packets per receive batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// AF_XDP mode (veth only does copy; auto says so).
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// (being written)
-pub fn run(_args: BenchXdpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+/// UDP port the generated frames go to.
+const PORT: u16 = 9100;
+
+/// System-wide CPU time from the first line of `/proc/stat`, in seconds: (user + nice,
+/// system + irq + softirq). The file counts in USER_HZ, which is 100 on Linux.
+fn system_cpu() -> Result<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let line = stat.lines().next().context("/proc/stat is empty")?;
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let get = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    Ok((get(0) + get(1), get(2) + get(5) + get(6)))
+}
+
+/// `Udp: RcvbufErrors` of the calling thread's network namespace.
+fn udp_rcvbuf_errors() -> Result<u64> {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")
+        .context("reading /proc/thread-self/net/snmp")?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (
+        udp.next().context("no Udp header")?,
+        udp.next().context("no Udp values")?,
+    );
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .context("no RcvbufErrors counter")
+}
+
+/// What one receive path measured.
+struct Received {
+    mode: String,
+    packets: u64,
+    rx_dropped: u64,
+    invalid_descs: Option<u64>,
+}
+
+/// The generator in the peer namespace: sends `frame` through a TX ring until told to stop.
+struct Generator {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<(u64, f64)>>,
+}
+
+impl Generator {
+    fn start(pair: &VethPair, frame: Vec<u8>) -> Result<Generator> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let iface = pair.b_if.clone();
+        let handle = pair.b.spawn(move || -> Result<(u64, f64)> {
+            let mut ring = TxRingV2::open(interface_index(&iface)?, 2048, 512)
+                .context("AF_PACKET TX ring on the generator side")?;
+            let start = Instant::now();
+            let mut sent = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let mut queued = 0;
+                while queued < 256
+                    && ring.push(|buf| {
+                        buf[..frame.len()].copy_from_slice(&frame);
+                        frame.len()
+                    })
+                {
+                    queued += 1;
+                }
+                sent += queued;
+                ring.flush()?;
+                if queued == 0 {
+                    ring.wait(10)?;
+                }
+            }
+            Ok((sent, start.elapsed().as_secs_f64()))
+        })?;
+        Ok(Generator { stop, handle })
+    }
+
+    fn finish(self) -> Result<(u64, f64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("generator thread panicked"))?
+    }
+}
+
+fn ours(frame: &[u8]) -> bool {
+    matches!(udp_payload(frame), Some((PORT, _)))
+}
+
+/// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
+fn af_xdp(
+    pair: &VethPair,
+    args: &BenchXdpArgs,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let mut app = pair.a.run(|| {
+        App::open(
+            &pair.a_if,
+            0,
+            args.mode.into(),
+            true,
+            false,
+            Some(AttachMode::Driver),
+        )
+    })?;
+    start()?;
+    let (packets, invalid) = app.rxdrop(args.batch, Wait::Poll, until)?;
+    let stats = app.statistics()?;
+    Ok(Received {
+        mode: app.socket.mode().as_str().to_string(),
+        packets,
+        rx_dropped: stats.rx_dropped + stats.rx_ring_full,
+        invalid_descs: Some(stats.invalid_descs() + invalid),
+    })
+}
+
+/// A TPACKET_V3 ring on `a_if` (the stack still processes every frame as well).
+fn tpacket_v3(
+    pair: &VethPair,
+    _args: &BenchXdpArgs,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let mut ring = pair.a.run(|| -> Result<RxRingV3> {
+        Ok(RxRingV3::open(
+            interface_index(&pair.a_if)?,
+            libc::ETH_P_ALL as u16,
+            1 << 18,
+            16,
+            10,
+        )?)
+    })?;
+    ring.statistics()?;
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match ring.next_block(|f| packets += ours(f) as u64) {
+            Some(_) => {}
+            None => {
+                ring.wait(100)?;
+            }
+        }
+    }
+    let (_, drops) = ring.statistics()?;
+    Ok(Received {
+        mode: "ring".into(),
+        packets,
+        rx_dropped: drops,
+        invalid_descs: None,
+    })
+}
+
+/// `recvmmsg` batches on a UDP socket bound to the frames' destination.
+fn recvmmsg(
+    pair: &VethPair,
+    args: &BenchXdpArgs,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let (socket, errors_before) = pair.a.run(|| -> Result<_> {
+        let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
+        set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
+        Ok((s, udp_rcvbuf_errors()?))
+    })?;
+    let mut batch = RecvBatch::new(args.batch as usize, 2048);
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match batch.recv(socket.as_fd()) {
+            Ok(n) => packets += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                zcnet::sys::xdp::poll(socket.as_fd(), libc::POLLIN, 100)?;
+            }
+            Err(e) => return Err(e).context("recvmmsg"),
+        }
+    }
+    let errors_after = pair.a.run(udp_rcvbuf_errors)?;
+    Ok(Received {
+        mode: "syscall".into(),
+        packets,
+        rx_dropped: errors_after.saturating_sub(errors_before),
+        invalid_descs: None,
+    })
+}
+
+/// A receive path: sets up, calls `start` (which starts the clock and the generator), receives until
+/// `until()`.
+type Path =
+    fn(&VethPair, &BenchXdpArgs, &dyn Fn() -> bool, &dyn Fn() -> Result<()>) -> Result<Received>;
+
+/// Runs the comparison.
+pub fn run(args: BenchXdpArgs) -> Result<()> {
+    let pair = VethPair::new(VethConfig {
+        queues: 1,
+        ..VethConfig::default()
+    })
+    .context("building the veth pair (needs root)")?;
+    let spec = UdpFrame {
+        src_mac: pair.mac(&pair.b_if)?,
+        dst_mac: pair.mac(&pair.a_if)?,
+        src_ip: pair.b_v4,
+        dst_ip: pair.a_v4,
+        src_port: PORT,
+        dst_port: PORT,
+    };
+    let mut frame = vec![0u8; args.size.max(64)];
+    let len = spec
+        .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
+        .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
+    frame.truncate(len);
+    let paths: [(&str, Path); 3] = [
+        ("af_xdp", af_xdp),
+        ("tpacket_v3", tpacket_v3),
+        ("recvmmsg", recvmmsg),
+    ];
+    let mut rows = Vec::new();
+    for (name, path) in paths {
+        let clock: std::cell::Cell<Option<(Instant, (f64, f64))>> = std::cell::Cell::new(None);
+        let generator: std::cell::RefCell<Option<Generator>> = std::cell::RefCell::new(None);
+        let start = || -> Result<()> {
+            clock.set(Some((Instant::now(), system_cpu()?)));
+            *generator.borrow_mut() = Some(Generator::start(&pair, frame.clone())?);
+            Ok(())
+        };
+        let limit = Duration::from_secs_f64(args.duration);
+        let until = || clock.get().is_some_and(|(t0, _)| t0.elapsed() >= limit);
+        let received =
+            path(&pair, &args, &until, &start).with_context(|| format!("path {name}"))?;
+        let (t0, cpu0) = clock.get().context("path never started")?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let cpu1 = system_cpu()?;
+        let (generated, gen_seconds) = generator
+            .borrow_mut()
+            .take()
+            .context("generator never started")?
+            .finish()?;
+        let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+        let per_packet = |cpu: f64| {
+            if received.packets == 0 {
+                Value::Null
+            } else {
+                json!(cpu * 1e9 / received.packets as f64)
+            }
+        };
+        let mut row = Row::new();
+        for (k, v) in [
+            ("bench", json!("xdp")),
+            ("path", json!(name)),
+            ("mode", json!(received.mode)),
+            ("frame_bytes", json!(frame.len())),
+            ("packets", json!(received.packets)),
+            ("seconds", json!(seconds)),
+            ("mpps", json!(received.packets as f64 / seconds / 1e6)),
+            ("cpu_user_s", json!(user)),
+            ("cpu_sys_s", json!(sys)),
+            ("sys_cpu_ns_per_packet", per_packet(user + sys)),
+            ("generator", json!("af_packet_tx_ring")),
+            (
+                "generator_mpps",
+                json!(generated as f64 / gen_seconds / 1e6),
+            ),
+            ("rx_dropped", json!(received.rx_dropped)),
+            ("invalid_descs", json!(received.invalid_descs)),
+        ] {
+            row.insert(k.to_string(), v);
+        }
+        rows.push(row);
+    }
+    report::print_rows(
+        &rows,
+        &[
+            ("path", "path"),
+            ("mode", "mode"),
+            ("packets", "packets"),
+            ("seconds", "s"),
+            ("mpps", "Mpps"),
+            ("cpu_user_s", "user s"),
+            ("cpu_sys_s", "sys s"),
+            ("sys_cpu_ns_per_packet", "sys ns/pkt"),
+            ("generator_mpps", "gen Mpps"),
+            ("rx_dropped", "rx_dropped"),
+            ("invalid_descs", "invalid"),
+        ],
+        args.json,
+    );
+    Ok(())
 }

@@ -117,10 +117,25 @@ fn xsk_zero_copy_bind_on_veth_is_refused() {
     ]));
     let bind = finding(&report, "xdp.xsk_zerocopy_bind", Some(&pair.a_if));
     assert_eq!(bind["support"], "no", "{bind}");
-    assert!(bind["reason"].as_str().unwrap().starts_with("EOPNOTSUPP"), "{bind}");
+    assert!(
+        bind["reason"].as_str().unwrap().starts_with("EOPNOTSUPP"),
+        "{bind}"
+    );
     let features = finding(&report, "xdp.features", Some(&pair.a_if));
-    assert!(features["reason"].as_str().unwrap().contains("redirect"), "{features}");
-    assert!(!features["reason"].as_str().unwrap().contains("xsk-zerocopy,"), "{features}");
+    assert!(
+        features["reason"].as_str().unwrap().contains("redirect"),
+        "{features}"
+    );
+    assert!(
+        !features["reason"]
+            .as_str()
+            .unwrap()
+            .contains("xsk-zerocopy,"),
+        "{features}"
+    );
     let link = pair.a.ip(&["-d", "link", "show", &pair.a_if]).unwrap();
-    assert!(!link.contains("prog/xdp"), "probe left an XDP program: {link}");
+    assert!(
+        !link.contains("prog/xdp"),
+        "probe left an XDP program: {link}"
+    );
 }

@@ -87,3 +87,51 @@ fn killed_rxdrop_leaves_no_program() {
     child.wait().expect("wait");
     assert!(!attached(&pair), "program left after SIGKILL");
 }
+
+#[test]
+fn bench_xdp_json_has_a_row_per_path_with_every_field() {
+    if !testnet::privileged("bench_xdp_json_has_a_row_per_path_with_every_field") {
+        return;
+    }
+    let Some(bin) = zcnet_binary() else {
+        testnet::skip(
+            "bench_xdp_json_has_a_row_per_path_with_every_field",
+            "zcnet binary not built (run cargo test --workspace)",
+        );
+        return;
+    };
+    let out = std::process::Command::new(&bin)
+        .args(["bench", "xdp", "--json", "--duration", "0.3"])
+        .output()
+        .expect("run zcnet bench xdp");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for (line, path) in lines.iter().zip(["af_xdp", "tpacket_v3", "recvmmsg"]) {
+        assert!(line.contains(&format!("\"path\":\"{path}\"")), "{line}");
+        for field in [
+            "bench",
+            "path",
+            "mode",
+            "packets",
+            "seconds",
+            "mpps",
+            "cpu_user_s",
+            "cpu_sys_s",
+            "sys_cpu_ns_per_packet",
+            "generator_mpps",
+            "rx_dropped",
+            "invalid_descs",
+        ] {
+            assert!(
+                line.contains(&format!("\"{field}\":")),
+                "{field} missing: {line}"
+            );
+        }
+    }
+}

@@ -11,7 +11,6 @@ use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
 use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
-use crate::sys::errno::errno_name;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
     self as sys, RingKind, RingMmap, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
@@ -402,9 +401,4 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// The errno name of a zero-copy probe result, for reports (`"ok"` when zero-copy binds).
-pub fn zero_copy_verdict(result: Option<i32>) -> &'static str {
-    result.map_or("ok", errno_name)
 }
