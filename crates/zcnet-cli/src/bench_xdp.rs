@@ -1,11 +1,14 @@
-//! `zcnet bench xdp`: receive-side comparison of AF_XDP (rxdrop), an AF_PACKET TPACKET_V3 ring and
-//! `recvmmsg` on a UDP socket, in one run on a fresh veth pair (1 queue).
-//!
-//! The peer namespace generates the same 64-byte UDP frames for every path with the cheapest sender
-//! available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
-//! is reported: on a 2-core host the generator is usually the limit, so the paths are compared by their
-//! system-wide CPU cost per received packet (`/proc/stat` over the path's run), not only by pps.
+//! `zcnet bench xdp`: the AF_XDP applications against their older counterparts, in one run on a fresh
+//! veth pair (1 queue):
+//! - rxdrop (default): AF_XDP rxdrop vs an AF_PACKET TPACKET_V3 ring vs `recvmmsg` on a UDP socket.
+//!   The peer namespace generates the same UDP frames for every path with the cheapest sender
+//!   available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
+//!   is reported: on a 2-core host the generator is usually the limit, so the paths are compared by
+//!   their system-wide CPU cost per packet (`/proc/stat` over the path's run), not only by pps.
+//! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
+//!   program on the peer (the cheapest sink).
 
+use std::cell::{Cell, RefCell};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,10 +17,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
-use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2};
+use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::sys::socket::set_int_option;
 use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
-use zcnet::xdp::{AttachMode, interface_index};
+use zcnet::xdp::{AttachMode, XdpLink, XdpProgram, interface_index};
 
 use crate::report::{self, Row};
 use crate::xdp_cmd::{App, ModeArg, Wait};
@@ -37,9 +40,21 @@ pub struct BenchXdpArgs {
     /// AF_XDP mode (veth only does copy; auto says so).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
+    /// Applications to compare.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rxdrop")]
+    pub app: Vec<BenchApp>,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Which comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchApp {
+    /// Receive and drop.
+    Rxdrop,
+    /// Transmit as fast as possible.
+    Txpush,
 }
 
 /// UDP port the generated frames go to.
@@ -76,7 +91,17 @@ fn udp_rcvbuf_errors() -> Result<u64> {
         .context("no RcvbufErrors counter")
 }
 
-/// What one receive path measured.
+/// What every path needs: the pair, the options and the frames in both directions.
+struct Ctx<'a> {
+    pair: &'a VethPair,
+    args: &'a BenchXdpArgs,
+    /// Frame from `b` to `a` (receive paths).
+    to_a: Vec<u8>,
+    /// Frame from `a` to `b` (transmit paths).
+    to_b: Vec<u8>,
+}
+
+/// What one path measured.
 struct Received {
     mode: String,
     packets: u64,
@@ -99,23 +124,7 @@ impl Generator {
             let mut ring = TxRingV2::open(interface_index(&iface)?, 2048, 512)
                 .context("AF_PACKET TX ring on the generator side")?;
             let start = Instant::now();
-            let mut sent = 0u64;
-            while !flag.load(Ordering::Relaxed) {
-                let mut queued = 0;
-                while queued < 256
-                    && ring.push(|buf| {
-                        buf[..frame.len()].copy_from_slice(&frame);
-                        frame.len()
-                    })
-                {
-                    queued += 1;
-                }
-                sent += queued;
-                ring.flush()?;
-                if queued == 0 {
-                    ring.wait(10)?;
-                }
-            }
+            let sent = send_through_ring(&mut ring, &frame, &|| flag.load(Ordering::Relaxed))?;
             Ok((sent, start.elapsed().as_secs_f64()))
         })?;
         Ok(Generator { stop, handle })
@@ -129,17 +138,35 @@ impl Generator {
     }
 }
 
+/// Sends `frame` through `ring` until `until()`, up to 256 frames per `send`; returns frames queued.
+fn send_through_ring(ring: &mut TxRingV2, frame: &[u8], until: &dyn Fn() -> bool) -> Result<u64> {
+    let mut sent = 0u64;
+    while !until() {
+        let mut queued = 0;
+        while queued < 256
+            && ring.push(|buf| {
+                buf[..frame.len()].copy_from_slice(frame);
+                frame.len()
+            })
+        {
+            queued += 1;
+        }
+        sent += queued;
+        ring.flush()?;
+        if queued == 0 {
+            ring.wait(10)?;
+        }
+    }
+    Ok(sent)
+}
+
 fn ours(frame: &[u8]) -> bool {
     matches!(udp_payload(frame), Some((PORT, _)))
 }
 
 /// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
-fn af_xdp(
-    pair: &VethPair,
-    args: &BenchXdpArgs,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
-) -> Result<Received> {
+fn af_xdp(ctx: &Ctx, until: &dyn Fn() -> bool, start: &dyn Fn() -> Result<()>) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair.a.run(|| {
         App::open(
             &pair.a_if,
@@ -163,11 +190,11 @@ fn af_xdp(
 
 /// A TPACKET_V3 ring on `a_if` (the stack still processes every frame as well).
 fn tpacket_v3(
-    pair: &VethPair,
-    _args: &BenchXdpArgs,
+    ctx: &Ctx,
     until: &dyn Fn() -> bool,
     start: &dyn Fn() -> Result<()>,
 ) -> Result<Received> {
+    let pair = ctx.pair;
     let mut ring = pair.a.run(|| -> Result<RxRingV3> {
         Ok(RxRingV3::open(
             interface_index(&pair.a_if)?,
@@ -199,11 +226,11 @@ fn tpacket_v3(
 
 /// `recvmmsg` batches on a UDP socket bound to the frames' destination.
 fn recvmmsg(
-    pair: &VethPair,
-    args: &BenchXdpArgs,
+    ctx: &Ctx,
     until: &dyn Fn() -> bool,
     start: &dyn Fn() -> Result<()>,
 ) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
     let (socket, errors_before) = pair.a.run(|| -> Result<_> {
         let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
         set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
@@ -230,10 +257,80 @@ fn recvmmsg(
     })
 }
 
-/// A receive path: sets up, calls `start` (which starts the clock and the generator), receives until
-/// `until()`.
-type Path =
-    fn(&VethPair, &BenchXdpArgs, &dyn Fn() -> bool, &dyn Fn() -> Result<()>) -> Result<Received>;
+/// AF_XDP txpush on `a_if` queue 0 (completed frames).
+fn af_xdp_txpush(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let mut app = pair
+        .a
+        .run(|| App::open(&pair.a_if, 0, args.mode.into(), false, true, None))?;
+    start()?;
+    let packets = app.txpush(&ctx.to_b, args.batch, until)?;
+    let stats = app.statistics()?;
+    Ok(Received {
+        mode: app.socket.mode().as_str().to_string(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: Some(stats.invalid_descs()),
+    })
+}
+
+/// An AF_PACKET TPACKET_V2 TX ring on `a_if` with the qdisc bypassed (frames queued).
+fn tx_ring(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let pair = ctx.pair;
+    let mut ring = pair.a.run(|| -> Result<TxRingV2> {
+        Ok(TxRingV2::open(interface_index(&pair.a_if)?, 2048, 512)?)
+    })?;
+    start()?;
+    let packets = send_through_ring(&mut ring, &ctx.to_b, until)?;
+    Ok(Received {
+        mode: "ring".into(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: None,
+    })
+}
+
+/// `sendmmsg` batches on a UDP socket connected to `b` (the stack builds the same frames).
+fn sendmmsg(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let socket = pair.a.run(|| -> Result<std::net::UdpSocket> {
+        let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
+        s.connect((pair.b_v4, PORT))?;
+        Ok(s)
+    })?;
+    let payload = &ctx.to_b[UDP_HEADERS..];
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match send_copies(socket.as_fd(), payload, args.batch as usize) {
+            Ok(n) => packets += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            Err(e) => return Err(e).context("sendmmsg"),
+        }
+    }
+    Ok(Received {
+        mode: "syscall".into(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: None,
+    })
+}
+
+/// A path: sets up, calls `start` (which starts the clock, and the generator for receive paths), runs
+/// until `until()`.
+type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<()>) -> Result<Received>;
 
 /// Runs the comparison.
 pub fn run(args: BenchXdpArgs) -> Result<()> {
@@ -242,80 +339,84 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ..VethConfig::default()
     })
     .context("building the veth pair (needs root)")?;
-    let spec = UdpFrame {
-        src_mac: pair.mac(&pair.b_if)?,
-        dst_mac: pair.mac(&pair.a_if)?,
+    let (a_mac, b_mac) = (pair.mac(&pair.a_if)?, pair.mac(&pair.b_if)?);
+    let to_a = UdpFrame {
+        src_mac: b_mac,
+        dst_mac: a_mac,
         src_ip: pair.b_v4,
         dst_ip: pair.a_v4,
         src_port: PORT,
         dst_port: PORT,
     };
-    let mut frame = vec![0u8; args.size.max(64)];
-    let len = spec
-        .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
-        .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
-    frame.truncate(len);
-    let paths: [(&str, Path); 3] = [
-        ("af_xdp", af_xdp),
-        ("tpacket_v3", tpacket_v3),
-        ("recvmmsg", recvmmsg),
-    ];
+    let to_b = UdpFrame {
+        src_mac: a_mac,
+        dst_mac: b_mac,
+        src_ip: pair.a_v4,
+        dst_ip: pair.b_v4,
+        ..to_a
+    };
+    let build = |spec: UdpFrame| -> Result<Vec<u8>> {
+        let mut frame = vec![0u8; args.size.max(64)];
+        let len = spec
+            .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
+            .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
+        frame.truncate(len);
+        Ok(frame)
+    };
+    let ctx = Ctx {
+        pair: &pair,
+        args: &args,
+        to_a: build(to_a)?,
+        to_b: build(to_b)?,
+    };
     let mut rows = Vec::new();
-    for (name, path) in paths {
-        let clock: std::cell::Cell<Option<(Instant, (f64, f64))>> = std::cell::Cell::new(None);
-        let generator: std::cell::RefCell<Option<Generator>> = std::cell::RefCell::new(None);
-        let start = || -> Result<()> {
-            clock.set(Some((Instant::now(), system_cpu()?)));
-            *generator.borrow_mut() = Some(Generator::start(&pair, frame.clone())?);
-            Ok(())
-        };
-        let limit = Duration::from_secs_f64(args.duration);
-        let until = || clock.get().is_some_and(|(t0, _)| t0.elapsed() >= limit);
-        let received =
-            path(&pair, &args, &until, &start).with_context(|| format!("path {name}"))?;
-        let (t0, cpu0) = clock.get().context("path never started")?;
-        let seconds = t0.elapsed().as_secs_f64();
-        let cpu1 = system_cpu()?;
-        let (generated, gen_seconds) = generator
-            .borrow_mut()
-            .take()
-            .context("generator never started")?
-            .finish()?;
-        let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
-        let per_packet = |cpu: f64| {
-            if received.packets == 0 {
-                Value::Null
-            } else {
-                json!(cpu * 1e9 / received.packets as f64)
+    for app in &args.app {
+        let (paths, _sink): ([(&str, Path); 3], _) = match app {
+            BenchApp::Rxdrop => (
+                [
+                    ("af_xdp", af_xdp),
+                    ("tpacket_v3", tpacket_v3),
+                    ("recvmmsg", recvmmsg),
+                ],
+                None,
+            ),
+            BenchApp::Txpush => {
+                // The peer drops everything in XDP; a static neighbour entry spares ARP (which the
+                // sink would drop too) for the UDP path.
+                let mac = b_mac.map(|b| format!("{b:02x}")).join(":");
+                let b_v4 = pair.b_v4.to_string();
+                pair.a.ip(&[
+                    "neigh",
+                    "replace",
+                    &b_v4,
+                    "lladdr",
+                    &mac,
+                    "dev",
+                    &pair.a_if,
+                    "nud",
+                    "permanent",
+                ])?;
+                let sink = pair.b.run(|| -> Result<XdpLink> {
+                    Ok(XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver)?)
+                })?;
+                (
+                    [
+                        ("af_xdp", af_xdp_txpush),
+                        ("af_packet_tx_ring", tx_ring),
+                        ("sendmmsg", sendmmsg),
+                    ],
+                    Some(sink),
+                )
             }
         };
-        let mut row = Row::new();
-        for (k, v) in [
-            ("bench", json!("xdp")),
-            ("path", json!(name)),
-            ("mode", json!(received.mode)),
-            ("frame_bytes", json!(frame.len())),
-            ("packets", json!(received.packets)),
-            ("seconds", json!(seconds)),
-            ("mpps", json!(received.packets as f64 / seconds / 1e6)),
-            ("cpu_user_s", json!(user)),
-            ("cpu_sys_s", json!(sys)),
-            ("sys_cpu_ns_per_packet", per_packet(user + sys)),
-            ("generator", json!("af_packet_tx_ring")),
-            (
-                "generator_mpps",
-                json!(generated as f64 / gen_seconds / 1e6),
-            ),
-            ("rx_dropped", json!(received.rx_dropped)),
-            ("invalid_descs", json!(received.invalid_descs)),
-        ] {
-            row.insert(k.to_string(), v);
+        for (name, path) in paths {
+            rows.push(measure(&ctx, *app, name, path)?);
         }
-        rows.push(row);
     }
     report::print_rows(
         &rows,
         &[
+            ("app", "app"),
             ("path", "path"),
             ("mode", "mode"),
             ("packets", "packets"),
@@ -331,4 +432,62 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         args.json,
     );
     Ok(())
+}
+
+/// Runs one path for the configured duration (with the generator for receive paths) and builds its
+/// row.
+fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
+    let clock: Cell<Option<(Instant, (f64, f64))>> = Cell::new(None);
+    let generator: RefCell<Option<Generator>> = RefCell::new(None);
+    let start = || -> Result<()> {
+        clock.set(Some((Instant::now(), system_cpu()?)));
+        if app == BenchApp::Rxdrop {
+            *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone())?);
+        }
+        Ok(())
+    };
+    let limit = Duration::from_secs_f64(ctx.args.duration);
+    let until = || clock.get().is_some_and(|(t0, _)| t0.elapsed() >= limit);
+    let received = path(ctx, &until, &start).with_context(|| format!("path {name}"))?;
+    let (t0, cpu0) = clock.get().context("path never started")?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let cpu1 = system_cpu()?;
+    let generator_mpps = match generator.borrow_mut().take() {
+        Some(g) => {
+            let (generated, gen_seconds) = g.finish()?;
+            json!(generated as f64 / gen_seconds / 1e6)
+        }
+        None => Value::Null,
+    };
+    let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+    let per_packet = if received.packets == 0 {
+        Value::Null
+    } else {
+        json!((user + sys) * 1e9 / received.packets as f64)
+    };
+    let app_name = match app {
+        BenchApp::Rxdrop => "rxdrop",
+        BenchApp::Txpush => "txpush",
+    };
+    let frame_bytes = ctx.to_a.len();
+    let mut row = Row::new();
+    for (k, v) in [
+        ("bench", json!("xdp")),
+        ("app", json!(app_name)),
+        ("path", json!(name)),
+        ("mode", json!(received.mode)),
+        ("frame_bytes", json!(frame_bytes)),
+        ("packets", json!(received.packets)),
+        ("seconds", json!(seconds)),
+        ("mpps", json!(received.packets as f64 / seconds / 1e6)),
+        ("cpu_user_s", json!(user)),
+        ("cpu_sys_s", json!(sys)),
+        ("sys_cpu_ns_per_packet", per_packet),
+        ("generator_mpps", generator_mpps),
+        ("rx_dropped", json!(received.rx_dropped)),
+        ("invalid_descs", json!(received.invalid_descs)),
+    ] {
+        row.insert(k.to_string(), v);
+    }
+    Ok(row)
 }

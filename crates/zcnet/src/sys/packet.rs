@@ -409,6 +409,35 @@ impl RecvBatch {
     }
 }
 
+/// Sends `count` copies of `datagram` on a connected socket with one `sendmmsg(2)` call; returns how
+/// many the kernel took.
+pub fn send_copies(fd: BorrowedFd<'_>, datagram: &[u8], count: usize) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: datagram.as_ptr() as *mut libc::c_void,
+        iov_len: datagram.len(),
+    };
+    let mut hdrs: Vec<libc::mmsghdr> = (0..count)
+        .map(|_| {
+            // SAFETY: `msghdr` is plain old data; all-zero is valid.
+            let mut h: libc::msghdr = unsafe { mem::zeroed() };
+            h.msg_iov = &mut iov;
+            h.msg_iovlen = 1;
+            libc::mmsghdr {
+                msg_hdr: h,
+                msg_len: 0,
+            }
+        })
+        .collect();
+    // SAFETY: every header points at `iov`, which covers `datagram`; the kernel only reads it.
+    syscall!(sendmmsg(
+        fd.as_raw_fd(),
+        hdrs.as_mut_ptr(),
+        count as libc::c_uint,
+        0
+    ))
+    .map(|n| n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
