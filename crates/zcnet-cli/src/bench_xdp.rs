@@ -55,6 +55,8 @@ pub enum BenchApp {
     Rxdrop,
     /// Transmit as fast as possible.
     Txpush,
+    /// Return received frames to the peer.
+    L2fwd,
 }
 
 /// UDP port the generated frames go to.
@@ -166,19 +168,36 @@ fn ours(frame: &[u8]) -> bool {
 
 /// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
 fn af_xdp(ctx: &Ctx, until: &dyn Fn() -> bool, start: &dyn Fn() -> Result<()>) -> Result<Received> {
+    af_xdp_receiver(ctx, until, start, false)
+}
+
+/// AF_XDP l2fwd on `a_if` queue 0: received frames go back out with swapped MACs (frames sent).
+fn af_xdp_l2fwd(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    af_xdp_receiver(ctx, until, start, true)
+}
+
+/// AF_XDP rxdrop, or l2fwd with `forward`.
+fn af_xdp_receiver(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+    forward: bool,
+) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair.a.run(|| {
-        App::open(
-            &pair.a_if,
-            0,
-            args.mode.into(),
-            true,
-            false,
-            Some(AttachMode::Driver),
-        )
+        let mode = args.mode.into();
+        App::open(&pair.a_if, 0, mode, true, forward, Some(AttachMode::Driver))
     })?;
     start()?;
-    let (packets, invalid) = app.rxdrop(args.batch, Wait::Poll, until)?;
+    let (packets, invalid) = if forward {
+        app.l2fwd(args.batch, Wait::Poll, until)?
+    } else {
+        app.rxdrop(args.batch, Wait::Poll, until)?
+    };
     let stats = app.statistics()?;
     Ok(Received {
         mode: app.socket.mode().as_str().to_string(),
@@ -230,9 +249,32 @@ fn recvmmsg(
     until: &dyn Fn() -> bool,
     start: &dyn Fn() -> Result<()>,
 ) -> Result<Received> {
+    udp_receiver(ctx, until, start, false)
+}
+
+/// A UDP forwarder: `recvmmsg` a batch, `sendmmsg` it back to the peer (datagrams sent).
+fn mmsg_forwarder(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    udp_receiver(ctx, until, start, true)
+}
+
+/// `recvmmsg` receiver; with `forward`, every batch goes back to the peer with `sendmmsg` and the
+/// datagrams sent are counted.
+fn udp_receiver(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+    forward: bool,
+) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let (socket, errors_before) = pair.a.run(|| -> Result<_> {
         let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
+        if forward {
+            s.connect((pair.b_v4, PORT))?;
+        }
         set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
         Ok((s, udp_rcvbuf_errors()?))
     })?;
@@ -241,7 +283,12 @@ fn recvmmsg(
     let mut packets = 0u64;
     while !until() {
         match batch.recv(socket.as_fd()) {
-            Ok(n) => packets += n as u64,
+            Ok(n) if !forward => packets += n as u64,
+            Ok(n) => match batch.send(socket.as_fd(), n) {
+                Ok(sent) => packets += sent as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                Err(e) => return Err(e).context("sendmmsg"),
+            },
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
                 zcnet::sys::xdp::poll(socket.as_fd(), libc::POLLIN, 100)?;
             }
@@ -371,43 +418,23 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     };
     let mut rows = Vec::new();
     for app in &args.app {
-        let (paths, _sink): ([(&str, Path); 3], _) = match app {
-            BenchApp::Rxdrop => (
-                [
-                    ("af_xdp", af_xdp),
-                    ("tpacket_v3", tpacket_v3),
-                    ("recvmmsg", recvmmsg),
-                ],
-                None,
-            ),
-            BenchApp::Txpush => {
-                // The peer drops everything in XDP; a static neighbour entry spares ARP (which the
-                // sink would drop too) for the UDP path.
-                let mac = b_mac.map(|b| format!("{b:02x}")).join(":");
-                let b_v4 = pair.b_v4.to_string();
-                pair.a.ip(&[
-                    "neigh",
-                    "replace",
-                    &b_v4,
-                    "lladdr",
-                    &mac,
-                    "dev",
-                    &pair.a_if,
-                    "nud",
-                    "permanent",
-                ])?;
-                let sink = pair.b.run(|| -> Result<XdpLink> {
-                    Ok(XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver)?)
-                })?;
-                (
-                    [
-                        ("af_xdp", af_xdp_txpush),
-                        ("af_packet_tx_ring", tx_ring),
-                        ("sendmmsg", sendmmsg),
-                    ],
-                    Some(sink),
-                )
-            }
+        let paths: Vec<(&str, Path)> = match app {
+            BenchApp::Rxdrop => vec![
+                ("af_xdp", af_xdp),
+                ("tpacket_v3", tpacket_v3),
+                ("recvmmsg", recvmmsg),
+            ],
+            BenchApp::Txpush => vec![
+                ("af_xdp", af_xdp_txpush),
+                ("af_packet_tx_ring", tx_ring),
+                ("sendmmsg", sendmmsg),
+            ],
+            BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
+        };
+        // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
+        let _sink = match app {
+            BenchApp::Rxdrop => None,
+            BenchApp::Txpush | BenchApp::L2fwd => Some(drop_sink(&pair, b_mac)?),
         };
         for (name, path) in paths {
             rows.push(measure(&ctx, *app, name, path)?);
@@ -434,6 +461,27 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     Ok(())
 }
 
+/// Attaches the drop program to `b_if` and gives `a` a static neighbour entry for `b` (ARP would be
+/// dropped by the sink too), so that frames sent from `a` to `b` cost the peer almost nothing.
+fn drop_sink(pair: &VethPair, b_mac: [u8; 6]) -> Result<XdpLink> {
+    let mac = b_mac.map(|b| format!("{b:02x}")).join(":");
+    let b_v4 = pair.b_v4.to_string();
+    pair.a.ip(&[
+        "neigh",
+        "replace",
+        &b_v4,
+        "lladdr",
+        &mac,
+        "dev",
+        &pair.a_if,
+        "nud",
+        "permanent",
+    ])?;
+    pair.b.run(|| -> Result<XdpLink> {
+        Ok(XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver)?)
+    })
+}
+
 /// Runs one path for the configured duration (with the generator for receive paths) and builds its
 /// row.
 fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
@@ -441,7 +489,7 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     let generator: RefCell<Option<Generator>> = RefCell::new(None);
     let start = || -> Result<()> {
         clock.set(Some((Instant::now(), system_cpu()?)));
-        if app == BenchApp::Rxdrop {
+        if app != BenchApp::Txpush {
             *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone())?);
         }
         Ok(())
@@ -468,6 +516,7 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     let app_name = match app {
         BenchApp::Rxdrop => "rxdrop",
         BenchApp::Txpush => "txpush",
+        BenchApp::L2fwd => "l2fwd",
     };
     let frame_bytes = ctx.to_a.len();
     let mut row = Row::new();
