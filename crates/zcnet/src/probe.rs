@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::sys;
 use crate::sys::errno::error_name;
-use crate::tx::{Mode, SenderConfig, TcpSender, TxStats, UdpSender};
+use crate::tx::{Mode, SenderConfig, TxStats, UdpSender, tcp_loopback_check};
 
 /// Whether a feature works here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +166,7 @@ fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Finding {
             feature,
             Support::Partial,
             format!(
-                "all {} ids completed as copied (SO_EE_CODE_ZEROCOPY_COPIED): delivery to a local socket copies",
+                "every completion copied ({} ids, SO_EE_CODE_ZEROCOPY_COPIED): delivery to a local socket copies",
                 s.copied_ids
             ),
         ),
@@ -181,28 +181,12 @@ fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Finding {
     }
 }
 
-/// Sends [`LOOPBACK_SENDS`] zero-copy writes to a reader thread over TCP loopback.
+/// One MSG_ZEROCOPY write of [`LOOPBACK_SENDS`] x [`LOOPBACK_SEND_SIZE`] bytes over TCP loopback.
 fn tcp_zerocopy_stats() -> Result<TxStats, String> {
-    let io = |e: io::Error| refusal(&e);
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
-    let client = TcpStream::connect(listener.local_addr().map_err(io)?).map_err(io)?;
-    let (mut server, _) = listener.accept().map_err(io)?;
-    let reader = std::thread::spawn(move || io::copy(&mut server, &mut io::sink()));
-    let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
-    tx.zerocopy_status().map_err(str::to_string)?;
-    for _ in 0..LOOPBACK_SENDS {
-        tx.send(vec![0x5a; LOOPBACK_SEND_SIZE])
-            .map_err(|e| e.to_string())?;
-    }
-    tx.flush(Duration::from_secs(5))
-        .map_err(|e| e.to_string())?;
-    let stats = tx.stats().clone();
-    drop(
-        tx.close(Duration::from_secs(5))
-            .map_err(|e| e.to_string())?,
-    );
-    let _ = reader.join();
-    Ok(stats)
+    let check = tcp_loopback_check(LOOPBACK_SENDS * LOOPBACK_SEND_SIZE, Duration::from_secs(5))
+        .map_err(|e| refusal(&e))?;
+    check.zerocopy?;
+    Ok(check.stats)
 }
 
 /// Sends [`LOOPBACK_SENDS`] zero-copy datagrams to a local UDP socket.
