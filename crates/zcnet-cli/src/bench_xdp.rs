@@ -434,7 +434,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
         let _sink = match app {
             BenchApp::Rxdrop => None,
-            BenchApp::Txpush | BenchApp::L2fwd => Some(drop_sink(&pair, b_mac)?),
+            BenchApp::Txpush | BenchApp::L2fwd => Some(drop_sink(&pair)?),
         };
         for (name, path) in paths {
             rows.push(measure(&ctx, *app, name, path)?);
@@ -463,20 +463,8 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
 
 /// Attaches the drop program to `b_if` and gives `a` a static neighbour entry for `b` (ARP would be
 /// dropped by the sink too), so that frames sent from `a` to `b` cost the peer almost nothing.
-fn drop_sink(pair: &VethPair, b_mac: [u8; 6]) -> Result<XdpLink> {
-    let mac = b_mac.map(|b| format!("{b:02x}")).join(":");
-    let b_v4 = pair.b_v4.to_string();
-    pair.a.ip(&[
-        "neigh",
-        "replace",
-        &b_v4,
-        "lladdr",
-        &mac,
-        "dev",
-        &pair.a_if,
-        "nud",
-        "permanent",
-    ])?;
+fn drop_sink(pair: &VethPair) -> Result<XdpLink> {
+    pair.pin_b_neighbours()?;
     pair.b.run(|| -> Result<XdpLink> {
         Ok(XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver)?)
     })

@@ -395,7 +395,11 @@ mod tests {
         assert_eq!(u.free_frames(), 2);
         assert_eq!(u.alloc(), Some(4096), "frame base of a completed offset");
         u.release(4 * 2048);
-        assert_eq!(u.free_frames(), 1, "addresses outside the area are not freed");
+        assert_eq!(
+            u.free_frames(),
+            1,
+            "addresses outside the area are not freed"
+        );
     }
 
     #[test]

@@ -1,22 +1,15 @@
 //! `zcnet xdp rxdrop` leaves no XDP program behind when it is killed (SIGINT, SIGKILL): the kernel
-//! closes the BPF link descriptor with the process. Runs the built `zcnet` binary inside a testnet
-//! namespace on its veth end.
+//! closes the BPF link descriptor with the process. Runs the `zcnet` binary inside a testnet namespace
+//! on its veth end. Also: `zcnet bench xdp --json` prints one row per path.
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use testnet::{VethConfig, VethPair};
 
-/// The `zcnet` binary of the same build as this test (`target/<profile>/zcnet`), built by
-/// `cargo test --workspace`.
-fn zcnet_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let profile_dir = exe.parent()?.parent()?;
-    let bin = profile_dir.join("zcnet");
-    bin.exists().then_some(bin)
-}
+/// The `zcnet` binary built with these tests.
+const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
 
 fn attached(pair: &VethPair) -> bool {
     pair.a
@@ -26,10 +19,10 @@ fn attached(pair: &VethPair) -> bool {
 }
 
 /// Starts `zcnet xdp rxdrop` on `a_if` and waits until its program shows on the interface.
-fn start_rxdrop(pair: &VethPair, bin: &Path) -> Child {
+fn start_rxdrop(pair: &VethPair) -> Child {
     let mut child = pair
         .a
-        .command(bin.to_str().expect("utf-8 path"))
+        .command(ZCNET)
         .args([
             "xdp",
             "rxdrop",
@@ -63,26 +56,19 @@ fn killed_rxdrop_leaves_no_program() {
     if !testnet::privileged("killed_rxdrop_leaves_no_program") {
         return;
     }
-    let Some(bin) = zcnet_binary() else {
-        testnet::skip(
-            "killed_rxdrop_leaves_no_program",
-            "zcnet binary not built (run cargo test --workspace)",
-        );
-        return;
-    };
     let pair = VethPair::new(VethConfig {
         queues: 1,
         ..VethConfig::default()
     })
     .expect("veth pair");
 
-    let mut child = start_rxdrop(&pair, &bin);
+    let mut child = start_rxdrop(&pair);
     testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
     let status = child.wait().expect("wait");
     assert!(!status.success(), "SIGINT ends it: {status}");
     assert!(!attached(&pair), "program left after SIGINT");
 
-    let mut child = start_rxdrop(&pair, &bin);
+    let mut child = start_rxdrop(&pair);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     assert!(!attached(&pair), "program left after SIGKILL");
@@ -93,14 +79,7 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
     if !testnet::privileged("bench_xdp_json_has_a_row_per_path_with_every_field") {
         return;
     }
-    let Some(bin) = zcnet_binary() else {
-        testnet::skip(
-            "bench_xdp_json_has_a_row_per_path_with_every_field",
-            "zcnet binary not built (run cargo test --workspace)",
-        );
-        return;
-    };
-    let out = std::process::Command::new(&bin)
+    let out = std::process::Command::new(ZCNET)
         .args(["bench", "xdp", "--json", "--duration", "0.3"])
         .output()
         .expect("run zcnet bench xdp");
