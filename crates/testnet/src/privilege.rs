@@ -15,7 +15,9 @@ pub fn privileged(test: &str) -> bool {
     false
 }
 
-/// Prints that `test` is skipped and why, on standard error (shown by `cargo test` and in CI logs).
+/// Prints that `test` is skipped and why. It writes to standard error directly rather than through
+/// `eprintln!`, which the test harness captures and hides for passing tests: a skip must always show.
 pub fn skip(test: &str, reason: &str) {
-    eprintln!("SKIP {test}: {reason}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
 }

@@ -1,10 +1,63 @@
-//! (being written)
+//! `zcnet probe`: what this host supports, each feature measured, as a table or JSON.
 
-/// (being written)
+use serde_json::{Value, json};
+use zcnet::probe::{Finding, ProbeOptions, probe};
+
+use crate::report::{Row, print_rows};
+
+/// Options of `zcnet probe`.
 #[derive(Debug, clap::Args)]
-pub struct ProbeArgs {}
+pub struct ProbeArgs {
+    /// Print one JSON object (kernel, features) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Describe only this interface (repeatable); default: every interface of this namespace.
+    #[arg(long = "iface", value_name = "NAME")]
+    ifaces: Vec<String>,
+    /// Also try an AF_XDP XDP_ZEROCOPY bind on queue 0 of each --iface (briefly reconfigures that
+    /// queue: only for interfaces you own).
+    #[arg(long, requires = "ifaces")]
+    try_xsk_bind: bool,
+}
 
-/// (being written)
-pub fn run(_args: ProbeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+fn row(f: &Finding) -> Row {
+    let v = json!({
+        "feature": f.feature,
+        "iface": f.iface,
+        "support": f.support.to_string(),
+        "reason": f.reason,
+    });
+    match v {
+        Value::Object(map) => map,
+        _ => unreachable!("json! of an object literal"),
+    }
+}
+
+/// Runs the probe and prints it. Missing features are findings, not failures: exit status 0.
+pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
+    let opts = ProbeOptions {
+        ifaces: (!args.ifaces.is_empty()).then_some(args.ifaces),
+        try_xsk_bind: args.try_xsk_bind,
+    };
+    let findings = probe(&opts);
+    let rows: Vec<Row> = findings.iter().map(row).collect();
+    if args.json {
+        let kernel = findings
+            .iter()
+            .find(|f| f.feature == "kernel")
+            .map(|f| f.reason.clone());
+        println!("{}", json!({ "kernel": kernel, "features": rows }));
+    } else {
+        print_rows(
+            &rows,
+            &[
+                ("feature", "FEATURE"),
+                ("iface", "IFACE"),
+                ("support", "SUPPORT"),
+                ("reason", "REASON"),
+            ],
+            false,
+        );
+    }
+    Ok(())
 }

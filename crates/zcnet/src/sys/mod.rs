@@ -41,6 +41,7 @@ pub mod netlink;
 pub mod ns;
 pub mod socket;
 pub mod tcp_zc;
+#[cfg(feature = "io-uring")]
 pub mod uring;
 pub mod vsock;
 pub mod xdp;

@@ -4,8 +4,16 @@
 use std::ffi::CStr;
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
+
+/// `socket(domain, kind | SOCK_CLOEXEC, protocol)`: a new socket owned by the caller.
+pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) takes no pointers.
+    let raw = syscall!(socket(domain, kind | libc::SOCK_CLOEXEC, protocol))?;
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
 
 /// `setsockopt(fd, level, name, &value, sizeof(int))` for the many options that take a C `int`.
 pub fn set_int_option(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {

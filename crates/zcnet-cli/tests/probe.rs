@@ -1,0 +1,82 @@
+//! `zcnet probe` end to end: valid JSON, the findings this kernel is known for, exit statuses.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn zcnet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zcnet"))
+}
+
+fn probe_json(cmd: &mut Command) -> Value {
+    let out = cmd.output().expect("run zcnet probe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("probe --json prints one JSON object")
+}
+
+fn finding<'a>(report: &'a Value, feature: &str, iface: Option<&str>) -> &'a Value {
+    report["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["feature"] == feature && f["iface"].as_str() == iface)
+        .unwrap_or_else(|| panic!("no {feature} row in {report}"))
+}
+
+#[test]
+fn json_names_the_kernel_and_every_host_feature() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "lo"]));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(report["kernel"], release.trim());
+    assert_eq!(finding(&report, "tcp.so_zerocopy", None)["support"], "yes");
+    assert_eq!(finding(&report, "udp.so_zerocopy", None)["support"], "yes");
+    let optmem = finding(&report, "limit.optmem_max", None);
+    assert!(
+        optmem["reason"]
+            .as_str()
+            .unwrap()
+            .contains("net.core.optmem_max")
+    );
+    let lo = finding(&report, "iface", Some("lo"));
+    assert!(lo["reason"].as_str().unwrap().contains("mtu 65536"), "{lo}");
+    for row in report["features"].as_array().unwrap() {
+        assert!(
+            ["yes", "no", "partial"].contains(&row["support"].as_str().unwrap()),
+            "{row}"
+        );
+        assert!(!row["reason"].as_str().unwrap().is_empty(), "{row}");
+    }
+}
+
+#[test]
+fn missing_interface_is_a_finding_not_a_failure() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "zcnope0"]));
+    let row = finding(&report, "iface", Some("zcnope0"));
+    assert_eq!(row["support"], "no");
+    assert!(row["reason"].as_str().unwrap().starts_with("ENODEV"));
+}
+
+#[test]
+fn usage_errors_exit_non_zero() {
+    let out = zcnet().args(["probe", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = zcnet().args(["probe", "--try-xsk-bind"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--try-xsk-bind needs --iface");
+}
+
+#[test]
+fn table_has_a_row_per_feature() {
+    let out = zcnet().args(["probe", "--iface", "lo"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("FEATURE"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tcp.so_zerocopy") && l.contains("yes")),
+        "{text}"
+    );
+}
