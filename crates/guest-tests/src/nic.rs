@@ -54,13 +54,8 @@ fn udp_stream(peer: IpAddr, stream: u32, outcome: &mut Outcome) -> anyhow::Resul
     udp.connect(SocketAddr::new(peer, wire::UDP_PORT))
         .context("connect the UDP socket")?;
     let mut buf = vec![0u8; DATAGRAM];
-    let payload = DATAGRAM - wire::DATAGRAM_HEADER;
     for seq in 0..DATAGRAMS {
-        wire::put_datagram_header(&mut buf, stream, seq);
-        pattern::fill(
-            &mut buf[wire::DATAGRAM_HEADER..],
-            wire::datagram_offset(seq, payload),
-        );
+        wire::fill_datagram(&mut buf, stream, seq);
         udp.send(&buf).context("send a datagram")?;
     }
     let mut conn =

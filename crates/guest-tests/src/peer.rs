@@ -18,6 +18,8 @@ use crate::{pattern, wire};
 
 /// How long the peer waits for stragglers of a UDP stream after the last datagram arrived.
 const UDP_IDLE: Duration = Duration::from_secs(1);
+/// Size of the burst datagrams (UDP payload, header included).
+pub const BURST_DATAGRAM: usize = 1024;
 /// Upper bound on any wait for a UDP report, and the read timeout on TCP streams.
 const PEER_WAIT: Duration = Duration::from_secs(20);
 
@@ -32,10 +34,9 @@ struct UdpStream {
 }
 
 impl UdpStream {
-    fn record(&mut self, seq: u64, payload: &[u8]) {
+    fn record(&mut self, seq: u64, intact: bool) {
         self.last = Some(Instant::now());
-        let offset = wire::datagram_offset(seq, payload.len());
-        if seq >= 1 << 24 || pattern::mismatches(payload, offset) != 0 {
+        if seq >= 1 << 24 || !intact {
             self.corrupt += 1;
             return;
         }
@@ -53,6 +54,12 @@ impl UdpStream {
 }
 
 type Streams = Arc<Mutex<HashMap<u32, UdpStream>>>;
+type Burst = thread::JoinHandle<anyhow::Result<u64>>;
+
+/// Datagrams of a burst: sent in groups of [`BURST_GROUP`], one group every [`BURST_GAP`], a rate an
+/// emulated guest keeps up with.
+const BURST_GROUP: u64 = 8;
+const BURST_GAP: Duration = Duration::from_millis(4);
 
 /// Runs the peer on `listen` until the guest sends `Quit` or `max` passes; returns the failures it saw.
 pub fn run(listen: IpAddr, max: Duration) -> anyhow::Result<Outcome> {
@@ -79,6 +86,7 @@ pub fn run(listen: IpAddr, max: Duration) -> anyhow::Result<Outcome> {
         wire::UDP_PORT
     );
     let mut quit = false;
+    let mut burst = None;
     while !quit && Instant::now() < deadline {
         let conn = match listener.accept() {
             Ok((conn, _)) => conn,
@@ -90,10 +98,16 @@ pub fn run(listen: IpAddr, max: Duration) -> anyhow::Result<Outcome> {
         };
         conn.set_nonblocking(false)?;
         conn.set_read_timeout(Some(PEER_WAIT))?;
-        match serve(conn, &streams, &mut outcome) {
+        match serve(conn, &streams, &mut burst, &mut outcome) {
             Ok(q) => quit = q,
             Err(e) => outcome.fail("connection", &format!("{e:#}")),
         }
+        if let Some(done) = burst.take_if(|b| b.is_finished()) {
+            finish_burst(done, &mut outcome);
+        }
+    }
+    if let Some(running) = burst {
+        finish_burst(running, &mut outcome);
     }
     stop.store(true, Ordering::Relaxed);
     receiver.join().expect("UDP receiver thread panicked")?;
@@ -119,11 +133,8 @@ fn receive_datagrams(udp: &UdpSocket, streams: &Streams, stop: &AtomicBool) -> a
             Err(e) => return Err(e).context("recv on the peer's UDP socket"),
         };
         let mut streams = streams.lock().expect("stream table poisoned");
-        match wire::datagram_header(&buf[..n]) {
-            Some((stream, seq)) => streams
-                .entry(stream)
-                .or_default()
-                .record(seq, &buf[wire::DATAGRAM_HEADER..n]),
+        match wire::check_datagram(&buf[..n]) {
+            Some(d) => streams.entry(d.stream).or_default().record(d.seq, d.intact),
             None => streams.entry(u32::MAX).or_default().corrupt += 1,
         }
     }
@@ -131,7 +142,12 @@ fn receive_datagrams(udp: &UdpSocket, streams: &Streams, stop: &AtomicBool) -> a
 }
 
 /// Serves one connection; returns whether the guest asked the peer to quit.
-fn serve(mut conn: TcpStream, streams: &Streams, outcome: &mut Outcome) -> anyhow::Result<bool> {
+fn serve(
+    mut conn: TcpStream,
+    streams: &Streams,
+    burst: &mut Option<Burst>,
+    outcome: &mut Outcome,
+) -> anyhow::Result<bool> {
     let mut raw = [0u8; 24];
     conn.read_exact(&mut raw).context("read the request")?;
     let request =
@@ -157,9 +173,48 @@ fn serve(mut conn: TcpStream, streams: &Streams, outcome: &mut Outcome) -> anyho
                 &what,
             );
         }
+        wire::Request::Burst { stream, datagrams } => {
+            wire::write_answer(&mut conn, 0, 0)?;
+            let guest = conn.peer_addr()?.ip();
+            *burst = Some(thread::spawn(move || send_burst(guest, stream, datagrams)));
+        }
         wire::Request::Quit => return Ok(true),
     }
     Ok(false)
+}
+
+fn finish_burst(burst: Burst, outcome: &mut Outcome) {
+    match burst.join().expect("burst thread panicked") {
+        Ok(sent) => println!("peer: burst of {sent} datagrams sent to the guest"),
+        Err(e) => outcome.fail("burst", &format!("{e:#}")),
+    }
+}
+
+/// Sends a paced burst of pattern datagrams to the guest's [`wire::BURST_PORT`]; returns how many.
+fn send_burst(guest: IpAddr, stream: u32, datagrams: u64) -> anyhow::Result<u64> {
+    let udp = UdpSocket::bind(SocketAddr::new(guest_side_any(guest), 0))
+        .context("bind the burst socket")?;
+    udp.connect(SocketAddr::new(guest, wire::BURST_PORT))
+        .context("connect the burst socket")?;
+    thread::sleep(Duration::from_secs(1));
+    let mut buf = vec![0u8; BURST_DATAGRAM];
+    for seq in 0..datagrams {
+        wire::fill_datagram(&mut buf, stream, seq);
+        udp.send(&buf)
+            .with_context(|| format!("send burst datagram {seq}"))?;
+        if seq % BURST_GROUP == BURST_GROUP - 1 {
+            thread::sleep(BURST_GAP);
+        }
+    }
+    Ok(datagrams)
+}
+
+/// The unspecified address of `guest`'s family.
+fn guest_side_any(guest: IpAddr) -> IpAddr {
+    match guest {
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    }
 }
 
 /// Reads `bytes` bytes of pattern; returns (bytes that matched, bytes that did not or never came).

@@ -3,10 +3,14 @@
 
 use std::io::{self, Read, Write};
 
+use crate::pattern;
+
 /// TCP port of the peer: data streams and requests.
 pub const TCP_PORT: u16 = 7701;
 /// UDP port of the peer: datagram streams.
 pub const UDP_PORT: u16 = 7702;
+/// UDP port on the guest that the peer's bursts go to (the guest's AF_XDP socket takes them).
+pub const BURST_PORT: u16 = 7703;
 const MAGIC: u32 = 0x7a63_6e74;
 
 /// What a connection to the peer's TCP port asks for.
@@ -24,6 +28,14 @@ pub enum Request {
         /// How many datagrams the guest sent.
         expected: u64,
     },
+    /// Send `datagrams` datagrams of stream `stream` to the guest's [`BURST_PORT`], starting one second
+    /// after the answer (time for the guest to bind its AF_XDP socket). The peer answers (0, 0) at once.
+    Burst {
+        /// The stream id the datagrams carry.
+        stream: u32,
+        /// How many datagrams to send.
+        datagrams: u64,
+    },
     /// The guest is done: the peer prints its summary and exits.
     Quit,
 }
@@ -35,6 +47,7 @@ impl Request {
             Request::TcpStream { bytes } => (1u32, bytes, 0u64),
             Request::UdpReport { stream, expected } => (2, u64::from(stream), expected),
             Request::Quit => (3, 0, 0),
+            Request::Burst { stream, datagrams } => (4, u64::from(stream), datagrams),
         };
         let mut out = [0u8; 24];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -57,6 +70,10 @@ impl Request {
                 expected: word(16),
             }),
             3 => Some(Request::Quit),
+            4 => Some(Request::Burst {
+                stream: u32::try_from(word(8)).ok()?,
+                datagrams: word(16),
+            }),
             _ => None,
         }
     }
@@ -81,31 +98,52 @@ pub fn read_answer(input: &mut impl Read) -> io::Result<(u64, u64)> {
 /// Length of the header at the start of every UDP datagram.
 pub const DATAGRAM_HEADER: usize = 16;
 
-/// Writes a datagram header (magic, stream, sequence number) into `buf[..16]`.
-pub fn put_datagram_header(buf: &mut [u8], stream: u32, seq: u64) {
+/// Fills `buf` as datagram `seq` of `stream`: the header (magic, stream, sequence number), then the
+/// pattern at the payload's stream offset (every datagram of a stream has the same length).
+pub fn fill_datagram(buf: &mut [u8], stream: u32, seq: u64) {
     buf[..4].copy_from_slice(&MAGIC.to_le_bytes());
     buf[4..8].copy_from_slice(&stream.to_le_bytes());
     buf[8..16].copy_from_slice(&seq.to_le_bytes());
+    let payload = &mut buf[DATAGRAM_HEADER..];
+    let offset = datagram_offset(seq, payload.len());
+    pattern::fill(payload, offset);
 }
 
-/// The (stream, sequence number) of a datagram, or `None` if it does not start with a header.
-pub fn datagram_header(buf: &[u8]) -> Option<(u32, u64)> {
+/// A received datagram: its stream, its sequence number, and whether its payload is intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram {
+    /// The stream id from the header.
+    pub stream: u32,
+    /// The sequence number from the header.
+    pub seq: u64,
+    /// Whether every payload byte matches the pattern.
+    pub intact: bool,
+}
+
+/// Checks a datagram written by [`fill_datagram`]; `None` if it does not start with a header.
+pub fn check_datagram(buf: &[u8]) -> Option<Datagram> {
     if buf.len() < DATAGRAM_HEADER || buf[..4] != MAGIC.to_le_bytes() {
         return None;
     }
     let stream = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
     let seq = u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes"));
-    Some((stream, seq))
+    let payload = &buf[DATAGRAM_HEADER..];
+    let intact = pattern::mismatches(payload, datagram_offset(seq, payload.len())) == 0;
+    Some(Datagram {
+        stream,
+        seq,
+        intact,
+    })
 }
 
 /// Stream offset of the payload of datagram `seq` when every payload is `payload_len` bytes long.
-pub fn datagram_offset(seq: u64, payload_len: usize) -> u64 {
+fn datagram_offset(seq: u64, payload_len: usize) -> u64 {
     seq * payload_len as u64
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Request, datagram_header, put_datagram_header};
+    use super::{Datagram, Request, check_datagram, fill_datagram};
 
     #[test]
     fn requests_round_trip_and_garbage_is_rejected() {
@@ -128,10 +166,29 @@ mod tests {
     }
 
     #[test]
-    fn datagram_headers_round_trip() {
-        let mut buf = [0u8; 20];
-        put_datagram_header(&mut buf, 3, 1 << 33);
-        assert_eq!(datagram_header(&buf), Some((3, 1 << 33)));
-        assert_eq!(datagram_header(&buf[..15]), None);
+    fn datagrams_check_and_damage_is_seen() {
+        let mut buf = [0u8; 100];
+        fill_datagram(&mut buf, 3, 1 << 20);
+        let intact = Datagram {
+            stream: 3,
+            seq: 1 << 20,
+            intact: true,
+        };
+        assert_eq!(check_datagram(&buf), Some(intact));
+        assert_eq!(check_datagram(&buf[..15]), None);
+        buf[99] ^= 1;
+        assert_eq!(
+            check_datagram(&buf),
+            Some(Datagram {
+                intact: false,
+                ..intact
+            })
+        );
+        fill_datagram(&mut buf, 3, 7);
+        buf[8] = 8;
+        assert!(
+            !check_datagram(&buf).expect("header intact").intact,
+            "wrong sequence number"
+        );
     }
 }
