@@ -1,1 +1,454 @@
-//! (being written)
+//! The `bpf(2)` system call, typed eBPF instructions, and the pieces of `union bpf_attr` that zcnet uses:
+//! map creation, map update, program load (with the verifier log) and `BPF_LINK_CREATE` for XDP.
+//!
+//! All layouts and numbers come from `include/uapi/linux/bpf.h`. The kernel accepts an attribute block
+//! shorter than its own `union bpf_attr` and treats the missing tail as zero, so each command has its own
+//! `#[repr(C)]` prefix struct here, passed with its exact size.
+//!
+//! Every descriptor `bpf()` returns has `O_CLOEXEC` set by the kernel.
+
+use std::ffi::CStr;
+use std::fmt;
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `BPF_MAP_CREATE` (`enum bpf_cmd`).
+const BPF_MAP_CREATE: libc::c_int = 0;
+/// `BPF_MAP_UPDATE_ELEM`.
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+/// `BPF_PROG_LOAD`.
+const BPF_PROG_LOAD: libc::c_int = 5;
+/// `BPF_LINK_CREATE`.
+const BPF_LINK_CREATE: libc::c_int = 28;
+
+/// `BPF_MAP_TYPE_XSKMAP` (`enum bpf_map_type`): an array of AF_XDP sockets indexed by queue.
+pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+/// `BPF_PROG_TYPE_XDP` (`enum bpf_prog_type`).
+pub const BPF_PROG_TYPE_XDP: u32 = 6;
+/// `BPF_XDP` (`enum bpf_attach_type`): attach an XDP program to a network device through a link.
+pub const BPF_XDP: u32 = 37;
+/// `BPF_ANY` map update flag: create or replace the element.
+pub const BPF_ANY: u64 = 0;
+
+/// `XDP_FLAGS_SKB_MODE` (`include/uapi/linux/if_link.h`): generic XDP, run after the skb is built.
+pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+/// `XDP_FLAGS_DRV_MODE`: native XDP, run by the driver before any skb exists.
+pub const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// XDP program return codes (`enum xdp_action`).
+pub mod xdp_action {
+    /// `XDP_DROP`: drop the frame.
+    pub const DROP: i32 = 1;
+    /// `XDP_PASS`: hand the frame to the network stack.
+    pub const PASS: i32 = 2;
+}
+
+/// BPF helper function ids (`enum bpf_func_id`, `__BPF_FUNC_MAPPER`).
+pub mod helper {
+    /// `bpf_redirect_map(map, key, flags)`: the low two bits of `flags` are the action returned when
+    /// `key` has no entry (kernel 5.6+).
+    pub const REDIRECT_MAP: i32 = 51;
+}
+
+/// Offset of `rx_queue_index` in `struct xdp_md` (`u32 data, data_end, data_meta, ingress_ifindex,
+/// rx_queue_index`).
+pub const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+
+// Instruction classes, sizes, modes, operations and sources (`include/uapi/linux/bpf_common.h`, `bpf.h`).
+const BPF_LD: u8 = 0x00;
+const BPF_LDX: u8 = 0x01;
+const BPF_JMP: u8 = 0x05;
+const BPF_ALU64: u8 = 0x07;
+const BPF_W: u8 = 0x00;
+const BPF_DW: u8 = 0x18;
+const BPF_IMM: u8 = 0x00;
+const BPF_MEM: u8 = 0x60;
+const BPF_MOV: u8 = 0xb0;
+const BPF_K: u8 = 0x00;
+const BPF_CALL: u8 = 0x80;
+const BPF_EXIT: u8 = 0x90;
+/// `BPF_PSEUDO_MAP_FD`: the `src_reg` of a 64-bit immediate load whose immediate is a map descriptor.
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+/// An eBPF register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Reg {
+    /// Return value, and helper return value.
+    R0 = 0,
+    /// First argument (the program context on entry).
+    R1 = 1,
+    /// Second argument.
+    R2 = 2,
+    /// Third argument.
+    R3 = 3,
+}
+
+/// One eBPF instruction, `struct bpf_insn` (`include/uapi/linux/bpf.h`): 8 bytes, `dst_reg` in the low
+/// nibble of the register byte and `src_reg` in the high one (little-endian layout).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+const _: () = assert!(mem::size_of::<Insn>() == 8);
+
+impl Insn {
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            regs: (src << 4) | (dst & 0x0f),
+            off,
+            imm,
+        }
+    }
+
+    /// `dst = imm` (64-bit move of a sign-extended 32-bit immediate).
+    pub const fn mov64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(BPF_ALU64 | BPF_MOV | BPF_K, dst as u8, 0, 0, imm)
+    }
+
+    /// `dst = *(u32 *)(src + off)`.
+    pub const fn load_u32(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_LDX | BPF_MEM | BPF_W, dst as u8, src as u8, off, 0)
+    }
+
+    /// `dst = map` for the map descriptor `map_fd`: a 64-bit immediate load, two instruction slots; the
+    /// verifier replaces the descriptor with the map's address.
+    pub const fn load_map_fd(dst: Reg, map_fd: i32) -> [Insn; 2] {
+        [
+            Insn::new(
+                BPF_LD | BPF_DW | BPF_IMM,
+                dst as u8,
+                BPF_PSEUDO_MAP_FD,
+                0,
+                map_fd,
+            ),
+            Insn::new(0, 0, 0, 0, 0),
+        ]
+    }
+
+    /// `call helper` (arguments in r1..r5, result in r0).
+    pub const fn call(helper: i32) -> Insn {
+        Insn::new(BPF_JMP | BPF_CALL, 0, 0, 0, helper)
+    }
+
+    /// `exit` (return r0).
+    pub const fn exit() -> Insn {
+        Insn::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+    }
+
+    fn dst(&self) -> u8 {
+        self.regs & 0x0f
+    }
+
+    fn src(&self) -> u8 {
+        self.regs >> 4
+    }
+}
+
+impl fmt::Debug for Insn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Insn {{ code: {:#04x}, dst: r{}, src: r{}, off: {}, imm: {} }}",
+            self.code,
+            self.dst(),
+            self.src(),
+            self.off,
+            self.imm
+        )
+    }
+}
+
+/// Disassembles a program in the kernel verifier's notation, one instruction per line, prefixed with its
+/// slot number; the second slot of a 64-bit immediate load is folded into the first.
+pub fn disassemble(insns: &[Insn]) -> String {
+    let mut out = String::new();
+    let mut slot = 0;
+    while slot < insns.len() {
+        let i = insns[slot];
+        let (text, width) = match i.code {
+            c if c == BPF_ALU64 | BPF_MOV | BPF_K => (format!("r{} = {}", i.dst(), i.imm), 1),
+            c if c == BPF_LDX | BPF_MEM | BPF_W => (
+                format!("r{} = *(u32 *)(r{} {:+})", i.dst(), i.src(), i.off),
+                1,
+            ),
+            c if c == BPF_LD | BPF_DW | BPF_IMM && i.src() == BPF_PSEUDO_MAP_FD => {
+                (format!("r{} = map[fd {}] ll", i.dst(), i.imm), 2)
+            }
+            c if c == BPF_LD | BPF_DW | BPF_IMM => {
+                let hi = insns.get(slot + 1).map_or(0, |n| n.imm as u32 as u64);
+                let v = (hi << 32) | i.imm as u32 as u64;
+                (format!("r{} = {v:#x} ll", i.dst()), 2)
+            }
+            c if c == BPF_JMP | BPF_CALL => (format!("call {}", i.imm), 1),
+            c if c == BPF_JMP | BPF_EXIT => ("exit".to_string(), 1),
+            _ => (format!("{i:?}"), 1),
+        };
+        out.push_str(&format!("{slot}: {text}\n"));
+        slot += width;
+    }
+    out
+}
+
+/// `bpf(cmd, attr, size_of::<A>())`, returning the kernel's non-negative result.
+///
+/// # Safety
+/// `attr` must be the attribute prefix the kernel expects for `cmd`, and every pointer stored in it must
+/// be valid for the access the kernel makes through it (reads of inputs, writes of outputs) for the whole
+/// call.
+unsafe fn bpf<A>(cmd: libc::c_int, attr: &mut A) -> io::Result<libc::c_long> {
+    // SAFETY: the caller guarantees `attr` matches `cmd`; its size is passed exactly.
+    syscall!(syscall(
+        libc::SYS_bpf,
+        cmd,
+        (attr as *mut A).cast::<libc::c_void>(),
+        mem::size_of::<A>() as libc::c_uint,
+    ))
+}
+
+/// Wraps a descriptor the kernel just returned from `bpf()`.
+fn owned(fd: libc::c_long) -> OwnedFd {
+    // SAFETY: `bpf()` returned this descriptor to us; nothing else owns it.
+    unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }
+}
+
+/// Copies `name` into a kernel object name (`BPF_OBJ_NAME_LEN` = 16, NUL-terminated, truncated).
+fn object_name(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (o, b) in out.iter_mut().zip(name.bytes().take(15)) {
+        *o = b;
+    }
+    out
+}
+
+/// The `BPF_MAP_CREATE` prefix of `union bpf_attr`.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+const _: () = assert!(mem::size_of::<MapCreateAttr>() == 44);
+
+/// Creates a map with 4-byte keys and values (the shape of XSKMAP and array maps).
+pub fn map_create(map_type: u32, max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size: 4,
+        value_size: 4,
+        max_entries,
+        map_name: object_name(name),
+        ..Default::default()
+    };
+    // SAFETY: `attr` is the BPF_MAP_CREATE prefix and holds no pointers.
+    unsafe { bpf(BPF_MAP_CREATE, &mut attr) }.map(owned)
+}
+
+/// The `BPF_MAP_*_ELEM` prefix of `union bpf_attr`.
+#[repr(C)]
+#[derive(Debug)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+const _: () = assert!(mem::size_of::<MapElemAttr>() == 32);
+
+/// Sets `map[key] = value` for a map with 4-byte keys and values (`BPF_MAP_UPDATE_ELEM`).
+pub fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32, flags: u64) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags,
+    };
+    // SAFETY: `key` and `value` are live 4-byte locals the kernel only reads during the call.
+    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
+}
+
+/// The `BPF_PROG_LOAD` prefix of `union bpf_attr`, up to `expected_attach_type`.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+const _: () = assert!(mem::size_of::<ProgLoadAttr>() == 72);
+
+/// Why [`prog_load`] failed: the errno and, when the verifier rejected the program, its log.
+#[derive(Debug)]
+pub struct LoadError {
+    /// The `bpf(BPF_PROG_LOAD)` error.
+    pub error: io::Error,
+    /// The verifier log of a second load attempt with `log_level = 1` (empty if it produced none).
+    pub verifier_log: String,
+}
+
+/// Size of the verifier log buffer for a failed load (the programs here are a handful of instructions).
+const LOG_SIZE: usize = 64 * 1024;
+
+/// Loads a program (`BPF_PROG_LOAD`) of `prog_type`, with `expected_attach_type`, under `license`.
+/// On failure the load is repeated with the verifier log enabled and the log is returned.
+pub fn prog_load(
+    prog_type: u32,
+    expected_attach_type: u32,
+    insns: &[Insn],
+    license: &CStr,
+    name: &str,
+) -> Result<OwnedFd, LoadError> {
+    let load = |log: Option<&mut Vec<u8>>| {
+        let mut attr = ProgLoadAttr {
+            prog_type,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            prog_name: object_name(name),
+            expected_attach_type,
+            ..Default::default()
+        };
+        if let Some(buf) = log {
+            attr.log_level = 1;
+            attr.log_size = buf.len() as u32;
+            attr.log_buf = buf.as_mut_ptr() as u64;
+        }
+        // SAFETY: `insns` (insn_cnt entries), `license` (NUL-terminated) and the log buffer (log_size
+        // writable bytes) all outlive the call.
+        unsafe { bpf(BPF_PROG_LOAD, &mut attr) }.map(owned)
+    };
+    load(None).map_err(|error| {
+        let mut buf = vec![0u8; LOG_SIZE];
+        let _ = load(Some(&mut buf));
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        LoadError {
+            error,
+            verifier_log: String::from_utf8_lossy(&buf[..end]).trim_end().to_string(),
+        }
+    })
+}
+
+/// The `BPF_LINK_CREATE` prefix of `union bpf_attr` (`prog_fd`, `target_ifindex`, `attach_type`, `flags`).
+#[repr(C)]
+#[derive(Debug)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+const _: () = assert!(mem::size_of::<LinkCreateAttr>() == 16);
+
+/// Attaches an XDP program to the interface `ifindex` of the calling thread's network namespace through
+/// a BPF link (`BPF_LINK_CREATE`, `BPF_XDP`). `xdp_flags` selects the mode ([`XDP_FLAGS_DRV_MODE`] or
+/// [`XDP_FLAGS_SKB_MODE`]). The program stays attached exactly as long as the returned link descriptor
+/// (and any duplicate of it) is open: the kernel detaches it when the last one closes, also when the
+/// process dies.
+pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, xdp_flags: u32) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags: xdp_flags,
+    };
+    // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
+    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    #[test]
+    fn insn_layout_matches_linux_bpf_h() {
+        assert_eq!(offset_of!(Insn, code), 0);
+        assert_eq!(offset_of!(Insn, regs), 1);
+        assert_eq!(offset_of!(Insn, off), 2);
+        assert_eq!(offset_of!(Insn, imm), 4);
+    }
+
+    #[test]
+    fn attr_layouts_match_linux_bpf_h() {
+        assert_eq!(offset_of!(MapCreateAttr, max_entries), 12);
+        assert_eq!(offset_of!(MapCreateAttr, numa_node), 24);
+        assert_eq!(offset_of!(MapCreateAttr, map_name), 28);
+        assert_eq!(offset_of!(MapElemAttr, key), 8);
+        assert_eq!(offset_of!(MapElemAttr, value), 16);
+        assert_eq!(offset_of!(MapElemAttr, flags), 24);
+        assert_eq!(offset_of!(ProgLoadAttr, insns), 8);
+        assert_eq!(offset_of!(ProgLoadAttr, license), 16);
+        assert_eq!(offset_of!(ProgLoadAttr, log_level), 24);
+        assert_eq!(offset_of!(ProgLoadAttr, log_buf), 32);
+        assert_eq!(offset_of!(ProgLoadAttr, kern_version), 40);
+        assert_eq!(offset_of!(ProgLoadAttr, prog_name), 48);
+        assert_eq!(offset_of!(ProgLoadAttr, prog_ifindex), 64);
+        assert_eq!(offset_of!(ProgLoadAttr, expected_attach_type), 68);
+        assert_eq!(offset_of!(LinkCreateAttr, target_ifindex), 4);
+        assert_eq!(offset_of!(LinkCreateAttr, attach_type), 8);
+        assert_eq!(offset_of!(LinkCreateAttr, flags), 12);
+    }
+
+    #[test]
+    fn instruction_encoding() {
+        // Encodings as `llvm-objdump -d` prints them for the same instructions.
+        let bytes = |i: Insn| -> [u8; 8] {
+            let mut b = [0u8; 8];
+            b[0] = i.code;
+            b[1] = i.regs;
+            b[2..4].copy_from_slice(&i.off.to_le_bytes());
+            b[4..].copy_from_slice(&i.imm.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            bytes(Insn::mov64_imm(Reg::R0, 2)),
+            [0xb7, 0, 0, 0, 2, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::load_u32(Reg::R2, Reg::R1, 16)),
+            [0x61, 0x12, 16, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::load_map_fd(Reg::R1, 7)[0]),
+            [0x18, 0x11, 0, 0, 7, 0, 0, 0]
+        );
+        assert_eq!(bytes(Insn::call(51)), [0x85, 0, 0, 0, 51, 0, 0, 0]);
+        assert_eq!(bytes(Insn::exit()), [0x95, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn object_names_are_truncated_and_terminated() {
+        assert_eq!(&object_name("xsk")[..4], b"xsk\0");
+        let long = object_name("a_very_long_program_name");
+        assert_eq!(long[15], 0);
+        assert_eq!(&long[..15], b"a_very_long_pro");
+    }
+}

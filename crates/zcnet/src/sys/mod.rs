@@ -39,6 +39,8 @@ pub mod errno;
 pub mod errqueue;
 pub mod netlink;
 pub mod ns;
+pub mod packet;
+pub mod pages;
 pub mod socket;
 pub mod tcp_zc;
 #[cfg(feature = "io-uring")]

@@ -1,1 +1,54 @@
-//! (being written)
+//! Zero-copy send with MSG_ZEROCOPY over TCP, UDP (optionally with GSO) and AF_VSOCK.
+//!
+//! A [`Sender`] owns a connected socket. [`Sender::send`] takes ownership of a byte container
+//! ([`SendBuf`]: `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, a pooled page-aligned [`PooledBuf`], …) and lends
+//! it to the kernel; the buffer is dropped — a pooled one goes back to its [`BufferPool`] — only when the
+//! completion covering it arrives on the socket's error queue. A per-send [`Policy`] decides between
+//! zero-copy and copy (size threshold, copied completions, `ENOBUFS` back-off), and [`TxStats`] counts
+//! every decision and completion.
+//!
+//! Kernel behaviour relied on (Documentation/networking/msg_zerocopy.rst): `SO_ZEROCOPY` opts a socket
+//! in; each successful `sendmsg(MSG_ZEROCOPY)` with data takes the next u32 id (a failed one takes none);
+//! completions are inclusive id ranges on the error queue, flagged `SO_EE_CODE_ZEROCOPY_COPIED` when the
+//! kernel copied anyway — always, when the receiver is a local socket. The socket must not have sent with
+//! MSG_ZEROCOPY before it is wrapped (its id counter must still be at 0).
+//!
+//! ```no_run
+//! use std::net::TcpStream;
+//! use std::time::Duration;
+//! use zcnet::tx::{SenderConfig, TcpSender};
+//!
+//! let stream = TcpStream::connect("127.0.0.1:9000")?;
+//! let mut tx = TcpSender::new(stream, SenderConfig::default());
+//! tx.send(vec![7u8; 1 << 20])?;
+//! tx.flush(Duration::from_secs(5))?;
+//! println!("zero-copied ids {}, copied ids {}", tx.stats().zc_ids, tx.stats().copied_ids);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod buffer;
+mod error;
+mod policy;
+mod pool;
+mod sender;
+mod socket;
+mod stats;
+mod tracker;
+pub mod vsock;
+
+pub use buffer::SendBuf;
+pub use error::TxError;
+pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
+pub use pool::{BufferPool, PoolConfig, PooledBuf};
+pub use sender::{Sender, SenderConfig};
+pub use socket::ZcSocket;
+pub use stats::TxStats;
+pub use tracker::{Completion, CompletionTracker, TrackerCounts};
+pub use vsock::VsockSocket;
+
+/// A MSG_ZEROCOPY sender over a connected TCP stream (IPv4 or IPv6).
+pub type TcpSender = Sender<std::net::TcpStream>;
+/// A MSG_ZEROCOPY sender over a UDP socket (connected, or with a destination per send; optional GSO).
+pub type UdpSender = Sender<std::net::UdpSocket>;
+/// A MSG_ZEROCOPY sender over a connected AF_VSOCK stream or seqpacket socket.
+pub type VsockSender = Sender<VsockSocket>;

@@ -1,0 +1,237 @@
+//! Page-aligned memory for zero-copy send buffers: one anonymous mapping cut into equal slots, each
+//! handed out to exactly one owner at a time.
+//!
+//! Kernel behaviour relied on: `mmap(MAP_ANONYMOUS | MAP_PRIVATE)` returns page-aligned, zeroed memory;
+//! `madvise(MADV_HUGEPAGE)` asks for transparent huge pages on a 2 MiB-aligned range (it fails with
+//! `EINVAL` when THP is compiled out). MSG_ZEROCOPY pins the pages of each send, so page-aligned buffers
+//! waste no partial pages.
+
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+const HUGE_PAGE: usize = 2 << 20;
+
+/// An anonymous mapping divided into `count` slots of `slot_size` bytes (a multiple of the page size).
+/// Slots are taken with [`PageArena::take`] and come back when the [`PageSlot`] is dropped.
+#[derive(Debug)]
+pub struct PageArena {
+    base: NonNull<u8>,
+    map_len: usize,
+    slot_size: usize,
+    count: usize,
+    huge_pages: Result<(), String>,
+    free: Mutex<Vec<u32>>,
+}
+
+// SAFETY: the mapping is owned by the arena; slot bytes are only reached through a `PageSlot`, which the
+// free list hands to one owner at a time, so sharing the arena between threads shares no bytes.
+unsafe impl Send for PageArena {}
+// SAFETY: as above; the free list is behind a mutex.
+unsafe impl Sync for PageArena {}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as usize } else { 4096 }
+}
+
+impl PageArena {
+    /// Maps `count` slots of at least `slot_size` bytes (rounded up to whole pages). With `huge_pages`
+    /// the mapping is 2 MiB aligned and advised `MADV_HUGEPAGE`; the outcome is in
+    /// [`PageArena::huge_pages`].
+    pub fn new(slot_size: usize, count: usize, huge_pages: bool) -> io::Result<Arc<PageArena>> {
+        let page = page_size();
+        let slot_size = slot_size.max(1).div_ceil(page) * page;
+        let len = slot_size
+            .checked_mul(count.max(1))
+            .filter(|&l| l <= isize::MAX as usize / 2 && count <= u32::MAX as usize)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "pool too large"))?;
+        let align = if huge_pages { HUGE_PAGE } else { page };
+        let map_len = len.div_ceil(align) * align;
+        let reserve = map_len + align - page;
+        // SAFETY: anonymous private mapping at an address of the kernel's choosing; no fd involved.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserve,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let start = raw as usize;
+        let aligned = start.div_ceil(align) * align;
+        let (head, tail) = (aligned - start, reserve - (aligned - start) - map_len);
+        // SAFETY: both trims lie inside the reservation just mapped and are page-aligned and
+        // page-sized; nothing references them.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((aligned + map_len) as *mut libc::c_void, tail);
+            }
+        }
+        let base = NonNull::new(aligned as *mut u8).expect("mmap never returns address 0 here");
+        let huge = if huge_pages {
+            // SAFETY: advising a range we own; advice does not change its contents.
+            syscall!(madvise(base.as_ptr().cast(), map_len, libc::MADV_HUGEPAGE))
+                .map(drop)
+                .map_err(|e| format!("madvise(MADV_HUGEPAGE): {}", super::errno::error_name(&e)))
+        } else {
+            Err("not requested".to_string())
+        };
+        Ok(Arc::new(PageArena {
+            base,
+            map_len,
+            slot_size,
+            count,
+            huge_pages: huge,
+            free: Mutex::new((0..count as u32).rev().collect()),
+        }))
+    }
+
+    /// Bytes per slot (a multiple of the page size).
+    pub fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    /// Number of slots.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Slots not handed out right now.
+    pub fn available(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether the mapping was advised onto transparent huge pages, or why not.
+    pub fn huge_pages(&self) -> Result<(), &str> {
+        self.huge_pages.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Takes a free slot (length 0), or `None` when all are out.
+    pub fn take(self: &Arc<Self>) -> Option<PageSlot> {
+        let index = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+        Some(PageSlot {
+            arena: Arc::clone(self),
+            index,
+            len: 0,
+        })
+    }
+}
+
+impl Drop for PageArena {
+    fn drop(&mut self) {
+        // SAFETY: every `PageSlot` holds an `Arc` of the arena, so none is left; the range is ours.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.map_len) };
+    }
+}
+
+/// One slot of a [`PageArena`], owned exclusively: it dereferences to its first `len` bytes and goes
+/// back to the arena's free list when dropped.
+#[derive(Debug)]
+pub struct PageSlot {
+    arena: Arc<PageArena>,
+    index: u32,
+    len: usize,
+}
+
+impl PageSlot {
+    /// The slot's capacity (the arena's slot size).
+    pub fn capacity(&self) -> usize {
+        self.arena.slot_size
+    }
+
+    /// Sets the length of the data (clamped to the capacity). Bytes beyond the old length keep whatever
+    /// an earlier owner wrote (they are always initialised: the mapping starts zeroed).
+    pub fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.capacity());
+    }
+
+    /// The whole slot, for filling before [`PageSlot::set_len`].
+    pub fn spare_mut(&mut self) -> &mut [u8] {
+        let cap = self.capacity();
+        // SAFETY: the slot's range lies inside the live mapping (the `Arc` keeps it alive) and the free
+        // list handed this index to this `PageSlot` alone; `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(), cap) }
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        // The offset stays inside the mapping: index < count and count * slot_size <= map_len.
+        self.arena
+            .base
+            .as_ptr()
+            .wrapping_add(self.index as usize * self.arena.slot_size)
+    }
+}
+
+impl Deref for PageSlot {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: as in `spare_mut`; `len <= capacity` and the borrow is shared with `&self`.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
+    }
+}
+
+impl DerefMut for PageSlot {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.spare_mut()[..len]
+    }
+}
+
+impl Drop for PageSlot {
+    fn drop(&mut self) {
+        self.arena
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.index);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_page_aligned_exclusive_and_recycled() {
+        let arena = PageArena::new(5000, 3, false).unwrap();
+        assert_eq!(arena.slot_size() % page_size(), 0);
+        let mut a = arena.take().unwrap();
+        let mut b = arena.take().unwrap();
+        let c = arena.take().unwrap();
+        assert!(arena.take().is_none());
+        assert_eq!(arena.available(), 0);
+        a.spare_mut()[..3].copy_from_slice(b"abc");
+        a.set_len(3);
+        b.set_len(usize::MAX);
+        assert_eq!(&a[..], b"abc");
+        assert_eq!(b.len(), arena.slot_size());
+        for s in [&a, &b, &c] {
+            assert_eq!(s.as_ptr() as usize % page_size(), 0);
+        }
+        drop(b);
+        assert_eq!(arena.available(), 1);
+        drop((a, c));
+        assert_eq!(arena.available(), 3);
+    }
+
+    #[test]
+    fn huge_page_arena_is_2mib_aligned() {
+        let arena = PageArena::new(64 << 10, 40, true).unwrap();
+        let s = arena.take().unwrap();
+        assert_eq!(s.as_ptr() as usize % HUGE_PAGE, 0);
+        if let Err(reason) = arena.huge_pages() {
+            eprintln!("transparent huge pages not used: {reason}");
+        }
+    }
+}

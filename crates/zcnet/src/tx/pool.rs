@@ -1,0 +1,110 @@
+//! A pool of page-aligned send buffers, optionally on transparent huge pages.
+//!
+//! Each [`PooledBuf`] is one slot of a single anonymous mapping ([`crate::sys::pages::PageArena`]);
+//! dropping it (directly, or when a sender's completion releases it) puts the slot back.
+
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use crate::sys::pages::{PageArena, PageSlot};
+
+/// How to build a [`BufferPool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Bytes per buffer (rounded up to whole pages).
+    pub buf_size: usize,
+    /// Number of buffers.
+    pub count: usize,
+    /// Back the pool with transparent huge pages (`madvise(MADV_HUGEPAGE)`), when the kernel allows.
+    pub huge_pages: bool,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            buf_size: 64 << 10,
+            count: 64,
+            huge_pages: false,
+        }
+    }
+}
+
+/// A fixed set of page-aligned buffers. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct BufferPool {
+    arena: Arc<PageArena>,
+}
+
+impl BufferPool {
+    /// Maps the pool's memory. Fails with the `mmap` error (`ENOMEM`: lower `count` or `buf_size`).
+    pub fn new(config: PoolConfig) -> io::Result<BufferPool> {
+        let arena = PageArena::new(config.buf_size, config.count, config.huge_pages)?;
+        Ok(BufferPool { arena })
+    }
+
+    /// Takes a free buffer (empty, capacity [`BufferPool::buf_size`]), or `None` when every buffer is out
+    /// (in the application or lent to the kernel: drain completions and retry).
+    pub fn take(&self) -> Option<PooledBuf> {
+        self.arena.take().map(|slot| PooledBuf { slot })
+    }
+
+    /// Bytes per buffer.
+    pub fn buf_size(&self) -> usize {
+        self.arena.slot_size()
+    }
+
+    /// Number of buffers.
+    pub fn capacity(&self) -> usize {
+        self.arena.count()
+    }
+
+    /// Buffers in the pool right now.
+    pub fn available(&self) -> usize {
+        self.arena.available()
+    }
+
+    /// Whether transparent huge pages back the pool, or why not.
+    pub fn huge_pages(&self) -> Result<(), &str> {
+        self.arena.huge_pages()
+    }
+}
+
+/// One buffer of a [`BufferPool`]: dereferences to its data (`len` bytes) and returns to the pool when
+/// dropped.
+#[derive(Debug)]
+pub struct PooledBuf {
+    slot: PageSlot,
+}
+
+impl PooledBuf {
+    /// The buffer's capacity.
+    pub fn capacity(&self) -> usize {
+        self.slot.capacity()
+    }
+
+    /// Sets the data length (clamped to the capacity).
+    pub fn set_len(&mut self, len: usize) {
+        self.slot.set_len(len);
+    }
+
+    /// Fills the buffer with `f` over `len` bytes (clamped) and sets its length.
+    pub fn fill_with(&mut self, len: usize, f: impl FnOnce(&mut [u8])) {
+        let len = len.min(self.capacity());
+        f(&mut self.slot.spare_mut()[..len]);
+        self.slot.set_len(len);
+    }
+}
+
+impl Deref for PooledBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.slot
+    }
+}
+
+impl DerefMut for PooledBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.slot
+    }
+}

@@ -1,0 +1,63 @@
+//! The socket kinds a [`crate::tx::Sender`] can drive.
+
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use super::vsock::VsockSocket;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A socket a [`crate::tx::Sender`] can send from with MSG_ZEROCOPY (sealed: TCP streams, UDP sockets,
+/// AF_VSOCK sockets).
+pub trait ZcSocket: sealed::Sealed + Send {
+    /// The socket's name in messages (`TCP`, `UDP`, `AF_VSOCK`).
+    const NAME: &'static str;
+    /// The socket's file descriptor.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Whether sends form a byte stream (partial sends continue with the rest) rather than messages.
+    fn is_stream(&self) -> bool;
+    /// The most bytes one zero-copy `sendmsg` may carry so that it takes exactly one completion id.
+    fn max_zerocopy_piece(&self) -> usize {
+        usize::MAX
+    }
+}
+
+impl sealed::Sealed for TcpStream {}
+impl ZcSocket for TcpStream {
+    const NAME: &'static str = "TCP";
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
+    }
+    fn is_stream(&self) -> bool {
+        true
+    }
+}
+
+impl sealed::Sealed for UdpSocket {}
+impl ZcSocket for UdpSocket {
+    const NAME: &'static str = "UDP";
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
+    }
+    fn is_stream(&self) -> bool {
+        false
+    }
+}
+
+impl sealed::Sealed for VsockSocket {}
+impl ZcSocket for VsockSocket {
+    const NAME: &'static str = "AF_VSOCK";
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.as_fd()
+    }
+    fn is_stream(&self) -> bool {
+        self.socket_type() == crate::sys::vsock::VsockType::Stream
+    }
+    /// The virtio vsock transport attaches one completion to each enqueue of at most 64 KiB
+    /// (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`); larger sends would take several ids.
+    fn max_zerocopy_piece(&self) -> usize {
+        64 << 10
+    }
+}

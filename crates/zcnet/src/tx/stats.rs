@@ -1,0 +1,74 @@
+//! Counters of everything a sender decided and everything the kernel reported.
+
+use super::policy::CopyReason;
+use super::tracker::TrackerCounts;
+
+/// What a sender did: sends by kind, why sends were copied, and the completions that came back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxStats {
+    /// Successful `sendmsg` calls.
+    pub calls: u64,
+    /// Bytes the kernel accepted.
+    pub bytes: u64,
+    /// Calls made with MSG_ZEROCOPY (each took one completion id).
+    pub zc_calls: u64,
+    /// Calls made by copy.
+    pub copy_calls: u64,
+    /// Copied because of [`crate::tx::Mode::Copy`].
+    pub copy_mode: u64,
+    /// Copied because there was nothing to send.
+    pub copy_empty: u64,
+    /// Copied because below the size threshold.
+    pub copy_small: u64,
+    /// Copied because recent completions said the kernel copies anyway.
+    pub copy_copied: u64,
+    /// Copied while backing off after `ENOBUFS` (including the resend of the refused bytes).
+    pub copy_enobufs: u64,
+    /// Copied because the socket does not support zero-copy.
+    pub copy_unsupported: u64,
+    /// Zero-copy sends refused with `ENOBUFS` (sent again by copy).
+    pub enobufs: u64,
+    /// Switches of the auto policy to copying after copied completions.
+    pub policy_switches: u64,
+    /// Stream sends the kernel took only partly (the rest followed in order).
+    pub partial_sends: u64,
+    /// Waits for send-buffer space (`EAGAIN`).
+    pub waits: u64,
+    /// Error-queue reads that returned a completion.
+    pub notifications: u64,
+    /// Completion ids the kernel really sent from the lent pages.
+    pub zc_ids: u64,
+    /// Completion ids the kernel copied (`SO_EE_CODE_ZEROCOPY_COPIED`).
+    pub copied_ids: u64,
+    /// Completion ids that matched nothing outstanding (duplicates).
+    pub ignored_ids: u64,
+    /// Error-queue entries that were not completions (ICMP or local errors).
+    pub queue_errors: u64,
+}
+
+impl TxStats {
+    /// Sends copied although the mode would have used zero-copy: after copied completions, during
+    /// `ENOBUFS` back-off, or because the socket lacks zero-copy.
+    pub fn fallbacks(&self) -> u64 {
+        self.copy_copied + self.copy_enobufs + self.copy_unsupported
+    }
+
+    pub(crate) fn count_copy(&mut self, reason: CopyReason) {
+        let counter = match reason {
+            CopyReason::Mode => &mut self.copy_mode,
+            CopyReason::Empty => &mut self.copy_empty,
+            CopyReason::Small => &mut self.copy_small,
+            CopyReason::Copied => &mut self.copy_copied,
+            CopyReason::Enobufs => &mut self.copy_enobufs,
+            CopyReason::Unsupported => &mut self.copy_unsupported,
+        };
+        *counter += 1;
+    }
+
+    pub(crate) fn set_tracker(&mut self, c: TrackerCounts) {
+        self.notifications = c.notifications;
+        self.zc_ids = c.zc_ids;
+        self.copied_ids = c.copied_ids;
+        self.ignored_ids = c.ignored_ids;
+    }
+}

@@ -1,0 +1,281 @@
+//! The embedded XDP programs (typed bytecode, no compiler or libbpf needed), their XSKMAP, and the
+//! BPF link that keeps a program attached to an interface for exactly as long as it lives.
+
+use std::fmt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use super::error::{Error, Result};
+use crate::sys::bpf::{
+    self, BPF_ANY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP, BPF_XDP, Insn, Reg, XDP_FLAGS_DRV_MODE,
+    XDP_FLAGS_SKB_MODE, XDP_MD_RX_QUEUE_INDEX, helper, xdp_action,
+};
+use crate::sys::xdp::{self as sys_xdp, interface_name};
+
+/// License the programs are loaded under (GPL-compatible, so every helper is available).
+const LICENSE: &std::ffi::CStr = c"Dual MIT/GPL";
+
+/// Privileges the kernel checks for loading programs, creating maps and attaching links.
+const BPF_PRIVILEGE: &str = "CAP_BPF and CAP_NET_ADMIN";
+
+/// Which embedded program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// Returns `XDP_DROP` for every frame: a receive sink that costs the sender nothing beyond the driver.
+    DropAll,
+    /// `bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_PASS)`: frames of a queue go to the AF_XDP
+    /// socket stored at that index; with no socket there, the kernel returns the flags' action,
+    /// `XDP_PASS` (kernel 5.6+), so the stack keeps working.
+    RedirectToXsk,
+}
+
+impl ProgramKind {
+    /// The program's instructions; `map_fd` is the XSKMAP descriptor (unused by [`ProgramKind::DropAll`]).
+    pub fn instructions(self, map_fd: i32) -> Vec<Insn> {
+        match self {
+            ProgramKind::DropAll => vec![Insn::mov64_imm(Reg::R0, xdp_action::DROP), Insn::exit()],
+            ProgramKind::RedirectToXsk => {
+                let [map_lo, map_hi] = Insn::load_map_fd(Reg::R1, map_fd);
+                vec![
+                    Insn::load_u32(Reg::R2, Reg::R1, XDP_MD_RX_QUEUE_INDEX),
+                    map_lo,
+                    map_hi,
+                    Insn::mov64_imm(Reg::R3, xdp_action::PASS),
+                    Insn::call(helper::REDIRECT_MAP),
+                    Insn::exit(),
+                ]
+            }
+        }
+    }
+
+    /// The kernel object name of the program (as `bpftool prog` shows it).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgramKind::DropAll => "zcnet_drop",
+            ProgramKind::RedirectToXsk => "zcnet_xsk",
+        }
+    }
+}
+
+/// Where in the receive path an XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    /// Native XDP (`XDP_FLAGS_DRV_MODE`): run by the driver before an skb exists. veth supports it.
+    Driver,
+    /// Generic XDP (`XDP_FLAGS_SKB_MODE`): run by the core after the skb is built; works on any device.
+    Generic,
+}
+
+impl AttachMode {
+    fn flags(self) -> u32 {
+        match self {
+            AttachMode::Driver => XDP_FLAGS_DRV_MODE,
+            AttachMode::Generic => XDP_FLAGS_SKB_MODE,
+        }
+    }
+
+    /// `"driver"` or `"generic"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttachMode::Driver => "driver",
+            AttachMode::Generic => "generic",
+        }
+    }
+}
+
+impl fmt::Display for AttachMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An XSKMAP (`BPF_MAP_TYPE_XSKMAP`): AF_XDP sockets indexed by receive queue.
+#[derive(Debug)]
+pub struct XskMap {
+    fd: OwnedFd,
+    entries: u32,
+}
+
+impl XskMap {
+    /// Creates a map with one slot per queue `0..entries`.
+    pub fn new(entries: u32) -> Result<XskMap> {
+        let fd = bpf::map_create(BPF_MAP_TYPE_XSKMAP, entries, "zcnet_xsks").map_err(|e| {
+            Error::from_errno(
+                format!("create XSKMAP with {entries} entries"),
+                e,
+                BPF_PRIVILEGE,
+                "the kernel lacks AF_XDP (CONFIG_XDP_SOCKETS)",
+            )
+        })?;
+        Ok(XskMap { fd, entries })
+    }
+
+    /// Number of slots (queues).
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// Stores the bound AF_XDP socket `socket` at slot `queue`: from now on the redirect program sends
+    /// frames received on that queue to it. The kernel rejects a socket that is not bound (`EINVAL`
+    /// or `EOPNOTSUPP`).
+    pub fn insert(&self, queue: u32, socket: &impl AsFd) -> Result<()> {
+        let value = socket.as_fd().as_raw_fd() as u32;
+        bpf::map_update_u32(self.fd.as_fd(), queue, value, BPF_ANY).map_err(|e| {
+            Error::from_errno(
+                format!("insert socket into XSKMAP slot {queue}"),
+                e,
+                BPF_PRIVILEGE,
+                "the slot must be below the map size and the socket bound",
+            )
+        })
+    }
+}
+
+impl AsFd for XskMap {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A loaded XDP program (not yet attached anywhere). Loading needs CAP_BPF (or CAP_SYS_ADMIN).
+///
+/// ```no_run
+/// use zcnet::xdp::{AttachMode, XdpProgram, interface_index};
+/// let ifindex = interface_index("veth0")?;
+/// let _link = XdpProgram::drop_all()?.attach(ifindex, AttachMode::Driver)?;
+/// // every frame arriving on veth0 is dropped until `_link` is dropped
+/// # Ok::<(), zcnet::xdp::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct XdpProgram {
+    fd: OwnedFd,
+    kind: ProgramKind,
+    map: Option<XskMap>,
+}
+
+impl XdpProgram {
+    fn load(kind: ProgramKind, map: Option<XskMap>) -> Result<XdpProgram> {
+        let map_fd = map.as_ref().map_or(-1, |m| m.fd.as_raw_fd());
+        let insns = kind.instructions(map_fd);
+        let fd = bpf::prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, &insns, LICENSE, kind.name()).map_err(
+            |e| {
+                Error::from_errno(
+                    format!("load XDP program {}", kind.name()),
+                    e.error,
+                    BPF_PRIVILEGE,
+                    "the verifier rejected the program",
+                )
+                .with_verifier_log(e.verifier_log)
+            },
+        )?;
+        Ok(XdpProgram { fd, kind, map })
+    }
+
+    /// Loads the program that drops every frame ([`ProgramKind::DropAll`]).
+    pub fn drop_all() -> Result<XdpProgram> {
+        XdpProgram::load(ProgramKind::DropAll, None)
+    }
+
+    /// Creates an XSKMAP with `queues` slots and loads the program that redirects each queue's frames
+    /// to the socket in its slot, passing them to the stack when the slot is empty
+    /// ([`ProgramKind::RedirectToXsk`]). Fill the slots with [`XdpProgram::xsk_map`].
+    pub fn redirect_to_xsk(queues: u32) -> Result<XdpProgram> {
+        XdpProgram::load(ProgramKind::RedirectToXsk, Some(XskMap::new(queues)?))
+    }
+
+    /// Which embedded program this is.
+    pub fn kind(&self) -> ProgramKind {
+        self.kind
+    }
+
+    /// The XSKMAP of a redirect program.
+    pub fn xsk_map(&self) -> Option<&XskMap> {
+        self.map.as_ref()
+    }
+
+    /// Attaches the program to interface `ifindex` (of the calling thread's network namespace) with a
+    /// BPF link. The program stays attached while the returned [`XdpLink`] lives; dropping it, or the
+    /// process ending in any way (the kernel closes the link descriptor), detaches it. `EBUSY` means the
+    /// interface already has an XDP program; `EOPNOTSUPP` in driver mode that the driver lacks native XDP.
+    pub fn attach(&self, ifindex: u32, mode: AttachMode) -> Result<XdpLink> {
+        let iface = interface_name(ifindex).unwrap_or_else(|_| format!("ifindex {ifindex}"));
+        let fd = bpf::xdp_link_create(self.fd.as_fd(), ifindex, mode.flags()).map_err(|e| {
+            let otherwise = match e.raw_os_error() {
+                Some(libc::EBUSY | libc::EEXIST) => {
+                    "the interface already has an XDP program attached"
+                }
+                Some(libc::EOPNOTSUPP) if mode == AttachMode::Driver => {
+                    "the driver has no native XDP: use AttachMode::Generic"
+                }
+                Some(libc::EINVAL) => "the kernel rejected the attach (kernel older than 5.9?)",
+                _ => "",
+            };
+            Error::from_errno(
+                format!(
+                    "attach XDP program {} to {iface} ({mode} mode)",
+                    self.kind.name()
+                ),
+                e,
+                BPF_PRIVILEGE,
+                otherwise,
+            )
+        })?;
+        Ok(XdpLink {
+            fd,
+            ifindex,
+            iface,
+            mode,
+        })
+    }
+
+    /// Attaches to the interface named `iface` (resolved in the calling thread's network namespace).
+    pub fn attach_to(&self, iface: &str, mode: AttachMode) -> Result<XdpLink> {
+        self.attach(interface_index(iface)?, mode)
+    }
+}
+
+impl AsFd for XdpProgram {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// An attached XDP program. Dropping it closes the BPF link descriptor, which detaches the program
+/// (the kernel also does so when the process exits or is killed, since it closes every descriptor).
+#[must_use = "the program is detached as soon as the link is dropped"]
+#[derive(Debug)]
+pub struct XdpLink {
+    fd: OwnedFd,
+    ifindex: u32,
+    iface: String,
+    mode: AttachMode,
+}
+
+impl XdpLink {
+    /// The interface index the program is attached to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The interface name at attach time.
+    pub fn interface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The attach mode.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+}
+
+impl AsFd for XdpLink {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// The index of interface `iface` in the calling thread's network namespace; the error names the
+/// interface (`ENODEV`) when it does not exist.
+pub fn interface_index(iface: &str) -> Result<u32> {
+    sys_xdp::interface_index(iface)
+        .map_err(|e| Error::from_errno(format!("look up interface {iface}"), e, "", ""))
+}

@@ -1,0 +1,471 @@
+//! Ring halves. Each AF_XDP ring has one producer and one consumer, each side owning one free-running
+//! `u32` index that only it writes; the other side reads it. Indices wrap (all arithmetic is
+//! `wrapping_*`), and an index selects slot `index & (entries - 1)`.
+//!
+//! - User space produces into the fill and tx rings and consumes from the rx and completion rings.
+//! - Slots between the consumer and the producer index belong to the consumer; the others belong to the
+//!   producer. A side publishes its index with a `Release` store, after it has finished with the slots
+//!   it hands over, and reads the other side's index with an `Acquire` load, before it touches the slots
+//!   that index handed to it. The kernel does the same (`smp_load_acquire`/`smp_store_release` in
+//!   `net/xdp/xsk_queue.h`).
+//! - Work is done in batches through guards: a [`Reservation`] (producer) or a [`Batch`] (consumer).
+//!   Nothing is published until `submit`/`release`; dropping a guard instead rolls the batch back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use crate::sys::xdp::{DescSlot, RingMmap, RingWord, XDP_RING_NEED_WAKEUP, xdp_desc};
+
+/// A value carried by a ring: a UMEM address (fill, completion) or a descriptor (rx, tx).
+pub trait Entry: Copy + private::Sealed {
+    /// The shared-memory slot holding one value.
+    type Slot: RingWord;
+    /// Reads a slot (relaxed: the index load before it gives the ordering).
+    fn load(slot: &Self::Slot) -> Self;
+    /// Writes a slot (relaxed: the index store after it publishes it).
+    fn store(self, slot: &Self::Slot);
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for u64 {}
+    impl Sealed for super::Desc {}
+}
+
+impl Entry for u64 {
+    type Slot = AtomicU64;
+    fn load(slot: &AtomicU64) -> u64 {
+        slot.load(Ordering::Relaxed)
+    }
+    fn store(self, slot: &AtomicU64) {
+        slot.store(self, Ordering::Relaxed)
+    }
+}
+
+/// An rx or tx descriptor (`struct xdp_desc`): a packet at UMEM address `addr` of `len` bytes.
+/// Descriptors read from a ring are untrusted until [`crate::xdp::Umem::validate`] accepts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Desc {
+    /// Address of the packet's first byte in the UMEM.
+    pub addr: u64,
+    /// Packet length in bytes.
+    pub len: u32,
+    /// Option bits (`XDP_PKT_CONTD` for multi-buffer packets; zero otherwise).
+    pub options: u32,
+}
+
+impl Entry for Desc {
+    type Slot = DescSlot;
+    fn load(slot: &DescSlot) -> Desc {
+        let d = slot.load();
+        Desc {
+            addr: d.addr,
+            len: d.len,
+            options: d.options,
+        }
+    }
+    fn store(self, slot: &DescSlot) {
+        slot.store(xdp_desc {
+            addr: self.addr,
+            len: self.len,
+            options: self.options,
+        })
+    }
+}
+
+/// Splits `len` slots starting at free-running index `start` of a ring of `entries` slots into the part
+/// before the end of the slot array and the part that wraps to its beginning: two index ranges.
+fn spans(start: u32, len: u32, entries: u32) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    let first = (start & (entries - 1)) as usize;
+    let until_end = entries as usize - first;
+    let len = len as usize;
+    if len <= until_end {
+        (first..first + len, 0..0)
+    } else {
+        (first..entries as usize, 0..len - until_end)
+    }
+}
+
+fn two_slices<S>(slots: &[S], start: u32, len: u32) -> (&[S], &[S]) {
+    let (a, b) = spans(start, len, slots.len() as u32);
+    (&slots[a], &slots[b])
+}
+
+/// The producing half of a ring (user space fills the fill and tx rings).
+#[derive(Debug)]
+pub struct Producer<T: Entry> {
+    ring: Arc<RingMmap<T::Slot>>,
+    /// Our index: everything before it is published.
+    producer: u32,
+    /// Last seen consumer index (refreshed when the cached view shows too little room).
+    consumer: u32,
+}
+
+impl<T: Entry> Producer<T> {
+    /// The producer half of `ring`, starting from the indices it holds now.
+    pub fn new(ring: Arc<RingMmap<T::Slot>>) -> Producer<T> {
+        let producer = ring.producer().load(Ordering::Relaxed);
+        let consumer = ring.consumer().load(Ordering::Acquire);
+        Producer {
+            ring,
+            producer,
+            consumer,
+        }
+    }
+
+    /// Number of slots.
+    pub fn entries(&self) -> u32 {
+        self.ring.entries()
+    }
+
+    /// Free slots, refreshing the consumer index when the cached one shows fewer than `wanted`.
+    pub fn free(&mut self, wanted: u32) -> u32 {
+        let free = self.entries() - self.producer.wrapping_sub(self.consumer);
+        if free >= wanted {
+            return free;
+        }
+        // Acquire pairs with the consumer's Release store: it has finished reading the slots it
+        // handed back before we overwrite them.
+        self.consumer = self.ring.consumer().load(Ordering::Acquire);
+        self.entries() - self.producer.wrapping_sub(self.consumer)
+    }
+
+    /// Reserves up to `wanted` slots (fewer when the ring has less room; possibly none).
+    pub fn reserve(&mut self, wanted: u32) -> Reservation<'_, T> {
+        let len = wanted.min(self.free(wanted));
+        Reservation {
+            start: self.producer,
+            len,
+            written: 0,
+            producer: self,
+        }
+    }
+
+    /// Whether the kernel asked to be woken (`XDP_RING_NEED_WAKEUP` in the ring flags; only set when the
+    /// socket was bound with `XDP_USE_NEED_WAKEUP`).
+    pub fn needs_wakeup(&self) -> bool {
+        // A full fence keeps this read after the Release publish of our producer index: reading a stale
+        // "no wakeup needed" from before the publish could leave the new entries unprocessed.
+        fence(Ordering::SeqCst);
+        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Number of entries published and not yet consumed (as last seen).
+    pub fn outstanding(&mut self) -> u32 {
+        let _ = self.free(self.entries());
+        self.producer.wrapping_sub(self.consumer)
+    }
+}
+
+/// Slots reserved in a producer ring. Write them in order with [`Reservation::push`], then
+/// [`Reservation::submit`] publishes what was written; dropping it publishes nothing.
+#[must_use = "nothing is published unless the reservation is submitted"]
+#[derive(Debug)]
+pub struct Reservation<'a, T: Entry> {
+    producer: &'a mut Producer<T>,
+    start: u32,
+    len: u32,
+    written: u32,
+}
+
+impl<T: Entry> Reservation<'_, T> {
+    /// Number of slots reserved.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether no slot could be reserved.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slots still unwritten.
+    pub fn remaining(&self) -> u32 {
+        self.len - self.written
+    }
+
+    /// Writes the next reserved slot; gives `value` back when all are written.
+    pub fn push(&mut self, value: T) -> Result<(), T> {
+        if self.written == self.len {
+            return Err(value);
+        }
+        let slots = self.producer.ring.slots();
+        let index = self.start.wrapping_add(self.written) & (slots.len() as u32 - 1);
+        value.store(&slots[index as usize]);
+        self.written += 1;
+        Ok(())
+    }
+
+    /// The reserved slots as two slices: up to the end of the slot array, and the part wrapped to its
+    /// start (empty unless the reservation wraps).
+    pub fn as_slices(&self) -> (&[T::Slot], &[T::Slot]) {
+        two_slices(self.producer.ring.slots(), self.start, self.len)
+    }
+
+    /// Publishes the written slots and returns how many.
+    pub fn submit(self) -> u32 {
+        let n = self.written;
+        self.producer.producer = self.start.wrapping_add(n);
+        // Release: our slot writes become visible before the consumer can see the new index.
+        self.producer
+            .ring
+            .producer()
+            .store(self.producer.producer, Ordering::Release);
+        n
+    }
+}
+
+/// The consuming half of a ring (user space reads the rx and completion rings).
+#[derive(Debug)]
+pub struct Consumer<T: Entry> {
+    ring: Arc<RingMmap<T::Slot>>,
+    /// Our index: everything before it is released.
+    consumer: u32,
+    /// Last seen producer index.
+    producer: u32,
+}
+
+impl<T: Entry> Consumer<T> {
+    /// The consumer half of `ring`, starting from the indices it holds now.
+    pub fn new(ring: Arc<RingMmap<T::Slot>>) -> Consumer<T> {
+        let consumer = ring.consumer().load(Ordering::Relaxed);
+        let producer = ring.producer().load(Ordering::Acquire);
+        Consumer {
+            ring,
+            consumer,
+            producer,
+        }
+    }
+
+    /// Number of slots.
+    pub fn entries(&self) -> u32 {
+        self.ring.entries()
+    }
+
+    /// Entries ready to read, refreshing the producer index when the cached one shows fewer than
+    /// `wanted`.
+    pub fn available(&mut self, wanted: u32) -> u32 {
+        let ready = self.producer.wrapping_sub(self.consumer);
+        if ready >= wanted {
+            return ready;
+        }
+        // Acquire pairs with the producer's Release store: the slots it published are visible.
+        self.producer = self.ring.producer().load(Ordering::Acquire);
+        // A hostile producer index more than a ring ahead is clamped: we never read past one ring.
+        self.producer
+            .wrapping_sub(self.consumer)
+            .min(self.entries())
+    }
+
+    /// Takes up to `wanted` ready entries (possibly none).
+    pub fn peek(&mut self, wanted: u32) -> Batch<'_, T> {
+        let len = wanted.min(self.available(wanted));
+        Batch {
+            start: self.consumer,
+            len,
+            consumer: self,
+        }
+    }
+
+    /// Whether the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`).
+    pub fn needs_wakeup(&self) -> bool {
+        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// The shared ring, so a test can play the kernel's producer side.
+    #[cfg(test)]
+    pub(crate) fn ring_for_test(&self) -> Arc<RingMmap<T::Slot>> {
+        self.ring.clone()
+    }
+}
+
+/// Entries taken from a consumer ring. [`Batch::release`] hands their slots back to the producer;
+/// dropping the batch instead leaves them in the ring to be read again.
+#[must_use = "the entries stay in the ring unless the batch is released"]
+#[derive(Debug)]
+pub struct Batch<'a, T: Entry> {
+    consumer: &'a mut Consumer<T>,
+    start: u32,
+    len: u32,
+}
+
+impl<T: Entry> Batch<'_, T> {
+    /// Number of entries.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Entry `i` of the batch (`i < len`).
+    pub fn get(&self, i: u32) -> Option<T> {
+        if i >= self.len {
+            return None;
+        }
+        let slots = self.consumer.ring.slots();
+        let index = self.start.wrapping_add(i) & (slots.len() as u32 - 1);
+        Some(T::load(&slots[index as usize]))
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        (0..self.len).filter_map(|i| self.get(i))
+    }
+
+    /// The batch's slots as two slices (before and after the wrap to the slot array's start).
+    pub fn as_slices(&self) -> (&[T::Slot], &[T::Slot]) {
+        two_slices(self.consumer.ring.slots(), self.start, self.len)
+    }
+
+    /// Hands the slots back to the producer.
+    pub fn release(self) {
+        self.consumer.consumer = self.start.wrapping_add(self.len);
+        // Release: our reads of the slots complete before the producer may overwrite them.
+        self.consumer
+            .ring
+            .consumer()
+            .store(self.consumer.consumer, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A ring over anonymous memory with both indices preset to `start`, and its two halves.
+    fn pair<T: Entry>(entries: u32, start: u32) -> (Producer<T>, Consumer<T>) {
+        let ring = Arc::new(RingMmap::<T::Slot>::anonymous(entries).expect("anonymous ring"));
+        ring.producer().store(start, Ordering::Relaxed);
+        ring.consumer().store(start, Ordering::Relaxed);
+        (Producer::new(ring.clone()), Consumer::new(ring))
+    }
+
+    fn produce(p: &mut Producer<u64>, values: impl IntoIterator<Item = u64>) -> u32 {
+        let values: Vec<u64> = values.into_iter().collect();
+        let mut r = p.reserve(values.len() as u32);
+        for v in values {
+            if r.push(v).is_err() {
+                break;
+            }
+        }
+        r.submit()
+    }
+
+    #[test]
+    fn spans_split_at_the_end_of_the_slot_array() {
+        assert_eq!(spans(0, 4, 8), (0..4, 0..0));
+        assert_eq!(spans(6, 4, 8), (6..8, 0..2));
+        assert_eq!(spans(u32::MAX, 2, 8), (7..8, 0..1));
+        assert_eq!(spans(5, 0, 8), (5..5, 0..0));
+        assert_eq!(spans(8, 8, 8), (0..8, 0..0));
+    }
+
+    #[test]
+    fn full_and_empty() {
+        let (mut p, mut c) = pair::<u64>(4, 0);
+        assert!(c.peek(4).is_empty());
+        assert_eq!(produce(&mut p, 0..10), 4, "only one ring's worth fits");
+        assert!(p.reserve(1).is_empty(), "full");
+        let b = c.peek(10);
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        b.release();
+        assert_eq!(p.free(4), 4);
+        assert!(c.peek(1).is_empty());
+    }
+
+    #[test]
+    fn indices_wrap_past_u32_max() {
+        let (mut p, mut c) = pair::<u64>(8, u32::MAX - 2);
+        assert_eq!(produce(&mut p, 100..106), 6);
+        let b = c.peek(6);
+        let (a, wrapped) = b.as_slices();
+        assert_eq!(
+            (a.len(), wrapped.len()),
+            (3, 3),
+            "3 slots before the end, then wrap"
+        );
+        assert_eq!(b.iter().collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
+        b.release();
+        assert_eq!(p.free(8), 8);
+    }
+
+    #[test]
+    fn dropped_guards_roll_back() {
+        let (mut p, mut c) = pair::<u64>(4, 0);
+        {
+            let mut r = p.reserve(2);
+            r.push(7).expect("room");
+        }
+        assert!(c.peek(4).is_empty(), "unsubmitted writes are invisible");
+        assert_eq!(produce(&mut p, [1, 2]), 2);
+        {
+            let b = c.peek(2);
+            assert_eq!(b.len(), 2);
+        }
+        let b = c.peek(4);
+        assert_eq!(
+            b.iter().collect::<Vec<_>>(),
+            vec![1, 2],
+            "unreleased reads are re-read"
+        );
+        b.release();
+    }
+
+    #[test]
+    fn batches_are_limited_to_what_was_asked_and_written() {
+        let (mut p, mut c) = pair::<Desc>(8, 3);
+        let mut r = p.reserve(5);
+        assert_eq!(r.len(), 5);
+        for i in 0..3 {
+            r.push(Desc {
+                addr: i * 2048,
+                len: 60,
+                options: 0,
+            })
+            .expect("room");
+        }
+        assert_eq!(r.remaining(), 2);
+        assert_eq!(r.submit(), 3, "only the written prefix is published");
+        let b = c.peek(2);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.get(1).map(|d| d.addr), Some(2048));
+        assert_eq!(b.get(2), None);
+        b.release();
+        assert_eq!(c.peek(8).len(), 1);
+    }
+
+    #[test]
+    fn a_hostile_producer_index_is_clamped_to_one_ring() {
+        let (_p, mut c) = pair::<u64>(4, 0);
+        c.ring.producer().store(1000, Ordering::Release);
+        assert_eq!(c.peek(u32::MAX).len(), 4);
+    }
+
+    proptest! {
+        /// Random batch sizes from a random starting index behave like a FIFO of capacity `entries`.
+        #[test]
+        fn ring_is_a_bounded_fifo(start in any::<u32>(), ops in proptest::collection::vec((any::<bool>(), 0u32..12), 1..64)) {
+            let (mut p, mut c) = pair::<u64>(8, start);
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u64;
+            for (is_produce, n) in ops {
+                if is_produce {
+                    let room = 8 - model.len() as u32;
+                    let done = produce(&mut p, next..next + n as u64);
+                    prop_assert_eq!(done, n.min(room));
+                    for v in next..next + done as u64 { model.push_back(v); }
+                    next += done as u64;
+                } else {
+                    let b = c.peek(n);
+                    prop_assert_eq!(b.len() as usize, (n as usize).min(model.len()));
+                    for v in b.iter() { prop_assert_eq!(Some(v), model.pop_front()); }
+                    b.release();
+                }
+            }
+        }
+    }
+}

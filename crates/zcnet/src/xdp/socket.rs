@@ -1,0 +1,360 @@
+//! AF_XDP sockets: binding a UMEM to one queue of an interface in zero-copy or copy mode, with the
+//! rx and tx rings, wakeups and statistics.
+
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use super::error::{Error, Result};
+use super::program::interface_index;
+use super::ring::{Consumer, Desc, Producer};
+use super::stats::Statistics;
+use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use crate::sys::errno::errno_name;
+use crate::sys::xdp::{
+    self as sys, RingKind, RingMmap, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+};
+
+/// Which data path to ask the kernel for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Try zero-copy; when the driver refuses, bind in copy mode and record why.
+    Auto,
+    /// Copy mode (`XDP_COPY`): the kernel copies each frame between its buffers and the UMEM. Works on
+    /// every interface with XDP.
+    Copy,
+    /// Zero-copy (`XDP_ZEROCOPY`): the driver receives into and sends from the UMEM directly. Fails with
+    /// `EOPNOTSUPP` when the driver lacks it (veth does).
+    ZeroCopy,
+}
+
+/// The data path a socket actually got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundMode {
+    /// The kernel copies frames.
+    Copy,
+    /// The driver uses the UMEM directly.
+    ZeroCopy,
+}
+
+impl BoundMode {
+    /// `"copy"` or `"zerocopy"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundMode::Copy => "copy",
+            BoundMode::ZeroCopy => "zerocopy",
+        }
+    }
+}
+
+impl fmt::Display for BoundMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Rings and options of a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Rx ring entries (power of two; 0 = no rx ring).
+    pub rx_size: u32,
+    /// Tx ring entries (power of two; 0 = no tx ring).
+    pub tx_size: u32,
+    /// Bind with `XDP_USE_NEED_WAKEUP`: the kernel flags the rings when it needs a syscall to make
+    /// progress, so busy loops can skip syscalls otherwise.
+    pub need_wakeup: bool,
+}
+
+impl Default for SocketConfig {
+    fn default() -> SocketConfig {
+        SocketConfig {
+            rx_size: 2048,
+            tx_size: 2048,
+            need_wakeup: true,
+        }
+    }
+}
+
+/// An AF_XDP socket bound to one queue of one interface.
+///
+/// Frames reach its rx ring only when an XDP program redirects them to it: attach
+/// [`crate::xdp::XdpProgram::redirect_to_xsk`] and insert the socket into its map at the queue index.
+#[derive(Debug)]
+pub struct Socket {
+    fd: Arc<OwnedFd>,
+    rx: Option<Consumer<Desc>>,
+    tx: Option<Producer<Desc>>,
+    iface: String,
+    queue: u32,
+    mode: BoundMode,
+    fallback: Option<String>,
+    fallback_errno: Option<i32>,
+    need_wakeup: bool,
+    shares_umem: bool,
+}
+
+fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
+    match errno {
+        Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 => {
+            "driver has no zero-copy support: use Mode::Copy or Mode::Auto"
+        }
+        Some(libc::EBUSY) => {
+            "the queue already has an AF_XDP socket (or a closed one's rings are still mapped)"
+        }
+        Some(libc::EINVAL) => {
+            "queue id beyond the interface's queues, or a shared UMEM bound on another queue"
+        }
+        Some(libc::ENETDOWN) => "the interface is down",
+        _ => "",
+    }
+}
+
+fn flag_names(flags: u16) -> String {
+    let names = [
+        (XDP_SHARED_UMEM, "XDP_SHARED_UMEM"),
+        (XDP_COPY, "XDP_COPY"),
+        (XDP_ZEROCOPY, "XDP_ZEROCOPY"),
+        (XDP_USE_NEED_WAKEUP, "XDP_USE_NEED_WAKEUP"),
+    ];
+    let set: Vec<&str> = names
+        .iter()
+        .filter(|(f, _)| flags & f != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    set.join("|")
+}
+
+impl Socket {
+    /// Binds `umem` to queue `queue` of `iface` (in the calling thread's network namespace) with rx and
+    /// tx rings of 2048 entries and need_wakeup. The first socket of a UMEM uses the socket the UMEM
+    /// was registered on; later ones share it (`XDP_SHARED_UMEM`, same interface and queue) and inherit
+    /// its mode.
+    pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
+        Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
+    }
+
+    /// [`Socket::bind`] with explicit ring sizes and options.
+    pub fn bind_with(
+        umem: &mut Umem,
+        iface: &str,
+        queue: u32,
+        mode: Mode,
+        config: SocketConfig,
+    ) -> Result<Socket> {
+        let ifindex = interface_index(iface)?;
+        let shares_umem = umem.owner_bound;
+        let fd = if shares_umem {
+            Arc::new(
+                sys::socket()
+                    .map_err(|e| Error::from_errno("create AF_XDP socket", e, XSK_PRIVILEGE, ""))?,
+            )
+        } else {
+            umem.shared_fd()
+        };
+        let setup = |what: &str, e| {
+            Error::from_errno(
+                format!("{what} of AF_XDP socket for {iface}"),
+                e,
+                XSK_PRIVILEGE,
+                "",
+            )
+        };
+        for (kind, size) in [
+            (RingKind::Rx, config.rx_size),
+            (RingKind::Tx, config.tx_size),
+        ] {
+            if size > 0 {
+                sys::set_ring_size(fd.as_fd(), kind, size)
+                    .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
+            }
+        }
+        let offsets = sys::mmap_offsets(fd.as_fd()).map_err(|e| setup("read ring offsets", e))?;
+        let rx = match config.rx_size {
+            0 => None,
+            n => Some(Consumer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Rx, &offsets, n)
+                    .map_err(|e| setup("map rx ring", e))?,
+            ))),
+        };
+        let tx = match config.tx_size {
+            0 => None,
+            n => Some(Producer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Tx, &offsets, n)
+                    .map_err(|e| setup("map tx ring", e))?,
+            ))),
+        };
+        let wake = if config.need_wakeup {
+            XDP_USE_NEED_WAKEUP
+        } else {
+            0
+        };
+        let bind = |flags: u16| {
+            let shared = shares_umem.then(|| umem.as_fd());
+            sys::bind(fd.as_fd(), ifindex, queue, flags, shared).map_err(|e| {
+                let hint = bind_hint(e.raw_os_error(), flags);
+                Error::from_errno(
+                    format!("bind {} on {iface} queue {queue}", flag_names(flags)),
+                    e,
+                    XSK_PRIVILEGE,
+                    hint,
+                )
+            })
+        };
+        let (bound, fallback) = if shares_umem {
+            bind(XDP_SHARED_UMEM)?;
+            (umem.bound_mode.unwrap_or(BoundMode::Copy), None)
+        } else {
+            match mode {
+                Mode::ZeroCopy => (
+                    bind(XDP_ZEROCOPY | wake).map(|_| BoundMode::ZeroCopy)?,
+                    None,
+                ),
+                Mode::Copy => (bind(XDP_COPY | wake).map(|_| BoundMode::Copy)?, None),
+                Mode::Auto => match bind(XDP_ZEROCOPY | wake) {
+                    Ok(()) => (BoundMode::ZeroCopy, None),
+                    Err(zc) => {
+                        bind(XDP_COPY | wake)?;
+                        (BoundMode::Copy, Some(zc))
+                    }
+                },
+            }
+        };
+        umem.owner_bound = true;
+        umem.bound_mode = Some(bound);
+        Ok(Socket {
+            fd,
+            rx,
+            tx,
+            iface: iface.to_string(),
+            queue,
+            mode: bound,
+            fallback_errno: fallback.as_ref().and_then(Error::errno),
+            fallback: fallback.map(|e| e.to_string()),
+            need_wakeup: config.need_wakeup,
+            shares_umem,
+        })
+    }
+
+    /// The data path the kernel gave this socket.
+    pub fn mode(&self) -> BoundMode {
+        self.mode
+    }
+
+    /// Why [`Mode::Auto`] fell back to copy mode: the zero-copy bind error, e.g.
+    /// `bind XDP_ZEROCOPY|XDP_USE_NEED_WAKEUP on veth0 queue 0: EOPNOTSUPP (…)`.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// The errno of the zero-copy bind that [`Mode::Auto`] fell back from.
+    pub fn fallback_errno(&self) -> Option<i32> {
+        self.fallback_errno
+    }
+
+    /// The interface name.
+    pub fn interface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Whether this socket shares another socket's UMEM (`XDP_SHARED_UMEM`).
+    pub fn shares_umem(&self) -> bool {
+        self.shares_umem
+    }
+
+    /// The rx ring (received frames), if configured.
+    pub fn rx(&mut self) -> Option<&mut Consumer<Desc>> {
+        self.rx.as_mut()
+    }
+
+    /// The tx ring (frames to send), if configured.
+    pub fn tx(&mut self) -> Option<&mut Producer<Desc>> {
+        self.tx.as_mut()
+    }
+
+    /// Makes the kernel process the tx ring when it needs a syscall for that: always without
+    /// need_wakeup, else when the tx ring carries `XDP_RING_NEED_WAKEUP` (in copy mode the `sendto` is
+    /// what transmits). Transient refusals (`EAGAIN`, `EBUSY`, `ENOBUFS`) are not errors: the frames
+    /// stay queued for the next call.
+    pub fn wake_tx(&self) -> Result<()> {
+        let needed = !self.need_wakeup || self.tx.as_ref().is_some_and(Producer::needs_wakeup);
+        if !needed {
+            return Ok(());
+        }
+        match sys::kick_tx(self.fd.as_fd()) {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
+                ) =>
+            {
+                Ok(())
+            }
+            other => other.map_err(|e| {
+                Error::from_errno(format!("wake tx on {}", self.iface), e, XSK_PRIVILEGE, "")
+            }),
+        }
+    }
+
+    /// Waits up to `timeout_ms` (-1 = no limit) for received frames; returns whether some are ready.
+    /// The `poll` also wakes the driver when the fill ring asked for it.
+    pub fn wait_rx(&self, timeout_ms: i32) -> Result<bool> {
+        crate::sys::retry_if_interrupted(|| sys::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms))
+            .map(|revents| revents & libc::POLLIN != 0)
+            .map_err(|e| Error::new(format!("poll AF_XDP socket on {}", self.iface), e, ""))
+    }
+
+    /// The kernel's counters for this socket (`XDP_STATISTICS`).
+    pub fn statistics(&self) -> Result<Statistics> {
+        sys::statistics(self.fd.as_fd())
+            .map(Statistics::from)
+            .map_err(|e| Error::new("read XDP_STATISTICS", e, ""))
+    }
+}
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(None)` when it
+/// does, `Ok(Some(errno))` with the kernel's refusal (`EOPNOTSUPP`: the driver lacks zero-copy), `Err`
+/// when the question cannot be asked (no privilege, no such interface).
+///
+/// The socket is closed right away and no XDP program is attached, so no traffic is diverted; on
+/// drivers with zero-copy support the bind does reconfigure that queue for a moment.
+pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
+    let mut umem = Umem::new(UmemConfig {
+        frame_size: FrameSize::Page,
+        frame_count: 64,
+        fill_size: 64,
+        completion_size: 64,
+        headroom: 0,
+        huge_pages: false,
+    })?;
+    let config = SocketConfig {
+        rx_size: 64,
+        tx_size: 0,
+        need_wakeup: true,
+    };
+    match Socket::bind_with(&mut umem, iface, queue, Mode::ZeroCopy, config) {
+        Ok(_) => Ok(None),
+        Err(e)
+            if e.errno()
+                .is_some_and(|n| n != libc::EPERM && n != libc::ENODEV) =>
+        {
+            Ok(e.errno())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The errno name of a zero-copy probe result, for reports (`"ok"` when zero-copy binds).
+pub fn zero_copy_verdict(result: Option<i32>) -> &'static str {
+    result.map_or("ok", errno_name)
+}

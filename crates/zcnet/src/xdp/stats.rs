@@ -1,0 +1,40 @@
+//! AF_XDP socket counters (`XDP_STATISTICS`).
+
+use crate::sys::xdp::xdp_statistics;
+
+/// The kernel's per-socket counters (`struct xdp_statistics`, fully filled since kernel 5.9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Statistics {
+    /// Frames dropped for reasons other than invalid descriptors (e.g. no rx ring room, frame too big).
+    pub rx_dropped: u64,
+    /// Fill ring descriptors the kernel rejected.
+    pub rx_invalid_descs: u64,
+    /// Tx ring descriptors the kernel rejected.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel found the tx ring empty.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl Statistics {
+    /// Invalid descriptors in both directions.
+    pub fn invalid_descs(&self) -> u64 {
+        self.rx_invalid_descs + self.tx_invalid_descs
+    }
+}
+
+impl From<xdp_statistics> for Statistics {
+    fn from(s: xdp_statistics) -> Statistics {
+        Statistics {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: s.tx_ring_empty_descs,
+        }
+    }
+}

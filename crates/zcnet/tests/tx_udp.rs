@@ -1,0 +1,242 @@
+//! UdpSender over loopback and the veth harness (IPv4, IPv6, with and without GSO): byte-exact
+//! delivery while recycling pooled buffers; UDP_CORK datagrams built from copied and zero-copied
+//! pieces; a veth without scatter-gather, TSO or checksum offload.
+
+mod tx_common;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use testnet::{Offloads, VethConfig, VethPair};
+use tx_common::{Checksum, fill, pool, take, udp_sink};
+use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TxStats, UdpSender};
+
+const PAGE: usize = 4096;
+
+fn config(mode: Mode) -> SenderConfig {
+    SenderConfig {
+        send_timeout: Some(Duration::from_secs(20)),
+        ..SenderConfig::with_mode(mode)
+    }
+}
+
+/// Sends `sizes` `rounds` times from `tx` (connected to `sink`'s socket) through a 4-buffer pool,
+/// optionally with GSO segments, unconnected (`dest`) or connected, and checks delivery and buffers.
+fn run(
+    tx_socket: UdpSocket,
+    rx_socket: UdpSocket,
+    sizes: &[usize],
+    gso: Option<u16>,
+    connected: bool,
+    rounds: usize,
+) -> TxStats {
+    let dest = rx_socket.local_addr().unwrap();
+    if connected {
+        tx_socket.connect(dest).unwrap();
+    }
+    let sink = udp_sink(rx_socket);
+    let pool = pool(64 << 10, 4);
+    let mut tx = UdpSender::new(tx_socket, config(Mode::ZeroCopy));
+    tx.zerocopy_status().expect("SO_ZEROCOPY on UDP");
+    tx.set_gso_segment(gso);
+    let mut sent = Checksum::default();
+    let mut datagrams = 0u64;
+    for _ in 0..rounds {
+        for &size in sizes {
+            sink.throttle(sent.len);
+            let mut buf = take(&pool, &mut tx);
+            let pos = sent.len;
+            buf.fill_with(size, |b| fill(b, pos));
+            sent.update(&buf);
+            datagrams += match gso {
+                Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
+                _ => 1,
+            };
+            if connected {
+                tx.send(buf).expect("send");
+            } else {
+                tx.send_to(buf, dest).expect("send_to");
+            }
+        }
+    }
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    let (got, got_datagrams) = sink.finish(sent.len);
+    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
+    assert_eq!(got_datagrams, datagrams);
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer was not returned"
+    );
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    assert_eq!(
+        stats.zc_calls + stats.copy_empty + stats.copy_enobufs,
+        stats.calls
+    );
+    stats
+}
+
+fn pair(ip: IpAddr) -> (UdpSocket, UdpSocket) {
+    let any = SocketAddr::new(ip, 0);
+    (UdpSocket::bind(any).unwrap(), UdpSocket::bind(any).unwrap())
+}
+
+const V4_SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 10 * 1024 - 1, 10 * 1024, 65507];
+
+#[test]
+fn udp_v4_loopback_connected_and_unconnected() {
+    for connected in [true, false] {
+        let (a, b) = pair(Ipv4Addr::LOCALHOST.into());
+        let stats = run(a, b, &V4_SIZES, None, connected, 10);
+        assert_eq!(stats.copied_ids, stats.zc_calls, "loopback delivery copies");
+    }
+}
+
+#[test]
+fn udp_v6_loopback() {
+    let (a, b) = pair(Ipv6Addr::LOCALHOST.into());
+    let sizes = [0, 1, PAGE - 1, PAGE + 1, 10 * 1024, 65487];
+    run(a, b, &sizes, None, true, 10);
+}
+
+#[test]
+fn udp_gso_v4_and_v6_loopback() {
+    for ip in [
+        IpAddr::from(Ipv4Addr::LOCALHOST),
+        Ipv6Addr::LOCALHOST.into(),
+    ] {
+        let (a, b) = pair(ip);
+        let sizes = [1, 1400, 1401, PAGE + 1, 1400 * 44];
+        let stats = run(a, b, &sizes, Some(1400), true, 10);
+        assert!(stats.zc_calls > 0);
+    }
+}
+
+fn veth_run(offloads: Offloads, v6: bool, gso: Option<u16>) -> TxStats {
+    let pair = VethPair::new(VethConfig {
+        offloads,
+        ..Default::default()
+    })
+    .expect("veth pair");
+    let (a_ip, b_ip): (IpAddr, IpAddr) = if v6 {
+        (pair.a_v6.into(), pair.b_v6.into())
+    } else {
+        (pair.a_v4.into(), pair.b_v4.into())
+    };
+    let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
+    let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
+    let sizes: &[usize] = match gso {
+        Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
+        None => &[0, 1, 1000, 1400],
+    };
+    run(tx, rx, sizes, gso, true, 10)
+}
+
+#[test]
+fn udp_v4_v6_over_veth_with_and_without_gso() {
+    if !testnet::privileged("udp_v4_v6_over_veth_with_and_without_gso") {
+        return;
+    }
+    for v6 in [false, true] {
+        for gso in [None, Some(1200)] {
+            let stats = veth_run(Offloads::default(), v6, gso);
+            assert!(stats.zc_calls > 0, "v6 {v6} gso {gso:?}");
+        }
+    }
+}
+
+#[test]
+fn udp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() {
+    if !testnet::privileged("udp_over_veth_without_sg_tso_or_checksum_offload") {
+        return;
+    }
+    for off in [
+        Offloads {
+            sg: false,
+            ..Default::default()
+        },
+        Offloads {
+            tso: false,
+            ..Default::default()
+        },
+        Offloads {
+            tx_checksum: false,
+            ..Default::default()
+        },
+    ] {
+        for gso in [None, Some(1200)] {
+            let stats = veth_run(off, false, gso);
+            eprintln!(
+                "{off:?} gso {gso:?}: zc_calls {} zc_ids {} copied_ids {}",
+                stats.zc_calls, stats.zc_ids, stats.copied_ids
+            );
+            assert!(stats.zc_calls > 0);
+            assert_eq!(
+                stats.copied_ids, stats.zc_calls,
+                "completions must say copied"
+            );
+        }
+    }
+}
+
+/// Builds one datagram from corked pieces; `zc` says which pieces may be zero-copy (threshold).
+fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
+    let (a, b) = pair(Ipv4Addr::LOCALHOST.into());
+    a.connect(b.local_addr().unwrap()).unwrap();
+    let sink = udp_sink(b);
+    let pool = pool(8 << 10, 8);
+    let cfg = SenderConfig {
+        policy: PolicyConfig {
+            threshold,
+            copied_run: u64::MAX,
+            ..PolicyConfig::with_mode(mode)
+        },
+        ..config(mode)
+    };
+    let mut tx = UdpSender::new(a, cfg);
+    let fd = tx.get_ref().as_fd();
+    zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 1).unwrap();
+    let mut sent = Checksum::default();
+    for _ in 0..3 {
+        for &len in pieces {
+            let mut buf = take(&pool, &mut tx);
+            let pos = sent.len;
+            buf.fill_with(len, |b| fill(b, pos));
+            sent.update(&buf);
+            tx.send(buf).expect("corked send");
+        }
+        let fd = tx.get_ref().as_fd();
+        zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 0).unwrap();
+        zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 1).unwrap();
+    }
+    tx.flush(Duration::from_secs(10)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).unwrap());
+    let (got, datagrams) = sink.finish(sent.len);
+    assert_eq!(got, sent);
+    assert_eq!(datagrams, 3, "each uncork sends one datagram");
+    assert_eq!(pool.available(), pool.capacity());
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls);
+    stats
+}
+
+#[test]
+fn udp_cork_all_zerocopy_pieces() {
+    let stats = corked(Mode::ZeroCopy, &[500, 2000, 300, 3000], 0);
+    assert_eq!(stats.zc_calls, 12);
+}
+
+#[test]
+fn udp_cork_mixing_copied_and_zerocopy_pieces() {
+    let stats = corked(Mode::Auto, &[500, 2000, 300, 3000], 1000);
+    assert_eq!((stats.zc_calls, stats.copy_small), (6, 6));
+}
+
+#[test]
+fn udp_cork_all_copied_pieces() {
+    let stats = corked(Mode::Copy, &[500, 2000, 300, 3000], 0);
+    assert_eq!((stats.zc_calls, stats.notifications), (0, 0));
+}

@@ -1,0 +1,133 @@
+//! Embedded XDP programs: load, attach through a BPF link on a veth interface, detach on drop.
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use testnet::{VethConfig, VethPair};
+use zcnet::xdp::{AttachMode, ProgramKind, XdpProgram, interface_index};
+
+/// `ip -d link show IF` in the namespace that holds it.
+fn link_details(ns: &testnet::Netns, iface: &str) -> String {
+    ns.ip(&["-d", "link", "show", iface])
+        .expect("ip -d link show")
+}
+
+fn one_queue_pair() -> VethPair {
+    VethPair::new(VethConfig {
+        queues: 1,
+        ..VethConfig::default()
+    })
+    .expect("veth pair")
+}
+
+#[test]
+fn drop_program_attaches_in_driver_mode_and_detaches_on_drop() {
+    if !testnet::privileged("drop_program_attaches_in_driver_mode_and_detaches_on_drop") {
+        return;
+    }
+    let pair = one_queue_pair();
+    assert!(!link_details(&pair.a, &pair.a_if).contains("prog/xdp"));
+    let link = pair.a.run(|| {
+        let ifindex = interface_index(&pair.a_if).expect("ifindex");
+        XdpProgram::drop_all()
+            .expect("load drop program")
+            .attach(ifindex, AttachMode::Driver)
+            .expect("attach in driver mode")
+    });
+    assert_eq!(link.mode(), AttachMode::Driver);
+    assert_eq!(link.interface(), pair.a_if);
+    let shown = link_details(&pair.a, &pair.a_if);
+    assert!(shown.contains("prog/xdp id"), "{shown}");
+    assert!(
+        shown.contains("xdp "),
+        "driver mode is shown as `xdp`: {shown}"
+    );
+    drop(link);
+    let shown = link_details(&pair.a, &pair.a_if);
+    assert!(!shown.contains("prog/xdp"), "still attached: {shown}");
+}
+
+#[test]
+fn redirect_program_attaches_in_generic_mode_and_detaches_on_drop() {
+    if !testnet::privileged("redirect_program_attaches_in_generic_mode_and_detaches_on_drop") {
+        return;
+    }
+    let pair = one_queue_pair();
+    let (program, link) = pair.b.run(|| {
+        let program = XdpProgram::redirect_to_xsk(1).expect("load redirect program");
+        let link = program
+            .attach_to(&pair.b_if, AttachMode::Generic)
+            .expect("attach in generic mode");
+        (program, link)
+    });
+    assert_eq!(program.kind(), ProgramKind::RedirectToXsk);
+    assert_eq!(program.xsk_map().map(|m| m.entries()), Some(1));
+    let shown = link_details(&pair.b, &pair.b_if);
+    assert!(shown.contains("xdpgeneric"), "{shown}");
+    // With no socket in the map the program passes frames to the stack: UDP still arrives.
+    let receiver = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind receiver"));
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let to = receiver.local_addr().expect("addr");
+    pair.a.run(|| {
+        let sender = UdpSocket::bind((pair.a_v4, 0)).expect("bind sender");
+        sender.send_to(b"through XDP_PASS", to).expect("send");
+    });
+    let mut buf = [0u8; 64];
+    let n = receiver
+        .recv(&mut buf)
+        .expect("datagram passed by the fallback");
+    assert_eq!(&buf[..n], b"through XDP_PASS");
+    drop(link);
+    assert!(!link_details(&pair.b, &pair.b_if).contains("prog/xdp"));
+}
+
+#[test]
+fn second_attach_is_busy_and_names_the_interface() {
+    if !testnet::privileged("second_attach_is_busy_and_names_the_interface") {
+        return;
+    }
+    let pair = one_queue_pair();
+    pair.a.run(|| {
+        let program = XdpProgram::drop_all().expect("load");
+        let _link = program
+            .attach_to(&pair.a_if, AttachMode::Driver)
+            .expect("attach");
+        let err = program
+            .attach_to(&pair.a_if, AttachMode::Driver)
+            .expect_err("second attach");
+        assert_eq!(err.errno(), Some(libc::EBUSY), "{err}");
+        assert!(err.to_string().contains(&pair.a_if), "{err}");
+    });
+    assert!(!link_details(&pair.a, &pair.a_if).contains("prog/xdp"));
+}
+
+#[test]
+fn missing_interface_is_named() {
+    let err = interface_index("zcnet-nonexistent0").expect_err("no such interface");
+    assert_eq!(err.errno(), Some(libc::ENODEV), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("zcnet-nonexistent0") && text.contains("ENODEV"),
+        "{text}"
+    );
+}
+
+/// The embedded programs' disassembly, compared with the reviewed copy in `xdp_programs.golden`: any
+/// change to the bytecode shows up as a diff of that file.
+#[test]
+fn embedded_programs_match_golden_disassembly() {
+    let mut text = String::new();
+    for kind in [ProgramKind::DropAll, ProgramKind::RedirectToXsk] {
+        text.push_str(&format!("{}:\n", kind.name()));
+        text.push_str(&zcnet::sys::bpf::disassemble(&kind.instructions(3)));
+    }
+    let golden = include_str!("xdp_programs.golden");
+    assert_eq!(
+        text, golden,
+        "disassembly changed; review and update tests/xdp_programs.golden"
+    );
+}

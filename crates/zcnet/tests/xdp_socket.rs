@@ -1,0 +1,387 @@
+//! AF_XDP sockets on a veth pair: receive, transmit, forward with a shared UMEM, and the zero-copy
+//! fallback. Frames carry sequence-numbered, checksummed payloads; every test checks that each
+//! sequence number arrived exactly once and intact.
+
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::os::fd::AsFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use testnet::{VethConfig, VethPair};
+use zcnet::sys::packet;
+use zcnet::xdp::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use zcnet::xdp::{
+    AttachMode, BoundMode, Desc, Mode, Socket, SocketConfig, Umem, UmemConfig, XdpLink, XdpProgram,
+    interface_index, probe_zero_copy,
+};
+
+const PORT: u16 = 9099;
+const FRAMES: u64 = 2000;
+/// Bound on every wait in these tests (never reached when things work).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn one_queue_pair() -> VethPair {
+    VethPair::new(VethConfig {
+        queues: 1,
+        ..VethConfig::default()
+    })
+    .expect("veth pair")
+}
+
+/// UDP frames from `b` to `a` (or the reverse with `to_b`).
+fn frames(pair: &VethPair, to_b: bool) -> UdpFrame {
+    let (a_mac, b_mac) = (
+        pair.mac(&pair.a_if).expect("mac"),
+        pair.mac(&pair.b_if).expect("mac"),
+    );
+    let spec = UdpFrame {
+        src_mac: b_mac,
+        dst_mac: a_mac,
+        src_ip: pair.b_v4,
+        dst_ip: pair.a_v4,
+        src_port: PORT,
+        dst_port: PORT,
+    };
+    if to_b {
+        UdpFrame {
+            src_mac: a_mac,
+            dst_mac: b_mac,
+            src_ip: pair.a_v4,
+            dst_ip: pair.b_v4,
+            ..spec
+        }
+    } else {
+        spec
+    }
+}
+
+/// Sends `FRAMES` frames from `b` through a raw packet socket, pausing every 32 so that nothing
+/// overflows (veth's 256-frame ring, the receiver's rings).
+fn send_from_b(pair: &VethPair, spec: UdpFrame, payload_len: usize) {
+    pair.b.run(|| {
+        let fd =
+            packet::open(interface_index(&pair.b_if).expect("ifindex"), 0).expect("packet socket");
+        let mut buf = [0u8; 2048];
+        for seq in 0..FRAMES {
+            let n = spec.write(&mut buf, seq, payload_len).expect("frame fits");
+            packet::send(fd.as_fd(), &buf[..n]).expect("send");
+            if seq % 32 == 31 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+}
+
+/// Records a payload's sequence number, failing on corruption or duplicates.
+fn record(seen: &mut BTreeSet<u64>, payload: &[u8]) {
+    let seq = check_payload(payload).expect("payload checksum");
+    assert!(seen.insert(seq), "sequence {seq} arrived twice");
+}
+
+fn assert_all_arrived(seen: &BTreeSet<u64>) {
+    assert_eq!(
+        seen.len() as u64,
+        FRAMES,
+        "lost: {:?}",
+        (0..FRAMES)
+            .filter(|s| !seen.contains(s))
+            .take(10)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Attaches the redirect program on `a_if` and puts `socket` in its map (inside namespace `a`).
+fn redirect_to(pair: &VethPair, socket: &Socket) -> (XdpProgram, XdpLink) {
+    pair.a.run(|| {
+        let program = XdpProgram::redirect_to_xsk(1).expect("load redirect program");
+        program
+            .xsk_map()
+            .expect("map")
+            .insert(0, socket)
+            .expect("insert socket");
+        let link = program
+            .attach_to(&pair.a_if, AttachMode::Driver)
+            .expect("attach");
+        (program, link)
+    })
+}
+
+#[test]
+fn frames_from_the_peer_arrive_intact() {
+    if !testnet::privileged("frames_from_the_peer_arrive_intact") {
+        return;
+    }
+    let pair = one_queue_pair();
+    let (mut umem, mut socket) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind copy");
+        (umem, socket)
+    });
+    assert_eq!(socket.mode(), BoundMode::Copy);
+    assert_eq!(umem.fill(u32::MAX), 2048);
+    let (_program, link) = redirect_to(&pair, &socket);
+    let spec = frames(&pair, false);
+    let sender = thread::scope(|s| {
+        let sender = s.spawn(|| send_from_b(&pair, spec, 100));
+        let mut seen = BTreeSet::new();
+        let deadline = Instant::now() + PATIENCE;
+        while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
+            socket.wait_rx(100).expect("poll");
+            let rx = socket.rx().expect("rx ring");
+            let batch = rx.peek(64);
+            let mut recycled = Vec::new();
+            for desc in batch.iter() {
+                let frame = umem.validate(desc).expect("kernel descriptors are valid");
+                if let Some((PORT, payload)) = udp_payload(umem.data(&frame)) {
+                    assert_eq!(payload.len(), 100);
+                    record(&mut seen, payload);
+                }
+                recycled.push(desc.addr);
+            }
+            batch.release();
+            let filled = umem.fill_with(&recycled) as usize;
+            for &addr in &recycled[filled..] {
+                umem.release(addr);
+            }
+        }
+        sender.join().expect("sender");
+        seen
+    });
+    assert_all_arrived(&sender);
+    let stats = socket.statistics().expect("stats");
+    assert_eq!(stats.invalid_descs(), 0, "{stats:?}");
+    assert_eq!(stats.rx_dropped, 0, "{stats:?}");
+    drop(link);
+    assert!(
+        !pair
+            .a
+            .ip(&["-d", "link", "show", &pair.a_if])
+            .expect("ip")
+            .contains("prog/xdp")
+    );
+}
+
+#[test]
+fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
+    if !testnet::privileged("zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy") {
+        return;
+    }
+    let pair = one_queue_pair();
+    pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let err = Socket::bind(&mut umem, &pair.a_if, 0, Mode::ZeroCopy)
+            .expect_err("no zero-copy on veth");
+        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        let text = err.to_string();
+        for part in [
+            "XDP_ZEROCOPY",
+            pair.a_if.as_str(),
+            "queue 0",
+            "EOPNOTSUPP",
+            "Mode::Copy",
+        ] {
+            assert!(text.contains(part), "{part:?} missing in: {text}");
+        }
+
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Auto).expect("auto binds");
+        assert_eq!(socket.mode(), BoundMode::Copy);
+        assert_eq!(socket.fallback_errno(), Some(libc::EOPNOTSUPP));
+        assert!(
+            socket
+                .fallback_reason()
+                .expect("reason")
+                .contains("EOPNOTSUPP")
+        );
+    });
+    // A closed socket releases its queue asynchronously (the kernel defers it to a workqueue), so
+    // the probe uses the other end of the pair.
+    pair.b.run(|| {
+        assert_eq!(
+            probe_zero_copy(&pair.b_if, 0).expect("probe"),
+            Some(libc::EOPNOTSUPP)
+        );
+        let missing = probe_zero_copy("zcnet-missing0", 0).expect_err("no such interface");
+        assert!(missing.to_string().contains("zcnet-missing0"), "{missing}");
+    });
+}
+
+#[test]
+fn a_bound_queue_is_busy() {
+    if !testnet::privileged("a_bound_queue_is_busy") {
+        return;
+    }
+    let pair = one_queue_pair();
+    pair.a.run(|| {
+        let mut first = Umem::new(UmemConfig::default()).expect("umem");
+        let _socket = Socket::bind(&mut first, &pair.a_if, 0, Mode::Copy).expect("bind");
+        let mut second = Umem::new(UmemConfig::default()).expect("umem");
+        let err = Socket::bind(&mut second, &pair.a_if, 0, Mode::Copy).expect_err("queue taken");
+        assert_eq!(err.errno(), Some(libc::EBUSY), "{err}");
+        let mut third = Umem::new(UmemConfig::default()).expect("umem");
+        let err = Socket::bind(&mut third, &pair.a_if, 5, Mode::Copy).expect_err("no queue 5");
+        assert!(err.to_string().contains("queue 5"), "{err}");
+    });
+}
+
+#[test]
+fn txpush_frames_arrive_at_the_peer_intact() {
+    if !testnet::privileged("txpush_frames_arrive_at_the_peer_intact") {
+        return;
+    }
+    let pair = one_queue_pair();
+    let receiver = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind receiver"));
+    receiver.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let (mut umem, mut socket) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let config = SocketConfig {
+            rx_size: 0,
+            ..SocketConfig::default()
+        };
+        let socket = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Auto, config).expect("bind");
+        (umem, socket)
+    });
+    let spec = frames(&pair, true);
+    let seen = thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut seen = BTreeSet::new();
+            let mut buf = [0u8; 2048];
+            while (seen.len() as u64) < FRAMES {
+                let Ok(n) = receiver.recv(&mut buf) else {
+                    break;
+                };
+                record(&mut seen, &buf[..n]);
+            }
+            seen
+        });
+        let mut seq = 0;
+        let deadline = Instant::now() + PATIENCE;
+        while seq < FRAMES && Instant::now() < deadline {
+            umem.reclaim(64);
+            let mut batch = Vec::new();
+            while batch.len() < 32 && seq + (batch.len() as u64) < FRAMES {
+                let Some(addr) = umem.alloc() else { break };
+                let buf = umem.frame_mut(addr).expect("own frame");
+                let len = spec
+                    .write(buf, seq + batch.len() as u64, 200)
+                    .expect("fits") as u32;
+                batch.push(Desc {
+                    addr,
+                    len,
+                    options: 0,
+                });
+            }
+            let tx = socket.tx().expect("tx ring");
+            let mut r = tx.reserve(batch.len() as u32);
+            let mut sent = 0;
+            for d in &batch {
+                if r.push(*d).is_err() {
+                    break;
+                }
+                sent += 1;
+            }
+            r.submit();
+            for d in &batch[sent..] {
+                umem.release(d.addr);
+            }
+            seq += sent as u64;
+            socket.wake_tx().expect("wake tx");
+            thread::sleep(Duration::from_millis(1));
+        }
+        reader.join().expect("reader")
+    });
+    assert_all_arrived(&seen);
+    assert_eq!(socket.statistics().expect("stats").invalid_descs(), 0);
+}
+
+#[test]
+fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
+    if !testnet::privileged("l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem") {
+        return;
+    }
+    let pair = one_queue_pair();
+    let (a_mac, b_mac) = (
+        pair.mac(&pair.a_if).expect("mac"),
+        pair.mac(&pair.b_if).expect("mac"),
+    );
+    let (mut umem, mut rx_socket, mut tx_socket) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let rx_only = SocketConfig {
+            tx_size: 0,
+            ..SocketConfig::default()
+        };
+        let tx_only = SocketConfig {
+            rx_size: 0,
+            ..SocketConfig::default()
+        };
+        let rx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, rx_only).expect("rx bind");
+        let tx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, tx_only).expect("tx bind");
+        (umem, rx, tx)
+    });
+    assert!(!rx_socket.shares_umem() && tx_socket.shares_umem());
+    assert_eq!(
+        tx_socket.mode(),
+        BoundMode::Copy,
+        "inherited from the UMEM's first socket"
+    );
+    umem.fill(u32::MAX);
+    let (_program, _link) = redirect_to(&pair, &rx_socket);
+    let listener = pair.b.run(|| {
+        packet::open(
+            interface_index(&pair.b_if).expect("ifindex"),
+            libc::ETH_P_IP as u16,
+        )
+        .expect("listener")
+    });
+    let spec = frames(&pair, false);
+    let seen = thread::scope(|s| {
+        let sender = s.spawn(|| send_from_b(&pair, spec, 64));
+        let mut seen = BTreeSet::new();
+        let mut forwarded = 0u64;
+        let mut buf = [0u8; 2048];
+        let deadline = Instant::now() + PATIENCE;
+        while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
+            // Forward: rx descriptors go to the tx ring as they are (same UMEM): only addresses move.
+            let rx = rx_socket.rx().expect("rx");
+            let batch = rx.peek(64);
+            let descs: Vec<Desc> = batch.iter().collect();
+            batch.release();
+            let mut r = tx_socket.tx().expect("tx").reserve(descs.len() as u32);
+            for d in &descs {
+                let frame = umem.validate(*d).expect("valid");
+                let bytes = umem.frame_mut(frame.addr()).expect("own frame");
+                swap_macs(&mut bytes[..frame.len() as usize]);
+                r.push(*d).expect("tx ring as large as the rx batch");
+            }
+            forwarded += r.submit() as u64;
+            tx_socket.wake_tx().expect("wake");
+            let (done, invalid) = umem.reclaim(64);
+            assert_eq!(invalid, 0);
+            if done > 0 {
+                umem.fill(done);
+            }
+            // Collect what came back to b.
+            while let Ok(n) = packet::recv_nonblocking(listener.as_fd(), &mut buf) {
+                let f = &buf[..n];
+                if let Some((PORT, payload)) = udp_payload(f) {
+                    assert_eq!(
+                        (&f[..6], &f[6..12]),
+                        (&b_mac[..], &a_mac[..]),
+                        "MACs swapped"
+                    );
+                    record(&mut seen, payload);
+                }
+            }
+            if descs.is_empty() {
+                rx_socket.wait_rx(1).expect("poll");
+            }
+        }
+        sender.join().expect("sender");
+        assert!(forwarded >= FRAMES);
+        seen
+    });
+    assert_all_arrived(&seen);
+}
