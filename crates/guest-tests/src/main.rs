@@ -11,6 +11,7 @@ mod nic;
 mod outcome;
 mod pattern;
 mod peer;
+mod vsock;
 mod wire;
 
 /// zcnet's guest-kernel checks and their host-side peer.
@@ -23,6 +24,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// In the guest: AF_VSOCK MSG_ZEROCOPY over vsock_loopback.
+    Vsock,
     /// In the guest: TCP and UDP streams over the guest's NIC to the peer at --peer.
     Nic {
         /// Address of the host-side peer.
@@ -43,6 +46,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match cli.command {
+        Command::Vsock => ("vsock", vsock::run()),
         Command::Nic { peer } => ("nic", nic::run(peer)),
         Command::Peer {
             listen,
