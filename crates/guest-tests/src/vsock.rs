@@ -322,11 +322,11 @@ fn large_send(buffers: Option<u64>, outcome: &mut Outcome) -> anyhow::Result<()>
     let (name, credit) = match buffers {
         Some(b) => (
             "large-send-credit",
-            format!("receiver buffer {} KiB", b >> 10),
+            format!("vsock buffers {} KiB at both ends", b >> 10),
         ),
         None => (
             "large-send-no-credit",
-            "default receiver buffer".to_string(),
+            "default vsock buffers".to_string(),
         ),
     };
     let what = format!(
