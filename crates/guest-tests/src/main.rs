@@ -31,6 +31,9 @@ enum Command {
         /// Address of the host-side peer.
         #[arg(long)]
         peer: IpAddr,
+        /// The guest's NIC.
+        #[arg(long, default_value = "eth0")]
+        iface: String,
     },
     /// On the host side of the guest's NIC: receive and verify the guest's streams.
     Peer {
@@ -47,7 +50,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match cli.command {
         Command::Vsock => ("vsock", vsock::run()),
-        Command::Nic { peer } => ("nic", nic::run(peer)),
+        Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
         Command::Peer {
             listen,
             max_seconds,

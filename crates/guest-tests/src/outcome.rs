@@ -28,6 +28,11 @@ impl Outcome {
         println!("FAIL {} {check}: {what}", self.suite);
     }
 
+    /// Prints a SKIP line: the kernel or driver lacks what `check` needs (a report, not a failure).
+    pub fn skip(&self, check: &str, why: &str) {
+        println!("SKIP {} {check}: {why}", self.suite);
+    }
+
     /// Whether every check passed.
     pub fn passed(&self) -> bool {
         self.failures == 0

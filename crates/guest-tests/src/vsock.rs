@@ -324,10 +324,7 @@ fn large_send(buffers: Option<u64>, outcome: &mut Outcome) -> anyhow::Result<()>
             "large-send-credit",
             format!("vsock buffers {} KiB at both ends", b >> 10),
         ),
-        None => (
-            "large-send-no-credit",
-            "default vsock buffers".to_string(),
-        ),
+        None => ("large-send-no-credit", "default vsock buffers".to_string()),
     };
     let what = format!(
         "{credit}: one MSG_ZEROCOPY sendmsg of {sent} bytes took {ids} ids, {copied} reported copied; \
