@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod lend;
 mod nic;
 mod outcome;
 mod pattern;

@@ -6,15 +6,13 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use zcnet::tx::{
-    BufferPool, Mode, PoolConfig, PooledBuf, SenderConfig, TcpSender, TxStats, UdpSender,
-};
+use anyhow::Context;
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender, TxStats, UdpSender};
 use zcnet::xdp::frame::udp_payload;
 use zcnet::xdp::{self, AttachMode, Socket, Umem, UmemConfig, XdpProgram};
 
 use crate::outcome::Outcome;
-use crate::{pattern, wire};
+use crate::{lend, pattern, wire};
 
 /// Bytes of the TCP stream: enough for hundreds of sends, short enough for an emulated CPU.
 const TCP_BYTES: u64 = 8 << 20;
@@ -69,23 +67,6 @@ fn ids(stats: &TxStats) -> String {
     )
 }
 
-/// Takes a pooled buffer, draining completions while none is free.
-fn take<F: FnMut(Duration) -> anyhow::Result<()>>(
-    pool: &BufferPool,
-    mut wait: F,
-) -> anyhow::Result<PooledBuf> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(buf) = pool.take() {
-            return Ok(buf);
-        }
-        if Instant::now() > deadline {
-            bail!("no pooled buffer came back within {WAIT:?}");
-        }
-        wait(Duration::from_millis(100))?;
-    }
-}
-
 /// zcnet's [`TcpSender`] in zero-copy mode: the completions must say "not copied" (the NIC sent from
 /// the lent pages), and the peer must verify every byte.
 fn tcp_stream(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
@@ -101,7 +82,7 @@ fn tcp_stream(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
     let mut at = 0u64;
     while at < TCP_BYTES {
         let n = TCP_SEND.min((TCP_BYTES - at) as usize);
-        let mut buf = take(&pool, |t| Ok(tx.wait_completions(t).map(drop)?))?;
+        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
         buf.fill_with(n, |b| pattern::fill(b, at));
         tx.send(buf)?;
         at += n as u64;
@@ -155,7 +136,7 @@ fn udp_stream(
     let mut seq = 0u64;
     while seq < DATAGRAMS {
         let count = (per_send as u64).min(DATAGRAMS - seq);
-        let mut buf = take(&pool, |t| Ok(tx.wait_completions(t).map(drop)?))?;
+        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
         buf.fill_with(count as usize * DATAGRAM, |b| {
             for (k, datagram) in b.chunks_mut(DATAGRAM).enumerate() {
                 wire::fill_datagram(datagram, stream, seq + k as u64);

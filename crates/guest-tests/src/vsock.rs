@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use zcnet::sys::errqueue::{self, ControlBuf, ErrqueueMessage, ZerocopyCompletion};
 use zcnet::sys::socket::get_int_option;
 use zcnet::sys::vsock::{SOL_VSOCK, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VSOCK_RECVERR, VsockType};
@@ -15,7 +15,7 @@ use zcnet::tx::vsock::{VsockSocket, loopback_check};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::pattern;
+use crate::{lend, pattern};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 const PACKET: usize = 64 << 10;
@@ -148,16 +148,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
     let mut at = 0u64;
     for _ in 0..sends {
-        let deadline = Instant::now() + WAIT;
-        let mut buf = loop {
-            if let Some(b) = pool.take() {
-                break b;
-            }
-            if Instant::now() > deadline {
-                bail!("{name}: no pooled buffer came back within {WAIT:?}");
-            }
-            tx.wait_completions(Duration::from_millis(100))?;
-        };
+        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
         buf.fill_with(size, |b| pattern::fill(b, at));
         at += size as u64;
         tx.send(buf)?;
