@@ -80,3 +80,62 @@ fn table_has_a_row_per_feature() {
         "{text}"
     );
 }
+
+#[test]
+fn loopback_zero_copy_sends_complete_as_copied() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "lo"]));
+    for feature in ["tcp.msg_zerocopy_loopback", "udp.msg_zerocopy_loopback"] {
+        let row = finding(&report, feature, None);
+        assert_eq!(row["support"], "partial", "{row}");
+        assert!(row["reason"].as_str().unwrap().contains("copied"), "{row}");
+    }
+}
+
+#[test]
+fn vsock_loopback_is_reported_unavailable_without_connecting() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "lo"]));
+    let row = finding(&report, "vsock.loopback", None);
+    if std::path::Path::new("/sys/module/vsock_loopback").exists() {
+        assert_eq!(row["support"], "yes", "{row}");
+    } else {
+        assert_eq!(row["support"], "no", "{row}");
+    }
+}
+
+#[test]
+fn xsk_zero_copy_bind_on_veth_is_refused() {
+    if !testnet::privileged("xsk_zero_copy_bind_on_veth_is_refused") {
+        return;
+    }
+    let pair = testnet::VethPair::new(testnet::VethConfig::default()).unwrap();
+    let report = probe_json(pair.a.command(env!("CARGO_BIN_EXE_zcnet")).args([
+        "probe",
+        "--json",
+        "--iface",
+        &pair.a_if,
+        "--try-xsk-bind",
+    ]));
+    let bind = finding(&report, "xdp.xsk_zerocopy_bind", Some(&pair.a_if));
+    assert_eq!(bind["support"], "no", "{bind}");
+    assert!(
+        bind["reason"].as_str().unwrap().starts_with("EOPNOTSUPP"),
+        "{bind}"
+    );
+    let features = finding(&report, "xdp.features", Some(&pair.a_if));
+    assert!(
+        features["reason"].as_str().unwrap().contains("redirect"),
+        "{features}"
+    );
+    assert!(
+        !features["reason"]
+            .as_str()
+            .unwrap()
+            .contains("xsk-zerocopy,"),
+        "{features}"
+    );
+    let link = pair.a.ip(&["-d", "link", "show", &pair.a_if]).unwrap();
+    assert!(
+        !link.contains("prog/xdp"),
+        "probe left an XDP program: {link}"
+    );
+}

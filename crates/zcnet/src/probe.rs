@@ -8,10 +8,13 @@
 
 use std::fmt;
 use std::io;
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
+use std::time::Duration;
 
 use crate::sys;
 use crate::sys::errno::error_name;
+use crate::tx::{Mode, SenderConfig, TxStats, UdpSender, tcp_loopback_check};
 
 /// Whether a feature works here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,12 +115,21 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
         libc::AF_VSOCK,
         libc::SOCK_STREAM,
     ));
+    out.push(loopback_send(
+        "tcp.msg_zerocopy_loopback",
+        tcp_zerocopy_stats(),
+    ));
+    out.push(loopback_send(
+        "udp.msg_zerocopy_loopback",
+        udp_zerocopy_stats(),
+    ));
     out.extend(uring());
     out.push(Finding::from_result(
         "xdp.socket",
         sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0),
         |_| "AF_XDP socket created".into(),
     ));
+    out.extend(vsock());
     out.extend(interfaces(opts));
     out.extend(limits());
     out
@@ -136,9 +148,105 @@ fn so_zerocopy(feature: &str, domain: i32, kind: i32) -> Finding {
     })
 }
 
+/// Sends this many MSG_ZEROCOPY writes over loopback and reads their completions.
+const LOOPBACK_SENDS: usize = 8;
+/// Bytes per loopback write: far above any copy threshold.
+const LOOPBACK_SEND_SIZE: usize = 64 * 1024;
+
+/// A verdict on zero-copy sends from the completions they produced.
+fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Finding {
+    match stats {
+        Err(reason) => Finding::new(feature, Support::No, reason),
+        Ok(s) if s.zc_ids > 0 => Finding::new(
+            feature,
+            Support::Yes,
+            format!("{} ids zero-copied, {} copied", s.zc_ids, s.copied_ids),
+        ),
+        Ok(s) if s.copied_ids > 0 => Finding::new(
+            feature,
+            Support::Partial,
+            format!(
+                "every completion copied ({} ids, SO_EE_CODE_ZEROCOPY_COPIED): delivery to a local socket copies",
+                s.copied_ids
+            ),
+        ),
+        Ok(s) => Finding::new(
+            feature,
+            Support::No,
+            format!(
+                "no zero-copy send happened ({} copies: {:?})",
+                s.copy_calls, s
+            ),
+        ),
+    }
+}
+
+/// One MSG_ZEROCOPY write of [`LOOPBACK_SENDS`] x [`LOOPBACK_SEND_SIZE`] bytes over TCP loopback.
+fn tcp_zerocopy_stats() -> Result<TxStats, String> {
+    let check = tcp_loopback_check(LOOPBACK_SENDS * LOOPBACK_SEND_SIZE, Duration::from_secs(5))
+        .map_err(|e| refusal(&e))?;
+    check.zerocopy?;
+    Ok(check.stats)
+}
+
+/// Sends [`LOOPBACK_SENDS`] zero-copy datagrams to a local UDP socket.
+fn udp_zerocopy_stats() -> Result<TxStats, String> {
+    let io = |e: io::Error| refusal(&e);
+    let receiver = UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+    let sender = UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+    sender
+        .connect(receiver.local_addr().map_err(io)?)
+        .map_err(io)?;
+    let mut tx = UdpSender::new(sender, SenderConfig::with_mode(Mode::ZeroCopy));
+    tx.zerocopy_status().map_err(str::to_string)?;
+    for _ in 0..LOOPBACK_SENDS {
+        tx.send(vec![0x5a; 8 * 1024]).map_err(|e| e.to_string())?;
+    }
+    tx.flush(Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    Ok(tx.stats().clone())
+}
+
+/// AF_VSOCK: this host's context id, its transports, and whether a loopback transport exists
+/// (decided by a bind, never by connecting).
+fn vsock() -> Vec<Finding> {
+    let cid = Finding::from_result("vsock.local_cid", sys::vsock::local_cid(), |c| {
+        format!("CID {c}")
+    });
+    const TRANSPORTS: [(&str, &str); 5] = [
+        ("vsock_loopback", "loopback"),
+        ("vmw_vsock_virtio_transport", "virtio (guest)"),
+        ("vhost_vsock", "vhost (host)"),
+        ("hv_sock", "hyper-v"),
+        ("vmw_vsock_vmci_transport", "vmci"),
+    ];
+    let loaded: Vec<&str> = TRANSPORTS
+        .iter()
+        .filter(|(module, _)| std::path::Path::new(&format!("/sys/module/{module}")).exists())
+        .map(|(_, name)| *name)
+        .collect();
+    let loopback = match sys::vsock::loopback_available() {
+        Ok(()) => Finding::new(
+            "vsock.loopback",
+            Support::Yes,
+            "bind to VMADDR_CID_LOCAL succeeded",
+        ),
+        Err(reason) => Finding::new("vsock.loopback", Support::No, reason),
+    };
+    let transports = if loaded.is_empty() {
+        Finding::new(
+            "vsock.transports",
+            Support::No,
+            "no vsock transport module loaded",
+        )
+    } else {
+        Finding::new("vsock.transports", Support::Yes, loaded.join(", "))
+    };
+    vec![cid, transports, loopback]
+}
+
 #[cfg(feature = "io-uring")]
 fn uring() -> Vec<Finding> {
-    use std::net::{TcpListener, TcpStream};
     let ops = match sys::uring::zero_copy_opcodes() {
         Ok(ops) => ops,
         Err(e) => {
@@ -242,6 +350,9 @@ fn interfaces(opts: &ProbeOptions) -> Vec<Finding> {
             .on(name),
         );
         out.push(xdp_features(&netdev, ifindex).on(name));
+        if opts.try_xsk_bind {
+            out.push(xsk_zero_copy_bind(name).on(name));
+        }
     }
     out
 }
@@ -286,6 +397,26 @@ fn xdp_features(netdev: &io::Result<Vec<sys::netlink::NetdevXdp>>, ifindex: u32)
             }
         ),
     )
+}
+
+/// Tries an XDP_ZEROCOPY bind on queue 0 (no program attached, socket closed at once).
+fn xsk_zero_copy_bind(iface: &str) -> Finding {
+    match crate::xdp::probe_zero_copy(iface, 0) {
+        Ok(None) => Finding::new(
+            "xdp.xsk_zerocopy_bind",
+            Support::Yes,
+            "XDP_ZEROCOPY bind on queue 0 succeeded",
+        ),
+        Ok(Some(errno)) => Finding::new(
+            "xdp.xsk_zerocopy_bind",
+            Support::No,
+            format!(
+                "{} (XDP_ZEROCOPY bind on queue 0 refused: copy mode only)",
+                sys::errno_name(errno)
+            ),
+        ),
+        Err(e) => Finding::new("xdp.xsk_zerocopy_bind", Support::No, e.to_string()),
+    }
 }
 
 fn limits() -> Vec<Finding> {

@@ -142,6 +142,23 @@ pub fn local_addr(fd: BorrowedFd<'_>) -> io::Result<SockaddrVm> {
     Ok(addr)
 }
 
+/// `IOCTL_VM_SOCKETS_GET_LOCAL_CID` (linux/vm_sockets.h): `_IO(7, 0xb9)` on `/dev/vsock`.
+const IOCTL_VM_SOCKETS_GET_LOCAL_CID: libc::c_ulong = 0x7b9;
+
+/// This host's vsock context id, read from `/dev/vsock` (`IOCTL_VM_SOCKETS_GET_LOCAL_CID`).
+/// `ENOENT` when the vsock core module is not loaded.
+pub fn local_cid() -> io::Result<u32> {
+    let dev = std::fs::File::open("/dev/vsock")?;
+    let mut cid: u32 = 0;
+    // SAFETY: the ioctl writes one u32 through the pointer, which points at a live local.
+    syscall!(ioctl(
+        dev.as_raw_fd(),
+        IOCTL_VM_SOCKETS_GET_LOCAL_CID,
+        &mut cid as *mut u32
+    ))?;
+    Ok(cid)
+}
+
 /// Whether a vsock loopback transport exists, decided without connecting: binding a stream socket to
 /// `VMADDR_CID_LOCAL` succeeds only with one. `Err` carries the reason (errno name) when vsock is
 /// unusable: `EAFNOSUPPORT` (no vsock module), `EADDRNOTAVAIL` (no loopback transport).

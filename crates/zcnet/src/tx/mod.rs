@@ -27,6 +27,7 @@
 //! ```
 
 mod buffer;
+mod check;
 mod error;
 mod policy;
 mod pool;
@@ -37,6 +38,7 @@ mod tracker;
 pub mod vsock;
 
 pub use buffer::SendBuf;
+pub use check::{TcpLoopbackCheck, tcp_loopback_check};
 pub use error::TxError;
 pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
