@@ -21,6 +21,22 @@ pub struct Offloads {
     pub tx_checksum: bool,
 }
 
+impl Offloads {
+    /// The offload rows of MSG_ZEROCOPY's regression matrix: scatter-gather, TSO and transmit
+    /// checksum offload, each turned off alone (the rest on).
+    pub fn each_off() -> [Offloads; 3] {
+        let on = Offloads::default();
+        [
+            Offloads { sg: false, ..on },
+            Offloads { tso: false, ..on },
+            Offloads {
+                tx_checksum: false,
+                ..on
+            },
+        ]
+    }
+}
+
 impl Default for Offloads {
     /// Everything on, as a new veth has it.
     fn default() -> Self {
@@ -140,6 +156,27 @@ impl VethPair {
             ns.ip(&["link", "set", ifname, "up"])?;
         }
         Ok(pair)
+    }
+
+    /// Gives `a` permanent neighbour entries for both of `b`'s addresses, so that `a` sends to `b`
+    /// without ARP or neighbour discovery — needed when `b` runs an XDP program that drops or
+    /// redirects every frame, answers included.
+    pub fn pin_b_neighbours(&self) -> io::Result<()> {
+        let lladdr = self.mac(&self.b_if)?.map(|b| format!("{b:02x}")).join(":");
+        for ip in [self.b_v4.to_string(), self.b_v6.to_string()] {
+            self.a.ip(&[
+                "neigh",
+                "replace",
+                &ip,
+                "lladdr",
+                &lladdr,
+                "dev",
+                &self.a_if,
+                "nud",
+                "permanent",
+            ])?;
+        }
+        Ok(())
     }
 
     /// The MAC address of an interface of this pair (`a_if` or `b_if`).

@@ -1,10 +1,473 @@
-//! (being written)
+//! `zcnet bench rx`: TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`) against plain `recv`, sender and
+//! receiver in one process, over loopback with an MSS of one page or over a veth pair whose MTU leaves
+//! one page of payload per segment. Prints what tcp_mmap prints for each receive mode.
 
-/// (being written)
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use testnet::{VethConfig, VethPair};
+use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxStats, sender};
+use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
+
+use crate::report::{Row, cpu_us_per_mb, gbit_per_s, print_rows};
+
+/// How the receiver reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Plain recv into a buffer of the window's size.
+    Copy,
+    /// TCP_ZEROCOPY_RECEIVE into a mapped window, copybuf for the rest.
+    Zerocopy,
+}
+
+/// How the sender writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SenderArg {
+    /// Plain write() (its pages never map on the receiver).
+    Copy,
+    /// zcnet's MSG_ZEROCOPY sender from page-aligned pooled buffers (its pages map).
+    Zerocopy,
+}
+
+/// What happens to mapped pages once read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReleaseArg {
+    /// madvise(MADV_DONTNEED) right away, then tell the kernel the window is clean.
+    Zap,
+    /// Leave them for the next TCP_ZEROCOPY_RECEIVE to zap and replace.
+    Lazy,
+}
+
+/// Options of `zcnet bench rx`.
 #[derive(Debug, clap::Args)]
-pub struct RxArgs {}
+pub struct RxArgs {
+    /// Receive modes to run, side by side (comma-separated).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "copy,zerocopy"
+    )]
+    mode: Vec<ModeArg>,
+    /// Sender mode.
+    #[arg(long, value_enum, default_value = "zerocopy")]
+    sender: SenderArg,
+    /// MiB to send per connection.
+    #[arg(long, default_value_t = 128)]
+    mib: u64,
+    /// Connections per mode; the modes alternate and each row sums its mode's connections.
+    #[arg(long, default_value_t = 4)]
+    rounds: u32,
+    /// What the zerocopy receiver does with mapped pages once read.
+    #[arg(long, value_enum, default_value = "zap")]
+    release: ReleaseArg,
+    /// Bytes per write of the sender, in KiB.
+    #[arg(long, default_value_t = 512)]
+    write_kib: usize,
+    /// Receive window (zerocopy) or buffer (copy) in KiB.
+    #[arg(long, default_value_t = 512)]
+    window_kib: usize,
+    /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
+    /// (0: leave the kernel default of one byte).
+    #[arg(long, default_value_t = 512)]
+    rcvlowat_kib: usize,
+    /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
+    /// with TCP_MAXSEG (needs root).
+    #[arg(long)]
+    netns: bool,
+    /// Use IPv6.
+    #[arg(long)]
+    ipv6: bool,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Internal: be the sender process of a run and connect to this address. The sender runs in its
+    /// own process so that the receiver's page zaps need no TLB shootdown on the sender's CPU.
+    #[arg(long, hide = true)]
+    send_to: Option<SocketAddr>,
+}
 
-/// (being written)
-pub fn run(_args: RxArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+/// Where sender and receiver connect.
+enum Path {
+    Loopback(IpAddr),
+    Veth(Box<VethPair>),
+}
+
+impl Path {
+    fn name(&self) -> &'static str {
+        match self {
+            Path::Loopback(_) => "loopback",
+            Path::Veth(_) => "veth",
+        }
+    }
+
+    /// A listener on the receiving side whose connections carry one page of payload per segment.
+    fn listen(&self, ipv6: bool) -> anyhow::Result<TcpListener> {
+        let listen = |ip| sender::bind_page_mss(SocketAddr::new(ip, 0));
+        match self {
+            Path::Loopback(ip) => listen(*ip).context("listen on loopback"),
+            Path::Veth(pair) => {
+                let ip = if ipv6 {
+                    IpAddr::V6(pair.b_v6)
+                } else {
+                    IpAddr::V4(pair.b_v4)
+                };
+                pair.b
+                    .run(|| listen(ip))
+                    .context("listen in the receiver's namespace")
+            }
+        }
+    }
+
+    /// Starts this program as the sender process (in the sending namespace for veth).
+    fn sender_command(&self) -> anyhow::Result<Command> {
+        let exe = std::env::current_exe().context("locating the zcnet binary")?;
+        Ok(match self {
+            Path::Loopback(_) => Command::new(exe),
+            Path::Veth(pair) => pair.a.command(&exe.to_string_lossy()),
+        })
+    }
+}
+
+/// What the receiver measured (its thread's CPU time and context switches).
+struct Measured {
+    stats: RxStats,
+    seconds: f64,
+    usage: ResourceUsage,
+    fallback: Option<String>,
+}
+
+fn receive(server: TcpStream, config: RxConfig) -> anyhow::Result<Measured> {
+    let before = resource_usage(UsageOf::Thread)?;
+    let start = Instant::now();
+    let mut rx = Receiver::new(server, config)?;
+    while let Some(chunk) = rx.recv()? {
+        std::hint::black_box(chunk.len());
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let usage = resource_usage(UsageOf::Thread)?.since(&before);
+    Ok(Measured {
+        stats: *rx.stats(),
+        seconds,
+        usage,
+        fallback: rx.fallback().map(|f| f.to_string()),
+    })
+}
+
+/// What the sender did, beyond the bytes.
+#[derive(Default)]
+struct SenderCounts {
+    zerocopy_calls: u64,
+    copy_calls: u64,
+}
+
+fn send_all(
+    client: TcpStream,
+    sender: SenderArg,
+    total: u64,
+    write: usize,
+) -> anyhow::Result<SenderCounts> {
+    let pieces = || {
+        let mut left = total;
+        std::iter::from_fn(move || {
+            let n = left.min(write as u64) as usize;
+            left -= n as u64;
+            (n > 0).then_some(n)
+        })
+    };
+    let (client, counts) = match sender {
+        SenderArg::Copy => {
+            let buf: Vec<u8> = (0..write).map(|i| (i % 251) as u8).collect();
+            let mut client = client;
+            for n in pieces() {
+                client.write_all(&buf[..n]).context("send")?;
+            }
+            (client, SenderCounts::default())
+        }
+        SenderArg::Zerocopy => {
+            let pool = BufferPool::new(PoolConfig {
+                buf_size: write,
+                count: 16,
+                huge_pages: false,
+            })
+            .context("send buffer pool")?;
+            let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
+            if let Err(why) = tx.zerocopy_status() {
+                bail!("MSG_ZEROCOPY sender: {why}");
+            }
+            for n in pieces() {
+                let mut buf = loop {
+                    if let Some(buf) = pool.take() {
+                        break buf;
+                    }
+                    tx.wait_completions(COMPLETION_WAIT)?;
+                };
+                buf.set_len(n);
+                tx.send(buf)?;
+            }
+            let counts = SenderCounts {
+                zerocopy_calls: tx.stats().zc_calls,
+                copy_calls: tx.stats().copy_calls,
+            };
+            (tx.close(COMPLETION_WAIT)?, counts)
+        }
+    };
+    client.shutdown(std::net::Shutdown::Write)?;
+    Ok(counts)
+}
+
+/// Longest wait for MSG_ZEROCOPY completions before the run fails.
+const COMPLETION_WAIT: Duration = Duration::from_secs(10);
+
+/// One mode's totals over every round.
+#[derive(Default)]
+struct Totals {
+    stats: RxStats,
+    seconds: f64,
+    usage: ResourceUsage,
+    fallback: Option<String>,
+    sent: SenderCounts,
+}
+
+impl Totals {
+    fn add(&mut self, measured: Measured, sent: SenderCounts) {
+        self.stats += measured.stats;
+        self.seconds += measured.seconds;
+        let u = &mut self.usage;
+        u.user += measured.usage.user;
+        u.system += measured.usage.system;
+        u.voluntary_switches += measured.usage.voluntary_switches;
+        u.involuntary_switches += measured.usage.involuntary_switches;
+        self.fallback = measured.fallback;
+        self.sent.zerocopy_calls += sent.zerocopy_calls;
+        self.sent.copy_calls += sent.copy_calls;
+    }
+}
+
+/// One connection: a sender process sends `--mib`; this thread receives it in `mode`.
+fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measured, SenderCounts)> {
+    let window = args.window_kib.max(4) << 10;
+    let low_water = (args.rcvlowat_kib > 0).then_some(args.rcvlowat_kib << 10);
+    let config = match mode {
+        ModeArg::Copy => RxConfig {
+            mode: RxMode::Copy,
+            copy_buffer: window,
+            low_water,
+            ..RxConfig::default()
+        },
+        ModeArg::Zerocopy => RxConfig {
+            window,
+            low_water,
+            release: match args.release {
+                ReleaseArg::Zap => Release::Zap,
+                ReleaseArg::Lazy => Release::Lazy,
+            },
+            give_up_after: None,
+            ..RxConfig::default()
+        },
+    };
+    let total = args.mib << 20;
+    let listener = path.listen(args.ipv6)?;
+    let mut child = path
+        .sender_command()?
+        .args(["bench", "rx", "--send-to"])
+        .arg(listener.local_addr()?.to_string())
+        .args(["--sender", sender_name(args.sender)])
+        .args(["--mib", &args.mib.to_string()])
+        .args(["--write-kib", &args.write_kib.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the sender process")?;
+    let received = accept(&listener, &mut child).and_then(|server| receive(server, config));
+    if received.is_err() {
+        // The sender is ours (started above); stop it by its pid before reporting.
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output()?;
+    let measured = received?;
+    if !output.status.success() {
+        bail!(
+            "sender process: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let sent: Value = serde_json::from_slice(&output.stdout).context("sender's report")?;
+    let count = |key: &str| sent.get(key).and_then(Value::as_u64).unwrap_or(0);
+    if measured.stats.bytes() != total {
+        bail!("received {} bytes of {total}", measured.stats.bytes());
+    }
+    Ok((
+        measured,
+        SenderCounts {
+            zerocopy_calls: count("zerocopy_calls"),
+            copy_calls: count("copy_calls"),
+        },
+    ))
+}
+
+/// Accepts the sender's connection, failing if the sender process exits first.
+fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + COMPLETION_WAIT;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                return Ok(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some(status) = child.try_wait()? {
+                    bail!("the sender process exited before connecting ({status})");
+                }
+                if Instant::now() > deadline {
+                    bail!("the sender process did not connect within {COMPLETION_WAIT:?}");
+                }
+                thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e).context("accept"),
+        }
+    }
+}
+
+/// The sender process: connects with one page of payload per segment, sends, reports its counts.
+fn run_sender(args: &RxArgs, addr: SocketAddr) -> anyhow::Result<()> {
+    let client = TcpStream::connect(addr).context("connect to the receiver")?;
+    let counts = send_all(
+        client,
+        args.sender,
+        args.mib << 20,
+        args.write_kib.max(1) << 10,
+    )?;
+    println!(
+        "{}",
+        json!({"zerocopy_calls": counts.zerocopy_calls, "copy_calls": counts.copy_calls})
+    );
+    Ok(())
+}
+
+fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
+    let stats = &t.stats;
+    let row = json!({
+        "bench": "rx",
+        "path": path.name(),
+        "ip": if args.ipv6 { "v6" } else { "v4" },
+        "mode": mode_name(mode),
+        "sender_mode": sender_name(args.sender),
+        "rounds": args.rounds,
+        "bytes": stats.bytes(),
+        "seconds": t.seconds,
+        "gbit_per_s": gbit_per_s(stats.bytes(), t.seconds),
+        "cpu_user_s": t.usage.user.as_secs_f64(),
+        "cpu_sys_s": t.usage.system.as_secs_f64(),
+        "cpu_us_per_mb": cpu_us_per_mb(&t.usage, stats.bytes()),
+        "mapped_bytes": stats.mapped_bytes,
+        "copied_bytes": stats.copied_bytes(),
+        "mapped_pct": stats.mapped_pct(),
+        "ctx_switches": t.usage.context_switches(),
+        "zerocopy_calls": stats.zerocopy_calls,
+        "recv_calls": stats.recv_calls,
+        "fallback": t.fallback,
+        "sender_zerocopy_calls": t.sent.zerocopy_calls,
+        "sender_copy_calls": t.sent.copy_calls,
+    });
+    match row {
+        Value::Object(map) => map,
+        _ => unreachable!("json! of an object literal"),
+    }
+}
+
+fn mode_name(mode: ModeArg) -> &'static str {
+    match mode {
+        ModeArg::Copy => "copy",
+        ModeArg::Zerocopy => "zerocopy",
+    }
+}
+
+fn sender_name(sender: SenderArg) -> &'static str {
+    match sender {
+        SenderArg::Copy => "copy",
+        SenderArg::Zerocopy => "zerocopy",
+    }
+}
+
+/// tcp_mmap's summary line for one row.
+fn tcp_mmap_line(row: &Row) -> String {
+    let num = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    format!(
+        "{} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
+         sys:{:.3}, {:.2} usec per MB, {} c-switches",
+        row.get("mode").and_then(Value::as_str).unwrap_or("?"),
+        num("bytes") / (1 << 20) as f64,
+        num("mapped_pct"),
+        num("seconds"),
+        num("gbit_per_s"),
+        num("cpu_user_s"),
+        num("cpu_sys_s"),
+        num("cpu_us_per_mb"),
+        num("ctx_switches"),
+    )
+}
+
+/// Runs every requested receive mode over one path and prints a row for each.
+pub fn run(args: RxArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.send_to {
+        return run_sender(&args, addr);
+    }
+    let path = if args.netns {
+        let mtu = if args.ipv6 { 4168 } else { 4148 };
+        let pair = VethPair::new(VethConfig {
+            mtu,
+            ..VethConfig::default()
+        })
+        .context("creating the veth pair (needs root)")?;
+        Path::Veth(Box::new(pair))
+    } else if args.ipv6 {
+        Path::Loopback(IpAddr::V6(Ipv6Addr::LOCALHOST))
+    } else {
+        Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    };
+    // Modes alternate within each round, so that a noisy neighbour hits them alike.
+    let mut totals: Vec<Totals> = args.mode.iter().map(|_| Totals::default()).collect();
+    for _ in 0..args.rounds.max(1) {
+        for (&mode, total) in args.mode.iter().zip(&mut totals) {
+            let (measured, sent) = run_one(&args, &path, mode)?;
+            total.add(measured, sent);
+        }
+    }
+    let rows: Vec<Row> = args
+        .mode
+        .iter()
+        .zip(&totals)
+        .map(|(&mode, t)| row(&args, &path, mode, t))
+        .collect();
+    print_rows(
+        &rows,
+        &[
+            ("path", "path"),
+            ("mode", "mode"),
+            ("sender_mode", "sender"),
+            ("bytes", "bytes"),
+            ("mapped_pct", "% mapped"),
+            ("seconds", "seconds"),
+            ("gbit_per_s", "Gbit/s"),
+            ("cpu_user_s", "user s"),
+            ("cpu_sys_s", "sys s"),
+            ("cpu_us_per_mb", "usec/MB"),
+            ("ctx_switches", "c-switches"),
+        ],
+        args.json,
+    );
+    if !args.json {
+        for row in &rows {
+            println!("{}", tcp_mmap_line(row));
+        }
+    }
+    Ok(())
 }

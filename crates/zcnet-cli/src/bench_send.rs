@@ -137,19 +137,7 @@ impl Net {
                 .run(|| XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver))
                 .context("attaching the XDP drop program to the receiving veth end")?;
             // The program drops ARP and neighbour discovery too: resolve the far end statically.
-            let mac = pair.mac(&pair.b_if)?;
-            let lladdr = mac.map(|b| format!("{b:02x}")).join(":");
-            pair.a.ip(&[
-                "neigh",
-                "replace",
-                &dst.to_string(),
-                "lladdr",
-                &lladdr,
-                "dev",
-                &pair.a_if,
-                "nud",
-                "permanent",
-            ])?;
+            pair.pin_b_neighbours()?;
             Some(link)
         } else {
             None

@@ -1,10 +1,542 @@
-//! (being written)
+//! `zcnet bench xdp`: the AF_XDP applications against their older counterparts, in one run on a fresh
+//! veth pair (1 queue):
+//! - rxdrop (default): AF_XDP rxdrop vs an AF_PACKET TPACKET_V3 ring vs `recvmmsg` on a UDP socket.
+//!   The peer namespace generates the same UDP frames for every path with the cheapest sender
+//!   available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
+//!   is reported: on a 2-core host the generator is usually the limit, so the paths are compared by
+//!   their system-wide CPU cost per packet (`/proc/stat` over the path's run), not only by pps.
+//! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
+//!   program on the peer (the cheapest sink).
 
-/// (being written)
+use std::cell::{Cell, RefCell};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use testnet::{VethConfig, VethPair};
+use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
+use zcnet::sys::socket::set_int_option;
+use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use zcnet::xdp::{AttachMode, XdpLink, XdpProgram, interface_index};
+
+use crate::report::{self, Row};
+use crate::xdp_cmd::{App, ModeArg, Wait};
+
+/// Options of `zcnet bench xdp`.
 #[derive(Debug, clap::Args)]
-pub struct BenchXdpArgs {}
+pub struct BenchXdpArgs {
+    /// Seconds per path.
+    #[arg(long, default_value_t = 2.0)]
+    pub duration: f64,
+    /// Frame length in bytes (without FCS), at least 54.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+    /// Packets per receive batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// AF_XDP mode (veth only does copy; auto says so).
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+    /// Applications to compare.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rxdrop")]
+    pub app: Vec<BenchApp>,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// (being written)
-pub fn run(_args: BenchXdpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+/// Which comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchApp {
+    /// Receive and drop.
+    Rxdrop,
+    /// Transmit as fast as possible.
+    Txpush,
+    /// Return received frames to the peer.
+    L2fwd,
+}
+
+/// UDP port the generated frames go to.
+const PORT: u16 = 9100;
+
+/// System-wide CPU time from the first line of `/proc/stat`, in seconds: (user + nice,
+/// system + irq + softirq). The file counts in USER_HZ, which is 100 on Linux.
+fn system_cpu() -> Result<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let line = stat.lines().next().context("/proc/stat is empty")?;
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let get = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    Ok((get(0) + get(1), get(2) + get(5) + get(6)))
+}
+
+/// `Udp: RcvbufErrors` of the calling thread's network namespace.
+fn udp_rcvbuf_errors() -> Result<u64> {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp")
+        .context("reading /proc/thread-self/net/snmp")?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (
+        udp.next().context("no Udp header")?,
+        udp.next().context("no Udp values")?,
+    );
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .context("no RcvbufErrors counter")
+}
+
+/// What every path needs: the pair, the options and the frames in both directions.
+struct Ctx<'a> {
+    pair: &'a VethPair,
+    args: &'a BenchXdpArgs,
+    /// Frame from `b` to `a` (receive paths).
+    to_a: Vec<u8>,
+    /// Frame from `a` to `b` (transmit paths).
+    to_b: Vec<u8>,
+}
+
+/// What one path measured.
+struct Received {
+    mode: String,
+    packets: u64,
+    rx_dropped: u64,
+    invalid_descs: Option<u64>,
+}
+
+/// The generator in the peer namespace: sends `frame` through a TX ring until told to stop.
+struct Generator {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<(u64, f64)>>,
+}
+
+impl Generator {
+    fn start(pair: &VethPair, frame: Vec<u8>) -> Result<Generator> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let iface = pair.b_if.clone();
+        let handle = pair.b.spawn(move || -> Result<(u64, f64)> {
+            let mut ring = TxRingV2::open(interface_index(&iface)?, 2048, 512)
+                .context("AF_PACKET TX ring on the generator side")?;
+            let start = Instant::now();
+            let sent = send_through_ring(&mut ring, &frame, &|| flag.load(Ordering::Relaxed))?;
+            Ok((sent, start.elapsed().as_secs_f64()))
+        })?;
+        Ok(Generator { stop, handle })
+    }
+
+    fn finish(self) -> Result<(u64, f64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("generator thread panicked"))?
+    }
+}
+
+/// Sends `frame` through `ring` until `until()`, up to 256 frames per `send`; returns frames queued.
+fn send_through_ring(ring: &mut TxRingV2, frame: &[u8], until: &dyn Fn() -> bool) -> Result<u64> {
+    let mut sent = 0u64;
+    while !until() {
+        let mut queued = 0;
+        while queued < 256
+            && ring.push(|buf| {
+                buf[..frame.len()].copy_from_slice(frame);
+                frame.len()
+            })
+        {
+            queued += 1;
+        }
+        sent += queued;
+        ring.flush()?;
+        if queued == 0 {
+            ring.wait(10)?;
+        }
+    }
+    Ok(sent)
+}
+
+fn ours(frame: &[u8]) -> bool {
+    matches!(udp_payload(frame), Some((PORT, _)))
+}
+
+/// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
+fn af_xdp(ctx: &Ctx, until: &dyn Fn() -> bool, start: &dyn Fn() -> Result<()>) -> Result<Received> {
+    af_xdp_receiver(ctx, until, start, false)
+}
+
+/// AF_XDP l2fwd on `a_if` queue 0: received frames go back out with swapped MACs (frames sent).
+fn af_xdp_l2fwd(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    af_xdp_receiver(ctx, until, start, true)
+}
+
+/// AF_XDP rxdrop, or l2fwd with `forward`.
+fn af_xdp_receiver(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+    forward: bool,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let mut app = pair.a.run(|| {
+        let mode = args.mode.into();
+        App::open(&pair.a_if, 0, mode, true, forward, Some(AttachMode::Driver))
+    })?;
+    start()?;
+    let (packets, invalid) = if forward {
+        app.l2fwd(args.batch, Wait::Poll, until)?
+    } else {
+        app.rxdrop(args.batch, Wait::Poll, until)?
+    };
+    let stats = app.statistics()?;
+    Ok(Received {
+        mode: app.socket.mode().as_str().to_string(),
+        packets,
+        rx_dropped: stats.rx_dropped + stats.rx_ring_full,
+        invalid_descs: Some(stats.invalid_descs() + invalid),
+    })
+}
+
+/// A TPACKET_V3 ring on `a_if` (the stack still processes every frame as well).
+fn tpacket_v3(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let pair = ctx.pair;
+    let mut ring = pair.a.run(|| -> Result<RxRingV3> {
+        Ok(RxRingV3::open(
+            interface_index(&pair.a_if)?,
+            libc::ETH_P_ALL as u16,
+            1 << 18,
+            16,
+            10,
+        )?)
+    })?;
+    ring.statistics()?;
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match ring.next_block(|f| packets += ours(f) as u64) {
+            Some(_) => {}
+            None => {
+                ring.wait(100)?;
+            }
+        }
+    }
+    let (_, drops) = ring.statistics()?;
+    Ok(Received {
+        mode: "ring".into(),
+        packets,
+        rx_dropped: drops,
+        invalid_descs: None,
+    })
+}
+
+/// `recvmmsg` batches on a UDP socket bound to the frames' destination.
+fn recvmmsg(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    udp_receiver(ctx, until, start, false)
+}
+
+/// A UDP forwarder: `recvmmsg` a batch, `sendmmsg` it back to the peer (datagrams sent).
+fn mmsg_forwarder(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    udp_receiver(ctx, until, start, true)
+}
+
+/// `recvmmsg` receiver; with `forward`, every batch goes back to the peer with `sendmmsg` and the
+/// datagrams sent are counted.
+fn udp_receiver(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+    forward: bool,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let (socket, errors_before) = pair.a.run(|| -> Result<_> {
+        let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
+        if forward {
+            s.connect((pair.b_v4, PORT))?;
+        }
+        set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
+        Ok((s, udp_rcvbuf_errors()?))
+    })?;
+    let mut batch = RecvBatch::new(args.batch as usize, 2048);
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match batch.recv(socket.as_fd()) {
+            Ok(n) if !forward => packets += n as u64,
+            Ok(n) => match batch.send(socket.as_fd(), n) {
+                Ok(sent) => packets += sent as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                Err(e) => return Err(e).context("sendmmsg"),
+            },
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                zcnet::sys::xdp::poll(socket.as_fd(), libc::POLLIN, 100)?;
+            }
+            Err(e) => return Err(e).context("recvmmsg"),
+        }
+    }
+    let errors_after = pair.a.run(udp_rcvbuf_errors)?;
+    Ok(Received {
+        mode: "syscall".into(),
+        packets,
+        rx_dropped: errors_after.saturating_sub(errors_before),
+        invalid_descs: None,
+    })
+}
+
+/// AF_XDP txpush on `a_if` queue 0 (completed frames).
+fn af_xdp_txpush(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let mut app = pair
+        .a
+        .run(|| App::open(&pair.a_if, 0, args.mode.into(), false, true, None))?;
+    start()?;
+    let packets = app.txpush(&ctx.to_b, args.batch, until)?;
+    let stats = app.statistics()?;
+    Ok(Received {
+        mode: app.socket.mode().as_str().to_string(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: Some(stats.invalid_descs()),
+    })
+}
+
+/// An AF_PACKET TPACKET_V2 TX ring on `a_if` with the qdisc bypassed (frames queued).
+fn tx_ring(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let pair = ctx.pair;
+    let mut ring = pair.a.run(|| -> Result<TxRingV2> {
+        Ok(TxRingV2::open(interface_index(&pair.a_if)?, 2048, 512)?)
+    })?;
+    start()?;
+    let packets = send_through_ring(&mut ring, &ctx.to_b, until)?;
+    Ok(Received {
+        mode: "ring".into(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: None,
+    })
+}
+
+/// `sendmmsg` batches on a UDP socket connected to `b` (the stack builds the same frames).
+fn sendmmsg(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    let (pair, args) = (ctx.pair, ctx.args);
+    let socket = pair.a.run(|| -> Result<std::net::UdpSocket> {
+        let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
+        s.connect((pair.b_v4, PORT))?;
+        Ok(s)
+    })?;
+    let payload = &ctx.to_b[UDP_HEADERS..];
+    start()?;
+    let mut packets = 0u64;
+    while !until() {
+        match send_copies(socket.as_fd(), payload, args.batch as usize) {
+            Ok(n) => packets += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            Err(e) => return Err(e).context("sendmmsg"),
+        }
+    }
+    Ok(Received {
+        mode: "syscall".into(),
+        packets,
+        rx_dropped: 0,
+        invalid_descs: None,
+    })
+}
+
+/// A path: sets up, calls `start` (which starts the clock, and the generator for receive paths), runs
+/// until `until()`.
+type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<()>) -> Result<Received>;
+
+/// Runs the comparison.
+pub fn run(args: BenchXdpArgs) -> Result<()> {
+    let pair = VethPair::new(VethConfig {
+        queues: 1,
+        ..VethConfig::default()
+    })
+    .context("building the veth pair (needs root)")?;
+    let (a_mac, b_mac) = (pair.mac(&pair.a_if)?, pair.mac(&pair.b_if)?);
+    let to_a = UdpFrame {
+        src_mac: b_mac,
+        dst_mac: a_mac,
+        src_ip: pair.b_v4,
+        dst_ip: pair.a_v4,
+        src_port: PORT,
+        dst_port: PORT,
+    };
+    let to_b = UdpFrame {
+        src_mac: a_mac,
+        dst_mac: b_mac,
+        src_ip: pair.a_v4,
+        dst_ip: pair.b_v4,
+        ..to_a
+    };
+    let build = |spec: UdpFrame| -> Result<Vec<u8>> {
+        let mut frame = vec![0u8; args.size.max(64)];
+        let len = spec
+            .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
+            .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
+        frame.truncate(len);
+        Ok(frame)
+    };
+    let ctx = Ctx {
+        pair: &pair,
+        args: &args,
+        to_a: build(to_a)?,
+        to_b: build(to_b)?,
+    };
+    let mut rows = Vec::new();
+    for app in &args.app {
+        let paths: Vec<(&str, Path)> = match app {
+            BenchApp::Rxdrop => vec![
+                ("af_xdp", af_xdp),
+                ("tpacket_v3", tpacket_v3),
+                ("recvmmsg", recvmmsg),
+            ],
+            BenchApp::Txpush => vec![
+                ("af_xdp", af_xdp_txpush),
+                ("af_packet_tx_ring", tx_ring),
+                ("sendmmsg", sendmmsg),
+            ],
+            BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
+        };
+        // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
+        let _sink = match app {
+            BenchApp::Rxdrop => None,
+            BenchApp::Txpush | BenchApp::L2fwd => Some(drop_sink(&pair, b_mac)?),
+        };
+        for (name, path) in paths {
+            rows.push(measure(&ctx, *app, name, path)?);
+        }
+    }
+    report::print_rows(
+        &rows,
+        &[
+            ("app", "app"),
+            ("path", "path"),
+            ("mode", "mode"),
+            ("packets", "packets"),
+            ("seconds", "s"),
+            ("mpps", "Mpps"),
+            ("cpu_user_s", "user s"),
+            ("cpu_sys_s", "sys s"),
+            ("sys_cpu_ns_per_packet", "sys ns/pkt"),
+            ("generator_mpps", "gen Mpps"),
+            ("rx_dropped", "rx_dropped"),
+            ("invalid_descs", "invalid"),
+        ],
+        args.json,
+    );
+    Ok(())
+}
+
+/// Attaches the drop program to `b_if` and gives `a` a static neighbour entry for `b` (ARP would be
+/// dropped by the sink too), so that frames sent from `a` to `b` cost the peer almost nothing.
+fn drop_sink(pair: &VethPair, b_mac: [u8; 6]) -> Result<XdpLink> {
+    let mac = b_mac.map(|b| format!("{b:02x}")).join(":");
+    let b_v4 = pair.b_v4.to_string();
+    pair.a.ip(&[
+        "neigh",
+        "replace",
+        &b_v4,
+        "lladdr",
+        &mac,
+        "dev",
+        &pair.a_if,
+        "nud",
+        "permanent",
+    ])?;
+    pair.b.run(|| -> Result<XdpLink> {
+        Ok(XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver)?)
+    })
+}
+
+/// Runs one path for the configured duration (with the generator for receive paths) and builds its
+/// row.
+fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
+    let clock: Cell<Option<(Instant, (f64, f64))>> = Cell::new(None);
+    let generator: RefCell<Option<Generator>> = RefCell::new(None);
+    let start = || -> Result<()> {
+        clock.set(Some((Instant::now(), system_cpu()?)));
+        if app != BenchApp::Txpush {
+            *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone())?);
+        }
+        Ok(())
+    };
+    let limit = Duration::from_secs_f64(ctx.args.duration);
+    let until = || clock.get().is_some_and(|(t0, _)| t0.elapsed() >= limit);
+    let received = path(ctx, &until, &start).with_context(|| format!("path {name}"))?;
+    let (t0, cpu0) = clock.get().context("path never started")?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let cpu1 = system_cpu()?;
+    let generator_mpps = match generator.borrow_mut().take() {
+        Some(g) => {
+            let (generated, gen_seconds) = g.finish()?;
+            json!(generated as f64 / gen_seconds / 1e6)
+        }
+        None => Value::Null,
+    };
+    let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+    let per_packet = if received.packets == 0 {
+        Value::Null
+    } else {
+        json!((user + sys) * 1e9 / received.packets as f64)
+    };
+    let app_name = match app {
+        BenchApp::Rxdrop => "rxdrop",
+        BenchApp::Txpush => "txpush",
+        BenchApp::L2fwd => "l2fwd",
+    };
+    let frame_bytes = ctx.to_a.len();
+    let mut row = Row::new();
+    for (k, v) in [
+        ("bench", json!("xdp")),
+        ("app", json!(app_name)),
+        ("path", json!(name)),
+        ("mode", json!(received.mode)),
+        ("frame_bytes", json!(frame_bytes)),
+        ("packets", json!(received.packets)),
+        ("seconds", json!(seconds)),
+        ("mpps", json!(received.packets as f64 / seconds / 1e6)),
+        ("cpu_user_s", json!(user)),
+        ("cpu_sys_s", json!(sys)),
+        ("sys_cpu_ns_per_packet", per_packet),
+        ("generator_mpps", generator_mpps),
+        ("rx_dropped", json!(received.rx_dropped)),
+        ("invalid_descs", json!(received.invalid_descs)),
+    ] {
+        row.insert(k.to_string(), v);
+    }
+    Ok(row)
 }

@@ -1,13 +1,444 @@
-//! (being written)
+//! `zcnet xdp rxdrop|txpush|l2fwd`: the three AF_XDP applications of the original AF_XDP benchmark
+//! (xdpsock), on one queue of one interface.
+//!
+//! rxdrop and l2fwd attach the redirect program; every program is attached through a BPF link owned
+//! by this process, so it goes away when the command ends in any way (normal exit, SIGINT/SIGTERM,
+//! SIGKILL): the kernel closes the link descriptor with the process.
 
-/// (being written)
-#[derive(Debug, clap::Subcommand)]
-pub enum XdpCommand {
-    /// (being written)
-    Rxdrop,
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use zcnet::xdp::frame::{UdpFrame, swap_macs};
+use zcnet::xdp::{
+    AttachMode, Desc, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig, XdpLink, XdpProgram,
+};
+
+use crate::report::{self, Row};
+
+/// `--mode`: which AF_XDP data path to ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Zero-copy when the driver supports it, else copy (the reason is printed).
+    Auto,
+    /// Copy mode.
+    Copy,
+    /// Zero-copy or fail.
+    Zerocopy,
 }
 
-/// (being written)
-pub fn run(_cmd: XdpCommand) -> anyhow::Result<()> {
-    anyhow::bail!("not built yet")
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Auto => Mode::Auto,
+            ModeArg::Copy => Mode::Copy,
+            ModeArg::Zerocopy => Mode::ZeroCopy,
+        }
+    }
+}
+
+/// `--attach`: where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachArg {
+    /// Native (driver) XDP.
+    Driver,
+    /// Generic (skb) XDP.
+    Generic,
+}
+
+impl From<AttachArg> for AttachMode {
+    fn from(a: AttachArg) -> AttachMode {
+        match a {
+            AttachArg::Driver => AttachMode::Driver,
+            AttachArg::Generic => AttachMode::Generic,
+        }
+    }
+}
+
+/// Options every AF_XDP application takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct XdpArgs {
+    /// Interface to run on.
+    #[arg(long)]
+    pub iface: String,
+    /// Queue of the interface.
+    #[arg(long, default_value_t = 0)]
+    pub queue: u32,
+    /// AF_XDP data path.
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+    /// XDP attach mode for the redirect program.
+    #[arg(long, value_enum, default_value_t = AttachArg::Driver)]
+    pub attach: AttachArg,
+    /// Descriptors handled per ring operation.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Block in poll() when idle instead of spinning on the rings.
+    #[arg(long, conflicts_with = "busy_poll")]
+    pub poll: bool,
+    /// Preferred busy polling (SO_PREFER_BUSY_POLL): poll() runs the driver loop in this thread.
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `zcnet xdp txpush` options: the common ones plus the frame to send.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TxpushArgs {
+    #[command(flatten)]
+    pub common: XdpArgs,
+    /// Destination MAC of the frames.
+    #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
+    pub dst_mac: String,
+    /// Source IPv4 address of the frames.
+    #[arg(long, default_value = "10.77.0.1")]
+    pub src_ip: Ipv4Addr,
+    /// Destination IPv4 address of the frames.
+    #[arg(long, default_value = "10.77.0.2")]
+    pub dst_ip: Ipv4Addr,
+    /// UDP source and destination port.
+    #[arg(long, default_value_t = 9)]
+    pub port: u16,
+    /// Frame length in bytes (without FCS), at least 54.
+    #[arg(long, default_value_t = 64)]
+    pub size: usize,
+}
+
+/// The AF_XDP applications.
+#[derive(Debug, clap::Subcommand)]
+pub enum XdpCommand {
+    /// Receive and drop every frame (counts them).
+    Rxdrop(XdpArgs),
+    /// Send the same prebuilt UDP frame as fast as possible.
+    Txpush(TxpushArgs),
+    /// Return every received frame on the same interface with swapped MACs (no copy: the rx
+    /// descriptor goes to the tx ring).
+    L2fwd(XdpArgs),
+}
+
+/// How a loop waits when its rings are idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Spin on the rings; syscall only when the kernel asks (need_wakeup).
+    Spin,
+    /// Block in poll() (100 ms at most).
+    Poll,
+    /// poll() with timeout 0 under preferred busy polling.
+    BusyPoll,
+}
+
+impl XdpArgs {
+    fn wait(&self) -> Wait {
+        match (self.poll, self.busy_poll) {
+            (true, _) => Wait::Poll,
+            (_, true) => Wait::BusyPoll,
+            _ => Wait::Spin,
+        }
+    }
+}
+
+/// A bound socket, its UMEM and (for receivers) the redirect program's link.
+#[derive(Debug)]
+pub struct App {
+    /// The frames.
+    pub umem: Umem,
+    /// The socket.
+    pub socket: Socket,
+    link: Option<XdpLink>,
+}
+
+impl App {
+    /// Binds a socket on `iface`/`queue` with the rings asked for; for a receiver, fills the fill ring,
+    /// attaches the redirect program in `attach` mode and registers the socket in its map.
+    pub fn open(
+        iface: &str,
+        queue: u32,
+        mode: Mode,
+        rx: bool,
+        tx: bool,
+        attach: Option<AttachMode>,
+    ) -> Result<App> {
+        let mut umem = Umem::new(UmemConfig::default())?;
+        let config = SocketConfig {
+            rx_size: if rx { 2048 } else { 0 },
+            tx_size: if tx { 2048 } else { 0 },
+            need_wakeup: true,
+        };
+        let socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
+        let link = match attach {
+            Some(attach_mode) => {
+                umem.fill(u32::MAX);
+                let program = XdpProgram::redirect_to_xsk(queue + 1)?;
+                program
+                    .xsk_map()
+                    .context("redirect program without XSKMAP")?
+                    .insert(queue, &socket)?;
+                Some(program.attach_to(iface, attach_mode)?)
+            }
+            None => None,
+        };
+        Ok(App { umem, socket, link })
+    }
+
+    /// The attach mode of the redirect program, if any.
+    pub fn attach_mode(&self) -> Option<AttachMode> {
+        self.link.as_ref().map(XdpLink::mode)
+    }
+
+    fn idle(&mut self, wait: Wait) -> Result<()> {
+        match wait {
+            Wait::Spin if self.umem.fill_needs_wakeup() => {
+                self.socket.wait_rx(0)?;
+            }
+            Wait::Spin => std::hint::spin_loop(),
+            Wait::Poll => {
+                self.socket.wait_rx(100)?;
+            }
+            Wait::BusyPoll => {
+                self.socket.wait_rx(0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes up to `batch` received descriptors, validating each; returns the valid ones and the count
+    /// of invalid ones (whose frames are not reused).
+    fn receive(&mut self, batch: u32, valid: &mut Vec<Desc>) -> Result<u64> {
+        valid.clear();
+        let rx = self.socket.rx().context("socket has no rx ring")?;
+        let got = rx.peek(batch);
+        let mut invalid = 0;
+        for d in got.iter() {
+            match self.umem.validate(d) {
+                Ok(_) => valid.push(d),
+                Err(_) => invalid += 1,
+            }
+        }
+        got.release();
+        Ok(invalid)
+    }
+
+    /// Gives received frames back to the fill ring (the free list takes what does not fit).
+    fn refill(&mut self, descs: &[Desc]) {
+        let addrs: Vec<u64> = descs.iter().map(|d| d.addr).collect();
+        let filled = self.umem.fill_with(&addrs) as usize;
+        for &a in &addrs[filled..] {
+            self.umem.release(a);
+        }
+    }
+
+    /// rxdrop: counts and recycles received frames until `stop()`; returns (packets, invalid).
+    pub fn rxdrop(
+        &mut self,
+        batch: u32,
+        wait: Wait,
+        stop: impl Fn() -> bool,
+    ) -> Result<(u64, u64)> {
+        let (mut packets, mut invalid) = (0, 0);
+        let mut descs = Vec::with_capacity(batch as usize);
+        while !stop() {
+            invalid += self.receive(batch, &mut descs)?;
+            if descs.is_empty() {
+                self.idle(wait)?;
+                continue;
+            }
+            packets += descs.len() as u64;
+            self.refill(&descs);
+        }
+        Ok((packets, invalid))
+    }
+
+    /// l2fwd: returns every received frame with swapped MACs through the tx ring until `stop()`;
+    /// returns (frames transmitted, invalid descriptors).
+    pub fn l2fwd(&mut self, batch: u32, wait: Wait, stop: impl Fn() -> bool) -> Result<(u64, u64)> {
+        let (mut sent, mut invalid) = (0, 0);
+        let mut descs = Vec::with_capacity(batch as usize);
+        while !stop() {
+            sent += self.reclaim_and_refill();
+            invalid += self.receive(batch, &mut descs)?;
+            if descs.is_empty() {
+                self.idle(wait)?;
+                continue;
+            }
+            for d in &descs {
+                if let Some(bytes) = self.umem.frame_mut(d.addr) {
+                    swap_macs(&mut bytes[..d.len as usize]);
+                }
+            }
+            let pushed = self.push_tx(&descs)?;
+            // Frames the tx ring had no room for go straight back to the fill ring.
+            self.refill(&descs[pushed..]);
+        }
+        Ok((sent, invalid))
+    }
+
+    fn reclaim_and_refill(&mut self) -> u64 {
+        let (done, _) = self.umem.reclaim(u32::MAX);
+        self.umem.fill(done);
+        done as u64
+    }
+
+    /// Queues `descs` on the tx ring and wakes the kernel; returns how many fitted.
+    fn push_tx(&mut self, descs: &[Desc]) -> Result<usize> {
+        let tx = self.socket.tx().context("socket has no tx ring")?;
+        let mut r = tx.reserve(descs.len() as u32);
+        for d in descs {
+            if r.push(*d).is_err() {
+                break;
+            }
+        }
+        let n = r.submit() as usize;
+        self.socket.wake_tx()?;
+        Ok(n)
+    }
+
+    /// txpush: writes `frame` into every UMEM frame once, then sends frames until `stop()`; returns the
+    /// number the kernel completed.
+    pub fn txpush(&mut self, frame: &[u8], batch: u32, stop: impl Fn() -> bool) -> Result<u64> {
+        let mut all = Vec::new();
+        while let Some(addr) = self.umem.alloc() {
+            let buf = self.umem.frame_mut(addr).context("UMEM frame")?;
+            buf.get_mut(..frame.len())
+                .context("frame larger than a UMEM frame")?
+                .copy_from_slice(frame);
+            all.push(addr);
+        }
+        for &a in all.iter().rev() {
+            self.umem.release(a);
+        }
+        let mut completed = 0;
+        let mut descs = Vec::with_capacity(batch as usize);
+        while !stop() {
+            completed += self.umem.reclaim(u32::MAX).0 as u64;
+            descs.clear();
+            while descs.len() < batch as usize {
+                let Some(addr) = self.umem.alloc() else { break };
+                descs.push(Desc {
+                    addr,
+                    len: frame.len() as u32,
+                    options: 0,
+                });
+            }
+            let pushed = self.push_tx(&descs)?;
+            for d in &descs[pushed..] {
+                self.umem.release(d.addr);
+            }
+        }
+        Ok(completed + self.umem.reclaim(u32::MAX).0 as u64)
+    }
+
+    /// The socket's counters.
+    pub fn statistics(&self) -> Result<Statistics> {
+        Ok(self.socket.statistics()?)
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for byte in &mut mac {
+        let part = parts.next().context("MAC address has fewer than 6 parts")?;
+        *byte = u8::from_str_radix(part, 16).with_context(|| format!("bad MAC byte {part:?}"))?;
+    }
+    if parts.next().is_some() {
+        bail!("MAC address {text:?} has more than 6 parts");
+    }
+    Ok(mac)
+}
+
+/// The MAC address of `iface` (from sysfs, as the calling process's network namespace shows it).
+pub fn interface_mac(iface: &str) -> Result<[u8; 6]> {
+    let path = format!("/sys/class/net/{iface}/address");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    parse_mac(&text)
+}
+
+/// Runs an AF_XDP application.
+pub fn run(cmd: XdpCommand) -> Result<()> {
+    let (name, args) = match &cmd {
+        XdpCommand::Rxdrop(a) => ("rxdrop", a.clone()),
+        XdpCommand::Txpush(t) => ("txpush", t.common.clone()),
+        XdpCommand::L2fwd(a) => ("l2fwd", a.clone()),
+    };
+    let receives = !matches!(cmd, XdpCommand::Txpush(_));
+    let mut app = App::open(
+        &args.iface,
+        args.queue,
+        args.mode.into(),
+        receives,
+        name != "rxdrop",
+        receives.then_some(args.attach.into()),
+    )?;
+    if let Some(reason) = app.socket.fallback_reason() {
+        eprintln!("zcnet: copy mode: {reason}");
+    }
+    if args.busy_poll {
+        app.socket.set_busy_poll(20, args.batch as i32)?;
+    }
+    let start = Instant::now();
+    let stop = || start.elapsed().as_secs_f64() >= args.duration;
+    let (packets, invalid) = match &cmd {
+        XdpCommand::Rxdrop(_) => app.rxdrop(args.batch, args.wait(), stop)?,
+        XdpCommand::L2fwd(_) => app.l2fwd(args.batch, args.wait(), stop)?,
+        XdpCommand::Txpush(t) => {
+            let spec = UdpFrame {
+                src_mac: interface_mac(&args.iface)?,
+                dst_mac: parse_mac(&t.dst_mac)?,
+                src_ip: t.src_ip,
+                dst_ip: t.dst_ip,
+                src_port: t.port,
+                dst_port: t.port,
+            };
+            let mut frame = vec![0u8; t.size.max(64)];
+            let payload = t.size.saturating_sub(zcnet::xdp::frame::UDP_HEADERS);
+            let len = spec
+                .write(&mut frame, 0, payload)
+                .with_context(|| format!("--size {} is too small for a UDP frame", t.size))?;
+            (app.txpush(&frame[..len], args.batch, stop)?, 0)
+        }
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let stats = app.statistics()?;
+    let mut row = Row::new();
+    for (k, v) in [
+        ("app", json!(name)),
+        ("iface", json!(args.iface)),
+        ("queue", json!(args.queue)),
+        ("mode", json!(app.socket.mode().as_str())),
+        (
+            "attach",
+            json!(app.attach_mode().map(|m| m.as_str().to_string())),
+        ),
+        ("packets", json!(packets)),
+        ("seconds", json!(seconds)),
+        ("mpps", json!(packets as f64 / seconds / 1e6)),
+        ("rx_dropped", json!(stats.rx_dropped + stats.rx_ring_full)),
+        ("invalid_descs", json!(stats.invalid_descs() + invalid)),
+        ("fallback", json!(app.socket.fallback_reason())),
+    ] {
+        row.insert(k.to_string(), v);
+    }
+    report::print_rows(
+        &[row],
+        &[
+            ("app", "app"),
+            ("iface", "iface"),
+            ("mode", "mode"),
+            ("attach", "attach"),
+            ("packets", "packets"),
+            ("seconds", "s"),
+            ("mpps", "Mpps"),
+            ("rx_dropped", "rx_dropped"),
+            ("invalid_descs", "invalid"),
+        ],
+        args.json,
+    );
+    Ok(())
 }

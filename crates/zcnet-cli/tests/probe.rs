@@ -139,3 +139,19 @@ fn xsk_zero_copy_bind_on_veth_is_refused() {
         "probe left an XDP program: {link}"
     );
 }
+
+#[test]
+fn zero_copy_receive_maps_pages_from_a_zero_copy_sender_only() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "lo"]));
+    let row = finding(&report, "tcp.zerocopy_receive", None);
+    let reason = row["reason"].as_str().unwrap();
+    let pcts: Vec<f64> = reason
+        .split_whitespace()
+        .filter_map(|w| w.strip_suffix('%')?.parse().ok())
+        .collect();
+    assert_eq!(pcts.len(), 2, "{row}");
+    // kernel-facts.md: a MSG_ZEROCOPY sender at MSS 4096 maps (nearly) everything, a plain one nothing.
+    assert!(pcts[0] >= 99.0, "{row}");
+    assert_eq!(pcts[1], 0.0, "{row}");
+    assert_eq!(row["support"], "yes", "{row}");
+}

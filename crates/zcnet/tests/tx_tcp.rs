@@ -189,20 +189,7 @@ fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() 
     if !testnet::privileged("tcp_over_veth_without_sg_tso_or_checksum_offload") {
         return;
     }
-    for off in [
-        Offloads {
-            sg: false,
-            ..Default::default()
-        },
-        Offloads {
-            tso: false,
-            ..Default::default()
-        },
-        Offloads {
-            tx_checksum: false,
-            ..Default::default()
-        },
-    ] {
+    for off in Offloads::each_off() {
         let stats = veth(off, false, Mode::ZeroCopy).unwrap();
         assert!(stats.zc_calls > 0, "{off:?}");
         eprintln!(

@@ -153,20 +153,7 @@ fn udp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() 
     if !testnet::privileged("udp_over_veth_without_sg_tso_or_checksum_offload") {
         return;
     }
-    for off in [
-        Offloads {
-            sg: false,
-            ..Default::default()
-        },
-        Offloads {
-            tso: false,
-            ..Default::default()
-        },
-        Offloads {
-            tx_checksum: false,
-            ..Default::default()
-        },
-    ] {
+    for off in Offloads::each_off() {
         for gso in [None, Some(1200)] {
             let stats = veth_run(off, false, gso);
             eprintln!(

@@ -19,27 +19,12 @@ fn sink_run(v6: bool, gso: Option<u16>) {
         .run(|| XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver))
         .expect("attach the XDP drop program");
     // The drop program also drops ARP and neighbour discovery: resolve the peer statically.
-    let mac = pair.mac(&pair.b_if).unwrap();
-    let lladdr = mac.map(|b| format!("{b:02x}")).join(":");
+    pair.pin_b_neighbours().unwrap();
     let (src, dst): (IpAddr, IpAddr) = if v6 {
         (pair.a_v6.into(), pair.b_v6.into())
     } else {
         (pair.a_v4.into(), pair.b_v4.into())
     };
-    let dst_s = dst.to_string();
-    pair.a
-        .ip(&[
-            "neigh",
-            "replace",
-            &dst_s,
-            "lladdr",
-            &lladdr,
-            "dev",
-            &pair.a_if,
-            "nud",
-            "permanent",
-        ])
-        .unwrap();
     let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
     socket.connect(SocketAddr::new(dst, 9)).unwrap();
     let pool = pool(64 << 10, 8);

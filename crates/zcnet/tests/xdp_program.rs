@@ -131,3 +131,22 @@ fn embedded_programs_match_golden_disassembly() {
         "disassembly changed; review and update tests/xdp_programs.golden"
     );
 }
+
+#[test]
+fn a_rejected_program_comes_back_with_the_verifier_log() {
+    if !testnet::privileged("a_rejected_program_comes_back_with_the_verifier_log") {
+        return;
+    }
+    use zcnet::sys::bpf::{BPF_PROG_TYPE_XDP, BPF_XDP, Insn, prog_load};
+    // `exit` without setting r0: the verifier refuses to return an uninitialised register.
+    let err = prog_load(
+        BPF_PROG_TYPE_XDP,
+        BPF_XDP,
+        &[Insn::exit()],
+        c"Dual MIT/GPL",
+        "zcnet_bad",
+    )
+    .expect_err("verifier rejects");
+    assert_eq!(err.error.raw_os_error(), Some(libc::EACCES), "{err:?}");
+    assert!(err.verifier_log.contains("R0"), "log: {}", err.verifier_log);
+}

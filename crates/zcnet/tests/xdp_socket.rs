@@ -12,8 +12,8 @@ use testnet::{VethConfig, VethPair};
 use zcnet::sys::packet;
 use zcnet::xdp::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
 use zcnet::xdp::{
-    AttachMode, BoundMode, Desc, Mode, Socket, SocketConfig, Umem, UmemConfig, XdpLink, XdpProgram,
-    interface_index, probe_zero_copy,
+    AttachMode, BoundMode, Desc, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig, XdpLink,
+    XdpProgram, interface_index, probe_zero_copy,
 };
 
 const PORT: u16 = 9099;
@@ -112,9 +112,28 @@ fn frames_from_the_peer_arrive_intact() {
     if !testnet::privileged("frames_from_the_peer_arrive_intact") {
         return;
     }
+    receive_all(UmemConfig::default());
+}
+
+#[test]
+fn frames_arrive_intact_in_page_sized_frames_on_huge_pages() {
+    if !testnet::privileged("frames_arrive_intact_in_page_sized_frames_on_huge_pages") {
+        return;
+    }
+    receive_all(UmemConfig {
+        frame_size: FrameSize::Page,
+        headroom: 128,
+        huge_pages: true,
+        ..UmemConfig::default()
+    });
+}
+
+/// Sends `FRAMES` frames from the peer and checks that each arrives once, intact, in the AF_XDP
+/// socket, recycling every frame through the fill ring.
+fn receive_all(config: UmemConfig) {
     let pair = one_queue_pair();
     let (mut umem, mut socket) = pair.a.run(|| {
-        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let mut umem = Umem::new(config).expect("umem");
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind copy");
         (umem, socket)
     });

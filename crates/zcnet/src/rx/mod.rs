@@ -1,1 +1,43 @@
-//! (being written)
+//! TCP zero-copy receive: received pages mapped into a read-only window of the socket
+//! (`TCP_ZEROCOPY_RECEIVE`), the unaligned rest copied by the kernel into a small copy buffer (copybuf)
+//! or read with `recv`.
+//!
+//! A [`Receiver`] owns a connected [`std::net::TcpStream`] and hands out [`Chunk`]s in stream order: each
+//! is either pages mapped from the socket ([`ChunkKind::Mapped`]) or bytes copied
+//! ([`ChunkKind::Copybuf`], [`ChunkKind::Recv`]). A chunk borrows the receiver, so its pages cannot be
+//! replaced while it is read; releasing it zaps them (`MADV_DONTNEED`) or leaves them for the next call
+//! to replace ([`Release`]). [`RxStats`] counts mapped and copied bytes — the "% mmap'ed" of tcp_mmap.
+//!
+//! Pages map only when the sender's segments carry whole, page-aligned pages: on this kernel that takes a
+//! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
+//! map, and the receiver then falls back to `recv` with the reason recorded ([`Fallback`]).
+//!
+//! ```no_run
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use zcnet::rx::{ChunkKind, Receiver, RxConfig, sender};
+//!
+//! // A loopback pair whose segments carry one page each; `client` would be handed to a
+//! // MSG_ZEROCOPY sender (zcnet::tx::TcpSender) for its pages to map.
+//! let (client, server) = sender::connect_page_mss(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+//! # drop(client);
+//! let mut rx = Receiver::new(server, RxConfig::default())?;
+//! while let Some(chunk) = rx.recv()? {
+//!     let mapped = chunk.kind() == ChunkKind::Mapped;
+//!     println!("{} bytes at {} ({})", chunk.len(), chunk.offset(), if mapped { "mapped" } else { "copied" });
+//! }
+//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.fallback());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod chunk;
+mod error;
+mod measure;
+mod receiver;
+pub mod sender;
+mod stats;
+
+pub use chunk::{Chunk, ChunkKind};
+pub use error::{RxError, RxOp};
+pub use measure::measure_loopback;
+pub use receiver::{Fallback, Receiver, Release, RxConfig, RxMode};
+pub use stats::RxStats;

@@ -407,6 +407,63 @@ impl RecvBatch {
     pub fn get(&self, i: usize) -> &[u8] {
         &self.bufs[i * self.size..i * self.size + self.lens[i].min(self.size)]
     }
+
+    /// Sends the first `n` datagrams of the last batch on the connected socket `fd` with one
+    /// `sendmmsg(2)` call (a forwarder); returns how many the kernel took.
+    pub fn send(&self, fd: BorrowedFd<'_>, n: usize) -> io::Result<usize> {
+        let mut iov: Vec<libc::iovec> = (0..n.min(self.lens.len()))
+            .map(|i| {
+                let d = self.get(i);
+                libc::iovec {
+                    iov_base: d.as_ptr() as *mut libc::c_void,
+                    iov_len: d.len(),
+                }
+            })
+            .collect();
+        // SAFETY: every iovec covers a datagram of `self.bufs`, borrowed for the call.
+        unsafe { send_iovecs(fd, &mut iov) }
+    }
+}
+
+/// Sends one datagram per iovec on a connected socket with one `sendmmsg(2)` call; returns how many
+/// the kernel took.
+///
+/// # Safety
+/// Every iovec must describe memory readable for its length during the call.
+unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result<usize> {
+    let mut hdrs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: `msghdr` is plain old data; all-zero is valid.
+            let mut h: libc::msghdr = unsafe { mem::zeroed() };
+            h.msg_iov = v;
+            h.msg_iovlen = 1;
+            libc::mmsghdr {
+                msg_hdr: h,
+                msg_len: 0,
+            }
+        })
+        .collect();
+    // SAFETY: every header points at one iovec of `iov`, readable per the caller's guarantee.
+    syscall!(sendmmsg(
+        fd.as_raw_fd(),
+        hdrs.as_mut_ptr(),
+        hdrs.len() as libc::c_uint,
+        0
+    ))
+    .map(|n| n as usize)
+}
+
+/// Sends `count` copies of `datagram` on a connected socket with one `sendmmsg(2)` call; returns how
+/// many the kernel took.
+pub fn send_copies(fd: BorrowedFd<'_>, datagram: &[u8], count: usize) -> io::Result<usize> {
+    let one = libc::iovec {
+        iov_base: datagram.as_ptr() as *mut libc::c_void,
+        iov_len: datagram.len(),
+    };
+    let mut iov = vec![one; count];
+    // SAFETY: every iovec covers `datagram`, borrowed for the call.
+    unsafe { send_iovecs(fd, &mut iov) }
 }
 
 #[cfg(test)]

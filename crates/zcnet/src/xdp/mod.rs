@@ -26,6 +26,6 @@ mod umem;
 pub use error::{Error, Result};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use ring::{Batch, Consumer, Desc, Entry, Producer, Reservation};
-pub use socket::{BoundMode, Mode, Socket, SocketConfig, probe_zero_copy, zero_copy_verdict};
+pub use socket::{BoundMode, Mode, Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
 pub use umem::{Frame, FrameSize, InvalidDescriptor, Umem, UmemConfig};

@@ -4,13 +4,14 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
 use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
 use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
-use crate::sys::errno::errno_name;
+use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
     self as sys, RingKind, RingMmap, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
 };
@@ -109,6 +110,25 @@ fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
     }
 }
 
+/// How long a bind keeps retrying `EBUSY`.
+const BUSY_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Runs `bind`, retrying `EBUSY` for up to [`BUSY_PATIENCE`]: the kernel releases the queue of a closed
+/// AF_XDP socket from a workqueue, and a veth queue that just came up is briefly busy too, so a bind
+/// right after either fails with `EBUSY` although the queue is free a moment later. A queue held by a
+/// live socket still fails, after the wait.
+fn bind_retrying_busy(mut bind: impl FnMut() -> std::io::Result<()>) -> std::io::Result<()> {
+    let deadline = Instant::now() + BUSY_PATIENCE;
+    loop {
+        match bind() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn flag_names(flags: u16) -> String {
     let names = [
         (XDP_SHARED_UMEM, "XDP_SHARED_UMEM"),
@@ -190,15 +210,17 @@ impl Socket {
         };
         let bind = |flags: u16| {
             let shared = shares_umem.then(|| umem.as_fd());
-            sys::bind(fd.as_fd(), ifindex, queue, flags, shared).map_err(|e| {
-                let hint = bind_hint(e.raw_os_error(), flags);
-                Error::from_errno(
-                    format!("bind {} on {iface} queue {queue}", flag_names(flags)),
-                    e,
-                    XSK_PRIVILEGE,
-                    hint,
-                )
-            })
+            bind_retrying_busy(|| sys::bind(fd.as_fd(), ifindex, queue, flags, shared)).map_err(
+                |e| {
+                    let hint = bind_hint(e.raw_os_error(), flags);
+                    Error::from_errno(
+                        format!("bind {} on {iface} queue {queue}", flag_names(flags)),
+                        e,
+                        XSK_PRIVILEGE,
+                        hint,
+                    )
+                },
+            )
         };
         let (bound, fallback) = if shares_umem {
             bind(XDP_SHARED_UMEM)?;
@@ -249,6 +271,11 @@ impl Socket {
     /// The errno of the zero-copy bind that [`Mode::Auto`] fell back from.
     pub fn fallback_errno(&self) -> Option<i32> {
         self.fallback_errno
+    }
+
+    /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP`.
+    pub fn uses_need_wakeup(&self) -> bool {
+        self.need_wakeup
     }
 
     /// The interface name.
@@ -308,6 +335,28 @@ impl Socket {
             .map_err(|e| Error::new(format!("poll AF_XDP socket on {}", self.iface), e, ""))
     }
 
+    /// Enables preferred busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
+    /// `SO_BUSY_POLL_BUDGET` = `budget`, kernel 5.11+): `poll` and `sendto` then run the driver's
+    /// NAPI loop in this thread instead of waiting for interrupts. `SO_BUSY_POLL_BUDGET` above 8 needs
+    /// CAP_NET_ADMIN.
+    pub fn set_busy_poll(&self, usecs: i32, budget: i32) -> Result<()> {
+        for (name, label, value) in [
+            (libc::SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
+            (libc::SO_BUSY_POLL, "SO_BUSY_POLL", usecs),
+            (libc::SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET", budget),
+        ] {
+            set_int_option(self.fd.as_fd(), libc::SOL_SOCKET, name, value).map_err(|e| {
+                Error::from_errno(
+                    format!("set {label} on {}", self.iface),
+                    e,
+                    "CAP_NET_ADMIN",
+                    "the kernel lacks preferred busy polling (5.11+)",
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// The kernel's counters for this socket (`XDP_STATISTICS`).
     pub fn statistics(&self) -> Result<Statistics> {
         sys::statistics(self.fd.as_fd())
@@ -352,9 +401,4 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
         }
         Err(e) => Err(e),
     }
-}
-
-/// The errno name of a zero-copy probe result, for reports (`"ok"` when zero-copy binds).
-pub fn zero_copy_verdict(result: Option<i32>) -> &'static str {
-    result.map_or("ok", errno_name)
 }

@@ -201,9 +201,12 @@ impl Umem {
         self.free.pop()
     }
 
-    /// Returns the frame containing `addr` to the free list (the caller must no longer use it).
+    /// Returns the frame containing `addr` to the free list (the caller must no longer use it);
+    /// an address outside the area is ignored.
     pub fn release(&mut self, addr: u64) {
-        self.free.push(addr - addr % self.frame_size as u64);
+        if addr < self.area.len() as u64 {
+            self.free.push(addr - addr % self.frame_size as u64);
+        }
     }
 
     /// Checks that `desc` describes bytes inside a single frame of this UMEM.
@@ -391,6 +394,8 @@ mod tests {
         assert_eq!(u.reclaim(8), (2, 1));
         assert_eq!(u.free_frames(), 2);
         assert_eq!(u.alloc(), Some(4096), "frame base of a completed offset");
+        u.release(4 * 2048);
+        assert_eq!(u.free_frames(), 1, "addresses outside the area are not freed");
     }
 
     #[test]

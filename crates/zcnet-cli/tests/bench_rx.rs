@@ -1,0 +1,85 @@
+//! `zcnet bench rx` end to end: one JSON row per receive mode with every field, the whole stream
+//! received, and the byte accounting adding up (no timing is asserted).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench_rows(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["bench", "rx", "--json"])
+        .args(args)
+        .output()
+        .expect("run zcnet bench rx");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object per line"))
+        .collect()
+}
+
+fn check_rows(rows: &[Value], path: &str, bytes: u64) {
+    assert_eq!(rows.len(), 2);
+    for (row, mode) in rows.iter().zip(["copy", "zerocopy"]) {
+        for field in [
+            "bench",
+            "path",
+            "mode",
+            "sender_mode",
+            "bytes",
+            "seconds",
+            "gbit_per_s",
+            "cpu_user_s",
+            "cpu_sys_s",
+            "cpu_us_per_mb",
+            "mapped_bytes",
+            "copied_bytes",
+            "mapped_pct",
+            "ctx_switches",
+        ] {
+            assert!(row.get(field).is_some(), "no {field} in {row}");
+        }
+        assert_eq!(row["bench"], "rx");
+        assert_eq!(row["path"], path);
+        assert_eq!(row["mode"], mode);
+        assert_eq!(row["bytes"], bytes);
+        let mapped = row["mapped_bytes"].as_u64().unwrap();
+        assert_eq!(mapped + row["copied_bytes"].as_u64().unwrap(), bytes);
+    }
+    assert_eq!(rows[0]["mapped_bytes"], 0, "copy mode maps nothing");
+}
+
+#[test]
+fn loopback_rows_for_both_modes() {
+    let rows = bench_rows(&["--mib", "8", "--rounds", "1", "--sender", "copy"]);
+    check_rows(&rows, "loopback", 8 << 20);
+    // A plain sender's pages do not map on this kernel.
+    assert_eq!(rows[1]["mapped_pct"], 0.0);
+}
+
+#[test]
+fn zerocopy_sender_pages_map_on_loopback() {
+    let rows = bench_rows(&["--mib", "8", "--rounds", "2", "--sender", "zerocopy"]);
+    check_rows(&rows, "loopback", 16 << 20);
+    assert_eq!(rows[1]["sender_mode"], "zerocopy");
+    let pct = rows[1]["mapped_pct"].as_f64().unwrap();
+    assert!(
+        pct > 90.0,
+        "only {pct}% mapped with MSS 4096 and a MSG_ZEROCOPY sender"
+    );
+}
+
+#[test]
+fn veth_rows_for_both_modes_v6() {
+    if !testnet::privileged("veth_rows_for_both_modes_v6") {
+        return;
+    }
+    let rows = bench_rows(&["--mib", "8", "--rounds", "1", "--netns", "--ipv6"]);
+    check_rows(&rows, "veth", 8 << 20);
+    assert!(rows[1]["mapped_bytes"].as_u64().unwrap() > 0);
+}

@@ -1,0 +1,451 @@
+//! The receiver: one connected TCP stream, a mapped window, a copy buffer, and the order in which the
+//! kernel's answers become chunks.
+
+use std::fmt;
+use std::io;
+use std::mem;
+use std::net::TcpStream;
+use std::ops::Range;
+use std::os::fd::AsFd;
+
+use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
+use crate::sys::errno::errno_name;
+use crate::sys::socket::set_int_option;
+use crate::sys::tcp_zc::{
+    self, SocketMapping, TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT, ZerocopyOutcome,
+};
+
+/// Whether a [`Receiver`] tries zero-copy receive at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxMode {
+    /// Map pages with `TCP_ZEROCOPY_RECEIVE`, copying only what cannot be mapped.
+    ZeroCopy,
+    /// Plain `recv` into the copy buffer (the baseline).
+    Copy,
+}
+
+/// What happens to mapped pages when their [`Chunk`] is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Zap them at once (`madvise(MADV_DONTNEED)`), returning their memory to the socket layer; the next
+    /// receive then tells the kernel the window is clean (`TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT`).
+    Zap,
+    /// Leave them mapped; the next receive zaps and replaces them (one syscall fewer per chunk, but the
+    /// pages stay charged to the socket until then).
+    Lazy,
+}
+
+/// How a [`Receiver`] is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxConfig {
+    /// Zero-copy or plain copies.
+    pub mode: RxMode,
+    /// Size of the mapped window in bytes, rounded up to whole pages: the most one call can map.
+    pub window: usize,
+    /// Size of the copy buffer that `recv` reads into, in bytes.
+    pub copy_buffer: usize,
+    /// Let the kernel copy unmappable bytes into the copy buffer during `TCP_ZEROCOPY_RECEIVE`
+    /// (copybuf, Linux 5.11+), up to one page less one byte per call, instead of a separate `recv`.
+    pub copybuf: bool,
+    /// What dropping a mapped chunk does.
+    pub release: Release,
+    /// `SO_RCVLOWAT` to set: a blocking receive then waits until this many bytes are queued (or the
+    /// stream ends), so each call maps more. A peer that sends less and then waits for an answer would
+    /// stall, so this is off (`None`) by default.
+    pub low_water: Option<usize>,
+    /// Give up zero-copy and use plain `recv` once this many bytes arrived without a single page mapped
+    /// (`None`: never give up). A sender whose pages cannot map costs an extra call per read otherwise.
+    pub give_up_after: Option<u64>,
+}
+
+impl Default for RxConfig {
+    /// Zero-copy with a 2 MiB window, a 256 KiB copy buffer, copybuf on, pages zapped on release, no
+    /// low-water mark, and a fallback to `recv` after 4 MiB with nothing mapped.
+    fn default() -> RxConfig {
+        RxConfig {
+            mode: RxMode::ZeroCopy,
+            window: 2 << 20,
+            copy_buffer: 256 << 10,
+            copybuf: true,
+            release: Release::Zap,
+            low_water: None,
+            give_up_after: Some(4 << 20),
+        }
+    }
+}
+
+/// Why a [`Receiver`] reads with plain `recv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// [`RxMode::Copy`] was asked for.
+    Requested,
+    /// The kernel refused a call zero-copy receive needs (`mmap` of the socket, or the getsockopt).
+    Unavailable {
+        /// The refused call.
+        call: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
+    /// This many bytes arrived and none could be mapped (see [`RxConfig::give_up_after`]).
+    NothingMapped {
+        /// Bytes received before giving up.
+        bytes: u64,
+    },
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fallback::Requested => write!(f, "copy mode requested"),
+            Fallback::Unavailable { call, errno } => write!(
+                f,
+                "{call}: {} (this kernel or socket has no TCP zero-copy receive)",
+                errno_name(*errno)
+            ),
+            Fallback::NothingMapped { bytes } => write!(
+                f,
+                "none of the first {bytes} bytes could be mapped (the sender's pages are not whole \
+                 pages: use a MSG_ZEROCOPY sender with an MSS of one page)"
+            ),
+        }
+    }
+}
+
+/// A TCP zero-copy receiver over one connected stream (IPv4 or IPv6, blocking or not).
+///
+/// [`Receiver::recv`] returns the stream as [`Chunk`]s, in order, each byte exactly once, ending with
+/// `Ok(None)` at end of stream. On a non-blocking socket an empty queue is an error of kind
+/// `WouldBlock`; a reset is `ConnectionReset`, after the bytes that arrived before it.
+#[derive(Debug)]
+pub struct Receiver {
+    // Declared before `stream`: the window is unmapped before the socket is closed.
+    window: Option<SocketMapping>,
+    stream: TcpStream,
+    config: RxConfig,
+    buf: Vec<u8>,
+    copybuf_len: usize,
+    /// Bytes the kernel put into the copy buffer that are not handed out yet.
+    pending: Range<usize>,
+    /// Bytes the kernel said must be read with `recv` before the next mappable page.
+    skip: usize,
+    offset: u64,
+    eof: bool,
+    nonblocking: bool,
+    window_clean: bool,
+    socket_error: Option<i32>,
+    fallback: Option<Fallback>,
+    copybuf_refused: Option<i32>,
+    stats: RxStats,
+}
+
+enum Step {
+    Chunk(ChunkKind, Range<usize>),
+    Again,
+    End,
+}
+
+impl Receiver {
+    /// Sets up a receiver on a connected stream: maps the window and sets `SO_RCVLOWAT` as configured.
+    /// When the socket cannot be mapped, the receiver falls back to `recv` and records why.
+    pub fn new(stream: TcpStream, config: RxConfig) -> Result<Receiver, RxError> {
+        let setup = |e| RxError::new(RxOp::Setup, e);
+        let nonblocking = tcp_zc::is_nonblocking(stream.as_fd()).map_err(setup)?;
+        if let Some(low) = config.low_water {
+            let low = i32::try_from(low.max(1)).unwrap_or(i32::MAX);
+            set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, low)
+                .map_err(setup)?;
+        }
+        let page = tcp_zc::page_size();
+        let (window, fallback) = match config.mode {
+            RxMode::Copy => (None, Some(Fallback::Requested)),
+            RxMode::ZeroCopy => {
+                let len = config.window.max(1).div_ceil(page) * page;
+                match SocketMapping::new(stream.as_fd(), len) {
+                    Ok(window) => (Some(window), None),
+                    Err(e) => (
+                        None,
+                        Some(Fallback::Unavailable {
+                            call: "mmap of the socket",
+                            errno: e.raw_os_error().unwrap_or(0),
+                        }),
+                    ),
+                }
+            }
+        };
+        let copybuf_len = if config.copybuf { page - 1 } else { 0 };
+        let buf = vec![0u8; config.copy_buffer.max(copybuf_len).max(1)];
+        Ok(Receiver {
+            window,
+            stream,
+            config,
+            buf,
+            copybuf_len,
+            pending: 0..0,
+            skip: 0,
+            offset: 0,
+            eof: false,
+            nonblocking,
+            window_clean: true,
+            socket_error: None,
+            fallback,
+            copybuf_refused: None,
+            stats: RxStats::default(),
+        })
+    }
+
+    /// The next chunk of the stream, `Ok(None)` at its end. Blocks on a blocking socket until data
+    /// arrives; never blocks on a non-blocking one.
+    pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        loop {
+            let step = if !self.pending.is_empty() {
+                Step::Chunk(ChunkKind::Copybuf, mem::replace(&mut self.pending, 0..0))
+            } else if self.eof {
+                Step::End
+            } else if self.skip > 0 || self.window.is_none() {
+                self.read_copy()?
+            } else {
+                self.zerocopy()?
+            };
+            match step {
+                Step::Chunk(kind, range) => return Ok(Some(self.chunk(kind, range))),
+                Step::Again => continue,
+                Step::End => return Ok(None),
+            }
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &RxStats {
+        &self.stats
+    }
+
+    /// Bytes of the stream handed out so far (the offset of the next chunk).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Why this receiver reads with plain `recv`, or `None` while it uses zero-copy receive.
+    pub fn fallback(&self) -> Option<Fallback> {
+        self.fallback
+    }
+
+    /// The errno with which the kernel refused the copybuf fields (then unaligned bytes are read with
+    /// `recv`), or `None`.
+    pub fn copybuf_refused(&self) -> Option<i32> {
+        self.copybuf_refused
+    }
+
+    /// The stream, e.g. to write answers or shut it down.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Switches the socket between blocking and non-blocking receives.
+    pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
+        self.stream.set_nonblocking(nonblocking)?;
+        self.nonblocking = nonblocking;
+        Ok(())
+    }
+
+    pub(super) fn mapped_pages(&self) -> &[u8] {
+        self.window.as_ref().map_or(&[], SocketMapping::mapped)
+    }
+
+    pub(super) fn copy_buffer(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub(super) fn chunk_released(&mut self) {
+        if self.config.release == Release::Zap
+            && let Some(window) = self.window.as_mut()
+        {
+            // A failed zap leaves the pages for the next receive to replace: the window is then just
+            // not known to be clean, which costs the kernel a zap but loses nothing.
+            self.window_clean = window.release().is_ok();
+            self.stats.zaps += 1;
+        }
+    }
+
+    fn chunk(&mut self, kind: ChunkKind, range: Range<usize>) -> Chunk<'_> {
+        let offset = self.offset;
+        self.offset += range.len() as u64;
+        self.stats.chunks += 1;
+        Chunk {
+            rx: self,
+            kind,
+            range,
+            offset,
+        }
+    }
+
+    /// Reads with `recv`: the bytes the kernel said to skip (already queued, so without waiting), or
+    /// anything after a fallback (waiting as the socket's mode says).
+    fn read_copy(&mut self) -> Result<Step, RxError> {
+        let (want, flags) = match self.skip {
+            0 => (self.buf.len(), 0),
+            skip => (skip.min(self.buf.len()), libc::MSG_DONTWAIT),
+        };
+        self.stats.recv_calls += 1;
+        match tcp_zc::recv(self.stream.as_fd(), &mut self.buf[..want], flags) {
+            Ok(0) => self.end_of_stream(),
+            Ok(n) => {
+                self.skip = self.skip.saturating_sub(n);
+                self.stats.recv_bytes += n as u64;
+                Ok(Step::Chunk(ChunkKind::Recv, 0..n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.skip > 0 => {
+                self.skip = 0;
+                Ok(Step::Again)
+            }
+            Err(e) => Err(RxError::new(RxOp::Recv, e)),
+        }
+    }
+
+    fn end_of_stream(&mut self) -> Result<Step, RxError> {
+        if let Some(errno) = self.socket_error.take() {
+            return Err(RxError::new(
+                RxOp::Socket,
+                io::Error::from_raw_os_error(errno),
+            ));
+        }
+        self.eof = true;
+        Ok(Step::End)
+    }
+
+    fn fall_back(&mut self, why: Fallback) {
+        self.fallback = Some(why);
+        self.window = None;
+    }
+
+    fn zerocopy(&mut self) -> Result<Step, RxError> {
+        if let Some(limit) = self.config.give_up_after
+            && self.stats.mapped_bytes == 0
+            && self.stats.copied_bytes() >= limit
+        {
+            self.fall_back(Fallback::NothingMapped {
+                bytes: self.stats.copied_bytes(),
+            });
+            return Ok(Step::Again);
+        }
+        let use_extensions = self.copybuf_refused.is_none();
+        let copybuf =
+            (use_extensions && self.copybuf_len > 0).then(|| &mut self.buf[..self.copybuf_len]);
+        let flags = if use_extensions && self.window_clean {
+            TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT
+        } else {
+            0
+        };
+        let Some(window) = self.window.as_mut() else {
+            return Ok(Step::Again);
+        };
+        self.stats.zerocopy_calls += 1;
+        match tcp_zc::zerocopy_receive(self.stream.as_fd(), window, copybuf, flags) {
+            Ok(outcome) => self.account(outcome),
+            Err(e) => match e.raw_os_error() {
+                // Kernels before 5.11 know neither copybuf nor flags and reject non-zero fields.
+                Some(libc::EINVAL) if use_extensions && (self.copybuf_len > 0 || flags != 0) => {
+                    self.copybuf_refused = Some(libc::EINVAL);
+                    Ok(Step::Again)
+                }
+                Some(errno @ (libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EINVAL)) => {
+                    self.fall_back(Fallback::Unavailable {
+                        call: "getsockopt TCP_ZEROCOPY_RECEIVE",
+                        errno,
+                    });
+                    Ok(Step::Again)
+                }
+                // Nothing queued and no more will come; `recv` tells a clean end from a reset.
+                Some(libc::EIO) => {
+                    self.skip = 0;
+                    self.stats.recv_calls += 1;
+                    match tcp_zc::recv(self.stream.as_fd(), &mut self.buf, libc::MSG_DONTWAIT) {
+                        Ok(0) => self.end_of_stream(),
+                        Ok(n) => {
+                            self.stats.recv_bytes += n as u64;
+                            Ok(Step::Chunk(ChunkKind::Recv, 0..n))
+                        }
+                        Err(e) => Err(RxError::new(RxOp::Recv, e)),
+                    }
+                }
+                _ => Err(RxError::new(RxOp::ZerocopyReceive, e)),
+            },
+        }
+    }
+
+    fn account(&mut self, outcome: ZerocopyOutcome) -> Result<Step, RxError> {
+        if outcome.mapped > 0 {
+            self.window_clean = false;
+        }
+        if outcome.socket_error != 0 {
+            self.socket_error = Some(outcome.socket_error);
+        }
+        self.stats.mapped_bytes += outcome.mapped as u64;
+        self.stats.copybuf_bytes += outcome.copied as u64;
+        self.pending = 0..outcome.copied;
+        self.skip = outcome.skip_hint;
+        if outcome.copybuf_error != 0 {
+            // The kernel could not write the copy buffer; those bytes stay queued for `recv`.
+            self.copybuf_refused = Some(outcome.copybuf_error);
+        }
+        if outcome.mapped > 0 {
+            return Ok(Step::Chunk(ChunkKind::Mapped, 0..outcome.mapped));
+        }
+        if outcome.copied > 0 || outcome.skip_hint > 0 {
+            return Ok(Step::Again);
+        }
+        if let Some(errno) = self.socket_error.take() {
+            return Err(RxError::new(
+                RxOp::Socket,
+                io::Error::from_raw_os_error(errno),
+            ));
+        }
+        if outcome.copybuf_error != 0 {
+            return Ok(Step::Again);
+        }
+        if self.nonblocking {
+            return Err(RxError::new(
+                RxOp::ZerocopyReceive,
+                io::Error::from_raw_os_error(libc::EAGAIN),
+            ));
+        }
+        self.stats.polls += 1;
+        tcp_zc::wait_readable(self.stream.as_fd()).map_err(|e| RxError::new(RxOp::Poll, e))?;
+        Ok(Step::Again)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_reasons_say_what_to_do() {
+        let unavailable = Fallback::Unavailable {
+            call: "mmap of the socket",
+            errno: libc::ENODEV,
+        };
+        assert_eq!(
+            unavailable.to_string(),
+            "mmap of the socket: ENODEV (this kernel or socket has no TCP zero-copy receive)"
+        );
+        let nothing = Fallback::NothingMapped { bytes: 4096 };
+        assert!(
+            nothing.to_string().contains("MSG_ZEROCOPY sender"),
+            "{nothing}"
+        );
+    }
+
+    #[test]
+    fn window_is_rounded_up_to_whole_pages() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let config = RxConfig {
+            window: 5000,
+            ..RxConfig::default()
+        };
+        let rx = Receiver::new(stream, config).unwrap();
+        let window = rx.window.as_ref().expect("TCP sockets map");
+        assert_eq!(window.len(), 2 * tcp_zc::page_size());
+        assert_eq!(rx.fallback(), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Receive counters: how many bytes arrived mapped and how many copied, and the calls it took.
+
+/// What a [`Receiver`](super::Receiver) has received and how.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Bytes received as pages mapped into the window (no copy).
+    pub mapped_bytes: u64,
+    /// Bytes the kernel copied into the copy buffer during `TCP_ZEROCOPY_RECEIVE` (copybuf).
+    pub copybuf_bytes: u64,
+    /// Bytes read with `recv`.
+    pub recv_bytes: u64,
+    /// `TCP_ZEROCOPY_RECEIVE` calls.
+    pub zerocopy_calls: u64,
+    /// `recv` calls.
+    pub recv_calls: u64,
+    /// `poll` calls made while waiting for data.
+    pub polls: u64,
+    /// Mapped ranges released with `madvise(MADV_DONTNEED)`.
+    pub zaps: u64,
+    /// Chunks handed out.
+    pub chunks: u64,
+}
+
+impl RxStats {
+    /// All bytes received.
+    pub fn bytes(&self) -> u64 {
+        self.mapped_bytes + self.copied_bytes()
+    }
+
+    /// Bytes that were copied (copybuf and recv).
+    pub fn copied_bytes(&self) -> u64 {
+        self.copybuf_bytes + self.recv_bytes
+    }
+
+    /// Share of the bytes that arrived mapped, in percent (tcp_mmap's "% mmap'ed"); 0 before any byte.
+    pub fn mapped_pct(&self) -> f64 {
+        match self.bytes() {
+            0 => 0.0,
+            total => self.mapped_bytes as f64 * 100.0 / total as f64,
+        }
+    }
+}
+
+impl std::ops::AddAssign for RxStats {
+    /// Adds another receiver's counters (e.g. to total several connections).
+    fn add_assign(&mut self, other: RxStats) {
+        self.mapped_bytes += other.mapped_bytes;
+        self.copybuf_bytes += other.copybuf_bytes;
+        self.recv_bytes += other.recv_bytes;
+        self.zerocopy_calls += other.zerocopy_calls;
+        self.recv_calls += other.recv_calls;
+        self.polls += other.polls;
+        self.zaps += other.zaps;
+        self.chunks += other.chunks;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up() {
+        let stats = RxStats {
+            mapped_bytes: 3_000_000,
+            copybuf_bytes: 500_000,
+            recv_bytes: 500_000,
+            ..RxStats::default()
+        };
+        assert_eq!(stats.bytes(), 4_000_000);
+        assert_eq!(stats.copied_bytes(), 1_000_000);
+        assert_eq!(stats.mapped_pct(), 75.0);
+        assert_eq!(RxStats::default().mapped_pct(), 0.0);
+        let mut twice = stats;
+        twice += stats;
+        assert_eq!(twice.bytes(), 8_000_000);
+        assert_eq!(twice.mapped_pct(), 75.0);
+    }
+}

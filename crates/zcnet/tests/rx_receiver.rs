@@ -1,0 +1,206 @@
+//! The receiver over loopback with a plain `send()` sender (IPv4 and IPv6): every message-size pattern
+//! arrives byte-exact with and without copybuf, nothing maps (this kernel cannot map a plain sender's
+//! pages), and the fallback to `recv` is recorded.
+
+mod rx_util;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::thread;
+
+use rx_util::{ALL_PATTERNS, Pattern, SendWith, send_pattern, stream_bytes, transfer};
+use zcnet::rx::{Fallback, Receiver, Release, RxConfig, RxMode, sender};
+
+const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+const V6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
+
+fn plain_sender_run(
+    ip: IpAddr,
+    pattern: Pattern,
+    config: RxConfig,
+    len: usize,
+) -> rx_util::Received {
+    let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
+    transfer(client, server, len, (pattern, SendWith::Plain), config).0
+}
+
+fn pattern_len(pattern: Pattern) -> usize {
+    match pattern {
+        Pattern::OneByte => 20_000,
+        _ => 3 << 20,
+    }
+}
+
+#[test]
+fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
+    for ip in [V4, V6] {
+        for pattern in ALL_PATTERNS {
+            for copybuf in [true, false] {
+                let config = rx_util::keep_trying(copybuf);
+                let got = plain_sender_run(ip, pattern, config, pattern_len(pattern));
+                assert_eq!(
+                    got.stats.mapped_bytes, 0,
+                    "{ip} {pattern:?} copybuf={copybuf}"
+                );
+                assert!(got.stats.zerocopy_calls > 0);
+                if copybuf {
+                    assert!(
+                        got.stats.copybuf_bytes > 0,
+                        "{ip} {pattern:?}: copybuf unused"
+                    );
+                } else {
+                    assert_eq!(got.stats.copybuf_bytes, 0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nothing_mapped_falls_back_to_recv_and_records_why() {
+    let config = RxConfig {
+        give_up_after: Some(1 << 20),
+        ..RxConfig::default()
+    };
+    let (client, server) = sender::connect_page_mss(V4).expect("loopback pair");
+    let (got, rx) = transfer(
+        client,
+        server,
+        4 << 20,
+        (Pattern::PageMultiples, SendWith::Plain),
+        config,
+    );
+    match rx.fallback() {
+        Some(Fallback::NothingMapped { bytes }) => assert!(bytes >= 1 << 20),
+        other => panic!("expected a NothingMapped fallback, got {other:?}"),
+    }
+    assert!(got.stats.recv_bytes > 0);
+}
+
+#[test]
+fn copy_mode_reads_with_recv_only() {
+    let config = RxConfig {
+        mode: RxMode::Copy,
+        ..RxConfig::default()
+    };
+    for pattern in ALL_PATTERNS {
+        let got = plain_sender_run(V6, pattern, config.clone(), pattern_len(pattern));
+        assert_eq!(got.stats.zerocopy_calls, 0);
+        assert_eq!(got.stats.recv_bytes, got.bytes);
+    }
+}
+
+#[test]
+fn lazy_release_and_low_water_keep_the_stream_intact() {
+    let config = RxConfig {
+        release: Release::Lazy,
+        low_water: Some(64 << 10),
+        window: 256 << 10,
+        give_up_after: None,
+        ..RxConfig::default()
+    };
+    for pattern in [Pattern::OddSizes, Pattern::EorHeaders] {
+        let got = plain_sender_run(V4, pattern, config.clone(), 1 << 20);
+        assert_eq!(got.stats.zaps, 0);
+    }
+}
+
+#[test]
+fn page_mss_pair_sends_one_page_per_segment() {
+    for ip in [V4, V6] {
+        let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
+        use std::os::fd::AsFd;
+        assert_eq!(sender::current_mss(client.as_fd()).unwrap(), 4096, "{ip}");
+        assert_eq!(sender::current_mss(server.as_fd()).unwrap(), 4096, "{ip}");
+    }
+}
+
+#[test]
+fn non_blocking_receiver_reports_would_block_and_loses_nothing() {
+    let (client, server) = sender::connect_page_mss(V6).expect("loopback pair");
+    server.set_nonblocking(true).unwrap();
+    let config = RxConfig {
+        give_up_after: None,
+        ..RxConfig::default()
+    };
+    let mut rx = Receiver::new(server, config).expect("receiver");
+    // Nothing has been sent yet: the queue is empty.
+    let err = rx.recv().expect_err("an empty non-blocking socket");
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
+    let bytes = stream_bytes(2 << 20, 11);
+    let to_send = bytes.clone();
+    let writer =
+        thread::spawn(move || send_pattern(client, &to_send, Pattern::OddSizes, SendWith::Plain));
+    let mut next = 0usize;
+    loop {
+        match rx.recv() {
+            Ok(Some(chunk)) => {
+                assert_eq!(chunk.offset(), next as u64);
+                assert!(chunk[..] == bytes[next..next + chunk.len()]);
+                next += chunk.len();
+            }
+            Ok(None) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => thread::yield_now(),
+            Err(e) => panic!("receive: {e}"),
+        }
+    }
+    writer.join().expect("sender");
+    assert_eq!(next, bytes.len());
+}
+
+#[test]
+fn reset_surfaces_after_the_bytes_before_it() {
+    use std::io::{Read, Write};
+    for ip in [V4, V6] {
+        let (mut client, mut server) = sender::connect_page_mss(ip).expect("loopback pair");
+        // Unread bytes in the client's queue make its close send a reset.
+        server.write_all(b"unread").unwrap();
+        let bytes = stream_bytes(300_000, 3);
+        client.write_all(&bytes).unwrap();
+        let mut one = [0u8; 1];
+        // Wait until the bytes for the client arrived, so that dropping it resets.
+        while client.peek(&mut one).unwrap() == 0 {}
+        drop(client);
+        let mut rx = Receiver::new(server, RxConfig::default()).expect("receiver");
+        let mut next = 0usize;
+        let err = loop {
+            match rx.recv() {
+                Ok(Some(chunk)) => {
+                    assert!(chunk[..] == bytes[next..next + chunk.len()]);
+                    next += chunk.len();
+                }
+                Ok(None) => panic!("{ip}: a reset ended the stream cleanly"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionReset,
+            "{ip}: {err}"
+        );
+        let _ = rx.stream().read(&mut one);
+    }
+}
+
+#[test]
+fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
+    // A Unix stream socket has no mmap (ENODEV): the receiver must record that and read with recv.
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let client = std::net::TcpStream::from(std::os::fd::OwnedFd::from(a));
+    let server = std::net::TcpStream::from(std::os::fd::OwnedFd::from(b));
+    let (got, rx) = transfer(
+        client,
+        server,
+        1 << 20,
+        (Pattern::OddSizes, SendWith::Plain),
+        RxConfig::default(),
+    );
+    assert_eq!(
+        rx.fallback(),
+        Some(Fallback::Unavailable {
+            call: "mmap of the socket",
+            errno: libc::ENODEV
+        })
+    );
+    assert_eq!(got.stats.zerocopy_calls, 0);
+    assert_eq!(got.stats.recv_bytes, 1 << 20);
+}
