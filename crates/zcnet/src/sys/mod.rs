@@ -46,6 +46,7 @@ pub mod tcp_zc;
 #[cfg(feature = "io-uring")]
 pub mod uring;
 pub mod vsock;
+pub mod vsock_buffer;
 pub mod xdp;
 
 pub use errno::errno_name;

@@ -1,0 +1,76 @@
+//! `zcnet-guest`: zcnet's checks that need a guest kernel, run by vm/run-suite inside a QEMU guest, and the
+//! host-side peer they stream to. Prints one PASS/FAIL/SKIP line per check; exits non-zero on any failure.
+
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+mod lend;
+mod nic;
+mod outcome;
+mod pattern;
+mod peer;
+mod vsock;
+mod wire;
+
+/// zcnet's guest-kernel checks and their host-side peer.
+#[derive(Debug, Parser)]
+#[command(name = "zcnet-guest", about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// In the guest: AF_VSOCK MSG_ZEROCOPY over vsock_loopback.
+    Vsock,
+    /// In the guest: TCP and UDP streams over the guest's NIC to the peer at --peer.
+    Nic {
+        /// Address of the host-side peer.
+        #[arg(long)]
+        peer: IpAddr,
+        /// The guest's NIC.
+        #[arg(long, default_value = "eth0")]
+        iface: String,
+    },
+    /// On the host side of the guest's NIC: receive and verify the guest's streams.
+    Peer {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: IpAddr,
+        /// Give up after this many seconds without the guest's Quit.
+        #[arg(long, default_value_t = 300)]
+        max_seconds: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (name, result) = match cli.command {
+        Command::Vsock => ("vsock", vsock::run()),
+        Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
+        Command::Peer {
+            listen,
+            max_seconds,
+        } => ("peer", peer::run(listen, Duration::from_secs(max_seconds))),
+    };
+    let passed = match result {
+        Ok(outcome) => outcome.passed(),
+        Err(e) => {
+            println!("FAIL {name} setup: {e:#}");
+            false
+        }
+    };
+    println!(
+        "ZCNET-DONE {name} {}",
+        if passed { "passed" } else { "failed" }
+    );
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,333 @@
+//! AF_VSOCK MSG_ZEROCOPY over the `vsock_loopback` transport (inside the guest): zcnet's sender on stream
+//! and seqpacket sockets, and the kernel behaviour it is built on, seen at the `sys` level.
+
+use std::io::IoSlice;
+use std::os::fd::AsFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use zcnet::sys::errqueue::{self, ControlBuf, ErrqueueMessage, ZerocopyCompletion};
+use zcnet::sys::socket::get_int_option;
+use zcnet::sys::vsock::{SOL_VSOCK, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VSOCK_RECVERR, VsockType};
+use zcnet::sys::vsock_buffer::set_buffer_size;
+use zcnet::tx::vsock::{VsockSocket, loopback_check};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
+
+use crate::outcome::Outcome;
+use crate::{lend, pattern};
+
+/// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
+const PACKET: usize = 64 << 10;
+/// Receiver buffer: credit for many whole sends, so that the sender is never short of it.
+const RECEIVER_BUFFER: u64 = 4 << 20;
+/// How long any wait for data or completions may take.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Runs every vsock check; the outcome says which passed.
+pub fn run() -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::new("vsock");
+    if let Err(why) = zcnet::sys::vsock::loopback_available() {
+        outcome.fail("loopback", &why);
+        return Ok(outcome);
+    }
+    for ty in [VsockType::Stream, VsockType::Seqpacket] {
+        self_check(ty, &mut outcome);
+        pooled_sends(ty, PACKET, &mut outcome)?;
+        pooled_sends(ty, 4 * PACKET, &mut outcome)?;
+    }
+    so_zerocopy(&mut outcome)?;
+    large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
+    large_send(None, &mut outcome)?;
+    Ok(outcome)
+}
+
+fn type_name(ty: VsockType) -> &'static str {
+    match ty {
+        VsockType::Stream => "stream",
+        VsockType::Seqpacket => "seqpacket",
+    }
+}
+
+fn ids(stats: &TxStats) -> String {
+    format!(
+        "ids sent {}, zero-copied {}, copied {}, notifications {}",
+        stats.zc_calls, stats.zc_ids, stats.copied_ids, stats.notifications
+    )
+}
+
+/// zcnet's own loopback self-check: 64 KiB pooled sends, every byte verified, every buffer back.
+fn self_check(ty: VsockType, outcome: &mut Outcome) {
+    let name = format!("{}-self-check", type_name(ty));
+    match loopback_check(ty, Mode::ZeroCopy, PACKET, 64) {
+        Ok(r) => {
+            let s = &r.stats;
+            let ok = s.zc_calls > 0
+                && s.zc_ids + s.copied_ids == s.zc_calls
+                && s.zc_ids > 0
+                && r.pool_available == r.pool_capacity;
+            let what = format!(
+                "{} bytes verified, {}, buffers back {}/{}",
+                r.bytes,
+                ids(s),
+                r.pool_available,
+                r.pool_capacity
+            );
+            outcome.check(&name, ok, &what);
+        }
+        Err(e) => outcome.fail(&name, &e.to_string()),
+    }
+}
+
+/// A receiver on `VMADDR_CID_LOCAL` that accepts one connection and checks `total` bytes of pattern.
+struct Receiver {
+    port: u32,
+    thread: thread::JoinHandle<anyhow::Result<Received>>,
+}
+
+/// What a [`Receiver`] got.
+#[derive(Debug)]
+struct Received {
+    bytes: u64,
+    errors: u64,
+    /// Sizes of the messages (seqpacket) or reads (stream).
+    reads: Vec<usize>,
+}
+
+impl Receiver {
+    /// Listens, with `buffer` bytes of vsock receive buffer (`None`: the kernel's default).
+    fn start(ty: VsockType, total: u64, buffer: Option<u64>) -> anyhow::Result<Receiver> {
+        let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
+            .context("listen on VMADDR_CID_LOCAL")?;
+        if let Some(bytes) = buffer {
+            set_buffer_size(listener.as_fd(), bytes).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
+        }
+        let port = listener.local_port()?;
+        let thread = thread::spawn(move || {
+            let conn = listener.accept().context("accept")?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut got = Received {
+                bytes: 0,
+                errors: 0,
+                reads: Vec::new(),
+            };
+            while got.bytes < total {
+                let n = conn.recv(&mut buf).context("recv")?;
+                if n == 0 {
+                    break;
+                }
+                got.errors += pattern::mismatches(&buf[..n], got.bytes);
+                got.bytes += n as u64;
+                got.reads.push(n);
+            }
+            Ok(got)
+        });
+        Ok(Receiver { port, thread })
+    }
+
+    fn finish(self) -> anyhow::Result<Received> {
+        self.thread.join().expect("receiver thread panicked")
+    }
+}
+
+/// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
+/// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
+/// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces; a seqpacket message
+/// cannot be split, so the sender copies it.
+fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Result<()> {
+    let name = format!("{}-{}k", type_name(ty), size >> 10);
+    let sends = 32;
+    let total = (size * sends) as u64;
+    let receiver = Receiver::start(ty, total, Some(RECEIVER_BUFFER))?;
+    let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, receiver.port).context("connect")?;
+    let pool = BufferPool::new(PoolConfig {
+        buf_size: size,
+        count: 8,
+        huge_pages: false,
+    })?;
+    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
+    let mut at = 0u64;
+    for _ in 0..sends {
+        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+        buf.fill_with(size, |b| pattern::fill(b, at));
+        at += size as u64;
+        tx.send(buf)?;
+    }
+    tx.flush(WAIT)?;
+    let stats = tx.stats().clone();
+    drop(tx.close(WAIT)?);
+    let got = receiver.finish()?;
+    let boundaries_kept = ty == VsockType::Stream || got.reads.iter().all(|&n| n == size);
+    let zero_copy_expected = ty == VsockType::Stream || size <= PACKET;
+    let completions_ok = if zero_copy_expected {
+        stats.zc_ids > 0 && stats.zc_ids + stats.copied_ids == stats.zc_calls
+    } else {
+        stats.zc_calls == 0 && stats.copy_unsupported == sends as u64
+    };
+    let ok = got.bytes == total
+        && got.errors == 0
+        && boundaries_kept
+        && completions_ok
+        && pool.available() == pool.capacity();
+    let what = format!(
+        "{sends} sends of {size} bytes: {} bytes verified, {} data errors, {} reads{}, {}, copied by \
+         policy {}, buffers back {}/{}",
+        got.bytes,
+        got.errors,
+        got.reads.len(),
+        if ty == VsockType::Seqpacket {
+            " (one per message)"
+        } else {
+            ""
+        },
+        ids(&stats),
+        stats.copy_calls,
+        pool.available(),
+        pool.capacity()
+    );
+    outcome.check(&name, ok, &what);
+    Ok(())
+}
+
+/// The completions read from an error queue, and the (level, type) of every control message.
+#[derive(Debug, Default)]
+struct Completions {
+    list: Vec<ZerocopyCompletion>,
+    cmsgs: Vec<(i32, i32)>,
+}
+
+impl Completions {
+    /// Ids covered, and of those the ones reported copied.
+    fn ids(&self) -> (u32, u32) {
+        let count = |c: &ZerocopyCompletion| c.hi.wrapping_sub(c.lo) + 1;
+        let all = self.list.iter().map(count).sum();
+        let copied = self.list.iter().filter(|c| c.copied).map(count).sum();
+        (all, copied)
+    }
+
+    /// Whether every control message was `SOL_VSOCK`/`VSOCK_RECVERR`.
+    fn levels_ok(&self) -> bool {
+        !self.cmsgs.is_empty() && self.cmsgs.iter().all(|&l| l == (SOL_VSOCK, VSOCK_RECVERR))
+    }
+}
+
+/// Reads error-queue entries until completions cover `ids` ids or [`WAIT`] passes.
+fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
+    let mut control = ControlBuf::default();
+    let mut got = Completions::default();
+    let deadline = Instant::now() + WAIT;
+    while got.ids().0 < ids && Instant::now() < deadline {
+        if !errqueue::recv_errqueue(socket.as_fd(), &mut control)? {
+            errqueue::poll_socket(socket.as_fd(), false, Duration::from_millis(100))?;
+            continue;
+        }
+        for m in control.messages() {
+            got.cmsgs.push((m.level, m.ty));
+            if let Some(ErrqueueMessage::Zerocopy(c)) = errqueue::decode(m.level, m.ty, m.data) {
+                got.list.push(c);
+            }
+        }
+    }
+    Ok(got)
+}
+
+/// One raw `sendmsg` of `buf` with `flags` on `socket`; the receiver checks the bytes arrive.
+fn raw_send(socket: &VsockSocket, buf: &[u8], flags: i32) -> anyhow::Result<usize> {
+    errqueue::send_msg(socket.as_fd(), &[IoSlice::new(buf)], None, None, flags)
+        .context("sendmsg on the vsock stream")
+}
+
+/// SO_ZEROCOPY: off on a fresh socket, MSG_ZEROCOPY then ignored (data sent, no completion); once set,
+/// the same send takes id 0 and its completion arrives as SOL_VSOCK/VSOCK_RECVERR.
+fn so_zerocopy(outcome: &mut Outcome) -> anyhow::Result<()> {
+    let buf = vec_pattern(PACKET, 0);
+    let again = vec_pattern(PACKET, PACKET as u64);
+    let receiver = Receiver::start(VsockType::Stream, 2 * PACKET as u64, Some(RECEIVER_BUFFER))?;
+    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)?;
+    let off = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
+    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    // The kernel ignored the flag: nothing may appear on the error queue.
+    let ready = errqueue::poll_socket(socket.as_fd(), false, Duration::from_millis(500))?;
+    errqueue::enable_zerocopy(socket.as_fd())?;
+    let on = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
+    let sent_zc = raw_send(&socket, &again, libc::MSG_ZEROCOPY)?;
+    let done = completions(&socket, 1)?;
+    let got = receiver.finish()?;
+    // `again` stayed untouched until its completion arrived (above); it may be reused from here.
+    drop((buf, again));
+    let first = done.list.first().copied();
+    let ok = off == 0
+        && sent == PACKET
+        && !ready.error
+        && on == 1
+        && sent_zc == PACKET
+        && first.is_some_and(|c| c.lo == 0 && c.hi == 0)
+        && got.bytes == 2 * PACKET as u64
+        && got.errors == 0;
+    let what = format!(
+        "SO_ZEROCOPY {off} on a new socket: MSG_ZEROCOPY send of {sent} bytes gave {} error-queue \
+         entry; after SO_ZEROCOPY=1 ({on}) completion {first:?}; {} bytes verified, {} data errors",
+        if ready.error { "an" } else { "no" },
+        got.bytes,
+        got.errors
+    );
+    outcome.check("so-zerocopy", ok, &what);
+    let what = format!(
+        "error-queue control messages (level, type): {:?}",
+        done.cmsgs
+    );
+    outcome.check("cmsg-level", done.levels_ok(), &what);
+    Ok(())
+}
+
+/// What the kernel does with one zero-copy `sendmsg` larger than a virtio vsock packet (64 KiB): with
+/// vsock buffers larger than the message at both ends (`buffers`) it is sent from the lent pages under
+/// one id; with the default 256 KiB buffers the transport enqueues it piece by piece as credit returns,
+/// each piece copied under an id of its own.
+fn large_send(buffers: Option<u64>, outcome: &mut Outcome) -> anyhow::Result<()> {
+    let size = 16 * PACKET;
+    let buf = vec_pattern(size, 0);
+    let receiver = Receiver::start(VsockType::Stream, size as u64, buffers)?;
+    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)?;
+    if let Some(bytes) = buffers {
+        set_buffer_size(socket.as_fd(), bytes).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
+    }
+    errqueue::enable_zerocopy(socket.as_fd())?;
+    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    let got = receiver.finish()?;
+    // The whole stream arrived: every completion of the send is queued or on its way. With credit
+    // one id covers it; without, more than one.
+    let want_ids = if buffers.is_some() { 1 } else { 2 };
+    let done = completions(&socket, want_ids)?;
+    drop(buf);
+    let (ids, copied) = done.ids();
+    let completions_ok = match buffers {
+        Some(_) => ids == 1 && copied == 0,
+        None => ids > 1 && copied == ids,
+    };
+    let ok = sent == size
+        && completions_ok
+        && done.levels_ok()
+        && got.bytes == size as u64
+        && got.errors == 0;
+    let (name, credit) = match buffers {
+        Some(b) => (
+            "large-send-credit",
+            format!("vsock buffers {} KiB at both ends", b >> 10),
+        ),
+        None => ("large-send-no-credit", "default vsock buffers".to_string()),
+    };
+    let what = format!(
+        "{credit}: one MSG_ZEROCOPY sendmsg of {sent} bytes took {ids} ids, {copied} reported copied; \
+         {} bytes verified, {} data errors",
+        got.bytes, got.errors
+    );
+    outcome.check(name, ok, &what);
+    Ok(())
+}
+
+fn vec_pattern(len: usize, offset: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    pattern::fill(&mut v, offset);
+    v
+}
