@@ -367,6 +367,10 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         XdpCommand::Txpush(t) => ("txpush", t.common.clone()),
         XdpCommand::L2fwd(a) => ("l2fwd", a.clone()),
     };
+    // Ctrl-C or SIGTERM ends the run early but cleanly: the summary is printed and dropping the
+    // link detaches the program (a second signal, or SIGKILL, ends the process at once; the kernel
+    // then detaches the program as it closes the link).
+    let interrupted = zcnet::sys::signal::termination_flag()?;
     let receives = !matches!(cmd, XdpCommand::Txpush(_));
     let mut app = App::open(
         &args.iface,
@@ -383,7 +387,10 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         app.socket.set_busy_poll(20, args.batch as i32)?;
     }
     let start = Instant::now();
-    let stop = || start.elapsed().as_secs_f64() >= args.duration;
+    let stop = || {
+        interrupted.load(std::sync::atomic::Ordering::Relaxed)
+            || start.elapsed().as_secs_f64() >= args.duration
+    };
     let (packets, invalid) = match &cmd {
         XdpCommand::Rxdrop(_) => app.rxdrop(args.batch, args.wait(), stop)?,
         XdpCommand::L2fwd(_) => app.l2fwd(args.batch, args.wait(), stop)?,

@@ -1,6 +1,7 @@
-//! `zcnet xdp rxdrop` leaves no XDP program behind when it is killed (SIGINT, SIGKILL): the kernel
-//! closes the BPF link descriptor with the process. Runs the `zcnet` binary inside a testnet namespace
-//! on its veth end. Also: `zcnet bench xdp --json` prints one row per path.
+//! `zcnet xdp rxdrop` stops cleanly on SIGINT (summary printed, program detached) and leaves no XDP
+//! program behind when killed with SIGKILL either: the kernel closes the BPF link descriptor with the
+//! process. Runs the `zcnet` binary inside a testnet namespace on its veth end. Also: `zcnet bench xdp
+//! --json` prints one row per path.
 
 use std::process::{Child, Stdio};
 use std::thread;
@@ -32,7 +33,7 @@ fn start_rxdrop(pair: &VethPair) -> Child {
             "60",
             "--poll",
         ])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn zcnet");
@@ -62,10 +63,19 @@ fn killed_rxdrop_leaves_no_program() {
     })
     .expect("veth pair");
 
-    let mut child = start_rxdrop(&pair);
+    let child = start_rxdrop(&pair);
     testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
-    let status = child.wait().expect("wait");
-    assert!(!status.success(), "SIGINT ends it: {status}");
+    let out = child.wait_with_output().expect("wait");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "SIGINT ends the run cleanly: {}",
+        out.status
+    );
+    assert!(
+        summary.contains("rxdrop"),
+        "summary printed on SIGINT: {summary}"
+    );
     assert!(!attached(&pair), "program left after SIGINT");
 
     let mut child = start_rxdrop(&pair);

@@ -41,6 +41,7 @@ pub mod netlink;
 pub mod ns;
 pub mod packet;
 pub mod pages;
+pub mod signal;
 pub mod socket;
 pub mod tcp_zc;
 #[cfg(feature = "io-uring")]
