@@ -1,0 +1,205 @@
+//! What this host supports, each feature measured by using it.
+//!
+//! Every check does the real thing on a throwaway socket (set the option, send over loopback, read the
+//! completion, map received pages) and reports [`Support`] with the reason: the errno name when the
+//! kernel refused, or the measured value. Nothing here attaches to or sends on a real interface:
+//! interface facts come from sysfs and netdev generic netlink (read-only), and the one intrusive check
+//! (an XDP_ZEROCOPY bind) runs only on interfaces the caller names and opts into.
+
+mod iface;
+mod receive;
+mod send;
+mod vsock;
+
+use std::fmt;
+use std::io;
+
+use crate::sys;
+use crate::sys::errno::error_name;
+
+/// Whether a feature works here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// It works as intended.
+    Yes,
+    /// It is accepted but does not deliver its benefit here (e.g. zero-copy sends that the kernel
+    /// copies anyway).
+    Partial,
+    /// The kernel refused it or it is absent.
+    No,
+}
+
+impl fmt::Display for Support {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Support::Yes => "yes",
+            Support::Partial => "partial",
+            Support::No => "no",
+        })
+    }
+}
+
+/// One probed feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Short stable name, e.g. `tcp.so_zerocopy` or `xdp.xsk_zerocopy`.
+    pub feature: String,
+    /// The interface it concerns, for per-interface rows.
+    pub iface: Option<String>,
+    /// The verdict.
+    pub support: Support,
+    /// Why: an errno name, a measured value, or what was observed.
+    pub reason: String,
+}
+
+impl Finding {
+    fn new(feature: &str, support: Support, reason: impl Into<String>) -> Finding {
+        Finding {
+            feature: feature.to_string(),
+            iface: None,
+            support,
+            reason: reason.into(),
+        }
+    }
+
+    fn on(mut self, iface: &str) -> Finding {
+        self.iface = Some(iface.to_string());
+        self
+    }
+
+    /// `Yes` with `ok` as the reason, or `No` with the error's errno name and text.
+    fn from_result<T>(
+        feature: &str,
+        result: io::Result<T>,
+        ok: impl FnOnce(T) -> String,
+    ) -> Finding {
+        match result {
+            Ok(v) => Finding::new(feature, Support::Yes, ok(v)),
+            Err(e) => Finding::new(feature, Support::No, refusal(&e)),
+        }
+    }
+}
+
+/// `"EOPNOTSUPP (Operation not supported)"`: errno name first, then the system's text.
+pub fn refusal(e: &io::Error) -> String {
+    let name = error_name(e);
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    format!("{name} ({text})")
+}
+
+/// What to probe beyond the host-wide features.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// Interfaces to describe; `None` = every interface of this network namespace.
+    pub ifaces: Option<Vec<String>>,
+    /// Also try an AF_XDP XDP_ZEROCOPY bind on queue 0 of each named interface. This reconfigures the
+    /// queue of a real NIC for a moment: only for interfaces the caller owns.
+    pub try_xsk_bind: bool,
+}
+
+/// Runs every check and returns the findings in a stable order.
+pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
+    let mut out = vec![kernel()];
+    out.push(send::so_zerocopy(
+        "tcp.so_zerocopy",
+        libc::AF_INET,
+        libc::SOCK_STREAM,
+    ));
+    out.push(send::so_zerocopy(
+        "udp.so_zerocopy",
+        libc::AF_INET,
+        libc::SOCK_DGRAM,
+    ));
+    out.push(send::so_zerocopy(
+        "vsock.so_zerocopy",
+        libc::AF_VSOCK,
+        libc::SOCK_STREAM,
+    ));
+    out.push(send::loopback_send(
+        "tcp.msg_zerocopy_loopback",
+        send::tcp_zerocopy_stats(),
+    ));
+    out.push(send::loopback_send(
+        "udp.msg_zerocopy_loopback",
+        send::udp_zerocopy_stats(),
+    ));
+    out.push(receive::zerocopy_receive());
+    out.extend(send::uring());
+    out.push(Finding::from_result(
+        "xdp.socket",
+        sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0),
+        |_| "AF_XDP socket created".into(),
+    ));
+    out.extend(vsock::vsock());
+    out.extend(iface::interfaces(opts));
+    out.extend(limits());
+    out
+}
+fn kernel() -> Finding {
+    Finding::from_result("kernel", sys::socket::kernel_release(), |r| r)
+}
+fn limits() -> Vec<Finding> {
+    let memlock = Finding::from_result(
+        "limit.memlock",
+        sys::socket::memlock_limit(),
+        |(soft, hard)| {
+            let show =
+                |v: Option<u64>| v.map_or("unlimited".to_string(), |b| format!("{} KiB", b / 1024));
+            let exempt = if sys::socket::effective_uid() == 0 {
+                " (root: exempt)"
+            } else {
+                ""
+            };
+            format!(
+                "RLIMIT_MEMLOCK soft {} hard {}{exempt}",
+                show(soft),
+                show(hard)
+            )
+        },
+    );
+    let optmem = Finding::from_result(
+        "limit.optmem_max",
+        std::fs::read_to_string("/proc/sys/net/core/optmem_max"),
+        |v| format!("net.core.optmem_max = {} bytes", v.trim()),
+    );
+    vec![memlock, optmem]
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_leads_with_the_errno_name() {
+        let r = refusal(&io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        assert!(r.starts_with("EOPNOTSUPP ("), "{r}");
+    }
+
+    #[test]
+    fn host_wide_rows_are_present_once_each() {
+        let rows = probe(&ProbeOptions {
+            ifaces: Some(vec!["lo".into()]),
+            try_xsk_bind: false,
+        });
+        for f in [
+            "kernel",
+            "tcp.so_zerocopy",
+            "udp.so_zerocopy",
+            "xdp.socket",
+            "limit.optmem_max",
+        ] {
+            assert_eq!(
+                rows.iter().filter(|r| r.feature == f).count(),
+                1,
+                "{f}: {rows:?}"
+            );
+        }
+        let tcp = rows
+            .iter()
+            .find(|r| r.feature == "tcp.so_zerocopy")
+            .unwrap();
+        assert_eq!(tcp.support, Support::Yes, "{tcp:?}");
+        let lo = rows.iter().find(|r| r.feature == "iface").unwrap();
+        assert!(lo.reason.contains("ifindex 1"), "{lo:?}");
+    }
+}
