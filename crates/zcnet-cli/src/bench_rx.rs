@@ -15,7 +15,7 @@ use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
-use crate::report::{Row, cpu_us_per_mb, gbit_per_s, print_rows};
+use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
 /// How the receiver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -377,10 +377,7 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
     });
-    match row {
-        Value::Object(map) => map,
-        _ => unreachable!("json! of an object literal"),
-    }
+    object(row)
 }
 
 fn mode_name(mode: ModeArg) -> &'static str {

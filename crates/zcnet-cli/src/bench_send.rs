@@ -23,7 +23,7 @@ use zcnet::tx::{
 };
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
-use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, print_rows};
+use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
 /// Options shared by both benches.
 #[derive(Debug, clap::Args)]
@@ -263,10 +263,7 @@ fn row<S: ZcSocket>(
             Err(reason) => Value::String(reason.to_string()),
         },
     });
-    match v {
-        Value::Object(map) => map,
-        _ => unreachable!("json! of an object literal"),
-    }
+    object(v)
 }
 
 fn duration(common: &Common) -> Result<Duration> {

@@ -20,7 +20,7 @@ use zcnet::sys::vsock_buffer::set_buffer_size;
 use zcnet::tx::vsock::VsockSocket;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, VsockSender};
 
-use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, print_rows};
+use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
 /// Buffers in the send pool: enough to keep the sender busy while completions are on their way.
 const POOL_BUFFERS: usize = 16;
@@ -226,10 +226,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, total: u64, vsk_size: u64) ->
         "cpu_sys_s": usage.system.as_secs_f64(),
         "cpu_us_per_mb": cpu_us_per_mb(&usage, total),
     });
-    match v {
-        Value::Object(map) => Ok(map),
-        _ => unreachable!("json! of an object literal"),
-    }
+    Ok(object(v))
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! `zcnet probe`: what this host supports, each feature measured, as a table or JSON.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use zcnet::probe::{Finding, ProbeOptions, probe};
 
-use crate::report::{Row, print_rows};
+use crate::report::{Row, object, print_rows};
 
 /// Options of `zcnet probe`.
 #[derive(Debug, clap::Args)]
@@ -27,10 +27,7 @@ fn row(f: &Finding) -> Row {
         "support": f.support.to_string(),
         "reason": f.reason,
     });
-    match v {
-        Value::Object(map) => map,
-        _ => unreachable!("json! of an object literal"),
-    }
+    object(v)
 }
 
 /// Runs the probe and prints it. Missing features are findings, not failures: exit status 0.
