@@ -1,24 +1,26 @@
 //! `zcnet bench vsock`: AF_VSOCK with and without MSG_ZEROCOPY, in the style of the kernel's vsock_perf.
 //!
-//! Sender and receiver run in this process over the vsock loopback transport (`VMADDR_CID_LOCAL`): the
+//! By default sender and receiver run in this process over the vsock loopback transport
+//! (`VMADDR_CID_LOCAL`); like vsock_perf, the two sides can also run apart: `--listen` is the receiver
+//! (any context id, `--port`), `--sender CID` the sender (a guest reaches its host at CID 2). The
 //! receiver grants `--vsk-size` bytes of credit (SO_VM_SOCKETS_BUFFER_SIZE, set at both ends) and reads
-//! everything; the sender sends `--bytes` in `--buf-size` pieces from pooled buffers, once per mode and
-//! buffer size. As vsock_perf does, the headline rate is computed from the time spent inside `send()`
-//! only (zero-copy returns as soon as the pages are pinned); the total rate also counts waiting for the
-//! receiver and for the last completions. Needs a vsock loopback transport (the `vsock_loopback`
-//! module): where there is none it fails before connecting anywhere.
+//! until the sender closes; the sender sends `--bytes` in `--buf-size` pieces from pooled buffers, on a
+//! fresh connection per mode and buffer size. As vsock_perf does, the headline rate is computed from the
+//! time spent inside `send()` only (zero-copy returns as soon as the pages are pinned); the total rate
+//! also counts waiting for the receiver and for the last completions. The loopback run needs a vsock
+//! loopback transport (the `vsock_loopback` module): where there is none it fails before connecting.
 
 use std::os::fd::AsFd;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use zcnet::sys::socket::{UsageOf, resource_usage};
-use zcnet::sys::vsock::{self, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockType};
+use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
+use zcnet::sys::vsock::{self, VMADDR_CID_ANY, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockType};
 use zcnet::sys::vsock_buffer::set_buffer_size;
 use zcnet::tx::vsock::VsockSocket;
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, VsockSender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
@@ -55,6 +57,20 @@ pub struct VsockArgs {
     /// Socket type.
     #[arg(long = "type", value_enum, default_value = "stream")]
     socket_type: Type,
+    /// Receiver only, as vsock_perf's receiver: listen on --port (any context id) and report each of
+    /// --connections connections.
+    #[arg(long, conflicts_with = "sender")]
+    listen: bool,
+    /// Sender only, as vsock_perf --sender: connect to context id CID on --port (2 = the host, from a
+    /// guest), once per mode and buffer size.
+    #[arg(long, value_name = "CID")]
+    sender: Option<u32>,
+    /// Port of --listen and --sender.
+    #[arg(long, default_value_t = 1234)]
+    port: u32,
+    /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
+    #[arg(long, default_value_t = 1, requires = "listen")]
+    connections: u32,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
@@ -96,19 +112,33 @@ const COLUMNS: &[Column] = &[
     ("cpu_us_per_mb", "CPU US/MB"),
 ];
 
+/// Columns of the receiver's table (`--listen`).
+const RX_COLUMNS: &[Column] = &[
+    ("type", "TYPE"),
+    ("bytes", "BYTES"),
+    ("seconds", "SECONDS"),
+    ("gbit_per_s", "RX GBIT/S"),
+    ("cpu_us_per_mb", "CPU US/MB"),
+];
+
 /// Runs `zcnet bench vsock`.
 pub fn run(args: VsockArgs) -> Result<()> {
-    vsock::loopback_available().map_err(|reason| {
-        anyhow::anyhow!(
-            "no vsock transport to benchmark: {reason}. zcnet bench vsock needs a vsock loopback \
-             transport (modprobe vsock_loopback, as vm/run-suite's guest does); it never connects to \
-             another context id"
-        )
-    })?;
     let ty = match args.socket_type {
         Type::Stream => VsockType::Stream,
         Type::Seqpacket => VsockType::Seqpacket,
     };
+    if args.listen {
+        return listen(&args, ty);
+    }
+    if args.sender.is_none() {
+        vsock::loopback_available().map_err(|reason| {
+            anyhow::anyhow!(
+                "no vsock transport to benchmark: {reason}. The loopback run needs a vsock loopback \
+                 transport (modprobe vsock_loopback, as vm/run-suite's guest does); between two \
+                 context ids, run --listen on one side and --sender CID on the other"
+            )
+        })?;
+    }
     let emulated = emulated_cpu();
     if emulated && !args.json {
         println!("note: the CPU is emulated (QEMU TCG): timings are for correctness only");
@@ -117,7 +147,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
     for &buf_size in &args.buf_size {
         let size = usize::try_from(buf_size).context("--buf-size does not fit in memory")?;
         for &mode in &args.mode {
-            let mut row = run_one(ty, mode, size, args.bytes, args.vsk_size)
+            let mut row = run_one(ty, mode, size, &args)
                 .with_context(|| format!("vsock {} {size}-byte sends", mode.name()))?;
             row.insert("emulated_cpu".into(), Value::Bool(emulated));
             rows.push(row);
@@ -137,35 +167,72 @@ fn emulated_cpu() -> bool {
     })
 }
 
-/// The receiver: accepts one connection and reads `total` bytes; returns the bytes read.
-fn receiver(listener: VsockSocket, total: u64) -> JoinHandle<Result<u64>> {
-    thread::spawn(move || {
+/// `--listen`: serves `--connections` connections one after the other, a row each.
+fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
+    let listener = VsockSocket::listen(ty, VMADDR_CID_ANY, args.port)
+        .with_context(|| format!("listen on vsock port {}", args.port))?;
+    set_buffer_size(listener.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
+    // On standard error, so that scripts can wait for it while the rows stay clean JSON.
+    eprintln!(
+        "zcnet: listening on vsock port {} for {} connection(s)",
+        args.port, args.connections
+    );
+    for _ in 0..args.connections {
         let conn = listener.accept().context("accept on the vsock receiver")?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut got = 0u64;
-        while got < total {
-            let n = conn.recv(&mut buf).context("recv on the vsock receiver")?;
-            if n == 0 {
-                break;
-            }
-            got += n as u64;
-        }
-        Ok(got)
-    })
+        let before = resource_usage(UsageOf::Thread)?;
+        let start = Instant::now();
+        let bytes = receive_all(&conn)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let usage = resource_usage(UsageOf::Thread)?.since(&before);
+        let row = object(json!({
+            "bench": "vsock",
+            "path": "listen",
+            "type": type_name(ty),
+            "vsk_size": args.vsk_size,
+            "bytes": bytes,
+            "seconds": seconds,
+            "gbit_per_s": gbit_per_s(bytes, seconds),
+            "cpu_user_s": usage.user.as_secs_f64(),
+            "cpu_sys_s": usage.system.as_secs_f64(),
+            "cpu_us_per_mb": cpu_us_per_mb(&usage, bytes),
+            "emulated_cpu": emulated_cpu(),
+        }));
+        print_rows(&[row], RX_COLUMNS, args.json);
+    }
+    Ok(())
 }
 
-/// One mode and buffer size: `total` bytes (rounded up to whole buffers) from a fresh sender.
-fn run_one(ty: VsockType, mode: Mode, size: usize, total: u64, vsk_size: u64) -> Result<Row> {
-    let sends = total.div_ceil(size as u64);
-    let total = sends * size as u64;
-    let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
-        .context("listen on VMADDR_CID_LOCAL")?;
-    set_buffer_size(listener.as_fd(), vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE (receiver)")?;
-    let port = listener.local_port()?;
-    let receiving = receiver(listener, total);
-    let socket =
-        VsockSocket::connect(ty, VMADDR_CID_LOCAL, port).context("connect to the receiver")?;
-    set_buffer_size(socket.as_fd(), vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE (sender)")?;
+/// Reads until the sender closes; returns the bytes read.
+fn receive_all(conn: &VsockSocket) -> Result<u64> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0u64;
+    loop {
+        match conn.recv(&mut buf).context("recv on the vsock receiver")? {
+            0 => return Ok(got),
+            n => got += n as u64,
+        }
+    }
+}
+
+fn type_name(ty: VsockType) -> &'static str {
+    match ty {
+        VsockType::Stream => "stream",
+        VsockType::Seqpacket => "seqpacket",
+    }
+}
+
+/// What one sender run measured.
+struct Sent {
+    stats: TxStats,
+    bytes: u64,
+    in_send: Duration,
+    seconds: f64,
+    usage: ResourceUsage,
+}
+
+/// Sends `sends` buffers of `size` bytes on `socket` in `mode`, waits for every completion and closes
+/// the connection (the receiver sees the end of the stream).
+fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<Sent> {
     let pool = BufferPool::new(PoolConfig {
         buf_size: size,
         count: POOL_BUFFERS,
@@ -194,27 +261,69 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, total: u64, vsk_size: u64) ->
     }
     tx.flush(WAIT)?;
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
-    let received = receiving
-        .join()
-        .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
-    let seconds = start.elapsed().as_secs_f64();
-    if received != total {
-        bail!("sent {total} bytes but {received} arrived");
-    }
-    let s = tx.stats().clone();
+    let stats = tx.stats().clone();
     drop(tx.close(WAIT)?);
-    let v = json!({
+    Ok(Sent {
+        stats,
+        bytes: sends * size as u64,
+        in_send,
+        seconds: start.elapsed().as_secs_f64(),
+        usage,
+    })
+}
+
+/// One mode and buffer size: `--bytes` (rounded up to whole buffers) from a fresh sender, to the
+/// receiver in this process over loopback, or to `--sender CID`.
+fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<Row> {
+    let sends = args.bytes.div_ceil(size as u64);
+    let (sent, path) = match args.sender {
+        Some(cid) => {
+            let socket = VsockSocket::connect(ty, cid, args.port).with_context(|| {
+                format!(
+                    "connect to vsock {cid}:{} (is --listen running?)",
+                    args.port
+                )
+            })?;
+            set_buffer_size(socket.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
+            (send_run(socket, mode, size, sends)?, format!("cid:{cid}"))
+        }
+        None => {
+            let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
+                .context("listen on VMADDR_CID_LOCAL")?;
+            set_buffer_size(listener.as_fd(), args.vsk_size)
+                .context("SO_VM_SOCKETS_BUFFER_SIZE (receiver)")?;
+            let port = listener.local_port()?;
+            let receiving = thread::spawn(move || -> Result<u64> {
+                let conn = listener.accept().context("accept on the vsock receiver")?;
+                receive_all(&conn)
+            });
+            let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port)
+                .context("connect to the receiver")?;
+            set_buffer_size(socket.as_fd(), args.vsk_size)
+                .context("SO_VM_SOCKETS_BUFFER_SIZE (sender)")?;
+            let sent = send_run(socket, mode, size, sends)?;
+            let received = receiving
+                .join()
+                .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
+            if received != sent.bytes {
+                bail!("sent {} bytes but {received} arrived", sent.bytes);
+            }
+            (sent, "loopback".to_string())
+        }
+    };
+    let s = &sent.stats;
+    Ok(object(json!({
         "bench": "vsock",
-        "path": "loopback",
-        "type": match ty { VsockType::Stream => "stream", VsockType::Seqpacket => "seqpacket" },
+        "path": path,
+        "type": type_name(ty),
         "mode": mode.name(),
         "buf_size": size,
-        "vsk_size": vsk_size,
-        "bytes": total,
-        "seconds": seconds,
-        "send_seconds": in_send.as_secs_f64(),
-        "tx_gbit_per_s": gbit_per_s(total, in_send.as_secs_f64()),
-        "gbit_per_s": gbit_per_s(total, seconds),
+        "vsk_size": args.vsk_size,
+        "bytes": sent.bytes,
+        "seconds": sent.seconds,
+        "send_seconds": sent.in_send.as_secs_f64(),
+        "tx_gbit_per_s": gbit_per_s(sent.bytes, sent.in_send.as_secs_f64()),
+        "gbit_per_s": gbit_per_s(sent.bytes, sent.seconds),
         "calls": s.calls,
         "zc_calls": s.zc_calls,
         "copy_calls": s.copy_calls,
@@ -222,11 +331,10 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, total: u64, vsk_size: u64) ->
         "zc_ids": s.zc_ids,
         "copied_ids": s.copied_ids,
         "fallbacks": s.fallbacks(),
-        "cpu_user_s": usage.user.as_secs_f64(),
-        "cpu_sys_s": usage.system.as_secs_f64(),
-        "cpu_us_per_mb": cpu_us_per_mb(&usage, total),
-    });
-    Ok(object(v))
+        "cpu_user_s": sent.usage.user.as_secs_f64(),
+        "cpu_sys_s": sent.usage.system.as_secs_f64(),
+        "cpu_us_per_mb": cpu_us_per_mb(&sent.usage, sent.bytes),
+    })))
 }
 
 #[cfg(test)]

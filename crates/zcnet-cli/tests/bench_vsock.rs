@@ -65,3 +65,11 @@ fn rejects_byte_counts_it_cannot_read() {
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown unit"));
 }
+
+#[test]
+fn listen_and_sender_are_exclusive_and_connections_needs_listen() {
+    let out = bench(&["--listen", "--sender", "3"]);
+    assert_eq!(out.status.code(), Some(2), "--listen with --sender");
+    let out = bench(&["--connections", "2"]);
+    assert_eq!(out.status.code(), Some(2), "--connections without --listen");
+}
