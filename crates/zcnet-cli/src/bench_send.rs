@@ -231,7 +231,7 @@ fn timed<S: ZcSocket>(
 
 fn row<S: ZcSocket>(
     bench: &str,
-    path: &str,
+    net: &Net,
     mode: Mode,
     size: usize,
     m: &Measured,
@@ -240,7 +240,8 @@ fn row<S: ZcSocket>(
     let s = tx.stats();
     let v = json!({
         "bench": bench,
-        "path": path,
+        "path": net.path(),
+        "ip": if net.dst.is_ipv6() { "v6" } else { "v4" },
         "mode": mode.name(),
         "size": size,
         "seconds": m.seconds,
@@ -293,7 +294,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         let mut tx = TcpSender::new(stream, sender_config(mode, common));
         let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
             .with_context(|| format!("tcp {} run", mode.name()))?;
-        rows.push(row("tcp", net.path(), mode, size, &m, &tx));
+        rows.push(row("tcp", &net, mode, size, &m, &tx));
         drop(tx.close(Duration::from_secs(5))?);
         let received = receiver
             .join()
@@ -356,7 +357,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         tx.set_gso_segment(args.gso);
         let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
             .with_context(|| format!("udp {} run", mode.name()))?;
-        let mut r = row("udp", net.path(), mode, size, &m, &tx);
+        let mut r = row("udp", &net, mode, size, &m, &tx);
         r.insert("gso".into(), json!(args.gso));
         if let Some(receiver) = receiver {
             r.insert("received_bytes".into(), json!(receiver.stop()?));
