@@ -101,21 +101,13 @@ pub struct ProbeOptions {
 /// Runs every check and returns the findings in a stable order.
 pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     let mut out = vec![kernel()];
-    out.push(send::so_zerocopy(
-        "tcp.so_zerocopy",
-        libc::AF_INET,
-        libc::SOCK_STREAM,
-    ));
-    out.push(send::so_zerocopy(
-        "udp.so_zerocopy",
-        libc::AF_INET,
-        libc::SOCK_DGRAM,
-    ));
-    out.push(send::so_zerocopy(
-        "vsock.so_zerocopy",
-        libc::AF_VSOCK,
-        libc::SOCK_STREAM,
-    ));
+    for (feature, domain, kind) in [
+        ("tcp.so_zerocopy", libc::AF_INET, libc::SOCK_STREAM),
+        ("udp.so_zerocopy", libc::AF_INET, libc::SOCK_DGRAM),
+        ("vsock.so_zerocopy", libc::AF_VSOCK, libc::SOCK_STREAM),
+    ] {
+        out.push(send::so_zerocopy(feature, domain, kind));
+    }
     out.push(send::loopback_send(
         "tcp.msg_zerocopy_loopback",
         send::tcp_zerocopy_stats(),

@@ -376,19 +376,7 @@ impl RecvBatch {
                 iov_len: self.size,
             })
             .collect();
-        let mut hdrs: Vec<libc::mmsghdr> = iov
-            .iter_mut()
-            .map(|v| {
-                // SAFETY: `msghdr` is plain old data; all-zero is valid.
-                let mut h: libc::msghdr = unsafe { mem::zeroed() };
-                h.msg_iov = v;
-                h.msg_iovlen = 1;
-                libc::mmsghdr {
-                    msg_hdr: h,
-                    msg_len: 0,
-                }
-            })
-            .collect();
+        let mut hdrs = one_iovec_headers(&mut iov);
         // SAFETY: every header points at one live iovec, each covering `size` writable bytes of `bufs`.
         let n = syscall!(recvmmsg(
             fd.as_raw_fd(),
@@ -425,14 +413,9 @@ impl RecvBatch {
     }
 }
 
-/// Sends one datagram per iovec on a connected socket with one `sendmmsg(2)` call; returns how many
-/// the kernel took.
-///
-/// # Safety
-/// Every iovec must describe memory readable for its length during the call.
-unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result<usize> {
-    let mut hdrs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
+/// One `mmsghdr` per iovec, each message made of that one iovec (no address, no control data).
+fn one_iovec_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
+    iov.iter_mut()
         .map(|v| {
             // SAFETY: `msghdr` is plain old data; all-zero is valid.
             let mut h: libc::msghdr = unsafe { mem::zeroed() };
@@ -443,7 +426,16 @@ unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result
                 msg_len: 0,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Sends one datagram per iovec on a connected socket with one `sendmmsg(2)` call; returns how many
+/// the kernel took.
+///
+/// # Safety
+/// Every iovec must describe memory readable for its length during the call.
+unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result<usize> {
+    let mut hdrs = one_iovec_headers(iov);
     // SAFETY: every header points at one iovec of `iov`, readable per the caller's guarantee.
     syscall!(sendmmsg(
         fd.as_raw_fd(),
