@@ -187,15 +187,8 @@ impl VethPair {
             &self.b
         };
         let text = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])?;
-        let mut mac = [0u8; 6];
-        let mut parts = text.trim().split(':');
-        for byte in &mut mac {
-            let part = parts
-                .next()
-                .ok_or_else(|| io::Error::other("short MAC address"))?;
-            *byte = u8::from_str_radix(part, 16).map_err(io::Error::other)?;
-        }
-        Ok(mac)
+        zcnet::xdp::frame::parse_mac(&text)
+            .ok_or_else(|| io::Error::other(format!("{ifname} has no MAC address: {text:?}")))
     }
 }
 

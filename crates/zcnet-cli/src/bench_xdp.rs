@@ -290,7 +290,7 @@ fn udp_receiver(
                 Err(e) => return Err(e).context("sendmmsg"),
             },
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                zcnet::sys::xdp::poll(socket.as_fd(), libc::POLLIN, 100)?;
+                zcnet::sys::socket::poll(socket.as_fd(), libc::POLLIN, 100)?;
             }
             Err(e) => return Err(e).context("recvmmsg"),
         }

@@ -8,7 +8,7 @@
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::json;
 use zcnet::xdp::frame::{UdpFrame, swap_macs};
 use zcnet::xdp::{
@@ -339,18 +339,10 @@ impl App {
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// Parses `aa:bb:cc:dd:ee:ff`, saying what is wrong otherwise.
 pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = text.trim().split(':');
-    for byte in &mut mac {
-        let part = parts.next().context("MAC address has fewer than 6 parts")?;
-        *byte = u8::from_str_radix(part, 16).with_context(|| format!("bad MAC byte {part:?}"))?;
-    }
-    if parts.next().is_some() {
-        bail!("MAC address {text:?} has more than 6 parts");
-    }
-    Ok(mac)
+    zcnet::xdp::frame::parse_mac(text)
+        .with_context(|| format!("{text:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"))
 }
 
 /// The MAC address of `iface` (from sysfs, as the calling process's network namespace shows it).

@@ -398,21 +398,13 @@ pub struct Readiness {
 /// Waits up to `timeout` for error-queue entries (`POLLERR`, always reported) or, with `writable`, for
 /// send-buffer space (`POLLOUT`). Returns all-false on timeout.
 pub fn poll_socket(fd: BorrowedFd<'_>, writable: bool, timeout: Duration) -> io::Result<Readiness> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: if writable { libc::POLLOUT } else { 0 },
-        revents: 0,
-    };
+    let events = if writable { libc::POLLOUT } else { 0 };
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: `pfd` is one live pollfd and nfds is 1.
-    let n = super::retry_if_interrupted(|| syscall!(poll(&mut pfd, 1, ms)))?;
-    if n == 0 {
-        return Ok(Readiness::default());
-    }
+    let revents = super::socket::poll(fd, events, ms)?;
     Ok(Readiness {
-        writable: pfd.revents & libc::POLLOUT != 0,
-        error: pfd.revents & libc::POLLERR != 0,
-        hangup: pfd.revents & libc::POLLHUP != 0,
+        writable: revents & libc::POLLOUT != 0,
+        error: revents & libc::POLLERR != 0,
+        hangup: revents & libc::POLLHUP != 0,
     })
 }
 

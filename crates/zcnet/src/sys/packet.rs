@@ -5,7 +5,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -68,14 +68,7 @@ const PKT2_LEN: usize = 4;
 /// `ifindex`. Needs CAP_NET_RAW.
 pub fn open(ifindex: u32, protocol: u16) -> io::Result<OwnedFd> {
     let proto_be = (protocol).to_be();
-    // SAFETY: plain socket creation.
-    let fd = syscall!(socket(
-        libc::AF_PACKET,
-        libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-        proto_be as libc::c_int
-    ))?;
-    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = super::socket::socket(libc::AF_PACKET, libc::SOCK_RAW, proto_be as libc::c_int)?;
     // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.
     let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
     addr.sll_family = libc::AF_PACKET as u16;
@@ -214,7 +207,7 @@ impl RxRingV3 {
 
     /// Waits up to `timeout_ms` for a block to be handed over.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
-        super::retry_if_interrupted(|| super::xdp::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms))
+        super::socket::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)
             .map(|r| r & libc::POLLIN != 0)
     }
 
@@ -341,8 +334,7 @@ impl TxRingV2 {
 
     /// Waits up to `timeout_ms` for a slot to become free.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<()> {
-        super::retry_if_interrupted(|| super::xdp::poll(self.fd.as_fd(), libc::POLLOUT, timeout_ms))
-            .map(drop)
+        super::socket::poll(self.fd.as_fd(), libc::POLLOUT, timeout_ms).map(drop)
     }
 }
 

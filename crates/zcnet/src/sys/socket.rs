@@ -15,6 +15,22 @@ pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// Waits up to `timeout_ms` (-1 = forever) for `events` on `fd` (`poll(2)`, retried on `EINTR`);
+/// returns the revents, 0 on timeout. `POLLERR` and `POLLHUP` are reported whatever `events` asks.
+/// Polling an AF_XDP socket also wakes the driver when its fill ring needs it.
+pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    super::retry_if_interrupted(|| {
+        // SAFETY: `pfd` is one live pollfd and the count passed is 1.
+        syscall!(poll(&mut pfd, 1, timeout_ms))
+    })?;
+    Ok(pfd.revents)
+}
+
 /// `setsockopt(fd, level, name, &value, sizeof(int))` for the many options that take a C `int`.
 pub fn set_int_option(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `value` is a live `c_int` and the length passed is exactly its size.

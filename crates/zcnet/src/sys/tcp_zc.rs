@@ -240,16 +240,7 @@ pub fn send(fd: BorrowedFd<'_>, buf: &[u8], flags: i32) -> io::Result<usize> {
 /// Waits until `fd` is readable, at end of stream or in error (`poll` for POLLIN), retried on EINTR.
 /// With `SO_RCVLOWAT` set, TCP reports readable only once that many bytes are queued (or at EOF).
 pub fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    crate::sys::retry_if_interrupted(|| {
-        // SAFETY: `pfd` is one live pollfd and the count passed is 1.
-        syscall!(poll(&mut pfd, 1, -1))
-    })
-    .map(drop)
+    super::socket::poll(fd, libc::POLLIN, -1).map(drop)
 }
 
 /// Whether `fd` has `O_NONBLOCK` set.

@@ -69,10 +69,7 @@ pub fn socket(ty: VsockType) -> io::Result<OwnedFd> {
         VsockType::Stream => libc::SOCK_STREAM,
         VsockType::Seqpacket => libc::SOCK_SEQPACKET,
     };
-    // SAFETY: plain socket(2) call with constant arguments.
-    let fd = syscall!(socket(libc::AF_VSOCK, t | libc::SOCK_CLOEXEC, 0))?;
-    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    super::socket::socket(libc::AF_VSOCK, t, 0)
 }
 
 /// `bind(fd, cid:port)`.

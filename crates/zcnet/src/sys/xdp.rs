@@ -5,7 +5,7 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::marker::PhantomData;
 use std::mem;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -274,10 +274,7 @@ impl DescSlot {
 
 /// Creates an AF_XDP socket (`socket(AF_XDP, SOCK_RAW)`); needs CAP_NET_RAW.
 pub fn socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket creation.
-    let fd = syscall!(socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0))?;
-    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    super::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0)
 }
 
 fn set_option<T>(fd: BorrowedFd<'_>, name: libc::c_int, value: &T) -> io::Result<()> {
@@ -507,19 +504,6 @@ pub fn kick_tx(fd: BorrowedFd<'_>) -> io::Result<()> {
         0,
     ))
     .map(drop)
-}
-
-/// Waits up to `timeout_ms` (-1 = forever) for `events` on `fd` (`poll(2)`); returns the revents.
-/// Polling an AF_XDP socket also wakes the driver when the fill ring needs it.
-pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    // SAFETY: `pfd` is one live pollfd.
-    syscall!(poll(&mut pfd, 1, timeout_ms))?;
-    Ok(pfd.revents)
 }
 
 #[cfg(test)]

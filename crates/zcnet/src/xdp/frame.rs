@@ -131,6 +131,21 @@ pub fn udp_payload(frame: &[u8]) -> Option<(u16, &[u8])> {
     Some((dst_port, &udp[8..len]))
 }
 
+/// Parses a MAC address written `aa:bb:cc:dd:ee:ff` (as sysfs and `ip link` print it; surrounding
+/// white space allowed); `None` unless it is exactly six hexadecimal bytes.
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for byte in &mut mac {
+        let part = parts.next()?;
+        if part.is_empty() || part.len() > 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
 /// Swaps destination and source MAC of an Ethernet frame in place (what a layer-2 forwarder that
 /// returns frames to their sender does); frames shorter than a header are left alone.
 pub fn swap_macs(frame: &mut [u8]) {
@@ -152,6 +167,23 @@ mod tests {
             dst_ip: Ipv4Addr::new(10, 77, 0, 1),
             src_port: 4000,
             dst_port: 5000,
+        }
+    }
+
+    #[test]
+    fn mac_addresses_parse_exactly() {
+        assert_eq!(
+            parse_mac("02:fc:00:0a:FF:01\n"),
+            Some([2, 0xfc, 0, 0x0a, 0xff, 1])
+        );
+        for bad in [
+            "",
+            "02:fc:00:0a:ff",
+            "02:fc:00:0a:ff:01:02",
+            "02:fc:00:0a:ff:g1",
+            "002:fc:0:a:ff:1",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad:?}");
         }
     }
 

@@ -330,7 +330,7 @@ impl Socket {
     /// Waits up to `timeout_ms` (-1 = no limit) for received frames; returns whether some are ready.
     /// The `poll` also wakes the driver when the fill ring asked for it.
     pub fn wait_rx(&self, timeout_ms: i32) -> Result<bool> {
-        crate::sys::retry_if_interrupted(|| sys::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms))
+        crate::sys::socket::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)
             .map(|revents| revents & libc::POLLIN != 0)
             .map_err(|e| Error::new(format!("poll AF_XDP socket on {}", self.iface), e, ""))
     }
