@@ -10,12 +10,16 @@
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
+//! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod fallback;
 pub mod probe;
 pub mod rx;
 pub mod sys;
 pub mod tx;
 pub mod xdp;
+
+pub use fallback::{Cause, Fallback};
