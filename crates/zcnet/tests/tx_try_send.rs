@@ -1,5 +1,6 @@
 //! Sends that stop early hand the buffer back: `try_send` on a full send buffer (a peer that does not
 //! read), a blocking `send` that times out; the rest then goes out in order, every byte exactly once.
+//! A socket wrapped again after it sent zero-copy is not numbered from 0 again.
 
 mod tx_common;
 
@@ -138,4 +139,41 @@ fn a_buffer_nothing_was_sent_from_comes_back_whole() {
     assert_eq!(back.sent(), 0);
     assert_eq!(back.into_buf().expect("no id covers it"), buf);
     drop(server);
+}
+
+#[test]
+fn a_socket_that_sent_zero_copy_before_is_not_numbered_from_zero_again() {
+    let (client, server) = pair();
+    let reader = thread::spawn(move || read_checksum(server));
+    let mut expect = Checksum::default();
+    let mut first = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
+    for i in 0..4u64 {
+        let buf = pattern_vec(256 << 10, i * (256 << 10));
+        expect.update(&buf);
+        first.send(buf).expect("send");
+    }
+    assert!(first.stats().zc_calls > 0);
+    let socket = first.close(Duration::from_secs(10)).expect("close");
+    let clone = socket.try_clone().unwrap();
+
+    // The kernel's id counter stands at 4 or more: a new sender numbering from 0 would take a
+    // completion of id 4 for its own id 4, five sends later. It must copy instead, and say why.
+    for wrapped in [socket, clone] {
+        let mut again = TcpSender::new(wrapped, SenderConfig::with_mode(Mode::ZeroCopy));
+        let why = again
+            .zerocopy_status()
+            .expect_err("a socket that already had SO_ZEROCOPY must not be sent zero-copy");
+        assert!(
+            why.to_string().contains("SO_ZEROCOPY was already on"),
+            "{why}"
+        );
+        for i in 0..4u64 {
+            let buf = pattern_vec(256 << 10, expect.len + i);
+            expect.update(&buf);
+            again.send(buf).expect("send by copy");
+        }
+        assert_eq!(again.stats().zc_calls, 0, "{:?}", again.stats());
+        drop(again.close(Duration::from_secs(10)).expect("close"));
+    }
+    assert_eq!(reader.join().unwrap(), expect, "bytes lost or repeated");
 }
