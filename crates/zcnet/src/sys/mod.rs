@@ -38,10 +38,8 @@ pub mod bpf;
 pub mod errno;
 pub mod errqueue;
 pub mod netlink;
-pub mod ns;
 pub mod packet;
 pub mod pages;
-pub mod signal;
 pub mod socket;
 pub mod tcp_zc;
 #[cfg(feature = "io-uring")]
