@@ -145,6 +145,25 @@ impl Receiver {
     }
 }
 
+/// A zero-copy [`VsockSender`] connected to `port` on `VMADDR_CID_LOCAL`, and a pool of eight buffers of
+/// `size` bytes for it.
+fn zero_copy_sender(
+    ty: VsockType,
+    port: u32,
+    size: usize,
+) -> anyhow::Result<(VsockSender, BufferPool)> {
+    let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port).context("connect")?;
+    let pool = BufferPool::new(PoolConfig {
+        buf_size: size,
+        count: 8,
+        huge_pages: false,
+    })?;
+    Ok((
+        VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy)),
+        pool,
+    ))
+}
+
 /// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
 /// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
 /// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces; a seqpacket message
@@ -154,13 +173,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let sends = 32;
     let total = (size * sends) as u64;
     let receiver = Receiver::start(ty, total, Some(RECEIVER_BUFFER))?;
-    let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, receiver.port).context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
+    let (mut tx, pool) = zero_copy_sender(ty, receiver.port, size)?;
     let mut at = 0u64;
     for _ in 0..sends {
         let mut buf = lend::take(&pool, &mut tx, WAIT)?;
@@ -210,23 +223,16 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
 /// completion ids; the sender must then notice the first completion naming an id it never registered,
 /// keep every buffer still lent and copy from there on. Either way every byte must arrive intact.
 fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
-    let sends = 512;
+    let sends = 160;
     let total = (PACKET * sends) as u64;
     let receiver = Receiver::start_reading(
         VsockType::Stream,
         total,
         None,
-        24 << 10,
-        Duration::from_micros(200),
+        4 << 10,
+        Duration::from_millis(1),
     )?;
-    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)
-        .context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: PACKET,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
+    let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, PACKET)?;
     let mut at = 0u64;
     for _ in 0..sends {
         // Once the sender lost track, lent buffers never come back: send fresh ones (by copy).
