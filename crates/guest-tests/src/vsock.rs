@@ -218,13 +218,14 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
 }
 
 /// Credit starvation with the default vsock buffers (256 KiB) and a slow reader: a zero-copy stream
-/// sender refills each pooled 64 KiB buffer as soon as its completion releases it, so a buffer
-/// released early would reach the receiver overwritten. With short credit one `sendmsg` can take two
+/// sender refills each pooled 48 KiB buffer as soon as its completion releases it, so a buffer
+/// released early would reach the receiver overwritten. 48 KiB does not divide the peer's buffer, so
+/// sends meet partial credit. With short credit one `sendmsg` can take two
 /// completion ids; the sender must then notice the first completion naming an id it never registered,
 /// keep every buffer still lent and copy from there on. Either way every byte must arrive intact.
 fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
-    let sends = 160;
-    let total = (PACKET * sends) as u64;
+    let (size, sends) = (48 << 10, 200);
+    let total = (size * sends) as u64;
     let receiver = Receiver::start_reading(
         VsockType::Stream,
         total,
@@ -232,20 +233,20 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
         4 << 10,
         Duration::from_millis(1),
     )?;
-    let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, PACKET)?;
+    let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, size)?;
     let mut at = 0u64;
     for _ in 0..sends {
         // Once the sender lost track, lent buffers never come back: send fresh ones (by copy).
         if tx.zerocopy_status().is_ok() {
             let mut buf = lend::take(&pool, &mut tx, WAIT)?;
-            buf.fill_with(PACKET, |b| pattern::fill(b, at));
+            buf.fill_with(size, |b| pattern::fill(b, at));
             tx.send(buf)?;
         } else {
-            let mut buf = vec![0u8; PACKET];
+            let mut buf = vec![0u8; size];
             pattern::fill(&mut buf, at);
             tx.send(buf)?;
         }
-        at += PACKET as u64;
+        at += size as u64;
     }
     let flushed = tx.flush(WAIT);
     let stats = tx.stats().clone();
@@ -258,9 +259,10 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
     } else {
         flushed.is_ok() && pool.available() == pool.capacity()
     };
-    let ok = got.bytes == total && got.errors == 0 && tracked && stats.zc_calls > 0;
+    let starved = stats.waits > 0 && stats.partial_sends > 0;
+    let ok = got.bytes == total && got.errors == 0 && tracked && starved && stats.zc_calls > 0;
     let what = format!(
-        "{sends} sends of 64 KiB, default buffers, slow reader: {} bytes verified, {} data errors, {}, \
+        "{sends} sends of {size} bytes, default buffers, slow reader: {} bytes verified, {} data errors, {}, \
          waits for credit {}, partial sends {}, ids never registered {}, status {status:?}, flush \
          {flushed:?}, buffers back {}/{}",
         got.bytes,
