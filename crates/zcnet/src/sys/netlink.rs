@@ -170,7 +170,7 @@ pub struct GenlSocket {
 }
 
 impl GenlSocket {
-    /// Opens and binds a generic netlink socket.
+    /// Opens a generic netlink socket (unbound: the kernel gives it a port id on its first send).
     pub fn open() -> io::Result<GenlSocket> {
         let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_GENERIC)?;
         Ok(GenlSocket { fd, seq: 1 })
@@ -194,7 +194,8 @@ impl GenlSocket {
             self.seq,
             attrs,
         );
-        // SAFETY: `req` is a live buffer of `req.len()` bytes; a null address sends to the kernel.
+        // SAFETY: `req` is a live buffer of `req.len()` bytes that the kernel only reads during the call
+        // (a netlink socket with no destination set sends to the kernel, port id 0).
         syscall!(send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0))?;
         let dump = flags & libc::NLM_F_DUMP as u16 != 0;
         let mut replies = Vec::new();

@@ -35,6 +35,8 @@ mod pool;
 mod sender;
 mod socket;
 mod stats;
+#[cfg(test)]
+mod timestamped_errqueue_tests;
 mod tracker;
 mod unsent;
 pub mod vsock;
