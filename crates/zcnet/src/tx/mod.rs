@@ -30,13 +30,13 @@
 mod buffer;
 mod error;
 pub mod errqueue;
+#[cfg(test)]
+mod errqueue_room_tests;
 mod policy;
 mod pool;
 mod sender;
 mod socket;
 mod stats;
-#[cfg(test)]
-mod timestamped_errqueue_tests;
 mod tracker;
 mod unsent;
 pub mod vsock;
