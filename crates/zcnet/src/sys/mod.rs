@@ -12,7 +12,7 @@
 //!
 //! Submodules are grouped by the mechanism they serve: [`socket`] (generic options, resource usage),
 //! [`errqueue`] (MSG_ZEROCOPY completions), [`tcp_zc`] (TCP zero-copy receive), [`bpf`] and [`xdp`]
-//! (AF_XDP and its programs), [`netlink`] (netdev generic netlink), [`uring`] (io_uring probing),
+//! (AF_XDP and its programs), [`netlink`] (generic netlink: netdev and the OVS families), [`ovs`] (Open vSwitch datapath UAPI), [`uring`] (io_uring probing),
 //! [`ns`] (network namespaces) and [`vsock`].
 #![allow(unsafe_code)]
 
@@ -39,6 +39,7 @@ pub mod errno;
 pub mod errqueue;
 pub mod netlink;
 pub mod ns;
+pub mod ovs;
 pub mod packet;
 pub mod pages;
 pub mod signal;
