@@ -300,12 +300,9 @@ impl Datapath {
     /// Installs (or updates) the flow `key` — the nested key attributes of an upcall — as an exact
     /// match (no mask) with `actions`; an empty list drops matching packets.
     pub fn install_flow(&mut self, key: &[u8], actions: &[Action]) -> Result<(), OvsError> {
-        let mut req = self.client.request(
-            Family::Flow,
-            libc::NLM_F_CREATE as u16,
-            cmd::NEW,
-            self.ifindex,
-        );
+        // Without NLM_F_CREATE (and NLM_F_EXCL) the kernel creates the flow or, when an upcall queued
+        // before the first install asks again, replaces its actions instead of failing with EEXIST.
+        let mut req = self.client.request(Family::Flow, 0, cmd::NEW, self.ifindex);
         req.attr(flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED, key);
         put_actions(&mut req, flow_attr::ACTIONS, actions);
         self.client.send(req, "OVS_FLOW_CMD_NEW").map(drop)
@@ -365,6 +362,12 @@ impl Datapath {
         put_actions(&mut req, packet_attr::ACTIONS, actions);
         self.client
             .send_with_trailer(req, packet_attr::PACKET, packet, "OVS_PACKET_CMD_EXECUTE")
+    }
+
+    /// The datapath's local port, brought up, to send frames into the datapath (they arrive as
+    /// received on port 0, `OVSP_LOCAL`).
+    pub fn local_port(&self) -> Result<super::LocalPort, OvsError> {
+        super::LocalPort::open(&self.name, self.ifindex)
     }
 
     fn delete_now(&mut self) -> Result<(), OvsError> {

@@ -18,6 +18,8 @@ mod client;
 mod datapath;
 mod error;
 mod key;
+mod local_port;
+mod switch;
 mod upcall;
 
 pub use datapath::{
@@ -26,6 +28,8 @@ pub use datapath::{
 };
 pub use error::OvsError;
 pub use key::FlowKey;
+pub use local_port::LocalPort;
+pub use switch::{LearningSwitch, SwitchCounters};
 pub use upcall::{
     ParseError, Received, Upcall, UpcallCounters, UpcallKind, UpcallSocket, parse_upcall,
 };
