@@ -6,7 +6,8 @@
 //! from its key — what a controller does. `many` flows: every frame has a new source address and port,
 //! so every frame misses; `few` flows: frames cycle over a handful of flows, so after the first miss
 //! of each they hit. The datapath counts hits, misses and lost upcalls; the handler counts the upcalls
-//! it handled, their packet and message bytes, and its own CPU time.
+//! it handled, their packet and message bytes, and its own CPU time; the generator's kernel time per
+//! frame holds the datapath's work, the building of each upcall included (where the copy went).
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -16,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use zcnet::ovs::{self, Datapath, DatapathConfig, Dispatch, Received, UpcallKind, UpcallSocket};
+use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
 use zcnet::sys::socket::{UsageOf, resource_usage};
 use zcnet::xdp::frame::UdpFrame;
 
 use crate::report::{Column, Row, object, print_rows};
+use crate::switch_cmd::DispatchArg;
 
 /// `--features`: which upcall format the datapath is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,6 +57,9 @@ pub struct UpcallArgs {
     /// Distinct flows of the `few` load.
     #[arg(long, default_value_t = 16)]
     flows: u16,
+    /// Upcall dispatch.
+    #[arg(long, value_enum, default_value_t = DispatchArg::PerVport)]
+    dispatch: DispatchArg,
     /// Seconds per row.
     #[arg(long, default_value_t = 3)]
     duration: u64,
@@ -75,6 +80,7 @@ const COLUMNS: &[Column] = &[
     ("message_bytes_per_upcall", "message B/upcall"),
     ("user_us_per_upcall", "user µs/upcall"),
     ("sys_us_per_upcall", "sys µs/upcall"),
+    ("generator_sys_us_per_frame", "sender sys µs/frame"),
 ];
 
 /// Whether this CPU is QEMU's software emulation (its timings say nothing about real hardware).
@@ -107,14 +113,17 @@ pub fn run(args: UpcallArgs) -> Result<()> {
     Ok(())
 }
 
-/// The frame generator: sends frames into the local port until `stop`; returns how many it sent.
+/// The frame generator: sends frames into the local port until `stop`; returns how many it sent and
+/// its kernel CPU time. The datapath's lookup and the building of each upcall (the copy into the
+/// message, or the attaching of pages) run inside the generator's sends.
 fn generate(
     port: ovs::LocalPort,
     load: LoadArg,
     size: usize,
     flows: u16,
     stop: &AtomicBool,
-) -> u64 {
+) -> Result<(u64, Duration)> {
+    let before = resource_usage(UsageOf::Thread)?;
     let mut buf = vec![0u8; size];
     let mut sent = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -144,7 +153,7 @@ fn generate(
             sent += 1;
         }
     }
-    sent
+    Ok((sent, resource_usage(UsageOf::Thread)?.since(&before).system))
 }
 
 fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> Result<Row> {
@@ -152,7 +161,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
     let mut upcalls = UpcallSocket::open()?;
     let config = DatapathConfig {
         unaligned: feature == FeatureArg::Unaligned,
-        dispatch: Dispatch::PerVport,
+        dispatch: args.dispatch.into(),
     };
     let mut dp = Datapath::create(&name, config, &upcalls)?;
     let port = dp.local_port()?;
@@ -181,7 +190,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
     let seconds = start.elapsed().as_secs_f64();
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
     stop.store(true, Ordering::Relaxed);
-    let sent = generator.join().expect("generator thread");
+    let (sent, generator_sys) = generator.join().expect("generator thread")?;
     let stats = dp.info()?.stats;
     let counters = upcalls.counters();
     dp.delete()?;
@@ -207,6 +216,8 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         "message_bytes_per_upcall": per(counters.message_bytes as f64),
         "user_us_per_upcall": per(usage.user.as_secs_f64() * 1e6),
         "sys_us_per_upcall": per(usage.system.as_secs_f64() * 1e6),
+        "dispatch": match args.dispatch { DispatchArg::PerVport => "per-vport", DispatchArg::PerCpu => "per-cpu" },
+        "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
         "emulated_cpu": emulated_cpu(),
     })))
 }

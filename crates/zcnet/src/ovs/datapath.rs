@@ -437,6 +437,37 @@ mod tests {
     }
 
     #[test]
+    fn actions_nest_as_the_header_describes() {
+        let mut req = Request::new(0x20, 0, cmd::NEW, 1);
+        put_actions(
+            &mut req,
+            flow_attr::ACTIONS,
+            &[
+                Action::Output(3),
+                Action::Userspace {
+                    port_id: 77,
+                    cookie: 9,
+                },
+            ],
+        );
+        let msg = req.finish(1);
+        let body = &msg[crate::sys::netlink::NLMSG_HDRLEN + crate::sys::netlink::GENL_HDRLEN..];
+        let attrs: Vec<_> = Attributes::new(body).map(Result::unwrap).collect();
+        assert_eq!(attrs.len(), 1);
+        assert_eq!(attrs[0].0, flow_attr::ACTIONS);
+        assert_eq!(
+            u16::from_ne_bytes([body[2], body[3]]) & crate::sys::netlink::NLA_F_NESTED,
+            crate::sys::netlink::NLA_F_NESTED
+        );
+        let actions: Vec<_> = Attributes::new(attrs[0].1).map(Result::unwrap).collect();
+        assert_eq!(actions[0], (action_attr::OUTPUT, &3u32.to_ne_bytes()[..]));
+        assert_eq!(actions[1].0, action_attr::USERSPACE);
+        let user: Vec<_> = Attributes::new(actions[1].1).map(Result::unwrap).collect();
+        assert_eq!(user[0], (userspace_attr::PID, &77u32.to_ne_bytes()[..]));
+        assert_eq!(user[1], (userspace_attr::USERDATA, &9u64.to_ne_bytes()[..]));
+    }
+
+    #[test]
     fn features_follow_the_configuration() {
         let c = DatapathConfig {
             unaligned: true,
