@@ -14,6 +14,7 @@ mod pattern;
 mod peer;
 mod vsock;
 mod wire;
+mod xdp_zc;
 
 /// zcnet's guest-kernel checks and their host-side peer.
 #[derive(Debug, Parser)]
@@ -29,6 +30,15 @@ enum Command {
     Vsock,
     /// In the guest: TCP and UDP streams over the guest's NIC to the peer at --peer.
     Nic {
+        /// Address of the host-side peer.
+        #[arg(long)]
+        peer: IpAddr,
+        /// The guest's NIC.
+        #[arg(long, default_value = "eth0")]
+        iface: String,
+    },
+    /// In the guest: AF_XDP zero-copy on the guest's NIC, every frame checked against the peer at --peer.
+    Xdp {
         /// Address of the host-side peer.
         #[arg(long)]
         peer: IpAddr,
@@ -52,6 +62,7 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Command::Vsock => ("vsock", vsock::run()),
         Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
+        Command::Xdp { peer, iface } => ("xdp", xdp_zc::run(peer, &iface)),
         Command::Peer {
             listen,
             max_seconds,
