@@ -18,6 +18,7 @@ mod pattern;
 mod peer;
 mod vsock;
 mod wire;
+mod xdp_zc;
 
 /// zcnet's guest-kernel checks and their host-side peer.
 #[derive(Debug, Parser)]
@@ -64,6 +65,15 @@ enum Command {
         #[arg(long)]
         agent: IpAddr,
     },
+    /// In the guest: AF_XDP zero-copy on the guest's NIC, every frame checked against the peer at --peer.
+    Xdp {
+        /// Address of the host-side peer.
+        #[arg(long)]
+        peer: IpAddr,
+        /// The guest's NIC.
+        #[arg(long, default_value = "eth0")]
+        iface: String,
+    },
     /// On the host side of the guest's NIC: receive and verify the guest's streams.
     Peer {
         /// Address to listen on.
@@ -89,6 +99,7 @@ fn main() -> ExitCode {
             ovs_peer::echo(listen, Duration::from_secs(max_seconds)),
         ),
         Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
+        Command::Xdp { peer, iface } => ("xdp", xdp_zc::run(peer, &iface)),
         Command::Peer {
             listen,
             max_seconds,

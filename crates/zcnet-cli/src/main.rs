@@ -68,6 +68,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<xdp_cmd::Refused>() => {
+            eprintln!("zcnet: refused: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("zcnet: error: {e:#}");
             ExitCode::FAILURE
