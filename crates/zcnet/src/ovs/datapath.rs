@@ -393,8 +393,8 @@ impl Drop for Datapath {
     }
 }
 
-/// Deletes the datapaths named `<prefix><pid>…` whose pid is no longer running (left by a killed
-/// run); returns their names.
+/// Deletes the datapaths named `<prefix><pid>…` whose pid is no longer running (no `/proc/<pid>`: left
+/// by a killed run); returns their names.
 pub fn remove_stale(prefix: &str) -> Result<Vec<String>, OvsError> {
     let mut client = Client::open()?;
     let mut removed = Vec::new();
@@ -406,7 +406,7 @@ pub fn remove_stale(prefix: &str) -> Result<Vec<String>, OvsError> {
         let Some(pid) = stale_pid(&name, prefix) else {
             continue;
         };
-        if crate::sys::socket::process_exists(pid) {
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
         let req = client.request(Family::Datapath, 0, cmd::DEL, ifindex);
