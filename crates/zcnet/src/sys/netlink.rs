@@ -181,28 +181,11 @@ impl Request {
     }
 }
 
-/// Builds a generic netlink request (genl version 1): headers plus flat attributes `(type, payload)`.
-pub fn build_request(
-    family: u16,
-    flags: u16,
-    cmd: u8,
-    seq: u32,
-    attrs: &[(u16, &[u8])],
-) -> Vec<u8> {
-    let mut req = Request::new(family, flags, cmd, 1);
-    for (ty, payload) in attrs {
-        req.attr(*ty, payload);
-    }
-    req.finish(seq)
-}
-
 /// One parsed netlink message: its type and the bytes after the `nlmsghdr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message<'a> {
     /// `nlmsg_type`: a family id, `NLMSG_ERROR` or `NLMSG_DONE`.
     pub kind: u16,
-    /// `nlmsg_flags` (`NLM_F_MULTI` on the parts of a dump).
-    pub flags: u16,
     /// `nlmsg_seq`: the request's sequence number (0 on messages the kernel starts, such as upcalls).
     pub seq: u32,
     /// The payload (for genl: `genlmsghdr` then attributes).
@@ -253,7 +236,6 @@ pub fn messages(buf: &[u8]) -> io::Result<Vec<Message<'_>>> {
         }
         out.push(Message {
             kind: u16::from_ne_bytes(rest[4..6].try_into().expect("2 bytes")),
-            flags: u16::from_ne_bytes(rest[6..8].try_into().expect("2 bytes")),
             seq: u32::from_ne_bytes(rest[8..12].try_into().expect("4 bytes")),
             payload: &rest[NLMSG_HDRLEN..len],
         });
@@ -549,7 +531,9 @@ mod tests {
 
     #[test]
     fn request_round_trips_through_the_parser() {
-        let req = build_request(0x10, 1, 3, 7, &[(2, b"netdev\0"), (1, &[1, 2])]);
+        let mut req = Request::new(0x10, 1, 3, 1);
+        req.attr(2, b"netdev\0").attr(1, &[1, 2]);
+        let req = req.finish(7);
         assert_eq!(req.len() % 4, 0);
         let msgs = messages(&req).unwrap();
         assert_eq!(msgs.len(), 1);
@@ -561,16 +545,10 @@ mod tests {
     #[test]
     fn netdev_reply_parses_and_names_features() {
         let feats = (xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::XSK_ZEROCOPY).to_ne_bytes();
-        let req = build_request(
-            30,
-            0,
-            1,
-            1,
-            &[
-                (NETDEV_A_DEV_IFINDEX, &4u32.to_ne_bytes()),
-                (NETDEV_A_DEV_XDP_FEATURES, &feats),
-            ],
-        );
+        let mut req = Request::new(30, 0, 1, 1);
+        req.u32(NETDEV_A_DEV_IFINDEX, 4)
+            .attr(NETDEV_A_DEV_XDP_FEATURES, &feats);
+        let req = req.finish(1);
         let msgs = messages(&req).unwrap();
         let dev = parse_netdev(msgs[0].payload);
         assert_eq!(dev.ifindex, 4);
@@ -582,7 +560,7 @@ mod tests {
 
     #[test]
     fn malformed_lengths_are_rejected_not_trusted() {
-        let mut req = build_request(0x10, 1, 3, 7, &[]);
+        let mut req = Request::new(0x10, 1, 3, 1).finish(7);
         req[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert!(messages(&req).is_err());
         let bogus_attr = [0u8, 0, 0, 0, 200, 0, 1, 0];
