@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::datapath::{Action, Datapath, DatapathConfig};
 use super::error::OvsError;
 use super::upcall::{Received, Upcall, UpcallCounters, UpcallKind, UpcallSocket};
+use crate::sys::ovs::OvsKeyEthernet;
 
 /// What the switch did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,6 +111,35 @@ impl LearningSwitch {
     }
 }
 
+/// What the switch does with a miss: the actions, and whether to install them as the flow's.
+fn decide(
+    in_port: u32,
+    eth: &OvsKeyEthernet,
+    ports: &[(u32, String)],
+    macs: &mut HashMap<[u8; 6], u32>,
+) -> (Vec<Action>, bool) {
+    if eth.eth_src[0] & 1 == 0 {
+        macs.insert(eth.eth_src, in_port);
+    }
+    let flood = || {
+        ports
+            .iter()
+            .filter(|(p, _)| *p != in_port)
+            .map(|(p, _)| Action::Output(*p))
+            .collect()
+    };
+    if eth.eth_dst[0] & 1 != 0 {
+        return (flood(), true);
+    }
+    match macs.get(&eth.eth_dst) {
+        // Learnt on the port it came in on: the destination is on that segment, drop.
+        Some(&port) if port == in_port => (Vec::new(), true),
+        Some(&port) => (vec![Action::Output(port)], true),
+        // Unknown unicast: flood without a flow, so that the flow is installed once learnt.
+        None => (flood(), false),
+    }
+}
+
 fn handle(
     datapath: &mut Datapath,
     ports: &[(u32, String)],
@@ -123,23 +153,7 @@ fn handle(
         return Ok(());
     };
     counters.misses += 1;
-    if eth.eth_src[0] & 1 == 0 {
-        macs.insert(eth.eth_src, in_port);
-    }
-    let flood: Vec<Action> = ports
-        .iter()
-        .filter(|(p, _)| *p != in_port)
-        .map(|(p, _)| Action::Output(*p))
-        .collect();
-    let (actions, install) = if eth.eth_dst[0] & 1 != 0 {
-        (flood, true)
-    } else {
-        match macs.get(&eth.eth_dst) {
-            Some(&port) if port == in_port => (Vec::new(), true),
-            Some(&port) => (vec![Action::Output(port)], true),
-            None => (flood, false),
-        }
-    };
+    let (actions, install) = decide(in_port, &eth, ports, macs);
     if install {
         datapath.install_flow(up.key.raw(), &actions)?;
         counters.flows_installed += 1;
@@ -150,4 +164,56 @@ fn handle(
         datapath.execute(up.packet, up.key.raw(), &actions)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+    const BROADCAST: [u8; 6] = [0xff; 6];
+
+    fn eth(src: [u8; 6], dst: [u8; 6]) -> OvsKeyEthernet {
+        OvsKeyEthernet {
+            eth_src: src,
+            eth_dst: dst,
+        }
+    }
+
+    #[test]
+    fn broadcasts_flood_with_a_flow_unknown_unicast_floods_without_and_learnt_ones_go_out_one_port()
+    {
+        let ports = vec![
+            (1, "a".to_string()),
+            (2, "b".to_string()),
+            (3, "c".to_string()),
+        ];
+        let mut macs = HashMap::new();
+        let flood_from_1 = vec![Action::Output(2), Action::Output(3)];
+        assert_eq!(
+            decide(1, &eth(A, BROADCAST), &ports, &mut macs),
+            (flood_from_1.clone(), true)
+        );
+        assert_eq!(macs.get(&A), Some(&1), "the source is learnt");
+        assert_eq!(
+            decide(1, &eth(A, B), &ports, &mut macs),
+            (flood_from_1, false),
+            "B is not known yet"
+        );
+        assert_eq!(
+            decide(2, &eth(B, A), &ports, &mut macs),
+            (vec![Action::Output(1)], true)
+        );
+        assert_eq!(
+            decide(1, &eth(A, B), &ports, &mut macs),
+            (vec![Action::Output(2)], true)
+        );
+        assert_eq!(
+            decide(2, &eth(A, B), &ports, &mut macs),
+            (Vec::new(), true),
+            "A moved to port 2 and B is there: drop"
+        );
+        assert_eq!(macs.get(&A), Some(&2));
+    }
 }
