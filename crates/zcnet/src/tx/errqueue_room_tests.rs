@@ -13,7 +13,7 @@ use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{Mode, SenderConfig, TcpSender, TxError, UdpSender};
+use super::{Mode, SendError, SenderConfig, TcpSender, TxError, UdpSender};
 use crate::sys::socket::set_int_option;
 
 /// Zero-copy, draining after every send: every entry goes through the sends' own drains.
@@ -95,23 +95,34 @@ fn an_entry_larger_than_the_room_fails_the_send_that_reads_it() {
     )
     .unwrap();
     let mut tx = UdpSender::new(socket, drain_after_each_send());
-    let first = tx.send(vec![7u8; 100]).err();
-    let failure = first.or_else(|| {
-        // The ICMP error came after the first send's drain. It also set the socket error, which
-        // would fail the next `sendmsg` with ECONNREFUSED: read it (and clear it) once it is there,
-        // so that the next send succeeds and its own drain meets the entry.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while tx.get_ref().take_error().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "no ICMP error arrived");
-            thread::sleep(Duration::from_millis(1));
-        }
-        tx.send(vec![8u8; 100]).err()
-    });
-    let failure = failure.expect("no send reported the truncated entry");
+    let failure =
+        send_until_the_icmp_error_is_read(&mut tx).expect("no send reported the truncated entry");
     match failure.error() {
         TxError::Errqueue { source, .. } => {
             assert!(source.to_string().contains("MSG_CTRUNC"), "{source}")
         }
         other => panic!("the truncated entry was not reported: {other}"),
     }
+}
+
+/// Sends datagrams to the closed port until one send fails or the ICMP error has arrived; returns the
+/// failure of the send whose drain came after the error. An ICMP error also sets the socket error, which
+/// would fail the next `sendmsg` with ECONNREFUSED: it is read (and cleared) once it is there, so that
+/// the next send succeeds and its own drain meets the entry. ICMPv6 errors are rate-limited, hence a
+/// datagram more whenever none came within 200 ms.
+fn send_until_the_icmp_error_is_read(tx: &mut UdpSender) -> Option<SendError<Vec<u8>>> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Err(e) = tx.send(vec![7u8; 100]) {
+            return Some(e);
+        }
+        let wait = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < wait {
+            if tx.get_ref().take_error().unwrap().is_some() {
+                return tx.send(vec![8u8; 100]).err();
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    panic!("no ICMP error arrived");
 }
