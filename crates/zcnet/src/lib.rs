@@ -10,11 +10,14 @@
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
+//! - `aio` (feature `tokio`): `AsyncSender` and `AsyncReceiver` on tokio's reactor.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 mod fallback;
 pub mod probe;
 pub mod rx;

@@ -41,6 +41,8 @@ pub mod netlink;
 pub mod ns;
 pub mod packet;
 pub mod pages;
+#[cfg(feature = "tokio")]
+pub(crate) mod reactor;
 pub mod signal;
 pub mod socket;
 pub mod tcp_zc;
