@@ -1,0 +1,44 @@
+//! The examples run as a user would run them (`cargo run --release --example …`) and say what they
+//! promise: the blocking one moves all its bytes, the stream hasher's hash matches its sender's.
+
+use std::process::Command;
+
+/// Runs `cargo run --release --example name -- args` for this package; returns its standard output.
+fn run_example(name: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "zcnet",
+            "--example",
+            name,
+            "--",
+        ])
+        .args(args)
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "example {name} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{stdout}");
+    stdout
+}
+
+#[test]
+fn blocking_example_sends_every_byte() {
+    let out = run_example("blocking", &[]);
+    assert!(out.contains("received 67108864 bytes"), "{out}");
+}
+
+#[test]
+fn stream_hasher_example_hashes_what_was_sent() {
+    let out = run_example("stream_hasher", &[]);
+    assert!(out.contains("hash matches the sender's"), "{out}");
+    assert!(out.contains("mmap'ed"), "{out}");
+}
