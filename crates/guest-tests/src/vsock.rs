@@ -1,7 +1,6 @@
 //! AF_VSOCK MSG_ZEROCOPY over the `vsock_loopback` transport (inside the guest): zcnet's sender on stream
 //! and seqpacket sockets, and the kernel behaviour it is built on, seen at the `sys` level.
 
-use std::io::IoSlice;
 use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -231,10 +230,11 @@ fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
     Ok(got)
 }
 
-/// One raw `sendmsg` of `buf` with `flags` on `socket`; the receiver checks the bytes arrive.
-fn raw_send(socket: &VsockSocket, buf: &[u8], flags: i32) -> anyhow::Result<usize> {
-    errqueue::send_msg(socket.as_fd(), &[IoSlice::new(buf)], None, None, flags)
-        .context("sendmsg on the vsock stream")
+/// One raw `send(MSG_ZEROCOPY)` of `buf` on `socket`, to see what the kernel does with the flag; the
+/// caller keeps `buf` unchanged until its completion arrived, and the receiver checks the bytes arrive.
+fn raw_zerocopy_send(socket: &VsockSocket, buf: &[u8]) -> anyhow::Result<usize> {
+    let flags = rustix::net::SendFlags::from_bits_retain(libc::MSG_ZEROCOPY as u32);
+    rustix::net::send(socket, buf, flags).context("send(MSG_ZEROCOPY) on the vsock stream")
 }
 
 /// SO_ZEROCOPY: off on a fresh socket, MSG_ZEROCOPY then ignored (data sent, no completion); once set,
@@ -245,12 +245,12 @@ fn so_zerocopy(outcome: &mut Outcome) -> anyhow::Result<()> {
     let receiver = Receiver::start(VsockType::Stream, 2 * PACKET as u64, Some(RECEIVER_BUFFER))?;
     let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)?;
     let off = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
-    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    let sent = raw_zerocopy_send(&socket, &buf)?;
     // The kernel ignored the flag: nothing may appear on the error queue.
     let ready = errqueue::poll_socket(socket.as_fd(), false, Duration::from_millis(500))?;
     errqueue::enable_zerocopy(socket.as_fd())?;
     let on = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
-    let sent_zc = raw_send(&socket, &again, libc::MSG_ZEROCOPY)?;
+    let sent_zc = raw_zerocopy_send(&socket, &again)?;
     let done = completions(&socket, 1)?;
     let got = receiver.finish()?;
     // `again` stayed untouched until its completion arrived (above); it may be reused from here.
@@ -293,7 +293,7 @@ fn large_send(buffers: Option<u64>, outcome: &mut Outcome) -> anyhow::Result<()>
         set_buffer_size(socket.as_fd(), bytes).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
     }
     errqueue::enable_zerocopy(socket.as_fd())?;
-    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    let sent = raw_zerocopy_send(&socket, &buf)?;
     let got = receiver.finish()?;
     // The whole stream arrived: every completion of the send is queued or on its way. With credit
     // one id covers it; without, more than one.

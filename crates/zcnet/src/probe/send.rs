@@ -54,7 +54,7 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
 pub(super) fn tcp_zerocopy_stats() -> Result<TxStats, String> {
     let check = tcp_loopback_check(LOOPBACK_SENDS * LOOPBACK_SEND_SIZE, Duration::from_secs(5))
         .map_err(|e| refusal(&e))?;
-    check.zerocopy?;
+    check.zerocopy.map_err(|f| f.to_string())?;
     Ok(check.stats)
 }
 
@@ -67,7 +67,7 @@ pub(super) fn udp_zerocopy_stats() -> Result<TxStats, String> {
         .connect(receiver.local_addr().map_err(io)?)
         .map_err(io)?;
     let mut tx = UdpSender::new(sender, SenderConfig::with_mode(Mode::ZeroCopy));
-    tx.zerocopy_status().map_err(str::to_string)?;
+    tx.zerocopy_status().map_err(|f| f.to_string())?;
     for _ in 0..LOOPBACK_SENDS {
         tx.send(vec![0x5a; 8 * 1024]).map_err(|e| e.to_string())?;
     }

@@ -11,7 +11,7 @@ use super::{Mode, SenderConfig, TcpSender, TxStats};
 #[derive(Debug, Clone)]
 pub struct TcpLoopbackCheck {
     /// Whether `SO_ZEROCOPY` could be set, or why not (errno name).
-    pub zerocopy: Result<(), String>,
+    pub zerocopy: Result<(), crate::Fallback>,
     /// The sender's counters: `zc_calls` sends, `zc_ids`/`copied_ids` completions.
     pub stats: TxStats,
 }
@@ -48,7 +48,7 @@ pub fn tcp_loopback_check(size: usize, timeout: Duration) -> io::Result<TcpLoopb
     tx.send(vec![0x5a; size.max(1)])?;
     tx.flush(timeout)?;
     let check = TcpLoopbackCheck {
-        zerocopy: tx.zerocopy_status().map_err(str::to_string),
+        zerocopy: tx.zerocopy_status().map_err(Clone::clone),
         stats: tx.stats().clone(),
     };
     drop(tx.close(timeout)?);

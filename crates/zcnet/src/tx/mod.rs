@@ -35,8 +35,10 @@ mod sender;
 mod socket;
 mod stats;
 mod tracker;
+mod unsent;
 pub mod vsock;
 
+pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
 pub use check::{TcpLoopbackCheck, tcp_loopback_check};
 pub use error::TxError;
@@ -46,6 +48,7 @@ pub use sender::{Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;
 pub use tracker::{Completion, CompletionTracker, TrackerCounts};
+pub use unsent::{SendError, TrySendError, Unsent};
 pub use vsock::VsockSocket;
 
 /// A MSG_ZEROCOPY sender over a connected TCP stream (IPv4 or IPv6).

@@ -171,7 +171,7 @@ pub fn loopback_check(
             }
         });
         at += size as u64;
-        tx.send(buf).map_err(LoopbackError::Send)?;
+        tx.send(buf).map_err(|e| LoopbackError::Send(e.into()))?;
     }
     tx.flush(Duration::from_secs(10))
         .map_err(LoopbackError::Send)?;
