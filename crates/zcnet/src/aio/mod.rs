@@ -16,5 +16,7 @@
 //! new ring types rather than on the ones being replaced.
 
 mod receiver;
+mod sender;
 
 pub use receiver::AsyncReceiver;
+pub use sender::AsyncSender;
