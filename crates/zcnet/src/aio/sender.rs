@@ -240,7 +240,9 @@ async fn writable<S: ZcSocket>(io: &mut Readiness, tx: &mut Sender<S>) -> Result
             .map_err(|e| queue_error::<S>(e))?;
         let state = ready.ready();
         if state.is_error() {
-            read_completions(tx)?;
+            // A socket error (a reset) also makes the socket writable (shut down): the caller's next
+            // try reports it.
+            tx.poll_completions()?;
         }
         ready.clear_ready();
         if state.is_writable() {

@@ -4,7 +4,7 @@
 //! Everything here is a thin, checked wrapper:
 //! - functions take borrowed file descriptors (`BorrowedFd`) or owned ones (`OwnedFd`), never raw integers
 //!   whose lifetime nobody owns;
-//! - a failing call returns `io::Error::last_os_error()` through the one [`syscall!`] macro, and calls that
+//! - a failing call returns `io::Error::last_os_error()` through the one `syscall!` macro, and calls that
 //!   may be interrupted go through [`retry_if_interrupted`];
 //! - every `#[repr(C)]` struct carries a compile-time size assertion and unit tests for its field offsets,
 //!   with the values taken from the kernel's UAPI headers (named beside each definition);
