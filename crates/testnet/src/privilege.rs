@@ -36,7 +36,7 @@ fn runs_required() -> bool {
 /// Whether this process may build topologies (it runs as root). When it may not, [`skip`]s `test`
 /// with the reason and returns `false` (so under `ZCNET_PRIV_TESTS=1` it panics).
 pub fn privileged(test: &str) -> bool {
-    if zcnet::sys::socket::effective_uid() == 0 {
+    if rustix::process::geteuid().is_root() {
         return true;
     }
     skip(

@@ -2,9 +2,9 @@
 //! EADDRNOTAVAIL), so the live tests skip here with that reason and run in the guest (VM) harness, which
 //! loads vsock_loopback. Nothing here ever connects to CID 1 or 2 without a loopback transport.
 
+use testnet::{LoopbackError, loopback_check};
 use zcnet::sys::vsock::{self, VsockType};
 use zcnet::tx::Mode;
-use zcnet::tx::vsock::{LoopbackError, loopback_check};
 
 #[test]
 fn vsock_sockets_accept_so_zerocopy() {

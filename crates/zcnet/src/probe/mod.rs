@@ -9,6 +9,7 @@
 mod iface;
 mod receive;
 mod send;
+mod tcp_loopback;
 mod vsock;
 
 use std::fmt;

@@ -6,9 +6,10 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
+use super::tcp_loopback::tcp_loopback_check;
 use super::{Finding, Support, refusal};
 use crate::sys;
-use crate::tx::{Mode, SenderConfig, TxStats, UdpSender, tcp_loopback_check};
+use crate::tx::{Mode, SenderConfig, TxStats, UdpSender};
 
 pub(super) fn so_zerocopy(feature: &str, domain: i32, kind: i32) -> Finding {
     let result = sys::socket::socket(domain, kind, 0).and_then(|fd| {

@@ -38,12 +38,10 @@ pub mod bpf;
 pub mod errno;
 pub mod errqueue;
 pub mod netlink;
-pub mod ns;
 pub mod packet;
 pub mod pages;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
-pub mod signal;
 pub mod socket;
 pub mod tcp_zc;
 #[cfg(feature = "io-uring")]

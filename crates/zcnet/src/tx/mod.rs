@@ -27,7 +27,6 @@
 //! ```
 
 mod buffer;
-mod check;
 mod error;
 mod policy;
 mod pool;
@@ -40,7 +39,6 @@ pub mod vsock;
 
 pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
-pub use check::{TcpLoopbackCheck, tcp_loopback_check};
 pub use error::TxError;
 pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
