@@ -29,7 +29,7 @@ impl AsyncReceiver {
     /// inside one).
     pub fn new(mut rx: Receiver) -> io::Result<AsyncReceiver> {
         rx.set_nonblocking(true)?;
-        let io = reactor::register(rx.stream().as_fd(), Interest::READABLE)?;
+        let io = reactor::register(rx.as_fd(), Interest::READABLE)?;
         Ok(AsyncReceiver { io, rx })
     }
 
