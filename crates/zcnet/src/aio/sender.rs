@@ -27,7 +27,10 @@ use crate::tx::{
 /// queued with the buffer, and the next [`send`](AsyncSender::send), [`flush`](AsyncSender::flush) or
 /// [`close`](AsyncSender::close) sends them first. So a stream never loses, repeats or reorders a byte
 /// whatever futures are dropped, and a buffer is released only by the completions covering it (or,
-/// if nothing of it was lent, when the queue lets it go).
+/// if nothing of it was lent, when the queue lets it go). [`AsyncSender::queued`] counts the buffers
+/// waiting so. Dropping the `AsyncSender` itself drops what is still queued unsent (as closing a
+/// socket with unsent data would) and keeps outstanding loans lent for good, as [`Sender`] does:
+/// [`close`](AsyncSender::close) it instead.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
