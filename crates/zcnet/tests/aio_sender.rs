@@ -238,3 +238,19 @@ async fn udp_gso_into_xdp_drop_sink_completes_not_copied() {
     assert_eq!(stats.copied_ids, 0, "{stats:?}");
     assert_eq!(pool.available(), pool.capacity());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_send_future_never_polled_sends_nothing() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let reader = tokio::spawn(read_all(server, None));
+    let mut tx = AsyncSender::new(TcpSender::new(client, SenderConfig::default())).unwrap();
+    drop(tx.send(vec![1u8; 1 << 20]));
+    assert_eq!(tx.queued(), 0);
+    tx.send(vec![2u8; 1 << 20]).await.expect("send");
+    drop(tx.close().await.expect("close"));
+    let mut expected = Checksum::default();
+    expected.update(&vec![2u8; 1 << 20]);
+    assert_eq!(reader.await.expect("reader"), expected);
+}
