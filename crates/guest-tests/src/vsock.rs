@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use testnet::loopback_check;
-use zcnet::sys::errqueue::{self, ControlBuf, ErrqueueMessage, ZerocopyCompletion};
-use zcnet::sys::socket::get_int_option;
-use zcnet::sys::vsock::{SOL_VSOCK, VSOCK_RECVERR};
+use zcnet::tx::Completion as ZerocopyCompletion;
+use zcnet::tx::errqueue::{self, ControlBuf, ErrqueueMessage, SOL_VSOCK, VSOCK_RECVERR};
 use zcnet::tx::vsock::{
     VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType, loopback_available, set_buffer_size,
 };
@@ -334,12 +333,12 @@ fn so_zerocopy(outcome: &mut Outcome) -> anyhow::Result<()> {
     let again = vec_pattern(PACKET, PACKET as u64);
     let receiver = Receiver::start(VsockType::Stream, 2 * PACKET as u64, Some(RECEIVER_BUFFER))?;
     let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)?;
-    let off = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
+    let off = i32::from(errqueue::zerocopy_enabled(socket.as_fd())?);
     let sent = raw_zerocopy_send(&socket, &buf)?;
     // The kernel ignored the flag: nothing may appear on the error queue.
     let ready = errqueue::poll_socket(socket.as_fd(), false, Duration::from_millis(500))?;
     errqueue::enable_zerocopy(socket.as_fd())?;
-    let on = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
+    let on = i32::from(errqueue::zerocopy_enabled(socket.as_fd())?);
     let sent_zc = raw_zerocopy_send(&socket, &again)?;
     let done = completions(&socket, 1)?;
     let got = receiver.finish()?;

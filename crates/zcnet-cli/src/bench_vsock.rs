@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::vsock::{
     self, VMADDR_CID_ANY, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType,
     set_buffer_size,

@@ -12,7 +12,12 @@ use zcnet::tx::{Mode, SenderConfig, UdpSender};
 
 /// A UDP-Lite socket, or `None` (with a printed reason) on a kernel built without UDP-Lite.
 fn udplite() -> Option<UdpSocket> {
-    match zcnet::sys::socket::socket(libc::AF_INET, libc::SOCK_DGRAM, libc::IPPROTO_UDPLITE) {
+    use rustix::net::{AddressFamily, SocketType, ipproto, socket};
+    match socket(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        Some(ipproto::UDPLITE),
+    ) {
         Ok(fd) => Some(UdpSocket::from(fd)),
         Err(e) => {
             let reason = format!("no UDP-Lite sockets here: {e}");

@@ -143,17 +143,31 @@ pub const fn cmsg_space(payload: usize) -> usize {
     CMSG_HDR + cmsg_align(payload)
 }
 
+// One errqueue entry's control messages fit: an IPv6 completion (sock_extended_err + sockaddr_in6),
+// SCM_TIMESTAMPING (three timespecs) and IPV6_PKTINFO (in6_pktinfo).
+const _: () = assert!(
+    cmsg_space(mem::size_of::<SockExtendedErr>() + mem::size_of::<libc::sockaddr_in6>())
+        + cmsg_space(3 * mem::size_of::<libc::timespec>())
+        + cmsg_space(mem::size_of::<libc::in6_pktinfo>())
+        <= ControlBuf::CAPACITY
+);
+
 /// A control-message buffer with the alignment of `struct cmsghdr`, large enough for the messages zcnet
 /// sends (`UDP_SEGMENT`) and receives (a `*_RECVERR` with its offender address).
 #[derive(Debug, Clone, Default)]
 pub struct ControlBuf {
-    words: [u64; 16],
+    words: [u64; ControlBuf::WORDS],
     len: usize,
 }
 
 impl ControlBuf {
     /// Capacity in bytes.
-    pub const CAPACITY: usize = 16 * 8;
+    pub const CAPACITY: usize = Self::WORDS * 8;
+    /// `u64` words of the buffer: room for the largest entry one `recvmsg(MSG_ERRQUEUE)` returns — an
+    /// `IPV6_RECVERR` with its `sockaddr_in6` offender — together with the timestamps and packet info
+    /// a caller may have enabled on the socket (`SCM_TIMESTAMPING`, `IPV6_PKTINFO`), so that
+    /// `MSG_CTRUNC` never drops a completion.
+    const WORDS: usize = 32;
 
     /// The bytes written so far (encoded, or filled by the kernel).
     pub fn as_bytes(&self) -> &[u8] {
@@ -162,14 +176,14 @@ impl ControlBuf {
 
     fn bytes(&self) -> &[u8] {
         let ptr = self.words.as_ptr().cast::<u8>();
-        // SAFETY: `words` is `16 * 8` initialised bytes borrowed for the returned lifetime; u8 has no
+        // SAFETY: `words` is `CAPACITY` initialised bytes borrowed for the returned lifetime; u8 has no
         // alignment or validity requirements.
         unsafe { std::slice::from_raw_parts(ptr, Self::CAPACITY) }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
         let ptr = self.words.as_mut_ptr().cast::<u8>();
-        // SAFETY: `words` is `16 * 8` initialised bytes owned by `self`, borrowed mutably for the
+        // SAFETY: `words` is `CAPACITY` initialised bytes owned by `self`, borrowed mutably for the
         // returned lifetime; u8 has no alignment or validity requirements.
         unsafe { std::slice::from_raw_parts_mut(ptr, Self::CAPACITY) }
     }

@@ -151,12 +151,6 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The calling thread's id (as the kernel names it in `/proc/self/task`).
-pub fn thread_id() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

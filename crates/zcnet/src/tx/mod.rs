@@ -10,8 +10,9 @@
 //! Kernel behaviour relied on (Documentation/networking/msg_zerocopy.rst): `SO_ZEROCOPY` opts a socket
 //! in; each successful `sendmsg(MSG_ZEROCOPY)` with data takes the next u32 id (a failed one takes none);
 //! completions are inclusive id ranges on the error queue, flagged `SO_EE_CODE_ZEROCOPY_COPIED` when the
-//! kernel copied anyway — always, when the receiver is a local socket. The socket must not have sent with
-//! MSG_ZEROCOPY before it is wrapped (its id counter must still be at 0).
+//! kernel copied anyway — always, when the receiver is a local socket. A sender numbers its sends from
+//! 0, so it sends zero-copy only on a socket that did not have `SO_ZEROCOPY` yet (one no sender used), and
+//! stops releasing buffers if a completion ever names an id it never registered.
 //!
 //! ```no_run
 //! use std::net::TcpStream;
@@ -28,6 +29,7 @@
 
 mod buffer;
 mod error;
+pub mod errqueue;
 mod policy;
 mod pool;
 mod sender;

@@ -594,6 +594,18 @@ impl<S: ZcSocket> Drop for Sender<S> {
 }
 
 impl Sender<UdpSocket> {
+    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when the socket
+    /// is uncorked (`false`). Zero-copy and copied pieces mix freely; each zero-copy piece still takes
+    /// its own completion id.
+    pub fn set_cork(&mut self, cork: bool) -> io::Result<()> {
+        crate::sys::socket::set_int_option(
+            self.get_ref().fd(),
+            libc::SOL_UDP,
+            libc::UDP_CORK,
+            i32::from(cork),
+        )
+    }
+
     /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
     /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
     pub fn set_gso_segment(&mut self, segment: Option<u16>) {

@@ -136,13 +136,7 @@ pub fn udp_sink(socket: UdpSocket) -> UdpSink {
     let target = Arc::new(AtomicU64::new(u64::MAX));
     let (r, t) = (Arc::clone(&received), Arc::clone(&target));
     // A big receive buffer when allowed (root), else a window of one maximal datagram.
-    let fd = std::os::fd::AsFd::as_fd(&socket);
-    let window = match zcnet::sys::socket::set_int_option(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUFFORCE,
-        8 << 20,
-    ) {
+    let window = match rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20) {
         Ok(()) => 1 << 20,
         Err(_) => 64 << 10,
     };
