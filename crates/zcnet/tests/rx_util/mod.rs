@@ -133,13 +133,9 @@ fn send_zerocopy(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> T
             sender::send_record(tx.get_ref(), piece).expect("send header with MSG_EOR");
             continue;
         }
-        let mut buf = loop {
-            if let Some(buf) = pool.take() {
-                break buf;
-            }
-            tx.wait_completions(Duration::from_millis(100))
-                .expect("wait for send completions");
-        };
+        let mut buf = pool
+            .take_or_wait(&mut tx, Duration::from_secs(20))
+            .expect("a send buffer back from its completion");
         buf.fill_with(size, |b| b.copy_from_slice(piece));
         tx.send(buf).expect("zero-copy send");
     }
