@@ -13,6 +13,7 @@ mod outcome;
 mod pattern;
 mod peer;
 mod vsock;
+mod vsock_async;
 mod wire;
 
 /// zcnet's guest-kernel checks and their host-side peer.
