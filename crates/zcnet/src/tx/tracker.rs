@@ -157,8 +157,8 @@ impl<T> CompletionTracker<T> {
     /// Removes every outstanding item without a completion, for a caller that must keep them from
     /// reuse forever (the kernel may still read them): they are returned, not released.
     pub fn abandon(&mut self) -> Vec<T> {
+        self.base = self.next_id();
         let items: Vec<T> = self.slots.drain(..).flatten().collect();
-        self.base = self.base.wrapping_add(items.len() as u32);
         self.outstanding = 0;
         items
     }
@@ -235,10 +235,11 @@ mod tests {
         let mut t = CompletionTracker::new(0);
         t.register(1);
         t.register(2);
-        t.complete(range(0, 0, true), drop);
-        assert_eq!(t.abandon(), vec![2]);
+        t.register(3);
+        t.complete(range(1, 1, true), drop);
+        assert_eq!(t.abandon(), vec![1, 3]);
         assert_eq!(t.outstanding(), 0);
-        assert_eq!(t.next_id(), 2);
+        assert_eq!(t.next_id(), 3, "ids already taken are not handed out again");
     }
 
     #[test]
