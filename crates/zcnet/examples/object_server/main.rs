@@ -14,13 +14,13 @@
 //!
 //! Without `--listen` it runs its own clients over loopback, each verifying every object it gets.
 //! A request is 8 bytes (object index, count, both big-endian u32); each answer is the object's
-//! length (u64, big-endian) and its bytes. `--bench` serves the same load with a thread per connection
-//! and the blocking `TcpSender`, then with tokio and `AsyncSender` (a runtime of `--workers` threads,
-//! by default one per core), back to back in each round; the clients are the same two threads for both. It
-//! prints the median rate of each, the median of the rounds' tokio/blocking ratios, and the process's
-//! CPU time per MB, for each connection count and send mode (zerocopy and auto unless `--mode` picks
-//! one). On a host shared with other work single rates swing from run to run: read the ratio and the
-//! CPU per MB.
+//! length (u64, big-endian) and its bytes. `--bench` serves the same load with a thread per
+//! connection and the blocking `TcpSender`, then with tokio and `AsyncSender` (a runtime of
+//! `--workers` threads, by default one per core), back to back in each round, to the same two client
+//! threads. It prints the median rate of each, the median of the rounds' tokio/blocking ratios, and
+//! the process's CPU time per MB, for each connection count and send mode (zerocopy and auto unless
+//! `--mode` picks one). On a host shared with other work single rates swing from run to run: read the
+//! ratio and the CPU per MB.
 
 mod bench;
 #[path = "../common/mod.rs"]
