@@ -197,7 +197,8 @@ async fn verifying_client(
 
 fn print_summary(what: &str, served: &Served, elapsed: Duration, cpu: Duration) {
     println!(
-        "{what}: {:.1} MB in {:.2} s ({:.2} Gbit/s); sendmsg zero-copy {} copy {}; ids zero-copied {}, copied {}; {:.1} µs CPU per MB",
+        "{what}: {:.1} MB in {:.2} s ({:.2} Gbit/s); sendmsg zero-copy {} copy {}; \
+         ids zero-copied {}, copied {}; {:.1} µs CPU per MB",
         served.bytes as f64 / 1e6,
         elapsed.as_secs_f64(),
         served.bytes as f64 * 8.0 / elapsed.as_secs_f64() / 1e9,
