@@ -184,7 +184,11 @@ fn serve(
 
 fn finish_burst(burst: Burst, outcome: &mut Outcome) {
     match burst.join().expect("burst thread panicked") {
-        Ok(sent) => println!("peer: burst of {sent} datagrams sent to the guest"),
+        Ok(sent) => outcome.check(
+            "burst",
+            true,
+            &format!("{sent} datagrams sent to the guest (the guest verifies them)"),
+        ),
         Err(e) => outcome.fail("burst", &format!("{e:#}")),
     }
 }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
 use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
-use zcnet::xdp::{AttachMode, XdpLink, XdpProgram, interface_index};
+use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::report::{self, Row};
 use crate::xdp_cmd::{App, ModeArg, Wait};
@@ -190,7 +190,9 @@ fn af_xdp_receiver(
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair.a.run(|| {
         let mode = args.mode.into();
-        App::open(&pair.a_if, 0, mode, true, forward, Some(AttachMode::Driver))
+        // The pair is the bench's own: its socket takes every frame, as xdpsock's does.
+        let attach = Some((AttachMode::Driver, FrameMatch::All));
+        App::open(&pair.a_if, 0, mode, true, forward, attach)
     })?;
     start()?;
     let (packets, invalid) = if forward {

@@ -49,6 +49,7 @@
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - `aio` (feature `tokio`): `AsyncSender` and `AsyncReceiver` on tokio's reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
@@ -58,6 +59,7 @@
 #[cfg(feature = "tokio")]
 pub mod aio;
 mod fallback;
+pub mod ovs;
 pub mod probe;
 pub mod rx;
 pub mod sys;

@@ -7,6 +7,7 @@
 //! (an XDP_ZEROCOPY bind) runs only on interfaces the caller names and opts into.
 
 mod iface;
+mod ovs;
 mod receive;
 mod send;
 mod tcp_loopback;
@@ -128,6 +129,7 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
         |_| "AF_XDP socket created".into(),
     ));
     out.extend(vsock::vsock());
+    out.push(ovs::datapath());
     out.extend(iface::interfaces(opts));
     out.extend(limits());
     out

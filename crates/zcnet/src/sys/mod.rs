@@ -12,8 +12,8 @@
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
 //! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), [`bpf`] and [`xdp`]
-//! (AF_XDP and its programs), `netlink` (netdev generic netlink), [`uring`] (io_uring probing) and
-//! `vsock`.
+//! (AF_XDP and its programs), `netlink` (generic netlink: netdev and the OVS families), `ovs` (Open
+//! vSwitch datapath UAPI), `link` (interface indices), [`uring`] (io_uring probing) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -40,7 +40,12 @@ macro_rules! syscall {
 pub mod bpf;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
+pub(crate) mod link;
 pub(crate) mod netlink;
+// The whole UAPI table of openvswitch.h, each value tested against the header; the client sends only
+// part of it.
+#[allow(dead_code)]
+pub(crate) mod ovs;
 pub mod packet;
 pub(crate) mod pages;
 #[cfg(feature = "tokio")]
