@@ -17,6 +17,7 @@ mod ovs_wire;
 mod pattern;
 mod peer;
 mod vsock;
+mod vsock_async;
 mod wire;
 mod xdp_zc;
 

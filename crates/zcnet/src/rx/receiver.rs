@@ -206,6 +206,13 @@ impl Receiver {
         }
     }
 
+    /// Whether the next [`Receiver::recv`] returns without reading the socket: copied bytes not handed
+    /// out yet, or the end of the stream already seen.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn has_buffered(&self) -> bool {
+        !self.pending.is_empty() || self.eof
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &RxStats {
         &self.stats
