@@ -37,9 +37,11 @@ mod stats;
 mod tracker;
 pub mod vsock;
 
+pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
 pub use check::{TcpLoopbackCheck, tcp_loopback_check};
 pub use error::TxError;
+pub(crate) use error::send_hint;
 pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
 pub use sender::{Sender, SenderConfig};
