@@ -9,6 +9,7 @@
 //! - [`tx`]: MSG_ZEROCOPY senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking.
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`uring`]: io_uring zero-copy send (`SEND_ZC`) on the same tracker, policy and stats.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
@@ -20,6 +21,8 @@ pub mod probe;
 pub mod rx;
 pub mod sys;
 pub mod tx;
+#[cfg(feature = "io-uring")]
+pub mod uring;
 pub mod xdp;
 
 pub use fallback::{Cause, Fallback};

@@ -117,6 +117,27 @@ impl PageArena {
         self.huge_pages.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
+    /// The start address of every slot, with the slot size: what `IORING_REGISTER_BUFFERS` pins.
+    pub fn slot_ranges(&self) -> impl Iterator<Item = (*const u8, usize)> + '_ {
+        (0..self.count).map(|i| {
+            (
+                self.base
+                    .as_ptr()
+                    .wrapping_add(i * self.slot_size)
+                    .cast_const(),
+                self.slot_size,
+            )
+        })
+    }
+
+    /// The slot holding all of `bytes`, if they lie inside one slot of this arena.
+    pub fn slot_of(&self, bytes: &[u8]) -> Option<usize> {
+        let off = (bytes.as_ptr() as usize).checked_sub(self.base.as_ptr() as usize)?;
+        let index = off / self.slot_size;
+        let end_in_slot = off % self.slot_size + bytes.len();
+        (index < self.count && end_in_slot <= self.slot_size).then_some(index)
+    }
+
     /// Takes a free slot (length 0), or `None` when all are out.
     pub fn take(self: &Arc<Self>) -> Option<PageSlot> {
         let index = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
