@@ -5,8 +5,10 @@
 //! - `IORING_OP_SEND_ZC` (6.0) completes twice: a result CQE (bytes sent, or `-errno`) carrying
 //!   `IORING_CQE_F_MORE` when a notification follows, then a notification CQE (`IORING_CQE_F_NOTIF`,
 //!   same `user_data`) once no packet references the pages any more. A request that failed — even one
-//!   cancelled because an earlier link of its chain failed — may still carry `F_MORE` and notify; a
-//!   result without `F_MORE` is the last CQE of its request.
+//!   cancelled because an earlier link of its chain failed — may still carry `F_MORE` and notify.
+//!   After a result without `F_MORE` the kernel holds no reference to the bytes; a request refused
+//!   while being submitted (6.18: `ENOMEM` when its pages exceed `RLIMIT_MEMLOCK`) may nevertheless
+//!   post a notification afterwards, for no pages.
 //! - With `IORING_SEND_ZC_REPORT_USAGE` (6.2) the notification's `res` has
 //!   `IORING_NOTIF_USAGE_ZC_COPIED` set when the kernel copied the data after all; older kernels fail
 //!   the request with `EINVAL`.
@@ -50,7 +52,10 @@ pub struct ZcOpcodes {
 /// Sets up a small ring and asks the kernel which zero-copy send opcodes it supports.
 /// `ENOSYS` or `EPERM` (io_uring disabled by `kernel.io_uring_disabled`) come back as errors.
 pub fn zero_copy_opcodes() -> io::Result<ZcOpcodes> {
-    let ring = IoUring::new(2)?;
+    probe_opcodes(&IoUring::new(2)?)
+}
+
+fn probe_opcodes(ring: &IoUring) -> io::Result<ZcOpcodes> {
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe)?;
     Ok(ZcOpcodes {
@@ -150,6 +155,11 @@ impl<T: ?Sized> SendRing<T> {
             lent: HashMap::new(),
             registered: None,
         })
+    }
+
+    /// The zero-copy send opcodes this ring's kernel accepts (`IORING_REGISTER_PROBE`).
+    pub fn zero_copy_opcodes(&self) -> io::Result<ZcOpcodes> {
+        probe_opcodes(&self.ring)
     }
 
     /// Submission queue entries.

@@ -1,7 +1,7 @@
 //! The io_uring sender: queue sends, decide each, submit them as linked batches, and turn CQEs into
 //! completions of the shared tracker.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::UdpSocket;
 use std::sync::Arc;
@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use super::UringError;
 use crate::Fallback;
 use crate::sys::socket::set_int_option;
-use crate::sys::uring::{
-    MAX_REGISTERED_BUFFERS, SendEvent, SendKind, SendRing, memlock_limit, zero_copy_opcodes,
-};
+use crate::sys::uring::{MAX_REGISTERED_BUFFERS, SendEvent, SendKind, SendRing, memlock_limit};
 use crate::tx::{
     BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
     PolicyConfig, SendBuf, TxStats, ZcSocket,
@@ -115,6 +113,9 @@ pub struct UringSender<S: ZcSocket> {
     /// Requests of the last chain whose result has not arrived.
     chain_pending: usize,
     next_copy: u64,
+    /// Ids of zero-copy requests that failed and will still notify: their notification releases the
+    /// buffer without counting as a completion.
+    failed: HashSet<u32>,
     error: Option<UringError>,
 }
 
@@ -128,7 +129,7 @@ impl<S: ZcSocket> UringSender<S> {
         let zerocopy = if config.policy.mode == Mode::Copy {
             Err(Fallback::requested("choose mode zerocopy or auto"))
         } else {
-            match zero_copy_opcodes() {
+            match ring.zero_copy_opcodes() {
                 Ok(ops) if ops.send_zc => Ok(()),
                 Ok(_) => Err(Fallback::observed(
                     "IORING_OP_SEND_ZC is missing from IORING_REGISTER_PROBE",
@@ -157,6 +158,7 @@ impl<S: ZcSocket> UringSender<S> {
             chain_len: 0,
             chain_pending: 0,
             next_copy: 0,
+            failed: HashSet::new(),
             error: None,
         })
     }
@@ -420,6 +422,11 @@ impl<S: ZcSocket> UringSender<S> {
             match event {
                 SendEvent::Notif { user_data, copied } if user_data & COPY_TAG == 0 => {
                     let id = user_data as u32;
+                    if self.failed.remove(&id) {
+                        // A failed request sent nothing from its pages: release, count nothing.
+                        released += u64::from(self.tracker.withdraw(id).is_some());
+                        continue;
+                    }
                     let ids = self.tracker.complete(
                         Completion {
                             lo: id,
@@ -457,8 +464,11 @@ impl<S: ZcSocket> UringSender<S> {
     fn on_result(&mut self, user_data: u64, res: Result<usize, i32>, notif_follows: bool) {
         let zc = user_data & COPY_TAG == 0;
         if zc && !notif_follows {
-            // No notification will come: the kernel never took the pages.
+            // The kernel never took the pages. (A request refused at submission may still post a
+            // notification; it then matches nothing and counts as an ignored id.)
             self.tracker.withdraw(user_data as u32);
+        } else if zc && res.is_err() {
+            self.failed.insert(user_data as u32);
         }
         let Some(index) = self
             .queue
