@@ -14,15 +14,13 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
+use serde_json::json;
 use testnet::{VethConfig, VethPair};
 use zcnet::sys::socket::{UsageOf, resource_usage};
-use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, TcpSender, TxError,
-    UdpSender, ZcSocket,
-};
+use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
+use crate::bench_api::{Api, ApiSender};
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
 /// Options shared by both benches.
@@ -37,6 +35,10 @@ struct Common {
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
+    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
+    /// registered buffers).
+    #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
+    api: Vec<Api>,
     /// Use IPv6.
     #[arg(long)]
     ipv6: bool,
@@ -85,6 +87,7 @@ pub struct UdpArgs {
 
 const COLUMNS: &[Column] = &[
     ("path", "path"),
+    ("api", "api"),
     ("mode", "mode"),
     ("size", "size"),
     ("gbit_per_s", "Gbit/s"),
@@ -181,14 +184,10 @@ struct Measured {
     usage: zcnet::sys::socket::ResourceUsage,
 }
 
-fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
-    SenderConfig {
-        policy: PolicyConfig {
-            threshold: common.threshold,
-            ..PolicyConfig::with_mode(mode)
-        },
-        send_timeout: Some(Duration::from_secs(10)),
-        ..Default::default()
+fn policy(mode: Mode, common: &Common) -> PolicyConfig {
+    PolicyConfig {
+        threshold: common.threshold,
+        ..PolicyConfig::with_mode(mode)
     }
 }
 
@@ -204,11 +203,10 @@ fn new_pool(size: usize, huge_pages: bool) -> Result<BufferPool> {
 /// Sends `size`-byte pooled buffers with `send` for `duration`, recycling them as completions
 /// return, then flushes. CPU time is the sending thread's.
 fn timed<S: ZcSocket>(
-    tx: &mut Sender<S>,
+    tx: &mut ApiSender<S>,
     pool: &BufferPool,
     size: usize,
     duration: Duration,
-    mut send: impl FnMut(&mut Sender<S>, zcnet::tx::PooledBuf) -> Result<(), TxError>,
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
@@ -221,7 +219,7 @@ fn timed<S: ZcSocket>(
             }
         };
         buf.set_len(size);
-        send(tx, buf)?;
+        tx.send(buf)?;
     }
     tx.flush(Duration::from_secs(10))?;
     let seconds = start.elapsed().as_secs_f64();
@@ -232,16 +230,17 @@ fn timed<S: ZcSocket>(
 fn row<S: ZcSocket>(
     bench: &str,
     net: &Net,
-    mode: Mode,
+    (api, mode): (Api, Mode),
     size: usize,
     m: &Measured,
-    tx: &Sender<S>,
+    tx: &ApiSender<S>,
 ) -> Row {
     let s = tx.stats();
     let v = json!({
         "bench": bench,
         "path": net.path(),
         "ip": if net.dst.is_ipv6() { "v6" } else { "v4" },
+        "api": api.name(),
         "mode": mode.name(),
         "size": size,
         "seconds": m.seconds,
@@ -259,12 +258,20 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": match tx.zerocopy_status() {
-            Ok(()) => Value::Bool(true),
-            Err(reason) => Value::String(reason.to_string()),
-        },
+        "zerocopy": tx.zerocopy(),
+        "registered": tx.registered(),
     });
     object(v)
+}
+
+/// Every (api, mode) pair of the run, APIs side by side for each mode.
+fn runs(common: &Common) -> Vec<(Api, Mode)> {
+    let apis = &common.api;
+    common
+        .mode
+        .iter()
+        .flat_map(|&mode| apis.iter().map(move |&api| (api, mode)))
+        .collect()
 }
 
 fn duration(common: &Common) -> Result<Duration> {
@@ -281,7 +288,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let duration = duration(common)?;
     let net = Net::new(common, false)?;
     let mut rows = Vec::new();
-    for &mode in &common.mode {
+    for (api, mode) in runs(common) {
         let listener = net
             .in_receiver(|| TcpListener::bind(SocketAddr::new(net.dst, 0)))
             .context("binding the TCP receiver")?;
@@ -291,18 +298,19 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             .in_sender(|| TcpStream::connect(addr))
             .with_context(|| format!("connecting to {addr}"))?;
         let pool = new_pool(size, common.huge_pages)?;
-        let mut tx = TcpSender::new(stream, sender_config(mode, common));
-        let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
-            .with_context(|| format!("tcp {} run", mode.name()))?;
-        rows.push(row("tcp", &net, mode, size, &m, &tx));
-        drop(tx.close(Duration::from_secs(5))?);
+        let mut tx = ApiSender::new(api, stream, policy(mode, common), &pool)?;
+        let m = timed(&mut tx, &pool, size, duration)
+            .with_context(|| format!("tcp {} {} run", api.name(), mode.name()))?;
+        rows.push(row("tcp", &net, (api, mode), size, &m, &tx));
+        tx.close(Duration::from_secs(5))?;
         let received = receiver
             .join()
             .map_err(|_| anyhow::anyhow!("TCP receiver panicked"))??;
         let sent = rows.last().and_then(|r| r["bytes"].as_u64()).unwrap_or(0);
         if received != sent {
             bail!(
-                "tcp {}: sent {sent} bytes but {received} arrived",
+                "tcp {} {}: sent {sent} bytes but {received} arrived",
+                api.name(),
                 mode.name()
             );
         }
@@ -337,7 +345,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     let duration = duration(common)?;
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     let mut rows = Vec::new();
-    for &mode in &common.mode {
+    for (api, mode) in runs(common) {
         let (dest, receiver) = match args.sink {
             Sink::Socket => {
                 let socket = net
@@ -353,17 +361,17 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             .context("binding the UDP sender")?;
         socket.connect(dest)?;
         let pool = new_pool(size, common.huge_pages)?;
-        let mut tx = UdpSender::new(socket, sender_config(mode, common));
-        tx.set_gso_segment(args.gso);
-        let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
-            .with_context(|| format!("udp {} run", mode.name()))?;
-        let mut r = row("udp", &net, mode, size, &m, &tx);
+        let mut tx = ApiSender::new(api, socket, policy(mode, common), &pool)?;
+        tx.set_gso_segment(args.gso)?;
+        let m = timed(&mut tx, &pool, size, duration)
+            .with_context(|| format!("udp {} {} run", api.name(), mode.name()))?;
+        let mut r = row("udp", &net, (api, mode), size, &m, &tx);
         r.insert("gso".into(), json!(args.gso));
         if let Some(receiver) = receiver {
             r.insert("received_bytes".into(), json!(receiver.stop()?));
         }
         rows.push(r);
-        drop(tx.close(Duration::from_secs(5))?);
+        tx.close(Duration::from_secs(5))?;
     }
     print_rows(&rows, COLUMNS, common.json);
     Ok(())
