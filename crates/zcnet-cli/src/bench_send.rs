@@ -100,8 +100,10 @@ const COLUMNS: &[Column] = &[
     ("fallbacks", "fallbacks"),
 ];
 
-/// Buffers per pool: enough to keep the socket busy while completions trail behind.
+/// Buffers per pool, at least: enough to keep the socket busy while completions trail behind.
 const POOL_BUFFERS: usize = 64;
+/// Bytes per pool, at least: small sends need many buffers in flight (a socket buffer's worth).
+const POOL_BYTES: usize = 8 << 20;
 
 /// The network a bench runs over: loopback of this namespace, or a veth pair (with an optional XDP
 /// drop program on the receiving end).
@@ -194,7 +196,7 @@ fn policy(mode: Mode, common: &Common) -> PolicyConfig {
 fn new_pool(size: usize, huge_pages: bool) -> Result<BufferPool> {
     BufferPool::new(PoolConfig {
         buf_size: size.max(1),
-        count: POOL_BUFFERS,
+        count: POOL_BUFFERS.max(POOL_BYTES / size.max(1)),
         huge_pages,
     })
     .context("mapping the send buffer pool")

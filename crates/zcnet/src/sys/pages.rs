@@ -117,25 +117,16 @@ impl PageArena {
         self.huge_pages.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
-    /// The start address of every slot, with the slot size: what `IORING_REGISTER_BUFFERS` pins.
-    pub fn slot_ranges(&self) -> impl Iterator<Item = (*const u8, usize)> + '_ {
-        (0..self.count).map(|i| {
-            (
-                self.base
-                    .as_ptr()
-                    .wrapping_add(i * self.slot_size)
-                    .cast_const(),
-                self.slot_size,
-            )
-        })
+    /// The whole mapping: its start and length (what `IORING_REGISTER_BUFFERS` pins).
+    pub fn region(&self) -> (*const u8, usize) {
+        (self.base.as_ptr().cast_const(), self.map_len)
     }
 
-    /// The slot holding all of `bytes`, if they lie inside one slot of this arena.
-    pub fn slot_of(&self, bytes: &[u8]) -> Option<usize> {
-        let off = (bytes.as_ptr() as usize).checked_sub(self.base.as_ptr() as usize)?;
-        let index = off / self.slot_size;
-        let end_in_slot = off % self.slot_size + bytes.len();
-        (index < self.count && end_in_slot <= self.slot_size).then_some(index)
+    /// Whether all of `bytes` lie inside the mapping.
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        let start = self.base.as_ptr() as usize;
+        let at = bytes.as_ptr() as usize;
+        at >= start && at + bytes.len() <= start + self.map_len
     }
 
     /// Takes a free slot (length 0), or `None` when all are out.

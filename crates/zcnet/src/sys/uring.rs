@@ -16,9 +16,12 @@
 //!   short sends; a short result means the request failed after partial progress.
 //! - Requests linked with `IOSQE_IO_LINK` run one after the other; when one fails or comes up short,
 //!   the rest of the chain completes with `-ECANCELED`.
+//! - `IORING_OP_SENDMSG_ZC` (6.1) sends an iovec array as one request with one notification; with
+//!   `IORING_RECVSEND_FIXED_BUF` (6.15; `EINVAL` before) every iovec must lie in registered buffer
+//!   `buf_index`.
 //! - `IORING_REGISTER_BUFFERS` pins the buffers' pages and charges them to `RLIMIT_MEMLOCK` (without
 //!   `CAP_IPC_LOCK`): `ENOMEM` beyond it. A fixed send (`IORING_RECVSEND_FIXED_BUF` with `buf_index`)
-//!   must lie inside its registered buffer. At most `IORING_MAX_REG_BUFFERS` (16384) buffers.
+//!   must lie inside its registered buffer, which may not exceed 1 GiB.
 //! - Closing the ring cancels what is still in flight, asynchronously: memory lent then is never
 //!   freed (it is leaked), since a request or packet may still read it.
 
@@ -37,8 +40,10 @@ use super::pages::PageArena;
 pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: bit of a notification's `res` meaning "the data was copied".
 pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
-/// `IORING_MAX_REG_BUFFERS` (io_uring/rsrc.h): the most buffers one registration may hold.
-pub const MAX_REGISTERED_BUFFERS: usize = 1 << 14;
+/// `IORING_RECVSEND_FIXED_BUF`: the request sends from registered buffer `buf_index`.
+const IORING_RECVSEND_FIXED_BUF: u16 = 1 << 2;
+/// The largest buffer one registration entry may hold (io_uring/rsrc.c).
+pub const MAX_REGISTERED_BYTES: usize = 1 << 30;
 
 /// Zero-copy send opcodes the running kernel accepts (`IORING_REGISTER_PROBE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,13 +87,15 @@ pub fn memlock_limit() -> io::Result<u64> {
 /// How one request sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendKind {
-    /// `IORING_OP_SEND_ZC`, with `IORING_SEND_ZC_REPORT_USAGE` when `report_usage`; a fixed send
-    /// when the bytes lie in a registered buffer.
+    /// `IORING_OP_SEND_ZC` (one part; a fixed send when it lies in the registered arena) or
+    /// `IORING_OP_SENDMSG_ZC` (several parts), with `IORING_SEND_ZC_REPORT_USAGE` when `report_usage`.
     ZeroCopy {
         /// Ask the notification to say whether the kernel copied.
         report_usage: bool,
+        /// Send several parts as a fixed send when all lie in the registered arena (kernel 6.15).
+        vectored_fixed: bool,
     },
-    /// `IORING_OP_SEND`: the kernel copies the bytes during the request.
+    /// `IORING_OP_SEND` or `IORING_OP_SENDMSG`: the kernel copies the bytes during the request.
     Copy,
 }
 
@@ -116,9 +123,20 @@ pub enum SendEvent {
 /// Where a ring finds the bytes of each loan it holds.
 pub type Project<T> = for<'a> fn(&'a T) -> &'a [u8];
 
-/// A lent buffer: kept until its request's last CQE.
+/// The iovec array and message header of a vectored request.
+struct Message {
+    _iovecs: Box<[libc::iovec]>,
+    _header: Box<libc::msghdr>,
+}
+
+// SAFETY: the pointers inside are only read by the kernel; user space never dereferences them, so the
+// value may move between threads with the ring.
+unsafe impl Send for Message {}
+
+/// What a request lends: its loans (and message), kept until its last CQE.
 struct Lent<T: ?Sized> {
-    loan: Arc<T>,
+    loans: Vec<Arc<T>>,
+    _message: Option<Message>,
     awaiting_result: bool,
     awaiting_notif: bool,
     notified: bool,
@@ -178,71 +196,119 @@ impl<T: ?Sized> SendRing<T> {
         self.lent.len()
     }
 
-    /// Registers every slot of `arena` as one fixed buffer (`IORING_REGISTER_BUFFERS`); later sends
-    /// whose bytes lie in a slot are fixed sends with that slot's index. The ring keeps the arena
-    /// mapped while it lives. `ENOMEM` when the pinned pages exceed `RLIMIT_MEMLOCK`, `EBUSY` when a
-    /// registration exists, `EINVAL` beyond [`MAX_REGISTERED_BUFFERS`] slots.
+    /// Registers `arena`'s mapping as fixed buffer 0 (`IORING_REGISTER_BUFFERS`); later sends whose
+    /// bytes lie in it are fixed sends. The ring keeps the arena mapped while it lives. `ENOMEM` when
+    /// the pinned pages exceed `RLIMIT_MEMLOCK`, `EBUSY` when a registration exists, `EINVAL` beyond
+    /// [`MAX_REGISTERED_BYTES`].
     pub fn register(&mut self, arena: &Arc<PageArena>) -> io::Result<()> {
         if self.registered.is_some() {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
-        if arena.count() > MAX_REGISTERED_BUFFERS {
+        let (base, len) = arena.region();
+        if len > MAX_REGISTERED_BYTES {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let iovecs: Vec<libc::iovec> = arena
-            .slot_ranges()
-            .map(|(base, len)| libc::iovec {
-                iov_base: base.cast_mut().cast(),
-                iov_len: len,
-            })
-            .collect();
-        // SAFETY: every iovec lies inside the arena's live mapping, and `self.registered` keeps the
-        // arena (so the mapping) alive until the ring is dropped, which unregisters the buffers.
-        unsafe { self.ring.submitter().register_buffers(&iovecs) }?;
+        let iovec = libc::iovec {
+            iov_base: base.cast_mut().cast(),
+            iov_len: len,
+        };
+        // SAFETY: the iovec is the arena's live mapping, and `self.registered` keeps the arena (so
+        // the mapping) alive until the ring is dropped, which unregisters the buffer.
+        unsafe { self.ring.submitter().register_buffers(&[iovec]) }?;
         self.registered = Some(Arc::clone(arena));
         Ok(())
     }
 
-    /// Queues one send of `loan`'s bytes `range` on socket `fd` (unsubmitted until [`Self::submit`]),
-    /// always with `MSG_WAITALL`; `link` chains the next queued request after this one. Fails with
-    /// `EBUSY` when the submission queue is full, `EINVAL` for a range outside the bytes or over
-    /// `u32::MAX` bytes, `EEXIST` when `user_data` is already in flight.
+    /// Queues one send of `parts` — byte ranges of loans, sent in order — on socket `fd`
+    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`; `link` chains the next queued
+    /// request after this one. Fails with `EBUSY` when the submission queue is full, `EINVAL` for no
+    /// parts, a range outside its loan or a part over `u32::MAX` bytes, `EEXIST` when `user_data` is
+    /// already in flight.
     pub fn push(
         &mut self,
         user_data: u64,
         fd: BorrowedFd<'_>,
-        loan: &Arc<T>,
-        range: Range<usize>,
+        parts: &[(&Arc<T>, Range<usize>)],
         kind: SendKind,
         link: bool,
     ) -> io::Result<()> {
         let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-        let bytes = (self.project)(loan).get(range).ok_or_else(einval)?;
-        let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
         if self.lent.contains_key(&user_data) {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }
-        let fd = types::Fd(fd.as_raw_fd());
-        let entry = match kind {
-            SendKind::ZeroCopy { report_usage } => {
-                let fixed = self
-                    .registered
-                    .as_ref()
-                    .and_then(|arena| arena.slot_of(bytes))
-                    .map(|index| index as u16);
-                opcode::SendZc::new(fd, bytes.as_ptr(), len)
-                    .buf_index(fixed)
-                    .flags(libc::MSG_WAITALL)
-                    .zc_flags(if report_usage {
-                        IORING_SEND_ZC_REPORT_USAGE
-                    } else {
-                        0
-                    })
-                    .build()
+        let mut slices = Vec::with_capacity(parts.len());
+        for (loan, range) in parts {
+            slices.push((self.project)(loan).get(range.clone()).ok_or_else(einval)?);
+        }
+        let registered = self.registered.as_deref();
+        let fixed = |b: &[u8]| registered.is_some_and(|arena| arena.contains(b));
+        let report = |report_usage: bool| {
+            if report_usage {
+                IORING_SEND_ZC_REPORT_USAGE
+            } else {
+                0
             }
-            SendKind::Copy => opcode::Send::new(fd, bytes.as_ptr(), len)
-                .flags(libc::MSG_WAITALL)
-                .build(),
+        };
+        let fd = types::Fd(fd.as_raw_fd());
+        let mut message = None;
+        let entry = match slices[..] {
+            [] => return Err(einval()),
+            [bytes] => {
+                let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
+                match kind {
+                    SendKind::ZeroCopy { report_usage, .. } => {
+                        opcode::SendZc::new(fd, bytes.as_ptr(), len)
+                            .buf_index(fixed(bytes).then_some(0))
+                            .flags(libc::MSG_WAITALL)
+                            .zc_flags(report(report_usage))
+                            .build()
+                    }
+                    SendKind::Copy => opcode::Send::new(fd, bytes.as_ptr(), len)
+                        .flags(libc::MSG_WAITALL)
+                        .build(),
+                }
+            }
+            _ => {
+                if slices.iter().any(|b| u32::try_from(b.len()).is_err()) {
+                    return Err(einval());
+                }
+                let iovecs: Box<[libc::iovec]> = slices
+                    .iter()
+                    .map(|b| libc::iovec {
+                        iov_base: b.as_ptr().cast_mut().cast(),
+                        iov_len: b.len(),
+                    })
+                    .collect();
+                // SAFETY: msghdr is plain old data (pointers and integers): all zeroes is a valid
+                // value, an empty message without name or control data.
+                let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+                header.msg_iov = iovecs.as_ptr().cast_mut();
+                header.msg_iovlen = iovecs.len();
+                let entry = match kind {
+                    SendKind::ZeroCopy {
+                        report_usage,
+                        vectored_fixed,
+                    } => {
+                        let mut ioprio = report(report_usage);
+                        if vectored_fixed && slices.iter().all(|b| fixed(b)) {
+                            // buf_index stays 0: the registered arena.
+                            ioprio |= IORING_RECVSEND_FIXED_BUF;
+                        }
+                        opcode::SendMsgZc::new(fd, &*header)
+                            .ioprio(ioprio)
+                            .flags(libc::MSG_WAITALL as u32)
+                            .build()
+                    }
+                    SendKind::Copy => opcode::SendMsg::new(fd, &*header)
+                        .flags(libc::MSG_WAITALL as u32)
+                        .build(),
+                };
+                message = Some(Message {
+                    _iovecs: iovecs,
+                    _header: header,
+                });
+                entry
+            }
         };
         let flags = if link {
             squeue::Flags::IO_LINK
@@ -250,16 +316,19 @@ impl<T: ?Sized> SendRing<T> {
             squeue::Flags::empty()
         };
         let entry = entry.user_data(user_data).flags(flags);
-        // SAFETY: the kernel reads `bytes` until the request's last CQE. They are the bytes `project`
-        // found in `*loan`; the clone of `loan` stored in `self.lent` keeps them allocated and, being
-        // a shared borrow of the loan that lasts as long as that clone, unchanged — and `reap` drops
-        // the clone only after the last CQE, while `Drop` leaks it when that CQE never came.
+        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
+        // message header) until the request's last CQE. The bytes are what `project` found in each
+        // loan; the loan clones stored in `self.lent` keep them allocated and, each being a shared
+        // borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and header
+        // are stored beside them. `reap` drops all of it only after the last CQE, and `Drop` leaks
+        // the loans when that CQE never came.
         unsafe { self.ring.submission().push(&entry) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
         self.lent.insert(
             user_data,
             Lent {
-                loan: Arc::clone(loan),
+                loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+                _message: message,
                 awaiting_result: true,
                 awaiting_notif: false,
                 notified: false,
@@ -340,7 +409,8 @@ impl<T: ?Sized> Drop for SendRing<T> {
         self.reap(drop);
         for (_, lent) in self.lent.drain() {
             // The kernel may still read these bytes: never free or reuse them.
-            std::mem::forget(lent.loan);
+            std::mem::forget(lent.loans);
+            std::mem::forget(lent._message);
         }
     }
 }
@@ -365,8 +435,11 @@ fn whole(bytes: &[u8]) -> &[u8] {
 pub fn send_zc_reporting_usage(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<SendZcReport> {
     let mut ring = SendRing::<[u8]>::new(4, whole)?;
     let loan: Arc<[u8]> = Arc::from(buf);
-    let kind = SendKind::ZeroCopy { report_usage: true };
-    ring.push(1, fd, &loan, 0..loan.len(), kind, false)?;
+    let kind = SendKind::ZeroCopy {
+        report_usage: true,
+        vectored_fixed: false,
+    };
+    ring.push(1, fd, &[(&loan, 0..loan.len())], kind, false)?;
     let (mut sent, mut failed, mut copied) = (None, None, None);
     while ring.in_flight() > 0 {
         ring.wait(1, None)?;
@@ -425,6 +498,11 @@ mod tests {
         assert_eq!(got, data);
     }
 
+    const ZC: SendKind = SendKind::ZeroCopy {
+        report_usage: true,
+        vectored_fixed: false,
+    };
+
     #[test]
     fn a_ring_dropped_with_requests_in_flight_leaks_their_loans() {
         if !send_zc_available("a_ring_dropped_with_requests_in_flight_leaks_their_loans") {
@@ -433,22 +511,19 @@ mod tests {
         let (client, _server) = tcp_pair();
         let loan: Arc<[u8]> = Arc::from(vec![1u8; 4096]);
         let mut ring = SendRing::<[u8]>::new(4, whole).unwrap();
-        let kind = SendKind::ZeroCopy { report_usage: true };
-        ring.push(7, client.as_fd(), &loan, 0..4096, kind, false)
-            .unwrap();
+        let fd = client.as_fd();
+        ring.push(7, fd, &[(&loan, 0..4096)], ZC, false).unwrap();
         assert_eq!(Arc::strong_count(&loan), 2);
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
         assert_eq!(
-            ring.push(7, client.as_fd(), &loan, 0..1, kind, false)
-                .unwrap_err()
-                .raw_os_error(),
+            errno(ring.push(7, fd, &[(&loan, 0..1)], ZC, false)),
             Some(libc::EEXIST)
         );
         assert_eq!(
-            ring.push(8, client.as_fd(), &loan, 0..4097, kind, false)
-                .unwrap_err()
-                .raw_os_error(),
+            errno(ring.push(8, fd, &[(&loan, 0..4097)], ZC, false)),
             Some(libc::EINVAL)
         );
+        assert_eq!(errno(ring.push(8, fd, &[], ZC, false)), Some(libc::EINVAL));
         drop(ring);
         // Never submitted, never completed: the ring cannot know the kernel is done, so it keeps the
         // loan's bytes alive forever.
@@ -456,56 +531,60 @@ mod tests {
     }
 
     #[test]
-    fn finished_requests_release_their_loans() {
-        if !send_zc_available("finished_requests_release_their_loans") {
+    fn finished_requests_release_their_loans_single_and_vectored() {
+        if !send_zc_available("finished_requests_release_their_loans_single_and_vectored") {
             return;
         }
         let (client, mut server) = tcp_pair();
-        let loan: Arc<[u8]> = Arc::from(vec![9u8; 20_000]);
+        let a: Arc<[u8]> = Arc::from(vec![9u8; 20_000]);
+        let b: Arc<[u8]> = Arc::from(vec![8u8; 5_000]);
         let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
-        let zc = SendKind::ZeroCopy { report_usage: true };
-        ring.push(1, client.as_fd(), &loan, 0..10_000, zc, true)
+        let fd = client.as_fd();
+        ring.push(1, fd, &[(&a, 0..10_000)], ZC, true).unwrap();
+        ring.push(2, fd, &[(&a, 10_000..20_000)], SendKind::Copy, true)
             .unwrap();
-        ring.push(
-            2,
-            client.as_fd(),
-            &loan,
-            10_000..20_000,
-            SendKind::Copy,
-            false,
-        )
-        .unwrap();
+        ring.push(3, fd, &[(&b, 0..5_000), (&a, 0..100)], ZC, true)
+            .unwrap();
+        ring.push(4, fd, &[(&a, 100..200), (&b, 0..50)], SendKind::Copy, false)
+            .unwrap();
         let mut events = Vec::new();
         while ring.in_flight() > 0 {
             ring.wait(1, Some(Duration::from_secs(5))).unwrap();
             ring.reap(|e| events.push(e));
         }
-        assert_eq!(Arc::strong_count(&loan), 1);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
         let results: Vec<_> = events
             .iter()
-            .filter(|e| matches!(e, SendEvent::Result { .. }))
+            .filter_map(|e| match *e {
+                SendEvent::Result {
+                    user_data,
+                    res,
+                    notif_follows,
+                } => Some((user_data, res, notif_follows)),
+                SendEvent::Notif { .. } => None,
+            })
             .collect();
         assert_eq!(
             results,
             [
-                &SendEvent::Result {
-                    user_data: 1,
-                    res: Ok(10_000),
-                    notif_follows: true
-                },
-                &SendEvent::Result {
-                    user_data: 2,
-                    res: Ok(10_000),
-                    notif_follows: false
-                }
+                (1, Ok(10_000), true),
+                (2, Ok(10_000), false),
+                (3, Ok(5_100), true),
+                (4, Ok(150), false)
             ]
         );
-        assert!(events.contains(&SendEvent::Notif {
-            user_data: 1,
-            copied: true
-        }));
-        let mut got = vec![0u8; 20_000];
+        for user_data in [1, 3] {
+            assert!(events.contains(&SendEvent::Notif {
+                user_data,
+                copied: true
+            }));
+        }
+        let mut got = vec![0u8; 25_250];
         server.read_exact(&mut got).unwrap();
-        assert!(got.iter().all(|&b| b == 9));
+        let mut want = vec![9u8; 20_000];
+        want.extend([8u8; 5_000]);
+        want.extend([9u8; 200]);
+        want.extend([8u8; 50]);
+        assert_eq!(got, want);
     }
 }

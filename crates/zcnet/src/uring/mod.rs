@@ -2,7 +2,10 @@
 //!
 //! A [`UringSender`] owns a connected socket and a ring. [`UringSender::send`] takes ownership of a
 //! byte container ([`SendBuf`](crate::tx::SendBuf), as for [`crate::tx::Sender`]) and queues it;
-//! queued sends are submitted in batches as one linked chain, so a stream's bytes go out in order.
+//! queued sends are submitted in batches as one linked chain, so a stream's bytes go out in order. On
+//! a stream, consecutive buffers of a batch go out as one request (`IORING_OP_SENDMSG_ZC` with an
+//! iovec per buffer): one result and one notification for many small sends, which is what makes
+//! 4 KiB sends cheap; on a datagram socket each buffer is one `IORING_OP_SEND_ZC` (one datagram).
 //! Each zero-copy request takes an id in the same [`CompletionTracker`](crate::tx::CompletionTracker)
 //! the MSG_ZEROCOPY sender uses, and its buffer stays lent until the request's notification CQE — the
 //! io_uring counterpart of an error-queue completion — is turned into a one-id completion range. The
@@ -10,7 +13,8 @@
 //! count every decision, with `IORING_SEND_ZC_REPORT_USAGE` telling copied from zero-copied ids.
 //!
 //! A [`BufferPool`](crate::tx::BufferPool) registered with [`UringSender::register_pool`] is pinned
-//! once (`IORING_REGISTER_BUFFERS`) and its buffers go out as fixed sends; when `RLIMIT_MEMLOCK`
+//! once (`IORING_REGISTER_BUFFERS`, the pool's mapping as buffer 0) and its buffers go out as fixed
+//! sends (vectored ones from kernel 6.15; before, they fall back to unregistered); when `RLIMIT_MEMLOCK`
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
 //! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`).
 //!

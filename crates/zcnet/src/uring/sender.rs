@@ -4,13 +4,14 @@
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::UdpSocket;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::UringError;
 use crate::Fallback;
 use crate::sys::socket::set_int_option;
-use crate::sys::uring::{MAX_REGISTERED_BUFFERS, SendEvent, SendKind, SendRing, memlock_limit};
+use crate::sys::uring::{MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRing, memlock_limit};
 use crate::tx::{
     BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
     PolicyConfig, SendBuf, TxStats, ZcSocket,
@@ -21,7 +22,8 @@ use crate::tx::{
 pub struct UringConfig {
     /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
     pub policy: PolicyConfig,
-    /// Sends queued before they are submitted as one linked chain (default 32).
+    /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
+    /// most buffers one request carries.
     pub batch: u32,
     /// Submission queue entries (default 256): also the most requests in flight, results and
     /// notifications together.
@@ -68,8 +70,10 @@ struct Pending {
     sent: usize,
     /// Copy the next request, for this reason (the kernel refused a zero-copy one).
     forced: Option<CopyReason>,
-    /// The request in flight: its `user_data` and decision.
-    request: Option<(u64, Decision)>,
+    /// How its next request sends, once decided.
+    decision: Option<Decision>,
+    /// The `user_data` of the request in flight.
+    request: Option<u64>,
     done: bool,
 }
 
@@ -100,13 +104,15 @@ pub struct UringSender<S: ZcSocket> {
     ring: SendRing<dyn SendBuf>,
     /// Present until [`UringSender::close`] takes it.
     socket: Option<S>,
-    tracker: CompletionTracker<Loan>,
+    /// One id per zero-copy request, holding the loans it sends.
+    tracker: CompletionTracker<Vec<Loan>>,
     policy: Policy,
     stats: TxStats,
     config: UringConfig,
     zerocopy: Result<(), Fallback>,
     registration: Result<(), Fallback>,
     report_usage: bool,
+    vectored_fixed: bool,
     /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
     queue: VecDeque<Pending>,
     chain_len: usize,
@@ -154,6 +160,7 @@ impl<S: ZcSocket> UringSender<S> {
                 "register a BufferPool (register_pool) for fixed sends",
             )),
             report_usage: true,
+            vectored_fixed: true,
             queue: VecDeque::new(),
             chain_len: 0,
             chain_pending: 0,
@@ -210,7 +217,8 @@ impl<S: ZcSocket> UringSender<S> {
                     ),
                     libc::EBUSY => "a pool is registered already".to_string(),
                     libc::EINVAL => format!(
-                        "at most {MAX_REGISTERED_BUFFERS} buffers register at once: use a smaller pool"
+                        "at most {} MiB register as one buffer: use a smaller pool",
+                        MAX_REGISTERED_BYTES >> 20
                     ),
                     _ => "sending from unregistered buffers".to_string(),
                 };
@@ -236,6 +244,7 @@ impl<S: ZcSocket> UringSender<S> {
             loan: Arc::new(buf),
             sent: 0,
             forced: None,
+            decision: None,
             request: None,
             done: false,
         });
@@ -346,9 +355,10 @@ impl<S: ZcSocket> UringSender<S> {
         }
     }
 
-    /// Submits the next chain of queued sends when the last chain has finished: each request linked
-    /// to the next, so they run in order; as many as the batch, the submission queue and the
-    /// completion queue's room allow.
+    /// Submits the next chain of queued sends when the last chain has finished. Up to `batch` sends
+    /// are decided; a stream sends each run of consecutive sends decided alike as one request (an
+    /// iovec array), a datagram socket one request per send; the requests are linked, so they run in
+    /// order, as many as the submission queue and the completion queue's room allow.
     fn start_chain(&mut self) -> Result<(), UringError> {
         if self.chain_pending > 0 || self.error.is_some() {
             return Ok(());
@@ -358,51 +368,65 @@ impl<S: ZcSocket> UringSender<S> {
             .entries()
             .saturating_sub(self.ring.in_flight())
             .min(self.ring.sq_space());
-        let n = self
-            .queue
-            .len()
-            .min(room)
-            .min(self.config.batch.max(1) as usize);
-        let fd = self
+        let take = self.queue.len().min(self.config.batch.max(1) as usize);
+        for p in self.queue.range_mut(..take) {
+            if p.decision.is_none() {
+                let left = p.len() - p.sent;
+                p.decision = Some(match p.forced.take() {
+                    Some(reason) => Decision::Copy(reason),
+                    None => Self::decide(&mut self.policy, &self.zerocopy, left),
+                });
+            }
+        }
+        let socket = self
             .socket
             .as_ref()
-            .expect("the socket is present until close()")
-            .fd();
-        for i in 0..n {
-            let (left, forced) = {
-                let p = &mut self.queue[i];
-                (p.len() - p.sent, p.forced.take())
-            };
-            let decision = match forced {
-                Some(reason) => Decision::Copy(reason),
-                None => Self::decide(&mut self.policy, &self.zerocopy, left),
-            };
-            let p = &mut self.queue[i];
-            let range = p.sent..p.len();
-            let (user_data, kind) = if decision == Decision::ZeroCopy {
-                let id = self.tracker.register(Arc::clone(&p.loan));
+            .expect("the socket is present until close()");
+        let is_zc = |p: &Pending| p.decision == Some(Decision::ZeroCopy);
+        let mut groups: Vec<Range<usize>> = Vec::new();
+        let mut start = 0;
+        while start < take && groups.len() < room {
+            let zc = is_zc(&self.queue[start]);
+            let mut end = start + 1;
+            while socket.is_stream() && end < take && is_zc(&self.queue[end]) == zc {
+                end += 1;
+            }
+            groups.push(start..end);
+            start = end;
+        }
+        let fd = socket.fd();
+        for (g, range) in groups.iter().enumerate() {
+            let (user_data, kind) = if is_zc(&self.queue[range.start]) {
+                let loans = self.queue.range(range.clone()).map(|p| Arc::clone(&p.loan));
+                let id = self.tracker.register(loans.collect());
                 let kind = SendKind::ZeroCopy {
                     report_usage: self.report_usage,
+                    vectored_fixed: self.vectored_fixed,
                 };
                 (u64::from(id), kind)
             } else {
                 self.next_copy += 1;
                 (COPY_TAG | self.next_copy, SendKind::Copy)
             };
-            let pushed = self
-                .ring
-                .push(user_data, fd, &p.loan, range, kind, i + 1 < n);
-            if let Err(source) = pushed {
+            let parts: Vec<(&Loan, Range<usize>)> = self
+                .queue
+                .range(range.clone())
+                .map(|p| (&p.loan, p.sent..p.len()))
+                .collect();
+            let link = g + 1 < groups.len();
+            if let Err(source) = self.ring.push(user_data, fd, &parts, kind, link) {
                 if user_data & COPY_TAG == 0 {
                     self.tracker.withdraw(user_data as u32);
                 }
                 return Err(UringError::Enter { source });
             }
-            p.request = Some((user_data, decision));
+            for p in self.queue.range_mut(range.clone()) {
+                p.request = Some(user_data);
+            }
         }
-        self.chain_len = n;
-        self.chain_pending = n;
-        if n > 0 {
+        self.chain_len = groups.last().map_or(0, |r| r.end);
+        self.chain_pending = groups.len();
+        if !groups.is_empty() {
             match self.ring.submit() {
                 Ok(_) => {}
                 // The completion queue is backed up: the entries stay queued for the next enter.
@@ -470,45 +494,57 @@ impl<S: ZcSocket> UringSender<S> {
         } else if zc && res.is_err() {
             self.failed.insert(user_data as u32);
         }
-        let Some(index) = self
-            .queue
-            .iter()
-            .take(self.chain_len)
-            .position(|p| p.request.is_some_and(|(u, _)| u == user_data))
-        else {
+        let ours = |p: &Pending| p.request == Some(user_data);
+        let Some(first) = self.queue.iter().take(self.chain_len).position(ours) else {
             return;
         };
+        let parts = first..first + self.queue.range(first..).take_while(|p| ours(p)).count();
         self.chain_pending -= 1;
-        let p = &mut self.queue[index];
-        let (_, decision) = p.request.take().expect("found by its request");
-        let left = p.len() - p.sent;
+        let decision = self.queue[first]
+            .decision
+            .expect("a submitted send was decided");
+        for p in self.queue.range_mut(parts.clone()) {
+            p.request = None;
+            // Whatever is left is decided again when it is resubmitted.
+            p.decision = None;
+        }
+        let mut forced = None;
         match res {
             Ok(n) => {
-                p.sent += n;
-                if n >= left {
-                    p.done = true;
-                } else {
+                self.count_send(decision, n);
+                let mut left = n;
+                for p in self.queue.range_mut(parts.clone()) {
+                    let took = (p.len() - p.sent).min(left);
+                    p.sent += took;
+                    left -= took;
+                    p.done = p.sent == p.len();
+                }
+                if !self.queue[parts.end - 1].done {
                     self.stats.partial_sends += 1;
                 }
-                self.count_send(decision, n);
             }
             Err(libc::ECANCELED) => {}
             Err(libc::ENOBUFS | libc::ENOMEM) if zc => {
-                p.forced = Some(CopyReason::Enobufs);
+                forced = Some(CopyReason::Enobufs);
                 self.stats.enobufs += 1;
                 self.policy.on_enobufs();
             }
             Err(libc::EOPNOTSUPP) if zc => {
-                p.forced = Some(CopyReason::Unsupported);
+                forced = Some(CopyReason::Unsupported);
                 self.zerocopy = Err(Fallback::refused(
                     "IORING_OP_SEND_ZC",
                     libc::EOPNOTSUPP,
                     "this socket has no zero-copy send: sending by copy",
                 ));
             }
+            // A kernel before 6.15 refuses fixed vectored sends: send them unregistered.
+            Err(libc::EINVAL) if zc && self.vectored_fixed && parts.len() > 1 => {
+                self.vectored_fixed = false;
+            }
             // A kernel before 6.2 refuses IORING_SEND_ZC_REPORT_USAGE: go on without it.
             Err(libc::EINVAL) if zc && self.report_usage => self.report_usage = false,
             Err(errno) => {
+                let p = &self.queue[first];
                 let error = UringError::Send {
                     socket: S::NAME,
                     zerocopy: zc,
@@ -516,8 +552,12 @@ impl<S: ZcSocket> UringSender<S> {
                     len: p.len(),
                     source: io::Error::from_raw_os_error(errno),
                 };
-                p.done = true;
                 self.error.get_or_insert(error);
+            }
+        }
+        if forced.is_some() {
+            for p in self.queue.range_mut(parts) {
+                p.forced = forced;
             }
         }
     }
