@@ -23,7 +23,7 @@ pub struct UringConfig {
     /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
     pub policy: PolicyConfig,
     /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
-    /// most buffers one request carries.
+    /// most buffers one request carries (up to 256 KiB).
     pub batch: u32,
     /// Submission queue entries (default 256): also the most requests in flight, results and
     /// notifications together.
@@ -56,6 +56,9 @@ impl UringConfig {
 
 /// `user_data` bit of copy requests; zero-copy requests carry their tracker id.
 const COPY_TAG: u64 = 1 << 63;
+/// Most bytes one stream request gathers from several buffers: its notification (which comes once
+/// all of it is acknowledged) then returns buffers a socket buffer's fraction at a time.
+const MAX_REQUEST_BYTES: usize = 256 << 10;
 /// Longest single wait, so that deadlines are checked.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 
@@ -357,7 +360,7 @@ impl<S: ZcSocket> UringSender<S> {
 
     /// Submits the next chain of queued sends when the last chain has finished. Up to `batch` sends
     /// are decided; a stream sends each run of consecutive sends decided alike as one request (an
-    /// iovec array), a datagram socket one request per send; the requests are linked, so they run in
+    /// iovec array, up to [`MAX_REQUEST_BYTES`]), a datagram socket one request per send; the requests are linked, so they run in
     /// order, as many as the submission queue and the completion queue's room allow.
     fn start_chain(&mut self) -> Result<(), UringError> {
         if self.chain_pending > 0 || self.error.is_some() {
@@ -388,7 +391,13 @@ impl<S: ZcSocket> UringSender<S> {
         while start < take && groups.len() < room {
             let zc = is_zc(&self.queue[start]);
             let mut end = start + 1;
-            while socket.is_stream() && end < take && is_zc(&self.queue[end]) == zc {
+            let mut bytes = self.queue[start].len() - self.queue[start].sent;
+            while socket.is_stream()
+                && end < take
+                && is_zc(&self.queue[end]) == zc
+                && bytes + self.queue[end].len() <= MAX_REQUEST_BYTES
+            {
+                bytes += self.queue[end].len();
                 end += 1;
             }
             groups.push(start..end);
