@@ -11,10 +11,15 @@ mod lend;
 mod nic;
 mod nic_uring;
 mod outcome;
+mod ovs;
+mod ovs_frame;
+mod ovs_peer;
+mod ovs_wire;
 mod pattern;
 mod peer;
 mod vsock;
 mod wire;
+mod xdp_zc;
 
 /// zcnet's guest-kernel checks and their host-side peer.
 #[derive(Debug, Parser)]
@@ -30,6 +35,39 @@ enum Command {
     Vsock,
     /// In the guest: TCP and UDP streams over the guest's NIC to the peer at --peer.
     Nic {
+        /// Address of the host-side peer.
+        #[arg(long)]
+        peer: IpAddr,
+        /// The guest's NIC.
+        #[arg(long, default_value = "eth0")]
+        iface: String,
+    },
+    /// In the guest: an Open vSwitch datapath over --port devices, run by zcnet's learning switch.
+    Ovs {
+        /// A device to make a port of the datapath (repeat).
+        #[arg(long = "port", required = true)]
+        ports: Vec<String>,
+    },
+    /// In the guest, in a namespace behind the switch: answer and verify the peer's datagrams.
+    OvsEcho {
+        /// Address to answer on.
+        #[arg(long)]
+        listen: IpAddr,
+        /// Give up after this many seconds without the final datagram.
+        #[arg(long, default_value_t = 600)]
+        max_seconds: u64,
+    },
+    /// On the host side of the guest's NIC: send datagrams through the guest's switch to its agent.
+    OvsPeer {
+        /// Address to send from.
+        #[arg(long)]
+        listen: IpAddr,
+        /// The echo agent's address.
+        #[arg(long)]
+        agent: IpAddr,
+    },
+    /// In the guest: AF_XDP zero-copy on the guest's NIC, every frame checked against the peer at --peer.
+    Xdp {
         /// Address of the host-side peer.
         #[arg(long)]
         peer: IpAddr,
@@ -53,6 +91,16 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Command::Vsock => ("vsock", vsock::run()),
         Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
+        Command::Ovs { ports } => ("ovs", ovs::run(&ports)),
+        Command::OvsEcho {
+            listen,
+            max_seconds,
+        } => (
+            "ovs-echo",
+            ovs_peer::echo(listen, Duration::from_secs(max_seconds)),
+        ),
+        Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
+        Command::Xdp { peer, iface } => ("xdp", xdp_zc::run(peer, &iface)),
         Command::Peer {
             listen,
             max_seconds,

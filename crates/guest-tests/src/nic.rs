@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender, TxStats, UdpSender};
 use zcnet::xdp::frame::udp_payload;
-use zcnet::xdp::{self, AttachMode, Socket, Umem, UmemConfig, XdpProgram};
+use zcnet::xdp::{self, AttachMode, FrameMatch, Socket, Umem, UmemConfig, XdpProgram};
 
 use crate::lend::{self, Lender};
 use crate::outcome::Outcome;
@@ -49,7 +49,7 @@ pub fn run(peer: IpAddr, iface: &str) -> anyhow::Result<Outcome> {
         udp_stream(peer, check, gso, udp, sendmsg_ids_ok, &mut outcome)?;
     }
     nic_uring::run(peer, &mut outcome)?;
-    xdp_rxdrop(peer, iface, 3, &mut outcome)?;
+    xdp_rxdrop(peer, iface, 1, false, 3, &mut outcome)?;
     request(peer, wire::Request::Quit)?;
     Ok(outcome)
 }
@@ -62,7 +62,7 @@ fn connect(peer: IpAddr) -> anyhow::Result<TcpStream> {
 }
 
 /// Sends `request` on a new connection and returns the peer's answer (none for `Quit`).
-pub(crate) fn request(peer: IpAddr, request: wire::Request) -> anyhow::Result<Option<(u64, u64)>> {
+pub fn request(peer: IpAddr, request: wire::Request) -> anyhow::Result<Option<(u64, u64)>> {
     let mut conn = connect(peer)?;
     conn.write_all(&request.encode())?;
     if request == wire::Request::Quit {
@@ -189,26 +189,51 @@ pub(crate) fn gso_segment(gso: Option<usize>) -> Option<u16> {
 }
 
 /// AF_XDP on the NIC: reports whether [`xdp::Mode::ZeroCopy`] binds, then receives (and drops) a burst
-/// of datagrams from the peer, checking each one's contents.
-fn xdp_rxdrop(peer: IpAddr, iface: &str, stream: u32, outcome: &mut Outcome) -> anyhow::Result<()> {
-    let mut umem = Umem::new(UmemConfig::default())?;
-    let mut socket = match Socket::bind(&mut umem, iface, 0, xdp::Mode::ZeroCopy) {
-        Ok(socket) => {
-            outcome.check(
-                "xdp-zerocopy-bind",
-                true,
-                &format!("{iface} queue 0 bound zero-copy"),
-            );
-            socket
-        }
-        Err(e) => {
-            outcome.skip("xdp-zerocopy-bind", &e.to_string());
-            umem = Umem::new(UmemConfig::default())?;
-            Socket::bind(&mut umem, iface, 0, xdp::Mode::Auto)?
-        }
-    };
-    let filled = umem.fill(u32::MAX);
-    // Ask for the burst before the redirect program takes every frame of the queue (TCP included).
+/// of datagrams from the peer on every one of `queues` queues (the NIC's hash picks the queue of the
+/// burst), checking each one's contents. With `require_zero_copy`, a refused zero-copy bind fails.
+pub fn xdp_rxdrop(
+    peer: IpAddr,
+    iface: &str,
+    queues: u32,
+    require_zero_copy: bool,
+    stream: u32,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let mut bound = Vec::new();
+    let mut filled = 0;
+    for queue in 0..queues {
+        let mut umem = Umem::new(UmemConfig::default())?;
+        let socket = match Socket::bind(&mut umem, iface, queue, xdp::Mode::ZeroCopy) {
+            Ok(socket) => {
+                outcome.check(
+                    "xdp-zerocopy-bind",
+                    true,
+                    &format!("{iface} queue {queue} bound zero-copy"),
+                );
+                socket
+            }
+            Err(e) if require_zero_copy => {
+                outcome.fail("xdp-zerocopy-bind", &e.to_string());
+                return Ok(());
+            }
+            Err(e) => {
+                outcome.skip("xdp-zerocopy-bind", &e.to_string());
+                umem = Umem::new(UmemConfig::default())?;
+                Socket::bind(&mut umem, iface, queue, xdp::Mode::Auto)?
+            }
+        };
+        filled += umem.fill(u32::MAX);
+        bound.push((umem, socket));
+    }
+    // Only the burst's datagrams go to the sockets: the request below (TCP) and ARP reach the stack.
+    let program = XdpProgram::redirect_to_xsk(queues, FrameMatch::UdpPort(wire::BURST_PORT))?;
+    let map = program
+        .xsk_map()
+        .context("the redirect program has a map")?;
+    for (_, socket) in &bound {
+        map.insert(socket.queue(), socket)?;
+    }
+    let link = program.attach_to(iface, AttachMode::Driver)?;
     request(
         peer,
         wire::Request::Burst {
@@ -216,12 +241,6 @@ fn xdp_rxdrop(peer: IpAddr, iface: &str, stream: u32, outcome: &mut Outcome) -> 
             datagrams: BURST,
         },
     )?;
-    let program = XdpProgram::redirect_to_xsk(1)?;
-    program
-        .xsk_map()
-        .context("the redirect program has a map")?
-        .insert(0, &socket)?;
-    let link = program.attach_to(iface, AttachMode::Driver)?;
     let (mut intact, mut corrupt, mut other) = (0u64, 0u64, 0u64);
     let deadline = Instant::now() + WAIT;
     let mut last = Instant::now();
@@ -230,45 +249,56 @@ fn xdp_rxdrop(peer: IpAddr, iface: &str, stream: u32, outcome: &mut Outcome) -> 
         if intact + corrupt > 0 && last.elapsed() > Duration::from_secs(1) {
             break;
         }
-        socket.wait_rx(100)?;
-        let rx = socket.rx().context("the socket has an rx ring")?;
-        let batch = rx.peek(64);
-        let mut recycled = Vec::with_capacity(batch.len() as usize);
-        for desc in batch.iter() {
-            let frame = umem.validate(desc)?;
-            match udp_payload(umem.data(&frame)) {
-                Some((wire::BURST_PORT, payload)) => match wire::check_datagram(payload) {
-                    Some(d) if d.stream == stream && d.intact => intact += 1,
-                    _ => corrupt += 1,
-                },
-                _ => other += 1,
+        for (umem, socket) in &mut bound {
+            socket.wait_rx(100 / queues as i32)?;
+            let rx = socket.rx().context("the socket has an rx ring")?;
+            let batch = rx.peek(64);
+            let mut recycled = Vec::with_capacity(batch.len() as usize);
+            for desc in batch.iter() {
+                let frame = umem.validate(desc)?;
+                match udp_payload(umem.data(&frame)) {
+                    Some((wire::BURST_PORT, payload)) => match wire::check_datagram(payload) {
+                        Some(d) if d.stream == stream && d.intact => intact += 1,
+                        _ => corrupt += 1,
+                    },
+                    _ => other += 1,
+                }
+                recycled.push(desc.addr);
             }
-            recycled.push(desc.addr);
-        }
-        if !recycled.is_empty() {
-            last = Instant::now();
-        }
-        batch.release();
-        let refilled = umem.fill_with(&recycled) as usize;
-        for &addr in &recycled[refilled..] {
-            umem.release(addr);
+            if !recycled.is_empty() {
+                last = Instant::now();
+            }
+            batch.release();
+            let refilled = umem.fill_with(&recycled) as usize;
+            for &addr in &recycled[refilled..] {
+                umem.release(addr);
+            }
         }
     }
-    let stats = socket.statistics()?;
-    let mode = socket.mode();
     drop(link);
     drop(program);
-    let fallback = socket.fallback_reason().map(str::to_owned);
-    drop(socket);
-    let ok = intact > 0 && corrupt == 0 && stats.invalid_descs() == 0;
-    let what = format!(
-        "{mode} mode{} on {iface} queue 0 ({filled} frames filled): {intact} of {BURST} burst datagrams \
-         intact, {corrupt} corrupt, {other} other frames, rx_dropped {}, invalid descriptors {}",
-        fallback
+    let (mut rx_dropped, mut invalid) = (0, 0);
+    let mut modes = Vec::new();
+    for (_, socket) in &bound {
+        let stats = socket.statistics()?;
+        rx_dropped += stats.rx_dropped;
+        invalid += stats.invalid_descs();
+        let fallback = socket
+            .fallback()
             .map(|r| format!(" (zero-copy refused: {r})"))
-            .unwrap_or_default(),
-        stats.rx_dropped,
-        stats.invalid_descs()
+            .unwrap_or_default();
+        modes.push(format!(
+            "queue {} {}{fallback}",
+            socket.queue(),
+            socket.mode()
+        ));
+    }
+    drop(bound);
+    let ok = intact > 0 && corrupt == 0 && invalid == 0;
+    let what = format!(
+        "{} on {iface} ({filled} frames filled): {intact} of {BURST} burst datagrams intact, \
+         {corrupt} corrupt, {other} other frames, rx_dropped {rx_dropped}, invalid descriptors {invalid}",
+        modes.join(", ")
     );
     outcome.check("xdp-rxdrop", ok, &what);
     Ok(())

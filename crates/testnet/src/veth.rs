@@ -98,6 +98,15 @@ pub struct VethPair {
 }
 
 impl VethPair {
+    /// A pair with one queue per end and the default settings: every frame arrives on queue 0, where
+    /// a single AF_XDP socket can take it.
+    pub fn one_queue() -> io::Result<VethPair> {
+        VethPair::new(VethConfig {
+            queues: 1,
+            ..VethConfig::default()
+        })
+    }
+
     /// Builds the pair. Needs root; fails with the failing command's message otherwise.
     pub fn new(config: VethConfig) -> io::Result<VethPair> {
         let a = Netns::create("a")?;

@@ -114,7 +114,7 @@ impl<S: ZcSocket> ApiSender<S> {
     /// `true` when zero-copy is used, else why not.
     pub fn zerocopy(&self) -> Value {
         let reason = match self {
-            ApiSender::Sendmsg(tx) => tx.zerocopy_status().err().map(str::to_string),
+            ApiSender::Sendmsg(tx) => tx.zerocopy_status().err().map(ToString::to_string),
             ApiSender::IoUring(tx) => tx.zerocopy_status().err().map(ToString::to_string),
         };
         reason.map_or(Value::Bool(true), Value::String)

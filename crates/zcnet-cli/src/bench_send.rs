@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use testnet::{VethConfig, VethPair};
-use zcnet::sys::socket::{UsageOf, resource_usage};
+use zcnet::probe::{UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
@@ -183,7 +183,7 @@ impl Net {
 /// What one timed run measured on the sending thread.
 struct Measured {
     seconds: f64,
-    usage: zcnet::sys::socket::ResourceUsage,
+    usage: zcnet::probe::ResourceUsage,
 }
 
 fn policy(mode: Mode, common: &Common) -> PolicyConfig {

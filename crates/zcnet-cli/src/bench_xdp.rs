@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
 use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
-use zcnet::sys::socket::set_int_option;
 use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
-use zcnet::xdp::{AttachMode, XdpLink, XdpProgram, interface_index};
+use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::report::{self, Row};
 use crate::xdp_cmd::{App, ModeArg, Wait};
@@ -190,7 +190,9 @@ fn af_xdp_receiver(
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair.a.run(|| {
         let mode = args.mode.into();
-        App::open(&pair.a_if, 0, mode, true, forward, Some(AttachMode::Driver))
+        // The pair is the bench's own: its socket takes every frame, as xdpsock's does.
+        let attach = Some((AttachMode::Driver, FrameMatch::All));
+        App::open(&pair.a_if, 0, mode, true, forward, attach)
     })?;
     start()?;
     let (packets, invalid) = if forward {
@@ -275,7 +277,7 @@ fn udp_receiver(
         if forward {
             s.connect((pair.b_v4, PORT))?;
         }
-        set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
+        rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 4 << 20)?;
         Ok((s, udp_rcvbuf_errors()?))
     })?;
     let mut batch = RecvBatch::new(args.batch as usize, 2048);
@@ -290,7 +292,14 @@ fn udp_receiver(
                 Err(e) => return Err(e).context("sendmmsg"),
             },
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                zcnet::sys::socket::poll(socket.as_fd(), libc::POLLIN, 100)?;
+                let mut fds = [PollFd::new(&socket, PollFlags::IN)];
+                poll(
+                    &mut fds,
+                    Some(&Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 100_000_000,
+                    }),
+                )?;
             }
             Err(e) => return Err(e).context("recvmmsg"),
         }

@@ -12,7 +12,8 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use zcnet::xdp::frame::{UdpFrame, swap_macs};
 use zcnet::xdp::{
-    AttachMode, Desc, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig, XdpLink, XdpProgram,
+    AttachMode, Desc, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
+    XdpLink, XdpProgram,
 };
 
 use crate::report::{self, Row};
@@ -56,6 +57,15 @@ impl From<AttachArg> for AttachMode {
     }
 }
 
+/// `--match`: which frames of the queue the redirect program hands to the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MatchArg {
+    /// UDP datagrams to --port; everything else goes on to the network stack.
+    Udp,
+    /// Every frame of the queue (xdpsock's behaviour): the stack sees none of them.
+    All,
+}
+
 /// Options every AF_XDP application takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct XdpArgs {
@@ -68,6 +78,16 @@ pub struct XdpArgs {
     /// AF_XDP data path.
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
+    /// Frames the socket takes (rxdrop, l2fwd); the others pass to the network stack.
+    #[arg(long = "match", value_enum, default_value_t = MatchArg::Udp)]
+    pub matching: MatchArg,
+    /// UDP port: the destination port matched (rxdrop, l2fwd), or the ports of the frames sent (txpush).
+    #[arg(long, default_value_t = 9)]
+    pub port: u16,
+    /// Run on an interface the host uses (one with an IP address or the default route) although the
+    /// run takes its whole queue (--match all) or floods it (txpush).
+    #[arg(long)]
+    pub force: bool,
     /// XDP attach mode for the redirect program.
     #[arg(long, value_enum, default_value_t = AttachArg::Driver)]
     pub attach: AttachArg,
@@ -102,9 +122,6 @@ pub struct TxpushArgs {
     /// Destination IPv4 address of the frames.
     #[arg(long, default_value = "10.77.0.2")]
     pub dst_ip: Ipv4Addr,
-    /// UDP source and destination port.
-    #[arg(long, default_value_t = 9)]
-    pub port: u16,
     /// Frame length in bytes (without FCS), at least 54.
     #[arg(long, default_value_t = 64)]
     pub size: usize,
@@ -113,11 +130,11 @@ pub struct TxpushArgs {
 /// The AF_XDP applications.
 #[derive(Debug, clap::Subcommand)]
 pub enum XdpCommand {
-    /// Receive and drop every frame (counts them).
+    /// Receive and drop the matched frames (counts them).
     Rxdrop(XdpArgs),
     /// Send the same prebuilt UDP frame as fast as possible.
     Txpush(TxpushArgs),
-    /// Return every received frame on the same interface with swapped MACs (no copy: the rx
+    /// Return every matched frame on the same interface with swapped MACs (no copy: the rx
     /// descriptor goes to the tx ring).
     L2fwd(XdpArgs),
 }
@@ -134,6 +151,14 @@ pub enum Wait {
 }
 
 impl XdpArgs {
+    /// The frames the redirect program takes.
+    pub fn frame_match(&self) -> FrameMatch {
+        match self.matching {
+            MatchArg::Udp => FrameMatch::UdpPort(self.port),
+            MatchArg::All => FrameMatch::All,
+        }
+    }
+
     fn wait(&self) -> Wait {
         match (self.poll, self.busy_poll) {
             (true, _) => Wait::Poll,
@@ -155,14 +180,15 @@ pub struct App {
 
 impl App {
     /// Binds a socket on `iface`/`queue` with the rings asked for; for a receiver, fills the fill ring,
-    /// attaches the redirect program in `attach` mode and registers the socket in its map.
+    /// attaches the redirect program (taking the frames of `attach`'s match) and registers the socket in
+    /// its map.
     pub fn open(
         iface: &str,
         queue: u32,
         mode: Mode,
         rx: bool,
         tx: bool,
-        attach: Option<AttachMode>,
+        attach: Option<(AttachMode, FrameMatch)>,
     ) -> Result<App> {
         let mut umem = Umem::new(UmemConfig::default())?;
         let config = SocketConfig {
@@ -172,9 +198,9 @@ impl App {
         };
         let socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
         let link = match attach {
-            Some(attach_mode) => {
+            Some((attach_mode, matching)) => {
                 umem.fill(u32::MAX);
-                let program = XdpProgram::redirect_to_xsk(queue + 1)?;
+                let program = XdpProgram::redirect_to_xsk(queue + 1, matching)?;
                 program
                     .xsk_map()
                     .context("redirect program without XSKMAP")?
@@ -339,6 +365,18 @@ impl App {
     }
 }
 
+/// A run refused before it touched the interface (the CLI exits with status 2, as for a usage error).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Parses `aa:bb:cc:dd:ee:ff`, saying what is wrong otherwise.
 pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
     zcnet::xdp::frame::parse_mac(text)
@@ -362,17 +400,32 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     // Ctrl-C or SIGTERM ends the run early but cleanly: the summary is printed and dropping the
     // link detaches the program (a second signal, or SIGKILL, ends the process at once; the kernel
     // then detaches the program as it closes the link).
-    let interrupted = zcnet::sys::signal::termination_flag()?;
     let receives = !matches!(cmd, XdpCommand::Txpush(_));
+    let takes_host_traffic = !receives || args.matching == MatchArg::All;
+    if takes_host_traffic
+        && !args.force
+        && let Some(why) = zcnet::xdp::host_traffic(&args.iface)?
+    {
+        let what = if receives {
+            "--match all takes every frame of the queue, the host's own traffic included"
+        } else {
+            "txpush floods the link"
+        };
+        return Err(Refused(format!(
+            "{why}: {what}; pass --force to run anyway, or use an interface the host does not use"
+        ))
+        .into());
+    }
+    let interrupted = testnet::termination_flag()?;
     let mut app = App::open(
         &args.iface,
         args.queue,
         args.mode.into(),
         receives,
         name != "rxdrop",
-        receives.then_some(args.attach.into()),
+        receives.then_some((args.attach.into(), args.frame_match())),
     )?;
-    if let Some(reason) = app.socket.fallback_reason() {
+    if let Some(reason) = app.socket.fallback().filter(|f| f.errno().is_some()) {
         eprintln!("zcnet: copy mode: {reason}");
     }
     if args.busy_poll {
@@ -392,8 +445,8 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
                 dst_mac: parse_mac(&t.dst_mac)?,
                 src_ip: t.src_ip,
                 dst_ip: t.dst_ip,
-                src_port: t.port,
-                dst_port: t.port,
+                src_port: args.port,
+                dst_port: args.port,
             };
             let mut frame = vec![0u8; t.size.max(64)];
             let payload = t.size.saturating_sub(zcnet::xdp::frame::UDP_HEADERS);
@@ -412,6 +465,10 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         ("queue", json!(args.queue)),
         ("mode", json!(app.socket.mode().as_str())),
         (
+            "match",
+            json!(receives.then(|| args.frame_match().to_string())),
+        ),
+        (
             "attach",
             json!(app.attach_mode().map(|m| m.as_str().to_string())),
         ),
@@ -420,7 +477,10 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         ("mpps", json!(packets as f64 / seconds / 1e6)),
         ("rx_dropped", json!(stats.rx_dropped + stats.rx_ring_full)),
         ("invalid_descs", json!(stats.invalid_descs() + invalid)),
-        ("fallback", json!(app.socket.fallback_reason())),
+        (
+            "fallback",
+            json!(app.socket.fallback().map(ToString::to_string)),
+        ),
     ] {
         row.insert(k.to_string(), v);
     }

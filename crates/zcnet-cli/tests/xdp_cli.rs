@@ -3,11 +3,12 @@
 //! process. Runs the `zcnet` binary inside a testnet namespace on its veth end. Also: `zcnet bench xdp
 //! --json` prints one row per path.
 
+use std::net::UdpSocket;
 use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use testnet::{VethConfig, VethPair};
+use testnet::VethPair;
 
 /// The `zcnet` binary built with these tests.
 const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
@@ -19,8 +20,9 @@ fn attached(pair: &VethPair) -> bool {
         .contains("prog/xdp")
 }
 
-/// Starts `zcnet xdp rxdrop` on `a_if` and waits until its program shows on the interface.
-fn start_rxdrop(pair: &VethPair) -> Child {
+/// Starts `zcnet xdp rxdrop` (with `extra` arguments) on `a_if` and waits until its program shows on
+/// the interface.
+fn start_rxdrop(pair: &VethPair, extra: &[&str]) -> Child {
     let mut child = pair
         .a
         .command(ZCNET)
@@ -33,6 +35,7 @@ fn start_rxdrop(pair: &VethPair) -> Child {
             "60",
             "--poll",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -57,13 +60,9 @@ fn killed_rxdrop_leaves_no_program() {
     if !testnet::privileged("killed_rxdrop_leaves_no_program") {
         return;
     }
-    let pair = VethPair::new(VethConfig {
-        queues: 1,
-        ..VethConfig::default()
-    })
-    .expect("veth pair");
+    let pair = VethPair::one_queue().expect("veth pair");
 
-    let child = start_rxdrop(&pair);
+    let child = start_rxdrop(&pair, &[]);
     testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
     let out = child.wait_with_output().expect("wait");
     let summary = String::from_utf8_lossy(&out.stdout);
@@ -78,7 +77,7 @@ fn killed_rxdrop_leaves_no_program() {
     );
     assert!(!attached(&pair), "program left after SIGINT");
 
-    let mut child = start_rxdrop(&pair);
+    let mut child = start_rxdrop(&pair, &[]);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     assert!(!attached(&pair), "program left after SIGKILL");
@@ -122,5 +121,82 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
                 "{field} missing: {line}"
             );
         }
+    }
+}
+
+/// On an interface with an address, rxdrop takes only UDP to its port: a ping through the interface
+/// works during the run, and the datagrams to the port are counted.
+#[test]
+fn rxdrop_on_an_interface_with_an_address_passes_other_traffic() {
+    if !testnet::privileged("rxdrop_on_an_interface_with_an_address_passes_other_traffic") {
+        return;
+    }
+    let pair = VethPair::one_queue().expect("veth pair");
+    let child = start_rxdrop(&pair, &["--port", "7009", "--json"]);
+    let a = pair.a_v4.to_string();
+    let ping = pair
+        .b
+        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", &a]);
+    const DATAGRAMS: usize = 200;
+    pair.b.run(|| {
+        let sock = UdpSocket::bind((pair.b_v4, 0)).expect("bind sender");
+        for i in 0..DATAGRAMS {
+            sock.send_to(&[i as u8; 32], (pair.a_v4, 7009))
+                .expect("send");
+        }
+    });
+    thread::sleep(Duration::from_millis(300));
+    testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ping = ping.expect("ping through the interface during rxdrop");
+    assert!(ping.contains("3 received"), "{ping}");
+    let row: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON row");
+    assert_eq!(row["match"], "udp port 7009", "{row}");
+    assert_eq!(
+        row["packets"], DATAGRAMS as u64,
+        "every datagram to the port, nothing else: {row}"
+    );
+}
+
+/// `--match all` and txpush on an interface with an address are refused (exit 2, saying why) unless
+/// `--force` is given; nothing is attached.
+#[test]
+fn taking_a_whole_queue_of_a_used_interface_needs_force() {
+    if !testnet::privileged("taking_a_whole_queue_of_a_used_interface_needs_force") {
+        return;
+    }
+    let pair = VethPair::one_queue().expect("veth pair");
+    let zcnet = |args: &[&str]| {
+        pair.a
+            .command(ZCNET)
+            .args(args)
+            .args(["--iface", &pair.a_if, "--duration", "0.3"])
+            .output()
+            .expect("run zcnet")
+    };
+    for args in [
+        &["xdp", "rxdrop", "--match", "all"][..],
+        &["xdp", "txpush"][..],
+    ] {
+        let out = zcnet(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--force") && stderr.contains(&pair.a_v4.to_string()),
+            "{args:?} says why and how: {stderr}"
+        );
+        assert!(!attached(&pair));
+        let forced = zcnet(&[args, &["--force"][..]].concat());
+        assert!(
+            forced.status.success(),
+            "{args:?} --force: {}",
+            String::from_utf8_lossy(&forced.stderr)
+        );
     }
 }

@@ -3,8 +3,8 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use testnet::{VethConfig, VethPair};
-use zcnet::xdp::{AttachMode, ProgramKind, XdpProgram, interface_index};
+use testnet::VethPair;
+use zcnet::xdp::{AttachMode, FrameMatch, ProgramKind, XdpProgram, interface_index};
 
 /// `ip -d link show IF` in the namespace that holds it.
 fn link_details(ns: &testnet::Netns, iface: &str) -> String {
@@ -12,20 +12,12 @@ fn link_details(ns: &testnet::Netns, iface: &str) -> String {
         .expect("ip -d link show")
 }
 
-fn one_queue_pair() -> VethPair {
-    VethPair::new(VethConfig {
-        queues: 1,
-        ..VethConfig::default()
-    })
-    .expect("veth pair")
-}
-
 #[test]
 fn drop_program_attaches_in_driver_mode_and_detaches_on_drop() {
     if !testnet::privileged("drop_program_attaches_in_driver_mode_and_detaches_on_drop") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     assert!(!link_details(&pair.a, &pair.a_if).contains("prog/xdp"));
     let link = pair.a.run(|| {
         let ifindex = interface_index(&pair.a_if).expect("ifindex");
@@ -52,15 +44,16 @@ fn redirect_program_attaches_in_generic_mode_and_detaches_on_drop() {
     if !testnet::privileged("redirect_program_attaches_in_generic_mode_and_detaches_on_drop") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     let (program, link) = pair.b.run(|| {
-        let program = XdpProgram::redirect_to_xsk(1).expect("load redirect program");
+        let program =
+            XdpProgram::redirect_to_xsk(1, FrameMatch::All).expect("load redirect program");
         let link = program
             .attach_to(&pair.b_if, AttachMode::Generic)
             .expect("attach in generic mode");
         (program, link)
     });
-    assert_eq!(program.kind(), ProgramKind::RedirectToXsk);
+    assert_eq!(program.kind(), ProgramKind::RedirectToXsk(FrameMatch::All));
     assert_eq!(program.xsk_map().map(|m| m.entries()), Some(1));
     let shown = link_details(&pair.b, &pair.b_if);
     assert!(shown.contains("xdpgeneric"), "{shown}");
@@ -90,7 +83,7 @@ fn second_attach_is_busy_and_names_the_interface() {
     if !testnet::privileged("second_attach_is_busy_and_names_the_interface") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     pair.a.run(|| {
         let program = XdpProgram::drop_all().expect("load");
         let _link = program
@@ -121,7 +114,11 @@ fn missing_interface_is_named() {
 #[test]
 fn embedded_programs_match_golden_disassembly() {
     let mut text = String::new();
-    for kind in [ProgramKind::DropAll, ProgramKind::RedirectToXsk] {
+    for kind in [
+        ProgramKind::DropAll,
+        ProgramKind::RedirectToXsk(FrameMatch::All),
+        ProgramKind::RedirectToXsk(FrameMatch::UdpPort(9)),
+    ] {
         text.push_str(&format!("{}:\n", kind.name()));
         text.push_str(&zcnet::sys::bpf::disassemble(&kind.instructions(3)));
     }

@@ -8,26 +8,18 @@ use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use testnet::{VethConfig, VethPair};
+use testnet::VethPair;
 use zcnet::sys::packet;
 use zcnet::xdp::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
 use zcnet::xdp::{
-    AttachMode, BoundMode, Desc, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig, XdpLink,
-    XdpProgram, interface_index, probe_zero_copy,
+    AttachMode, BoundMode, Desc, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem,
+    UmemConfig, XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
 const PORT: u16 = 9099;
 const FRAMES: u64 = 2000;
 /// Bound on every wait in these tests (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(10);
-
-fn one_queue_pair() -> VethPair {
-    VethPair::new(VethConfig {
-        queues: 1,
-        ..VethConfig::default()
-    })
-    .expect("veth pair")
-}
 
 /// UDP frames from `b` to `a` (or the reverse with `to_b`).
 fn frames(pair: &VethPair, to_b: bool) -> UdpFrame {
@@ -94,7 +86,8 @@ fn assert_all_arrived(seen: &BTreeSet<u64>) {
 /// Attaches the redirect program on `a_if` and puts `socket` in its map (inside namespace `a`).
 fn redirect_to(pair: &VethPair, socket: &Socket) -> (XdpProgram, XdpLink) {
     pair.a.run(|| {
-        let program = XdpProgram::redirect_to_xsk(1).expect("load redirect program");
+        let program =
+            XdpProgram::redirect_to_xsk(1, FrameMatch::All).expect("load redirect program");
         program
             .xsk_map()
             .expect("map")
@@ -131,7 +124,7 @@ fn frames_arrive_intact_in_page_sized_frames_on_huge_pages() {
 /// Sends `FRAMES` frames from the peer and checks that each arrives once, intact, in the AF_XDP
 /// socket, recycling every frame through the fill ring.
 fn receive_all(config: UmemConfig) {
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     let (mut umem, mut socket) = pair.a.run(|| {
         let mut umem = Umem::new(config).expect("umem");
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind copy");
@@ -186,7 +179,7 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
     if !testnet::privileged("zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
         let err = Socket::bind(&mut umem, &pair.a_if, 0, Mode::ZeroCopy)
@@ -206,13 +199,9 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Auto).expect("auto binds");
         assert_eq!(socket.mode(), BoundMode::Copy);
-        assert_eq!(socket.fallback_errno(), Some(libc::EOPNOTSUPP));
-        assert!(
-            socket
-                .fallback_reason()
-                .expect("reason")
-                .contains("EOPNOTSUPP")
-        );
+        let fallback = socket.fallback().expect("reason");
+        assert_eq!(fallback.errno(), Some(libc::EOPNOTSUPP));
+        assert!(fallback.to_string().contains("EOPNOTSUPP"), "{fallback}");
     });
     // A closed socket releases its queue asynchronously (the kernel defers it to a workqueue), so
     // the probe uses the other end of the pair.
@@ -231,7 +220,7 @@ fn a_bound_queue_is_busy() {
     if !testnet::privileged("a_bound_queue_is_busy") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     pair.a.run(|| {
         let mut first = Umem::new(UmemConfig::default()).expect("umem");
         let _socket = Socket::bind(&mut first, &pair.a_if, 0, Mode::Copy).expect("bind");
@@ -249,7 +238,7 @@ fn txpush_frames_arrive_at_the_peer_intact() {
     if !testnet::privileged("txpush_frames_arrive_at_the_peer_intact") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     let receiver = pair
         .b
         .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind receiver"));
@@ -321,7 +310,7 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
     if !testnet::privileged("l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem") {
         return;
     }
-    let pair = one_queue_pair();
+    let pair = VethPair::one_queue().expect("veth pair");
     let (a_mac, b_mac) = (
         pair.mac(&pair.a_if).expect("mac"),
         pair.mac(&pair.b_if).expect("mac"),

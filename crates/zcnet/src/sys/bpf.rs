@@ -51,6 +51,11 @@ pub mod helper {
     pub const REDIRECT_MAP: i32 = 51;
 }
 
+/// Offset of `data` in `struct xdp_md`: the first byte of the frame (a packet pointer).
+pub const XDP_MD_DATA: i16 = 0;
+/// Offset of `data_end` in `struct xdp_md`: one past the frame's last byte.
+pub const XDP_MD_DATA_END: i16 = 4;
+
 /// Offset of `rx_queue_index` in `struct xdp_md` (`u32 data, data_end, data_meta, ingress_ifindex,
 /// rx_queue_index`).
 pub const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
@@ -60,7 +65,16 @@ const BPF_LD: u8 = 0x00;
 const BPF_LDX: u8 = 0x01;
 const BPF_JMP: u8 = 0x05;
 const BPF_ALU64: u8 = 0x07;
+const BPF_JMP_JA: u8 = 0x00;
+const BPF_JEQ: u8 = 0x10;
+const BPF_JGT: u8 = 0x20;
+const BPF_JNE: u8 = 0x50;
+const BPF_ADD: u8 = 0x00;
+const BPF_AND: u8 = 0x50;
+const BPF_X: u8 = 0x08;
 const BPF_W: u8 = 0x00;
+const BPF_H: u8 = 0x08;
+const BPF_B: u8 = 0x10;
 const BPF_DW: u8 = 0x18;
 const BPF_IMM: u8 = 0x00;
 const BPF_MEM: u8 = 0x60;
@@ -83,6 +97,12 @@ pub enum Reg {
     R2 = 2,
     /// Third argument.
     R3 = 3,
+    /// Fourth argument.
+    R4 = 4,
+    /// Fifth argument.
+    R5 = 5,
+    /// Callee-saved: kept across helper calls.
+    R6 = 6,
 }
 
 /// One eBPF instruction, `struct bpf_insn` (`include/uapi/linux/bpf.h`): 8 bytes, `dst_reg` in the low
@@ -113,9 +133,59 @@ impl Insn {
         Insn::new(BPF_ALU64 | BPF_MOV | BPF_K, dst as u8, 0, 0, imm)
     }
 
+    /// `dst = src` (64-bit register move).
+    pub const fn mov64_reg(dst: Reg, src: Reg) -> Insn {
+        Insn::new(BPF_ALU64 | BPF_MOV | BPF_X, dst as u8, src as u8, 0, 0)
+    }
+
+    /// `dst += imm` (64-bit).
+    pub const fn add64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(BPF_ALU64 | BPF_ADD | BPF_K, dst as u8, 0, 0, imm)
+    }
+
+    /// `dst &= imm` (64-bit).
+    pub const fn and64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(BPF_ALU64 | BPF_AND | BPF_K, dst as u8, 0, 0, imm)
+    }
+
     /// `dst = *(u32 *)(src + off)`.
     pub const fn load_u32(dst: Reg, src: Reg, off: i16) -> Insn {
         Insn::new(BPF_LDX | BPF_MEM | BPF_W, dst as u8, src as u8, off, 0)
+    }
+
+    /// `dst = *(u16 *)(src + off)` (host byte order).
+    pub const fn load_u16(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_LDX | BPF_MEM | BPF_H, dst as u8, src as u8, off, 0)
+    }
+
+    /// `dst = *(u8 *)(src + off)`.
+    pub const fn load_u8(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_LDX | BPF_MEM | BPF_B, dst as u8, src as u8, off, 0)
+    }
+
+    /// `goto +off` (relative to the next instruction).
+    pub const fn jump(off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JMP_JA, 0, 0, off, 0)
+    }
+
+    /// `if dst > src goto +off` (unsigned, 64-bit).
+    pub const fn jump_if_greater_reg(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JGT | BPF_X, dst as u8, src as u8, off, 0)
+    }
+
+    /// `if dst == imm goto +off`.
+    pub const fn jump_if_equal(dst: Reg, imm: i32, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JEQ | BPF_K, dst as u8, 0, off, imm)
+    }
+
+    /// `if dst != imm goto +off`.
+    pub const fn jump_if_not_equal(dst: Reg, imm: i32, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JNE | BPF_K, dst as u8, 0, off, imm)
+    }
+
+    /// The same instruction with jump offset `off`.
+    pub const fn with_offset(self, off: i16) -> Insn {
+        Insn { off, ..self }
     }
 
     /// `dst = map` for the map descriptor `map_fd`: a 64-bit immediate load, two instruction slots; the
@@ -175,8 +245,30 @@ pub fn disassemble(insns: &[Insn]) -> String {
         let i = insns[slot];
         let (text, width) = match i.code {
             c if c == BPF_ALU64 | BPF_MOV | BPF_K => (format!("r{} = {}", i.dst(), i.imm), 1),
-            c if c == BPF_LDX | BPF_MEM | BPF_W => (
-                format!("r{} = *(u32 *)(r{} {:+})", i.dst(), i.src(), i.off),
+            c if c == BPF_ALU64 | BPF_MOV | BPF_X => (format!("r{} = r{}", i.dst(), i.src()), 1),
+            c if c == BPF_ALU64 | BPF_ADD | BPF_K => (format!("r{} += {}", i.dst(), i.imm), 1),
+            c if c == BPF_ALU64 | BPF_AND | BPF_K => (format!("r{} &= {:#x}", i.dst(), i.imm), 1),
+            c if c & 0x07 == BPF_LDX && c & 0xe0 == BPF_MEM => {
+                let size = match c & 0x18 {
+                    BPF_W => "u32",
+                    BPF_H => "u16",
+                    BPF_B => "u8",
+                    _ => "u64",
+                };
+                let text = format!("r{} = *({size} *)(r{} {:+})", i.dst(), i.src(), i.off);
+                (text, 1)
+            }
+            c if c == BPF_JMP | BPF_JMP_JA => (format!("goto {:+}", i.off), 1),
+            c if c == BPF_JMP | BPF_JGT | BPF_X => (
+                format!("if r{} > r{} goto {:+}", i.dst(), i.src(), i.off),
+                1,
+            ),
+            c if c == BPF_JMP | BPF_JEQ | BPF_K => (
+                format!("if r{} == {:#x} goto {:+}", i.dst(), i.imm, i.off),
+                1,
+            ),
+            c if c == BPF_JMP | BPF_JNE | BPF_K => (
+                format!("if r{} != {:#x} goto {:+}", i.dst(), i.imm, i.off),
                 1,
             ),
             c if c == BPF_LD | BPF_DW | BPF_IMM && i.src() == BPF_PSEUDO_MAP_FD => {

@@ -35,6 +35,33 @@ pub fn interface_name(index: u32) -> io::Result<String> {
         .into_owned())
 }
 
+/// The primary IPv4 address of interface `name` (`ioctl(SIOCGIFADDR)` on an `AF_INET` datagram socket),
+/// `None` when it has none (`EADDRNOTAVAIL`).
+pub fn interface_ipv4(name: &str) -> io::Result<Option<std::net::Ipv4Addr>> {
+    let sock = crate::sys::socket::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    // SAFETY: `ifreq` is plain old data (a name and a union of plain structs); all zeros is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= libc::IF_NAMESIZE || name.as_bytes().contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::ENODEV));
+    }
+    for (d, b) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFADDR reads the NUL-terminated name in `req` (zero-padded above) and writes a
+    // `sockaddr` into its union; `req` is a valid, writable `ifreq` for the whole call.
+    match syscall!(ioctl(sock.as_raw_fd(), libc::SIOCGIFADDR as _, &mut req)) {
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    // SAFETY: after a successful SIOCGIFADDR the union holds the address as a `sockaddr` (every
+    // variant is plain bytes, so reading this one is defined in any case).
+    let sa = unsafe { req.ifr_ifru.ifru_addr };
+    // AF_INET: sa_data holds the port (2 bytes) then the address (4 bytes), network order.
+    let [a, b, c, d] = [2, 3, 4, 5].map(|i| sa.sa_data[i] as u8);
+    Ok(Some(std::net::Ipv4Addr::new(a, b, c, d)))
+}
+
 /// `struct sockaddr_xdp` (`if_xdp.h`).
 pub use libc::sockaddr_xdp;
 /// `struct xdp_desc` (`if_xdp.h`): a frame address in the UMEM, its length and options.

@@ -9,14 +9,16 @@
 //!   kernel is validated ([`Umem::validate`]) before its bytes become a slice.
 //! - [`Producer`]/[`Consumer`]: ring halves with batch guards ([`Reservation`], [`Batch`]).
 //! - [`Socket`]: [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or [`Mode::ZeroCopy`]; Auto records
-//!   why it fell back ([`Socket::fallback_reason`]); [`probe_zero_copy`] asks just that question.
+//!   why it copies ([`Socket::fallback`], a [`crate::Fallback`]); [`probe_zero_copy`] asks just that question.
 //!
 //! A receiver, in short: `Umem::new`, `Socket::bind`, `umem.fill(n)`, attach
-//! `XdpProgram::redirect_to_xsk` and insert the socket into its map, then loop on `socket.rx().peek(n)`,
+//! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: the rest goes to the stack) and insert the socket into its map, then loop on `socket.rx().peek(n)`,
 //! reading frames with `umem.data(&umem.validate(desc)?)` and recycling them with `umem.fill_with`.
 
 mod error;
 pub mod frame;
+mod frame_match;
+mod live;
 mod program;
 mod ring;
 mod socket;
@@ -24,6 +26,8 @@ mod stats;
 mod umem;
 
 pub use error::{Error, Result};
+pub use frame_match::FrameMatch;
+pub use live::host_traffic;
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use ring::{Batch, Consumer, Desc, Entry, Producer, Reservation};
 pub use socket::{BoundMode, Mode, Socket, SocketConfig, probe_zero_copy};

@@ -5,6 +5,7 @@ use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use super::error::{Error, Result};
+use super::frame_match::{FrameMatch, redirect_program};
 use crate::sys::bpf::{
     self, BPF_ANY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP, BPF_XDP, Insn, Reg, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_SKB_MODE, XDP_MD_RX_QUEUE_INDEX, helper, xdp_action,
@@ -22,10 +23,10 @@ const BPF_PRIVILEGE: &str = "CAP_BPF and CAP_NET_ADMIN";
 pub enum ProgramKind {
     /// Returns `XDP_DROP` for every frame: a receive sink that costs the sender nothing beyond the driver.
     DropAll,
-    /// `bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_PASS)`: frames of a queue go to the AF_XDP
-    /// socket stored at that index; with no socket there, the kernel returns the flags' action,
-    /// `XDP_PASS` (kernel 5.6+), so the stack keeps working.
-    RedirectToXsk,
+    /// Frames that match go to `bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_PASS)`: to the AF_XDP
+    /// socket stored at their queue's index; with no socket there, the kernel returns the flags' action,
+    /// `XDP_PASS` (kernel 5.6+). Frames that do not match are passed to the stack, so it keeps working.
+    RedirectToXsk(FrameMatch),
 }
 
 impl ProgramKind {
@@ -33,17 +34,13 @@ impl ProgramKind {
     pub fn instructions(self, map_fd: i32) -> Vec<Insn> {
         match self {
             ProgramKind::DropAll => vec![Insn::mov64_imm(Reg::R0, xdp_action::DROP), Insn::exit()],
-            ProgramKind::RedirectToXsk => {
-                let [map_lo, map_hi] = Insn::load_map_fd(Reg::R1, map_fd);
-                vec![
-                    Insn::load_u32(Reg::R2, Reg::R1, XDP_MD_RX_QUEUE_INDEX),
-                    map_lo,
-                    map_hi,
-                    Insn::mov64_imm(Reg::R3, xdp_action::PASS),
-                    Insn::call(helper::REDIRECT_MAP),
-                    Insn::exit(),
-                ]
-            }
+            ProgramKind::RedirectToXsk(matching) => redirect_program(
+                matching,
+                Insn::load_map_fd(Reg::R1, map_fd),
+                XDP_MD_RX_QUEUE_INDEX,
+                helper::REDIRECT_MAP,
+                xdp_action::PASS,
+            ),
         }
     }
 
@@ -51,7 +48,8 @@ impl ProgramKind {
     pub fn name(self) -> &'static str {
         match self {
             ProgramKind::DropAll => "zcnet_drop",
-            ProgramKind::RedirectToXsk => "zcnet_xsk",
+            ProgramKind::RedirectToXsk(FrameMatch::All) => "zcnet_xsk",
+            ProgramKind::RedirectToXsk(FrameMatch::UdpPort(_)) => "zcnet_xsk_udp",
         }
     }
 }
@@ -176,10 +174,14 @@ impl XdpProgram {
     }
 
     /// Creates an XSKMAP with `queues` slots and loads the program that redirects each queue's frames
-    /// to the socket in its slot, passing them to the stack when the slot is empty
-    /// ([`ProgramKind::RedirectToXsk`]). Fill the slots with [`XdpProgram::xsk_map`].
-    pub fn redirect_to_xsk(queues: u32) -> Result<XdpProgram> {
-        XdpProgram::load(ProgramKind::RedirectToXsk, Some(XskMap::new(queues)?))
+    /// that match `matching` to the socket in its slot, passing them to the stack when the slot is
+    /// empty, and every other frame always ([`ProgramKind::RedirectToXsk`]). Fill the slots with
+    /// [`XdpProgram::xsk_map`].
+    pub fn redirect_to_xsk(queues: u32, matching: FrameMatch) -> Result<XdpProgram> {
+        XdpProgram::load(
+            ProgramKind::RedirectToXsk(matching),
+            Some(XskMap::new(queues)?),
+        )
     }
 
     /// Which embedded program this is.

@@ -11,6 +11,7 @@ use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
 use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
     self as sys, RingKind, RingMmap, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
@@ -88,8 +89,7 @@ pub struct Socket {
     iface: String,
     queue: u32,
     mode: BoundMode,
-    fallback: Option<String>,
-    fallback_errno: Option<i32>,
+    fallback: Option<Fallback>,
     need_wakeup: bool,
     shares_umem: bool,
 }
@@ -97,7 +97,7 @@ pub struct Socket {
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
     match errno {
         Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 => {
-            "driver has no zero-copy support: use Mode::Copy or Mode::Auto"
+            "the driver has no AF_XDP zero-copy: bound in copy mode (Mode::Copy or Mode::Auto)"
         }
         Some(libc::EBUSY) => {
             "the queue already has an AF_XDP socket (or a closed one's rings are still mapped)"
@@ -231,12 +231,23 @@ impl Socket {
                     bind(XDP_ZEROCOPY | wake).map(|_| BoundMode::ZeroCopy)?,
                     None,
                 ),
-                Mode::Copy => (bind(XDP_COPY | wake).map(|_| BoundMode::Copy)?, None),
+                Mode::Copy => (
+                    bind(XDP_COPY | wake).map(|_| BoundMode::Copy)?,
+                    Some(Fallback::requested(
+                        "bind with Mode::Auto or Mode::ZeroCopy for zero-copy",
+                    )),
+                ),
                 Mode::Auto => match bind(XDP_ZEROCOPY | wake) {
                     Ok(()) => (BoundMode::ZeroCopy, None),
                     Err(zc) => {
                         bind(XDP_COPY | wake)?;
-                        (BoundMode::Copy, Some(zc))
+                        let errno = zc.errno().unwrap_or(0);
+                        let remedy = match bind_hint(Some(errno), XDP_ZEROCOPY) {
+                            "" => "bound in copy mode",
+                            hint => hint,
+                        };
+                        let fallback = Fallback::refused("bind XDP_ZEROCOPY", errno, remedy);
+                        (BoundMode::Copy, Some(fallback))
                     }
                 },
             }
@@ -250,8 +261,7 @@ impl Socket {
             iface: iface.to_string(),
             queue,
             mode: bound,
-            fallback_errno: fallback.as_ref().and_then(Error::errno),
-            fallback: fallback.map(|e| e.to_string()),
+            fallback,
             need_wakeup: config.need_wakeup,
             shares_umem,
         })
@@ -262,15 +272,11 @@ impl Socket {
         self.mode
     }
 
-    /// Why [`Mode::Auto`] fell back to copy mode: the zero-copy bind error, e.g.
-    /// `bind XDP_ZEROCOPY|XDP_USE_NEED_WAKEUP on veth0 queue 0: EOPNOTSUPP (…)`.
-    pub fn fallback_reason(&self) -> Option<&str> {
-        self.fallback.as_deref()
-    }
-
-    /// The errno of the zero-copy bind that [`Mode::Auto`] fell back from.
-    pub fn fallback_errno(&self) -> Option<i32> {
-        self.fallback_errno
+    /// Why the socket copies: [`Mode::Copy`] was asked for, or the zero-copy bind of [`Mode::Auto`] was
+    /// refused (`bind XDP_ZEROCOPY: EOPNOTSUPP (…)`, with its errno). `None` in zero-copy mode, and
+    /// for a socket sharing another's UMEM (its mode is that socket's).
+    pub fn fallback(&self) -> Option<&Fallback> {
+        self.fallback.as_ref()
     }
 
     /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP`.
