@@ -75,8 +75,8 @@ struct Pending {
     forced: Option<CopyReason>,
     /// How its next request sends, once decided.
     decision: Option<Decision>,
-    /// The `user_data` of the request in flight.
-    request: Option<u64>,
+    /// The request in flight: its `user_data` and how it sends.
+    request: Option<(u64, SendKind)>,
     done: bool,
 }
 
@@ -430,7 +430,7 @@ impl<S: ZcSocket> UringSender<S> {
                 return Err(UringError::Enter { source });
             }
             for p in self.queue.range_mut(range.clone()) {
-                p.request = Some(user_data);
+                p.request = Some((user_data, kind));
             }
         }
         self.chain_len = groups.last().map_or(0, |r| r.end);
@@ -503,7 +503,7 @@ impl<S: ZcSocket> UringSender<S> {
         } else if zc && res.is_err() {
             self.failed.insert(user_data as u32);
         }
-        let ours = |p: &Pending| p.request == Some(user_data);
+        let ours = |p: &Pending| p.request.is_some_and(|(u, _)| u == user_data);
         let Some(first) = self.queue.iter().take(self.chain_len).position(ours) else {
             return;
         };
@@ -512,6 +512,7 @@ impl<S: ZcSocket> UringSender<S> {
         let decision = self.queue[first]
             .decision
             .expect("a submitted send was decided");
+        let kind = self.queue[first].request.map(|(_, kind)| kind);
         for p in self.queue.range_mut(parts.clone()) {
             p.request = None;
             // Whatever is left is decided again when it is resubmitted.
@@ -546,12 +547,32 @@ impl<S: ZcSocket> UringSender<S> {
                     "this socket has no zero-copy send: sending by copy",
                 ));
             }
-            // A kernel before 6.15 refuses fixed vectored sends: send them unregistered.
-            Err(libc::EINVAL) if zc && self.vectored_fixed && parts.len() > 1 => {
+            // A kernel before 6.15 refuses fixed vectored sends: send them unregistered. (Each
+            // request of a chain refused at submission says so, all asked the same way.)
+            Err(libc::EINVAL)
+                if parts.len() > 1
+                    && matches!(
+                        kind,
+                        Some(SendKind::ZeroCopy {
+                            vectored_fixed: true,
+                            ..
+                        })
+                    ) =>
+            {
                 self.vectored_fixed = false;
             }
             // A kernel before 6.2 refuses IORING_SEND_ZC_REPORT_USAGE: go on without it.
-            Err(libc::EINVAL) if zc && self.report_usage => self.report_usage = false,
+            Err(libc::EINVAL)
+                if matches!(
+                    kind,
+                    Some(SendKind::ZeroCopy {
+                        report_usage: true,
+                        ..
+                    })
+                ) =>
+            {
+                self.report_usage = false;
+            }
             Err(errno) => {
                 let p = &self.queue[first];
                 let error = UringError::Send {
