@@ -43,16 +43,16 @@ enum Type {
 pub struct VsockArgs {
     /// Bytes per send() (a K, M or G suffix multiplies by 1024, 1024², 1024³); several comma-separated
     /// sizes run one after the other.
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "64K")]
+    #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K")]
     buf_size: Vec<u64>,
     /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
-    #[arg(long, value_parser = parse_bytes, default_value = "16M")]
+    #[arg(long, value_parser = crate::flags::count64, default_value = "16M")]
     bytes: u64,
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy")]
     mode: Vec<Mode>,
     /// Vsock buffer (credit) of both sockets, SO_VM_SOCKETS_BUFFER_SIZE (K, M, G suffixes as above).
-    #[arg(long, value_parser = parse_bytes, default_value = "4M")]
+    #[arg(long, value_parser = crate::flags::count64, default_value = "4M")]
     vsk_size: u64,
     /// Socket type.
     #[arg(long = "type", value_enum, default_value = "stream")]
@@ -69,33 +69,11 @@ pub struct VsockArgs {
     #[arg(long, default_value_t = 1234)]
     port: u32,
     /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
-    #[arg(long, default_value_t = 1, requires = "listen")]
+    #[arg(long, default_value_t = 1, requires = "listen", value_parser = crate::flags::count)]
     connections: u32,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Parses a byte count with an optional K, M or G (binary) suffix.
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, unit) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
-        _ => (t, ' '),
-    };
-    let shift = match unit {
-        ' ' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        _ => return Err(format!("{text:?}: unknown unit (use K, M or G)")),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count (like 4096, 64K, 16M)"))?;
-    n.checked_mul(1 << shift)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("{text:?}: must be above 0 and fit in 64 bits"))
 }
 
 const COLUMNS: &[Column] = &[
@@ -335,20 +313,4 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "cpu_sys_s": sent.usage.system.as_secs_f64(),
         "cpu_us_per_mb": cpu_us_per_mb(&sent.usage, sent.bytes),
     })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts_take_binary_suffixes() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
-        assert_eq!(parse_bytes("16m"), Ok(16 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        for bad in ["", "0", "K", "12Q", "-1", "99999999999G"] {
-            assert!(parse_bytes(bad).is_err(), "{bad:?} accepted");
-        }
-    }
 }

@@ -5,12 +5,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench_listen;
 mod bench_rx;
 mod bench_send;
 mod bench_vsock;
 mod bench_xdp;
+mod flags;
+mod live;
 mod probe_cmd;
 mod report;
+mod wire;
 mod xdp_cmd;
 
 /// Linux zero-copy networking: probe the host, benchmark zero-copy against copy.
@@ -35,7 +39,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
-    /// TCP stream with MSG_ZEROCOPY (sender and receiver in one process).
+    /// TCP stream with MSG_ZEROCOPY (both sides on this host, or apart with --listen/--connect).
     Tcp(bench_send::TcpArgs),
     /// UDP datagrams with MSG_ZEROCOPY, optionally with GSO or into an XDP drop sink.
     Udp(bench_send::UdpArgs),
@@ -60,6 +64,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<flags::UsageError>() => {
+            eprintln!("zcnet: usage error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("zcnet: error: {e:#}");
             ExitCode::FAILURE

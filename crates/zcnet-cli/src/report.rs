@@ -3,6 +3,8 @@
 //! Every bench builds its rows as JSON objects (so the field names of the JSON output are the single
 //! source of truth) and hands them here with the columns the table shows.
 
+use std::io::Write;
+
 use serde_json::{Map, Value};
 use zcnet::sys::socket::ResourceUsage;
 
@@ -24,11 +26,23 @@ pub type Column = (&'static str, &'static str);
 pub fn print_rows(rows: &[Row], columns: &[Column], json: bool) {
     if json {
         for row in rows {
-            println!("{}", Value::Object(row.clone()));
+            emit(&format!("{}\n", Value::Object(row.clone())));
         }
         return;
     }
-    print!("{}", table(rows, columns));
+    emit(&table(rows, columns));
+}
+
+/// Writes `text` to standard output and flushes it. A closed pipe (`zcnet … | head`) is not an error:
+/// the run goes on, cleans up and exits normally, its further output discarded; other write errors are
+/// reported once on standard error.
+pub fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("zcnet: writing the output: {e}");
+    }
 }
 
 /// Renders an aligned text table; numbers are right-aligned, floats shown with 3 significant decimals.
