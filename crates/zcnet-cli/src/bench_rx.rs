@@ -273,6 +273,7 @@ const COMPLETION_WAIT: Duration = Duration::from_secs(10);
 /// One mode's totals over every round.
 #[derive(Default)]
 struct Totals {
+    connections: u32,
     bytes: u64,
     interrupted: bool,
     stats: RxStats,
@@ -284,6 +285,7 @@ struct Totals {
 
 impl Totals {
     fn add(&mut self, measured: Measured, sent: SenderCounts) {
+        self.connections += 1;
         self.bytes += measured.bytes;
         self.interrupted |= measured.interrupted;
         self.stats += measured.stats;
@@ -477,7 +479,7 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "ip": if args.ipv6 { "v6" } else { "v4" },
         "mode": mode_name(mode),
         "sender_mode": sender_name(args.sender),
-        "rounds": args.rounds,
+        "rounds": t.connections,
         "bytes": t.bytes,
         "seconds": t.seconds,
         "gbit_per_s": gbit_per_s(t.bytes, t.seconds),
@@ -533,7 +535,6 @@ fn tcp_mmap_line(row: &Row) -> String {
 
 /// Runs every requested receive mode over one path and prints a row for each.
 pub fn run(args: RxArgs) -> anyhow::Result<()> {
-    live::watch_interrupts()?;
     flags::at_most(
         "--write-kib",
         args.write_kib as u64,
@@ -544,9 +545,11 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }
     if let Some(spec) = &args.connect {
+        live::watch_interrupts()?;
         return run_sender(&args, spec);
     }
     if let Some(spec) = &args.listen {
+        live::watch_interrupts()?;
         return run_listener(&args, spec);
     }
     let path = if args.netns {
@@ -562,6 +565,8 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     } else {
         Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
     };
+    // After the veth harness, whose own Ctrl-C handler this replaces (see bench_send::run_tcp).
+    live::watch_interrupts()?;
     // Modes alternate within each round, so that a noisy neighbour hits them alike.
     let mut totals: Vec<Totals> = args.mode.iter().map(|_| Totals::default()).collect();
     for _ in 0..args.rounds.max(1) {
@@ -580,6 +585,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         .mode
         .iter()
         .zip(&totals)
+        .filter(|(_, t)| t.connections > 0)
         .map(|(&mode, t)| row(&args, &path, mode, t))
         .collect();
     print_rows(

@@ -532,14 +532,17 @@ fn is_interrupted(row: &Row) -> bool {
     row.get("interrupted").and_then(Value::as_bool) == Some(true)
 }
 
-/// Runs `zcnet bench tcp`.
+/// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
+/// harness installs a handler of its own (which removes its namespaces and ends the process), and
+/// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
+/// the harness the ordinary way.
 pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let common = &args.common;
-    live::watch_interrupts()?;
     if common.exit_with_parent {
         exit_with_parent();
     }
     if let Some(spec) = &common.listen {
+        live::watch_interrupts()?;
         return listen_tcp(listen_addr(spec, common.ipv6)?, common);
     }
     let size = common.size.unwrap_or(64 << 10);
@@ -551,6 +554,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     )?;
     let mut rows = Vec::new();
     if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
         for &mode in &common.mode {
             let stream =
@@ -564,6 +568,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         return Ok(());
     }
     let net = Net::new(common, false)?;
+    live::watch_interrupts()?;
     for &mode in &common.mode {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
@@ -676,11 +681,11 @@ pub(crate) fn exit_with_parent() {
 /// Runs `zcnet bench udp`.
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
-    live::watch_interrupts()?;
     if common.exit_with_parent {
         exit_with_parent();
     }
     if let Some(spec) = &common.listen {
+        live::watch_interrupts()?;
         return listen_udp(listen_addr(spec, common.ipv6)?, common);
     }
     let size = common.size.unwrap_or(match args.gso {
@@ -707,6 +712,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     )?;
     let mut rows = Vec::new();
     if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
         for &mode in &common.mode {
             let bind: SocketAddr = match dest {
@@ -723,6 +729,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         return Ok(());
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
+    live::watch_interrupts()?;
     for &mode in &common.mode {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
