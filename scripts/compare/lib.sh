@@ -10,6 +10,11 @@
 #   ratio A B             prints A/B with three decimals ("-" when B is 0 or empty).
 #   pair_line NAME ZC REF prints one comparison line: "NAME zcnet ZC reference REF ratio ZC/REF".
 #   skip REASON           prints "SKIP <comparison>: REASON" (fails instead under ZCNET_PRIV_TESTS=1).
+#   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now.
+#   cpu_s FILE            user+system seconds from a file written by `/usr/bin/time -f '%U %S' -o FILE`.
+#   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
+#   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
+#   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
 #   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
 #
 # The sources come from Debian's package with the ordinary apt client; their code is never copied into
@@ -41,7 +46,7 @@ refs_need_packages() {
 
 refs_build() {
 	mkdir -p "$REFS_CACHE"
-	refs_need_packages gcc libc6-dev libssl-dev xz-utils >&2
+	refs_need_packages gcc libc6-dev libssl-dev xz-utils time >&2
 	(
 		flock 9
 		cd "$REFS_CACHE"
@@ -101,3 +106,39 @@ skip() {
 	fi
 	echo "SKIP ${COMPARISON:-compare}: $1"
 }
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cpu_s() {
+	awk '{ print $1 + $2 }' "$1"
+}
+
+mib_gbit() {
+	awk -v m="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.3f\n", m * 1048576 * 8 / s / 1e9; else print 0 }'
+}
+
+check_equal() {
+	if [ "$2" = "$3" ]; then
+		echo "interop $1: $2 = $3 ok"
+	else
+		echo "interop $1: $2 != $3 FAILED"
+		INTEROP_FAILED=1
+	fi
+}
+
+in_order() {
+	if [ $(($1 % 2)) -eq 1 ]; then
+		"$2"
+		"$3"
+	else
+		"$3"
+		"$2"
+	fi
+}
+
+# A scratch directory removed when the script exits.
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "$SCRATCH"' EXIT
+INTEROP_FAILED=0
