@@ -32,7 +32,7 @@ use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 use crate::bench_listen;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
-use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches.
@@ -383,8 +383,39 @@ fn row<S: ZcSocket>(
             Err(reason) => Value::String(reason.to_string()),
         },
         "interrupted": m.interrupted,
+        "auto_reason": (mode == Mode::Auto).then(|| auto_reason(s)),
     });
     object(v)
+}
+
+/// Why the auto mode sent the way it did, from the sender's counters.
+fn auto_reason(s: &zcnet::tx::TxStats) -> String {
+    let share = |n: u64| 100.0 * n as f64 / s.calls.max(1) as f64;
+    if s.copy_small == s.calls {
+        return "copied: every send is below --threshold".into();
+    }
+    if s.copy_unsupported > 0 {
+        return "copied: the socket refused SO_ZEROCOPY".into();
+    }
+    if s.policy_switches > 0 {
+        return format!(
+            "copied {:.1}% of sends: completions said the kernel copies on this path ({} copied \
+             ids, {} switches to copy, re-probing at growing intervals)",
+            share(s.copy_copied),
+            s.copied_ids,
+            s.policy_switches
+        );
+    }
+    if s.copy_enobufs > 0 {
+        return format!(
+            "zero-copy, {:.1}% copied while backing off after ENOBUFS",
+            share(s.copy_enobufs)
+        );
+    }
+    format!(
+        "zero-copy: completions were not copied ({} zero-copied ids)",
+        s.zc_ids
+    )
 }
 
 fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
@@ -526,6 +557,13 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
 
 fn print_summary(rows: &[Row], common: &Common) {
     print_rows(rows, COLUMNS, common.json);
+    if !common.json {
+        for row in rows {
+            if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
+                report::emit(&format!("auto: {why}\n"));
+            }
+        }
+    }
 }
 
 fn is_interrupted(row: &Row) -> bool {
