@@ -51,6 +51,10 @@ r = [json.loads(l) for l in open(sys.argv[1])][-1]
 print("%g %.4f %.4f %.2f" % (r["bytes"] / 2**20, r["mapped_pct"], r["gbit_per_s"], r["cpu_us_per_mb"] * 1.048576))' "$SCRATCH/zr")
 }
 
+declare -A total=()
+add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
+mean() { awk -v a="${total[$1]}" -v n="$ROUNDS" 'BEGIN { printf "%.4f\n", a / n }'; }
+
 for round in $(seq 1 "$ROUNDS"); do
 	run_ref() { tcp_mmap_receive -z "$RX_MIB"; }
 	run_zc() { zc_receive "$RX_MIB"; }
@@ -59,7 +63,16 @@ for round in $(seq 1 "$ROUNDS"); do
 	pair_line "round $round receiver usec per MiB" "$ZR_US" "$MM_US"
 	pair_line "round $round receiver % mapped" "$ZR_PCT" "$MM_PCT"
 	check_equal "zcnet rx --connect -> tcp_mmap -s -z (MiB)" "$RX_MIB" "$MM_MB"
+	for v in GBIT US PCT; do
+		zr="ZR_$v"
+		mm="MM_$v"
+		add "zr_$v" "${!zr}"
+		add "mm_$v" "${!mm}"
+	done
 done
+pair_line "mean of rounds receiver Gbit/s" "$(mean zr_GBIT)" "$(mean mm_GBIT)"
+pair_line "mean of rounds receiver usec per MiB" "$(mean zr_US)" "$(mean mm_US)"
+pair_line "mean of rounds receiver % mapped" "$(mean zr_PCT)" "$(mean mm_PCT)"
 
 tcp_mmap_receive "" 64
 check_equal "zcnet rx --connect -> tcp_mmap -s (MiB)" 64 "$MM_MB"

@@ -50,6 +50,9 @@ us_per_mb() {
 	awk -v c="$1" -v m="$2" 'BEGIN { if (m > 0) printf "%.1f\n", c * 1e6 / (m * 1.048576); else print 0 }'
 }
 
+declare -A total=()
+add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
+
 for round in $(seq 1 "$ROUNDS"); do
 	for pair in "copy:" "zerocopy:-z"; do
 		mode="${pair%%:*}"
@@ -61,7 +64,18 @@ for round in $(seq 1 "$ROUNDS"); do
 		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: us/MB" \
 			"$(us_per_mb "$ZC_CPU" "$ZC_MIB")" "$(us_per_mb "$REF_CPU" "$REF_MIB")"
 		check_equal "zcnet --mode $mode -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
+		add "zc_mib_$mode" "$ZC_MIB"
+		add "ref_mib_$mode" "$REF_MIB"
+		add "zc_cpu_$mode" "$ZC_CPU"
+		add "ref_cpu_$mode" "$REF_CPU"
 	done
+done
+for pair in "copy:plain" "zerocopy:-z"; do
+	mode="${pair%%:*}"
+	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: MiB" "${total[zc_mib_$mode]}" "${total[ref_mib_$mode]}"
+	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: us/MB" \
+		"$(us_per_mb "${total[zc_cpu_$mode]}" "${total[zc_mib_$mode]}")" \
+		"$(us_per_mb "${total[ref_cpu_$mode]}" "${total[ref_mib_$mode]}")"
 done
 
 # msg_zerocopy -z into zcnet's receiver (a foreign stream: counted, not verified).
