@@ -74,6 +74,9 @@ pub struct VsockArgs {
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
+    /// Seconds between interval lines of the sender (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
+    interval: f64,
 }
 
 const COLUMNS: &[Column] = &[
@@ -119,8 +122,14 @@ pub fn run(args: VsockArgs) -> Result<()> {
     }
     let emulated = emulated_cpu();
     if emulated && !args.json {
-        println!("note: the CPU is emulated (QEMU TCG): timings are for correctness only");
+        crate::report::emit(
+            "note: the CPU is emulated (QEMU TCG): timings are for correctness only\n",
+        );
     }
+    // Ctrl-C stops the sending loop, which then flushes, closes and reports (the receiver of the
+    // loopback run sees the end of the stream). `--listen` keeps the default action: it holds nothing
+    // that needs cleaning up and may be blocked in accept.
+    crate::live::watch_interrupts()?;
     let mut rows = Vec::new();
     for &buf_size in &args.buf_size {
         let size = usize::try_from(buf_size).context("--buf-size does not fit in memory")?;
@@ -129,6 +138,12 @@ pub fn run(args: VsockArgs) -> Result<()> {
                 .with_context(|| format!("vsock {} {size}-byte sends", mode.name()))?;
             row.insert("emulated_cpu".into(), Value::Bool(emulated));
             rows.push(row);
+            if crate::live::interrupted() {
+                break;
+            }
+        }
+        if crate::live::interrupted() {
+            break;
         }
     }
     print_rows(&rows, COLUMNS, args.json);
@@ -206,11 +221,18 @@ struct Sent {
     in_send: Duration,
     seconds: f64,
     usage: ResourceUsage,
+    interrupted: bool,
 }
 
 /// Sends `sends` buffers of `size` bytes on `socket` in `mode`, waits for every completion and closes
 /// the connection (the receiver sees the end of the stream).
-fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<Sent> {
+fn send_run(
+    socket: VsockSocket,
+    mode: Mode,
+    size: usize,
+    sends: u64,
+    ticker: &mut crate::live::Ticker,
+) -> Result<Sent> {
     let pool = BufferPool::new(PoolConfig {
         buf_size: size,
         count: POOL_BUFFERS,
@@ -221,7 +243,8 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut in_send = Duration::ZERO;
-    for _ in 0..sends {
+    let mut done = 0u64;
+    while done < sends && !crate::live::interrupted() {
         let deadline = Instant::now() + WAIT;
         let mut buf = loop {
             if let Some(b) = pool.take() {
@@ -236,6 +259,8 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
         let t = Instant::now();
         tx.send(buf)?;
         in_send += t.elapsed();
+        done += 1;
+        ticker.tick(tx.stats().bytes);
     }
     tx.flush(WAIT)?;
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
@@ -243,10 +268,11 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
     drop(tx.close(WAIT)?);
     Ok(Sent {
         stats,
-        bytes: sends * size as u64,
+        bytes: done * size as u64,
         in_send,
         seconds: start.elapsed().as_secs_f64(),
         usage,
+        interrupted: done < sends,
     })
 }
 
@@ -254,6 +280,11 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
 /// receiver in this process over loopback, or to `--sender CID`.
 fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<Row> {
     let sends = args.bytes.div_ceil(size as u64);
+    let mut ticker = crate::live::Ticker::new(
+        args.interval,
+        json!({"bench": "vsock", "mode": mode.name(), "buf_size": size}),
+        args.json,
+    );
     let (sent, path) = match args.sender {
         Some(cid) => {
             let socket = VsockSocket::connect(ty, cid, args.port).with_context(|| {
@@ -263,7 +294,10 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
                 )
             })?;
             set_buffer_size(socket.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
-            (send_run(socket, mode, size, sends)?, format!("cid:{cid}"))
+            (
+                send_run(socket, mode, size, sends, &mut ticker)?,
+                format!("cid:{cid}"),
+            )
         }
         None => {
             let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
@@ -279,7 +313,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
                 .context("connect to the receiver")?;
             set_buffer_size(socket.as_fd(), args.vsk_size)
                 .context("SO_VM_SOCKETS_BUFFER_SIZE (sender)")?;
-            let sent = send_run(socket, mode, size, sends)?;
+            let sent = send_run(socket, mode, size, sends, &mut ticker)?;
             let received = receiving
                 .join()
                 .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
@@ -312,5 +346,6 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "cpu_user_s": sent.usage.user.as_secs_f64(),
         "cpu_sys_s": sent.usage.system.as_secs_f64(),
         "cpu_us_per_mb": cpu_us_per_mb(&sent.usage, sent.bytes),
+        "interrupted": sent.interrupted,
     })))
 }
