@@ -657,7 +657,9 @@ fn send_tcp(
     let row = measure(&mut tx, "tcp", path, dst, mode, (size, size), common)?;
     let stream = tx.close(COMPLETION_WAIT)?;
     stream.shutdown(std::net::Shutdown::Write)?;
-    // Wait for the receiver to close, so that every byte is counted before the next mode starts.
+    // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
+    // starts.
+    stream.set_read_timeout(Some(COMPLETION_WAIT))?;
     let mut sink = [0u8; 64];
     while matches!((&stream).read(&mut sink), Ok(n) if n > 0) {}
     Ok(row)

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("zcnet: error: {e:#}");
+            eprintln!("zcnet: error: {}", report::in_flag_words(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

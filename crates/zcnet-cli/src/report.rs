@@ -114,6 +114,26 @@ fn cell(value: Option<&Value>) -> String {
     }
 }
 
+/// Library type names in error messages, and the command-line flags that mean the same.
+const FLAG_WORDS: &[(&str, &str)] = &[
+    ("AttachMode::Generic", "--attach generic"),
+    ("AttachMode::Driver", "--attach driver"),
+    ("RxMode::Copy", "--mode copy"),
+    ("Mode::ZeroCopy", "--mode zerocopy"),
+    ("Mode::Copy", "--mode copy"),
+    ("Mode::Auto", "--mode auto"),
+];
+
+/// An error message as a command-line user reads it: the library's type names (`use Mode::Copy`)
+/// become the flags that choose them (`use --mode copy`).
+pub fn in_flag_words(message: &str) -> String {
+    FLAG_WORDS
+        .iter()
+        .fold(message.to_string(), |m, (library, flag)| {
+            m.replace(library, flag)
+        })
+}
+
 /// CPU microseconds spent per megabyte (10^6 bytes) moved — the "usec per MB" of tcp_mmap and
 /// msg_zerocopy: lower is cheaper.
 pub fn cpu_us_per_mb(usage: &ResourceUsage, bytes: u64) -> f64 {
@@ -160,6 +180,22 @@ mod tests {
         assert_eq!(lines[0], "mode      Gbit/s  calls");
         assert_eq!(lines[1], "copy      12.500     10");
         assert_eq!(lines[2], "zerocopy   3.250   1000");
+    }
+
+    #[test]
+    fn errors_name_flags_not_library_types() {
+        assert_eq!(
+            in_flag_words("driver has no zero-copy support: use Mode::Copy or Mode::Auto"),
+            "driver has no zero-copy support: use --mode copy or --mode auto"
+        );
+        assert_eq!(
+            in_flag_words("the driver has no native XDP: use AttachMode::Generic"),
+            "the driver has no native XDP: use --attach generic"
+        );
+        assert_eq!(
+            in_flag_words("ENOPROTOOPT (use RxMode::Copy to receive with plain recv)"),
+            "ENOPROTOOPT (use --mode copy to receive with plain recv)"
+        );
     }
 
     #[test]
