@@ -65,6 +65,10 @@ struct Common {
     /// Seconds between interval lines (0: none).
     #[arg(long, default_value_t = 1.0, value_parser = flags::interval)]
     interval: f64,
+    /// Rounds: every mode runs once per round, in reverse order on even rounds; with more than one,
+    /// the summary adds each mode's totals and how auto compares with the better of the other two.
+    #[arg(long, default_value_t = 1, value_parser = flags::count)]
+    rounds: u32,
     /// Be the receiver only: listen on [ADDR:]PORT and report each stream (until Ctrl-C, or --once).
     #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "connect")]
     listen: Option<String>,
@@ -117,6 +121,7 @@ pub struct UdpArgs {
 
 const COLUMNS: &[Column] = &[
     ("path", "path"),
+    ("round", "round"),
     ("mode", "mode"),
     ("size", "size"),
     ("gbit_per_s", "Gbit/s"),
@@ -555,8 +560,87 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
     }
 }
 
+/// Every (round, mode) in the order they run: `--mode`'s order, reversed on even rounds, so that a
+/// noisy neighbour hits every mode alike.
+fn schedule(common: &Common) -> Vec<(u32, Mode)> {
+    (1..=common.rounds)
+        .flat_map(|round| {
+            let mut modes = common.mode.clone();
+            if round % 2 == 0 {
+                modes.reverse();
+            }
+            modes.into_iter().map(move |mode| (round, mode))
+        })
+        .collect()
+}
+
+/// Each mode's totals over every round, and auto against the better of copy and zerocopy.
+fn totals(rows: &[Row]) -> Vec<Row> {
+    let mut modes: Vec<&str> = Vec::new();
+    for row in rows {
+        if let Some(mode) = row.get("mode").and_then(Value::as_str)
+            && !modes.contains(&mode)
+        {
+            modes.push(mode);
+        }
+    }
+    let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let mut out: Vec<Row> = modes
+        .iter()
+        .map(|&mode| {
+            let of_mode = rows.iter().filter(|r| r["mode"] == mode);
+            let (mut bytes, mut seconds, mut cpu) = (0.0, 0.0, 0.0);
+            for r in of_mode {
+                bytes += num(r, "bytes");
+                seconds += num(r, "seconds");
+                cpu += num(r, "cpu_user_s") + num(r, "cpu_sys_s");
+            }
+            object(json!({
+                "total": true,
+                "bench": rows[0]["bench"],
+                "path": rows[0]["path"],
+                "mode": mode,
+                "bytes": bytes as u64,
+                "seconds": seconds,
+                "gbit_per_s": if seconds > 0.0 { bytes * 8.0 / seconds / 1e9 } else { 0.0 },
+                "cpu_us_per_mb": if bytes > 0.0 { cpu * 1e6 / (bytes / 1e6) } else { 0.0 },
+            }))
+        })
+        .collect();
+    let find = |m: &str| out.iter().find(|r| r["mode"] == m).cloned();
+    if let (Some(auto), Some(copy), Some(zc)) = (find("auto"), find("copy"), find("zerocopy")) {
+        let best_rate = num(&copy, "gbit_per_s").max(num(&zc, "gbit_per_s"));
+        let best_cost = num(&copy, "cpu_us_per_mb").min(num(&zc, "cpu_us_per_mb"));
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        if let Some(row) = out.iter_mut().find(|r| r["mode"] == "auto") {
+            row.insert(
+                "auto_vs_best_gbit".into(),
+                json!(ratio(num(&auto, "gbit_per_s"), best_rate)),
+            );
+            row.insert(
+                "auto_vs_best_cpu".into(),
+                json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
+            );
+        }
+    }
+    out
+}
+
+const TOTAL_COLUMNS: &[Column] = &[
+    ("path", "path"),
+    ("mode", "total of rounds"),
+    ("bytes", "bytes"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("auto_vs_best_gbit", "auto/best Gbit/s"),
+    ("auto_vs_best_cpu", "auto/best CPU per MB"),
+];
+
 fn print_summary(rows: &[Row], common: &Common) {
     print_rows(rows, COLUMNS, common.json);
+    if common.rounds > 1 && !rows.is_empty() {
+        print_rows(&totals(rows), TOTAL_COLUMNS, common.json);
+    }
     if !common.json {
         for row in rows {
             if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
@@ -594,10 +678,12 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
-        for &mode in &common.mode {
+        for (round, mode) in schedule(common) {
             let stream =
                 TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-            rows.push(send_tcp(stream, "remote", mode, size, common)?);
+            let mut row = send_tcp(stream, "remote", mode, size, common)?;
+            row.insert("round".into(), json!(round));
+            rows.push(row);
             if is_interrupted(rows.last().expect("pushed")) {
                 break;
             }
@@ -607,7 +693,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     }
     let net = Net::new(common, false)?;
     live::watch_interrupts()?;
-    for &mode in &common.mode {
+    for (round, mode) in schedule(common) {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
         let sent = net
@@ -629,6 +715,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         if got != sent {
             bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
         }
+        row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row);
         rows.push(row);
         if stop {
@@ -754,13 +841,15 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
-        for &mode in &common.mode {
+        for (round, mode) in schedule(common) {
             let bind: SocketAddr = match dest {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            rows.push(send_udp(socket, dest, "remote", mode, size, unit, &args)?);
+            let mut row = send_udp(socket, dest, "remote", mode, size, unit, &args)?;
+            row.insert("round".into(), json!(round));
+            rows.push(row);
             if is_interrupted(rows.last().expect("pushed")) {
                 break;
             }
@@ -770,7 +859,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
-    for &mode in &common.mode {
+    for (round, mode) in schedule(common) {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -798,6 +887,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             }
         };
         row.insert("gso".into(), json!(args.gso));
+        row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row);
         rows.push(row);
         if stop {
