@@ -913,6 +913,7 @@ fn send_udp(
     socket.connect(dest)?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const REPEATS: usize = 3;
+    const END_REPEATS: usize = 6;
     if !common.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
         for _ in 0..REPEATS {
@@ -926,9 +927,10 @@ fn send_udp(
     let datagrams = bytes.div_ceil(unit as u64);
     let socket = tx.close(COMPLETION_WAIT)?;
     if !common.raw {
+        // Spaced out, so that a receiver still draining a full queue finds room for one of them.
         let end = wire::encode_end(datagrams, bytes);
-        for _ in 0..REPEATS {
-            thread::sleep(Duration::from_millis(20));
+        for _ in 0..END_REPEATS {
+            thread::sleep(Duration::from_millis(25));
             // A receiver that is gone already refuses it (ECONNREFUSED): nothing is lost then.
             let _ = socket.send(&end);
         }

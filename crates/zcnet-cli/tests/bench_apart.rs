@@ -87,11 +87,14 @@ fn check_pair(bench: &str, sent: &[Value], received: &Value) {
     let got = received["bytes"].as_u64().unwrap();
     assert!(got > 0, "{received}");
     if bench == "udp" {
-        let sent_bytes = received["sent_bytes"]
-            .as_u64()
-            .expect("end datagram arrived");
-        assert_eq!(sent_bytes, sent[0]["bytes"].as_u64().unwrap());
-        assert!(got <= sent_bytes);
+        let sent_bytes = sent[0]["bytes"].as_u64().unwrap();
+        assert!(got <= sent_bytes, "more arrived than was sent: {received}");
+        // The end datagram carries the sender's count; on a host loaded enough to drop all of its
+        // repeats the receiver ends the run after two silent seconds instead.
+        match received["sent_bytes"].as_u64() {
+            Some(reported) => assert_eq!(reported, sent_bytes),
+            None => eprintln!("note: no end datagram arrived: {received}"),
+        }
     } else if bench == "tcp" {
         assert_eq!(
             got,
