@@ -234,8 +234,8 @@ fn processes_tagged(tag: &str) -> Vec<String> {
     found
 }
 
-/// Starts a bench, waits for its first interval line, sends SIGINT, and returns its rows.
-fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, String) {
+/// Starts a bench, waits for its first interval line, sends SIGINT, and returns its rows and pid.
+fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, u32) {
     let (key, value) = tag.split_once('=').unwrap();
     let mut child = Command::new(ZCNET)
         .args(args)
@@ -265,7 +265,7 @@ fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, String) {
         .read_to_string(&mut err)
         .unwrap();
     assert!(status.success(), "{status}: {err}");
-    (json_rows(&rest), err)
+    (json_rows(&rest), child.id())
 }
 
 fn check_interrupted(rows: &[Value], tag: &str) {
@@ -305,28 +305,26 @@ fn sigint_mid_run_prints_the_summary_and_leaves_nothing() {
     if !testnet::privileged(test) {
         return;
     }
-    let before = namespaces();
-    let args = ["bench", "udp", "--sink", "xdp-drop", "--duration", "30"];
-    let (rows, _) = interrupt(&args, &tag);
-    check_interrupted(&rows, &tag);
-    let args = ["bench", "tcp", "--netns", "--duration", "30"];
-    let (rows, _) = interrupt(&args, &tag);
-    check_interrupted(&rows, &tag);
-    // The namespaces (and with them the veth pair and its XDP program) are gone.
-    let after = namespaces();
-    let left: Vec<&String> = after.iter().filter(|n| !before.contains(n)).collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
+    for args in [
+        &["bench", "udp", "--sink", "xdp-drop", "--duration", "30"][..],
+        &["bench", "tcp", "--netns", "--duration", "30"][..],
+    ] {
+        let (rows, pid) = interrupt(args, &tag);
+        check_interrupted(&rows, &tag);
+        // The bench's namespaces (and with them its veth pair and XDP program) are gone.
+        let left = namespaces_of(pid);
+        assert!(left.is_empty(), "{args:?} left namespaces {left:?}");
+    }
 }
 
-/// The harness's namespaces of other processes than this test binary (whose other tests make their
-/// own meanwhile).
-fn namespaces() -> Vec<String> {
-    let mine = format!("zc{}-", std::process::id());
+/// The harness's namespaces that process `pid` made (testnet names them `zc<pid>-…`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("zc{pid}-");
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .filter(|n| n.starts_with("zc") && !n.starts_with(&mine))
+        .filter(|n| n.starts_with(&prefix))
         .collect()
 }
 
