@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
+use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
-use zcnet::sys::socket::ResourceUsage;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::bench_listen::{self, mapped_pct};

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{RxConfig, RxMode};
-use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{
     BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, TcpSender, UdpSender,
     ZcSocket,

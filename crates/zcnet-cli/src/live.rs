@@ -20,7 +20,7 @@ pub fn interrupted() -> bool {
 }
 
 fn termination_flag() -> anyhow::Result<&'static AtomicBool> {
-    Ok(zcnet::sys::signal::termination_flag()?)
+    Ok(testnet::termination_flag()?)
 }
 
 /// Prints a line each time an interval of `every` ends, with the bytes moved in it.

@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use serde_json::{Map, Value};
-use zcnet::sys::socket::ResourceUsage;
+use zcnet::probe::ResourceUsage;
 
 /// One output row: field name to value, in insertion order of the JSON object.
 pub type Row = Map<String, Value>;

@@ -362,7 +362,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     // Ctrl-C or SIGTERM ends the run early but cleanly: the summary is printed and dropping the
     // link detaches the program (a second signal, or SIGKILL, ends the process at once; the kernel
     // then detaches the program as it closes the link).
-    let interrupted = zcnet::sys::signal::termination_flag()?;
+    let interrupted = testnet::termination_flag()?;
     let receives = !matches!(cmd, XdpCommand::Txpush(_));
     let mut app = App::open(
         &args.iface,

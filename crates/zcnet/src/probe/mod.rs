@@ -9,7 +9,11 @@
 mod iface;
 mod receive;
 mod send;
+mod tcp_loopback;
 mod vsock;
+
+/// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
+pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 
 use std::fmt;
 use std::io;
