@@ -18,6 +18,7 @@ mod ovs_wire;
 mod pattern;
 mod peer;
 mod vsock;
+mod vsock_async;
 mod wire;
 mod xdp_zc;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde_json::Value;
-use zcnet::tx::{BufferPool, PolicyConfig, PooledBuf, Sender, SenderConfig, TxStats, ZcSocket};
+use zcnet::tx::{BufferPool, PooledBuf, Sender, SenderConfig, TxStats, ZcSocket};
 use zcnet::uring::{UringConfig, UringSender};
 
 /// Which kernel interface sends.
@@ -40,23 +40,15 @@ pub enum ApiSender<S: ZcSocket> {
 }
 
 impl<S: ZcSocket> ApiSender<S> {
-    /// A sender of `api` over `socket` with `policy`; the io_uring one registers `pool` (a failed
-    /// registration is reported in the row, not fatal).
-    pub fn new(api: Api, socket: S, policy: PolicyConfig, pool: &BufferPool) -> Result<Self> {
-        let timeout = Some(Duration::from_secs(10));
+    /// A sender of `api` over `socket` with `config` (for io_uring: its policy and send timeout); the
+    /// io_uring one registers `pool` (a failed registration is reported in the row, not fatal).
+    pub fn new(api: Api, socket: S, config: SenderConfig, pool: &BufferPool) -> Result<Self> {
         Ok(match api {
-            Api::Sendmsg => ApiSender::Sendmsg(Box::new(Sender::new(
-                socket,
-                SenderConfig {
-                    policy,
-                    send_timeout: timeout,
-                    ..Default::default()
-                },
-            ))),
+            Api::Sendmsg => ApiSender::Sendmsg(Box::new(Sender::new(socket, config))),
             Api::IoUring => {
                 let config = UringConfig {
-                    policy,
-                    send_timeout: timeout,
+                    policy: config.policy,
+                    send_timeout: config.send_timeout,
                     ..Default::default()
                 };
                 let mut tx = UringSender::new(socket, config)?;
@@ -94,13 +86,12 @@ impl<S: ZcSocket> ApiSender<S> {
         Ok(())
     }
 
-    /// Flushes and closes the socket.
-    pub fn close(self, timeout: Duration) -> Result<()> {
-        match self {
-            ApiSender::Sendmsg(tx) => drop(tx.close(timeout)?),
-            ApiSender::IoUring(tx) => drop(tx.close(timeout)?),
-        }
-        Ok(())
+    /// Flushes and returns the socket.
+    pub fn close(self, timeout: Duration) -> Result<S> {
+        Ok(match self {
+            ApiSender::Sendmsg(tx) => tx.close(timeout)?,
+            ApiSender::IoUring(tx) => tx.close(timeout)?,
+        })
     }
 
     /// The counters.

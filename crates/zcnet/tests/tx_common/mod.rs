@@ -77,19 +77,10 @@ pub fn pool(max_size: usize, count: usize) -> BufferPool {
     .expect("pool")
 }
 
-/// Takes a buffer, waiting for completions to recycle one when the pool is dry (bounded).
+/// Takes a buffer, waiting (bounded) for completions to recycle one when the pool is dry.
 pub fn take<S: ZcSocket>(pool: &BufferPool, tx: &mut Sender<S>) -> zcnet::tx::PooledBuf {
-    for _ in 0..200 {
-        if let Some(b) = pool.take() {
-            return b;
-        }
-        tx.wait_completions(Duration::from_millis(50))
-            .expect("wait for completions");
-    }
-    panic!(
-        "pool stayed empty for 10 s: {} ids outstanding",
-        tx.outstanding()
-    );
+    pool.take_or_wait(tx, Duration::from_secs(10))
+        .expect("a pool buffer within 10 s")
 }
 
 /// Sends buffers of `sizes` (cycled `rounds` times) from `pool` with `send`, returning the checksum
