@@ -23,12 +23,10 @@ use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{RxConfig, RxMode};
-use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, TcpSender, UdpSender,
-    ZcSocket,
-};
+use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
+use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
@@ -47,6 +45,10 @@ struct Common {
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
+    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
+    /// registered buffers); each mode runs with each, side by side.
+    #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
+    api: Vec<Api>,
     /// Use IPv6.
     #[arg(long)]
     ipv6: bool,
@@ -122,6 +124,7 @@ pub struct UdpArgs {
 const COLUMNS: &[Column] = &[
     ("path", "path"),
     ("round", "round"),
+    ("api", "api"),
     ("mode", "mode"),
     ("size", "size"),
     ("gbit_per_s", "Gbit/s"),
@@ -297,7 +300,7 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 fn timed<S: ZcSocket>(
-    tx: &mut Sender<S>,
+    tx: &mut ApiSender<S>,
     pool: &BufferPool,
     size: usize,
     duration: Duration,
@@ -332,33 +335,34 @@ fn timed<S: ZcSocket>(
     })
 }
 
-/// One mode's run on `tx`: sends of `size` bytes holding the pattern of `unit`-byte units for
+/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern) for
 /// `--duration`, with interval lines; returns the sender's row.
+#[allow(clippy::too_many_arguments)]
 fn measure<S: ZcSocket>(
-    tx: &mut Sender<S>,
+    tx: &mut ApiSender<S>,
+    pool: &BufferPool,
     bench: &str,
     path: &str,
     dst: SocketAddr,
-    mode: Mode,
-    (size, unit): (usize, usize),
+    (mode, api): (Mode, Api),
+    size: usize,
     common: &Common,
 ) -> Result<Row> {
-    let pool = new_pool(size, unit, common.huge_pages)?;
     let mut ticker = ticker(common, bench, mode);
     let duration = Duration::from_secs_f64(common.duration);
-    let m = timed(tx, &pool, size, duration, &mut ticker)
-        .with_context(|| format!("{bench} {} run", mode.name()))?;
-    Ok(row(bench, path, dst, mode, size, &m, tx))
+    let m = timed(tx, pool, size, duration, &mut ticker)
+        .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
+    Ok(row(bench, path, dst, (mode, api), size, &m, tx))
 }
 
 fn row<S: ZcSocket>(
     bench: &str,
     path: &str,
     dst: SocketAddr,
-    mode: Mode,
+    (mode, api): (Mode, Api),
     size: usize,
     m: &Measured,
-    tx: &Sender<S>,
+    tx: &ApiSender<S>,
 ) -> Row {
     let s = tx.stats();
     let v = json!({
@@ -366,6 +370,7 @@ fn row<S: ZcSocket>(
         "role": "sender",
         "path": path,
         "ip": if dst.is_ipv6() { "v6" } else { "v4" },
+        "api": api.name(),
         "mode": mode.name(),
         "size": size,
         "seconds": m.seconds,
@@ -383,10 +388,8 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": match tx.zerocopy_status() {
-            Ok(()) => Value::Bool(true),
-            Err(reason) => Value::String(reason.to_string()),
-        },
+        "zerocopy": tx.zerocopy(),
+        "registered": tx.registered(),
         "interrupted": m.interrupted,
         "auto_reason": (mode == Mode::Auto).then(|| auto_reason(s)),
     });
@@ -560,16 +563,19 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
     }
 }
 
-/// Every (round, mode) in the order they run: `--mode`'s order, reversed on even rounds, so that a
-/// noisy neighbour hits every mode alike.
-fn schedule(common: &Common) -> Vec<(u32, Mode)> {
+/// Every (round, mode, api) in the order they run: `--mode`'s order, reversed on even rounds, so that
+/// a noisy neighbour hits every mode alike; the APIs of each mode side by side.
+fn schedule(common: &Common) -> Vec<(u32, Mode, Api)> {
     (1..=common.rounds)
         .flat_map(|round| {
             let mut modes = common.mode.clone();
             if round % 2 == 0 {
                 modes.reverse();
             }
-            modes.into_iter().map(move |mode| (round, mode))
+            let apis = common.api.clone();
+            modes
+                .into_iter()
+                .flat_map(move |mode| apis.clone().into_iter().map(move |api| (round, mode, api)))
         })
         .collect()
 }
@@ -678,10 +684,10 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
-        for (round, mode) in schedule(common) {
+        for (round, mode, api) in schedule(common) {
             let stream =
                 TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-            let mut row = send_tcp(stream, "remote", mode, size, common)?;
+            let mut row = send_tcp(stream, "remote", (mode, api), size, common)?;
             row.insert("round".into(), json!(round));
             rows.push(row);
             if is_interrupted(rows.last().expect("pushed")) {
@@ -693,13 +699,13 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     }
     let net = Net::new(common, false)?;
     live::watch_interrupts()?;
-    for (round, mode) in schedule(common) {
+    for (round, mode, api) in schedule(common) {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
         let sent = net
             .in_sender(|| TcpStream::connect(addr))
             .with_context(|| format!("connecting to {addr}"))
-            .and_then(|stream| send_tcp(stream, net.path(), mode, size, common));
+            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, common));
         let mut row = match sent {
             Ok(row) => row,
             Err(e) => {
@@ -730,7 +736,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
 fn send_tcp(
     mut stream: TcpStream,
     path: &str,
-    mode: Mode,
+    (mode, api): (Mode, Api),
     size: usize,
     common: &Common,
 ) -> Result<Row> {
@@ -740,8 +746,9 @@ fn send_tcp(
             .write_all(&header(Bench::Tcp, mode, size, common).encode())
             .context("sending the stream header")?;
     }
-    let mut tx = TcpSender::new(stream, sender_config(mode, common));
-    let row = measure(&mut tx, "tcp", path, dst, mode, (size, size), common)?;
+    let pool = new_pool(size, size, common.huge_pages)?;
+    let mut tx = ApiSender::new(api, stream, sender_config(mode, common), &pool)?;
+    let row = measure(&mut tx, &pool, "tcp", path, dst, (mode, api), size, common)?;
     let stream = tx.close(COMPLETION_WAIT)?;
     stream.shutdown(std::net::Shutdown::Write)?;
     // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
@@ -841,13 +848,13 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
-        for (round, mode) in schedule(common) {
+        for (round, mode, api) in schedule(common) {
             let bind: SocketAddr = match dest {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            let mut row = send_udp(socket, dest, "remote", mode, size, unit, &args)?;
+            let mut row = send_udp(socket, dest, "remote", (mode, api), size, unit, &args)?;
             row.insert("round".into(), json!(round));
             rows.push(row);
             if is_interrupted(rows.last().expect("pushed")) {
@@ -859,7 +866,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
-    for (round, mode) in schedule(common) {
+    for (round, mode, api) in schedule(common) {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -870,7 +877,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         let sent = net
             .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
             .context("binding the UDP sender")
-            .and_then(|socket| send_udp(socket, dest, net.path(), mode, size, unit, &args));
+            .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
         let mut row = match (sent, peer) {
             (Ok(row), None) => row,
             (Ok(mut row), Some(peer)) => {
@@ -904,7 +911,7 @@ fn send_udp(
     socket: UdpSocket,
     dest: SocketAddr,
     path: &str,
-    mode: Mode,
+    (mode, api): (Mode, Api),
     size: usize,
     unit: usize,
     args: &UdpArgs,
@@ -920,9 +927,10 @@ fn send_udp(
             socket.send(&h).context("sending the header datagram")?;
         }
     }
-    let mut tx = UdpSender::new(socket, sender_config(mode, common));
-    tx.set_gso_segment(args.gso);
-    let row = measure(&mut tx, "udp", path, dest, mode, (size, unit), common)?;
+    let pool = new_pool(size, unit, common.huge_pages)?;
+    let mut tx = ApiSender::new(api, socket, sender_config(mode, common), &pool)?;
+    tx.set_gso_segment(args.gso)?;
+    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), size, common)?;
     let bytes = tx.stats().bytes;
     let datagrams = bytes.div_ceil(unit as u64);
     let socket = tx.close(COMPLETION_WAIT)?;
