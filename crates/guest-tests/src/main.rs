@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod lend;
 mod nic;
+mod nic_uring;
 mod outcome;
 mod ovs;
 mod ovs_frame;

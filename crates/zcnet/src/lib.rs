@@ -49,6 +49,7 @@
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - `aio` (feature `tokio`): `AsyncSender` and `AsyncReceiver` on tokio's reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`uring`]: io_uring zero-copy send (`SEND_ZC`) on the same tracker, policy and stats.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
@@ -64,6 +65,8 @@ pub mod probe;
 pub mod rx;
 pub mod sys;
 pub mod tx;
+#[cfg(feature = "io-uring")]
+pub mod uring;
 pub mod xdp;
 
 pub use fallback::{Cause, Fallback};

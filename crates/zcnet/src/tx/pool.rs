@@ -92,6 +92,11 @@ impl BufferPool {
         self.arena.available()
     }
 
+    /// The mapping behind the pool, for registering it with an io_uring.
+    pub(crate) fn arena(&self) -> &Arc<PageArena> {
+        &self.arena
+    }
+
     /// Whether transparent huge pages back the pool, or why not.
     pub fn huge_pages(&self) -> Result<(), &str> {
         self.arena.huge_pages()
