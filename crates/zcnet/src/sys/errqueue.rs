@@ -144,9 +144,10 @@ pub const fn cmsg_space(payload: usize) -> usize {
 }
 
 // One errqueue entry's control messages fit: an IPv6 completion (sock_extended_err + sockaddr_in6),
-// SCM_TIMESTAMPING (three timespecs) and IPV6_PKTINFO (in6_pktinfo).
+// SCM_TIMESTAMPNS (a timespec), SCM_TIMESTAMPING (three timespecs) and IPV6_PKTINFO (in6_pktinfo).
 const _: () = assert!(
     cmsg_space(mem::size_of::<SockExtendedErr>() + mem::size_of::<libc::sockaddr_in6>())
+        + cmsg_space(mem::size_of::<libc::timespec>())
         + cmsg_space(3 * mem::size_of::<libc::timespec>())
         + cmsg_space(mem::size_of::<libc::in6_pktinfo>())
         <= ControlBuf::CAPACITY
@@ -165,7 +166,7 @@ impl ControlBuf {
     pub const CAPACITY: usize = Self::WORDS * 8;
     /// `u64` words of the buffer: room for the largest entry one `recvmsg(MSG_ERRQUEUE)` returns — an
     /// `IPV6_RECVERR` with its `sockaddr_in6` offender — together with the timestamps and packet info
-    /// a caller may have enabled on the socket (`SCM_TIMESTAMPING`, `IPV6_PKTINFO`), so that
+    /// a caller may have enabled on the socket (`SCM_TIMESTAMPNS`, `SCM_TIMESTAMPING`, `IPV6_PKTINFO`), so that
     /// `MSG_CTRUNC` never drops a completion.
     const WORDS: usize = 32;
 
@@ -213,6 +214,22 @@ impl ControlBuf {
         buf[start + s + 4..start + s + 8].copy_from_slice(&ty.to_ne_bytes());
         buf[start + CMSG_HDR..start + cmsg_len].copy_from_slice(data);
         self.len = end;
+        Ok(())
+    }
+
+    /// Takes what one `recvmsg` wrote into the buffer: `controllen` bytes of control messages, and the
+    /// call's `msg_flags`. With `MSG_CTRUNC` the kernel had more control messages than room (`put_cmsg`
+    /// cuts the one that does not fit and drops those after it; `ip_recv_error` and `ipv6_recv_error`
+    /// write the `*_RECVERR` completion last, after any timestamps): that is an error, and the buffer is
+    /// left empty, since the entry it came from is gone from the queue.
+    fn set_received(&mut self, controllen: usize, msg_flags: i32) -> io::Result<()> {
+        if msg_flags & libc::MSG_CTRUNC != 0 {
+            self.len = 0;
+            return Err(io::Error::other(
+                "recvmsg(MSG_ERRQUEUE): MSG_CTRUNC (control message truncated, a completion was lost)",
+            ));
+        }
+        self.len = controllen.min(Self::CAPACITY);
         Ok(())
     }
 
@@ -304,13 +321,7 @@ pub fn recv_errqueue(fd: BorrowedFd<'_>, control: &mut ControlBuf) -> io::Result
         }
         Err(e) => return Err(e),
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        control.len = 0;
-        return Err(io::Error::other(
-            "recvmsg(MSG_ERRQUEUE): MSG_CTRUNC (control message truncated, a completion was lost)",
-        ));
-    }
-    control.len = (msg.msg_controllen as usize).min(ControlBuf::CAPACITY);
+    control.set_received(msg.msg_controllen as usize, msg.msg_flags)?;
     Ok(true)
 }
 
@@ -599,6 +610,79 @@ mod tests {
         bytes[..mem::size_of::<usize>()].copy_from_slice(&3usize.to_ne_bytes());
         assert_eq!(ControlMessages::new(&bytes).count(), 0);
         assert_eq!(ControlMessages::new(&bytes[..5]).count(), 0);
+    }
+
+    /// What `ip_recv_error` writes for one completion on a socket with `SO_TIMESTAMPNS` and
+    /// `SO_TIMESTAMPING` (software) on: `SCM_TIMESTAMPNS`, `SCM_TIMESTAMPING`, then the
+    /// `IPV6_RECVERR` completion (`sock_extended_err` and a `sockaddr_in6` offender).
+    fn timestamped_ipv6_completion(lo: u32, hi: u32) -> ControlBuf {
+        let mut buf = ControlBuf::default();
+        buf.push(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &[1; 16])
+            .expect("SCM_TIMESTAMPNS fits");
+        buf.push(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &[2; 48])
+            .expect("SCM_TIMESTAMPING fits");
+        let ee = SockExtendedErr {
+            ee_origin: SO_EE_ORIGIN_ZEROCOPY,
+            ee_info: lo,
+            ee_data: hi,
+            ..Default::default()
+        };
+        let mut payload = ee.to_bytes().to_vec();
+        payload.extend_from_slice(&[0; mem::size_of::<libc::sockaddr_in6>()]);
+        buf.push(libc::SOL_IPV6, libc::IPV6_RECVERR, &payload)
+            .expect("the completion fits after the timestamps");
+        buf
+    }
+
+    fn completions(buf: &ControlBuf) -> Vec<ErrqueueMessage> {
+        buf.messages()
+            .filter_map(|m| decode(m.level, m.ty, m.data))
+            .collect()
+    }
+
+    #[test]
+    fn timestamped_completion_is_received_whole() {
+        let sent = timestamped_ipv6_completion(3, 9);
+        let mut received = ControlBuf {
+            words: sent.words,
+            len: 0,
+        };
+        received
+            .set_received(sent.as_bytes().len(), libc::MSG_ERRQUEUE)
+            .expect("not truncated");
+        assert_eq!(
+            completions(&received),
+            [ErrqueueMessage::Zerocopy(ZerocopyCompletion {
+                lo: 3,
+                hi: 9,
+                copied: false
+            })]
+        );
+    }
+
+    /// The same entry read into 128 bytes of room: `put_cmsg` writes the timestamps, cuts the
+    /// completion's header to what is left and sets `MSG_CTRUNC`. The read must fail and yield no
+    /// message, even though the cut header still parses.
+    #[test]
+    fn truncated_entry_is_rejected() {
+        let room = 128;
+        let sent = timestamped_ipv6_completion(3, 9);
+        let mut received = ControlBuf {
+            words: sent.words,
+            len: 0,
+        };
+        let last = cmsg_space(16) + cmsg_space(48);
+        let cut = room - last;
+        received.bytes_mut()[last..last + mem::size_of::<usize>()]
+            .copy_from_slice(&cut.to_ne_bytes());
+        received.len = room;
+        assert_eq!(received.messages().count(), 3, "the cut header parses");
+        let err = received
+            .set_received(room, libc::MSG_ERRQUEUE | libc::MSG_CTRUNC)
+            .expect_err("MSG_CTRUNC must be an error");
+        assert!(err.to_string().contains("MSG_CTRUNC"), "{err}");
+        assert!(received.as_bytes().is_empty());
+        assert!(completions(&received).is_empty());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
 //! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), [`bpf`] and [`xdp`]
 //! (AF_XDP and its programs), `netlink` (generic netlink: netdev and the OVS families), `ovs` (Open
-//! vSwitch datapath UAPI), `link` (interface indices), [`uring`] (io_uring probing) and `vsock`.
+//! vSwitch datapath UAPI), `link` (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -35,8 +35,8 @@ macro_rules! syscall {
 }
 
 // Private to the crate: the library's modules export the sound wrappers users need (for example
-// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`). The AF_XDP and io_uring modules are still public
-// while their own layout changes.
+// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `uring::UringSender`). The AF_XDP modules are
+// still public while their own layout changes.
 pub mod bpf;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
@@ -53,7 +53,7 @@ pub(crate) mod reactor;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
 #[cfg(feature = "io-uring")]
-pub mod uring;
+pub(crate) mod uring;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub mod xdp;

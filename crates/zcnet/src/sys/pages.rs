@@ -68,8 +68,8 @@ impl PageArena {
         let start = raw as usize;
         let aligned = start.div_ceil(align) * align;
         let (head, tail) = (aligned - start, reserve - (aligned - start) - map_len);
-        // SAFETY: both trims lie inside the reservation just mapped and are page-aligned and
-        // page-sized; nothing references them.
+        // SAFETY: both trims lie inside the reservation just mapped, start on page boundaries and
+        // are whole pages long (the reservation and `aligned` are page-aligned); nothing references them.
         unsafe {
             if head > 0 {
                 libc::munmap(raw, head);

@@ -93,7 +93,7 @@ pub struct SocketMapping {
 
 // SAFETY: the mapping is plain memory owned by this value; nothing in it is tied to a thread.
 unsafe impl Send for SocketMapping {}
-// SAFETY: shared access only reads it (or asks the kernel to zap it, which is thread-safe).
+// SAFETY: shared access only reads it; replacing or zapping its pages takes `&mut self`.
 unsafe impl Sync for SocketMapping {}
 
 impl SocketMapping {

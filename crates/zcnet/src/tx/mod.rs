@@ -30,6 +30,8 @@
 mod buffer;
 mod error;
 pub mod errqueue;
+#[cfg(test)]
+mod errqueue_room_tests;
 mod policy;
 mod pool;
 mod sender;

@@ -18,8 +18,8 @@
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
 //! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`).
 //!
-//! Kernel behaviour relied on: see [`crate::sys::uring`] (two CQEs per zero-copy request, `F_MORE` on
-//! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain).
+//! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
+//! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain.
 //!
 //! ```no_run
 //! use std::net::TcpStream;
