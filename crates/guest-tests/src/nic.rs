@@ -222,7 +222,8 @@ pub fn xdp_rxdrop(
             datagrams: BURST,
         },
     )?;
-    let (mut intact, mut corrupt, mut other) = (0u64, 0u64, 0u64);
+    let (mut intact, mut corrupt, mut other, mut invalid_seen) = (0u64, 0u64, 0u64, 0u64);
+    let mut frames = Vec::new();
     let deadline = Instant::now() + WAIT;
     let mut last = Instant::now();
     while intact + corrupt < BURST && Instant::now() < deadline {
@@ -232,27 +233,22 @@ pub fn xdp_rxdrop(
         }
         for (umem, socket) in &mut bound {
             socket.wait_rx(100 / queues as i32)?;
-            let rx = socket.rx().context("the socket has an rx ring")?;
-            let batch = rx.peek(64);
-            let mut recycled = Vec::with_capacity(batch.len() as usize);
-            for desc in batch.iter() {
-                let frame = umem.validate(desc)?;
-                match udp_payload(umem.data(&frame)) {
+            invalid_seen += u64::from(socket.receive(umem, 64, &mut frames)?);
+            for frame in &frames {
+                match udp_payload(umem.bytes(frame)) {
                     Some((wire::BURST_PORT, payload)) => match wire::check_datagram(payload) {
                         Some(d) if d.stream == stream && d.intact => intact += 1,
                         _ => corrupt += 1,
                     },
                     _ => other += 1,
                 }
-                recycled.push(desc.addr);
             }
-            if !recycled.is_empty() {
+            if !frames.is_empty() {
                 last = Instant::now();
             }
-            batch.release();
-            let refilled = umem.fill_with(&recycled) as usize;
-            for &addr in &recycled[refilled..] {
-                umem.release(addr);
+            umem.fill_with(&mut frames);
+            for frame in frames.drain(..) {
+                umem.release(frame);
             }
         }
     }
@@ -275,6 +271,7 @@ pub fn xdp_rxdrop(
         ));
     }
     drop(bound);
+    invalid += invalid_seen;
     let ok = intact > 0 && corrupt == 0 && invalid == 0;
     let what = format!(
         "{} on {iface} ({filled} frames filled): {intact} of {BURST} burst datagrams intact, \

@@ -37,6 +37,7 @@ macro_rules! syscall {
 pub mod bpf;
 pub mod errno;
 pub mod errqueue;
+pub mod frame_area;
 pub mod netlink;
 pub mod ns;
 pub mod packet;

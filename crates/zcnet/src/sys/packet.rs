@@ -156,12 +156,16 @@ impl RxRingV3 {
     }
 
     fn read_u32(&self, offset: usize) -> Option<u32> {
-        let b = self.map.bytes(offset, 4)?;
+        // SAFETY: block headers and packets are read only while the block's status says
+        // TP_STATUS_USER (checked by every caller before reading): the kernel writes it no more
+        // until the block is handed back.
+        let b = unsafe { self.map.bytes(offset, 4) }?;
         Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     fn read_u16(&self, offset: usize) -> Option<u16> {
-        let b = self.map.bytes(offset, 2)?;
+        // SAFETY: as in `read_u32`.
+        let b = unsafe { self.map.bytes(offset, 2) }?;
         Some(u16::from_ne_bytes([b[0], b[1]]))
     }
 
@@ -188,7 +192,9 @@ impl RxRingV3 {
                 break;
             };
             let start = pkt + mac as usize;
-            match self.map.bytes(start, snap as usize) {
+            // SAFETY: the block's status is TP_STATUS_USER (checked above): the kernel writes it
+            // no more until `next_block` hands it back, after the last use of `data`.
+            match unsafe { self.map.bytes(start, snap as usize) } {
                 Some(data) if start + snap as usize <= end => each(data),
                 _ => break,
             }
@@ -304,11 +310,14 @@ impl TxRingV2 {
         }
         let base = slot * self.frame_size;
         let room = self.frame_size - TX_DATA_OFFSET;
-        let Some(data) = self.map.bytes_mut(base + TX_DATA_OFFSET, room) else {
+        // SAFETY: the slot's status is TP_STATUS_AVAILABLE (checked above): the kernel neither reads
+        // nor writes it until the status store below hands it over, after the last use of `data`.
+        let Some(data) = (unsafe { self.map.bytes_mut(base + TX_DATA_OFFSET, room) }) else {
             return false;
         };
         let len = write(data).min(room) as u32;
-        if let Some(field) = self.map.bytes_mut(base + PKT2_LEN, 4) {
+        // SAFETY: as above, for the slot's header.
+        if let Some(field) = unsafe { self.map.bytes_mut(base + PKT2_LEN, 4) } {
             field.copy_from_slice(&len.to_ne_bytes());
         }
         // Release: the frame bytes and length are visible before the kernel sees the request.

@@ -10,7 +10,7 @@ use super::error::{Error, Result};
 use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
-use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use super::umem::{Frame, FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
@@ -92,6 +92,8 @@ pub struct Socket {
     fallback: Option<Fallback>,
     need_wakeup: bool,
     shares_umem: bool,
+    /// The UMEM whose frames this socket's rings carry.
+    umem: u64,
 }
 
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
@@ -108,6 +110,12 @@ fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
         Some(libc::ENETDOWN) => "the interface is down",
         _ => "",
     }
+}
+
+fn no_ring(ring: &str, iface: &str) -> Error {
+    Error::usage(format!(
+        "the AF_XDP socket on {iface} has no {ring} ring (SocketConfig::{ring}_size 0)"
+    ))
 }
 
 /// How long a bind keeps retrying `EBUSY`.
@@ -264,6 +272,7 @@ impl Socket {
             fallback,
             need_wakeup: config.need_wakeup,
             shares_umem,
+            umem: umem.id(),
         })
     }
 
@@ -299,14 +308,34 @@ impl Socket {
         self.shares_umem
     }
 
-    /// The rx ring (received frames), if configured.
-    pub fn rx(&mut self) -> Option<&mut Consumer<Desc>> {
-        self.rx.as_mut()
+    /// Takes up to `max` received frames from the rx ring, appending their tokens to `out`; returns
+    /// how many descriptors were rejected (outside one frame of `umem`, or naming a frame the kernel
+    /// was not lent: never a second token for one frame). Recycle the frames with
+    /// [`Umem::fill_with`], send them with [`Socket::transmit`] or free them with [`Umem::release`].
+    pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
+        Ok(umem.receive(rx, max, out))
     }
 
-    /// The tx ring (frames to send), if configured.
-    pub fn tx(&mut self) -> Option<&mut Producer<Desc>> {
-        self.tx.as_mut()
+    /// Lends frames from the front of `frames` to the kernel through the tx ring and removes them from
+    /// `frames`; returns how many (those that do not fit stay). They come back to `umem`'s free list
+    /// through the completion ring ([`Umem::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
+    pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
+        Ok(umem.transmit(tx, frames))
+    }
+
+    fn check_umem(&self, umem: &Umem) -> Result<()> {
+        if umem.id() == self.umem {
+            Ok(())
+        } else {
+            Err(Error::usage(format!(
+                "the AF_XDP socket on {} queue {} was bound with another UMEM",
+                self.iface, self.queue
+            )))
+        }
     }
 
     /// Makes the kernel process the tx ring when it needs a syscall for that: always without
