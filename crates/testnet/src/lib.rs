@@ -12,6 +12,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod command;
+pub mod cpu;
 mod netns;
 mod privilege;
 mod signals;

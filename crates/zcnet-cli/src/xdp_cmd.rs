@@ -148,6 +148,9 @@ pub enum Wait {
     Poll,
     /// poll() with timeout 0 under preferred busy polling.
     BusyPoll,
+    /// Block in poll() when idle, and after a batch smaller than asked for, sleep this long to let
+    /// frames gather: fewer wakeups per packet at low rates, as TPACKET_V3's block retire timeout does.
+    Coalesce(std::time::Duration),
 }
 
 impl XdpArgs {
@@ -223,7 +226,7 @@ impl App {
                 self.socket.wait_rx(0)?;
             }
             Wait::Spin => std::hint::spin_loop(),
-            Wait::Poll => {
+            Wait::Poll | Wait::Coalesce(_) => {
                 self.socket.wait_rx(100)?;
             }
             Wait::BusyPoll => {
@@ -262,7 +265,9 @@ impl App {
                 continue;
             }
             packets += frames.len() as u64;
+            let partial = frames.len() < batch as usize;
             self.refill(&mut frames);
+            coalesce(wait, partial);
         }
         Ok((packets, invalid))
     }
@@ -282,9 +287,11 @@ impl App {
             for frame in &mut frames {
                 swap_macs(self.umem.bytes_mut(frame));
             }
+            let partial = frames.len() < batch as usize;
             self.push_tx(&mut frames)?;
             // Frames the tx ring had no room for go straight back to the fill ring.
             self.refill(&mut frames);
+            coalesce(wait, partial);
         }
         Ok((sent, invalid))
     }
@@ -342,6 +349,13 @@ impl App {
     /// The socket's counters.
     pub fn statistics(&self) -> Result<Statistics> {
         Ok(self.socket.statistics()?)
+    }
+}
+
+/// Under [`Wait::Coalesce`], sleeps after a `partial` batch so that the next one is fuller.
+fn coalesce(wait: Wait, partial: bool) {
+    if let (Wait::Coalesce(pause), true) = (wait, partial) {
+        std::thread::sleep(pause);
     }
 }
 

@@ -112,6 +112,10 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
             "cpu_user_s",
             "cpu_sys_s",
             "sys_cpu_ns_per_packet",
+            "app_cpu_ns_per_packet",
+            "app_threads_ns_per_packet",
+            "app_cpu",
+            "generator_cpu",
             "generator_mpps",
             "rx_dropped",
             "invalid_descs",
@@ -198,5 +202,42 @@ fn taking_a_whole_queue_of_a_used_interface_needs_force() {
             "{args:?} --force: {}",
             String::from_utf8_lossy(&forced.stderr)
         );
+    }
+}
+
+/// Every application of `zcnet bench xdp`, five runs in a row: none may fail (a kick refused with
+/// ENOBUFS, a full device queue on the generator, a busy queue right after the previous run).
+#[test]
+fn bench_xdp_every_app_passes_five_runs_in_a_row() {
+    if !testnet::privileged("bench_xdp_every_app_passes_five_runs_in_a_row") {
+        return;
+    }
+    for run in 1..=5 {
+        let out = std::process::Command::new(ZCNET)
+            .args([
+                "bench",
+                "xdp",
+                "--app",
+                "rxdrop,txpush,l2fwd",
+                "--duration",
+                "0.3",
+                "--json",
+            ])
+            .output()
+            .expect("run zcnet bench xdp");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "run {run}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout.lines().count(), 8, "run {run}: {stdout}");
+        for line in stdout.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).expect("JSON row");
+            assert!(
+                row["packets"].as_u64().is_some_and(|p| p > 0),
+                "run {run}: {line}"
+            );
+        }
     }
 }
