@@ -42,6 +42,9 @@ enum Command {
         /// Address of the host-side peer.
         #[arg(long)]
         peer: IpAddr,
+        /// The guest's IPv4 address on the NIC (the source of the frames it builds).
+        #[arg(long)]
+        ip: std::net::Ipv4Addr,
         /// The guest's NIC.
         #[arg(long, default_value = "eth0")]
         iface: String,
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Command::Vsock => ("vsock", vsock::run()),
         Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
-        Command::Xdp { peer, iface } => ("xdp", xdp_zc::run(peer, &iface)),
+        Command::Xdp { peer, ip, iface } => ("xdp", xdp_zc::run(peer, ip, &iface)),
         Command::Peer {
             listen,
             max_seconds,

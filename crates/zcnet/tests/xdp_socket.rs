@@ -375,3 +375,66 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
     });
     assert_all_arrived(&seen);
 }
+
+/// One UMEM shared by sockets on two queues: the second socket gets fill and completion rings of its
+/// own (the kernel requires them on another queue), each socket's fill ring serves its queue, and
+/// every frame arrives once, intact, whichever queue it came through.
+#[test]
+fn a_umem_shared_across_two_queues_receives_on_both() {
+    if !testnet::privileged("a_umem_shared_across_two_queues_receives_on_both") {
+        return;
+    }
+    let pair = VethPair::new(testnet::VethConfig {
+        queues: 2,
+        ..testnet::VethConfig::default()
+    })
+    .expect("veth pair");
+    let (mut umem, mut sockets, _program, _link) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let mut sockets = Vec::new();
+        for queue in 0..2 {
+            let socket = Socket::bind(&mut umem, &pair.a_if, queue, Mode::Copy).expect("bind");
+            sockets.push(socket);
+        }
+        let program =
+            XdpProgram::redirect_to_xsk(2, FrameMatch::UdpPort(PORT)).expect("redirect program");
+        for socket in &sockets {
+            let map = program.xsk_map().expect("map");
+            map.insert(socket.queue(), socket).expect("insert");
+        }
+        let link = program
+            .attach_to(&pair.a_if, AttachMode::Driver)
+            .expect("attach");
+        (umem, sockets, program, link)
+    });
+    assert!(!sockets[0].has_own_fill_ring() && sockets[1].has_own_fill_ring());
+    assert!(!sockets[0].shares_umem() && sockets[1].shares_umem());
+    for socket in &mut sockets {
+        assert_eq!(socket.fill(&mut umem, 2048).expect("fill"), 2048);
+    }
+    assert_eq!(umem.free_frames(), 0);
+    let spec = frames(&pair, false);
+    let seen = thread::scope(|s| {
+        let sender = s.spawn(|| send_from_b(&pair, spec, 100));
+        let mut seen = BTreeSet::new();
+        let mut frames = Vec::new();
+        let deadline = Instant::now() + PATIENCE;
+        while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
+            for socket in &mut sockets {
+                socket.wait_rx(10).expect("poll");
+                let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx");
+                assert_eq!(invalid, 0);
+                for frame in &frames {
+                    if let Some((PORT, payload)) = udp_payload(umem.bytes(frame)) {
+                        record(&mut seen, payload);
+                    }
+                }
+                socket.fill_with(&mut umem, &mut frames).expect("refill");
+                assert!(frames.is_empty(), "the fill ring had room for what it gave");
+            }
+        }
+        sender.join().expect("sender");
+        seen
+    });
+    assert_all_arrived(&seen);
+}

@@ -94,6 +94,9 @@ pub struct Socket {
     shares_umem: bool,
     /// The UMEM whose frames this socket's rings carry.
     umem: u64,
+    /// Fill and completion rings of a socket sharing its UMEM on another queue.
+    fill: Option<Producer<u64>>,
+    completion: Option<Consumer<u64>>,
 }
 
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
@@ -155,8 +158,10 @@ fn flag_names(flags: u16) -> String {
 impl Socket {
     /// Binds `umem` to queue `queue` of `iface` (in the calling thread's network namespace) with rx and
     /// tx rings of 2048 entries and need_wakeup. The first socket of a UMEM uses the socket the UMEM
-    /// was registered on; later ones share it (`XDP_SHARED_UMEM`, same interface and queue) and inherit
-    /// its mode.
+    /// was registered on; later ones share it (`XDP_SHARED_UMEM`) and inherit its mode and need_wakeup.
+    /// On the same interface and queue they share its fill and completion rings too; on another queue
+    /// (or interface) each gets fill and completion rings of its own, as the kernel requires — use
+    /// [`Socket::fill`], [`Socket::fill_with`] and [`Socket::reclaim`] for those.
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
@@ -170,7 +175,10 @@ impl Socket {
         config: SocketConfig,
     ) -> Result<Socket> {
         let ifindex = interface_index(iface)?;
-        let shares_umem = umem.owner_bound;
+        let shares_umem = umem.owner.is_some();
+        // On another queue (or interface) than the UMEM's first socket, the kernel wants a fill and a
+        // completion ring per socket.
+        let own_rings = umem.owner.is_some_and(|o| o != (ifindex, queue));
         let fd = if shares_umem {
             Arc::new(
                 sys::socket()
@@ -187,9 +195,15 @@ impl Socket {
                 "",
             )
         };
+        let (fill_size, completion_size) = match own_rings {
+            true => umem.ring_sizes(),
+            false => (0, 0),
+        };
         for (kind, size) in [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
+            (RingKind::Fill, fill_size),
+            (RingKind::Completion, completion_size),
         ] {
             if size > 0 {
                 sys::set_ring_size(fd.as_fd(), kind, size)
@@ -209,6 +223,20 @@ impl Socket {
             n => Some(Producer::new(Arc::new(
                 RingMmap::map(fd.as_fd(), RingKind::Tx, &offsets, n)
                     .map_err(|e| setup("map tx ring", e))?,
+            ))),
+        };
+        let fill = match fill_size {
+            0 => None,
+            n => Some(Producer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Fill, &offsets, n)
+                    .map_err(|e| setup("map fill ring", e))?,
+            ))),
+        };
+        let completion = match completion_size {
+            0 => None,
+            n => Some(Consumer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Completion, &offsets, n)
+                    .map_err(|e| setup("map completion ring", e))?,
             ))),
         };
         let wake = if config.need_wakeup {
@@ -260,8 +288,10 @@ impl Socket {
                 },
             }
         };
-        umem.owner_bound = true;
-        umem.bound_mode = Some(bound);
+        if umem.owner.is_none() {
+            umem.owner = Some((ifindex, queue));
+            umem.bound_mode = Some(bound);
+        }
         Ok(Socket {
             fd,
             rx,
@@ -273,6 +303,8 @@ impl Socket {
             need_wakeup: config.need_wakeup,
             shares_umem,
             umem: umem.id(),
+            fill,
+            completion,
         })
     }
 
@@ -325,6 +357,34 @@ impl Socket {
         self.check_umem(umem)?;
         let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
         Ok(umem.transmit(tx, frames))
+    }
+
+    /// Moves up to `max` free frames of `umem` onto the fill ring that serves this socket's queue:
+    /// its own when it shares the UMEM on another queue than the UMEM's first socket, else the UMEM's
+    /// ([`Umem::fill`]). Returns how many.
+    pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
+        self.check_umem(umem)?;
+        Ok(umem.fill_via(self.fill.as_mut(), max))
+    }
+
+    /// [`Umem::fill_with`] through the fill ring that serves this socket's queue (see
+    /// [`Socket::fill`]).
+    pub fn fill_with(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        Ok(umem.fill_with_via(self.fill.as_mut(), frames))
+    }
+
+    /// [`Umem::reclaim`] from the completion ring that serves this socket's queue (see
+    /// [`Socket::fill`]): its own frames back onto the free list once the kernel sent them.
+    pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
+        self.check_umem(umem)?;
+        Ok(umem.reclaim_via(self.completion.as_mut(), max))
+    }
+
+    /// Whether this socket has fill and completion rings of its own (it shares its UMEM on another
+    /// queue or interface than the UMEM's first socket).
+    pub fn has_own_fill_ring(&self) -> bool {
+        self.fill.is_some()
     }
 
     fn check_umem(&self, umem: &Umem) -> Result<()> {

@@ -60,8 +60,10 @@ impl Default for UmemConfig {
 #[derive(Debug)]
 pub struct Umem {
     fd: Arc<OwnedFd>,
-    /// Whether a socket already bound using `fd` itself (later sockets share the UMEM).
-    pub(crate) owner_bound: bool,
+    /// The interface index and queue of the socket bound using `fd` itself, once there is one (later
+    /// sockets share the UMEM: on the same queue through its fill and completion rings, on other
+    /// queues with rings of their own).
+    pub(crate) owner: Option<(u32, u32)>,
     /// The mode of the first bound socket (sharing sockets inherit it).
     pub(crate) bound_mode: Option<BoundMode>,
     area: FrameArea,
@@ -134,7 +136,7 @@ impl Umem {
         let frame_count = area.frame_count();
         Umem {
             fd: Arc::new(fd),
-            owner_bound: false,
+            owner: None,
             bound_mode: None,
             area,
             frame_size,
@@ -152,6 +154,11 @@ impl Umem {
 
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Entries of the fill and completion rings (a socket with rings of its own gets the same).
+    pub(crate) fn ring_sizes(&self) -> (u32, u32) {
+        (self.fill.entries(), self.completion.entries())
     }
 
     /// Frame size in bytes.
@@ -214,8 +221,17 @@ impl Umem {
     }
 
     /// Moves up to `max` free frames onto the fill ring for the kernel to receive into; returns how many.
+    /// (A socket sharing this UMEM on another queue has a fill ring of its own: [`Socket::fill`].)
+    ///
+    /// [`Socket::fill`]: crate::xdp::Socket::fill
     pub fn fill(&mut self, max: u32) -> u32 {
-        let mut r = self.fill.reserve(max.min(self.area.free_frames() as u32));
+        self.fill_via(None, max)
+    }
+
+    /// [`Umem::fill`] through `ring`, or this UMEM's own fill ring.
+    pub(crate) fn fill_via(&mut self, ring: Option<&mut Producer<u64>>, max: u32) -> u32 {
+        let ring = ring.unwrap_or(&mut self.fill);
+        let mut r = ring.reserve(max.min(self.area.free_frames() as u32));
         while r.remaining() > 0 {
             let Some(addr) = self.area.lend_free() else {
                 break;
@@ -232,7 +248,17 @@ impl Umem {
     /// # Panics
     /// When a frame belongs to another UMEM.
     pub fn fill_with(&mut self, frames: &mut Vec<Frame>) -> u32 {
-        let mut r = self.fill.reserve(frames.len() as u32);
+        self.fill_with_via(None, frames)
+    }
+
+    /// [`Umem::fill_with`] through `ring`, or this UMEM's own fill ring.
+    pub(crate) fn fill_with_via(
+        &mut self,
+        ring: Option<&mut Producer<u64>>,
+        frames: &mut Vec<Frame>,
+    ) -> u32 {
+        let ring = ring.unwrap_or(&mut self.fill);
+        let mut r = ring.reserve(frames.len() as u32);
         let n = r.len() as usize;
         for frame in frames.drain(..n) {
             let (addr, _) = self.area.lend(frame);
@@ -244,7 +270,13 @@ impl Umem {
     /// Takes up to `max` completed tx frames back onto the free list. Returns the number reclaimed and
     /// the number of completion entries that did not name a frame lent to the kernel (skipped).
     pub fn reclaim(&mut self, max: u32) -> (u32, u32) {
-        let batch = self.completion.peek(max);
+        self.reclaim_via(None, max)
+    }
+
+    /// [`Umem::reclaim`] from `ring`, or this UMEM's own completion ring.
+    pub(crate) fn reclaim_via(&mut self, ring: Option<&mut Consumer<u64>>, max: u32) -> (u32, u32) {
+        let ring = ring.unwrap_or(&mut self.completion);
+        let batch = ring.peek(max);
         let (mut done, mut invalid) = (0, 0);
         for addr in batch.iter() {
             if self.area.completed(addr) {
