@@ -12,6 +12,7 @@ mod bench_xdp;
 mod probe_cmd;
 mod report;
 mod xdp_cmd;
+mod xdp_meter;
 
 /// Linux zero-copy networking: probe the host, benchmark zero-copy against copy.
 #[derive(Debug, Parser)]

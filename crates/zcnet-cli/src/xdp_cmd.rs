@@ -17,6 +17,7 @@ use zcnet::xdp::{
 };
 
 use crate::report::{self, Row};
+use crate::xdp_meter::Meter;
 
 /// `--mode`: which AF_XDP data path to ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -179,6 +180,8 @@ pub struct App {
     /// The socket.
     pub socket: Socket,
     link: Option<XdpLink>,
+    /// Per-second lines, when the application runs for the `zcnet xdp` command.
+    meter: Option<Meter>,
 }
 
 impl App {
@@ -212,7 +215,26 @@ impl App {
             }
             None => None,
         };
-        Ok(App { umem, socket, link })
+        Ok(App {
+            umem,
+            socket,
+            link,
+            meter: None,
+        })
+    }
+
+    /// Prints a line of statistics every second from now on (JSON lines with `json`).
+    pub fn print_every_second(&mut self, json: bool) -> Result<()> {
+        self.meter = Some(Meter::new(&self.socket, json)?);
+        Ok(())
+    }
+
+    /// Lets the meter, if any, print its line: `rx` and `tx` packets so far.
+    fn tick(&mut self, rx: u64, tx: u64) -> Result<()> {
+        match &mut self.meter {
+            Some(meter) => meter.tick(&self.socket, rx, tx),
+            None => Ok(()),
+        }
     }
 
     /// The attach mode of the redirect program, if any.
@@ -259,6 +281,7 @@ impl App {
         let (mut packets, mut invalid) = (0, 0);
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
+            self.tick(packets, 0)?;
             invalid += self.receive(batch, &mut frames)?;
             if frames.is_empty() {
                 self.idle(wait)?;
@@ -275,15 +298,17 @@ impl App {
     /// l2fwd: returns every received frame with swapped MACs through the tx ring until `stop()`;
     /// returns (frames transmitted, invalid descriptors).
     pub fn l2fwd(&mut self, batch: u32, wait: Wait, stop: impl Fn() -> bool) -> Result<(u64, u64)> {
-        let (mut sent, mut invalid) = (0, 0);
+        let (mut sent, mut received, mut invalid) = (0, 0, 0);
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
+            self.tick(received, sent)?;
             sent += self.reclaim_and_refill();
             invalid += self.receive(batch, &mut frames)?;
             if frames.is_empty() {
                 self.idle(wait)?;
                 continue;
             }
+            received += frames.len() as u64;
             for frame in &mut frames {
                 swap_macs(self.umem.bytes_mut(frame));
             }
@@ -329,6 +354,7 @@ impl App {
         let mut completed = 0;
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
+            self.tick(0, completed)?;
             completed += self.umem.reclaim(u32::MAX).0 as u64;
             while frames.len() < batch as usize {
                 let Some(mut frame) = self.umem.alloc() else {
@@ -425,6 +451,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     if args.busy_poll {
         app.socket.set_busy_poll(20, args.batch as i32)?;
     }
+    app.print_every_second(args.json)?;
     let start = Instant::now();
     let stop = || {
         interrupted.load(std::sync::atomic::Ordering::Relaxed)
