@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
 use zcnet::xdp::{
     AttachMode, BoundMode, Frame, FrameMatch, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram,
@@ -96,13 +96,13 @@ impl LinkAddrs {
     fn of(iface: &str, ip: Ipv4Addr, peer: Ipv4Addr) -> anyhow::Result<LinkAddrs> {
         let path = format!("/sys/class/net/{iface}/address");
         let ours = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-        let ours = zcnet::xdp::frame::parse_mac(ours.trim()).context("the NIC's MAC")?;
+        let ours = testnet::frame::parse_mac(ours.trim()).context("the NIC's MAC")?;
         let arp = std::fs::read_to_string("/proc/net/arp").context("read /proc/net/arp")?;
         let theirs = arp
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
             .find(|f| f.len() >= 4 && f[0] == peer.to_string())
-            .and_then(|f| zcnet::xdp::frame::parse_mac(f[3]))
+            .and_then(|f| testnet::frame::parse_mac(f[3]))
             .with_context(|| format!("no neighbour entry for {peer}"))?;
         Ok(LinkAddrs {
             to_peer: UdpFrame {
@@ -344,7 +344,7 @@ fn modes(q: &Queues) -> String {
 /// Turns a received burst frame around toward the peer's UDP port: MACs and IP addresses swapped,
 /// ports set, UDP checksum cleared (none, allowed for IPv4); the payload is not touched.
 fn turn_around(frame: &mut [u8]) {
-    zcnet::xdp::frame::swap_macs(frame);
+    testnet::frame::swap_macs(frame);
     let ip = 14;
     let (src, dst) = frame[ip + 12..ip + 20].split_at_mut(4);
     src.swap_with_slice(dst);

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
+use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
+use testnet::sys::set_int_option;
 use testnet::{VethConfig, VethPair, cpu};
-use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
-use zcnet::sys::socket::set_int_option;
-use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::report::{self, Row};
@@ -362,7 +362,7 @@ fn udp_receiver(
                 Err(e) => return Err(e).context("sendmmsg"),
             },
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                zcnet::sys::socket::poll(socket.as_fd(), libc::POLLIN, 100)?;
+                testnet::sys::poll(socket.as_fd(), libc::POLLIN, 100)?;
             }
             Err(e) => return Err(e).context("recvmmsg"),
         }

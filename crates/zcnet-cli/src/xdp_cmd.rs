@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use zcnet::xdp::frame::{UdpFrame, swap_macs};
+use testnet::frame::{UdpFrame, swap_macs};
 use zcnet::xdp::{
     AttachMode, Frame, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
     XdpLink, XdpProgram,
@@ -399,7 +399,7 @@ impl std::error::Error for Refused {}
 
 /// Parses `aa:bb:cc:dd:ee:ff`, saying what is wrong otherwise.
 pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
-    zcnet::xdp::frame::parse_mac(text)
+    testnet::frame::parse_mac(text)
         .with_context(|| format!("{text:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"))
 }
 
@@ -470,7 +470,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
                 dst_port: args.port,
             };
             let mut frame = vec![0u8; t.size.max(64)];
-            let payload = t.size.saturating_sub(zcnet::xdp::frame::UDP_HEADERS);
+            let payload = t.size.saturating_sub(testnet::frame::UDP_HEADERS);
             let len = spec
                 .write(&mut frame, 0, payload)
                 .with_context(|| format!("--size {} is too small for a UDP frame", t.size))?;

@@ -9,8 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use testnet::VethPair;
-use zcnet::sys::packet;
-use zcnet::xdp::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use testnet::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use testnet::sys::packet;
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram, interface_index, probe_zero_copy,

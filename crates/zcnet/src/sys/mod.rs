@@ -40,7 +40,6 @@ pub mod errqueue;
 pub mod frame_area;
 pub mod netlink;
 pub mod ns;
-pub mod packet;
 pub mod pages;
 pub mod signal;
 pub mod socket;

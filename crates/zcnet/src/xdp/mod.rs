@@ -21,7 +21,6 @@
 //! frame with `umem.bytes(&frame)` and recycling them with `umem.fill_with(&mut frames)`.
 
 mod error;
-pub mod frame;
 mod frame_match;
 mod live;
 mod program;

@@ -9,8 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::socket::set_int_option;
-use super::xdp::Mmap;
+use super::{RingMap, poll, set_int_option, socket};
 
 /// `TPACKET_V2` (`enum tpacket_versions`).
 const TPACKET_V2: i32 = 1;
@@ -68,7 +67,7 @@ const PKT2_LEN: usize = 4;
 /// `ifindex`. Needs CAP_NET_RAW.
 pub fn open(ifindex: u32, protocol: u16) -> io::Result<OwnedFd> {
     let proto_be = (protocol).to_be();
-    let fd = super::socket::socket(libc::AF_PACKET, libc::SOCK_RAW, proto_be as libc::c_int)?;
+    let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, proto_be as libc::c_int)?;
     // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.
     let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
     addr.sll_family = libc::AF_PACKET as u16;
@@ -105,7 +104,7 @@ pub fn recv_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize>
 #[derive(Debug)]
 pub struct RxRingV3 {
     fd: OwnedFd,
-    map: Mmap,
+    map: RingMap,
     block_size: usize,
     block_nr: usize,
     next: usize,
@@ -139,7 +138,7 @@ impl RxRingV3 {
             ..Default::default()
         };
         set_packet_option(fd.as_fd(), libc::PACKET_RX_RING, &req)?;
-        let map = Mmap::shared(fd.as_fd(), block_size as usize * block_nr as usize, 0)?;
+        let map = RingMap::shared(fd.as_fd(), block_size as usize * block_nr as usize)?;
         Ok(RxRingV3 {
             fd,
             map,
@@ -151,7 +150,7 @@ impl RxRingV3 {
 
     fn status(&self, block: usize) -> &AtomicU32 {
         self.map
-            .atomic_at(block * self.block_size + BLOCK_STATUS)
+            .status_word(block * self.block_size + BLOCK_STATUS)
             .expect("block header inside the ring")
     }
 
@@ -213,8 +212,7 @@ impl RxRingV3 {
 
     /// Waits up to `timeout_ms` for a block to be handed over.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
-        super::socket::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)
-            .map(|r| r & libc::POLLIN != 0)
+        poll(self.fd.as_fd(), libc::POLLIN, timeout_ms).map(|r| r & libc::POLLIN != 0)
     }
 
     /// Packets received and dropped since the last call (`PACKET_STATISTICS`, which resets them).
@@ -250,7 +248,7 @@ fn set_packet_option<T>(fd: BorrowedFd<'_>, name: libc::c_int, value: &T) -> io:
 #[derive(Debug)]
 pub struct TxRingV2 {
     fd: OwnedFd,
-    map: Mmap,
+    map: RingMap,
     frame_size: usize,
     frame_nr: usize,
     next: usize,
@@ -284,7 +282,7 @@ impl TxRingV2 {
             req.tp_frame_nr,
         ];
         set_packet_option(fd.as_fd(), libc::PACKET_TX_RING, &req2)?;
-        let map = Mmap::shared(fd.as_fd(), frame_size as usize * frame_nr as usize, 0)?;
+        let map = RingMap::shared(fd.as_fd(), frame_size as usize * frame_nr as usize)?;
         Ok(TxRingV2 {
             fd,
             map,
@@ -296,7 +294,7 @@ impl TxRingV2 {
 
     fn status(&self, slot: usize) -> &AtomicU32 {
         self.map
-            .atomic_at(slot * self.frame_size)
+            .status_word(slot * self.frame_size)
             .expect("slot header inside the ring")
     }
 
@@ -343,7 +341,7 @@ impl TxRingV2 {
 
     /// Waits up to `timeout_ms` for a slot to become free.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<()> {
-        super::socket::poll(self.fd.as_fd(), libc::POLLOUT, timeout_ms).map(drop)
+        poll(self.fd.as_fd(), libc::POLLOUT, timeout_ms).map(drop)
     }
 }
 
