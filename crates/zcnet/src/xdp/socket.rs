@@ -199,16 +199,30 @@ impl Socket {
             true => umem.ring_sizes(),
             false => (0, 0),
         };
+        // The UMEM's own socket keeps the rx and tx rings an earlier failed bind sized.
+        let sized = if shares_umem { None } else { umem.sized_rings };
+        if let Some((rx, tx)) = sized
+            && (rx, tx) != (config.rx_size, config.tx_size)
+        {
+            return Err(Error::usage(format!(
+                "bind on {iface}: an earlier failed bind of this UMEM sized its rings rx {rx}, tx \
+                 {tx}; bind with those sizes or use a new Umem"
+            )));
+        }
         for (kind, size) in [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
             (RingKind::Fill, fill_size),
             (RingKind::Completion, completion_size),
         ] {
-            if size > 0 {
+            let already = sized.is_some() && matches!(kind, RingKind::Rx | RingKind::Tx);
+            if size > 0 && !already {
                 sys::set_ring_size(fd.as_fd(), kind, size)
                     .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
             }
+        }
+        if !shares_umem {
+            umem.sized_rings = Some((config.rx_size, config.tx_size));
         }
         let offsets = sys::mmap_offsets(fd.as_fd()).map_err(|e| setup("read ring offsets", e))?;
         let rx = match config.rx_size {

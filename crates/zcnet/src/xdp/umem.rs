@@ -64,6 +64,9 @@ pub struct Umem {
     /// sockets share the UMEM: on the same queue through its fill and completion rings, on other
     /// queues with rings of their own).
     pub(crate) owner: Option<(u32, u32)>,
+    /// Rx and tx ring sizes an earlier, failed bind set on the UMEM's own socket: the kernel refuses to
+    /// size a ring twice, so a later bind keeps them (and the socket stays usable).
+    pub(crate) sized_rings: Option<(u32, u32)>,
     /// The mode of the first bound socket (sharing sockets inherit it).
     pub(crate) bound_mode: Option<BoundMode>,
     area: FrameArea,
@@ -137,6 +140,7 @@ impl Umem {
         Umem {
             fd: Arc::new(fd),
             owner: None,
+            sized_rings: None,
             bound_mode: None,
             area,
             frame_size,
