@@ -10,6 +10,10 @@ use clap::{Parser, Subcommand};
 mod lend;
 mod nic;
 mod outcome;
+mod ovs;
+mod ovs_frame;
+mod ovs_peer;
+mod ovs_wire;
 mod pattern;
 mod peer;
 mod vsock;
@@ -36,6 +40,30 @@ enum Command {
         /// The guest's NIC.
         #[arg(long, default_value = "eth0")]
         iface: String,
+    },
+    /// In the guest: an Open vSwitch datapath over --port devices, run by zcnet's learning switch.
+    Ovs {
+        /// A device to make a port of the datapath (repeat).
+        #[arg(long = "port", required = true)]
+        ports: Vec<String>,
+    },
+    /// In the guest, in a namespace behind the switch: answer and verify the peer's datagrams.
+    OvsEcho {
+        /// Address to answer on.
+        #[arg(long)]
+        listen: IpAddr,
+        /// Give up after this many seconds without the final datagram.
+        #[arg(long, default_value_t = 600)]
+        max_seconds: u64,
+    },
+    /// On the host side of the guest's NIC: send datagrams through the guest's switch to its agent.
+    OvsPeer {
+        /// Address to send from.
+        #[arg(long)]
+        listen: IpAddr,
+        /// The echo agent's address.
+        #[arg(long)]
+        agent: IpAddr,
     },
     /// In the guest: AF_XDP zero-copy on the guest's NIC, every frame checked against the peer at --peer.
     Xdp {
@@ -65,6 +93,15 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Command::Vsock => ("vsock", vsock::run()),
         Command::Nic { peer, iface } => ("nic", nic::run(peer, &iface)),
+        Command::Ovs { ports } => ("ovs", ovs::run(&ports)),
+        Command::OvsEcho {
+            listen,
+            max_seconds,
+        } => (
+            "ovs-echo",
+            ovs_peer::echo(listen, Duration::from_secs(max_seconds)),
+        ),
+        Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
         Command::Xdp { peer, ip, iface } => ("xdp", xdp_zc::run(peer, ip, &iface)),
         Command::Peer {
             listen,

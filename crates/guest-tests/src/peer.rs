@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -69,7 +68,7 @@ pub fn run(listen: IpAddr, max: Duration) -> anyhow::Result<Outcome> {
     let udp = UdpSocket::bind(SocketAddr::new(listen, wire::UDP_PORT))
         .with_context(|| format!("bind UDP {listen}:{}", wire::UDP_PORT))?;
     // A deep receive queue: the peer must not drop what a burst of the guest's sender delivers.
-    zcnet::sys::socket::set_int_option(udp.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20)
+    rustix::net::sockopt::set_socket_recv_buffer_size(&udp, 8 << 20)
         .context("SO_RCVBUF on the UDP socket")?;
     udp.set_read_timeout(Some(Duration::from_millis(200)))?;
     let streams: Streams = Arc::default();

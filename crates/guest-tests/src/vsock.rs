@@ -1,18 +1,18 @@
 //! AF_VSOCK MSG_ZEROCOPY over the `vsock_loopback` transport (inside the guest): zcnet's sender on stream
 //! and seqpacket sockets, and the kernel behaviour it is built on, seen at the `sys` level.
 
-use std::io::IoSlice;
 use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use zcnet::sys::errqueue::{self, ControlBuf, ErrqueueMessage, ZerocopyCompletion};
-use zcnet::sys::socket::get_int_option;
-use zcnet::sys::vsock::{SOL_VSOCK, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VSOCK_RECVERR, VsockType};
-use zcnet::sys::vsock_buffer::set_buffer_size;
-use zcnet::tx::vsock::{VsockSocket, loopback_check};
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
+use testnet::loopback_check;
+use zcnet::tx::Completion as ZerocopyCompletion;
+use zcnet::tx::errqueue::{self, ControlBuf, ErrqueueMessage, SOL_VSOCK, VSOCK_RECVERR};
+use zcnet::tx::vsock::{
+    VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType, loopback_available, set_buffer_size,
+};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
 use crate::{lend, pattern};
@@ -27,7 +27,7 @@ const WAIT: Duration = Duration::from_secs(20);
 /// Runs every vsock check; the outcome says which passed.
 pub fn run() -> anyhow::Result<Outcome> {
     let mut outcome = Outcome::new("vsock");
-    if let Err(why) = zcnet::sys::vsock::loopback_available() {
+    if let Err(why) = loopback_available() {
         outcome.fail("loopback", &why);
         return Ok(outcome);
     }
@@ -36,6 +36,7 @@ pub fn run() -> anyhow::Result<Outcome> {
         pooled_sends(ty, PACKET, &mut outcome)?;
         pooled_sends(ty, 4 * PACKET, &mut outcome)?;
     }
+    starved_sends(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
     large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
     large_send(None, &mut outcome)?;
@@ -97,6 +98,18 @@ struct Received {
 impl Receiver {
     /// Listens, with `buffer` bytes of vsock receive buffer (`None`: the kernel's default).
     fn start(ty: VsockType, total: u64, buffer: Option<u64>) -> anyhow::Result<Receiver> {
+        Receiver::start_reading(ty, total, buffer, 1 << 20, Duration::ZERO)
+    }
+
+    /// Like [`Receiver::start`], reading at most `read` bytes at a time with a `pause` after each read
+    /// (a slow reader: the sender's credit runs short).
+    fn start_reading(
+        ty: VsockType,
+        total: u64,
+        buffer: Option<u64>,
+        read: usize,
+        pause: Duration,
+    ) -> anyhow::Result<Receiver> {
         let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
             .context("listen on VMADDR_CID_LOCAL")?;
         if let Some(bytes) = buffer {
@@ -105,7 +118,7 @@ impl Receiver {
         let port = listener.local_port()?;
         let thread = thread::spawn(move || {
             let conn = listener.accept().context("accept")?;
-            let mut buf = vec![0u8; 1 << 20];
+            let mut buf = vec![0u8; read];
             let mut got = Received {
                 bytes: 0,
                 errors: 0,
@@ -119,6 +132,7 @@ impl Receiver {
                 got.errors += pattern::mismatches(&buf[..n], got.bytes);
                 got.bytes += n as u64;
                 got.reads.push(n);
+                thread::sleep(pause);
             }
             Ok(got)
         });
@@ -130,6 +144,25 @@ impl Receiver {
     }
 }
 
+/// A zero-copy [`VsockSender`] connected to `port` on `VMADDR_CID_LOCAL`, and a pool of eight buffers of
+/// `size` bytes for it.
+fn zero_copy_sender(
+    ty: VsockType,
+    port: u32,
+    size: usize,
+) -> anyhow::Result<(VsockSender, BufferPool)> {
+    let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port).context("connect")?;
+    let pool = BufferPool::new(PoolConfig {
+        buf_size: size,
+        count: 8,
+        huge_pages: false,
+    })?;
+    Ok((
+        VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy)),
+        pool,
+    ))
+}
+
 /// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
 /// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
 /// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces; a seqpacket message
@@ -139,13 +172,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let sends = 32;
     let total = (size * sends) as u64;
     let receiver = Receiver::start(ty, total, Some(RECEIVER_BUFFER))?;
-    let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, receiver.port).context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
+    let (mut tx, pool) = zero_copy_sender(ty, receiver.port, size)?;
     let mut at = 0u64;
     for _ in 0..sends {
         let mut buf = lend::take(&pool, &mut tx, WAIT)?;
@@ -186,6 +213,67 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
         pool.capacity()
     );
     outcome.check(&name, ok, &what);
+    Ok(())
+}
+
+/// Credit starvation with the default vsock buffers (256 KiB) and a slow reader: a zero-copy stream
+/// sender refills each pooled 48 KiB buffer as soon as its completion releases it, so a buffer
+/// released early would reach the receiver overwritten. 48 KiB does not divide the peer's buffer, so
+/// sends meet partial credit. With short credit one `sendmsg` can take two
+/// completion ids; the sender must then notice the first completion naming an id it never registered,
+/// keep every buffer still lent and copy from there on. Either way every byte must arrive intact.
+fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
+    let (size, sends) = (48 << 10, 200);
+    let total = (size * sends) as u64;
+    let receiver = Receiver::start_reading(
+        VsockType::Stream,
+        total,
+        None,
+        4 << 10,
+        Duration::from_millis(1),
+    )?;
+    let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, size)?;
+    let mut at = 0u64;
+    for _ in 0..sends {
+        // Once the sender lost track, lent buffers never come back: send fresh ones (by copy).
+        if tx.zerocopy_status().is_ok() {
+            let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+            buf.fill_with(size, |b| pattern::fill(b, at));
+            tx.send(buf)?;
+        } else {
+            let mut buf = vec![0u8; size];
+            pattern::fill(&mut buf, at);
+            tx.send(buf)?;
+        }
+        at += size as u64;
+    }
+    let flushed = tx.flush(WAIT);
+    let stats = tx.stats().clone();
+    let status = tx.zerocopy_status().map_err(|f| f.to_string());
+    drop(tx);
+    let got = receiver.finish()?;
+    let lost = stats.unregistered_ids > 0;
+    let tracked = if lost {
+        status.is_err() && matches!(flushed, Err(TxError::LostTrack { .. }))
+    } else {
+        flushed.is_ok() && pool.available() == pool.capacity()
+    };
+    let starved = stats.waits > 0 && stats.partial_sends > 0;
+    let ok = got.bytes == total && got.errors == 0 && tracked && starved && stats.zc_calls > 0;
+    let what = format!(
+        "{sends} sends of {size} bytes, default buffers, slow reader: {} bytes verified, {} data errors, {}, \
+         waits for credit {}, partial sends {}, ids never registered {}, status {status:?}, flush \
+         {flushed:?}, buffers back {}/{}",
+        got.bytes,
+        got.errors,
+        ids(&stats),
+        stats.waits,
+        stats.partial_sends,
+        stats.unregistered_ids,
+        pool.available(),
+        pool.capacity()
+    );
+    outcome.check("stream-starved-credit", ok, &what);
     Ok(())
 }
 
@@ -231,10 +319,11 @@ fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
     Ok(got)
 }
 
-/// One raw `sendmsg` of `buf` with `flags` on `socket`; the receiver checks the bytes arrive.
-fn raw_send(socket: &VsockSocket, buf: &[u8], flags: i32) -> anyhow::Result<usize> {
-    errqueue::send_msg(socket.as_fd(), &[IoSlice::new(buf)], None, None, flags)
-        .context("sendmsg on the vsock stream")
+/// One raw `send(MSG_ZEROCOPY)` of `buf` on `socket`, to see what the kernel does with the flag; the
+/// caller keeps `buf` unchanged until its completion arrived, and the receiver checks the bytes arrive.
+fn raw_zerocopy_send(socket: &VsockSocket, buf: &[u8]) -> anyhow::Result<usize> {
+    let flags = rustix::net::SendFlags::from_bits_retain(libc::MSG_ZEROCOPY as u32);
+    rustix::net::send(socket, buf, flags).context("send(MSG_ZEROCOPY) on the vsock stream")
 }
 
 /// SO_ZEROCOPY: off on a fresh socket, MSG_ZEROCOPY then ignored (data sent, no completion); once set,
@@ -244,13 +333,13 @@ fn so_zerocopy(outcome: &mut Outcome) -> anyhow::Result<()> {
     let again = vec_pattern(PACKET, PACKET as u64);
     let receiver = Receiver::start(VsockType::Stream, 2 * PACKET as u64, Some(RECEIVER_BUFFER))?;
     let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)?;
-    let off = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
-    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    let off = i32::from(errqueue::zerocopy_enabled(socket.as_fd())?);
+    let sent = raw_zerocopy_send(&socket, &buf)?;
     // The kernel ignored the flag: nothing may appear on the error queue.
     let ready = errqueue::poll_socket(socket.as_fd(), false, Duration::from_millis(500))?;
     errqueue::enable_zerocopy(socket.as_fd())?;
-    let on = get_int_option(socket.as_fd(), libc::SOL_SOCKET, libc::SO_ZEROCOPY)?;
-    let sent_zc = raw_send(&socket, &again, libc::MSG_ZEROCOPY)?;
+    let on = i32::from(errqueue::zerocopy_enabled(socket.as_fd())?);
+    let sent_zc = raw_zerocopy_send(&socket, &again)?;
     let done = completions(&socket, 1)?;
     let got = receiver.finish()?;
     // `again` stayed untouched until its completion arrived (above); it may be reused from here.
@@ -293,7 +382,7 @@ fn large_send(buffers: Option<u64>, outcome: &mut Outcome) -> anyhow::Result<()>
         set_buffer_size(socket.as_fd(), bytes).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
     }
     errqueue::enable_zerocopy(socket.as_fd())?;
-    let sent = raw_send(&socket, &buf, libc::MSG_ZEROCOPY)?;
+    let sent = raw_zerocopy_send(&socket, &buf)?;
     let got = receiver.finish()?;
     // The whole stream arrived: every completion of the send is queued or on its way. With credit
     // one id covers it; without, more than one.

@@ -23,10 +23,14 @@ mod privilege;
 mod signals;
 mod sweep;
 pub mod sys;
+mod termination;
 mod veth;
+mod vsock_check;
 
 pub use command::run_checked;
 pub use netns::Netns;
 pub use privilege::{privileged, skip};
 pub use sweep::sweep;
+pub use termination::termination_flag;
 pub use veth::{Offloads, VethConfig, VethPair};
+pub use vsock_check::{LoopbackError, LoopbackReport, loopback_check};

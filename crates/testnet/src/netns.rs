@@ -84,8 +84,7 @@ impl Netns {
     pub fn run<R: Send, F: FnOnce() -> R + Send>(&self, f: F) -> R {
         thread::scope(|s| {
             let handle = s.spawn(|| {
-                zcnet::sys::ns::enter_network_namespace(self.file.as_fd())
-                    .expect("setns into the test namespace");
+                enter(self.file.as_fd()).expect("setns into the test namespace");
                 f()
             });
             handle.join().unwrap_or_else(|p| panic::resume_unwind(p))
@@ -102,8 +101,7 @@ impl Netns {
         thread::Builder::new()
             .name(format!("in-{}", self.name))
             .spawn(move || {
-                zcnet::sys::ns::enter_network_namespace(file.as_fd())
-                    .expect("setns into the test namespace");
+                enter(file.as_fd()).expect("setns into the test namespace");
                 drop(file);
                 f()
             })
@@ -125,4 +123,11 @@ impl Drop for Netns {
         }
         signals::unregister(&self.name);
     }
+}
+
+/// Moves the calling thread into the network namespace `ns` refers to (`setns(CLONE_NEWNET)`): sockets
+/// it creates from then on belong to that namespace. Other threads are not affected.
+fn enter(ns: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+    move_into_link_name_space(ns, Some(LinkNameSpaceType::Network)).map_err(io::Error::from)
 }

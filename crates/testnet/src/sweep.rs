@@ -18,7 +18,7 @@ pub fn sweep() -> io::Result<Vec<String>> {
         let Some(pid) = owner_pid(&name) else {
             continue;
         };
-        if !zcnet::sys::socket::process_exists(pid) {
+        if !process_exists(pid) {
             run_checked("ip", &["netns", "del", &name])?;
             removed.push(name);
         }
@@ -30,6 +30,17 @@ pub fn sweep() -> io::Result<Vec<String>> {
 fn owner_pid(name: &str) -> Option<i32> {
     let (pid, _) = name.strip_prefix("zc")?.split_once('-')?;
     pid.parse().ok()
+}
+
+/// Whether process `pid` still exists (`kill(pid, 0)`; EPERM means it exists but is not ours).
+fn process_exists(pid: i32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
 }
 
 #[cfg(test)]

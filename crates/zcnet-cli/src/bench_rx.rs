@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxStats, sender};
-use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object, print_rows};

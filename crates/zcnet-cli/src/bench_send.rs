@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
-use zcnet::sys::socket::{UsageOf, resource_usage};
+use zcnet::probe::{UsageOf, resource_usage};
 use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, TcpSender, TxError,
+    BufferPool, Mode, PolicyConfig, PoolConfig, SendError, Sender, SenderConfig, TcpSender,
     UdpSender, ZcSocket,
 };
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
@@ -178,7 +178,7 @@ impl Net {
 /// What one timed run measured on the sending thread.
 struct Measured {
     seconds: f64,
-    usage: zcnet::sys::socket::ResourceUsage,
+    usage: zcnet::probe::ResourceUsage,
 }
 
 fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
@@ -208,7 +208,10 @@ fn timed<S: ZcSocket>(
     pool: &BufferPool,
     size: usize,
     duration: Duration,
-    mut send: impl FnMut(&mut Sender<S>, zcnet::tx::PooledBuf) -> Result<(), TxError>,
+    mut send: impl FnMut(
+        &mut Sender<S>,
+        zcnet::tx::PooledBuf,
+    ) -> Result<(), SendError<zcnet::tx::PooledBuf>>,
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use zcnet::sys::socket::{ResourceUsage, UsageOf, resource_usage};
-use zcnet::sys::vsock::{self, VMADDR_CID_ANY, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockType};
-use zcnet::sys::vsock_buffer::set_buffer_size;
-use zcnet::tx::vsock::VsockSocket;
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
+use zcnet::tx::vsock::{
+    self, VMADDR_CID_ANY, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType,
+    set_buffer_size,
+};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
 use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
 use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
-use testnet::sys::set_int_option;
 use testnet::{VethConfig, VethPair, cpu};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
@@ -347,7 +347,7 @@ fn udp_receiver(
         if forward {
             s.connect((pair.b_v4, PORT))?;
         }
-        set_int_option(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20)?;
+        rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 4 << 20)?;
         Ok((s, udp_rcvbuf_errors()?))
     })?;
     let mut batch = RecvBatch::new(args.batch as usize, 2048);
@@ -362,7 +362,14 @@ fn udp_receiver(
                 Err(e) => return Err(e).context("sendmmsg"),
             },
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                testnet::sys::poll(socket.as_fd(), libc::POLLIN, 100)?;
+                let mut fds = [PollFd::new(&socket, PollFlags::IN)];
+                poll(
+                    &mut fds,
+                    Some(&Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 100_000_000,
+                    }),
+                )?;
             }
             Err(e) => return Err(e).context("recvmmsg"),
         }

@@ -7,10 +7,12 @@ use clap::{Parser, Subcommand};
 
 mod bench_rx;
 mod bench_send;
+mod bench_upcall;
 mod bench_vsock;
 mod bench_xdp;
 mod probe_cmd;
 mod report;
+mod switch_cmd;
 mod xdp_cmd;
 mod xdp_meter;
 
@@ -32,6 +34,8 @@ enum Command {
     /// Run an AF_XDP application (rxdrop, txpush, l2fwd) on an interface.
     #[command(subcommand)]
     Xdp(xdp_cmd::XdpCommand),
+    /// Run an L2 learning switch on the Open vSwitch kernel datapath over the given ports.
+    Switch(switch_cmd::SwitchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -46,6 +50,8 @@ enum Bench {
     Xdp(bench_xdp::BenchXdpArgs),
     /// AF_VSOCK with MSG_ZEROCOPY, in the style of vsock_perf.
     Vsock(bench_vsock::VsockArgs),
+    /// Open vSwitch upcalls: Hits, Missed, Lost with the aligned and unaligned upcall formats.
+    Upcall(bench_upcall::UpcallArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,7 +63,9 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Rx(args)) => bench_rx::run(args),
         Command::Bench(Bench::Xdp(args)) => bench_xdp::run(args),
         Command::Bench(Bench::Vsock(args)) => bench_vsock::run(args),
+        Command::Bench(Bench::Upcall(args)) => bench_upcall::run(args),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
+        Command::Switch(args) => switch_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

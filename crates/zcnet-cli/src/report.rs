@@ -4,7 +4,7 @@
 //! source of truth) and hands them here with the columns the table shows.
 
 use serde_json::{Map, Value};
-use zcnet::sys::socket::ResourceUsage;
+use zcnet::probe::ResourceUsage;
 
 /// One output row: field name to value, in insertion order of the JSON object.
 pub type Row = Map<String, Value>;

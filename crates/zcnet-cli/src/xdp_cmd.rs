@@ -436,7 +436,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         ))
         .into());
     }
-    let interrupted = zcnet::sys::signal::termination_flag()?;
+    let interrupted = testnet::termination_flag()?;
     let mut app = App::open(
         &args.iface,
         args.queue,

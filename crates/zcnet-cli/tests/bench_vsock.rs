@@ -24,7 +24,7 @@ fn runs_every_mode_or_says_there_is_no_vsock_transport() {
         "copy,zerocopy",
         "--json",
     ]);
-    if zcnet::sys::vsock::loopback_available().is_err() {
+    if zcnet::tx::vsock::loopback_available().is_err() {
         assert!(!out.status.success(), "succeeded without a vsock transport");
         let err = String::from_utf8_lossy(&out.stderr);
         for part in ["no vsock transport", "EADDRNOTAVAIL", "vsock_loopback"] {

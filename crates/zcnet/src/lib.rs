@@ -9,6 +9,7 @@
 //! - [`tx`]: MSG_ZEROCOPY senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking.
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
@@ -16,6 +17,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod fallback;
+pub mod ovs;
 pub mod probe;
 pub mod rx;
 pub mod sys;

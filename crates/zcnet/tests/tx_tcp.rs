@@ -147,6 +147,8 @@ fn tcp_peer_reset_mid_stream_returns_an_error_and_every_buffer() {
         "unexpected error: {err}"
     );
     assert!(err.to_string().contains("flush()"), "{err}");
+    // The error hands back the buffer it did not send; dropping it returns it to the pool.
+    drop(err.into_parts().1);
     tx.flush(Duration::from_secs(10))
         .expect("completions after a reset");
     assert_eq!(pool.available(), pool.capacity(), "a buffer leaked");
@@ -206,13 +208,4 @@ fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() 
             );
         }
     }
-}
-
-#[test]
-fn one_loopback_write_reports_its_completion_as_copied() {
-    let check = zcnet::tx::tcp_loopback_check(64 << 10, Duration::from_secs(10)).unwrap();
-    check.zerocopy.as_ref().expect("SO_ZEROCOPY on TCP");
-    assert!(check.completed());
-    assert!(check.copied(), "{check:?}");
-    assert_eq!(check.stats.zc_calls, 1);
 }

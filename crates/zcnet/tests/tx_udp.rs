@@ -5,7 +5,6 @@
 mod tx_common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
@@ -184,8 +183,7 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
         ..config(mode)
     };
     let mut tx = UdpSender::new(a, cfg);
-    let fd = tx.get_ref().as_fd();
-    zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 1).unwrap();
+    tx.set_cork(true).unwrap();
     let mut sent = Checksum::default();
     for _ in 0..3 {
         for &len in pieces {
@@ -195,9 +193,8 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
             sent.update(&buf);
             tx.send(buf).expect("corked send");
         }
-        let fd = tx.get_ref().as_fd();
-        zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 0).unwrap();
-        zcnet::sys::socket::set_int_option(fd, libc::SOL_UDP, libc::UDP_CORK, 1).unwrap();
+        tx.set_cork(false).unwrap();
+        tx.set_cork(true).unwrap();
     }
     tx.flush(Duration::from_secs(10)).expect("flush");
     let stats = tx.stats().clone();

@@ -2,22 +2,23 @@
 //! EADDRNOTAVAIL), so the live tests skip here with that reason and run in the guest (VM) harness, which
 //! loads vsock_loopback. Nothing here ever connects to CID 1 or 2 without a loopback transport.
 
-use zcnet::sys::vsock::{self, VsockType};
+use testnet::{LoopbackError, loopback_check};
 use zcnet::tx::Mode;
-use zcnet::tx::vsock::{LoopbackError, loopback_check};
+use zcnet::tx::vsock::{self, VsockType};
 
 #[test]
 fn vsock_sockets_accept_so_zerocopy() {
-    for ty in [VsockType::Stream, VsockType::Seqpacket] {
-        let fd = match vsock::socket(ty) {
+    use rustix::net::{AddressFamily, SocketType, socket};
+    for ty in [SocketType::STREAM, SocketType::SEQPACKET] {
+        let fd = match socket(AddressFamily::VSOCK, ty, None) {
             Ok(fd) => fd,
             Err(e) => {
-                let reason = format!("socket(AF_VSOCK): {}", zcnet::sys::errno::error_name(&e));
+                let reason = format!("socket(AF_VSOCK): {e}");
                 testnet::skip("vsock_sockets_accept_so_zerocopy", &reason);
                 return;
             }
         };
-        zcnet::sys::errqueue::enable_zerocopy(std::os::fd::AsFd::as_fd(&fd))
+        zcnet::tx::errqueue::enable_zerocopy(std::os::fd::AsFd::as_fd(&fd))
             .expect("SO_ZEROCOPY on AF_VSOCK (Linux 6.7+)");
     }
 }

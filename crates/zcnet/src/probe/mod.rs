@@ -7,9 +7,14 @@
 //! (an XDP_ZEROCOPY bind) runs only on interfaces the caller names and opts into.
 
 mod iface;
+mod ovs;
 mod receive;
 mod send;
+mod tcp_loopback;
 mod vsock;
+
+/// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
+pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 
 use std::fmt;
 use std::io;
@@ -124,6 +129,7 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
         |_| "AF_XDP socket created".into(),
     ));
     out.extend(vsock::vsock());
+    out.push(ovs::datapath());
     out.extend(iface::interfaces(opts));
     out.extend(limits());
     out

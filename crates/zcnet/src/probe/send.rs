@@ -6,9 +6,10 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::Duration;
 
+use super::tcp_loopback::tcp_loopback_check;
 use super::{Finding, Support, refusal};
 use crate::sys;
-use crate::tx::{Mode, SenderConfig, TxStats, UdpSender, tcp_loopback_check};
+use crate::tx::{Mode, SenderConfig, TxStats, UdpSender};
 
 pub(super) fn so_zerocopy(feature: &str, domain: i32, kind: i32) -> Finding {
     let result = sys::socket::socket(domain, kind, 0).and_then(|fd| {
@@ -54,7 +55,7 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
 pub(super) fn tcp_zerocopy_stats() -> Result<TxStats, String> {
     let check = tcp_loopback_check(LOOPBACK_SENDS * LOOPBACK_SEND_SIZE, Duration::from_secs(5))
         .map_err(|e| refusal(&e))?;
-    check.zerocopy?;
+    check.zerocopy.map_err(|f| f.to_string())?;
     Ok(check.stats)
 }
 
@@ -67,7 +68,7 @@ pub(super) fn udp_zerocopy_stats() -> Result<TxStats, String> {
         .connect(receiver.local_addr().map_err(io)?)
         .map_err(io)?;
     let mut tx = UdpSender::new(sender, SenderConfig::with_mode(Mode::ZeroCopy));
-    tx.zerocopy_status().map_err(str::to_string)?;
+    tx.zerocopy_status().map_err(|f| f.to_string())?;
     for _ in 0..LOOPBACK_SENDS {
         tx.send(vec![0x5a; 8 * 1024]).map_err(|e| e.to_string())?;
     }

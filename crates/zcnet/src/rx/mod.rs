@@ -10,7 +10,7 @@
 //!
 //! Pages map only when the sender's segments carry whole, page-aligned pages: on this kernel that takes a
 //! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
-//! map, and the receiver then falls back to `recv` with the reason recorded ([`Fallback`]).
+//! map, and the receiver then falls back to `recv` with the reason recorded ([`crate::Fallback`]).
 //!
 //! ```no_run
 //! use std::net::{IpAddr, Ipv4Addr};
@@ -39,5 +39,5 @@ mod stats;
 pub use chunk::{Chunk, ChunkKind};
 pub use error::{RxError, RxOp};
 pub use measure::measure_loopback;
-pub use receiver::{Fallback, Receiver, Release, RxConfig, RxMode};
+pub use receiver::{Receiver, Release, RxConfig, RxMode};
 pub use stats::RxStats;

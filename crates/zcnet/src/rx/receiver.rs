@@ -1,15 +1,14 @@
 //! The receiver: one connected TCP stream, a mapped window, a copy buffer, and the order in which the
 //! kernel's answers become chunks.
 
-use std::fmt;
 use std::io;
 use std::mem;
 use std::net::TcpStream;
 use std::ops::Range;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
-use crate::sys::errno::errno_name;
+use crate::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::tcp_zc::{
     self, SocketMapping, TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT, ZerocopyOutcome,
@@ -74,48 +73,30 @@ impl Default for RxConfig {
     }
 }
 
-/// Why a [`Receiver`] reads with plain `recv`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fallback {
-    /// [`RxMode::Copy`] was asked for.
-    Requested,
-    /// The kernel refused a call zero-copy receive needs (`mmap` of the socket, or the getsockopt).
-    Unavailable {
-        /// The refused call.
-        call: &'static str,
-        /// Its errno.
-        errno: i32,
-    },
-    /// This many bytes arrived and none could be mapped (see [`RxConfig::give_up_after`]).
-    NothingMapped {
-        /// Bytes received before giving up.
-        bytes: u64,
-    },
-}
+/// What to do when zero-copy receive is refused.
+const REFUSED_REMEDY: &str =
+    "this kernel or socket has no TCP zero-copy receive: bytes are read with recv";
 
-impl fmt::Display for Fallback {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fallback::Requested => write!(f, "copy mode requested"),
-            Fallback::Unavailable { call, errno } => write!(
-                f,
-                "{call}: {} (this kernel or socket has no TCP zero-copy receive)",
-                errno_name(*errno)
-            ),
-            Fallback::NothingMapped { bytes } => write!(
-                f,
-                "none of the first {bytes} bytes could be mapped (the sender's pages are not whole \
-                 pages: use a MSG_ZEROCOPY sender with an MSS of one page)"
-            ),
-        }
-    }
+/// Why a receiver gave up after `bytes` arrived and none could be mapped.
+fn nothing_mapped(bytes: u64) -> Fallback {
+    Fallback::observed(
+        format!("none of the first {bytes} bytes could be mapped"),
+        "the sender's segments do not carry whole pages: use a MSG_ZEROCOPY sender with an MSS of \
+         one page; bytes are read with recv",
+    )
 }
 
 /// A TCP zero-copy receiver over one connected stream (IPv4 or IPv6, blocking or not).
 ///
 /// [`Receiver::recv`] returns the stream as [`Chunk`]s, in order, each byte exactly once, ending with
 /// `Ok(None)` at end of stream. On a non-blocking socket an empty queue is an error of kind
-/// `WouldBlock`; a reset is `ConnectionReset`, after the bytes that arrived before it.
+/// `WouldBlock`; a reset is `ConnectionReset`, after the bytes that arrived before it. Whether the
+/// socket is non-blocking is read from the descriptor when the receiver would wait, so it may be
+/// switched through [`Receiver::stream`] at any time.
+///
+/// Urgent data (`MSG_OOB`) is delivered in line, in stream order, on every path: the receiver sets
+/// `SO_OOBINLINE`, since pages mapped by `TCP_ZEROCOPY_RECEIVE` hold the urgent byte where it was sent
+/// while a plain `recv` would otherwise skip it.
 #[derive(Debug)]
 pub struct Receiver {
     // Declared before `stream`: the window is unmapped before the socket is closed.
@@ -130,7 +111,6 @@ pub struct Receiver {
     skip: usize,
     offset: u64,
     eof: bool,
-    nonblocking: bool,
     window_clean: bool,
     socket_error: Option<i32>,
     fallback: Option<Fallback>,
@@ -144,12 +124,19 @@ enum Step {
     End,
 }
 
+impl AsFd for Receiver {
+    /// The socket's descriptor, for an event loop to poll for `POLLIN` before [`Receiver::recv`].
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
+
 impl Receiver {
     /// Sets up a receiver on a connected stream: maps the window and sets `SO_RCVLOWAT` as configured.
     /// When the socket cannot be mapped, the receiver falls back to `recv` and records why.
     pub fn new(stream: TcpStream, config: RxConfig) -> Result<Receiver, RxError> {
         let setup = |e| RxError::new(RxOp::Setup, e);
-        let nonblocking = tcp_zc::is_nonblocking(stream.as_fd()).map_err(setup)?;
+        set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE, 1).map_err(setup)?;
         if let Some(low) = config.low_water {
             let low = i32::try_from(low.max(1)).unwrap_or(i32::MAX);
             set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, low)
@@ -157,17 +144,23 @@ impl Receiver {
         }
         let page = tcp_zc::page_size();
         let (window, fallback) = match config.mode {
-            RxMode::Copy => (None, Some(Fallback::Requested)),
+            RxMode::Copy => (
+                None,
+                Some(Fallback::requested(
+                    "choose RxMode::ZeroCopy to map received pages",
+                )),
+            ),
             RxMode::ZeroCopy => {
                 let len = config.window.max(1).div_ceil(page) * page;
                 match SocketMapping::new(stream.as_fd(), len) {
                     Ok(window) => (Some(window), None),
                     Err(e) => (
                         None,
-                        Some(Fallback::Unavailable {
-                            call: "mmap of the socket",
-                            errno: e.raw_os_error().unwrap_or(0),
-                        }),
+                        Some(Fallback::refused(
+                            "mmap of the socket",
+                            e.raw_os_error().unwrap_or(0),
+                            REFUSED_REMEDY,
+                        )),
                     ),
                 }
             }
@@ -184,7 +177,6 @@ impl Receiver {
             skip: 0,
             offset: 0,
             eof: false,
-            nonblocking,
             window_clean: true,
             socket_error: None,
             fallback,
@@ -225,8 +217,8 @@ impl Receiver {
     }
 
     /// Why this receiver reads with plain `recv`, or `None` while it uses zero-copy receive.
-    pub fn fallback(&self) -> Option<Fallback> {
-        self.fallback
+    pub fn fallback(&self) -> Option<&Fallback> {
+        self.fallback.as_ref()
     }
 
     /// The errno with which the kernel refused the copybuf fields (then unaligned bytes are read with
@@ -235,16 +227,15 @@ impl Receiver {
         self.copybuf_refused
     }
 
-    /// The stream, e.g. to write answers or shut it down.
+    /// The stream, e.g. to write answers, shut it down or switch it to non-blocking.
     pub fn stream(&self) -> &TcpStream {
         &self.stream
     }
 
-    /// Switches the socket between blocking and non-blocking receives.
+    /// Switches the socket between blocking and non-blocking receives (as
+    /// `self.stream().set_nonblocking(…)` does).
     pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
-        self.stream.set_nonblocking(nonblocking)?;
-        self.nonblocking = nonblocking;
-        Ok(())
+        self.stream.set_nonblocking(nonblocking)
     }
 
     pub(super) fn mapped_pages(&self) -> &[u8] {
@@ -322,9 +313,7 @@ impl Receiver {
             && self.stats.mapped_bytes == 0
             && self.stats.copied_bytes() >= limit
         {
-            self.fall_back(Fallback::NothingMapped {
-                bytes: self.stats.copied_bytes(),
-            });
+            self.fall_back(nothing_mapped(self.stats.copied_bytes()));
             return Ok(Step::Again);
         }
         let use_extensions = self.copybuf_refused.is_none();
@@ -348,10 +337,11 @@ impl Receiver {
                     Ok(Step::Again)
                 }
                 Some(errno @ (libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EINVAL)) => {
-                    self.fall_back(Fallback::Unavailable {
-                        call: "getsockopt TCP_ZEROCOPY_RECEIVE",
+                    self.fall_back(Fallback::refused(
+                        "getsockopt TCP_ZEROCOPY_RECEIVE",
                         errno,
-                    });
+                        REFUSED_REMEDY,
+                    ));
                     Ok(Step::Again)
                 }
                 // Nothing queued and no more will come; `recv` tells a clean end from a reset.
@@ -402,7 +392,9 @@ impl Receiver {
         if outcome.copybuf_error != 0 {
             return Ok(Step::Again);
         }
-        if self.nonblocking {
+        let nonblocking =
+            tcp_zc::is_nonblocking(self.stream.as_fd()).map_err(|e| RxError::new(RxOp::Poll, e))?;
+        if nonblocking {
             return Err(RxError::new(
                 RxOp::ZerocopyReceive,
                 io::Error::from_raw_os_error(libc::EAGAIN),
@@ -420,15 +412,13 @@ mod tests {
 
     #[test]
     fn fallback_reasons_say_what_to_do() {
-        let unavailable = Fallback::Unavailable {
-            call: "mmap of the socket",
-            errno: libc::ENODEV,
-        };
+        let unavailable = Fallback::refused("mmap of the socket", libc::ENODEV, REFUSED_REMEDY);
         assert_eq!(
             unavailable.to_string(),
-            "mmap of the socket: ENODEV (this kernel or socket has no TCP zero-copy receive)"
+            "mmap of the socket: ENODEV (this kernel or socket has no TCP zero-copy receive: bytes \
+             are read with recv)"
         );
-        let nothing = Fallback::NothingMapped { bytes: 4096 };
+        let nothing = nothing_mapped(4096);
         assert!(
             nothing.to_string().contains("MSG_ZEROCOPY sender"),
             "{nothing}"
@@ -446,6 +436,6 @@ mod tests {
         let rx = Receiver::new(stream, config).unwrap();
         let window = rx.window.as_ref().expect("TCP sockets map");
         assert_eq!(window.len(), 2 * tcp_zc::page_size());
-        assert_eq!(rx.fallback(), None);
+        assert!(rx.fallback().is_none());
     }
 }

@@ -2,6 +2,7 @@
 
 /// What a [`Receiver`](super::Receiver) has received and how.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RxStats {
     /// Bytes received as pages mapped into the window (no copy).
     pub mapped_bytes: u64,

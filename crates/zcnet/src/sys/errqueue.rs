@@ -16,10 +16,12 @@
 use std::io::{self, IoSlice};
 use std::mem;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use super::vsock::{SOL_VSOCK, VSOCK_RECVERR};
+use crate::tx::{CompletionTracker, Loan};
 
 /// `SO_EE_ORIGIN_ZEROCOPY` (linux/errqueue.h): the error-queue entry is a MSG_ZEROCOPY completion.
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
@@ -141,17 +143,31 @@ pub const fn cmsg_space(payload: usize) -> usize {
     CMSG_HDR + cmsg_align(payload)
 }
 
+// One errqueue entry's control messages fit: an IPv6 completion (sock_extended_err + sockaddr_in6),
+// SCM_TIMESTAMPING (three timespecs) and IPV6_PKTINFO (in6_pktinfo).
+const _: () = assert!(
+    cmsg_space(mem::size_of::<SockExtendedErr>() + mem::size_of::<libc::sockaddr_in6>())
+        + cmsg_space(3 * mem::size_of::<libc::timespec>())
+        + cmsg_space(mem::size_of::<libc::in6_pktinfo>())
+        <= ControlBuf::CAPACITY
+);
+
 /// A control-message buffer with the alignment of `struct cmsghdr`, large enough for the messages zcnet
 /// sends (`UDP_SEGMENT`) and receives (a `*_RECVERR` with its offender address).
 #[derive(Debug, Clone, Default)]
 pub struct ControlBuf {
-    words: [u64; 16],
+    words: [u64; ControlBuf::WORDS],
     len: usize,
 }
 
 impl ControlBuf {
     /// Capacity in bytes.
-    pub const CAPACITY: usize = 16 * 8;
+    pub const CAPACITY: usize = Self::WORDS * 8;
+    /// `u64` words of the buffer: room for the largest entry one `recvmsg(MSG_ERRQUEUE)` returns — an
+    /// `IPV6_RECVERR` with its `sockaddr_in6` offender — together with the timestamps and packet info
+    /// a caller may have enabled on the socket (`SCM_TIMESTAMPING`, `IPV6_PKTINFO`), so that
+    /// `MSG_CTRUNC` never drops a completion.
+    const WORDS: usize = 32;
 
     /// The bytes written so far (encoded, or filled by the kernel).
     pub fn as_bytes(&self) -> &[u8] {
@@ -160,14 +176,14 @@ impl ControlBuf {
 
     fn bytes(&self) -> &[u8] {
         let ptr = self.words.as_ptr().cast::<u8>();
-        // SAFETY: `words` is `16 * 8` initialised bytes borrowed for the returned lifetime; u8 has no
+        // SAFETY: `words` is `CAPACITY` initialised bytes borrowed for the returned lifetime; u8 has no
         // alignment or validity requirements.
         unsafe { std::slice::from_raw_parts(ptr, Self::CAPACITY) }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
         let ptr = self.words.as_mut_ptr().cast::<u8>();
-        // SAFETY: `words` is `16 * 8` initialised bytes owned by `self`, borrowed mutably for the
+        // SAFETY: `words` is `CAPACITY` initialised bytes owned by `self`, borrowed mutably for the
         // returned lifetime; u8 has no alignment or validity requirements.
         unsafe { std::slice::from_raw_parts_mut(ptr, Self::CAPACITY) }
     }
@@ -250,6 +266,11 @@ impl<'a> Iterator for ControlMessages<'a> {
         self.rest = &self.rest[cmsg_align(len).min(self.rest.len())..];
         Some(ControlMessage { level, ty, data })
     }
+}
+
+/// Whether `SO_ZEROCOPY` is on for the socket.
+pub fn zerocopy_enabled(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(super::socket::get_int_option(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY)? != 0)
 }
 
 /// Sets `SO_ZEROCOPY` on a socket: without it the kernel ignores `MSG_ZEROCOPY`. Fails with
@@ -353,33 +374,82 @@ impl From<SocketAddr> for SockAddr {
     }
 }
 
-/// `sendmsg(fd, {dest, bufs, control}, flags | MSG_NOSIGNAL)`: returns the bytes the kernel took.
-/// `control` holds encoded control messages (for example `UDP_SEGMENT`); `dest` is the destination of
-/// an unconnected datagram socket. A closed peer gives `EPIPE` rather than `SIGPIPE`.
-pub fn send_msg(
+/// `sendmsg(fd, {dest, data, control}, flags | MSG_NOSIGNAL)` without MSG_ZEROCOPY: the kernel copies
+/// `data` during the call. Returns the bytes it took; a closed peer gives `EPIPE` rather than `SIGPIPE`.
+pub fn send_copy(
     fd: BorrowedFd<'_>,
-    bufs: &[IoSlice<'_>],
+    data: &[u8],
     dest: Option<&SockAddr>,
-    control: Option<&ControlBuf>,
+    control: &ControlBuf,
+) -> io::Result<usize> {
+    // SAFETY: without MSG_ZEROCOPY the kernel reads `data` only during the call.
+    unsafe { send_msg(fd, data, dest, control, libc::MSG_DONTWAIT) }
+}
+
+/// `sendmsg(MSG_ZEROCOPY)` of `loan.as_bytes()[range]`, the loan first registered in `tracker` under
+/// the id the send takes (the tracker's next id). Returns that id and the kernel's answer; on failure
+/// the registration stays for the caller to settle (a failed call may or may not have taken the id).
+///
+/// The kernel reads the pages after the call returns, until the id's completion: that is sound
+/// because a [`SendBuf`]'s bytes cannot change or move while any clone of the loan lives, and the
+/// tracker keeps its clone until it consumes the completion of that id (or hands it back through
+/// [`CompletionTracker::abandon`], whose items the sender leaks, or [`CompletionTracker::cancel_last`],
+/// used only when the kernel took no id).
+pub(crate) fn send_lent(
+    fd: BorrowedFd<'_>,
+    tracker: &mut CompletionTracker<Loan>,
+    loan: Loan,
+    range: Range<usize>,
+    dest: Option<&SockAddr>,
+    control: &ControlBuf,
+) -> (u32, io::Result<usize>) {
+    let data: *const [u8] = &loan.as_bytes()[range];
+    let id = tracker.register(loan);
+    // SAFETY: `data` points into the loan's bytes, which stay allocated and unchanged while the tracker
+    // holds its clone of the loan (see above), that is until the completion of `id`.
+    let res = unsafe {
+        send_msg(
+            fd,
+            &*data,
+            dest,
+            control,
+            libc::MSG_DONTWAIT | libc::MSG_ZEROCOPY,
+        )
+    };
+    (id, res)
+}
+
+/// `sendmsg(fd, {dest, data, control}, flags | MSG_NOSIGNAL)`.
+///
+/// # Safety
+///
+/// With `MSG_ZEROCOPY` in `flags` on a socket with `SO_ZEROCOPY`, the kernel keeps reading `data`'s
+/// pages after the call returns: the caller must keep those bytes allocated and unchanged until the
+/// completion of the id the call took arrives on the error queue.
+unsafe fn send_msg(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    dest: Option<&SockAddr>,
+    control: &ControlBuf,
     flags: i32,
 ) -> io::Result<usize> {
+    let iov = [IoSlice::new(data)];
     // SAFETY: `msghdr` is plain old data; all-zero is valid.
     let mut msg: libc::msghdr = unsafe { mem::zeroed() };
     // `IoSlice` is guaranteed ABI-compatible with `struct iovec` on Unix.
-    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = bufs.len() as _;
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
     if let Some(dest) = dest {
         msg.msg_name = (&dest.storage as *const libc::sockaddr_storage) as *mut libc::c_void;
         msg.msg_namelen = dest.len;
     }
-    if let Some(control) = control.filter(|c| c.len > 0) {
+    if control.len > 0 {
         msg.msg_control = control.words.as_ptr() as *mut libc::c_void;
         msg.msg_controllen = control.len as _;
     }
-    // SAFETY: every pointer in `msg` refers to a live borrowed buffer of the stated length (iovecs,
-    // address, control bytes); the kernel only reads through them during the call. With MSG_ZEROCOPY
-    // the kernel keeps referencing the iovec pages after returning: callers guarantee (through the
-    // completion tracker) that those pages stay unchanged until the completion arrives.
+    // SAFETY: every pointer in `msg` refers to a live borrowed buffer of the stated length (iovec,
+    // address, control bytes) that the kernel reads during the call; what it reads after the call
+    // (MSG_ZEROCOPY) the caller keeps alive and unchanged, per this function's contract.
     let sent = syscall!(sendmsg(fd.as_raw_fd(), &msg, flags | libc::MSG_NOSIGNAL))?;
     Ok(sent as usize)
 }

@@ -1,4 +1,7 @@
-//! Generic netlink, read-only: the `netdev` family's per-device XDP features (`NETDEV_CMD_DEV_GET`).
+//! Generic netlink: one request/reply path (family resolution, sequence numbers, acknowledgements and
+//! error messages, multi-part dumps) shared by the `netdev` family (per-device XDP features) and the Open
+//! vSwitch datapath families ([`super::ovs`]), and a non-blocking receive for unicasts the kernel starts
+//! (OVS upcalls), where `ENOBUFS` reports messages dropped for lack of queue space.
 //!
 //! Messages are built and parsed as plain bytes in native endianness (netlink's wire format): a 16-byte
 //! `nlmsghdr`, a 4-byte `genlmsghdr`, then 4-byte-aligned attributes (`nlattr`: u16 length including
@@ -6,7 +9,7 @@
 
 use std::io;
 use std::mem;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// `NETDEV_FAMILY_NAME` (include/uapi/linux/netdev.h).
 pub const NETDEV_FAMILY_NAME: &str = "netdev";
@@ -54,9 +57,15 @@ pub mod xdp_act {
     }
 }
 
-const NLMSG_HDRLEN: usize = 16;
-const GENL_HDRLEN: usize = 4;
-const NLA_HDRLEN: usize = 4;
+/// Length of `struct nlmsghdr`.
+pub const NLMSG_HDRLEN: usize = 16;
+/// Length of `struct genlmsghdr`.
+pub const GENL_HDRLEN: usize = 4;
+/// Length of `struct nlattr`.
+pub const NLA_HDRLEN: usize = 4;
+/// `NLA_F_NESTED`: set on the type of an attribute whose payload is itself attributes.
+pub const NLA_F_NESTED: u16 = 1 << 15;
+const NLA_TYPE_MASK: u16 = 0x3fff;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
 
@@ -64,7 +73,8 @@ const _: () = assert!(mem::size_of::<libc::nlmsghdr>() == NLMSG_HDRLEN);
 const _: () = assert!(mem::size_of::<libc::genlmsghdr>() == GENL_HDRLEN);
 const _: () = assert!(mem::size_of::<libc::nlattr>() == NLA_HDRLEN);
 
-const fn align4(n: usize) -> usize {
+/// Rounds `n` up to netlink's 4-byte alignment (`NLMSG_ALIGN`, `NLA_ALIGN`).
+pub const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
@@ -79,29 +89,96 @@ pub struct NetdevXdp {
     pub xdp_zc_max_segs: u32,
 }
 
-/// Builds a generic netlink request: headers plus attributes `(type, payload)`.
-pub fn build_request(
-    family: u16,
-    flags: u16,
-    cmd: u8,
-    seq: u32,
-    attrs: &[(u16, &[u8])],
-) -> Vec<u8> {
-    let mut msg = vec![0u8; NLMSG_HDRLEN];
-    msg.extend_from_slice(&[cmd, 1, 0, 0]);
-    for (ty, payload) in attrs {
-        let len = NLA_HDRLEN + payload.len();
-        msg.extend_from_slice(&(len as u16).to_ne_bytes());
-        msg.extend_from_slice(&ty.to_ne_bytes());
-        msg.extend_from_slice(payload);
-        msg.resize(align4(msg.len()), 0);
+/// A generic netlink request under construction: `nlmsghdr`, `genlmsghdr`, an optional family header
+/// (OVS's `struct ovs_header`), then 4-byte-aligned attributes, possibly nested.
+#[derive(Debug, Clone)]
+pub struct Request {
+    buf: Vec<u8>,
+}
+
+impl Request {
+    /// A request for command `cmd` (genl `version`) of `family`, with `NLM_F_*` `flags` beyond
+    /// `NLM_F_REQUEST` (always set).
+    pub fn new(family: u16, flags: u16, cmd: u8, version: u8) -> Request {
+        let mut buf = vec![0u8; NLMSG_HDRLEN];
+        buf[4..6].copy_from_slice(&family.to_ne_bytes());
+        buf[6..8].copy_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
+        buf.extend_from_slice(&[cmd, version, 0, 0]);
+        Request { buf }
     }
-    let total = msg.len() as u32;
-    msg[0..4].copy_from_slice(&total.to_ne_bytes());
-    msg[4..6].copy_from_slice(&family.to_ne_bytes());
-    msg[6..8].copy_from_slice(&flags.to_ne_bytes());
-    msg[8..12].copy_from_slice(&seq.to_ne_bytes());
-    msg
+
+    /// Appends a family's fixed header (bytes placed right after the `genlmsghdr`).
+    pub fn header(mut self, bytes: &[u8]) -> Request {
+        self.buf.extend_from_slice(bytes);
+        self.pad();
+        self
+    }
+
+    fn pad(&mut self) {
+        self.buf.resize(align4(self.buf.len()), 0);
+    }
+
+    /// Appends attribute `ty` with `payload`, padded to 4 bytes.
+    pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Request {
+        self.buf
+            .extend_from_slice(&((NLA_HDRLEN + payload.len()) as u16).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self.buf.extend_from_slice(payload);
+        self.pad();
+        self
+    }
+
+    /// Appends a u32 attribute (native byte order).
+    pub fn u32(&mut self, ty: u16, value: u32) -> &mut Request {
+        self.attr(ty, &value.to_ne_bytes())
+    }
+
+    /// Appends a NUL-terminated string attribute.
+    pub fn string(&mut self, ty: u16, value: &str) -> &mut Request {
+        let mut bytes = Vec::with_capacity(value.len() + 1);
+        bytes.extend_from_slice(value.as_bytes());
+        bytes.push(0);
+        self.attr(ty, &bytes)
+    }
+
+    /// Appends a nested attribute `ty` whose payload `fill` writes as attributes.
+    pub fn nested(&mut self, ty: u16, fill: impl FnOnce(&mut Request)) -> &mut Request {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.buf
+            .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
+        fill(self);
+        let len = (self.buf.len() - start) as u16;
+        self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
+        self
+    }
+
+    /// The finished message with sequence number `seq` and its length field set.
+    pub fn finish(mut self, seq: u32) -> Vec<u8> {
+        let total = self.buf.len() as u32;
+        self.buf[0..4].copy_from_slice(&total.to_ne_bytes());
+        self.buf[8..12].copy_from_slice(&seq.to_ne_bytes());
+        self.buf
+    }
+
+    /// The finished message followed by one more attribute `ty` whose payload (`trailer`) the caller
+    /// sends from its own memory (scatter-gather): returns the head bytes and the padding to send after
+    /// the trailer. The trailer must be the last part of the message.
+    pub fn finish_with_trailer(
+        mut self,
+        seq: u32,
+        ty: u16,
+        trailer_len: usize,
+    ) -> (Vec<u8>, usize) {
+        self.buf
+            .extend_from_slice(&((NLA_HDRLEN + trailer_len) as u16).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        let pad = align4(trailer_len) - trailer_len;
+        let total = (self.buf.len() + trailer_len + pad) as u32;
+        let mut head = self.finish(seq);
+        head[0..4].copy_from_slice(&total.to_ne_bytes());
+        (head, pad)
+    }
 }
 
 /// One parsed netlink message: its type and the bytes after the `nlmsghdr`.
@@ -109,25 +186,57 @@ pub fn build_request(
 pub struct Message<'a> {
     /// `nlmsg_type`: a family id, `NLMSG_ERROR` or `NLMSG_DONE`.
     pub kind: u16,
+    /// `nlmsg_seq`: the request's sequence number (0 on messages the kernel starts, such as upcalls).
+    pub seq: u32,
     /// The payload (for genl: `genlmsghdr` then attributes).
     pub payload: &'a [u8],
 }
 
+impl Message<'_> {
+    /// The genl command of the payload (its first byte), if there is a `genlmsghdr`.
+    pub fn genl_cmd(&self) -> Option<u8> {
+        (self.payload.len() >= GENL_HDRLEN).then(|| self.payload[0])
+    }
+
+    /// For an `NLMSG_ERROR` message: `Ok(())` for an acknowledgement (error 0), else the error.
+    pub fn ack(&self) -> Option<io::Result<()>> {
+        if self.kind != libc::NLMSG_ERROR as u16 {
+            return None;
+        }
+        let code = match self.payload.get(0..4) {
+            Some(b) => i32::from_ne_bytes(b.try_into().expect("4 bytes")),
+            None => return Some(Err(malformed("truncated netlink error message"))),
+        };
+        Some(if code == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(code.saturating_neg()))
+        })
+    }
+}
+
+/// Why a netlink message or attribute stream is malformed.
+fn malformed(what: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
 /// Splits a receive buffer into messages; a truncated or malformed header ends the walk with an error.
+/// The last message's length need not be a multiple of 4 (an OVS upcall from a datapath with
+/// `OVS_DP_F_UNALIGNED` is not padded).
 pub fn messages(buf: &[u8]) -> io::Result<Vec<Message<'_>>> {
     let mut out = Vec::new();
     let mut rest = buf;
-    while rest.len() >= NLMSG_HDRLEN {
+    while !rest.is_empty() {
+        if rest.len() < NLMSG_HDRLEN {
+            return Err(malformed("truncated netlink message header"));
+        }
         let len = u32::from_ne_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
         if len < NLMSG_HDRLEN || len > rest.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "malformed netlink message length",
-            ));
+            return Err(malformed("malformed netlink message length"));
         }
-        let kind = u16::from_ne_bytes(rest[4..6].try_into().expect("2 bytes"));
         out.push(Message {
-            kind,
+            kind: u16::from_ne_bytes(rest[4..6].try_into().expect("2 bytes")),
+            seq: u32::from_ne_bytes(rest[8..12].try_into().expect("4 bytes")),
             payload: &rest[NLMSG_HDRLEN..len],
         });
         rest = &rest[align4(len).min(rest.len())..];
@@ -135,68 +244,185 @@ pub fn messages(buf: &[u8]) -> io::Result<Vec<Message<'_>>> {
     Ok(out)
 }
 
-/// Iterates the attributes `(type, payload)` of a genl payload (after its `genlmsghdr`). Nested and
-/// byte-order flag bits are masked off the type. Stops at the first malformed attribute.
-pub fn attributes(genl_payload: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    let mut rest = genl_payload.get(GENL_HDRLEN..).unwrap_or(&[]);
-    std::iter::from_fn(move || {
-        if rest.len() < NLA_HDRLEN {
+/// Strict walk over a run of attributes: yields `(type, payload)` with the nested and byte-order flag
+/// bits masked off the type, or one error (then stops) for a length field shorter than the attribute
+/// header or longer than what is left. The last attribute may lack its padding.
+#[derive(Debug, Clone)]
+pub struct Attributes<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Attributes<'a> {
+    /// Attributes starting at the first byte of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Attributes<'a> {
+        Attributes { rest: bytes }
+    }
+}
+
+impl<'a> Iterator for Attributes<'a> {
+    type Item = io::Result<(u16, &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
             return None;
+        }
+        let rest = std::mem::take(&mut self.rest);
+        if rest.len() < NLA_HDRLEN {
+            return Some(Err(malformed("truncated attribute header")));
         }
         let len = u16::from_ne_bytes([rest[0], rest[1]]) as usize;
-        let ty = u16::from_ne_bytes([rest[2], rest[3]]) & 0x3fff;
-        if len < NLA_HDRLEN || len > rest.len() {
-            return None;
+        let ty = u16::from_ne_bytes([rest[2], rest[3]]) & NLA_TYPE_MASK;
+        if len < NLA_HDRLEN {
+            return Some(Err(malformed("attribute length shorter than its header")));
         }
-        let payload = &rest[NLA_HDRLEN..len];
-        rest = &rest[align4(len).min(rest.len())..];
-        Some((ty, payload))
-    })
-}
-
-fn error_of(msg: &Message<'_>) -> Option<io::Error> {
-    if msg.kind != libc::NLMSG_ERROR as u16 {
-        return None;
+        if len > rest.len() {
+            return Some(Err(malformed("attribute length beyond the message")));
+        }
+        self.rest = &rest[align4(len).min(rest.len())..];
+        Some(Ok((ty, &rest[NLA_HDRLEN..len])))
     }
-    let code = i32::from_ne_bytes(msg.payload.get(0..4)?.try_into().ok()?);
-    (code != 0).then(|| io::Error::from_raw_os_error(-code))
 }
 
-/// A generic netlink socket (`NETLINK_GENERIC`), closed on drop.
+/// Lenient walk over the attributes of a genl payload (after its `genlmsghdr`): stops at the first
+/// malformed attribute.
+pub fn attributes(genl_payload: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    Attributes::new(genl_payload.get(GENL_HDRLEN..).unwrap_or(&[])).map_while(Result::ok)
+}
+
+/// One reply of a request: its genl payload, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The genl command of the reply.
+    pub cmd: u8,
+    /// `genlmsghdr` and everything after it.
+    pub payload: Vec<u8>,
+}
+
+/// A generic netlink socket (`NETLINK_GENERIC`), closed on drop. It is bound at open, so its port id
+/// (what the kernel addresses unicasts such as OVS upcalls to) is known from the start.
 #[derive(Debug)]
 pub struct GenlSocket {
     fd: OwnedFd,
     seq: u32,
+    port_id: u32,
 }
 
 impl GenlSocket {
-    /// Opens and binds a generic netlink socket.
+    /// Opens a generic netlink socket and binds it to a port id the kernel chooses.
     pub fn open() -> io::Result<GenlSocket> {
         let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_GENERIC)?;
-        Ok(GenlSocket { fd, seq: 1 })
+        // SAFETY: all-zero is a valid `sockaddr_nl` (family set below, pid 0 = kernel chooses).
+        let mut addr: libc::sockaddr_nl = unsafe { mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        let mut len = mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        // SAFETY: `addr` is a live `sockaddr_nl` and `len` its exact size.
+        syscall!(bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            len
+        ))?;
+        // SAFETY: `addr` and `len` are live and writable; the kernel writes at most `len` bytes.
+        syscall!(getsockname(
+            fd.as_raw_fd(),
+            (&mut addr as *mut libc::sockaddr_nl).cast(),
+            &mut len
+        ))?;
+        Ok(GenlSocket {
+            fd,
+            seq: 1,
+            port_id: addr.nl_pid,
+        })
     }
 
-    /// Sends `request` (built by [`build_request`] with a placeholder sequence number) and collects
-    /// every reply message until `NLMSG_DONE` (dumps) or the first reply (plain requests). A netlink
-    /// error reply becomes the returned error (e.g. `ENOENT` for an unknown family).
-    pub fn transact(
-        &mut self,
-        family: u16,
-        flags: u16,
-        cmd: u8,
-        attrs: &[(u16, &[u8])],
-    ) -> io::Result<Vec<(u16, Vec<u8>)>> {
+    /// The socket's netlink port id (`nl_pid`).
+    pub fn port_id(&self) -> u32 {
+        self.port_id
+    }
+
+    /// The socket's descriptor, for polling.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Asks for a receive buffer of `bytes` (`SO_RCVBUFFORCE` when privileged, else `SO_RCVBUF`, which
+    /// `net.core.rmem_max` caps); returns the size the kernel reports (twice the request, for its
+    /// bookkeeping).
+    pub fn set_receive_buffer(&self, bytes: usize) -> io::Result<usize> {
+        let value = i32::try_from(bytes).unwrap_or(i32::MAX);
+        let fd = self.fd.as_fd();
+        super::socket::set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).or_else(
+            |_| super::socket::set_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, value),
+        )?;
+        Ok(super::socket::get_int_option(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize)
+    }
+
+    /// Receives one datagram into `buf` without blocking: `Ok(None)` when nothing is queued. Returns
+    /// the datagram's full length (`MSG_TRUNC`), which exceeds `buf.len()` when it did not fit.
+    /// `ENOBUFS` means the socket's receive queue overflowed since the last call and the kernel
+    /// dropped messages addressed to it.
+    pub fn recv_nonblocking(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let got = super::retry_if_interrupted(|| {
+            // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
+            syscall!(recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC
+            ))
+        });
+        match got {
+            Ok(n) => Ok(Some(n as usize)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends one message gathered from `parts` (`sendmsg` with one iovec per part): bytes the caller
+    /// borrows, such as a received packet, go to the kernel without being copied into a request buffer.
+    pub fn send_gathered(&self, parts: &[&[u8]]) -> io::Result<()> {
+        let iov: Vec<libc::iovec> = parts
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            })
+            .collect();
+        // SAFETY: all-zero is a valid `msghdr` (no address: the kernel is the destination).
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iov.len();
+        super::retry_if_interrupted(|| {
+            // SAFETY: `msg` points at `iov`, whose entries point at the live slices in `parts`; the
+            // kernel only reads them during the call.
+            syscall!(sendmsg(self.fd.as_raw_fd(), &msg, 0))
+        })
+        .map(drop)
+    }
+
+    /// The next sequence number for a request of this socket.
+    pub fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
-        let req = build_request(
-            family,
-            flags | libc::NLM_F_REQUEST as u16,
-            cmd,
-            self.seq,
-            attrs,
-        );
-        // SAFETY: `req` is a live buffer of `req.len()` bytes; a null address sends to the kernel.
-        syscall!(send(self.fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0))?;
-        let dump = flags & libc::NLM_F_DUMP as u16 != 0;
+        self.seq
+    }
+
+    /// Sends `request` with `NLM_F_ACK` and collects its replies: every part of a dump (`NLM_F_DUMP`,
+    /// ended by `NLMSG_DONE`), or the replies before the acknowledgement. A netlink error becomes the
+    /// returned error (`ENOENT` for an unknown family, `EPERM` without CAP_NET_ADMIN). Messages with
+    /// another sequence number (left over from an earlier, interrupted request) are skipped.
+    pub fn request(&mut self, request: Request) -> io::Result<Vec<Reply>> {
+        let seq = self.next_seq();
+        let mut req = request.finish(seq);
+        let flags = u16::from_ne_bytes([req[6], req[7]]) | libc::NLM_F_ACK as u16;
+        req[6..8].copy_from_slice(&flags.to_ne_bytes());
+        self.send_gathered(&[&req])?;
+        self.collect_replies(
+            seq,
+            flags & libc::NLM_F_DUMP as u16 == libc::NLM_F_DUMP as u16,
+        )
+    }
+
+    /// Reads replies to request `seq` until it is complete (see [`GenlSocket::request`]).
+    pub fn collect_replies(&mut self, seq: u32, dump: bool) -> io::Result<Vec<Reply>> {
         let mut replies = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -209,45 +435,60 @@ impl GenlSocket {
                     0
                 ))
             })? as usize;
-            for msg in messages(&buf[..n])? {
-                if let Some(err) = error_of(&msg) {
-                    return Err(err);
+            for msg in messages(&buf[..n.min(buf.len())])? {
+                if msg.seq != seq {
+                    continue;
                 }
-                if msg.kind == libc::NLMSG_DONE as u16 || msg.kind == libc::NLMSG_ERROR as u16 {
+                if let Some(ack) = msg.ack() {
+                    ack?;
+                    if !dump {
+                        return Ok(replies);
+                    }
+                    continue;
+                }
+                if msg.kind == libc::NLMSG_DONE as u16 {
                     return Ok(replies);
                 }
-                replies.push((msg.kind, msg.payload.to_vec()));
-                if !dump {
-                    return Ok(replies);
+                if let Some(cmd) = msg.genl_cmd() {
+                    replies.push(Reply {
+                        cmd,
+                        payload: msg.payload.to_vec(),
+                    });
                 }
             }
         }
     }
 
-    /// Resolves a generic netlink family name to its id (`CTRL_CMD_GETFAMILY`).
+    /// Resolves a generic netlink family name to its id (`CTRL_CMD_GETFAMILY`). `ENOENT` means the
+    /// kernel has no such family (its module is not loaded).
     pub fn family_id(&mut self, name: &str) -> io::Result<u16> {
-        let mut cname = name.as_bytes().to_vec();
-        cname.push(0);
-        let replies = self.transact(
+        let mut req = Request::new(
             libc::GENL_ID_CTRL as u16,
             0,
             libc::CTRL_CMD_GETFAMILY as u8,
-            &[(CTRL_ATTR_FAMILY_NAME, &cname)],
-        )?;
+            1,
+        );
+        req.string(CTRL_ATTR_FAMILY_NAME, name);
+        let replies = self.request(req)?;
         replies
             .iter()
-            .flat_map(|(_, p)| attributes(p).collect::<Vec<_>>())
+            .flat_map(|r| attributes(&r.payload).collect::<Vec<_>>())
             .find(|(ty, p)| *ty == CTRL_ATTR_FAMILY_ID && p.len() >= 2)
             .map(|(_, p)| u16::from_ne_bytes([p[0], p[1]]))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no family id in reply"))
+            .ok_or_else(|| malformed("no family id in reply"))
     }
 
     /// Every device's XDP features from the netdev family (kernel 6.3 and later). `ENOENT` means the
     /// kernel has no netdev family.
     pub fn netdev_devices(&mut self) -> io::Result<Vec<NetdevXdp>> {
         let family = self.family_id(NETDEV_FAMILY_NAME)?;
-        let replies = self.transact(family, libc::NLM_F_DUMP as u16, NETDEV_CMD_DEV_GET, &[])?;
-        Ok(replies.iter().map(|(_, p)| parse_netdev(p)).collect())
+        let replies = self.request(Request::new(
+            family,
+            libc::NLM_F_DUMP as u16,
+            NETDEV_CMD_DEV_GET,
+            1,
+        ))?;
+        Ok(replies.iter().map(|r| parse_netdev(&r.payload)).collect())
     }
 }
 
@@ -290,7 +531,9 @@ mod tests {
 
     #[test]
     fn request_round_trips_through_the_parser() {
-        let req = build_request(0x10, 1, 3, 7, &[(2, b"netdev\0"), (1, &[1, 2])]);
+        let mut req = Request::new(0x10, 1, 3, 1);
+        req.attr(2, b"netdev\0").attr(1, &[1, 2]);
+        let req = req.finish(7);
         assert_eq!(req.len() % 4, 0);
         let msgs = messages(&req).unwrap();
         assert_eq!(msgs.len(), 1);
@@ -302,16 +545,10 @@ mod tests {
     #[test]
     fn netdev_reply_parses_and_names_features() {
         let feats = (xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::XSK_ZEROCOPY).to_ne_bytes();
-        let req = build_request(
-            30,
-            0,
-            1,
-            1,
-            &[
-                (NETDEV_A_DEV_IFINDEX, &4u32.to_ne_bytes()),
-                (NETDEV_A_DEV_XDP_FEATURES, &feats),
-            ],
-        );
+        let mut req = Request::new(30, 0, 1, 1);
+        req.u32(NETDEV_A_DEV_IFINDEX, 4)
+            .attr(NETDEV_A_DEV_XDP_FEATURES, &feats);
+        let req = req.finish(1);
         let msgs = messages(&req).unwrap();
         let dev = parse_netdev(msgs[0].payload);
         assert_eq!(dev.ifindex, 4);
@@ -323,7 +560,7 @@ mod tests {
 
     #[test]
     fn malformed_lengths_are_rejected_not_trusted() {
-        let mut req = build_request(0x10, 1, 3, 7, &[]);
+        let mut req = Request::new(0x10, 1, 3, 1).finish(7);
         req[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert!(messages(&req).is_err());
         let bogus_attr = [0u8, 0, 0, 0, 200, 0, 1, 0];

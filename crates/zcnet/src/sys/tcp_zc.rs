@@ -127,13 +127,9 @@ impl SocketMapping {
     }
 
     /// Length of the window in bytes.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// Always false: a mapping has at least one page.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The pages the last [`zerocopy_receive`] mapped at the start of the window (empty after

@@ -196,11 +196,6 @@ impl Mmap {
         self.len
     }
 
-    /// Whether the mapping is empty (never true for a successful mapping).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The start address.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -408,6 +403,7 @@ impl<S: RingWord> RingMmap<S> {
 
     /// A ring over private anonymous memory, with the kernel's layout (indices on separate cache lines):
     /// both halves of a ring in one process, for testing ring logic without a kernel.
+    #[cfg(test)]
     pub fn anonymous(entries: u32) -> io::Result<RingMmap<S>> {
         let off = xdp_ring_offset {
             producer: 0,

@@ -29,6 +29,24 @@ pub enum TxError {
         /// The kernel's error.
         source: io::Error,
     },
+    /// A socket error (`SO_ERROR`, now cleared) ended a wait for completions: the connection failed.
+    Socket {
+        /// The socket kind.
+        socket: &'static str,
+        /// Ids still outstanding (their buffers stay lent).
+        outstanding: usize,
+        /// The pending error.
+        source: io::Error,
+    },
+    /// A completion named an id the sender never registered: the kernel numbered its sends
+    /// differently, so no completion can be trusted to release a buffer. The buffers still lent stay
+    /// lent (leaked, never reused) and the sender copies from then on.
+    LostTrack {
+        /// The first id named that was never registered.
+        id: u32,
+        /// Ids still outstanding.
+        outstanding: usize,
+    },
     /// Completions did not arrive in time; the buffers they cover stay lent.
     Timeout {
         /// What was waited for.
@@ -44,10 +62,10 @@ impl TxError {
     /// The errno of the underlying kernel error, if there is one.
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            TxError::Send { source, .. } | TxError::Errqueue { source, .. } => {
-                source.raw_os_error()
-            }
-            TxError::Timeout { .. } => None,
+            TxError::Send { source, .. }
+            | TxError::Errqueue { source, .. }
+            | TxError::Socket { source, .. } => source.raw_os_error(),
+            TxError::Timeout { .. } | TxError::LostTrack { .. } => None,
         }
     }
 }
@@ -93,6 +111,21 @@ impl fmt::Display for TxError {
                 "reading completions (recvmsg MSG_ERRQUEUE) on {socket}: {}",
                 error_name(source)
             ),
+            TxError::Socket {
+                socket,
+                outstanding,
+                source,
+            } => write!(
+                f,
+                "{socket} socket error while {outstanding} zero-copy ids were outstanding: {} ({})",
+                error_name(source),
+                send_hint(source.raw_os_error())
+            ),
+            TxError::LostTrack { id, outstanding } => write!(
+                f,
+                "a completion named id {id}, which was never sent: completion ids no longer match \
+                 the buffers; {outstanding} buffers stay lent (leaked, never reused) and sends copy"
+            ),
             TxError::Timeout {
                 what,
                 outstanding,
@@ -109,8 +142,10 @@ impl fmt::Display for TxError {
 impl std::error::Error for TxError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TxError::Send { source, .. } | TxError::Errqueue { source, .. } => Some(source),
-            TxError::Timeout { .. } => None,
+            TxError::Send { source, .. }
+            | TxError::Errqueue { source, .. }
+            | TxError::Socket { source, .. } => Some(source),
+            TxError::Timeout { .. } | TxError::LostTrack { .. } => None,
         }
     }
 }
@@ -118,7 +153,10 @@ impl std::error::Error for TxError {
 impl From<TxError> for io::Error {
     fn from(e: TxError) -> io::Error {
         let kind = match &e {
-            TxError::Send { source, .. } | TxError::Errqueue { source, .. } => source.kind(),
+            TxError::Send { source, .. }
+            | TxError::Errqueue { source, .. }
+            | TxError::Socket { source, .. } => source.kind(),
+            TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
             TxError::Timeout { .. } => io::ErrorKind::TimedOut,
         };
         io::Error::new(kind, e)

@@ -10,8 +10,9 @@
 //! Kernel behaviour relied on (Documentation/networking/msg_zerocopy.rst): `SO_ZEROCOPY` opts a socket
 //! in; each successful `sendmsg(MSG_ZEROCOPY)` with data takes the next u32 id (a failed one takes none);
 //! completions are inclusive id ranges on the error queue, flagged `SO_EE_CODE_ZEROCOPY_COPIED` when the
-//! kernel copied anyway — always, when the receiver is a local socket. The socket must not have sent with
-//! MSG_ZEROCOPY before it is wrapped (its id counter must still be at 0).
+//! kernel copied anyway — always, when the receiver is a local socket. A sender numbers its sends from
+//! 0, so it sends zero-copy only on a socket that did not have `SO_ZEROCOPY` yet (one no sender used), and
+//! stops releasing buffers if a completion ever names an id it never registered.
 //!
 //! ```no_run
 //! use std::net::TcpStream;
@@ -27,18 +28,19 @@
 //! ```
 
 mod buffer;
-mod check;
 mod error;
+pub mod errqueue;
 mod policy;
 mod pool;
 mod sender;
 mod socket;
 mod stats;
 mod tracker;
+mod unsent;
 pub mod vsock;
 
+pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
-pub use check::{TcpLoopbackCheck, tcp_loopback_check};
 pub use error::TxError;
 pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
@@ -46,6 +48,7 @@ pub use sender::{Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;
 pub use tracker::{Completion, CompletionTracker, TrackerCounts};
+pub use unsent::{SendError, TrySendError, Unsent};
 pub use vsock::VsockSocket;
 
 /// A MSG_ZEROCOPY sender over a connected TCP stream (IPv4 or IPv6).

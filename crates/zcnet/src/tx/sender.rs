@@ -1,7 +1,8 @@
 //! The sender: one engine for every socket kind — decide, send, track, drain, flush.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,8 @@ use super::policy::{CopyReason, Decision, Policy, PolicyConfig};
 use super::socket::ZcSocket;
 use super::stats::TxStats;
 use super::tracker::CompletionTracker;
-use crate::sys::errno::error_name;
+use super::unsent::{SendError, TrySendError, Unsent};
+use crate::Fallback;
 use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
 
 /// How a [`Sender`] behaves.
@@ -49,9 +51,39 @@ impl SenderConfig {
 /// Longest single `poll` while waiting, so that deadlines are checked.
 const POLL_SLICE: Duration = Duration::from_millis(100);
 
+/// Pause of [`Sender::flush`] when the connection is shut down and no completion came: the ids left
+/// may still complete (a device can hold a freed packet for a while), but `poll` returns at once.
+const HANGUP_PAUSE: Duration = Duration::from_millis(10);
+
+/// Whether a send may wait for send-buffer space, and until when.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// Return [`Stop::WouldBlock`] on `EAGAIN`.
+    Never,
+    /// Wait on `EAGAIN`, up to the deadline if there is one.
+    Until(Option<Instant>),
+}
+
+/// Why a send stopped before its buffer was all taken.
+#[derive(Debug)]
+enum Stop {
+    WouldBlock,
+    Failed(TxError),
+}
+
+impl From<TxError> for Stop {
+    fn from(e: TxError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
 /// A MSG_ZEROCOPY sender owning socket `S` (see [`crate::tx`]). Sends never block on completions:
 /// completions are drained when the socket is not writable, every [`SenderConfig::drain_every`] sends,
 /// when the socket reports `POLLERR`, and in [`Sender::poll_completions`] / [`Sender::flush`].
+///
+/// [`Sender::send`] waits for send-buffer space (whatever the socket's `O_NONBLOCK`);
+/// [`Sender::try_send`] never waits and hands the unsent part back on `EAGAIN`, for an event loop that
+/// polls the sender's file descriptor ([`AsFd`]).
 ///
 /// Dropping a sender with ids outstanding keeps their buffers lent forever (they are leaked, never
 /// reused, since the kernel may still read them): call [`Sender::flush`] or [`Sender::close`] first.
@@ -62,27 +94,28 @@ pub struct Sender<S: ZcSocket> {
     policy: Policy,
     stats: TxStats,
     control: ControlBuf,
-    zerocopy: Result<(), String>,
+    zerocopy: Result<(), Fallback>,
     config: SenderConfig,
     since_drain: u32,
     gso_segment: Option<u16>,
 }
 
 impl<S: ZcSocket> Sender<S> {
-    /// Wraps `socket` (which must not have sent with MSG_ZEROCOPY before). Unless the mode is
-    /// [`super::Mode::Copy`], sets `SO_ZEROCOPY`; when that fails the sender copies and
-    /// [`Sender::zerocopy_status`] says why.
+    /// Wraps `socket`. Unless the mode is [`super::Mode::Copy`], sets `SO_ZEROCOPY`; when that fails
+    /// the sender copies and [`Sender::zerocopy_status`] says why.
+    ///
+    /// Completion ids are a per-socket counter the kernel never resets, and a sender numbers its sends
+    /// from 0: a socket that already has `SO_ZEROCOPY` on (wrapped before, for example a socket a
+    /// [`Sender::close`] returned, or a clone of one) may have taken ids already, so the sender never
+    /// sends it with MSG_ZEROCOPY (it copies, and the status says why) rather than misattribute a
+    /// completion.
     pub fn new(socket: S, config: SenderConfig) -> Self {
         let zerocopy = if config.policy.mode == super::Mode::Copy {
-            Err("mode copy".to_string())
+            Err(Fallback::requested(
+                "choose Mode::ZeroCopy or Mode::Auto to send with MSG_ZEROCOPY",
+            ))
         } else {
-            errqueue::enable_zerocopy(socket.fd()).map_err(|e| {
-                format!(
-                    "setsockopt(SO_ZEROCOPY) on {}: {} (no zero-copy send for this socket: sends are copied)",
-                    S::NAME,
-                    error_name(&e)
-                )
-            })
+            enable_zerocopy_once(socket.fd(), S::NAME)
         };
         Sender {
             socket: Some(socket),
@@ -104,9 +137,10 @@ impl<S: ZcSocket> Sender<S> {
             .expect("the socket is present until close()")
     }
 
-    /// Whether zero-copy is enabled on the socket, or why not.
-    pub fn zerocopy_status(&self) -> Result<(), &str> {
-        self.zerocopy.as_ref().map(|_| ()).map_err(String::as_str)
+    /// Whether zero-copy is used on the socket, or why not: refused by the kernel, copy requested, or
+    /// given up after a completion named an id the sender never registered.
+    pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
+        self.zerocopy.as_ref().map(|_| ())
     }
 
     /// The counters so far.
@@ -120,25 +154,91 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Sends all of `buf`: on a stream socket in as many calls as the kernel needs (a partial send
-    /// continues with the remainder, in order); on a message socket as one message (datagram). The
-    /// buffer stays lent until the completions covering it arrive.
-    pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), TxError> {
-        self.send_loan(Arc::new(buf), None)
+    /// continues with the remainder, in order); on a message socket as one message (datagram). Waits for
+    /// send-buffer space, up to [`SenderConfig::send_timeout`]. The buffer stays lent until the
+    /// completions covering it arrive. On failure the error hands back the part not sent.
+    pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
+        self.send_unsent(Unsent::new(Arc::new(buf), 0))
     }
 
-    fn send_loan(&mut self, loan: Loan, dest: Option<&SockAddr>) -> Result<(), TxError> {
-        let len = loan.as_bytes().len();
-        if !self.get_ref().is_stream() {
-            return self.send_piece(&loan, 0, dest).map(drop);
-        }
-        let mut off = 0;
-        while off < len {
-            off += self.send_piece(&loan, off, None)?;
-            if off < len {
+    /// [`Sender::send`] for the part of a buffer an earlier send did not take.
+    pub fn send_unsent<B: SendBuf>(&mut self, unsent: Unsent<B>) -> Result<(), SendError<B>> {
+        self.send_blocking(unsent, None)
+    }
+
+    /// Sends the rest of `unsent`, waiting for send-buffer space up to the configured send timeout.
+    fn send_blocking<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+    ) -> Result<(), SendError<B>> {
+        let deadline = self.config.send_timeout.map(|t| Instant::now() + t);
+        self.send_rest(unsent, dest, Wait::Until(deadline))
+            .map_err(|(stop, unsent)| {
+                let error = match stop {
+                    Stop::Failed(e) => e,
+                    // Not returned while waiting is allowed; kept as the errno it stands for.
+                    Stop::WouldBlock => self.send_error(
+                        false,
+                        unsent.sent(),
+                        unsent.buf().as_bytes().len(),
+                        io::Error::from_raw_os_error(libc::EAGAIN),
+                    ),
+                };
+                SendError::new(error, unsent)
+            })
+    }
+
+    /// Sends `buf` without waiting: when the socket's send buffer fills (`EAGAIN`), returns
+    /// [`TrySendError::WouldBlock`] with the part not sent — all of a datagram, the rest of a stream —
+    /// to pass to [`Sender::try_send_unsent`] once the socket is writable. On failure the error hands
+    /// back the unsent part too.
+    pub fn try_send<B: SendBuf>(&mut self, buf: B) -> Result<(), TrySendError<B>> {
+        self.try_send_unsent(Unsent::new(Arc::new(buf), 0))
+    }
+
+    /// [`Sender::try_send`] for the part of a buffer an earlier send did not take.
+    pub fn try_send_unsent<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+    ) -> Result<(), TrySendError<B>> {
+        self.send_rest(unsent, None, Wait::Never)
+            .map_err(|(stop, unsent)| match stop {
+                Stop::WouldBlock => TrySendError::WouldBlock(unsent),
+                Stop::Failed(e) => TrySendError::Failed(SendError::new(e, unsent)),
+            })
+    }
+
+    /// Sends `unsent`'s remaining bytes; stops with the part not sent.
+    fn send_rest<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+        wait: Wait,
+    ) -> Result<(), (Stop, Unsent<B>)> {
+        let (buf, mut off) = unsent.into_parts();
+        let len = buf.as_bytes().len();
+        let stream = self.get_ref().is_stream();
+        loop {
+            if stream && off >= len {
+                return Ok(());
+            }
+            if off > 0 {
                 self.stats.partial_sends += 1;
             }
+            match self.send_piece(&buf, off, dest, wait) {
+                Ok(n) => off += n,
+                Err(stop) => return Err((stop, Unsent::new(buf, off))),
+            }
+            if self.since_drain >= self.config.drain_every
+                && let Err(e) = self.drain()
+            {
+                return Err((Stop::Failed(e), Unsent::new(buf, off)));
+            }
+            if !stream {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     fn decide(&mut self, len: usize) -> Decision {
@@ -153,44 +253,51 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// One `sendmsg` of `loan[off..]` (retried on `EAGAIN`, resent by copy on `ENOBUFS`); returns the
-    /// bytes the kernel took.
-    fn send_piece(
+    /// One `sendmsg` of `buf[off..]` (retried on `EINTR`, on `EAGAIN` as `wait` allows, resent by copy on
+    /// `ENOBUFS`); returns the bytes the kernel took.
+    fn send_piece<B: SendBuf>(
         &mut self,
-        loan: &Loan,
+        buf: &Arc<B>,
         off: usize,
         dest: Option<&SockAddr>,
-    ) -> Result<usize, TxError> {
-        let total = loan.as_bytes().len();
+        wait: Wait,
+    ) -> Result<usize, Stop> {
+        let total = buf.as_bytes().len();
         let mut forced: Option<CopyReason> = None;
-        let deadline = self.config.send_timeout.map(|t| Instant::now() + t);
         loop {
-            let data = &loan.as_bytes()[off..];
+            let data = &buf.as_bytes()[off..];
             let decision = match forced {
                 Some(reason) => Decision::Copy(reason),
                 None => self.decide(data.len()),
             };
             let zc = decision == Decision::ZeroCopy;
             let piece = if zc && self.get_ref().is_stream() {
-                &data[..data.len().min(self.get_ref().max_zerocopy_piece())]
+                data.len().min(self.get_ref().max_zerocopy_piece())
             } else {
-                data
+                data.len()
             };
             let mut control = ControlBuf::default();
-            if let Some(seg) = self.gso_segment.filter(|&s| piece.len() > usize::from(s)) {
+            if let Some(seg) = self.gso_segment.filter(|&s| piece > usize::from(s)) {
                 control
                     .push(libc::SOL_UDP, libc::UDP_SEGMENT, &seg.to_ne_bytes())
                     .expect("one UDP_SEGMENT fits the control buffer");
             }
-            let id = zc.then(|| self.tracker.register(Arc::clone(loan)));
-            let flags = libc::MSG_DONTWAIT | if zc { libc::MSG_ZEROCOPY } else { 0 };
-            let res = errqueue::send_msg(
-                self.get_ref().fd(),
-                &[IoSlice::new(piece)],
-                dest,
-                Some(&control),
-                flags,
-            );
+            let fd = self.socket.as_ref().expect("present until close()").fd();
+            let (id, res) = if zc {
+                let loan: Loan = Arc::clone(buf) as Loan;
+                let (id, res) = errqueue::send_lent(
+                    fd,
+                    &mut self.tracker,
+                    loan,
+                    off..off + piece,
+                    dest,
+                    &control,
+                );
+                (Some(id), res)
+            } else {
+                let res = errqueue::send_copy(fd, &data[..piece], dest, &control);
+                (None, res)
+            };
             match res {
                 Ok(n) => {
                     self.count_send(decision, n);
@@ -198,26 +305,38 @@ impl<S: ZcSocket> Sender<S> {
                 }
                 Err(e) => {
                     if let Some(id) = id {
-                        // A failed call normally takes no id; a datagram freed inside the call does,
-                        // and its completion is queued before the call returns: drain to find out.
-                        self.drain()?;
-                        if self.tracker.is_outstanding(id) {
-                            self.tracker.cancel_last();
-                        }
+                        self.settle_failed_id(id)?;
                     }
                     match e.raw_os_error() {
-                        Some(libc::EAGAIN) => self.wait_writable(deadline, off, total)?,
+                        Some(libc::EAGAIN) => match wait {
+                            Wait::Never => return Err(Stop::WouldBlock),
+                            Wait::Until(deadline) => self.wait_writable(deadline, off, total)?,
+                        },
                         Some(libc::EINTR) => {}
                         Some(libc::ENOBUFS) if zc => {
                             self.stats.enobufs += 1;
                             self.policy.on_enobufs();
                             forced = Some(CopyReason::Enobufs);
                         }
-                        _ => return Err(self.send_error(zc, off, total, e)),
+                        _ => return Err(Stop::Failed(self.send_error(zc, off, total, e))),
                     }
                 }
             }
         }
+    }
+
+    /// Settles the id registered for a zero-copy `sendmsg` that failed, from what the kernel does:
+    /// a failed stream send takes no id (TCP aborts the uarg, which rolls the socket's counter back);
+    /// a datagram freed inside a failed call took its id, and the skb's release queued its completion
+    /// before the call returned. So: drain, and give the id back unless that completion came. Should
+    /// the kernel ever have taken the id without completing it yet, its completion would later name
+    /// an id this sender never registered, which stops all releases (see [`Sender::zerocopy_status`]).
+    fn settle_failed_id(&mut self, id: u32) -> Result<(), TxError> {
+        self.drain()?;
+        if self.tracker.is_outstanding(id) {
+            self.tracker.cancel_last();
+        }
+        Ok(())
     }
 
     fn count_send(&mut self, decision: Decision, n: usize) {
@@ -231,10 +350,6 @@ impl<S: ZcSocket> Sender<S> {
             }
         }
         self.since_drain += 1;
-        if self.since_drain >= self.config.drain_every {
-            // Completions are advisory here; an error-queue failure will show again on the next wait.
-            let _ = self.drain();
-        }
     }
 
     fn send_error(&self, zerocopy: bool, sent: usize, len: usize, source: io::Error) -> TxError {
@@ -270,17 +385,20 @@ impl<S: ZcSocket> Sender<S> {
             };
             let ready = errqueue::poll_socket(self.get_ref().fd(), true, slice)
                 .map_err(|e| self.queue_error(e))?;
-            if ready.error && self.drain()? == 0 {
-                let pending = errqueue::take_socket_error(self.get_ref().fd())
-                    .map_err(|e| self.queue_error(e))?;
-                if let Some(e) = pending {
-                    return Err(self.send_error(false, sent, len, e));
-                }
+            if ready.error
+                && self.drain()? == 0
+                && let Some(e) = self.take_socket_error()?
+            {
+                return Err(self.send_error(false, sent, len, e));
             }
             if ready.writable || ready.hangup {
                 return Ok(());
             }
         }
+    }
+
+    fn take_socket_error(&self) -> Result<Option<io::Error>, TxError> {
+        errqueue::take_socket_error(self.get_ref().fd()).map_err(|e| self.queue_error(e))
     }
 
     fn queue_error(&self, source: io::Error) -> TxError {
@@ -291,6 +409,7 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Reads every completion queued now, releasing the buffers they cover; returns the ids released.
+    /// A truncated entry (`MSG_CTRUNC`) or a failed read is an error: the completion it carried is lost.
     fn drain(&mut self) -> Result<u64, TxError> {
         self.since_drain = 0;
         let mut released = 0;
@@ -319,6 +438,11 @@ impl<S: ZcSocket> Sender<S> {
                 }
             }
         }
+        if let Some(id) = self.tracker.unregistered_id()
+            && self.zerocopy.is_ok()
+        {
+            self.zerocopy = Err(lost_track(id));
+        }
         self.stats.set_tracker(self.tracker.counts());
         self.stats.policy_switches = self.policy.switches();
         Ok(released)
@@ -342,12 +466,21 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Waits, up to `timeout`, until every outstanding id completed and every lent buffer is released.
+    /// Fails at once with the socket's error when `POLLERR` comes from a socket error (`SO_ERROR`, read
+    /// and cleared) rather than a completion, and with [`TxError::LostTrack`] once a completion named an
+    /// id the sender never registered (the buffers still lent then stay lent).
     pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
         let start = Instant::now();
         loop {
-            self.drain()?;
+            let released = self.drain()?;
             if self.outstanding() == 0 {
                 return Ok(());
+            }
+            if let Some(id) = self.tracker.unregistered_id() {
+                return Err(TxError::LostTrack {
+                    id,
+                    outstanding: self.outstanding(),
+                });
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
@@ -357,19 +490,81 @@ impl<S: ZcSocket> Sender<S> {
                     waited: start.elapsed(),
                 });
             }
-            errqueue::poll_socket(self.get_ref().fd(), false, left.min(POLL_SLICE))
+            if released == 0
+                && let Some(e) = self.take_socket_error()?
+            {
+                return Err(TxError::Socket {
+                    socket: S::NAME,
+                    outstanding: self.outstanding(),
+                    source: e,
+                });
+            }
+            let ready = errqueue::poll_socket(self.get_ref().fd(), false, left.min(POLL_SLICE))
                 .map_err(|e| self.queue_error(e))?;
+            if ready.hangup && !ready.error {
+                std::thread::sleep(left.min(HANGUP_PAUSE));
+            }
         }
     }
 
     /// Flushes (bounded by `timeout`) and returns the socket. On failure the buffers still lent are
-    /// leaked — never reused — and the error says how many.
+    /// leaked — never reused — and the error says how many. The socket keeps `SO_ZEROCOPY` on, so a
+    /// sender wrapping it again copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         self.flush(timeout)?;
         Ok(self
             .socket
             .take()
             .expect("the socket is present until close()"))
+    }
+}
+
+/// Sets `SO_ZEROCOPY` on a socket that does not have it yet (see [`Sender::new`]).
+fn enable_zerocopy_once(fd: BorrowedFd<'_>, name: &'static str) -> Result<(), Fallback> {
+    const CALL: &str = "setsockopt SO_ZEROCOPY";
+    match errqueue::zerocopy_enabled(fd) {
+        Ok(true) => {
+            return Err(Fallback::observed(
+                format!(
+                    "SO_ZEROCOPY was already on for this {name} socket: it may have taken completion ids before"
+                ),
+                "wrap a socket no sender has used; sends on this one are copied so that no completion is misattributed",
+            ));
+        }
+        Ok(false) => {}
+        Err(e) => {
+            return Err(Fallback::refused(
+                "getsockopt SO_ZEROCOPY",
+                e.raw_os_error().unwrap_or(0),
+                "sends are copied",
+            ));
+        }
+    }
+    errqueue::enable_zerocopy(fd).map_err(|e| {
+        Fallback::refused(
+            CALL,
+            e.raw_os_error().unwrap_or(0),
+            format!("no zero-copy send for this {name} socket: sends are copied"),
+        )
+    })
+}
+
+/// The reason a sender gives up zero-copy when a completion names id `id`, which it never registered.
+fn lost_track(id: u32) -> Fallback {
+    Fallback::observed(
+        format!(
+            "a completion named id {id}, which this sender never registered: the kernel numbered \
+             its sends differently, so which buffer a completion releases is unknown"
+        ),
+        "buffers still lent stay lent (leaked, never reused) and the socket sends by copy from now on",
+    )
+}
+
+impl<S: ZcSocket> AsFd for Sender<S> {
+    /// The socket's descriptor, for an event loop to poll: `POLLOUT` says [`Sender::try_send`] may take
+    /// more, `POLLERR` that completions (or a socket error) are queued for [`Sender::poll_completions`].
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.get_ref().fd()
     }
 }
 
@@ -399,15 +594,28 @@ impl<S: ZcSocket> Drop for Sender<S> {
 }
 
 impl Sender<UdpSocket> {
+    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when the socket
+    /// is uncorked (`false`). Zero-copy and copied pieces mix freely; each zero-copy piece still takes
+    /// its own completion id.
+    pub fn set_cork(&mut self, cork: bool) -> io::Result<()> {
+        crate::sys::socket::set_int_option(
+            self.get_ref().fd(),
+            libc::SOL_UDP,
+            libc::UDP_CORK,
+            i32::from(cork),
+        )
+    }
+
     /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
     /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
     pub fn set_gso_segment(&mut self, segment: Option<u16>) {
         self.gso_segment = segment;
     }
 
-    /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket.
-    pub fn send_to<B: SendBuf>(&mut self, buf: B, dest: SocketAddr) -> Result<(), TxError> {
+    /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket; waits for
+    /// send-buffer space like [`Sender::send`].
+    pub fn send_to<B: SendBuf>(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
         let dest = SockAddr::from(dest);
-        self.send_loan(Arc::new(buf), Some(&dest))
+        self.send_blocking(Unsent::new(Arc::new(buf), 0), Some(&dest))
     }
 }

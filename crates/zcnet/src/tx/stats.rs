@@ -5,6 +5,7 @@ use super::tracker::TrackerCounts;
 
 /// What a sender did: sends by kind, why sends were copied, and the completions that came back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TxStats {
     /// Successful `sendmsg` calls.
     pub calls: u64,
@@ -42,6 +43,9 @@ pub struct TxStats {
     pub copied_ids: u64,
     /// Completion ids that matched nothing outstanding (duplicates).
     pub ignored_ids: u64,
+    /// Completion ids never registered (the id mapping was lost: see
+    /// [`crate::tx::Sender::zerocopy_status`]); also counted in `ignored_ids`.
+    pub unregistered_ids: u64,
     /// Error-queue entries that were not completions (ICMP or local errors).
     pub queue_errors: u64,
 }
@@ -70,5 +74,6 @@ impl TxStats {
         self.zc_ids = c.zc_ids;
         self.copied_ids = c.copied_ids;
         self.ignored_ids = c.ignored_ids;
+        self.unregistered_ids = c.unregistered_ids;
     }
 }

@@ -7,7 +7,10 @@
 //!
 //! Kernel behaviour relied on: ids are a per-socket u32 counter starting at 0, taken by each
 //! successful zero-copy send that carries data; completion ranges are inclusive, may cover many ids
-//! (coalesced), may wrap around u32, and may arrive in any order.
+//! (coalesced), may wrap around u32, and may arrive in any order. A completion can only name ids the
+//! kernel handed out: one naming an id at or after the tracker's next id (never registered) proves the
+//! tracker's numbering differs from the kernel's, and from then on the tracker releases nothing
+//! (its items stay lent until [`CompletionTracker::abandon`]) and reports [`CompletionTracker::unregistered_id`].
 
 use std::collections::VecDeque;
 
@@ -15,6 +18,7 @@ pub use crate::sys::errqueue::ZerocopyCompletion as Completion;
 
 /// Counters of a [`CompletionTracker`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TrackerCounts {
     /// Completion ranges consumed.
     pub notifications: u64,
@@ -24,6 +28,9 @@ pub struct TrackerCounts {
     pub copied_ids: u64,
     /// Ids in completion ranges that matched nothing outstanding (a duplicate, or an id never lent).
     pub ignored_ids: u64,
+    /// Ids in completion ranges at or after the next id, which the tracker never registered (its
+    /// numbering is lost; see the module docs). Also counted in `ignored_ids`.
+    pub unregistered_ids: u64,
 }
 
 /// Outstanding zero-copy sends keyed by id, each holding the item (a buffer loan) that must not be
@@ -36,6 +43,8 @@ pub struct CompletionTracker<T> {
     slots: VecDeque<Option<T>>,
     outstanding: usize,
     counts: TrackerCounts,
+    /// The first id a completion named that was never registered.
+    unregistered: Option<u32>,
 }
 
 impl<T> CompletionTracker<T> {
@@ -46,6 +55,7 @@ impl<T> CompletionTracker<T> {
             slots: VecDeque::new(),
             outstanding: 0,
             counts: TrackerCounts::default(),
+            unregistered: None,
         }
     }
 
@@ -86,13 +96,37 @@ impl<T> CompletionTracker<T> {
         self.counts
     }
 
+    /// The first id a completion named that was never registered (at or after the next id): the
+    /// tracker then releases nothing more. `None` while the numbering matches the kernel's.
+    pub fn unregistered_id(&self) -> Option<u32> {
+        self.unregistered
+    }
+
     /// Consumes one completion range: every outstanding id in `lo..=hi` (wrapping) hands its item to
-    /// `release`; ids that match nothing are counted as ignored. Returns the number of ids released.
+    /// `release`; ids that match nothing are counted as ignored. A range naming an id never registered
+    /// releases nothing, now or later (see [`CompletionTracker::unregistered_id`]). Returns the number
+    /// of ids released.
     pub fn complete(&mut self, c: Completion, mut release: impl FnMut(T)) -> u64 {
         self.counts.notifications += 1;
         let span = u64::from(c.hi.wrapping_sub(c.lo)) + 1;
         let len = self.slots.len() as u64;
         let start = u64::from(c.lo.wrapping_sub(self.base));
+        // Ids at or after the next id, up to half the id space ahead (further is read as behind `base`:
+        // an old, already completed id).
+        let ahead: u64 = [0u64, 1 << 32]
+            .iter()
+            .map(|w| overlap(start..start + span, w + len..w + (1 << 31)))
+            .sum();
+        if ahead > 0 {
+            self.counts.unregistered_ids += ahead;
+            let lo_ahead = (len..1 << 31).contains(&start);
+            let first = if lo_ahead { c.lo } else { self.next_id() };
+            self.unregistered.get_or_insert(first);
+        }
+        if self.unregistered.is_some() {
+            self.counts.ignored_ids += span;
+            return 0;
+        }
         // Offsets of the range in id space, relative to `base`; the window is 0..len (and its image
         // 2^32 higher, for a range that starts before `base` and wraps into the window).
         let mut matched = 0u64;
@@ -123,11 +157,16 @@ impl<T> CompletionTracker<T> {
     /// Removes every outstanding item without a completion, for a caller that must keep them from
     /// reuse forever (the kernel may still read them): they are returned, not released.
     pub fn abandon(&mut self) -> Vec<T> {
+        self.base = self.next_id();
         let items: Vec<T> = self.slots.drain(..).flatten().collect();
-        self.base = self.base.wrapping_add(items.len() as u32);
         self.outstanding = 0;
         items
     }
+}
+
+/// How many values two half-open ranges share.
+fn overlap(a: std::ops::Range<u64>, b: std::ops::Range<u64>) -> u64 {
+    a.end.min(b.end).saturating_sub(a.start.max(b.start))
 }
 
 #[cfg(test)]
@@ -153,11 +192,11 @@ mod tests {
         assert_eq!(got, vec![3, 4, 0, 1]);
         assert_eq!(t.outstanding(), 2);
         assert!(t.is_outstanding(2) && t.is_outstanding(5) && !t.is_outstanding(3));
-        assert_eq!(t.complete(range(2, 9, false), |i| got.push(i)), 2);
+        assert_eq!(t.complete(range(2, 5, false), |i| got.push(i)), 2);
         let c = t.counts();
         assert_eq!(
             (c.zc_ids, c.copied_ids, c.ignored_ids, c.notifications),
-            (4, 2, 8, 4)
+            (4, 2, 4, 4)
         );
         assert_eq!(t.outstanding(), 0);
         assert_eq!(t.next_id(), 6);
@@ -196,10 +235,28 @@ mod tests {
         let mut t = CompletionTracker::new(0);
         t.register(1);
         t.register(2);
-        t.complete(range(0, 0, true), drop);
-        assert_eq!(t.abandon(), vec![2]);
+        t.register(3);
+        t.complete(range(1, 1, true), drop);
+        assert_eq!(t.abandon(), vec![1, 3]);
         assert_eq!(t.outstanding(), 0);
-        assert_eq!(t.next_id(), 2);
+        assert_eq!(t.next_id(), 3, "ids already taken are not handed out again");
+    }
+
+    #[test]
+    fn a_completion_naming_an_unregistered_id_stops_every_release() {
+        let mut t = CompletionTracker::new(7);
+        for i in 0..3 {
+            t.register(i);
+        }
+        // The kernel numbered one more send than the tracker registered: ids 7..=10 for 7..=9.
+        let mut got = Vec::new();
+        assert_eq!(t.complete(range(8, 10, false), |i| got.push(i)), 0);
+        assert_eq!(t.unregistered_id(), Some(10));
+        assert_eq!(t.complete(range(7, 7, false), |i| got.push(i)), 0);
+        assert!(got.is_empty(), "released {got:?} after losing track");
+        assert_eq!(t.outstanding(), 3);
+        assert_eq!(t.counts().unregistered_ids, 1);
+        assert_eq!(t.abandon(), vec![0, 1, 2]);
     }
 
     #[derive(Debug, Clone)]
@@ -229,6 +286,7 @@ mod tests {
             let mut next = first;
             let mut item = 0u64;
             let (mut zc, mut copied, mut ignored) = (0u64, 0u64, 0u64);
+            let mut lost: Option<u32> = None;
             for op in ops {
                 match op {
                     Op::Send => {
@@ -240,11 +298,20 @@ mod tests {
                     Op::Complete { lo_back, len, copied: c } => {
                         let lo = next.wrapping_sub(lo_back);
                         let hi = lo.wrapping_add(len);
+                        // An id at or after `next` was never registered: from then on, nothing
+                        // is released.
+                        if len >= lo_back && lost.is_none() {
+                            lost = Some(next);
+                        }
                         let mut expect: Vec<u64> = Vec::new();
-                        for k in 0..=len {
-                            match model.remove(&lo.wrapping_add(k)) {
-                                Some(v) => expect.push(v),
-                                None => ignored += 1,
+                        if lost.is_some() {
+                            ignored += u64::from(len) + 1;
+                        } else {
+                            for k in 0..=len {
+                                match model.remove(&lo.wrapping_add(k)) {
+                                    Some(v) => expect.push(v),
+                                    None => ignored += 1,
+                                }
                             }
                         }
                         if c { copied += expect.len() as u64 } else { zc += expect.len() as u64 }
@@ -253,6 +320,7 @@ mod tests {
                         got.sort_unstable();
                         expect.sort_unstable();
                         prop_assert_eq!(got, expect);
+                        prop_assert_eq!(t.unregistered_id(), lost);
                     }
                 }
                 prop_assert_eq!(t.outstanding(), model.len());

@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use zcnet::tx::{BufferPool, PoolConfig, Sender, TxError, ZcSocket};
+use zcnet::tx::{BufferPool, PoolConfig, SendError, Sender, ZcSocket};
 
 /// A running checksum (FNV-1a over every byte, plus the length): equal on both sides only when the
 /// same bytes arrived in the same order, none missing or repeated.
@@ -49,20 +49,22 @@ pub fn fill(buf: &mut [u8], pos: u64) {
 
 /// Accepts one connection on `listener` and reads it to the end, checksumming.
 pub fn tcp_sink(listener: TcpListener) -> JoinHandle<Checksum> {
-    thread::spawn(move || {
-        let (mut conn, _) = listener.accept().expect("accept");
-        conn.set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let mut sum = Checksum::default();
-        let mut buf = vec![0u8; 256 << 10];
-        loop {
-            let n = conn.read(&mut buf).expect("read");
-            if n == 0 {
-                return sum;
-            }
-            sum.update(&buf[..n]);
+    thread::spawn(move || read_checksum(listener.accept().expect("accept").0))
+}
+
+/// Reads `conn` to its end (each read bounded by 20 s), checksumming.
+pub fn read_checksum(mut conn: TcpStream) -> Checksum {
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut sum = Checksum::default();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = conn.read(&mut buf).expect("read");
+        if n == 0 {
+            return sum;
         }
-    })
+        sum.update(&buf[..n]);
+    }
 }
 
 /// A pool big enough for `max_size` with `count` buffers.
@@ -97,7 +99,10 @@ pub fn send_sizes<S: ZcSocket>(
     pool: &BufferPool,
     sizes: &[usize],
     rounds: usize,
-    mut send: impl FnMut(&mut Sender<S>, zcnet::tx::PooledBuf) -> Result<(), TxError>,
+    mut send: impl FnMut(
+        &mut Sender<S>,
+        zcnet::tx::PooledBuf,
+    ) -> Result<(), SendError<zcnet::tx::PooledBuf>>,
 ) -> Checksum {
     let mut sum = Checksum::default();
     for _ in 0..rounds {
@@ -140,13 +145,7 @@ pub fn udp_sink(socket: UdpSocket) -> UdpSink {
     let target = Arc::new(AtomicU64::new(u64::MAX));
     let (r, t) = (Arc::clone(&received), Arc::clone(&target));
     // A big receive buffer when allowed (root), else a window of one maximal datagram.
-    let fd = std::os::fd::AsFd::as_fd(&socket);
-    let window = match zcnet::sys::socket::set_int_option(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUFFORCE,
-        8 << 20,
-    ) {
+    let window = match rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20) {
         Ok(()) => 1 << 20,
         Err(_) => 64 << 10,
     };

@@ -1,5 +1,7 @@
 //! Termination requests: SIGINT and SIGTERM turned into a flag that long-running loops poll, so that
 //! they stop, release what they hold (an XDP link, a UMEM) and report, as xdpsock does on Ctrl-C.
+//! (For benchmarks and tools; not to be combined with namespaces, whose own handler removes them.)
+#![allow(unsafe_code)]
 
 use std::io;
 use std::sync::OnceLock;
@@ -22,8 +24,11 @@ fn install() -> Result<(), i32> {
         action.sa_flags = libc::SA_RESETHAND;
         // SAFETY: `action` is a valid sigaction whose handler only stores to an atomic; a null
         // old-action pointer is allowed.
-        syscall!(sigaction(sig, &action, std::ptr::null_mut()))
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))?;
+        if unsafe { libc::sigaction(sig, &action, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL));
+        }
     }
     Ok(())
 }
@@ -50,7 +55,8 @@ mod tests {
         assert!(flag.load(Ordering::Relaxed));
         let mut old: libc::sigaction = empty_action();
         // SAFETY: a null new action only reads the current disposition into `old`.
-        syscall!(sigaction(libc::SIGTERM, std::ptr::null(), &mut old)).unwrap();
+        let rc = unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) };
+        assert_eq!(rc, 0);
         assert_eq!(
             old.sa_sigaction,
             libc::SIG_DFL,

@@ -1,0 +1,217 @@
+//! The switch side of the Open vSwitch run, in the guest's root namespace: a datapath with the
+//! unaligned user feature whose ports are the guest's NIC and a veth end (its peer is in the echo
+//! agent's namespace), run by zcnet's learning switch while the host-side peer sends datagrams of
+//! every checked length. Checks, in order:
+//! 1. the user feature reads back as set;
+//! 2. the first datagram of each flow and direction arrives as a MISS upcall whose packet is, byte
+//!    for byte, the datagram (lengths 60, 61, 1001, 1514: the unpadded last attribute);
+//! 3. the later datagrams of those flows are hits: the datapath's hit counter covers them;
+//! 4. while the switch stops reading and the peer floods, the datapath counts lost upcalls and the
+//!    upcall socket reports the overflow;
+//! 5. after the run no datapath, vport or flow remains.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use zcnet::ovs::{self, DatapathConfig, Dispatch, LearningSwitch, Upcall, UpcallKind};
+
+use crate::outcome::Outcome;
+use crate::ovs_frame;
+use crate::ovs_wire::{self, DONE_PORT, ECHO_PORT, FRAME_LENGTHS, ROUNDS};
+
+/// Longest wait of each phase (the emulated guest is slow; the peer starts once the guest boots).
+const PHASE: Duration = Duration::from_secs(240);
+/// Upcall queue while the switch does not read: a few upcalls fill it.
+const SMALL_QUEUE: usize = 4096;
+/// Upcall queue otherwise.
+const QUEUE: usize = 4 << 20;
+
+/// Which MISS upcalls carried an intact first datagram: (frame length, toward the agent?).
+#[derive(Debug, Default)]
+struct Misses {
+    intact: BTreeSet<(usize, bool)>,
+    bad: Vec<String>,
+    done_seen: bool,
+}
+
+impl Misses {
+    fn inspect(&mut self, up: &Upcall<'_>) {
+        let Some((src, dst)) = up.key.udp else { return };
+        if up.kind != UpcallKind::Miss {
+            return;
+        }
+        if dst == DONE_PORT {
+            self.done_seen = true;
+        }
+        let (len, toward_agent) =
+            match (ovs_wire::length_of_port(src), ovs_wire::length_of_port(dst)) {
+                (Some(len), None) if dst == ECHO_PORT => (len, true),
+                (None, Some(len)) if src == ECHO_PORT => (len, false),
+                _ => return,
+            };
+        match ovs_frame::check(up.packet, len) {
+            Ok(_) => {
+                self.intact.insert((len, toward_agent));
+            }
+            Err(why) => self.bad.push(format!(
+                "{len}-byte frame {}: {why}",
+                if toward_agent {
+                    "to the agent"
+                } else {
+                    "to the peer"
+                }
+            )),
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.intact.len() == 2 * FRAME_LENGTHS.len()
+    }
+}
+
+/// Serves upcalls until `done` says so or `limit` passes; true if `done` did.
+fn serve_until(
+    switch: &mut LearningSwitch,
+    misses: &mut Misses,
+    limit: Duration,
+    mut done: impl FnMut(&mut LearningSwitch, &Misses) -> anyhow::Result<bool>,
+) -> anyhow::Result<bool> {
+    let start = Instant::now();
+    let mut last_check = Instant::now();
+    while start.elapsed() < limit {
+        switch.serve(Duration::from_millis(100), |up| misses.inspect(up))?;
+        if last_check.elapsed() >= Duration::from_millis(300) {
+            last_check = Instant::now();
+            if done(switch, misses)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Runs the switch over `ports` and makes the checks above.
+pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::new("ovs");
+    let removed = ovs::remove_stale("zc").context("remove datapaths of dead runs")?;
+    let name = format!("zc{}-g", std::process::id());
+    let devices: Vec<&str> = ports.iter().map(String::as_str).collect();
+    let config = DatapathConfig {
+        unaligned: true,
+        dispatch: Dispatch::PerVport,
+    };
+    let mut switch = LearningSwitch::new(&name, config, &devices).context("create the switch")?;
+    switch.upcall_socket().set_queue_bytes(QUEUE)?;
+    let info = switch.datapath().info()?;
+    outcome.check(
+        "user-features",
+        info.user_features == config.user_features(),
+        &format!(
+            "datapath {name} reads back user features {:#x} (OVS_DP_F_UNALIGNED), {} stale removed",
+            info.user_features,
+            removed.len()
+        ),
+    );
+
+    // Phase 1: first datagrams miss, later ones hit.
+    let expected_hits = u64::from(ROUNDS - 1) * FRAME_LENGTHS.len() as u64 * 2;
+    let mut misses = Misses::default();
+    let settled = serve_until(&mut switch, &mut misses, PHASE, |sw, m| {
+        Ok(m.complete() && sw.datapath().info()?.stats.n_hit >= expected_hits)
+    })?;
+    let stats = switch.datapath().info()?.stats;
+    outcome.check(
+        "miss-bytes",
+        misses.complete() && misses.bad.is_empty(),
+        &format!(
+            "MISS upcalls with intact frames for {} of {} (length, direction) pairs; bad: {:?}",
+            misses.intact.len(),
+            2 * FRAME_LENGTHS.len(),
+            misses.bad
+        ),
+    );
+    outcome.check(
+        "hits",
+        settled && stats.n_hit >= expected_hits,
+        &format!(
+            "after the flows were installed: hits {} (>= {expected_hits} expected), missed {}, flows {}",
+            stats.n_hit, stats.n_missed, stats.n_flows
+        ),
+    );
+
+    // Phase 2: stop reading while the peer floods.
+    switch.upcall_socket().set_queue_bytes(SMALL_QUEUE)?;
+    let start = Instant::now();
+    let mut lost = 0;
+    while start.elapsed() < PHASE && lost == 0 {
+        std::thread::sleep(Duration::from_millis(200));
+        lost = switch.datapath().info()?.stats.n_lost;
+    }
+    switch.upcall_socket().set_queue_bytes(QUEUE)?;
+    serve_until(&mut switch, &mut misses, Duration::from_secs(2), |_, _| {
+        Ok(false)
+    })?;
+    let overflows = switch.upcall_counters().overflows;
+    outcome.check(
+        "lost",
+        lost > 0 && overflows > 0,
+        &format!(
+            "not reading under a flood: datapath lost {lost} upcalls, socket reported {overflows} overflow(s) (ENOBUFS)"
+        ),
+    );
+
+    // Phase 3: serve until the peer's final datagram has been through, then tear down.
+    let finished = serve_until(&mut switch, &mut misses, PHASE, |_, m| Ok(m.done_seen))?;
+    serve_until(&mut switch, &mut misses, Duration::from_secs(3), |_, _| {
+        Ok(false)
+    })?;
+    let info = switch.datapath().info()?;
+    let vports = switch.datapath().vports()?;
+    let flows = switch.datapath().flows()?;
+    let upcalls = switch.upcall_counters();
+    let counters = switch.counters();
+    println!(
+        "ovs: hits {} missed {} lost {} flows {}; upcalls {} ({} packet bytes, {} message bytes), switch {:?}",
+        info.stats.n_hit,
+        info.stats.n_missed,
+        info.stats.n_lost,
+        info.stats.n_flows,
+        upcalls.received,
+        upcalls.packet_bytes,
+        upcalls.message_bytes,
+        counters
+    );
+    for v in &vports {
+        println!(
+            "ovs: port {} {}: rx {} tx {} packets",
+            v.port_no, v.name, v.stats.rx_packets, v.stats.tx_packets
+        );
+    }
+    outcome.check(
+        "final-datagram",
+        finished,
+        "the peer's final datagram went through the switch",
+    );
+    let ifindex = switch.datapath().ifindex();
+    drop(switch);
+    let left: Vec<String> = ovs::datapaths()?
+        .into_iter()
+        .filter(|d| d.name == name || d.ifindex == ifindex)
+        .map(|d| d.name)
+        .collect();
+    let enslaved: Vec<&String> = ports
+        .iter()
+        .filter(|p| std::path::Path::new(&format!("/sys/class/net/{p}/master")).exists())
+        .collect();
+    outcome.check(
+        "cleanup",
+        left.is_empty() && enslaved.is_empty() && !flows.is_empty(),
+        &format!(
+            "after deleting {name} ({} flows, {} vports before): datapaths left {left:?}, ports still enslaved {enslaved:?}",
+            flows.len(),
+            vports.len()
+        ),
+    );
+    Ok(outcome)
+}

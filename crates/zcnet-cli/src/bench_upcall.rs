@@ -1,0 +1,223 @@
+//! `zcnet bench upcall`: the Open vSwitch upcall table of the zero-copy upcall patch (Hits, Missed,
+//! Lost), reproduced with the unaligned user feature off and on side by side in one run.
+//!
+//! Each row creates a datapath, brings its local port up and sends UDP frames into it from a
+//! generator thread, while the handler (this thread) receives every upcall and installs a drop flow
+//! from its key — what a controller does. `many` flows: every frame has a new source address and port,
+//! so every frame misses; `few` flows: frames cycle over a handful of flows, so after the first miss
+//! of each they hit. The datapath counts hits, misses and lost upcalls; the handler counts the upcalls
+//! it handled, their packet and message bytes, and its own CPU time; the generator's kernel time per
+//! frame holds the datapath's work, the building of each upcall included (where the copy went).
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+use testnet::frame::UdpFrame;
+use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
+use zcnet::probe::{UsageOf, resource_usage};
+
+use crate::report::{Column, Row, object, print_rows};
+use crate::switch_cmd::DispatchArg;
+
+/// `--features`: which upcall format the datapath is created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeatureArg {
+    /// No OVS_DP_F_UNALIGNED: the kernel copies the packet into a padded upcall.
+    Aligned,
+    /// OVS_DP_F_UNALIGNED: the kernel attaches the packet with skb_zerocopy().
+    Unaligned,
+}
+
+/// `--load`: how many distinct flows the offered frames belong to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadArg {
+    /// Every frame a new flow: every frame misses.
+    Many,
+    /// A few flows: after their first misses, frames hit.
+    Few,
+}
+
+/// Arguments of `zcnet bench upcall`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpcallArgs {
+    /// Upcall formats to compare.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [FeatureArg::Aligned, FeatureArg::Unaligned])]
+    features: Vec<FeatureArg>,
+    /// Offered loads.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LoadArg::Many, LoadArg::Few])]
+    load: Vec<LoadArg>,
+    /// Frame size in bytes (the seed's table used 1200).
+    #[arg(long, default_value_t = 1200)]
+    size: usize,
+    /// Distinct flows of the `few` load.
+    #[arg(long, default_value_t = 16)]
+    flows: u16,
+    /// Upcall dispatch.
+    #[arg(long, value_enum, default_value_t = DispatchArg::PerVport)]
+    dispatch: DispatchArg,
+    /// Seconds per row.
+    #[arg(long, default_value_t = 3)]
+    duration: u64,
+    /// One JSON object per row.
+    #[arg(long)]
+    json: bool,
+}
+
+const COLUMNS: &[Column] = &[
+    ("load", "load"),
+    ("features", "features"),
+    ("hits", "Hits"),
+    ("missed", "Missed"),
+    ("lost", "Lost"),
+    ("upcalls", "upcalls"),
+    ("upcalls_per_s", "upcalls/s"),
+    ("packet_bytes_per_upcall", "packet B/upcall"),
+    ("message_bytes_per_upcall", "message B/upcall"),
+    ("user_us_per_upcall", "user µs/upcall"),
+    ("sys_us_per_upcall", "sys µs/upcall"),
+    ("generator_sys_us_per_frame", "sender sys µs/frame"),
+];
+
+/// Whether this CPU is QEMU's software emulation (its timings say nothing about real hardware).
+fn emulated_cpu() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("QEMU"))
+}
+
+/// Runs every (load, features) row.
+pub fn run(args: UpcallArgs) -> Result<()> {
+    anyhow::ensure!(
+        (60..=1514).contains(&args.size),
+        "--size must be an Ethernet frame size, 60 to 1514 bytes"
+    );
+    for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
+        eprintln!("removed datapath {name} left by a run that is gone");
+    }
+    let mut rows = Vec::new();
+    for (i, (load, feature)) in args
+        .load
+        .iter()
+        .flat_map(|l| args.features.iter().map(move |f| (*l, *f)))
+        .enumerate()
+    {
+        rows.push(row(&args, load, feature, i)?);
+    }
+    if emulated_cpu() && !args.json {
+        println!("emulated CPU: correctness only (timings from QEMU's software emulation)");
+    }
+    print_rows(&rows, COLUMNS, args.json);
+    Ok(())
+}
+
+/// The frame generator: sends frames into the local port until `stop`; returns how many it sent and
+/// its kernel CPU time. The datapath's lookup and the building of each upcall (the copy into the
+/// message, or the attaching of pages) run inside the generator's sends.
+fn generate(
+    port: ovs::LocalPort,
+    load: LoadArg,
+    size: usize,
+    flows: u16,
+    stop: &AtomicBool,
+) -> Result<(u64, Duration)> {
+    let before = resource_usage(UsageOf::Thread)?;
+    let mut buf = vec![0u8; size];
+    let mut sent = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let n = sent;
+        let (src_ip, src_port) = match load {
+            LoadArg::Many => (
+                Ipv4Addr::from(0x0a63_0000 | ((n >> 16) as u32 & 0xffff)),
+                n as u16,
+            ),
+            LoadArg::Few => (
+                Ipv4Addr::new(10, 99, 0, 1),
+                1000 + (n % u64::from(flows)) as u16,
+            ),
+        };
+        let frame = UdpFrame {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip,
+            dst_ip: Ipv4Addr::new(10, 99, 1, 1),
+            src_port,
+            dst_port: 9,
+        };
+        let Some(len) = frame.write(&mut buf, n, size - 42) else {
+            break;
+        };
+        if port.send(&buf[..len]).is_ok() {
+            sent += 1;
+        }
+    }
+    Ok((sent, resource_usage(UsageOf::Thread)?.since(&before).system))
+}
+
+fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> Result<Row> {
+    let name = format!("zc{}-b{index}", std::process::id());
+    let mut upcalls = UpcallSocket::open()?;
+    let config = DatapathConfig {
+        unaligned: feature == FeatureArg::Unaligned,
+        dispatch: args.dispatch.into(),
+    };
+    let mut dp = Datapath::create(&name, config, &upcalls)?;
+    let port = dp.local_port()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let generator = {
+        let (stop, size, flows) = (stop.clone(), args.size, args.flows.max(1));
+        thread::spawn(move || generate(port, load, size, flows, &stop))
+    };
+    let before = resource_usage(UsageOf::Thread)?;
+    let start = Instant::now();
+    let mut handled = 0u64;
+    while start.elapsed() < Duration::from_secs(args.duration) {
+        if !upcalls.wait(Duration::from_millis(50))? {
+            continue;
+        }
+        while let Some(received) = upcalls.recv()? {
+            let Received::Upcall(up) = received else {
+                continue;
+            };
+            if up.kind == UpcallKind::Miss {
+                dp.install_flow(up.key.raw(), &[])?;
+                handled += 1;
+            }
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let usage = resource_usage(UsageOf::Thread)?.since(&before);
+    stop.store(true, Ordering::Relaxed);
+    let (sent, generator_sys) = generator.join().expect("generator thread")?;
+    let stats = dp.info()?.stats;
+    let counters = upcalls.counters();
+    dp.delete()?;
+    let per = |total: f64| {
+        if handled == 0 {
+            0.0
+        } else {
+            total / handled as f64
+        }
+    };
+    Ok(object(json!({
+        "load": match load { LoadArg::Many => "many", LoadArg::Few => "few" },
+        "features": match feature { FeatureArg::Aligned => "aligned", FeatureArg::Unaligned => "unaligned" },
+        "frame_bytes": args.size,
+        "sent": sent,
+        "hits": stats.n_hit,
+        "missed": stats.n_missed,
+        "lost": stats.n_lost,
+        "upcalls": handled,
+        "overflows": counters.overflows,
+        "upcalls_per_s": handled as f64 / seconds,
+        "packet_bytes_per_upcall": per(counters.packet_bytes as f64),
+        "message_bytes_per_upcall": per(counters.message_bytes as f64),
+        "user_us_per_upcall": per(usage.user.as_secs_f64() * 1e6),
+        "sys_us_per_upcall": per(usage.system.as_secs_f64() * 1e6),
+        "dispatch": match args.dispatch { DispatchArg::PerVport => "per-vport", DispatchArg::PerCpu => "per-cpu" },
+        "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
+        "emulated_cpu": emulated_cpu(),
+    })))
+}

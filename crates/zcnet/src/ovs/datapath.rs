@@ -1,0 +1,489 @@
+//! A datapath: created with chosen user features and upcall dispatch, its stats, its vports, its flows,
+//! packets executed on it; deleted (with everything in it) when the owner drops it.
+
+use std::collections::BTreeMap;
+
+use crate::sys::netlink::{Attributes, Request};
+use crate::sys::ovs::{
+    OvsDpStats, OvsFlowStats, OvsVportStats, action_attr, cmd, dp_attr, dp_feature, flow_attr,
+    packet_attr, packet_cmd, userspace_attr, vport_attr, vport_type,
+};
+
+use super::client::{Client, Family, reply_body};
+use super::error::OvsError;
+use super::upcall::UpcallSocket;
+
+/// How the kernel chooses the socket an upcall goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Each vport names its socket (`OVS_VPORT_ATTR_UPCALL_PID`).
+    PerVport,
+    /// The CPU that handled the packet picks the socket (`OVS_DP_F_DISPATCH_UPCALL_PER_CPU` and
+    /// `OVS_DP_ATTR_PER_CPU_PIDS`, kernel 5.16 and later); zcnet registers one socket for every CPU.
+    PerCpu,
+}
+
+/// How a datapath is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatapathConfig {
+    /// Declare `OVS_DP_F_UNALIGNED`: upcalls carry the packet without a copy into the message.
+    pub unaligned: bool,
+    /// Upcall dispatch.
+    pub dispatch: Dispatch,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig {
+            unaligned: true,
+            dispatch: Dispatch::PerVport,
+        }
+    }
+}
+
+impl DatapathConfig {
+    /// The `OVS_DP_F_*` bits this configuration asks for.
+    pub fn user_features(&self) -> u32 {
+        let mut f = 0;
+        if self.unaligned {
+            f |= dp_feature::UNALIGNED;
+        }
+        if self.dispatch == Dispatch::PerCpu {
+            f |= dp_feature::DISPATCH_UPCALL_PER_CPU;
+        }
+        f
+    }
+}
+
+/// A datapath as `OVS_DP_CMD_GET` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatapathInfo {
+    /// Name of its internal device.
+    pub name: String,
+    /// Ifindex of its internal device.
+    pub ifindex: i32,
+    /// Hit, missed, lost and flow counts.
+    pub stats: OvsDpStats,
+    /// `OVS_DP_F_*` bits in effect.
+    pub user_features: u32,
+}
+
+/// A vport as `OVS_VPORT_CMD_GET` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VportInfo {
+    /// Port number in the datapath (0 is the datapath's own internal port).
+    pub port_no: u32,
+    /// Device name.
+    pub name: String,
+    /// `OVS_VPORT_TYPE_*`.
+    pub kind: u32,
+    /// Packet and byte counters.
+    pub stats: OvsVportStats,
+}
+
+/// An installed flow as a dump describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowInfo {
+    /// The flow's key attributes.
+    pub key: Vec<u8>,
+    /// Packets and bytes that hit it.
+    pub stats: OvsFlowStats,
+}
+
+/// What to do with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Send it out of a port.
+    Output(u32),
+    /// Send it to user space as an ACTION upcall to `port_id`, with `cookie` as its userdata.
+    Userspace {
+        /// Netlink port id of the receiving socket.
+        port_id: u32,
+        /// Returned in the upcall's `OVS_PACKET_ATTR_USERDATA`.
+        cookie: u64,
+    },
+}
+
+fn put_actions(req: &mut Request, ty: u16, actions: &[Action]) {
+    req.nested(ty, |req| {
+        for action in actions {
+            match *action {
+                Action::Output(port) => {
+                    req.u32(action_attr::OUTPUT, port);
+                }
+                Action::Userspace { port_id, cookie } => {
+                    req.nested(action_attr::USERSPACE, |req| {
+                        req.u32(userspace_attr::PID, port_id);
+                        req.attr(userspace_attr::USERDATA, &cookie.to_ne_bytes());
+                    });
+                }
+            }
+        }
+    });
+}
+
+fn string_of(p: &[u8]) -> String {
+    String::from_utf8_lossy(p.split(|b| *b == 0).next().unwrap_or(&[])).into_owned()
+}
+
+fn u32_of(p: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(p.try_into().ok()?))
+}
+
+fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
+    let (header, attrs) = reply_body(reply)?;
+    let mut info = DatapathInfo {
+        name: String::new(),
+        ifindex: header.dp_ifindex,
+        stats: OvsDpStats::default(),
+        user_features: 0,
+    };
+    for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
+        match ty {
+            dp_attr::NAME => info.name = string_of(p),
+            dp_attr::STATS => info.stats = OvsDpStats::read(p)?,
+            dp_attr::USER_FEATURES => info.user_features = u32_of(p)?,
+            _ => {}
+        }
+    }
+    Some(info)
+}
+
+fn vport_info(reply: &crate::sys::netlink::Reply) -> Option<VportInfo> {
+    let (_, attrs) = reply_body(reply)?;
+    let mut info = VportInfo {
+        port_no: u32::MAX,
+        name: String::new(),
+        kind: 0,
+        stats: OvsVportStats::default(),
+    };
+    for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
+        match ty {
+            vport_attr::PORT_NO => info.port_no = u32_of(p)?,
+            vport_attr::NAME => info.name = string_of(p),
+            vport_attr::TYPE => info.kind = u32_of(p)?,
+            vport_attr::STATS => info.stats = OvsVportStats::read(p)?,
+            _ => {}
+        }
+    }
+    (info.port_no != u32::MAX).then_some(info)
+}
+
+/// Every datapath of this network namespace.
+pub fn datapaths() -> Result<Vec<DatapathInfo>, OvsError> {
+    let mut client = Client::open()?;
+    list(&mut client)
+}
+
+fn list(client: &mut Client) -> Result<Vec<DatapathInfo>, OvsError> {
+    let req = client.request(Family::Datapath, libc::NLM_F_DUMP as u16, cmd::GET, 0);
+    let replies = client.send(req, "OVS_DP_CMD_GET dump")?;
+    Ok(replies.iter().filter_map(datapath_info).collect())
+}
+
+/// A datapath this process created; dropping it deletes it, and with it every vport and flow.
+#[derive(Debug)]
+pub struct Datapath {
+    client: Client,
+    name: String,
+    ifindex: i32,
+    upcall_port: u32,
+}
+
+impl Datapath {
+    /// Creates datapath `name` (at most 15 bytes: it names a network device) whose upcalls go to
+    /// `upcalls`. Needs CAP_NET_ADMIN.
+    pub fn create(
+        name: &str,
+        config: DatapathConfig,
+        upcalls: &UpcallSocket,
+    ) -> Result<Datapath, OvsError> {
+        let mut client = Client::open()?;
+        let port = upcalls.port_id();
+        let flags = (libc::NLM_F_CREATE | libc::NLM_F_EXCL | libc::NLM_F_ECHO) as u16;
+        let mut req = client.request(Family::Datapath, flags, cmd::NEW, 0);
+        req.string(dp_attr::NAME, name)
+            .u32(dp_attr::UPCALL_PID, port)
+            .u32(dp_attr::USER_FEATURES, config.user_features());
+        if config.dispatch == Dispatch::PerCpu {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let pids: Vec<u8> = (0..cpus).flat_map(|_| port.to_ne_bytes()).collect();
+            req.attr(dp_attr::PER_CPU_PIDS, &pids);
+        }
+        let replies = client.send(req, "OVS_DP_CMD_NEW")?;
+        let ifindex = replies
+            .iter()
+            .find_map(datapath_info)
+            .map(|i| i.ifindex)
+            .ok_or_else(|| {
+                OvsError::new(
+                    "OVS_DP_CMD_NEW",
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "no reply with ifindex"),
+                )
+            })?;
+        Ok(Datapath {
+            client,
+            name: name.to_string(),
+            ifindex,
+            upcall_port: port,
+        })
+    }
+
+    /// The datapath's name (that of its internal device).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The ifindex of its internal device.
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// Its current description: stats and the user features in effect.
+    pub fn info(&mut self) -> Result<DatapathInfo, OvsError> {
+        let req = self
+            .client
+            .request(Family::Datapath, 0, cmd::GET, self.ifindex);
+        let replies = self.client.send(req, "OVS_DP_CMD_GET")?;
+        replies.iter().find_map(datapath_info).ok_or_else(|| {
+            OvsError::new(
+                "OVS_DP_CMD_GET",
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "no datapath in reply"),
+            )
+        })
+    }
+
+    /// Adds network device `device` as a vport whose upcalls go to this datapath's upcall socket;
+    /// returns its port number. The device stops delivering to the host's stack while it is a port.
+    pub fn add_netdev(&mut self, device: &str) -> Result<u32, OvsError> {
+        let flags = (libc::NLM_F_CREATE | libc::NLM_F_EXCL | libc::NLM_F_ECHO) as u16;
+        let mut req = self
+            .client
+            .request(Family::Vport, flags, cmd::NEW, self.ifindex);
+        req.string(vport_attr::NAME, device)
+            .u32(vport_attr::TYPE, vport_type::NETDEV)
+            .u32(vport_attr::UPCALL_PID, self.upcall_port);
+        let replies = self.client.send(req, "OVS_VPORT_CMD_NEW")?;
+        replies
+            .iter()
+            .find_map(vport_info)
+            .map(|v| v.port_no)
+            .ok_or_else(|| {
+                OvsError::new(
+                    "OVS_VPORT_CMD_NEW",
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "no port number in reply"),
+                )
+            })
+    }
+
+    /// Removes vport `port_no`; its device returns to the host's stack.
+    pub fn remove_vport(&mut self, port_no: u32) -> Result<(), OvsError> {
+        let mut req = self
+            .client
+            .request(Family::Vport, 0, cmd::DEL, self.ifindex);
+        req.u32(vport_attr::PORT_NO, port_no);
+        self.client.send(req, "OVS_VPORT_CMD_DEL").map(drop)
+    }
+
+    /// Every vport with its counters.
+    pub fn vports(&mut self) -> Result<Vec<VportInfo>, OvsError> {
+        let req = self.client.request(
+            Family::Vport,
+            libc::NLM_F_DUMP as u16,
+            cmd::GET,
+            self.ifindex,
+        );
+        let replies = self.client.send(req, "OVS_VPORT_CMD_GET dump")?;
+        Ok(replies.iter().filter_map(vport_info).collect())
+    }
+
+    /// Installs (or updates) the flow `key` — the nested key attributes of an upcall — as an exact
+    /// match (no mask) with `actions`; an empty list drops matching packets.
+    pub fn install_flow(&mut self, key: &[u8], actions: &[Action]) -> Result<(), OvsError> {
+        // Without NLM_F_CREATE (and NLM_F_EXCL) the kernel creates the flow or, when an upcall queued
+        // before the first install asks again, replaces its actions instead of failing with EEXIST.
+        let mut req = self.client.request(Family::Flow, 0, cmd::NEW, self.ifindex);
+        req.attr(flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED, key);
+        put_actions(&mut req, flow_attr::ACTIONS, actions);
+        self.client.send(req, "OVS_FLOW_CMD_NEW").map(drop)
+    }
+
+    /// Deletes the flow `key`, or every flow when `key` is `None`.
+    pub fn delete_flows(&mut self, key: Option<&[u8]>) -> Result<(), OvsError> {
+        let mut req = self.client.request(Family::Flow, 0, cmd::DEL, self.ifindex);
+        if let Some(key) = key {
+            req.attr(flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED, key);
+        }
+        self.client.send(req, "OVS_FLOW_CMD_DEL").map(drop)
+    }
+
+    /// Every installed flow with its counters.
+    pub fn flows(&mut self) -> Result<Vec<FlowInfo>, OvsError> {
+        let req = self.client.request(
+            Family::Flow,
+            libc::NLM_F_DUMP as u16,
+            cmd::GET,
+            self.ifindex,
+        );
+        let replies = self.client.send(req, "OVS_FLOW_CMD_GET dump")?;
+        Ok(replies
+            .iter()
+            .filter_map(|r| {
+                let (_, attrs) = reply_body(r)?;
+                let mut flow = FlowInfo {
+                    key: Vec::new(),
+                    stats: OvsFlowStats::default(),
+                };
+                for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
+                    match ty {
+                        flow_attr::KEY => flow.key = p.to_vec(),
+                        flow_attr::STATS => flow.stats = OvsFlowStats::read(p)?,
+                        _ => {}
+                    }
+                }
+                Some(flow)
+            })
+            .collect())
+    }
+
+    /// Applies `actions` to `packet` (`OVS_PACKET_CMD_EXECUTE`) with the metadata of `key` (an upcall's
+    /// key: in_port and the rest). The packet bytes go to the kernel straight from the caller's memory
+    /// — an upcall's borrowed buffer — without a copy into the request.
+    pub fn execute(
+        &mut self,
+        packet: &[u8],
+        key: &[u8],
+        actions: &[Action],
+    ) -> Result<(), OvsError> {
+        let mut req = self
+            .client
+            .request(Family::Packet, 0, packet_cmd::EXECUTE, self.ifindex);
+        req.attr(packet_attr::KEY | crate::sys::netlink::NLA_F_NESTED, key);
+        put_actions(&mut req, packet_attr::ACTIONS, actions);
+        self.client
+            .send_with_trailer(req, packet_attr::PACKET, packet, "OVS_PACKET_CMD_EXECUTE")
+    }
+
+    /// The datapath's local port, brought up, to send frames into the datapath (they arrive as
+    /// received on port 0, `OVSP_LOCAL`).
+    pub fn local_port(&self) -> Result<super::LocalPort, OvsError> {
+        super::LocalPort::open(&self.name, self.ifindex)
+    }
+
+    fn delete_now(&mut self) -> Result<(), OvsError> {
+        let req = self
+            .client
+            .request(Family::Datapath, 0, cmd::DEL, self.ifindex);
+        self.client.send(req, "OVS_DP_CMD_DEL").map(drop)
+    }
+
+    /// Deletes the datapath now (dropping it does the same, ignoring errors).
+    pub fn delete(mut self) -> Result<(), OvsError> {
+        let result = self.delete_now();
+        self.ifindex = 0;
+        result
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        if self.ifindex != 0 {
+            let _ = self.delete_now();
+        }
+    }
+}
+
+/// Deletes the datapaths named `<prefix><pid>…` whose pid is no longer running (no `/proc/<pid>`: left
+/// by a killed run); returns their names.
+pub fn remove_stale(prefix: &str) -> Result<Vec<String>, OvsError> {
+    let mut client = Client::open()?;
+    let mut removed = Vec::new();
+    let by_name: BTreeMap<String, i32> = list(&mut client)?
+        .into_iter()
+        .map(|d| (d.name, d.ifindex))
+        .collect();
+    for (name, ifindex) in by_name {
+        let Some(pid) = stale_pid(&name, prefix) else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let req = client.request(Family::Datapath, 0, cmd::DEL, ifindex);
+        if client.send(req, "OVS_DP_CMD_DEL").is_ok() {
+            removed.push(name);
+        }
+    }
+    Ok(removed)
+}
+
+/// The pid in a name `<prefix><digits>…`, if it has that shape.
+fn stale_pid(name: &str, prefix: &str) -> Option<i32> {
+    let rest = name.strip_prefix(prefix)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_dead_runs_parse_to_their_pid() {
+        assert_eq!(stale_pid("zc4242-sw", "zc"), Some(4242));
+        assert_eq!(stale_pid("zc17", "zc"), Some(17));
+        assert_eq!(stale_pid("zcx1", "zc"), None);
+        assert_eq!(stale_pid("ovs-system", "zc"), None);
+    }
+
+    #[test]
+    fn actions_nest_as_the_header_describes() {
+        let mut req = Request::new(0x20, 0, cmd::NEW, 1);
+        put_actions(
+            &mut req,
+            flow_attr::ACTIONS,
+            &[
+                Action::Output(3),
+                Action::Userspace {
+                    port_id: 77,
+                    cookie: 9,
+                },
+            ],
+        );
+        let msg = req.finish(1);
+        let body = &msg[crate::sys::netlink::NLMSG_HDRLEN + crate::sys::netlink::GENL_HDRLEN..];
+        let attrs: Vec<_> = Attributes::new(body).map(Result::unwrap).collect();
+        assert_eq!(attrs.len(), 1);
+        assert_eq!(attrs[0].0, flow_attr::ACTIONS);
+        assert_eq!(
+            u16::from_ne_bytes([body[2], body[3]]) & crate::sys::netlink::NLA_F_NESTED,
+            crate::sys::netlink::NLA_F_NESTED
+        );
+        let actions: Vec<_> = Attributes::new(attrs[0].1).map(Result::unwrap).collect();
+        assert_eq!(actions[0], (action_attr::OUTPUT, &3u32.to_ne_bytes()[..]));
+        assert_eq!(actions[1].0, action_attr::USERSPACE);
+        let user: Vec<_> = Attributes::new(actions[1].1).map(Result::unwrap).collect();
+        assert_eq!(user[0], (userspace_attr::PID, &77u32.to_ne_bytes()[..]));
+        assert_eq!(user[1], (userspace_attr::USERDATA, &9u64.to_ne_bytes()[..]));
+    }
+
+    #[test]
+    fn features_follow_the_configuration() {
+        let c = DatapathConfig {
+            unaligned: true,
+            dispatch: Dispatch::PerCpu,
+        };
+        assert_eq!(
+            c.user_features(),
+            dp_feature::UNALIGNED | dp_feature::DISPATCH_UPCALL_PER_CPU
+        );
+        assert_eq!(
+            DatapathConfig {
+                unaligned: false,
+                dispatch: Dispatch::PerVport
+            }
+            .user_features(),
+            0
+        );
+    }
+}
