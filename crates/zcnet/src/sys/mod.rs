@@ -11,9 +11,10 @@
 //! - no policy: deciding what an errno *means* (unsupported, retry, fall back) is the caller's job.
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
-//! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), [`bpf`] and [`xdp`]
-//! (AF_XDP and its programs), `netlink` (generic netlink: netdev and the OVS families), `ovs` (Open
-//! vSwitch datapath UAPI), `link` (interface indices), [`uring`] (io_uring probing) and `vsock`.
+//! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), `bpf`, `xdp` and
+//! `frame_area` (AF_XDP, its programs and frame ownership), `packet` (raw AF_PACKET sockets), `netlink`
+//! (generic netlink: netdev and the OVS families), `ovs` (Open vSwitch datapath UAPI), `link`
+//! (interface indices), [`uring`] (io_uring probing) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
