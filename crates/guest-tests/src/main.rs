@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod lend;
 mod nic;
+mod nic_uring;
 mod outcome;
 mod ovs;
 mod ovs_frame;
@@ -17,6 +18,7 @@ mod ovs_wire;
 mod pattern;
 mod peer;
 mod vsock;
+mod vsock_async;
 mod wire;
 mod xdp_zc;
 

@@ -1,6 +1,6 @@
 //! The guest side of the virtio-net run: zcnet's TCP and UDP MSG_ZEROCOPY senders stream over the
 //! guest's real NIC driver to the host-side peer (which verifies every byte), then an AF_XDP socket on
-//! the NIC receives a burst the peer sends.
+//! the NIC receives a burst the peer sends. The io_uring sender's checks are in [`crate::nic_uring`].
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
@@ -10,8 +10,9 @@ use anyhow::Context;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender, TxStats, UdpSender};
 use zcnet::xdp;
 
+use crate::lend::{self, Lender};
 use crate::outcome::Outcome;
-use crate::{lend, pattern, wire};
+use crate::{nic_uring, pattern, wire};
 
 /// Bytes of the TCP stream: enough for hundreds of sends, short enough for an emulated CPU.
 const TCP_BYTES: u64 = 8 << 20;
@@ -22,17 +23,29 @@ const DATAGRAM: usize = 1472;
 /// Datagrams per UDP stream.
 const DATAGRAMS: u64 = 2000;
 /// Datagrams per UDP_SEGMENT (GSO) send: 44 x 1472 bytes stays below the 64 KiB datagram limit.
-const GSO_SEGMENTS: usize = 44;
+pub(crate) const GSO_SEGMENTS: usize = 44;
 /// Longest wait for buffers, answers or frames.
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// Runs the TCP, UDP and AF_XDP checks against the peer at `peer` over `iface`, then tells the peer
 /// to quit.
 pub fn run(peer: IpAddr, iface: &str) -> anyhow::Result<Outcome> {
     let mut outcome = Outcome::new("nic");
-    tcp_stream(peer, &mut outcome)?;
-    udp_stream(peer, 1, None, &mut outcome)?;
-    udp_stream(peer, 2, Some(GSO_SEGMENTS), &mut outcome)?;
+    let config = SenderConfig::with_mode(Mode::ZeroCopy);
+    let tcp = |conn, _: &BufferPool| Ok(TcpSender::new(conn, config));
+    tcp_stream(peer, "tcp-zerocopy", tcp, sendmsg_ids_ok, &mut outcome)?;
+    for (check, gso) in [
+        (("udp-zerocopy", 1), None),
+        (("udp-gso-zerocopy", 2), Some(GSO_SEGMENTS)),
+    ] {
+        let udp = |socket, _: &BufferPool| {
+            let mut tx = UdpSender::new(socket, config);
+            tx.set_gso_segment(gso_segment(gso));
+            Ok(tx)
+        };
+        udp_stream(peer, check, gso, udp, sendmsg_ids_ok, &mut outcome)?;
+    }
+    nic_uring::run(peer, &mut outcome)?;
     // 6.12's virtio-net has no AF_XDP zero-copy: copy mode (Auto says why).
     crate::xdp_zc::rxdrop_any_mode(peer, iface, xdp::Mode::Auto, 3, &mut outcome)?;
     request(peer, wire::Request::Quit)?;
@@ -65,18 +78,30 @@ fn ids(stats: &TxStats) -> String {
     )
 }
 
-/// zcnet's [`TcpSender`] in zero-copy mode: the completions must say "not copied" (the NIC sent from
-/// the lent pages), and the peer must verify every byte.
-fn tcp_stream(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
+/// MSG_ZEROCOPY completions: some ids not copied (the NIC sent from the lent pages), every id back.
+fn sendmsg_ids_ok(stats: &TxStats) -> bool {
+    stats.zc_ids > 0 && stats.zc_ids + stats.copied_ids == stats.zc_calls
+}
+
+/// Streams [`TCP_BYTES`] of pattern to the peer with the sender `make` builds (pooled buffers, lent
+/// until their completions): the peer must verify every byte, every buffer must come back, and the
+/// sender's counters must satisfy `ids_ok`. Checked as `name`.
+pub(crate) fn tcp_stream<L: Lender>(
+    peer: IpAddr,
+    name: &str,
+    make: impl FnOnce(TcpStream, &BufferPool) -> anyhow::Result<L>,
+    ids_ok: fn(&TxStats) -> bool,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
     let mut conn = connect(peer)?;
     conn.write_all(&wire::Request::TcpStream { bytes: TCP_BYTES }.encode())?;
-    let answer = conn.try_clone()?;
+    let mut answer = conn.try_clone()?;
     let pool = BufferPool::new(PoolConfig {
         buf_size: TCP_SEND,
         count: 16,
         huge_pages: false,
     })?;
-    let mut tx = TcpSender::new(conn, SenderConfig::with_mode(Mode::ZeroCopy));
+    let mut tx = make(conn, &pool)?;
     let mut at = 0u64;
     while at < TCP_BYTES {
         let n = TCP_SEND.min((TCP_BYTES - at) as usize);
@@ -87,13 +112,11 @@ fn tcp_stream(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
     }
     tx.flush(WAIT)?;
     let stats = tx.stats().clone();
-    let mut answer = answer;
     let (verified, errors) = wire::read_answer(&mut answer).context("read the peer's answer")?;
-    drop(tx.close(WAIT)?);
+    drop(tx);
     let ok = verified == TCP_BYTES
         && errors == 0
-        && stats.zc_ids > 0
-        && stats.zc_ids + stats.copied_ids == stats.zc_calls
+        && ids_ok(&stats)
         && pool.available() == pool.capacity();
     let what = format!(
         "{TCP_BYTES} bytes, peer verified {verified}, {errors} data errors; {}; buffers back {}/{}",
@@ -101,23 +124,21 @@ fn tcp_stream(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
         pool.available(),
         pool.capacity()
     );
-    outcome.check("tcp-zerocopy", ok, &what);
+    outcome.check(name, ok, &what);
     Ok(())
 }
 
-/// zcnet's [`UdpSender`] in zero-copy mode, one datagram per send or `gso` datagrams per
-/// UDP_SEGMENT send: completions not copied, and the peer verifies every datagram that arrives.
-fn udp_stream(
+/// Streams [`DATAGRAMS`] datagrams of UDP stream `stream` to the peer with the sender `make` builds,
+/// one datagram per send or `gso` datagrams per UDP_SEGMENT send: the peer verifies every datagram
+/// that arrives, every buffer must come back, and the counters must satisfy `ids_ok`.
+pub(crate) fn udp_stream<L: Lender>(
     peer: IpAddr,
-    stream: u32,
+    (name, stream): (&str, u32),
     gso: Option<usize>,
+    make: impl FnOnce(UdpSocket, &BufferPool) -> anyhow::Result<L>,
+    ids_ok: fn(&TxStats) -> bool,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let name = if gso.is_some() {
-        "udp-gso-zerocopy"
-    } else {
-        "udp-zerocopy"
-    };
     let udp = UdpSocket::bind("0.0.0.0:0").context("bind a UDP socket")?;
     udp.connect(SocketAddr::new(peer, wire::UDP_PORT))
         .context("connect the UDP socket")?;
@@ -127,10 +148,7 @@ fn udp_stream(
         count: 32,
         huge_pages: false,
     })?;
-    let mut tx = UdpSender::new(udp, SenderConfig::with_mode(Mode::ZeroCopy));
-    if gso.is_some() {
-        tx.set_gso_segment(Some(DATAGRAM as u16));
-    }
+    let mut tx = make(udp, &pool)?;
     let mut seq = 0u64;
     while seq < DATAGRAMS {
         let count = (per_send as u64).min(DATAGRAMS - seq);
@@ -145,17 +163,13 @@ fn udp_stream(
     }
     tx.flush(WAIT)?;
     let stats = tx.stats().clone();
-    drop(tx.close(WAIT)?);
+    drop(tx);
     let report = wire::Request::UdpReport {
         stream,
         expected: DATAGRAMS,
     };
     let (received, errors) = request(peer, report)?.expect("a report has an answer");
-    let ok = received > 0
-        && errors == 0
-        && stats.zc_ids > 0
-        && stats.zc_ids + stats.copied_ids == stats.zc_calls
-        && pool.available() == pool.capacity();
+    let ok = received > 0 && errors == 0 && ids_ok(&stats) && pool.available() == pool.capacity();
     let what = format!(
         "{DATAGRAMS} datagrams of {DATAGRAM} bytes ({per_send} per send), peer verified {received}, \
          {errors} data errors; {}; buffers back {}/{}",
@@ -165,4 +179,9 @@ fn udp_stream(
     );
     outcome.check(name, ok, &what);
     Ok(())
+}
+
+/// The GSO segment size of `gso` datagrams per send, if any.
+pub(crate) fn gso_segment(gso: Option<usize>) -> Option<u16> {
+    gso.map(|_| DATAGRAM as u16)
 }

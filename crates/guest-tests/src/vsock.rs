@@ -15,14 +15,14 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{lend, pattern};
+use crate::{lend, pattern, vsock_async};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
-const PACKET: usize = 64 << 10;
+pub(crate) const PACKET: usize = 64 << 10;
 /// Receiver buffer: credit for many whole sends, so that the sender is never short of it.
-const RECEIVER_BUFFER: u64 = 4 << 20;
+pub(crate) const RECEIVER_BUFFER: u64 = 4 << 20;
 /// How long any wait for data or completions may take.
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Runs every vsock check; the outcome says which passed.
 pub fn run() -> anyhow::Result<Outcome> {
@@ -35,6 +35,7 @@ pub fn run() -> anyhow::Result<Outcome> {
         self_check(ty, &mut outcome);
         pooled_sends(ty, PACKET, &mut outcome)?;
         pooled_sends(ty, 4 * PACKET, &mut outcome)?;
+        vsock_async::async_sends(ty, &mut outcome)?;
     }
     starved_sends(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
@@ -43,14 +44,14 @@ pub fn run() -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-fn type_name(ty: VsockType) -> &'static str {
+pub(crate) fn type_name(ty: VsockType) -> &'static str {
     match ty {
         VsockType::Stream => "stream",
         VsockType::Seqpacket => "seqpacket",
     }
 }
 
-fn ids(stats: &TxStats) -> String {
+pub(crate) fn ids(stats: &TxStats) -> String {
     format!(
         "ids sent {}, zero-copied {}, copied {}, notifications {}",
         stats.zc_calls, stats.zc_ids, stats.copied_ids, stats.notifications
@@ -81,23 +82,27 @@ fn self_check(ty: VsockType, outcome: &mut Outcome) {
 }
 
 /// A receiver on `VMADDR_CID_LOCAL` that accepts one connection and checks `total` bytes of pattern.
-struct Receiver {
-    port: u32,
+pub(crate) struct Receiver {
+    pub(crate) port: u32,
     thread: thread::JoinHandle<anyhow::Result<Received>>,
 }
 
 /// What a [`Receiver`] got.
 #[derive(Debug)]
-struct Received {
-    bytes: u64,
-    errors: u64,
+pub(crate) struct Received {
+    pub(crate) bytes: u64,
+    pub(crate) errors: u64,
     /// Sizes of the messages (seqpacket) or reads (stream).
-    reads: Vec<usize>,
+    pub(crate) reads: Vec<usize>,
 }
 
 impl Receiver {
     /// Listens, with `buffer` bytes of vsock receive buffer (`None`: the kernel's default).
-    fn start(ty: VsockType, total: u64, buffer: Option<u64>) -> anyhow::Result<Receiver> {
+    pub(crate) fn start(
+        ty: VsockType,
+        total: u64,
+        buffer: Option<u64>,
+    ) -> anyhow::Result<Receiver> {
         Receiver::start_reading(ty, total, buffer, 1 << 20, Duration::ZERO)
     }
 
@@ -139,14 +144,14 @@ impl Receiver {
         Ok(Receiver { port, thread })
     }
 
-    fn finish(self) -> anyhow::Result<Received> {
+    pub(crate) fn finish(self) -> anyhow::Result<Received> {
         self.thread.join().expect("receiver thread panicked")
     }
 }
 
 /// A zero-copy [`VsockSender`] connected to `port` on `VMADDR_CID_LOCAL`, and a pool of eight buffers of
 /// `size` bytes for it.
-fn zero_copy_sender(
+pub(crate) fn zero_copy_sender(
     ty: VsockType,
     port: u32,
     size: usize,

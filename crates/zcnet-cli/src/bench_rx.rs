@@ -1,6 +1,8 @@
-//! `zcnet bench rx`: TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`) against plain `recv`, sender and
-//! receiver in one process, over loopback with an MSS of one page or over a veth pair whose MTU leaves
-//! one page of payload per segment. Prints what tcp_mmap prints for each receive mode.
+//! `zcnet bench rx`: TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`) against plain `recv`, over
+//! loopback with an MSS of one page or over a veth pair whose MTU leaves one page of payload per
+//! segment, the sender in a process of its own; or the two sides apart with `--listen`/`--connect`.
+//! Prints what tcp_mmap prints for each receive mode. The receiver runs with the library's
+//! `RxConfig::default()` unless `--window-kib`/`--rcvlowat-kib` say otherwise.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -11,11 +13,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
-use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
-use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxStats, sender};
+use zcnet::probe::ResourceUsage;
+use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
-use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::bench_listen::{self, mapped_pct};
+use crate::live::{self, Ticker};
+use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::wire::{self, Bench, Header};
+use crate::{bench_send, flags};
 
 /// How the receiver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,24 +65,24 @@ pub struct RxArgs {
     #[arg(long, value_enum, default_value = "zerocopy")]
     sender: SenderArg,
     /// MiB to send per connection.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = flags::count64)]
     mib: u64,
     /// Connections per mode; the modes alternate and each row sums its mode's connections.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = flags::count)]
     rounds: u32,
     /// What the zerocopy receiver does with mapped pages once read.
     #[arg(long, value_enum, default_value = "zap")]
     release: ReleaseArg,
     /// Bytes per write of the sender, in KiB.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = flags::size)]
     write_kib: usize,
-    /// Receive window (zerocopy) or buffer (copy) in KiB.
-    #[arg(long, default_value_t = 512)]
-    window_kib: usize,
+    /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
+    #[arg(long, value_parser = flags::size)]
+    window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
-    /// (0: leave the kernel default of one byte).
-    #[arg(long, default_value_t = 512)]
-    rcvlowat_kib: usize,
+    /// (0: the kernel default of one byte) [default: the library's, RxConfig::default()].
+    #[arg(long)]
+    rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).
     #[arg(long)]
@@ -87,10 +93,26 @@ pub struct RxArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
-    /// Internal: be the sender process of a run and connect to this address. The sender runs in its
-    /// own process so that the receiver's page zaps need no TLB shootdown on the sender's CPU.
-    #[arg(long, hide = true)]
-    send_to: Option<SocketAddr>,
+    /// Seconds between interval lines of the receiver (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = flags::interval)]
+    interval: f64,
+    /// Be the receiver only: listen on [ADDR:]PORT with one page of payload per segment and report each
+    /// stream in every --mode's turn (until Ctrl-C, or --once).
+    #[arg(long, value_name = "[ADDR:]PORT", conflicts_with_all = ["connect", "netns"])]
+    listen: Option<String>,
+    /// Be the sender only: send --mib to HOST:PORT (the one-process mode runs its sender this way, in
+    /// a process of its own, so that the receiver's page zaps need no TLB shootdown on its CPU).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "netns")]
+    connect: Option<String>,
+    /// With --listen: exit after one stream.
+    #[arg(long, requires = "listen")]
+    once: bool,
+    /// Do not have the receiver check every byte against the pattern.
+    #[arg(long)]
+    no_verify: bool,
+    /// With --connect: send no zcnet header (for a foreign receiver such as `tcp_mmap -s`).
+    #[arg(long, requires = "connect")]
+    raw: bool,
 }
 
 /// Where sender and receiver connect.
@@ -137,26 +159,30 @@ impl Path {
 
 /// What the receiver measured (its thread's CPU time and context switches).
 struct Measured {
+    /// Payload bytes (after the header).
+    bytes: u64,
     stats: RxStats,
     seconds: f64,
     usage: ResourceUsage,
     fallback: Option<String>,
+    interrupted: bool,
 }
 
-fn receive(server: TcpStream, config: RxConfig) -> anyhow::Result<Measured> {
-    let before = resource_usage(UsageOf::Thread)?;
-    let start = Instant::now();
-    let mut rx = Receiver::new(server, config)?;
-    while let Some(chunk) = rx.recv()? {
-        std::hint::black_box(chunk.len());
+fn receive(server: TcpStream, config: RxConfig, ticker: &mut Ticker) -> anyhow::Result<Measured> {
+    let report = bench_listen::receive_stream(server, config, ticker)?;
+    if let Some(errors) = report.data_errors.filter(|&n| n > 0) {
+        bail!(
+            "{errors} received bytes differ from what was sent (the first at offset {:?})",
+            report.first_error
+        );
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let usage = resource_usage(UsageOf::Thread)?.since(&before);
     Ok(Measured {
-        stats: *rx.stats(),
-        seconds,
-        usage,
-        fallback: rx.fallback().map(|f| f.to_string()),
+        bytes: report.bytes,
+        stats: report.stats,
+        seconds: report.seconds,
+        usage: report.usage,
+        fallback: report.fallback,
+        interrupted: report.interrupted,
     })
 }
 
@@ -167,12 +193,18 @@ struct SenderCounts {
     copy_calls: u64,
 }
 
+/// Sends `total` bytes of the pattern (units of `write` bytes) after `header`, if any; the header
+/// goes as a record of its own (`MSG_EOR`) so that the payload behind it stays page-aligned.
 fn send_all(
     client: TcpStream,
     sender: SenderArg,
     total: u64,
     write: usize,
+    header: Option<Header>,
 ) -> anyhow::Result<SenderCounts> {
+    if let Some(h) = header {
+        sender::send_record(&client, &h.encode()).context("sending the stream header")?;
+    }
     let pieces = || {
         let mut left = total;
         std::iter::from_fn(move || {
@@ -183,9 +215,13 @@ fn send_all(
     };
     let (client, counts) = match sender {
         SenderArg::Copy => {
-            let buf: Vec<u8> = (0..write).map(|i| (i % 251) as u8).collect();
+            let mut buf = vec![0u8; write];
+            wire::fill(&mut buf, write);
             let mut client = client;
             for n in pieces() {
+                if live::interrupted() {
+                    break;
+                }
                 client.write_all(&buf[..n]).context("send")?;
             }
             (client, SenderCounts::default())
@@ -197,11 +233,20 @@ fn send_all(
                 huge_pages: false,
             })
             .context("send buffer pool")?;
+            let mut filled = Vec::new();
+            while let Some(mut buf) = pool.take() {
+                buf.fill_with(write, |b| wire::fill(b, write));
+                filled.push(buf);
+            }
+            drop(filled);
             let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
             if let Err(why) = tx.zerocopy_status() {
                 bail!("MSG_ZEROCOPY sender: {why}");
             }
             for n in pieces() {
+                if live::interrupted() {
+                    break;
+                }
                 let mut buf = loop {
                     if let Some(buf) = pool.take() {
                         break buf;
@@ -228,6 +273,9 @@ const COMPLETION_WAIT: Duration = Duration::from_secs(10);
 /// One mode's totals over every round.
 #[derive(Default)]
 struct Totals {
+    connections: u32,
+    bytes: u64,
+    interrupted: bool,
     stats: RxStats,
     seconds: f64,
     usage: ResourceUsage,
@@ -237,6 +285,9 @@ struct Totals {
 
 impl Totals {
     fn add(&mut self, measured: Measured, sent: SenderCounts) {
+        self.connections += 1;
+        self.bytes += measured.bytes;
+        self.interrupted |= measured.interrupted;
         self.stats += measured.stats;
         self.seconds += measured.seconds;
         let u = &mut self.usage;
@@ -250,48 +301,74 @@ impl Totals {
     }
 }
 
-/// One connection: a sender process sends `--mib`; this thread receives it in `mode`.
-fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measured, SenderCounts)> {
-    let window = args.window_kib.max(4) << 10;
-    let low_water = (args.rcvlowat_kib > 0).then_some(args.rcvlowat_kib << 10);
-    let config = match mode {
+/// The receiver's configuration for `mode`: the library's defaults unless a flag says otherwise.
+fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
+    let defaults = RxConfig::default();
+    let low_water = match args.rcvlowat_kib {
+        None => defaults.low_water,
+        Some(0) => None,
+        Some(kib) => Some(kib << 10),
+    };
+    match mode {
         ModeArg::Copy => RxConfig {
             mode: RxMode::Copy,
-            copy_buffer: window,
+            copy_buffer: args.window_kib.map_or(defaults.window, |kib| kib << 10),
             low_water,
-            ..RxConfig::default()
+            ..defaults
         },
         ModeArg::Zerocopy => RxConfig {
-            window,
+            window: args.window_kib.map_or(defaults.window, |kib| kib << 10),
             low_water,
             release: match args.release {
                 ReleaseArg::Zap => Release::Zap,
                 ReleaseArg::Lazy => Release::Lazy,
             },
             give_up_after: None,
-            ..RxConfig::default()
+            ..defaults
         },
-    };
+    }
+}
+
+fn receiver_ticker(args: &RxArgs, mode: ModeArg) -> Ticker {
+    Ticker::new(
+        args.interval,
+        json!({"bench": "rx", "mode": mode_name(mode)}),
+        args.json,
+    )
+}
+
+/// One connection: a sender process sends `--mib`; this thread receives it in `mode`.
+fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measured, SenderCounts)> {
+    let config = rx_config(args, mode);
     let total = args.mib << 20;
     let listener = path.listen(args.ipv6)?;
-    let mut child = path
-        .sender_command()?
-        .args(["bench", "rx", "--send-to"])
+    let mut command = path.sender_command()?;
+    command
+        .args(["bench", "rx", "--connect"])
         .arg(listener.local_addr()?.to_string())
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
-        .args(["--write-kib", &args.write_kib.to_string()])
+        .args(["--write-kib", &args.write_kib.to_string()]);
+    if args.no_verify {
+        command.arg("--no-verify");
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .context("starting the sender process")?;
-    let received = accept(&listener, &mut child).and_then(|server| receive(server, config));
+    let mut ticker = receiver_ticker(args, mode);
+    let received =
+        accept(&listener, &mut child).and_then(|server| receive(server, config, &mut ticker));
     if received.is_err() {
         // The sender is ours (started above); stop it by its pid before reporting.
         let _ = child.kill();
     }
     let output = child.wait_with_output()?;
     let measured = received?;
+    if measured.interrupted {
+        return Ok((measured, SenderCounts::default()));
+    }
     if !output.status.success() {
         bail!(
             "sender process: {}",
@@ -300,8 +377,8 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
     }
     let sent: Value = serde_json::from_slice(&output.stdout).context("sender's report")?;
     let count = |key: &str| sent.get(key).and_then(Value::as_u64).unwrap_or(0);
-    if measured.stats.bytes() != total {
-        bail!("received {} bytes of {total}", measured.stats.bytes());
+    if measured.bytes != total && !live::interrupted() {
+        bail!("received {} bytes of {total}", measured.bytes);
     }
     Ok((
         measured,
@@ -336,21 +413,63 @@ fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream
     }
 }
 
-/// The sender process: connects with one page of payload per segment, sends, reports its counts.
-fn run_sender(args: &RxArgs, addr: SocketAddr) -> anyhow::Result<()> {
-    let client = TcpStream::connect(addr).context("connect to the receiver")?;
-    let counts = send_all(
-        client,
-        args.sender,
-        args.mib << 20,
-        args.write_kib.max(1) << 10,
-    )?;
-    println!(
-        "{}",
+/// `--connect`: connects, sends `--mib` (after the header unless `--raw`), reports its counts.
+fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
+    let addr = bench_send::connect_addr(spec, args.ipv6)?;
+    let client = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    let write = args.write_kib << 10;
+    let header = (!args.raw).then_some(Header {
+        bench: Bench::Rx,
+        mode: match args.sender {
+            SenderArg::Copy => 0,
+            SenderArg::Zerocopy => 1,
+        },
+        verify: !args.no_verify,
+        unit: write as u32,
+        duration_ms: 0,
+        bytes: args.mib << 20,
+    });
+    let counts = send_all(client, args.sender, args.mib << 20, write, header)?;
+    report::emit(&format!(
+        "{}\n",
         json!({"zerocopy_calls": counts.zerocopy_calls, "copy_calls": counts.copy_calls})
-    );
+    ));
     Ok(())
 }
+
+/// `--listen`: one stream after another, each received in the next `--mode` in turn.
+fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
+    let addr = bench_send::listen_addr(spec, args.ipv6)?;
+    let listener = sender::bind_page_mss(addr).with_context(|| format!("listening on {addr}"))?;
+    bench_listen::announce(listener.local_addr()?, args.json);
+    for &mode in args.mode.iter().cycle() {
+        let Some(stream) = bench_listen::accept(&listener)? else {
+            break;
+        };
+        let peer = stream.peer_addr()?;
+        let mut ticker = receiver_ticker(args, mode);
+        let report = bench_listen::receive_stream(stream, rx_config(args, mode), &mut ticker)?;
+        let mut row = bench_listen::stream_row("rx", peer, &report);
+        row.insert("mode".into(), json!(mode_name(mode)));
+        print_rows(&[row], LISTEN_COLUMNS, args.json);
+        if args.once || report.interrupted {
+            break;
+        }
+    }
+    Ok(())
+}
+
+const LISTEN_COLUMNS: &[Column] = &[
+    ("mode", "mode"),
+    ("peer", "peer"),
+    ("bytes", "bytes"),
+    ("mapped_pct", "% mapped"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "usec/MB"),
+    ("ctx_switches", "c-switches"),
+    ("data_errors", "data errors"),
+];
 
 fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
     let stats = &t.stats;
@@ -360,22 +479,24 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "ip": if args.ipv6 { "v6" } else { "v4" },
         "mode": mode_name(mode),
         "sender_mode": sender_name(args.sender),
-        "rounds": args.rounds,
-        "bytes": stats.bytes(),
+        "rounds": t.connections,
+        "bytes": t.bytes,
         "seconds": t.seconds,
-        "gbit_per_s": gbit_per_s(stats.bytes(), t.seconds),
+        "gbit_per_s": gbit_per_s(t.bytes, t.seconds),
         "cpu_user_s": t.usage.user.as_secs_f64(),
         "cpu_sys_s": t.usage.system.as_secs_f64(),
-        "cpu_us_per_mb": cpu_us_per_mb(&t.usage, stats.bytes()),
+        "cpu_us_per_mb": cpu_us_per_mb(&t.usage, t.bytes),
         "mapped_bytes": stats.mapped_bytes,
-        "copied_bytes": stats.copied_bytes(),
-        "mapped_pct": stats.mapped_pct(),
+        "copied_bytes": t.bytes.saturating_sub(stats.mapped_bytes),
+        "mapped_pct": mapped_pct(stats.mapped_bytes, t.bytes),
         "ctx_switches": t.usage.context_switches(),
         "zerocopy_calls": stats.zerocopy_calls,
         "recv_calls": stats.recv_calls,
         "fallback": t.fallback,
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
+        "verified": !args.no_verify,
+        "interrupted": t.interrupted,
     });
     object(row)
 }
@@ -414,8 +535,22 @@ fn tcp_mmap_line(row: &Row) -> String {
 
 /// Runs every requested receive mode over one path and prints a row for each.
 pub fn run(args: RxArgs) -> anyhow::Result<()> {
-    if let Some(addr) = args.send_to {
-        return run_sender(&args, addr);
+    flags::at_most(
+        "--write-kib",
+        args.write_kib as u64,
+        64 << 10,
+        "64 MiB per write",
+    )?;
+    if let Some(kib) = args.window_kib {
+        flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
+    }
+    if let Some(spec) = &args.connect {
+        live::watch_interrupts()?;
+        return run_sender(&args, spec);
+    }
+    if let Some(spec) = &args.listen {
+        live::watch_interrupts()?;
+        return run_listener(&args, spec);
     }
     let path = if args.netns {
         let mtu = if args.ipv6 { 4168 } else { 4148 };
@@ -430,18 +565,27 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     } else {
         Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
     };
+    // After the veth harness, whose own Ctrl-C handler this replaces (see bench_send::run_tcp).
+    live::watch_interrupts()?;
     // Modes alternate within each round, so that a noisy neighbour hits them alike.
     let mut totals: Vec<Totals> = args.mode.iter().map(|_| Totals::default()).collect();
     for _ in 0..args.rounds.max(1) {
         for (&mode, total) in args.mode.iter().zip(&mut totals) {
             let (measured, sent) = run_one(&args, &path, mode)?;
             total.add(measured, sent);
+            if live::interrupted() {
+                break;
+            }
+        }
+        if live::interrupted() {
+            break;
         }
     }
     let rows: Vec<Row> = args
         .mode
         .iter()
         .zip(&totals)
+        .filter(|(_, t)| t.connections > 0)
         .map(|(&mode, t)| row(&args, &path, mode, t))
         .collect();
     print_rows(
@@ -463,7 +607,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     );
     if !args.json {
         for row in &rows {
-            println!("{}", tcp_mmap_line(row));
+            report::emit(&format!("{}\n", tcp_mmap_line(row)));
         }
     }
     Ok(())

@@ -1,57 +1,95 @@
 //! `zcnet bench tcp` and `zcnet bench udp`: MSG_ZEROCOPY senders against plain copying sends, every
 //! mode in the same invocation so that ratios are meaningful on a noisy host.
 //!
-//! Sender and receiver run in this process: over loopback by default, or over the veth harness with
-//! `--netns`. `zcnet bench udp --sink xdp-drop` sends into a veth whose far end runs a native XDP
-//! program dropping every frame — the one local path where the kernel does not copy zero-copy sends.
-//! Each mode gets a fresh socket (MSG_ZEROCOPY ids start at 0 per socket) and the same buffer pool size.
+//! By default both sides run on this host: the sender in this process, the receiver in a process of
+//! its own (this binary with `--listen … --once`), over loopback or over the veth harness with
+//! `--netns`, so that the receiver never shares the sender's CPU time or caps its rate. `--listen` and
+//! `--connect` run the two sides apart, on two hosts. `zcnet bench udp --sink xdp-drop` sends into a
+//! veth whose far end runs a native XDP program dropping every frame — the one local path where the
+//! kernel does not copy zero-copy sends. Each mode gets a fresh socket (MSG_ZEROCOPY ids start at 0
+//! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::wire`].
 
-use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::{self, JoinHandle};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
+};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
-use zcnet::probe::{UsageOf, resource_usage};
-use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, PoolConfig, SendError, Sender, SenderConfig, TcpSender,
-    UdpSender, ZcSocket,
-};
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
+use zcnet::rx::{RxConfig, RxMode};
+use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
-use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::bench_api::{Api, ApiSender};
+use crate::bench_listen;
+use crate::flags::{self, UsageError};
+use crate::live::{self, Ticker};
+use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches.
 #[derive(Debug, clap::Args)]
 struct Common {
-    /// Bytes per send call.
-    #[arg(long)]
+    /// Bytes per send call (K, M suffixes allowed).
+    #[arg(long, value_parser = flags::size)]
     size: Option<usize>,
     /// Seconds each mode runs.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = flags::duration)]
     duration: f64,
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
+    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
+    /// registered buffers); each mode runs with each, side by side.
+    #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
+    api: Vec<Api>,
     /// Use IPv6.
     #[arg(long)]
     ipv6: bool,
     /// Run over a veth pair between two fresh network namespaces instead of loopback (needs root).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["listen", "connect"])]
     netns: bool,
     /// Size threshold of the auto mode, in bytes.
-    #[arg(long, default_value_t = 10 << 10)]
+    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size)]
     threshold: usize,
     /// Back the send buffers with transparent huge pages.
     #[arg(long)]
     huge_pages: bool,
-    /// One JSON object per mode instead of a table.
+    /// One JSON object per interval and per mode instead of a table.
     #[arg(long)]
     json: bool,
+    /// Seconds between interval lines (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = flags::interval)]
+    interval: f64,
+    /// Rounds: every mode runs once per round, in reverse order on even rounds; with more than one,
+    /// the summary adds each mode's totals and how auto compares with the better of the other two.
+    #[arg(long, default_value_t = 1, value_parser = flags::count)]
+    rounds: u32,
+    /// Be the receiver only: listen on [ADDR:]PORT and report each stream (until Ctrl-C, or --once).
+    #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "connect")]
+    listen: Option<String>,
+    /// Be the sender only: send each --mode to a `--listen` receiver (or a foreign one with --raw) at
+    /// HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    connect: Option<String>,
+    /// With --listen: exit after one stream.
+    #[arg(long, requires = "listen")]
+    once: bool,
+    /// Do not have the receiver check every byte against the pattern (for peak figures).
+    #[arg(long)]
+    no_verify: bool,
+    /// With --connect: send no zcnet header (for the kernel's tools, e.g. `msg_zerocopy -r`).
+    #[arg(long, requires = "connect")]
+    raw: bool,
+    /// Internal: end when standard input closes (the receiver process of the one-process mode).
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
 }
 
 /// Options of `zcnet bench tcp`.
@@ -64,7 +102,7 @@ pub struct TcpArgs {
 /// Where UDP datagrams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Sink {
-    /// A UDP socket that reads and discards them.
+    /// A UDP socket in a receiver process that reads (and verifies) them.
     Socket,
     /// A native XDP program on the receiving veth end that drops every frame (implies --netns).
     XdpDrop,
@@ -76,15 +114,17 @@ pub struct UdpArgs {
     #[command(flatten)]
     common: Common,
     /// Segment size for UDP GSO (UDP_SEGMENT): each send of --size bytes leaves as segments of SEG.
-    #[arg(long, value_name = "SEG")]
+    #[arg(long, value_name = "SEG", value_parser = flags::segment)]
     gso: Option<u16>,
-    /// Receiver of the datagrams.
-    #[arg(long, value_enum, default_value = "socket")]
+    /// Receiver of the datagrams (one-process mode).
+    #[arg(long, value_enum, default_value = "socket", conflicts_with_all = ["listen", "connect"])]
     sink: Sink,
 }
 
 const COLUMNS: &[Column] = &[
     ("path", "path"),
+    ("round", "round"),
+    ("api", "api"),
     ("mode", "mode"),
     ("size", "size"),
     ("gbit_per_s", "Gbit/s"),
@@ -95,10 +135,24 @@ const COLUMNS: &[Column] = &[
     ("notifications", "notifs"),
     ("enobufs", "ENOBUFS"),
     ("fallbacks", "fallbacks"),
+    ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("data_errors", "data errors"),
 ];
 
 /// Buffers per pool: enough to keep the socket busy while completions trail behind.
 const POOL_BUFFERS: usize = 64;
+
+/// Largest `--size` of `bench tcp`: the pool holds [`POOL_BUFFERS`] buffers of it.
+const MAX_TCP_SIZE: u64 = 16 << 20;
+
+/// Largest UDP payload (IPv4: 65535 less the IP and UDP headers).
+const MAX_UDP_PAYLOAD: u64 = 65_507;
+
+/// Segments one UDP GSO send may carry (UDP_MAX_SEGMENTS of the kernel).
+const MAX_GSO_SEGMENTS: u64 = 64;
+
+/// Longest wait for MSG_ZEROCOPY completions before a run fails.
+const COMPLETION_WAIT: Duration = Duration::from_secs(10);
 
 /// The network a bench runs over: loopback of this namespace, or a veth pair (with an optional XDP
 /// drop program on the receiving end).
@@ -112,11 +166,7 @@ struct Net {
 impl Net {
     fn new(common: &Common, xdp_drop: bool) -> Result<Net> {
         if !common.netns && !xdp_drop {
-            let ip: IpAddr = if common.ipv6 {
-                Ipv6Addr::LOCALHOST.into()
-            } else {
-                Ipv4Addr::LOCALHOST.into()
-            };
+            let ip = loopback(common.ipv6);
             return Ok(Net {
                 veth: None,
                 _sink: None,
@@ -166,19 +216,57 @@ impl Net {
         }
     }
 
-    /// Runs `f` in the receiving namespace.
-    fn in_receiver<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    /// A command that starts `exe` in the receiving namespace.
+    fn receiver_command(&self, exe: &str) -> Command {
         match &self.veth {
-            Some(p) => p.b.run(f),
-            None => f(),
+            Some(p) => p.b.command(exe),
+            None => Command::new(exe),
         }
     }
+}
+
+fn loopback(ipv6: bool) -> IpAddr {
+    if ipv6 {
+        Ipv6Addr::LOCALHOST.into()
+    } else {
+        Ipv4Addr::LOCALHOST.into()
+    }
+}
+
+/// The address of `--listen [ADDR:]PORT` (a bare port listens on every address).
+pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
+    if let Ok(addr) = spec.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    match spec.trim_start_matches(':').parse::<u16>() {
+        Ok(port) if ipv6 => Ok(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)),
+        Ok(port) => Ok(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)),
+        Err(_) => Err(UsageError(format!(
+            "--listen {spec:?}: expected [ADDR:]PORT, e.g. 5201, 0.0.0.0:5201 or [::]:5201"
+        ))
+        .into()),
+    }
+}
+
+/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6).
+pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = spec
+        .to_socket_addrs()
+        .map_err(|e| UsageError(format!("--connect {spec:?}: expected HOST:PORT ({e})")))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv6() == ipv6)
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| UsageError(format!("--connect {spec:?}: no address")).into())
 }
 
 /// What one timed run measured on the sending thread.
 struct Measured {
     seconds: f64,
-    usage: zcnet::probe::ResourceUsage,
+    usage: ResourceUsage,
+    interrupted: bool,
 }
 
 fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
@@ -187,35 +275,45 @@ fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
             threshold: common.threshold,
             ..PolicyConfig::with_mode(mode)
         },
-        send_timeout: Some(Duration::from_secs(10)),
+        send_timeout: Some(COMPLETION_WAIT),
         ..Default::default()
     }
 }
 
-fn new_pool(size: usize, huge_pages: bool) -> Result<BufferPool> {
-    BufferPool::new(PoolConfig {
+/// A pool whose every buffer holds the pattern of units of `unit` bytes (filled once: buffers keep
+/// their bytes when they come back).
+fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
+    let pool = BufferPool::new(PoolConfig {
         buf_size: size.max(1),
         count: POOL_BUFFERS,
         huge_pages,
     })
-    .context("mapping the send buffer pool")
+    .context("mapping the send buffer pool")?;
+    let mut all = Vec::with_capacity(POOL_BUFFERS);
+    while let Some(mut buf) = pool.take() {
+        buf.fill_with(size, |b| wire::fill(b, unit));
+        all.push(buf);
+    }
+    Ok(pool)
 }
 
-/// Sends `size`-byte pooled buffers with `send` for `duration`, recycling them as completions
-/// return, then flushes. CPU time is the sending thread's.
+/// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
+/// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 fn timed<S: ZcSocket>(
-    tx: &mut Sender<S>,
+    tx: &mut ApiSender<S>,
     pool: &BufferPool,
     size: usize,
     duration: Duration,
-    mut send: impl FnMut(
-        &mut Sender<S>,
-        zcnet::tx::PooledBuf,
-    ) -> Result<(), SendError<zcnet::tx::PooledBuf>>,
+    ticker: &mut Ticker,
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
+    let mut interrupted = false;
     while start.elapsed() < duration {
+        if live::interrupted() {
+            interrupted = true;
+            break;
+        }
         let mut buf = match pool.take() {
             Some(b) => b,
             None => {
@@ -224,27 +322,55 @@ fn timed<S: ZcSocket>(
             }
         };
         buf.set_len(size);
-        send(tx, buf)?;
+        tx.send(buf)?;
+        ticker.tick(tx.stats().bytes);
     }
-    tx.flush(Duration::from_secs(10))?;
+    tx.flush(COMPLETION_WAIT)?;
     let seconds = start.elapsed().as_secs_f64();
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
-    Ok(Measured { seconds, usage })
+    Ok(Measured {
+        seconds,
+        usage,
+        interrupted,
+    })
+}
+
+/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern) for
+/// `--duration`, with interval lines; returns the sender's row.
+#[allow(clippy::too_many_arguments)]
+fn measure<S: ZcSocket>(
+    tx: &mut ApiSender<S>,
+    pool: &BufferPool,
+    bench: &str,
+    path: &str,
+    dst: SocketAddr,
+    (mode, api): (Mode, Api),
+    size: usize,
+    common: &Common,
+) -> Result<Row> {
+    let mut ticker = ticker(common, bench, mode);
+    let duration = Duration::from_secs_f64(common.duration);
+    let m = timed(tx, pool, size, duration, &mut ticker)
+        .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
+    Ok(row(bench, path, dst, (mode, api), size, &m, tx))
 }
 
 fn row<S: ZcSocket>(
     bench: &str,
-    net: &Net,
-    mode: Mode,
+    path: &str,
+    dst: SocketAddr,
+    (mode, api): (Mode, Api),
     size: usize,
     m: &Measured,
-    tx: &Sender<S>,
+    tx: &ApiSender<S>,
 ) -> Row {
     let s = tx.stats();
     let v = json!({
         "bench": bench,
-        "path": net.path(),
-        "ip": if net.dst.is_ipv6() { "v6" } else { "v4" },
+        "role": "sender",
+        "path": path,
+        "ip": if dst.is_ipv6() { "v6" } else { "v4" },
+        "api": api.name(),
         "mode": mode.name(),
         "size": size,
         "seconds": m.seconds,
@@ -262,150 +388,583 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": match tx.zerocopy_status() {
-            Ok(()) => Value::Bool(true),
-            Err(reason) => Value::String(reason.to_string()),
-        },
+        "zerocopy": tx.zerocopy(),
+        "registered": tx.registered(),
+        "interrupted": m.interrupted,
+        "auto_reason": (mode == Mode::Auto).then(|| auto_reason(s)),
     });
     object(v)
 }
 
-fn duration(common: &Common) -> Result<Duration> {
-    if !(common.duration > 0.0 && common.duration <= 3600.0) {
-        bail!("--duration must be between 0 and 3600 seconds");
+/// Why the auto mode sent the way it did, from the sender's counters.
+fn auto_reason(s: &zcnet::tx::TxStats) -> String {
+    let share = |n: u64| 100.0 * n as f64 / s.calls.max(1) as f64;
+    if s.copy_small == s.calls {
+        return "copied: every send is below --threshold".into();
     }
-    Ok(Duration::from_secs_f64(common.duration))
+    if s.copy_unsupported > 0 {
+        return "copied: the socket refused SO_ZEROCOPY".into();
+    }
+    if s.policy_switches > 0 {
+        return format!(
+            "copied {:.1}% of sends: completions said the kernel copies on this path ({} copied \
+             ids, {} switches to copy, re-probing at growing intervals)",
+            share(s.copy_copied),
+            s.copied_ids,
+            s.policy_switches
+        );
+    }
+    if s.copy_enobufs > 0 {
+        return format!(
+            "zero-copy, {:.1}% copied while backing off after ENOBUFS",
+            share(s.copy_enobufs)
+        );
+    }
+    format!(
+        "zero-copy: completions were not copied ({} zero-copied ids)",
+        s.zc_ids
+    )
 }
 
-/// Runs `zcnet bench tcp`.
-pub fn run_tcp(args: TcpArgs) -> Result<()> {
-    let common = &args.common;
-    let size = common.size.unwrap_or(64 << 10);
-    let duration = duration(common)?;
-    let net = Net::new(common, false)?;
-    let mut rows = Vec::new();
-    for &mode in &common.mode {
-        let listener = net
-            .in_receiver(|| TcpListener::bind(SocketAddr::new(net.dst, 0)))
-            .context("binding the TCP receiver")?;
-        let addr = listener.local_addr()?;
-        let receiver = tcp_receiver(listener);
-        let stream = net
-            .in_sender(|| TcpStream::connect(addr))
-            .with_context(|| format!("connecting to {addr}"))?;
-        let pool = new_pool(size, common.huge_pages)?;
-        let mut tx = TcpSender::new(stream, sender_config(mode, common));
-        let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
-            .with_context(|| format!("tcp {} run", mode.name()))?;
-        rows.push(row("tcp", &net, mode, size, &m, &tx));
-        drop(tx.close(Duration::from_secs(5))?);
-        let received = receiver
-            .join()
-            .map_err(|_| anyhow::anyhow!("TCP receiver panicked"))??;
-        let sent = rows.last().and_then(|r| r["bytes"].as_u64()).unwrap_or(0);
-        if received != sent {
-            bail!(
-                "tcp {}: sent {sent} bytes but {received} arrived",
-                mode.name()
+fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
+    Ticker::new(
+        common.interval,
+        json!({"bench": bench, "mode": mode.name()}),
+        common.json,
+    )
+}
+
+fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
+    Header {
+        bench,
+        mode: match mode {
+            Mode::Copy => 0,
+            Mode::ZeroCopy => 1,
+            Mode::Auto => 2,
+        },
+        verify: !common.no_verify,
+        unit: unit as u32,
+        duration_ms: (common.duration * 1000.0) as u64,
+        bytes: 0,
+    }
+}
+
+/// The receiver process of the one-process mode: this binary with `--listen … --once`, in the
+/// receiving namespace and in a process group of its own (Ctrl-C reaches only this process, which
+/// then ends the stream so that the receiver reports what arrived).
+struct Peer {
+    child: Child,
+    /// Held open: the receiver exits when it closes (if this process dies).
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    addr: SocketAddr,
+}
+
+impl Peer {
+    fn spawn(net: &Net, bench: &str, extra: &[String], common: &Common) -> Result<Peer> {
+        let exe = std::env::current_exe().context("locating the zcnet binary")?;
+        let mut cmd = net.receiver_command(&exe.to_string_lossy());
+        cmd.args(["bench", bench, "--listen"])
+            .arg(SocketAddr::new(net.dst, 0).to_string())
+            .args(["--once", "--json", "--interval", "0", "--exit-with-parent"])
+            .args(extra);
+        if common.ipv6 {
+            cmd.arg("--ipv6");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .context("starting the receiver process")?;
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        let addr = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|v| v.get("listening")?.as_str()?.parse().ok());
+        let mut peer = Peer {
+            child,
+            stdin,
+            stdout,
+            addr: SocketAddr::new(net.dst, 0),
+        };
+        match addr {
+            Some(addr) => {
+                peer.addr = addr;
+                Ok(peer)
+            }
+            None => Err(peer.failure("did not start")),
+        }
+    }
+
+    fn failure(mut self, what: &str) -> anyhow::Error {
+        // The receiver is ours (started above): stop it by its pid.
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        anyhow::anyhow!("the receiver process {what}: {}", err.trim())
+    }
+
+    /// Waits for the receiver's report of its one stream.
+    fn finish(mut self) -> Result<Row> {
+        let mut last = None;
+        let mut line = String::new();
+        while self.stdout.read_line(&mut line)? > 0 {
+            if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
+                && row.get("role").and_then(Value::as_str) == Some("receiver")
+            {
+                last = Some(row);
+            }
+            line.clear();
+        }
+        let status = self.child.wait()?;
+        drop(self.stdin.take());
+        match last {
+            Some(row) if status.success() => Ok(row),
+            _ => Err(self.failure(&format!("failed ({status})"))),
+        }
+    }
+
+    /// Stops the receiver (the run failed on this side).
+    fn abandon(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Adds the receiver's findings to the sender's row.
+fn merge_receiver(row: &mut Row, peer: &Row) {
+    for (key, name) in [
+        ("bytes", "received_bytes"),
+        ("datagrams", "received_datagrams"),
+        ("cpu_us_per_mb", "rx_cpu_us_per_mb"),
+        ("data_errors", "data_errors"),
+    ] {
+        if let Some(v) = peer.get(key) {
+            row.insert(name.into(), v.clone());
+        }
+    }
+}
+
+/// Fails when the receiver found wrong bytes.
+fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
+    match peer.get("data_errors").and_then(Value::as_u64) {
+        Some(n) if n > 0 => bail!(
+            "{bench} {}: the receiver found {n} bytes that differ from what was sent",
+            mode.name()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Every (round, mode, api) in the order they run: `--mode`'s order, reversed on even rounds, so that
+/// a noisy neighbour hits every mode alike; the APIs of each mode side by side.
+fn schedule(common: &Common) -> Vec<(u32, Mode, Api)> {
+    (1..=common.rounds)
+        .flat_map(|round| {
+            let mut modes = common.mode.clone();
+            if round % 2 == 0 {
+                modes.reverse();
+            }
+            let apis = common.api.clone();
+            modes
+                .into_iter()
+                .flat_map(move |mode| apis.clone().into_iter().map(move |api| (round, mode, api)))
+        })
+        .collect()
+}
+
+/// Each mode's totals over every round, and auto against the better of copy and zerocopy.
+fn totals(rows: &[Row]) -> Vec<Row> {
+    let mut modes: Vec<&str> = Vec::new();
+    for row in rows {
+        if let Some(mode) = row.get("mode").and_then(Value::as_str)
+            && !modes.contains(&mode)
+        {
+            modes.push(mode);
+        }
+    }
+    let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let mut out: Vec<Row> = modes
+        .iter()
+        .map(|&mode| {
+            let of_mode = rows.iter().filter(|r| r["mode"] == mode);
+            let (mut bytes, mut seconds, mut cpu) = (0.0, 0.0, 0.0);
+            for r in of_mode {
+                bytes += num(r, "bytes");
+                seconds += num(r, "seconds");
+                cpu += num(r, "cpu_user_s") + num(r, "cpu_sys_s");
+            }
+            object(json!({
+                "total": true,
+                "bench": rows[0]["bench"],
+                "path": rows[0]["path"],
+                "mode": mode,
+                "bytes": bytes as u64,
+                "seconds": seconds,
+                "gbit_per_s": if seconds > 0.0 { bytes * 8.0 / seconds / 1e9 } else { 0.0 },
+                "cpu_us_per_mb": if bytes > 0.0 { cpu * 1e6 / (bytes / 1e6) } else { 0.0 },
+            }))
+        })
+        .collect();
+    let find = |m: &str| out.iter().find(|r| r["mode"] == m).cloned();
+    if let (Some(auto), Some(copy), Some(zc)) = (find("auto"), find("copy"), find("zerocopy")) {
+        let best_rate = num(&copy, "gbit_per_s").max(num(&zc, "gbit_per_s"));
+        let best_cost = num(&copy, "cpu_us_per_mb").min(num(&zc, "cpu_us_per_mb"));
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        if let Some(row) = out.iter_mut().find(|r| r["mode"] == "auto") {
+            row.insert(
+                "auto_vs_best_gbit".into(),
+                json!(ratio(num(&auto, "gbit_per_s"), best_rate)),
+            );
+            row.insert(
+                "auto_vs_best_cpu".into(),
+                json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
             );
         }
     }
-    print_rows(&rows, COLUMNS, common.json);
+    out
+}
+
+const TOTAL_COLUMNS: &[Column] = &[
+    ("path", "path"),
+    ("mode", "total of rounds"),
+    ("bytes", "bytes"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("auto_vs_best_gbit", "auto/best Gbit/s"),
+    ("auto_vs_best_cpu", "auto/best CPU per MB"),
+];
+
+fn print_summary(rows: &[Row], common: &Common) {
+    print_rows(rows, COLUMNS, common.json);
+    if common.rounds > 1 && !rows.is_empty() {
+        print_rows(&totals(rows), TOTAL_COLUMNS, common.json);
+    }
+    if !common.json {
+        for row in rows {
+            if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
+                report::emit(&format!("auto: {why}\n"));
+            }
+        }
+    }
+}
+
+fn is_interrupted(row: &Row) -> bool {
+    row.get("interrupted").and_then(Value::as_bool) == Some(true)
+}
+
+/// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
+/// harness installs a handler of its own (which removes its namespaces and ends the process), and
+/// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
+/// the harness the ordinary way.
+pub fn run_tcp(args: TcpArgs) -> Result<()> {
+    let common = &args.common;
+    if common.exit_with_parent {
+        exit_with_parent();
+    }
+    if let Some(spec) = &common.listen {
+        live::watch_interrupts()?;
+        return listen_tcp(listen_addr(spec, common.ipv6)?, common);
+    }
+    let size = common.size.unwrap_or(64 << 10);
+    flags::at_most(
+        "--size",
+        size as u64,
+        MAX_TCP_SIZE,
+        "the bench keeps 64 buffers of --size",
+    )?;
+    let mut rows = Vec::new();
+    if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
+        let addr = connect_addr(spec, common.ipv6)?;
+        for (round, mode, api) in schedule(common) {
+            let stream =
+                TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+            let mut row = send_tcp(stream, "remote", (mode, api), size, common)?;
+            row.insert("round".into(), json!(round));
+            rows.push(row);
+            if is_interrupted(rows.last().expect("pushed")) {
+                break;
+            }
+        }
+        print_summary(&rows, common);
+        return Ok(());
+    }
+    let net = Net::new(common, false)?;
+    live::watch_interrupts()?;
+    for (round, mode, api) in schedule(common) {
+        let peer = Peer::spawn(&net, "tcp", &[], common)?;
+        let addr = peer.addr;
+        let sent = net
+            .in_sender(|| TcpStream::connect(addr))
+            .with_context(|| format!("connecting to {addr}"))
+            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, common));
+        let mut row = match sent {
+            Ok(row) => row,
+            Err(e) => {
+                peer.abandon();
+                return Err(e);
+            }
+        };
+        let received = peer.finish()?;
+        merge_receiver(&mut row, &received);
+        check_data("tcp", mode, &received)?;
+        let sent = row["bytes"].as_u64().unwrap_or(0);
+        let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+        if got != sent {
+            bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
+        }
+        row.insert("round".into(), json!(round));
+        let stop = is_interrupted(&row);
+        rows.push(row);
+        if stop {
+            break;
+        }
+    }
+    print_summary(&rows, common);
     Ok(())
 }
 
-fn tcp_receiver(listener: TcpListener) -> JoinHandle<Result<u64>> {
-    thread::spawn(move || {
-        let (mut conn, _) = listener
-            .accept()
-            .context("accepting the bench connection")?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0u64;
-        loop {
-            match conn.read(&mut buf).context("reading the bench stream")? {
-                0 => return Ok(total),
-                n => total += n as u64,
-            }
+/// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`.
+fn send_tcp(
+    mut stream: TcpStream,
+    path: &str,
+    (mode, api): (Mode, Api),
+    size: usize,
+    common: &Common,
+) -> Result<Row> {
+    let dst = stream.peer_addr()?;
+    if !common.raw {
+        stream
+            .write_all(&header(Bench::Tcp, mode, size, common).encode())
+            .context("sending the stream header")?;
+    }
+    let pool = new_pool(size, size, common.huge_pages)?;
+    let mut tx = ApiSender::new(api, stream, sender_config(mode, common), &pool)?;
+    let row = measure(&mut tx, &pool, "tcp", path, dst, (mode, api), size, common)?;
+    let stream = tx.close(COMPLETION_WAIT)?;
+    stream.shutdown(std::net::Shutdown::Write)?;
+    // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
+    // starts.
+    stream.set_read_timeout(Some(COMPLETION_WAIT))?;
+    let mut sink = [0u8; 64];
+    while matches!((&stream).read(&mut sink), Ok(n) if n > 0) {}
+    Ok(row)
+}
+
+/// `bench tcp --listen`: one stream after another, a row for each.
+fn listen_tcp(addr: SocketAddr, common: &Common) -> Result<()> {
+    let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+    bench_listen::announce(listener.local_addr()?, common.json);
+    let config = RxConfig {
+        mode: RxMode::Copy,
+        copy_buffer: TCP_READ,
+        low_water: Some(TCP_READ),
+        ..RxConfig::default()
+    };
+    while let Some(stream) = bench_listen::accept(&listener)? {
+        let peer = stream.peer_addr()?;
+        let mut ticker = Ticker::new(
+            common.interval,
+            json!({"bench": "tcp", "role": "receiver"}),
+            common.json,
+        );
+        let report = bench_listen::receive_stream(stream, config.clone(), &mut ticker)?;
+        let row = bench_listen::stream_row("tcp", peer, &report);
+        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        if common.once || report.interrupted {
+            break;
         }
-    })
+    }
+    Ok(())
+}
+
+/// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
+const TCP_READ: usize = 512 << 10;
+
+pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
+    ("bench", "bench"),
+    ("peer", "peer"),
+    ("local", "local"),
+    ("sender_mode", "sender"),
+    ("bytes", "bytes"),
+    ("datagrams", "datagrams"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("data_errors", "data errors"),
+];
+
+/// Ends this process when standard input closes: the one-process mode's receiver must not outlive
+/// the bench that started it, however that bench ends.
+pub(crate) fn exit_with_parent() {
+    thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        while matches!(std::io::stdin().read(&mut sink), Ok(n) if n > 0) {}
+        std::process::exit(3);
+    });
 }
 
 /// Runs `zcnet bench udp`.
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
+    if common.exit_with_parent {
+        exit_with_parent();
+    }
+    if let Some(spec) = &common.listen {
+        live::watch_interrupts()?;
+        return listen_udp(listen_addr(spec, common.ipv6)?, common);
+    }
     let size = common.size.unwrap_or(match args.gso {
         Some(seg) => usize::from(seg) * 40,
         None => 1400,
     });
-    let duration = duration(common)?;
-    let net = Net::new(common, args.sink == Sink::XdpDrop)?;
-    let mut rows = Vec::new();
-    for &mode in &common.mode {
-        let (dest, receiver) = match args.sink {
-            Sink::Socket => {
-                let socket = net
-                    .in_receiver(|| UdpSocket::bind(SocketAddr::new(net.dst, 0)))
-                    .context("binding the UDP receiver")?;
-                let dest = socket.local_addr()?;
-                (dest, Some(UdpReceiver::start(socket)?))
-            }
-            Sink::XdpDrop => (SocketAddr::new(net.dst, 9), None),
-        };
-        let socket = net
-            .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
-            .context("binding the UDP sender")?;
-        socket.connect(dest)?;
-        let pool = new_pool(size, common.huge_pages)?;
-        let mut tx = UdpSender::new(socket, sender_config(mode, common));
-        tx.set_gso_segment(args.gso);
-        let m = timed(&mut tx, &pool, size, duration, |tx, b| tx.send(b))
-            .with_context(|| format!("udp {} run", mode.name()))?;
-        let mut r = row("udp", &net, mode, size, &m, &tx);
-        r.insert("gso".into(), json!(args.gso));
-        if let Some(receiver) = receiver {
-            r.insert("received_bytes".into(), json!(receiver.stop()?));
+    let unit = match args.gso {
+        Some(seg) => {
+            flags::at_most(
+                "--size",
+                size as u64,
+                u64::from(seg) * MAX_GSO_SEGMENTS,
+                "one GSO send carries at most 64 segments of --gso",
+            )?;
+            usize::from(seg)
         }
-        rows.push(r);
-        drop(tx.close(Duration::from_secs(5))?);
+        None => size,
+    };
+    flags::at_most(
+        "--size",
+        size as u64,
+        MAX_UDP_PAYLOAD,
+        "the largest UDP payload",
+    )?;
+    let mut rows = Vec::new();
+    if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
+        let dest = connect_addr(spec, common.ipv6)?;
+        for (round, mode, api) in schedule(common) {
+            let bind: SocketAddr = match dest {
+                SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+                SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+            };
+            let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
+            let mut row = send_udp(socket, dest, "remote", (mode, api), size, unit, &args)?;
+            row.insert("round".into(), json!(round));
+            rows.push(row);
+            if is_interrupted(rows.last().expect("pushed")) {
+                break;
+            }
+        }
+        print_summary(&rows, common);
+        return Ok(());
     }
-    print_rows(&rows, COLUMNS, common.json);
+    let net = Net::new(common, args.sink == Sink::XdpDrop)?;
+    live::watch_interrupts()?;
+    for (round, mode, api) in schedule(common) {
+        let peer = match args.sink {
+            Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
+            Sink::XdpDrop => None,
+        };
+        let dest = peer
+            .as_ref()
+            .map_or(SocketAddr::new(net.dst, 9), |p| p.addr);
+        let sent = net
+            .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
+            .context("binding the UDP sender")
+            .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
+        let mut row = match (sent, peer) {
+            (Ok(row), None) => row,
+            (Ok(mut row), Some(peer)) => {
+                let received = peer.finish()?;
+                merge_receiver(&mut row, &received);
+                check_data("udp", mode, &received)?;
+                row
+            }
+            (Err(e), peer) => {
+                if let Some(peer) = peer {
+                    peer.abandon();
+                }
+                return Err(e);
+            }
+        };
+        row.insert("gso".into(), json!(args.gso));
+        row.insert("round".into(), json!(round));
+        let stop = is_interrupted(&row);
+        rows.push(row);
+        if stop {
+            break;
+        }
+    }
+    print_summary(&rows, common);
     Ok(())
 }
 
-/// A thread reading and discarding datagrams until stopped.
-struct UdpReceiver {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<u64>>,
+/// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
+/// end datagrams with the totals.
+fn send_udp(
+    socket: UdpSocket,
+    dest: SocketAddr,
+    path: &str,
+    (mode, api): (Mode, Api),
+    size: usize,
+    unit: usize,
+    args: &UdpArgs,
+) -> Result<Row> {
+    let common = &args.common;
+    socket.connect(dest)?;
+    // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
+    const REPEATS: usize = 3;
+    const END_REPEATS: usize = 6;
+    if !common.raw {
+        let h = header(Bench::Udp, mode, unit, common).encode();
+        for _ in 0..REPEATS {
+            socket.send(&h).context("sending the header datagram")?;
+        }
+    }
+    let pool = new_pool(size, unit, common.huge_pages)?;
+    let mut tx = ApiSender::new(api, socket, sender_config(mode, common), &pool)?;
+    tx.set_gso_segment(args.gso)?;
+    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), size, common)?;
+    let bytes = tx.stats().bytes;
+    let datagrams = bytes.div_ceil(unit as u64);
+    let socket = tx.close(COMPLETION_WAIT)?;
+    if !common.raw {
+        // Spaced out, so that a receiver still draining a full queue finds room for one of them.
+        let end = wire::encode_end(datagrams, bytes);
+        for _ in 0..END_REPEATS {
+            thread::sleep(Duration::from_millis(25));
+            // A receiver that is gone already refuses it (ECONNREFUSED): nothing is lost then.
+            let _ = socket.send(&end);
+        }
+    }
+    Ok(row)
 }
 
-impl UdpReceiver {
-    fn start(socket: UdpSocket) -> Result<UdpReceiver> {
-        socket.set_read_timeout(Some(Duration::from_millis(50)))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let handle = thread::spawn(move || {
-            let mut buf = vec![0u8; 1 << 16];
-            let mut total = 0u64;
-            while !flag.load(Ordering::Relaxed) {
-                match socket.recv(&mut buf) {
-                    Ok(n) => total += n as u64,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) => {}
-                    Err(e) => return Err(e).context("reading bench datagrams"),
-                }
-            }
-            Ok(total)
-        });
-        Ok(UdpReceiver { stop, handle })
+/// `bench udp --listen`: one run after another, a row for each.
+fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
+    let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
+    let local = socket.local_addr()?;
+    bench_listen::announce(local, common.json);
+    loop {
+        let report = bench_listen::receive_datagrams(&socket, || {
+            Ticker::new(
+                common.interval,
+                json!({"bench": "udp", "role": "receiver"}),
+                common.json,
+            )
+        })?;
+        let Some(report) = report else { break };
+        let row = bench_listen::datagram_row(local, &report);
+        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        if common.once || report.interrupted {
+            break;
+        }
     }
-
-    fn stop(self) -> Result<u64> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("UDP receiver panicked"))?
-    }
+    Ok(())
 }

@@ -52,17 +52,17 @@ pub struct UpcallArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LoadArg::Many, LoadArg::Few])]
     load: Vec<LoadArg>,
     /// Frame size in bytes (the seed's table used 1200).
-    #[arg(long, default_value_t = 1200)]
+    #[arg(long, default_value_t = 1200, value_parser = crate::flags::size)]
     size: usize,
     /// Distinct flows of the `few` load.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     flows: u16,
     /// Upcall dispatch.
     #[arg(long, value_enum, default_value_t = DispatchArg::PerVport)]
     dispatch: DispatchArg,
     /// Seconds per row.
-    #[arg(long, default_value_t = 3)]
-    duration: u64,
+    #[arg(long, default_value_t = 3.0, value_parser = crate::flags::duration)]
+    duration: f64,
     /// One JSON object per row.
     #[arg(long)]
     json: bool,
@@ -90,10 +90,13 @@ fn emulated_cpu() -> bool {
 
 /// Runs every (load, features) row.
 pub fn run(args: UpcallArgs) -> Result<()> {
-    anyhow::ensure!(
-        (60..=1514).contains(&args.size),
-        "--size must be an Ethernet frame size, 60 to 1514 bytes"
-    );
+    if !(60..=1514).contains(&args.size) {
+        return Err(crate::flags::UsageError(format!(
+            "--size {} is not an Ethernet frame size (60 to 1514 bytes)",
+            args.size
+        ))
+        .into());
+    }
     for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
         eprintln!("removed datapath {name} left by a run that is gone");
     }
@@ -167,13 +170,13 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
     let port = dp.local_port()?;
     let stop = Arc::new(AtomicBool::new(false));
     let generator = {
-        let (stop, size, flows) = (stop.clone(), args.size, args.flows.max(1));
+        let (stop, size, flows) = (stop.clone(), args.size, args.flows);
         thread::spawn(move || generate(port, load, size, flows, &stop))
     };
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut handled = 0u64;
-    while start.elapsed() < Duration::from_secs(args.duration) {
+    while start.elapsed() < Duration::from_secs_f64(args.duration) {
         if !upcalls.wait(Duration::from_millis(50))? {
             continue;
         }

@@ -44,16 +44,16 @@ enum Type {
 pub struct VsockArgs {
     /// Bytes per send() (a K, M or G suffix multiplies by 1024, 1024², 1024³); several comma-separated
     /// sizes run one after the other.
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "64K")]
+    #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K")]
     buf_size: Vec<u64>,
     /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
-    #[arg(long, value_parser = parse_bytes, default_value = "16M")]
+    #[arg(long, value_parser = crate::flags::count64, default_value = "16M")]
     bytes: u64,
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy")]
     mode: Vec<Mode>,
     /// Vsock buffer (credit) of both sockets, SO_VM_SOCKETS_BUFFER_SIZE (K, M, G suffixes as above).
-    #[arg(long, value_parser = parse_bytes, default_value = "4M")]
+    #[arg(long, value_parser = crate::flags::count64, default_value = "4M")]
     vsk_size: u64,
     /// Socket type.
     #[arg(long = "type", value_enum, default_value = "stream")]
@@ -70,33 +70,14 @@ pub struct VsockArgs {
     #[arg(long, default_value_t = 1234)]
     port: u32,
     /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
-    #[arg(long, default_value_t = 1, requires = "listen")]
+    #[arg(long, default_value_t = 1, requires = "listen", value_parser = crate::flags::count)]
     connections: u32,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Parses a byte count with an optional K, M or G (binary) suffix.
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, unit) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
-        _ => (t, ' '),
-    };
-    let shift = match unit {
-        ' ' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        _ => return Err(format!("{text:?}: unknown unit (use K, M or G)")),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count (like 4096, 64K, 16M)"))?;
-    n.checked_mul(1 << shift)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("{text:?}: must be above 0 and fit in 64 bits"))
+    /// Seconds between interval lines of the sender (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
+    interval: f64,
 }
 
 const COLUMNS: &[Column] = &[
@@ -142,8 +123,14 @@ pub fn run(args: VsockArgs) -> Result<()> {
     }
     let emulated = emulated_cpu();
     if emulated && !args.json {
-        println!("note: the CPU is emulated (QEMU TCG): timings are for correctness only");
+        crate::report::emit(
+            "note: the CPU is emulated (QEMU TCG): timings are for correctness only\n",
+        );
     }
+    // Ctrl-C stops the sending loop, which then flushes, closes and reports (the receiver of the
+    // loopback run sees the end of the stream). `--listen` keeps the default action: it holds nothing
+    // that needs cleaning up and may be blocked in accept.
+    crate::live::watch_interrupts()?;
     let mut rows = Vec::new();
     for &buf_size in &args.buf_size {
         let size = usize::try_from(buf_size).context("--buf-size does not fit in memory")?;
@@ -152,6 +139,12 @@ pub fn run(args: VsockArgs) -> Result<()> {
                 .with_context(|| format!("vsock {} {size}-byte sends", mode.name()))?;
             row.insert("emulated_cpu".into(), Value::Bool(emulated));
             rows.push(row);
+            if crate::live::interrupted() {
+                break;
+            }
+        }
+        if crate::live::interrupted() {
+            break;
         }
     }
     print_rows(&rows, COLUMNS, args.json);
@@ -229,11 +222,18 @@ struct Sent {
     in_send: Duration,
     seconds: f64,
     usage: ResourceUsage,
+    interrupted: bool,
 }
 
 /// Sends `sends` buffers of `size` bytes on `socket` in `mode`, waits for every completion and closes
 /// the connection (the receiver sees the end of the stream).
-fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<Sent> {
+fn send_run(
+    socket: VsockSocket,
+    mode: Mode,
+    size: usize,
+    sends: u64,
+    ticker: &mut crate::live::Ticker,
+) -> Result<Sent> {
     let pool = BufferPool::new(PoolConfig {
         buf_size: size,
         count: POOL_BUFFERS,
@@ -244,7 +244,8 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut in_send = Duration::ZERO;
-    for _ in 0..sends {
+    let mut done = 0u64;
+    while done < sends && !crate::live::interrupted() {
         let deadline = Instant::now() + WAIT;
         let mut buf = loop {
             if let Some(b) = pool.take() {
@@ -259,6 +260,8 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
         let t = Instant::now();
         tx.send(buf)?;
         in_send += t.elapsed();
+        done += 1;
+        ticker.tick(tx.stats().bytes);
     }
     tx.flush(WAIT)?;
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
@@ -266,10 +269,11 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
     drop(tx.close(WAIT)?);
     Ok(Sent {
         stats,
-        bytes: sends * size as u64,
+        bytes: done * size as u64,
         in_send,
         seconds: start.elapsed().as_secs_f64(),
         usage,
+        interrupted: done < sends,
     })
 }
 
@@ -277,6 +281,11 @@ fn send_run(socket: VsockSocket, mode: Mode, size: usize, sends: u64) -> Result<
 /// receiver in this process over loopback, or to `--sender CID`.
 fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<Row> {
     let sends = args.bytes.div_ceil(size as u64);
+    let mut ticker = crate::live::Ticker::new(
+        args.interval,
+        json!({"bench": "vsock", "mode": mode.name(), "buf_size": size}),
+        args.json,
+    );
     let (sent, path) = match args.sender {
         Some(cid) => {
             let socket = VsockSocket::connect(ty, cid, args.port).with_context(|| {
@@ -286,7 +295,10 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
                 )
             })?;
             set_buffer_size(socket.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
-            (send_run(socket, mode, size, sends)?, format!("cid:{cid}"))
+            (
+                send_run(socket, mode, size, sends, &mut ticker)?,
+                format!("cid:{cid}"),
+            )
         }
         None => {
             let listener = VsockSocket::listen(ty, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
@@ -302,7 +314,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
                 .context("connect to the receiver")?;
             set_buffer_size(socket.as_fd(), args.vsk_size)
                 .context("SO_VM_SOCKETS_BUFFER_SIZE (sender)")?;
-            let sent = send_run(socket, mode, size, sends)?;
+            let sent = send_run(socket, mode, size, sends, &mut ticker)?;
             let received = receiving
                 .join()
                 .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
@@ -335,21 +347,6 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "cpu_user_s": sent.usage.user.as_secs_f64(),
         "cpu_sys_s": sent.usage.system.as_secs_f64(),
         "cpu_us_per_mb": cpu_us_per_mb(&sent.usage, sent.bytes),
+        "interrupted": sent.interrupted,
     })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts_take_binary_suffixes() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
-        assert_eq!(parse_bytes("16m"), Ok(16 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        for bad in ["", "0", "K", "12Q", "-1", "99999999999G"] {
-            assert!(parse_bytes(bad).is_err(), "{bad:?} accepted");
-        }
-    }
 }

@@ -31,13 +31,13 @@ use crate::xdp_cmd::{App, ModeArg, Wait};
 #[derive(Debug, clap::Args)]
 pub struct BenchXdpArgs {
     /// Seconds per path.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::flags::duration)]
     pub duration: f64,
     /// Frame length in bytes (without FCS), at least 54.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
     pub size: usize,
     /// Packets per receive batch.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::count)]
     pub batch: u32,
     /// AF_XDP mode (veth only does copy; auto says so).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]

@@ -5,14 +5,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench_api;
+mod bench_listen;
 mod bench_rx;
 mod bench_send;
 mod bench_upcall;
 mod bench_vsock;
 mod bench_xdp;
+mod flags;
+mod live;
 mod probe_cmd;
 mod report;
 mod switch_cmd;
+mod wire;
 mod xdp_cmd;
 mod xdp_meter;
 
@@ -40,7 +45,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
-    /// TCP stream with MSG_ZEROCOPY (sender and receiver in one process).
+    /// TCP stream with MSG_ZEROCOPY (both sides on this host, or apart with --listen/--connect).
     Tcp(bench_send::TcpArgs),
     /// UDP datagrams with MSG_ZEROCOPY, optionally with GSO or into an XDP drop sink.
     Udp(bench_send::UdpArgs),
@@ -73,8 +78,12 @@ fn main() -> ExitCode {
             eprintln!("zcnet: refused: {e}");
             ExitCode::from(2)
         }
+        Err(e) if e.is::<flags::UsageError>() => {
+            eprintln!("zcnet: usage error: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
-            eprintln!("zcnet: error: {e:#}");
+            eprintln!("zcnet: error: {}", report::in_flag_words(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -43,7 +43,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
             .iter()
             .find(|f| f.feature == "kernel")
             .map(|f| f.reason.clone());
-        println!("{}", json!({ "kernel": kernel, "features": rows }));
+        crate::report::emit(&format!(
+            "{}\n",
+            json!({ "kernel": kernel, "features": rows })
+        ));
     } else {
         print_rows(
             &rows,

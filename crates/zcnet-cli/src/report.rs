@@ -3,6 +3,8 @@
 //! Every bench builds its rows as JSON objects (so the field names of the JSON output are the single
 //! source of truth) and hands them here with the columns the table shows.
 
+use std::io::Write;
+
 use serde_json::{Map, Value};
 use zcnet::probe::ResourceUsage;
 
@@ -24,11 +26,23 @@ pub type Column = (&'static str, &'static str);
 pub fn print_rows(rows: &[Row], columns: &[Column], json: bool) {
     if json {
         for row in rows {
-            println!("{}", Value::Object(row.clone()));
+            emit(&format!("{}\n", Value::Object(row.clone())));
         }
         return;
     }
-    print!("{}", table(rows, columns));
+    emit(&table(rows, columns));
+}
+
+/// Writes `text` to standard output and flushes it. A closed pipe (`zcnet … | head`) is not an error:
+/// the run goes on, cleans up and exits normally, its further output discarded; other write errors are
+/// reported once on standard error.
+pub fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("zcnet: writing the output: {e}");
+    }
 }
 
 /// Renders an aligned text table; numbers are right-aligned, floats shown with 3 significant decimals.
@@ -100,6 +114,26 @@ fn cell(value: Option<&Value>) -> String {
     }
 }
 
+/// Library type names in error messages, and the command-line flags that mean the same.
+const FLAG_WORDS: &[(&str, &str)] = &[
+    ("AttachMode::Generic", "--attach generic"),
+    ("AttachMode::Driver", "--attach driver"),
+    ("RxMode::Copy", "--mode copy"),
+    ("Mode::ZeroCopy", "--mode zerocopy"),
+    ("Mode::Copy", "--mode copy"),
+    ("Mode::Auto", "--mode auto"),
+];
+
+/// An error message as a command-line user reads it: the library's type names (`use Mode::Copy`)
+/// become the flags that choose them (`use --mode copy`).
+pub fn in_flag_words(message: &str) -> String {
+    FLAG_WORDS
+        .iter()
+        .fold(message.to_string(), |m, (library, flag)| {
+            m.replace(library, flag)
+        })
+}
+
 /// CPU microseconds spent per megabyte (10^6 bytes) moved — the "usec per MB" of tcp_mmap and
 /// msg_zerocopy: lower is cheaper.
 pub fn cpu_us_per_mb(usage: &ResourceUsage, bytes: u64) -> f64 {
@@ -146,6 +180,22 @@ mod tests {
         assert_eq!(lines[0], "mode      Gbit/s  calls");
         assert_eq!(lines[1], "copy      12.500     10");
         assert_eq!(lines[2], "zerocopy   3.250   1000");
+    }
+
+    #[test]
+    fn errors_name_flags_not_library_types() {
+        assert_eq!(
+            in_flag_words("driver has no zero-copy support: use Mode::Copy or Mode::Auto"),
+            "driver has no zero-copy support: use --mode copy or --mode auto"
+        );
+        assert_eq!(
+            in_flag_words("the driver has no native XDP: use AttachMode::Generic"),
+            "the driver has no native XDP: use --attach generic"
+        );
+        assert_eq!(
+            in_flag_words("ENOPROTOOPT (use RxMode::Copy to receive with plain recv)"),
+            "ENOPROTOOPT (use --mode copy to receive with plain recv)"
+        );
     }
 
     #[test]

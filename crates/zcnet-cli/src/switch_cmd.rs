@@ -41,8 +41,8 @@ pub struct SwitchArgs {
     #[arg(long, value_enum, default_value_t = DispatchArg::PerVport)]
     dispatch: DispatchArg,
     /// Stop after this many seconds (default: until interrupted).
-    #[arg(long)]
-    duration: Option<u64>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    duration: Option<f64>,
 }
 
 /// Runs the switch until interrupted or `--duration` passes.
@@ -70,7 +70,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         ports.join(" ")
     );
     let start = Instant::now();
-    let limit = args.duration.map(Duration::from_secs);
+    let limit = args.duration.map(Duration::from_secs_f64);
     let mut tick = Instant::now();
     let mut handled_since = 0;
     while !interrupted.load(std::sync::atomic::Ordering::Relaxed)

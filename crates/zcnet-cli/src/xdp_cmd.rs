@@ -93,10 +93,10 @@ pub struct XdpArgs {
     #[arg(long, value_enum, default_value_t = AttachArg::Driver)]
     pub attach: AttachArg,
     /// Descriptors handled per ring operation.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::count)]
     pub batch: u32,
     /// Seconds to run.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::flags::duration)]
     pub duration: f64,
     /// Block in poll() when idle instead of spinning on the rings.
     #[arg(long, conflicts_with = "busy_poll")]
@@ -124,7 +124,7 @@ pub struct TxpushArgs {
     #[arg(long, default_value = "10.77.0.2")]
     pub dst_ip: Ipv4Addr,
     /// Frame length in bytes (without FCS), at least 54.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
     pub size: usize,
 }
 

@@ -40,7 +40,8 @@ fn bench(args: &[&str]) -> Vec<Value> {
     );
     let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .map(|l| serde_json::from_str::<Value>(l).expect("one JSON object per line"))
+        .filter(|row| row.get("interval").is_none())
         .collect();
     for row in &rows {
         for field in FIELDS {
@@ -106,4 +107,50 @@ fn tcp_over_the_veth_harness() {
     let rows = bench(&["tcp", "--netns", "--mode", "copy,zerocopy"]);
     let paths: Vec<&str> = rows.iter().map(|r| r["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["veth", "veth"], "{rows:?}");
+}
+
+#[test]
+fn rounds_alternate_the_order_and_total_each_mode() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["bench", "tcp", "--rounds", "2", "--duration", "0.2"])
+        .args(["--interval", "0", "--json", "--no-verify"])
+        .output()
+        .expect("run zcnet bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("one JSON object per line"))
+        .collect();
+    let order: Vec<(u64, &str)> = rows
+        .iter()
+        .filter(|r| r.get("total").is_none())
+        .map(|r| (u(r, "round"), r["mode"].as_str().unwrap()))
+        .collect();
+    let expected = [
+        (1, "copy"),
+        (1, "zerocopy"),
+        (1, "auto"),
+        (2, "auto"),
+        (2, "zerocopy"),
+        (2, "copy"),
+    ];
+    assert_eq!(order, expected);
+    let totals: Vec<&Value> = rows.iter().filter(|r| r["total"] == true).collect();
+    assert_eq!(totals.len(), 3);
+    for t in &totals {
+        let mode = t["mode"].as_str().unwrap();
+        let sum: u64 = rows
+            .iter()
+            .filter(|r| r.get("total").is_none() && r["mode"] == mode)
+            .map(|r| u(r, "bytes"))
+            .sum();
+        assert_eq!(u(t, "bytes"), sum, "{t}");
+    }
+    let auto = totals.iter().find(|t| t["mode"] == "auto").unwrap();
+    assert!(auto["auto_vs_best_gbit"].as_f64().unwrap() > 0.0, "{auto}");
+    assert!(auto["auto_vs_best_cpu"].as_f64().unwrap() > 0.0, "{auto}");
 }

@@ -4,7 +4,6 @@
 
 mod tx_common;
 
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
@@ -120,14 +119,7 @@ fn tcp_auto_copies_below_threshold_and_switches_after_copied_completions() {
 fn tcp_peer_reset_mid_stream_returns_an_error_and_every_buffer() {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let addr = listener.local_addr().unwrap();
-    let peer = std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 100_000];
-        conn.read_exact(&mut buf).unwrap();
-        // Closing with unread data makes the kernel send a reset.
-        std::thread::sleep(Duration::from_millis(50));
-        drop(conn);
-    });
+    let peer = tx_common::resetting_peer(listener);
     let pool = pool(64 << 10, 8);
     let mut tx = TcpSender::new(TcpStream::connect(addr).unwrap(), config(Mode::ZeroCopy));
     let mut err = None;

@@ -4,29 +4,13 @@
 
 mod tx_common;
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use testnet::{VethConfig, VethPair};
-use tx_common::{fill, pool, take};
+use tx_common::{fill, pool, take, xdp_drop_sink};
 use zcnet::tx::{Mode, SenderConfig, UdpSender};
-use zcnet::xdp::{AttachMode, XdpProgram};
 
 fn sink_run(v6: bool, gso: Option<u16>) {
-    let pair = VethPair::new(VethConfig::default()).expect("veth pair");
-    let link = pair
-        .b
-        .run(|| XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver))
-        .expect("attach the XDP drop program");
-    // The drop program also drops ARP and neighbour discovery: resolve the peer statically.
-    pair.pin_b_neighbours().unwrap();
-    let (src, dst): (IpAddr, IpAddr) = if v6 {
-        (pair.a_v6.into(), pair.b_v6.into())
-    } else {
-        (pair.a_v4.into(), pair.b_v4.into())
-    };
-    let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
-    socket.connect(SocketAddr::new(dst, 9)).unwrap();
+    let (_pair, link, socket) = xdp_drop_sink(v6);
     let pool = pool(64 << 10, 8);
     let mut tx = UdpSender::new(
         socket,

@@ -49,8 +49,9 @@ pub struct RxConfig {
     /// What dropping a mapped chunk does.
     pub release: Release,
     /// `SO_RCVLOWAT` to set: a blocking receive then waits until this many bytes are queued (or the
-    /// stream ends), so each call maps more. A peer that sends less and then waits for an answer would
-    /// stall, so this is off (`None`) by default.
+    /// stream ends), so each wake-up maps a whole window instead of a few segments (on loopback this
+    /// halves the CPU per MB). A peer that sends less and then waits for an answer would stall: set
+    /// `None` for request/response protocols.
     pub low_water: Option<usize>,
     /// Give up zero-copy and use plain `recv` once this many bytes arrived without a single page mapped
     /// (`None`: never give up). A sender whose pages cannot map costs an extra call per read otherwise.
@@ -58,16 +59,19 @@ pub struct RxConfig {
 }
 
 impl Default for RxConfig {
-    /// Zero-copy with a 2 MiB window, a 256 KiB copy buffer, copybuf on, pages zapped on release, no
-    /// low-water mark, and a fallback to `recv` after 4 MiB with nothing mapped.
+    /// Zero-copy with a 512 KiB window and a low-water mark of the same size (tcp_mmap's settings: the
+    /// kernel then wakes the receiver once per window), a 256 KiB copy buffer, copybuf off (as in
+    /// tcp_mmap: measured on loopback with one page per segment, copybuf copied ~0.1% of a stream the
+    /// next call would have mapped; unaligned bytes are read with `recv` instead), pages zapped on
+    /// release, and a fallback to `recv` after 4 MiB with nothing mapped.
     fn default() -> RxConfig {
         RxConfig {
             mode: RxMode::ZeroCopy,
-            window: 2 << 20,
+            window: 512 << 10,
             copy_buffer: 256 << 10,
-            copybuf: true,
+            copybuf: false,
             release: Release::Zap,
-            low_water: None,
+            low_water: Some(512 << 10),
             give_up_after: Some(4 << 20),
         }
     }
@@ -204,6 +208,13 @@ impl Receiver {
                 Step::End => return Ok(None),
             }
         }
+    }
+
+    /// Whether the next [`Receiver::recv`] returns without reading the socket: copied bytes not handed
+    /// out yet, or the end of the stream already seen.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn has_buffered(&self) -> bool {
+        !self.pending.is_empty() || self.eof
     }
 
     /// Counters so far.

@@ -50,6 +50,8 @@ pub(crate) mod netlink;
 pub(crate) mod ovs;
 pub(crate) mod packet;
 pub(crate) mod pages;
+#[cfg(feature = "tokio")]
+pub(crate) mod reactor;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
 #[cfg(feature = "io-uring")]

@@ -117,6 +117,18 @@ impl PageArena {
         self.huge_pages.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
+    /// The whole mapping: its start and length (what `IORING_REGISTER_BUFFERS` pins).
+    pub fn region(&self) -> (*const u8, usize) {
+        (self.base.as_ptr().cast_const(), self.map_len)
+    }
+
+    /// Whether all of `bytes` lie inside the mapping.
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        let start = self.base.as_ptr() as usize;
+        let at = bytes.as_ptr() as usize;
+        at >= start && at + bytes.len() <= start + self.map_len
+    }
+
     /// Takes a free slot (length 0), or `None` when all are out.
     pub fn take(self: &Arc<Self>) -> Option<PageSlot> {
         let index = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;

@@ -1,19 +1,49 @@
-//! io_uring: which zero-copy send opcodes the kernel has, and what one `IORING_OP_SEND_ZC` reports.
+//! io_uring zero-copy send: which opcodes the kernel has, and a ring that keeps every buffer it lends
+//! to the kernel until the kernel is done with it.
 //!
-//! A zero-copy send completes twice: first the result CQE (bytes sent, with `IORING_CQE_F_MORE` set
-//! when a notification will follow), then a notification CQE (`IORING_CQE_F_NOTIF`) once the kernel no
-//! longer references the buffer. With `IORING_SEND_ZC_REPORT_USAGE` (kernel 6.2) the notification's
-//! `res` has `IORING_NOTIF_USAGE_ZC_COPIED` set when the kernel copied the data after all.
+//! Kernel behaviour relied on (io_uring/net.c, io_uring/notif.c, include/uapi/linux/io_uring.h):
+//! - `IORING_OP_SEND_ZC` (6.0) completes twice: a result CQE (bytes sent, or `-errno`) carrying
+//!   `IORING_CQE_F_MORE` when a notification follows, then a notification CQE (`IORING_CQE_F_NOTIF`,
+//!   same `user_data`) once no packet references the pages any more. A request that failed — even one
+//!   cancelled because an earlier link of its chain failed — may still carry `F_MORE` and notify.
+//!   After a result without `F_MORE` the kernel holds no reference to the bytes; a request refused
+//!   while being submitted (6.18: `ENOMEM` when its pages exceed `RLIMIT_MEMLOCK`) may nevertheless
+//!   post a notification afterwards, for no pages.
+//! - With `IORING_SEND_ZC_REPORT_USAGE` (6.2) the notification's `res` has
+//!   `IORING_NOTIF_USAGE_ZC_COPIED` set when the kernel copied the data after all; older kernels fail
+//!   the request with `EINVAL`.
+//! - `MSG_WAITALL` on a stream socket makes one request send all its bytes, the kernel retrying after
+//!   short sends; a short result means the request failed after partial progress.
+//! - Requests linked with `IOSQE_IO_LINK` run one after the other; when one fails or comes up short,
+//!   the rest of the chain completes with `-ECANCELED`.
+//! - `IORING_OP_SENDMSG_ZC` (6.1) sends an iovec array as one request with one notification; with
+//!   `IORING_RECVSEND_FIXED_BUF` (6.15; `EINVAL` before) every iovec must lie in registered buffer
+//!   `buf_index`.
+//! - `IORING_REGISTER_BUFFERS` pins the buffers' pages and charges them to `RLIMIT_MEMLOCK` (without
+//!   `CAP_IPC_LOCK`): `ENOMEM` beyond it. A fixed send (`IORING_RECVSEND_FIXED_BUF` with `buf_index`)
+//!   must lie inside its registered buffer, which may not exceed 1 GiB.
+//! - Closing the ring cancels what is still in flight, asynchronously: memory lent then is never
+//!   freed (it is leaked), since a request or packet may still read it.
 
+use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
 
-use io_uring::{IoUring, Probe, cqueue, opcode, types};
+use io_uring::{IoUring, Probe, cqueue, opcode, squeue, types};
+
+use super::pages::PageArena;
 
 /// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h), in the SQE's `ioprio`.
 pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: bit of a notification's `res` meaning "the data was copied".
 pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+/// `IORING_RECVSEND_FIXED_BUF`: the request sends from registered buffer `buf_index`.
+const IORING_RECVSEND_FIXED_BUF: u16 = 1 << 2;
+/// The largest buffer one registration entry may hold (io_uring/rsrc.c).
+pub const MAX_REGISTERED_BYTES: usize = 1 << 30;
 
 /// Zero-copy send opcodes the running kernel accepts (`IORING_REGISTER_PROBE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +57,362 @@ pub struct ZcOpcodes {
 /// Sets up a small ring and asks the kernel which zero-copy send opcodes it supports.
 /// `ENOSYS` or `EPERM` (io_uring disabled by `kernel.io_uring_disabled`) come back as errors.
 pub fn zero_copy_opcodes() -> io::Result<ZcOpcodes> {
-    let ring = IoUring::new(2)?;
+    probe_opcodes(&IoUring::new(2)?)
+}
+
+fn probe_opcodes(ring: &IoUring) -> io::Result<ZcOpcodes> {
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe)?;
     Ok(ZcOpcodes {
         send_zc: probe.is_supported(opcode::SendZc::CODE),
         sendmsg_zc: probe.is_supported(opcode::SendMsgZc::CODE),
     })
+}
+
+/// The soft `RLIMIT_MEMLOCK` of this process in bytes (`u64::MAX` when unlimited).
+pub fn memlock_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a live, writable rlimit for the duration of the call.
+    syscall!(getrlimit(libc::RLIMIT_MEMLOCK, &mut limit))?;
+    Ok(if limit.rlim_cur == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        limit.rlim_cur
+    })
+}
+
+/// How one request sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendKind {
+    /// `IORING_OP_SEND_ZC` (one part; a fixed send when it lies in the registered arena) or
+    /// `IORING_OP_SENDMSG_ZC` (several parts), with `IORING_SEND_ZC_REPORT_USAGE` when `report_usage`.
+    ZeroCopy {
+        /// Ask the notification to say whether the kernel copied.
+        report_usage: bool,
+        /// Send several parts as a fixed send when all lie in the registered arena (kernel 6.15).
+        vectored_fixed: bool,
+    },
+    /// `IORING_OP_SEND` or `IORING_OP_SENDMSG`: the kernel copies the bytes during the request.
+    Copy,
+}
+
+/// One completion, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendEvent {
+    /// A request's result.
+    Result {
+        /// The request's `user_data`.
+        user_data: u64,
+        /// Bytes sent, or the errno.
+        res: Result<usize, i32>,
+        /// `IORING_CQE_F_MORE`: a notification for this request follows.
+        notif_follows: bool,
+    },
+    /// A zero-copy request's notification: the kernel no longer references its bytes.
+    Notif {
+        /// The request's `user_data`.
+        user_data: u64,
+        /// `IORING_NOTIF_USAGE_ZC_COPIED` (always false without `REPORT_USAGE`).
+        copied: bool,
+    },
+}
+
+/// Where a ring finds the bytes of each loan it holds.
+pub type Project<T> = for<'a> fn(&'a T) -> &'a [u8];
+
+/// The iovec array and message header of a vectored request.
+struct Message {
+    _iovecs: Box<[libc::iovec]>,
+    _header: Box<libc::msghdr>,
+}
+
+// SAFETY: the pointers inside are only read by the kernel; user space never dereferences them, so the
+// value may move between threads with the ring.
+unsafe impl Send for Message {}
+
+/// What a request lends: its loans (and message), kept until its last CQE.
+struct Lent<T: ?Sized> {
+    loans: Vec<Arc<T>>,
+    _message: Option<Message>,
+    awaiting_result: bool,
+    awaiting_notif: bool,
+    notified: bool,
+}
+
+/// An io_uring that sends from shared, immutable loans (`Arc<T>`) and holds a clone of each until the
+/// kernel posts the request's last CQE — the notification, or a result without `F_MORE` — so no
+/// buffer can be freed or reused while the kernel may read it. Dropping the ring with requests in
+/// flight leaks their loans.
+pub struct SendRing<T: ?Sized> {
+    ring: IoUring,
+    project: Project<T>,
+    lent: HashMap<u64, Lent<T>>,
+    registered: Option<Arc<PageArena>>,
+}
+
+impl<T: ?Sized> std::fmt::Debug for SendRing<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendRing")
+            .field("entries", &self.entries())
+            .field("in_flight", &self.lent.len())
+            .field("registered", &self.registered.is_some())
+            .finish()
+    }
+}
+
+impl<T: ?Sized> SendRing<T> {
+    /// A ring of `entries` submission entries (the completion queue has twice as many); `project`
+    /// gives the bytes of a loan.
+    pub fn new(entries: u32, project: Project<T>) -> io::Result<SendRing<T>> {
+        Ok(SendRing {
+            ring: IoUring::new(entries)?,
+            project,
+            lent: HashMap::new(),
+            registered: None,
+        })
+    }
+
+    /// The zero-copy send opcodes this ring's kernel accepts (`IORING_REGISTER_PROBE`).
+    pub fn zero_copy_opcodes(&self) -> io::Result<ZcOpcodes> {
+        probe_opcodes(&self.ring)
+    }
+
+    /// Submission queue entries.
+    pub fn entries(&self) -> usize {
+        self.ring.params().sq_entries() as usize
+    }
+
+    /// Free submission queue entries.
+    pub fn sq_space(&mut self) -> usize {
+        let sq = self.ring.submission();
+        sq.capacity() - sq.len()
+    }
+
+    /// Requests whose last CQE has not arrived (their loans are held).
+    pub fn in_flight(&self) -> usize {
+        self.lent.len()
+    }
+
+    /// Registers `arena`'s mapping as fixed buffer 0 (`IORING_REGISTER_BUFFERS`); later sends whose
+    /// bytes lie in it are fixed sends. The ring keeps the arena mapped while it lives. `ENOMEM` when
+    /// the pinned pages exceed `RLIMIT_MEMLOCK`, `EBUSY` when a registration exists, `EINVAL` beyond
+    /// [`MAX_REGISTERED_BYTES`].
+    pub fn register(&mut self, arena: &Arc<PageArena>) -> io::Result<()> {
+        if self.registered.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let (base, len) = arena.region();
+        if len > MAX_REGISTERED_BYTES {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let iovec = libc::iovec {
+            iov_base: base.cast_mut().cast(),
+            iov_len: len,
+        };
+        // SAFETY: the iovec is the arena's live mapping, and `self.registered` keeps the arena (so
+        // the mapping) alive until the ring is dropped, which unregisters the buffer.
+        unsafe { self.ring.submitter().register_buffers(&[iovec]) }?;
+        self.registered = Some(Arc::clone(arena));
+        Ok(())
+    }
+
+    /// Queues one send of `parts` — byte ranges of loans, sent in order — on socket `fd`
+    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`; `link` chains the next queued
+    /// request after this one. Fails with `EBUSY` when the submission queue is full, `EINVAL` for no
+    /// parts, a range outside its loan or a part over `u32::MAX` bytes, `EEXIST` when `user_data` is
+    /// already in flight.
+    pub fn push(
+        &mut self,
+        user_data: u64,
+        fd: BorrowedFd<'_>,
+        parts: &[(&Arc<T>, Range<usize>)],
+        kind: SendKind,
+        link: bool,
+    ) -> io::Result<()> {
+        let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+        if self.lent.contains_key(&user_data) {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
+        let mut slices = Vec::with_capacity(parts.len());
+        for (loan, range) in parts {
+            slices.push((self.project)(loan).get(range.clone()).ok_or_else(einval)?);
+        }
+        let registered = self.registered.as_deref();
+        let fixed = |b: &[u8]| registered.is_some_and(|arena| arena.contains(b));
+        let report = |report_usage: bool| {
+            if report_usage {
+                IORING_SEND_ZC_REPORT_USAGE
+            } else {
+                0
+            }
+        };
+        let fd = types::Fd(fd.as_raw_fd());
+        let mut message = None;
+        let entry = match slices[..] {
+            [] => return Err(einval()),
+            [bytes] => {
+                let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
+                match kind {
+                    SendKind::ZeroCopy { report_usage, .. } => {
+                        opcode::SendZc::new(fd, bytes.as_ptr(), len)
+                            .buf_index(fixed(bytes).then_some(0))
+                            .flags(libc::MSG_WAITALL)
+                            .zc_flags(report(report_usage))
+                            .build()
+                    }
+                    SendKind::Copy => opcode::Send::new(fd, bytes.as_ptr(), len)
+                        .flags(libc::MSG_WAITALL)
+                        .build(),
+                }
+            }
+            _ => {
+                if slices.iter().any(|b| u32::try_from(b.len()).is_err()) {
+                    return Err(einval());
+                }
+                let iovecs: Box<[libc::iovec]> = slices
+                    .iter()
+                    .map(|b| libc::iovec {
+                        iov_base: b.as_ptr().cast_mut().cast(),
+                        iov_len: b.len(),
+                    })
+                    .collect();
+                // SAFETY: msghdr is plain old data (pointers and integers): all zeroes is a valid
+                // value, an empty message without name or control data.
+                let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+                header.msg_iov = iovecs.as_ptr().cast_mut();
+                header.msg_iovlen = iovecs.len();
+                let entry = match kind {
+                    SendKind::ZeroCopy {
+                        report_usage,
+                        vectored_fixed,
+                    } => {
+                        let mut ioprio = report(report_usage);
+                        if vectored_fixed && slices.iter().all(|b| fixed(b)) {
+                            // buf_index stays 0: the registered arena.
+                            ioprio |= IORING_RECVSEND_FIXED_BUF;
+                        }
+                        opcode::SendMsgZc::new(fd, &*header)
+                            .ioprio(ioprio)
+                            .flags(libc::MSG_WAITALL as u32)
+                            .build()
+                    }
+                    SendKind::Copy => opcode::SendMsg::new(fd, &*header)
+                        .flags(libc::MSG_WAITALL as u32)
+                        .build(),
+                };
+                message = Some(Message {
+                    _iovecs: iovecs,
+                    _header: header,
+                });
+                entry
+            }
+        };
+        let flags = if link {
+            squeue::Flags::IO_LINK
+        } else {
+            squeue::Flags::empty()
+        };
+        let entry = entry.user_data(user_data).flags(flags);
+        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
+        // message header) until the request's last CQE. The bytes are what `project` found in each
+        // loan; the loan clones stored in `self.lent` keep them allocated and, each being a shared
+        // borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and header
+        // are stored beside them. `reap` drops all of it only after the last CQE, and `Drop` leaks
+        // the loans when that CQE never came.
+        unsafe { self.ring.submission().push(&entry) }
+            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
+        self.lent.insert(
+            user_data,
+            Lent {
+                loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+                _message: message,
+                awaiting_result: true,
+                awaiting_notif: false,
+                notified: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Submits the queued requests (`io_uring_enter`), retrying on `EINTR`.
+    pub fn submit(&mut self) -> io::Result<usize> {
+        super::retry_if_interrupted(|| self.ring.submit())
+    }
+
+    /// Submits the queued requests and waits up to `timeout` (forever with `None`) for at least `want`
+    /// CQEs. Returning early (timeout, signal) is not an error: [`Self::reap`] tells what arrived.
+    pub fn wait(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
+        let res = match timeout {
+            None => self.ring.submit_and_wait(want),
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+        };
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Hands every CQE queued now to `on_event`, releasing the loans of finished requests; returns
+    /// the number of CQEs.
+    pub fn reap(&mut self, mut on_event: impl FnMut(SendEvent)) -> usize {
+        let mut n = 0;
+        for cqe in self.ring.completion() {
+            n += 1;
+            let user_data = cqe.user_data();
+            let flags = cqe.flags();
+            let lent = self.lent.get_mut(&user_data);
+            let event = if cqueue::notif(flags) {
+                if let Some(l) = lent {
+                    l.awaiting_notif = false;
+                    l.notified = true;
+                }
+                SendEvent::Notif {
+                    user_data,
+                    copied: cqe.result() as u32 & IORING_NOTIF_USAGE_ZC_COPIED != 0,
+                }
+            } else {
+                let notif_follows = cqueue::more(flags);
+                if let Some(l) = lent {
+                    l.awaiting_result = false;
+                    l.awaiting_notif = notif_follows && !l.notified;
+                }
+                let res = cqe.result();
+                SendEvent::Result {
+                    user_data,
+                    res: if res < 0 { Err(-res) } else { Ok(res as usize) },
+                    notif_follows,
+                }
+            };
+            if self
+                .lent
+                .get(&user_data)
+                .is_some_and(|l| !l.awaiting_result && !l.awaiting_notif)
+            {
+                self.lent.remove(&user_data);
+            }
+            on_event(event);
+        }
+        n
+    }
+}
+
+impl<T: ?Sized> Drop for SendRing<T> {
+    fn drop(&mut self) {
+        self.reap(drop);
+        for (_, lent) in self.lent.drain() {
+            // The kernel may still read these bytes: never free or reuse them.
+            std::mem::forget(lent.loans);
+            std::mem::forget(lent._message);
+        }
+    }
 }
 
 /// What one `IORING_OP_SEND_ZC` with `IORING_SEND_ZC_REPORT_USAGE` reported.
@@ -45,41 +424,37 @@ pub struct SendZcReport {
     pub copied: bool,
 }
 
-/// Sends `buf` once on connected socket `fd` with `IORING_OP_SEND_ZC` and `REPORT_USAGE`, waiting for
-/// both the result and the notification CQE. A kernel without `REPORT_USAGE` fails the send with
-/// `EINVAL`, returned as the error.
+fn whole(bytes: &[u8]) -> &[u8] {
+    bytes
+}
+
+/// Sends a copy of `buf` once on connected socket `fd` with `IORING_OP_SEND_ZC` and `REPORT_USAGE`,
+/// waiting for both the result and the notification CQE. A kernel without `REPORT_USAGE` fails the
+/// send with `EINVAL`, returned as the error. On any error the copy stays lent (leaked) if the kernel
+/// may still read it.
 pub fn send_zc_reporting_usage(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<SendZcReport> {
-    let mut ring = IoUring::new(4)?;
-    let len = u32::try_from(buf.len()).map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?;
-    let sqe = opcode::SendZc::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), len)
-        .zc_flags(IORING_SEND_ZC_REPORT_USAGE)
-        .build()
-        .user_data(1);
-    // SAFETY: `buf` outlives the ring: this function waits below until the kernel has posted the
-    // notification CQE (it no longer references the buffer) or the result CQE without F_MORE (it never
-    // took a reference), and the ring is dropped before returning in every other case.
-    unsafe { ring.submission().push(&sqe) }
-        .map_err(|_| io::Error::other("io_uring submission queue full"))?;
-    let mut sent = None;
-    let mut copied = None;
-    while copied.is_none() {
-        ring.submit_and_wait(1)?;
-        for cqe in ring.completion() {
-            let flags = cqe.flags();
-            if cqueue::notif(flags) {
-                copied = Some(cqe.result() as u32 & IORING_NOTIF_USAGE_ZC_COPIED != 0);
-            } else if cqe.result() < 0 {
-                return Err(io::Error::from_raw_os_error(-cqe.result()));
-            } else {
-                sent = Some(cqe.result() as usize);
-                if !cqueue::more(flags) {
-                    copied = Some(true);
-                }
-            }
-        }
+    let mut ring = SendRing::<[u8]>::new(4, whole)?;
+    let loan: Arc<[u8]> = Arc::from(buf);
+    let kind = SendKind::ZeroCopy {
+        report_usage: true,
+        vectored_fixed: false,
+    };
+    ring.push(1, fd, &[(&loan, 0..loan.len())], kind, false)?;
+    let (mut sent, mut failed, mut copied) = (None, None, None);
+    while ring.in_flight() > 0 {
+        ring.wait(1, None)?;
+        ring.reap(|event| match event {
+            SendEvent::Result { res: Ok(n), .. } => sent = Some(n),
+            SendEvent::Result { res: Err(e), .. } => failed = Some(e),
+            SendEvent::Notif { copied: c, .. } => copied = Some(c),
+        });
+    }
+    if let Some(errno) = failed {
+        return Err(io::Error::from_raw_os_error(errno));
     }
     Ok(SendZcReport {
         sent: sent.unwrap_or(0),
+        // No notification: the kernel never took the pages, so nothing was sent from them.
         copied: copied.unwrap_or(true),
     })
 }
@@ -91,20 +466,28 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
 
-    #[test]
-    fn send_zc_over_loopback_arrives_and_reports_usage() {
-        let ops = match zero_copy_opcodes() {
-            Ok(ops) if ops.send_zc => ops,
+    fn send_zc_available(test: &str) -> bool {
+        match zero_copy_opcodes() {
+            Ok(ops) if ops.send_zc => true,
             other => {
-                let reason = format!("io_uring SEND_ZC unavailable: {other:?}");
-                testnet::skip("send_zc_over_loopback_arrives_and_reports_usage", &reason);
-                return;
+                testnet::skip(test, &format!("io_uring SEND_ZC unavailable: {other:?}"));
+                false
             }
-        };
-        assert!(ops.send_zc);
+        }
+    }
+
+    fn tcp_pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
+        (client, listener.accept().unwrap().0)
+    }
+
+    #[test]
+    fn send_zc_over_loopback_arrives_and_reports_usage() {
+        if !send_zc_available("send_zc_over_loopback_arrives_and_reports_usage") {
+            return;
+        }
+        let (client, mut server) = tcp_pair();
         let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
         let report = send_zc_reporting_usage(client.as_fd(), &data).unwrap();
         assert_eq!(report.sent, data.len());
@@ -113,5 +496,95 @@ mod tests {
         let mut got = vec![0u8; data.len()];
         server.read_exact(&mut got).unwrap();
         assert_eq!(got, data);
+    }
+
+    const ZC: SendKind = SendKind::ZeroCopy {
+        report_usage: true,
+        vectored_fixed: false,
+    };
+
+    #[test]
+    fn a_ring_dropped_with_requests_in_flight_leaks_their_loans() {
+        if !send_zc_available("a_ring_dropped_with_requests_in_flight_leaks_their_loans") {
+            return;
+        }
+        let (client, _server) = tcp_pair();
+        let loan: Arc<[u8]> = Arc::from(vec![1u8; 4096]);
+        let mut ring = SendRing::<[u8]>::new(4, whole).unwrap();
+        let fd = client.as_fd();
+        ring.push(7, fd, &[(&loan, 0..4096)], ZC, false).unwrap();
+        assert_eq!(Arc::strong_count(&loan), 2);
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        assert_eq!(
+            errno(ring.push(7, fd, &[(&loan, 0..1)], ZC, false)),
+            Some(libc::EEXIST)
+        );
+        assert_eq!(
+            errno(ring.push(8, fd, &[(&loan, 0..4097)], ZC, false)),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(errno(ring.push(8, fd, &[], ZC, false)), Some(libc::EINVAL));
+        drop(ring);
+        // Never submitted, never completed: the ring cannot know the kernel is done, so it keeps the
+        // loan's bytes alive forever.
+        assert_eq!(Arc::strong_count(&loan), 2);
+    }
+
+    #[test]
+    fn finished_requests_release_their_loans_single_and_vectored() {
+        if !send_zc_available("finished_requests_release_their_loans_single_and_vectored") {
+            return;
+        }
+        let (client, mut server) = tcp_pair();
+        let a: Arc<[u8]> = Arc::from(vec![9u8; 20_000]);
+        let b: Arc<[u8]> = Arc::from(vec![8u8; 5_000]);
+        let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
+        let fd = client.as_fd();
+        ring.push(1, fd, &[(&a, 0..10_000)], ZC, true).unwrap();
+        ring.push(2, fd, &[(&a, 10_000..20_000)], SendKind::Copy, true)
+            .unwrap();
+        ring.push(3, fd, &[(&b, 0..5_000), (&a, 0..100)], ZC, true)
+            .unwrap();
+        ring.push(4, fd, &[(&a, 100..200), (&b, 0..50)], SendKind::Copy, false)
+            .unwrap();
+        let mut events = Vec::new();
+        while ring.in_flight() > 0 {
+            ring.wait(1, Some(Duration::from_secs(5))).unwrap();
+            ring.reap(|e| events.push(e));
+        }
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
+        let results: Vec<_> = events
+            .iter()
+            .filter_map(|e| match *e {
+                SendEvent::Result {
+                    user_data,
+                    res,
+                    notif_follows,
+                } => Some((user_data, res, notif_follows)),
+                SendEvent::Notif { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            results,
+            [
+                (1, Ok(10_000), true),
+                (2, Ok(10_000), false),
+                (3, Ok(5_100), true),
+                (4, Ok(150), false)
+            ]
+        );
+        for user_data in [1, 3] {
+            assert!(events.contains(&SendEvent::Notif {
+                user_data,
+                copied: true
+            }));
+        }
+        let mut got = vec![0u8; 25_250];
+        server.read_exact(&mut got).unwrap();
+        let mut want = vec![9u8; 20_000];
+        want.extend([8u8; 5_000]);
+        want.extend([9u8; 200]);
+        want.extend([8u8; 50]);
+        assert_eq!(got, want);
     }
 }

@@ -15,7 +15,13 @@ mod sealed {
 }
 
 /// An owned byte container a sender can lend to the kernel (sealed; see the module docs). Implemented
-/// for `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, `Arc<Vec<u8>>`, `&'static [u8]` and [`PooledBuf`].
+/// for `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, `Arc<Vec<u8>>`, `&'static [u8]`, [`PooledBuf`] and, with
+/// the `bytes` feature, `bytes::Bytes`.
+///
+/// A shared container (`Arc<[u8]>`, `Bytes`) can be lent to many senders at once: each send holds one
+/// reference until the completion covering it, so the bytes are freed only after the last one. No
+/// holder can change them meanwhile (a `Bytes` turns back into a mutable `BytesMut` only when it is
+/// the last reference).
 pub trait SendBuf: sealed::Sealed + Send + Sync + 'static {
     /// The bytes to send.
     fn as_bytes(&self) -> &[u8];
@@ -33,6 +39,9 @@ macro_rules! send_buf {
 }
 
 send_buf!(Vec<u8>, Box<[u8]>, Arc<[u8]>, &'static [u8], PooledBuf);
+
+#[cfg(feature = "bytes")]
+send_buf!(bytes::Bytes);
 
 impl sealed::Sealed for Arc<Vec<u8>> {}
 impl SendBuf for Arc<Vec<u8>> {

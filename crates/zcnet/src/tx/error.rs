@@ -70,7 +70,7 @@ impl TxError {
     }
 }
 
-fn send_hint(errno: Option<i32>) -> &'static str {
+pub(crate) fn send_hint(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::ECONNRESET | libc::EPIPE) => {
             "the peer closed or reset the connection; flush() or close() returns every lent buffer"

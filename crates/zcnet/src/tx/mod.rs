@@ -42,6 +42,7 @@ pub mod vsock;
 pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
 pub use error::TxError;
+pub(crate) use error::send_hint;
 pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
 pub use sender::{Sender, SenderConfig};

@@ -6,7 +6,9 @@
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::{Sender, TxError, ZcSocket};
 use crate::sys::pages::{PageArena, PageSlot};
 
 /// How to build a [`BufferPool`].
@@ -49,6 +51,32 @@ impl BufferPool {
         self.arena.take().map(|slot| PooledBuf { slot })
     }
 
+    /// Takes a free buffer, reading `sender`'s completions while the pool is dry: each completion that
+    /// releases one of this pool's buffers puts it back. Waits at most `timeout`; fails with
+    /// [`TxError::Timeout`] then, and at once when `sender` has nothing outstanding (every buffer is
+    /// held elsewhere, so waiting on this sender cannot bring one back).
+    pub fn take_or_wait<S: ZcSocket>(
+        &self,
+        sender: &mut Sender<S>,
+        timeout: Duration,
+    ) -> Result<PooledBuf, TxError> {
+        let start = Instant::now();
+        loop {
+            if let Some(buf) = self.take() {
+                return Ok(buf);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() || sender.outstanding() == 0 {
+                return Err(TxError::Timeout {
+                    what: "a free pool buffer",
+                    outstanding: sender.outstanding(),
+                    waited: start.elapsed(),
+                });
+            }
+            sender.wait_completions(left)?;
+        }
+    }
+
     /// Bytes per buffer.
     pub fn buf_size(&self) -> usize {
         self.arena.slot_size()
@@ -62,6 +90,11 @@ impl BufferPool {
     /// Buffers in the pool right now.
     pub fn available(&self) -> usize {
         self.arena.available()
+    }
+
+    /// The mapping behind the pool, for registering it with an io_uring.
+    pub(crate) fn arena(&self) -> &Arc<PageArena> {
+        &self.arena
     }
 
     /// Whether transparent huge pages back the pool, or why not.

@@ -80,6 +80,19 @@ impl<T> CompletionTracker<T> {
         Some(item)
     }
 
+    /// Takes back the item of outstanding `id` without counting a completion: for a request the
+    /// kernel finished without ever taking the buffer (an io_uring result without `F_MORE`).
+    pub(crate) fn withdraw(&mut self, id: u32) -> Option<T> {
+        let off = id.wrapping_sub(self.base) as usize;
+        let item = self.slots.get_mut(off)?.take()?;
+        self.outstanding -= 1;
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base = self.base.wrapping_add(1);
+        }
+        Some(item)
+    }
+
     /// Whether `id` is registered and not yet completed.
     pub fn is_outstanding(&self, id: u32) -> bool {
         let off = id.wrapping_sub(self.base) as usize;
@@ -228,6 +241,18 @@ mod tests {
         t.complete(range(10, 10, false), drop);
         assert_eq!(t.outstanding(), 0);
         assert_eq!(t.register('c'), 11);
+    }
+
+    #[test]
+    fn withdraw_takes_an_id_back_uncounted() {
+        let mut t = CompletionTracker::new(5);
+        t.register('a');
+        t.register('b');
+        assert_eq!(t.withdraw(5), Some('a'));
+        assert_eq!(t.withdraw(5), None);
+        assert_eq!(t.withdraw(9), None);
+        assert_eq!((t.outstanding(), t.next_id()), (1, 7));
+        assert_eq!(t.counts(), TrackerCounts::default());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
-use zcnet::rx::{ChunkKind, Receiver, RxConfig, RxStats, sender};
+use zcnet::rx::{Chunk, ChunkKind, Receiver, RxConfig, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 /// How the sender cuts the stream into writes.
@@ -133,13 +133,9 @@ fn send_zerocopy(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> T
             sender::send_record(tx.get_ref(), piece).expect("send header with MSG_EOR");
             continue;
         }
-        let mut buf = loop {
-            if let Some(buf) = pool.take() {
-                break buf;
-            }
-            tx.wait_completions(Duration::from_millis(100))
-                .expect("wait for send completions");
-        };
+        let mut buf = pool
+            .take_or_wait(&mut tx, Duration::from_secs(20))
+            .expect("a send buffer back from its completion");
         buf.fill_with(size, |b| b.copy_from_slice(piece));
         tx.send(buf).expect("zero-copy send");
     }
@@ -155,34 +151,62 @@ pub struct Received {
     pub kinds: [u64; 3],
 }
 
-/// Reads `rx` to its end, checking that every chunk starts where the previous one ended and holds
-/// exactly the expected bytes.
-pub fn receive_checked(rx: &mut Receiver, expected: &[u8]) -> Received {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    let mut next = 0u64;
-    let mut kinds = [0u64; 3];
-    while let Some(chunk) = rx.recv().expect("receive") {
-        assert_eq!(chunk.offset(), next, "chunk offset");
+/// Checks chunks in arrival order against the expected stream: each starts where the previous one
+/// ended and holds exactly the expected bytes.
+pub struct StreamCheck<'a> {
+    expected: &'a [u8],
+    hash: u64,
+    next: u64,
+    kinds: [u64; 3],
+}
+
+impl<'a> StreamCheck<'a> {
+    pub fn new(expected: &'a [u8]) -> Self {
+        StreamCheck {
+            expected,
+            hash: 0xcbf2_9ce4_8422_2325,
+            next: 0,
+            kinds: [0; 3],
+        }
+    }
+
+    pub fn check(&mut self, chunk: &Chunk<'_>) {
+        assert_eq!(chunk.offset(), self.next, "chunk offset");
         assert!(!chunk.is_empty(), "empty chunk");
-        let at = next as usize;
-        assert!(at + chunk.len() <= expected.len(), "more bytes than sent");
+        let at = self.next as usize;
         assert!(
-            chunk[..] == expected[at..at + chunk.len()],
+            at + chunk.len() <= self.expected.len(),
+            "more bytes than sent"
+        );
+        assert!(
+            chunk[..] == self.expected[at..at + chunk.len()],
             "bytes differ in a {:?} chunk at offset {at}",
             chunk.kind()
         );
-        hash = chunk.iter().fold(hash, |h, &b| {
+        self.hash = chunk.iter().fold(self.hash, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
-        kinds[kind_index(chunk.kind())] += chunk.len() as u64;
-        next += chunk.len() as u64;
+        self.kinds[kind_index(chunk.kind())] += chunk.len() as u64;
+        self.next += chunk.len() as u64;
     }
-    Received {
-        bytes: next,
-        checksum: hash,
-        stats: *rx.stats(),
-        kinds,
+
+    pub fn finish(self, stats: RxStats) -> Received {
+        Received {
+            bytes: self.next,
+            checksum: self.hash,
+            stats,
+            kinds: self.kinds,
+        }
     }
+}
+
+/// Reads `rx` to its end, checking every chunk ([`StreamCheck`]).
+pub fn receive_checked(rx: &mut Receiver, expected: &[u8]) -> Received {
+    let mut check = StreamCheck::new(expected);
+    while let Some(chunk) = rx.recv().expect("receive") {
+        check.check(&chunk);
+    }
+    check.finish(*rx.stats())
 }
 
 pub fn kind_index(kind: ChunkKind) -> usize {

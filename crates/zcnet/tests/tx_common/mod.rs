@@ -77,19 +77,10 @@ pub fn pool(max_size: usize, count: usize) -> BufferPool {
     .expect("pool")
 }
 
-/// Takes a buffer, waiting for completions to recycle one when the pool is dry (bounded).
+/// Takes a buffer, waiting (bounded) for completions to recycle one when the pool is dry.
 pub fn take<S: ZcSocket>(pool: &BufferPool, tx: &mut Sender<S>) -> zcnet::tx::PooledBuf {
-    for _ in 0..200 {
-        if let Some(b) = pool.take() {
-            return b;
-        }
-        tx.wait_completions(Duration::from_millis(50))
-            .expect("wait for completions");
-    }
-    panic!(
-        "pool stayed empty for 10 s: {} ids outstanding",
-        tx.outstanding()
-    );
+    pool.take_or_wait(tx, Duration::from_secs(10))
+        .expect("a pool buffer within 10 s")
 }
 
 /// Sends buffers of `sizes` (cycled `rounds` times) from `pool` with `send`, returning the checksum
@@ -197,4 +188,38 @@ impl UdpSink {
         self.target.store(total, Ordering::Release);
         self.handle.join().expect("udp sink")
     }
+}
+
+/// A veth pair whose receiving end drops every frame in a native XDP program (attached while the
+/// returned link lives), and a UDP socket in the sending namespace connected across it.
+pub fn xdp_drop_sink(v6: bool) -> (testnet::VethPair, zcnet::xdp::XdpLink, UdpSocket) {
+    use std::net::{IpAddr, SocketAddr};
+    use zcnet::xdp::{AttachMode, XdpProgram};
+    let pair = testnet::VethPair::new(testnet::VethConfig::default()).expect("veth pair");
+    let link = pair
+        .b
+        .run(|| XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver))
+        .expect("attach the XDP drop program");
+    // The drop program also drops ARP and neighbour discovery: resolve the peer statically.
+    pair.pin_b_neighbours().unwrap();
+    let (src, dst): (IpAddr, IpAddr) = if v6 {
+        (pair.a_v6.into(), pair.b_v6.into())
+    } else {
+        (pair.a_v4.into(), pair.b_v4.into())
+    };
+    let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
+    socket.connect(SocketAddr::new(dst, 9)).unwrap();
+    (pair, link, socket)
+}
+
+/// Accepts one connection, reads 100 000 bytes, then closes with data unread, which makes the kernel
+/// reset the connection.
+pub fn resetting_peer(listener: TcpListener) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 100_000];
+        conn.read_exact(&mut buf).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        drop(conn);
+    })
 }

@@ -1,0 +1,107 @@
+//! Live output of a running bench: one line per interval (as iperf3 and xdpsock print), and Ctrl-C
+//! (SIGINT/SIGTERM) turned into "stop now and print the summary of what ran".
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::report::{emit, object};
+
+/// Starts turning SIGINT and SIGTERM into a flag that [`interrupted`] reads (a second signal ends the
+/// process the default way).
+pub fn watch_interrupts() -> anyhow::Result<()> {
+    termination_flag().map(|_| ())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`watch_interrupts`].
+pub fn interrupted() -> bool {
+    termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
+}
+
+fn termination_flag() -> anyhow::Result<&'static AtomicBool> {
+    Ok(testnet::termination_flag()?)
+}
+
+/// Prints a line each time an interval of `every` ends, with the bytes moved in it.
+#[derive(Debug)]
+pub struct Ticker {
+    every: Option<Duration>,
+    start: Instant,
+    next: Instant,
+    last_bytes: u64,
+    /// Fields every line starts with (bench, mode, …).
+    label: serde_json::Map<String, Value>,
+    json: bool,
+}
+
+impl Ticker {
+    /// A ticker of `seconds` (0: prints nothing) whose lines carry `label`'s fields.
+    pub fn new(seconds: f64, label: Value, json: bool) -> Ticker {
+        let every = (seconds > 0.0).then(|| Duration::from_secs_f64(seconds));
+        let start = Instant::now();
+        Ticker {
+            every,
+            start,
+            next: start + every.unwrap_or_default(),
+            last_bytes: 0,
+            label: object(label),
+            json,
+        }
+    }
+
+    /// Starts the first interval now (when the measured activity begins, e.g. at accept).
+    pub fn restart(&mut self) {
+        self.start = Instant::now();
+        self.next = self.start + self.every.unwrap_or_default();
+        self.last_bytes = 0;
+    }
+
+    /// Takes in the running byte total; prints a line when an interval has ended. Cheap enough to call
+    /// after every send or receive.
+    pub fn tick(&mut self, bytes: u64) {
+        let Some(every) = self.every else { return };
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        let from = (self.next - every - self.start).as_secs_f64();
+        let to = (now - self.start).as_secs_f64();
+        self.line(from, to, bytes - self.last_bytes.min(bytes));
+        self.last_bytes = bytes;
+        while self.next <= now {
+            self.next += every;
+        }
+    }
+
+    fn line(&self, from: f64, to: f64, bytes: u64) {
+        let gbit = if to > from {
+            bytes as f64 * 8.0 / (to - from) / 1e9
+        } else {
+            0.0
+        };
+        if self.json {
+            let mut row = self.label.clone();
+            row.insert("interval".into(), json!(true));
+            row.insert("start_s".into(), json!(from));
+            row.insert("end_s".into(), json!(to));
+            row.insert("bytes".into(), json!(bytes));
+            row.insert("gbit_per_s".into(), json!(gbit));
+            emit(&format!("{}\n", Value::Object(row)));
+            return;
+        }
+        let label: Vec<String> = self
+            .label
+            .values()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        emit(&format!(
+            "[{from:6.2}-{to:6.2} s] {}  {:>10.1} MB  {gbit:8.3} Gbit/s\n",
+            label.join(" "),
+            bytes as f64 / 1e6,
+        ));
+    }
+}

@@ -1,0 +1,358 @@
+//! `zcnet bench tcp|udp|rx --listen` in one process and `--connect` in another, over loopback and
+//! across the veth harness's two namespaces, every byte verified; Ctrl-C mid-run; a closed stdout.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use testnet::{VethConfig, VethPair};
+
+const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
+
+/// A `--listen --once` receiver and the address it announced.
+struct Listener {
+    child: Child,
+    addr: String,
+}
+
+fn listen(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Listener {
+    let mut child = cmd
+        .args([
+            "bench",
+            bench,
+            "--listen",
+            addr,
+            "--once",
+            "--json",
+            "--interval",
+            "0",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the receiver");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    Listener {
+        child,
+        addr: announced["listening"].as_str().unwrap().to_string(),
+    }
+}
+
+fn json_rows(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|_| panic!("{l:?}")))
+        .filter(|row| row.get("interval").is_none())
+        .collect()
+}
+
+impl Listener {
+    fn report(self) -> Value {
+        let out = self.child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        rows.into_iter().next().unwrap()
+    }
+}
+
+fn send(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Vec<Value> {
+    let out = cmd
+        .args(["bench", bench, "--connect", addr, "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_rows(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// One stream each way the two sides can meet; the receiver verified every byte it got.
+fn check_pair(bench: &str, sent: &[Value], received: &Value) {
+    assert_eq!(received["verified"], true, "{received}");
+    assert_eq!(received["data_errors"], 0, "{received}");
+    assert_eq!(received["zcnet_header"], true, "{received}");
+    let got = received["bytes"].as_u64().unwrap();
+    assert!(got > 0, "{received}");
+    if bench == "udp" {
+        let sent_bytes = sent[0]["bytes"].as_u64().unwrap();
+        assert!(got <= sent_bytes, "more arrived than was sent: {received}");
+        // The end datagram carries the sender's count; on a host loaded enough to drop all of its
+        // repeats the receiver ends the run after two silent seconds instead.
+        match received["sent_bytes"].as_u64() {
+            Some(reported) => assert_eq!(reported, sent_bytes),
+            None => eprintln!("note: no end datagram arrived: {received}"),
+        }
+    } else if bench == "tcp" {
+        assert_eq!(
+            got,
+            sent[0]["bytes"].as_u64().unwrap(),
+            "every byte arrived"
+        );
+    }
+}
+
+fn here() -> Command {
+    Command::new(ZCNET)
+}
+
+#[test]
+fn tcp_udp_and_rx_apart_over_loopback() {
+    let l = listen(here(), "tcp", "127.0.0.1:0", &[]);
+    let sent = send(
+        here(),
+        "tcp",
+        &l.addr,
+        &["--mode", "zerocopy", "--duration", "0.3"],
+    );
+    check_pair("tcp", &sent, &l.report());
+
+    let l = listen(here(), "udp", "127.0.0.1:0", &[]);
+    let sent = send(
+        here(),
+        "udp",
+        &l.addr,
+        &["--mode", "copy", "--duration", "0.2"],
+    );
+    check_pair("udp", &sent, &l.report());
+
+    let l = listen(here(), "udp", "[::1]:0", &["--ipv6"]);
+    let args = [
+        "--mode",
+        "zerocopy",
+        "--duration",
+        "0.2",
+        "--gso",
+        "1200",
+        "--ipv6",
+    ];
+    let sent = send(here(), "udp", &l.addr, &args);
+    check_pair("udp", &sent, &l.report());
+
+    let l = listen(here(), "rx", "127.0.0.1:0", &["--mode", "zerocopy"]);
+    send(here(), "rx", &l.addr, &["--mib", "8"]);
+    let received = l.report();
+    check_pair("rx", &[], &received);
+    assert_eq!(received["bytes"], 8 << 20);
+    assert!(
+        received["mapped_pct"].as_f64().unwrap() > 90.0,
+        "{received}"
+    );
+}
+
+#[test]
+fn tcp_udp_and_rx_apart_across_namespaces() {
+    let test = "tcp_udp_and_rx_apart_across_namespaces";
+    if !testnet::privileged(test) {
+        return;
+    }
+    let pair = VethPair::new(VethConfig {
+        mtu: 4168,
+        ..VethConfig::default()
+    })
+    .expect("veth harness");
+    let b4 = format!("{}:0", pair.b_v4);
+    let b6 = format!("[{}]:0", pair.b_v6);
+    let a = || pair.a.command(ZCNET);
+    let b = || pair.b.command(ZCNET);
+
+    let l = listen(b(), "tcp", &b4, &[]);
+    let sent = send(
+        a(),
+        "tcp",
+        &l.addr,
+        &["--mode", "zerocopy", "--duration", "0.3"],
+    );
+    check_pair("tcp", &sent, &l.report());
+    let l = listen(b(), "tcp", &b6, &["--ipv6"]);
+    let sent = send(
+        a(),
+        "tcp",
+        &l.addr,
+        &["--mode", "auto", "--duration", "0.3", "--ipv6"],
+    );
+    check_pair("tcp", &sent, &l.report());
+
+    let l = listen(b(), "udp", &b6, &["--ipv6"]);
+    let args = [
+        "--mode",
+        "zerocopy",
+        "--duration",
+        "0.2",
+        "--gso",
+        "1400",
+        "--ipv6",
+    ];
+    let sent = send(a(), "udp", &l.addr, &args);
+    check_pair("udp", &sent, &l.report());
+
+    let l = listen(b(), "udp", &b4, &[]);
+    let sent = send(
+        a(),
+        "udp",
+        &l.addr,
+        &["--mode", "copy", "--duration", "0.2"],
+    );
+    check_pair("udp", &sent, &l.report());
+
+    let l = listen(b(), "rx", &b6, &["--mode", "zerocopy", "--ipv6"]);
+    send(a(), "rx", &l.addr, &["--mib", "8", "--ipv6"]);
+    let received = l.report();
+    check_pair("rx", &[], &received);
+    assert_eq!(received["bytes"], 8 << 20);
+    assert!(received["mapped_bytes"].as_u64().unwrap() > 0, "{received}");
+}
+
+/// Processes (other than this test) whose environment carries `tag`.
+fn processes_tagged(tag: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name == me || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|kv| kv == tag.as_bytes()) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Starts a bench, waits for its first interval line, sends SIGINT, and returns its rows and pid.
+fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, u32) {
+    let (key, value) = tag.split_once('=').unwrap();
+    let mut child = Command::new(ZCNET)
+        .args(args)
+        .args(["--json", "--interval", "0.2"])
+        .env(key, value)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains("\"interval\":true"), "{first:?}");
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    (json_rows(&rest), child.id())
+}
+
+fn check_interrupted(rows: &[Value], tag: &str) {
+    assert_eq!(rows.len(), 1, "only the mode that ran: {rows:?}");
+    assert_eq!(rows[0]["interrupted"], true, "{}", rows[0]);
+    assert!(rows[0]["bytes"].as_u64().unwrap() > 0);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !processes_tagged(tag).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_tagged(tag), Vec::<String>::new(), "left running");
+}
+
+#[test]
+fn sigint_mid_run_prints_the_summary_and_leaves_nothing() {
+    let tag = format!("ZCNET_TEST_RUN=sigint-{}", std::process::id());
+    let args = [
+        "bench",
+        "tcp",
+        "--duration",
+        "30",
+        "--mode",
+        "copy,zerocopy",
+    ];
+    let (rows, _) = interrupt(&args, &tag);
+    check_interrupted(&rows, &tag);
+    assert_eq!(
+        rows[0]["received_bytes"], rows[0]["bytes"],
+        "every byte sent arrived"
+    );
+
+    let args = ["bench", "rx", "--mib", "100000", "--rounds", "1"];
+    let (rows, _) = interrupt(&args, &tag);
+    check_interrupted(&rows, &tag);
+
+    let test = "sigint_mid_run_prints_the_summary_and_leaves_nothing (veth, XDP)";
+    if !testnet::privileged(test) {
+        return;
+    }
+    for args in [
+        &["bench", "udp", "--sink", "xdp-drop", "--duration", "30"][..],
+        &["bench", "tcp", "--netns", "--duration", "30"][..],
+    ] {
+        let (rows, pid) = interrupt(args, &tag);
+        check_interrupted(&rows, &tag);
+        // The bench's namespaces (and with them its veth pair and XDP program) are gone.
+        let left = namespaces_of(pid);
+        assert!(left.is_empty(), "{args:?} left namespaces {left:?}");
+    }
+}
+
+/// The harness's namespaces that process `pid` made (testnet names them `zc<pid>-…`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("zc{pid}-");
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let mut child = Command::new(ZCNET)
+        .args([
+            "bench",
+            "tcp",
+            "--duration",
+            "1",
+            "--interval",
+            "0.1",
+            "--mode",
+            "copy",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(!first.is_empty());
+    drop(child.stdout.take()); // as `| head -1` does
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}

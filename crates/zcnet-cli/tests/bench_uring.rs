@@ -1,0 +1,74 @@
+//! `zcnet bench tcp|udp --api sendmsg,io_uring`: one row per api and mode, side by side, each with its
+//! api named; io_uring rows count ids through REPORT_USAGE (copied over loopback, not copied into the
+//! XDP drop sink) and register the pool for fixed sends.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .arg("bench")
+        .args(args)
+        .args(["--api", "sendmsg,io_uring", "--duration", "0.3", "--json"])
+        .output()
+        .expect("run zcnet bench");
+    assert!(
+        out.status.success(),
+        "zcnet bench {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+fn u(row: &Value, field: &str) -> u64 {
+    row[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} in {row}"))
+}
+
+#[test]
+fn tcp_loopback_rows_per_api_and_mode() {
+    let rows = bench(&["tcp", "--mode", "zerocopy,copy", "--size", "16384"]);
+    let pairs: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["api"].as_str().unwrap(), r["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("sendmsg", "zerocopy"),
+            ("io_uring", "zerocopy"),
+            ("sendmsg", "copy"),
+            ("io_uring", "copy")
+        ]
+    );
+    let uring = &rows[1];
+    assert!(u(uring, "bytes") > 0, "{uring}");
+    assert_eq!(uring["registered"], true, "{uring}");
+    assert_eq!(uring["zerocopy"], true, "{uring}");
+    // Every request notified after the flush; a local receiver makes the kernel copy each one.
+    assert_eq!(u(uring, "copied_ids"), u(uring, "zc_calls"), "{uring}");
+    assert_eq!(u(uring, "zc_ids"), 0, "{uring}");
+    assert_eq!(rows[0]["registered"], Value::Null);
+}
+
+#[test]
+fn udp_into_an_xdp_drop_sink_io_uring_is_not_copied() {
+    if !testnet::privileged("udp_into_an_xdp_drop_sink_io_uring_is_not_copied") {
+        return;
+    }
+    let rows = bench(&[
+        "udp", "--sink", "xdp-drop", "--mode", "zerocopy", "--size", "4096", "--gso", "1024",
+    ]);
+    for row in &rows {
+        assert_eq!(row["path"], "xdp-drop", "{row}");
+        assert!(u(row, "zc_ids") > 0, "{row}");
+        assert_eq!(u(row, "copied_ids"), 0, "{row}");
+        assert_eq!(u(row, "zc_ids"), u(row, "zc_calls"), "{row}");
+    }
+    assert_eq!(rows[1]["api"], "io_uring");
+}

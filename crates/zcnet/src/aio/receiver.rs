@@ -1,0 +1,63 @@
+//! TCP zero-copy receive on tokio: the blocking [`Receiver`] over a non-blocking socket, woken by the
+//! reactor.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use crate::rx::{Chunk, Receiver, RxError, RxOp};
+use crate::sys::reactor;
+
+/// A [`Receiver`] driven by tokio: [`AsyncReceiver::chunk`] yields the same borrowed [`Chunk`]s as
+/// [`Receiver::recv`] — mapped pages, copybuf bytes or `recv` bytes, in stream order, each byte once —
+/// waiting for the socket to become readable instead of blocking the thread.
+///
+/// Readiness is confirmed with a one-byte `MSG_PEEK` before each receive that would read the socket, so
+/// a stale wake-up never turns into a `WouldBlock` error. Reading the stream behind the receiver's back
+/// (through [`Receiver::stream`]) takes bytes out of its order; a chunk then may fail with `WouldBlock`.
+#[derive(Debug)]
+pub struct AsyncReceiver {
+    /// The socket's registration with the reactor (through a duplicate descriptor).
+    io: AsyncFd<OwnedFd>,
+    rx: Receiver,
+}
+
+impl AsyncReceiver {
+    /// Switches `rx`'s socket to non-blocking and registers it with the current tokio runtime (call
+    /// inside one).
+    pub fn new(mut rx: Receiver) -> io::Result<AsyncReceiver> {
+        rx.set_nonblocking(true)?;
+        let io = reactor::register(rx.as_fd(), Interest::READABLE)?;
+        Ok(AsyncReceiver { io, rx })
+    }
+
+    /// The next chunk of the stream, `Ok(None)` at its end. Cancel-safe: a dropped future has taken
+    /// nothing from the stream (only a returned chunk consumes bytes).
+    pub async fn chunk(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        while !self.rx.has_buffered() {
+            let mut ready = self
+                .io
+                .readable()
+                .await
+                .map_err(|e| RxError::new(RxOp::Poll, e))?;
+            match self.rx.stream().peek(&mut [0u8]) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
+                // Data, the end of the stream, or an error: the receive reports each.
+                _ => break,
+            }
+        }
+        self.rx.recv()
+    }
+
+    /// The receiver (its stats, fallback reason, stream).
+    pub fn get_ref(&self) -> &Receiver {
+        &self.rx
+    }
+
+    /// Deregisters the socket and returns the receiver (its socket stays non-blocking).
+    pub fn into_inner(self) -> Receiver {
+        self.rx
+    }
+}

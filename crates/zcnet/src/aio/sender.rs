@@ -1,0 +1,305 @@
+//! MSG_ZEROCOPY send on tokio: the blocking [`Sender`]'s `try_send` driven by the reactor's
+//! writable and error readiness, with a queue that makes dropped send futures harmless.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use crate::sys::{errqueue, reactor};
+use crate::tx::{
+    BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
+    ZcSocket,
+};
+
+/// A [`Sender`] driven by tokio (see [`crate::aio`]): `send(buf).await` waits for send-buffer space,
+/// never for completions; completions are read when the socket reports error-queue readiness, every
+/// [`crate::tx::SenderConfig::drain_every`] sends, and in [`AsyncSender::flush`].
+///
+/// # Cancellation
+///
+/// A send future that is dropped before its first poll sends nothing and drops its buffer. From its
+/// first poll on, its buffer has a place in the sender's queue: if the future is dropped before it
+/// completes — by `select!`, a timeout, an aborted task — the bytes the kernel has not taken stay
+/// queued with the buffer, and the next [`send`](AsyncSender::send), [`flush`](AsyncSender::flush) or
+/// [`close`](AsyncSender::close) sends them first. So a stream never loses, repeats or reorders a byte
+/// whatever futures are dropped, and a buffer is released only by the completions covering it (or,
+/// if nothing of it was lent, when the queue lets it go). [`AsyncSender::queued`] counts the buffers
+/// waiting so. Dropping the `AsyncSender` itself drops what is still queued unsent (as closing a
+/// socket with unsent data would) and keeps outstanding loans lent for good, as [`Sender`] does:
+/// [`close`](AsyncSender::close) it instead.
+pub struct AsyncSender<S: ZcSocket> {
+    /// The socket's registration (a duplicate descriptor) for writable and error readiness.
+    io: Readiness,
+    tx: Sender<S>,
+    /// Buffers of dropped send futures, with their unsent parts, oldest first.
+    queue: VecDeque<Box<dyn Queued<S>>>,
+}
+
+/// The unsent part of a buffer of any type, waiting in an [`AsyncSender`]'s queue.
+trait Queued<S: ZcSocket>: Send {
+    /// Tries to send the rest; gives itself back when the socket would block.
+    fn resume(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), Resume<S>>;
+}
+
+enum Resume<S: ZcSocket> {
+    WouldBlock(Box<dyn Queued<S>>),
+    Failed(TxError),
+}
+
+impl<S: ZcSocket, B: SendBuf> Queued<S> for Unsent<B> {
+    fn resume(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), Resume<S>> {
+        tx.try_send_unsent(*self).map_err(|e| match e {
+            TrySendError::WouldBlock(unsent) => Resume::WouldBlock(Box::new(unsent)),
+            TrySendError::Failed(e) => Resume::Failed(e.into_parts().0),
+        })
+    }
+}
+
+/// A send future's own buffer: moved to the back of the queue if the future is dropped with part of
+/// it unsent.
+struct InFlight<'a, S: ZcSocket, B: SendBuf> {
+    queue: &'a mut VecDeque<Box<dyn Queued<S>>>,
+    unsent: Option<Unsent<B>>,
+}
+
+impl<S: ZcSocket, B: SendBuf> Drop for InFlight<'_, S, B> {
+    fn drop(&mut self) {
+        if let Some(unsent) = self.unsent.take() {
+            self.queue.push_back(Box::new(unsent));
+        }
+    }
+}
+
+/// The socket's registration with the reactor, renewed when tokio's writable readiness went stale.
+///
+/// mio reads an epoll event carrying both `EPOLLOUT` and `EPOLLERR` as "write closed" (what a pipe
+/// whose reader went away reports), and tokio keeps closed states until the registration ends. A
+/// MSG_ZEROCOPY socket reports exactly that whenever completions are queued while it is writable —
+/// so after such an event, writable readiness would stay set for good and a wait for send space would
+/// spin. A new registration starts clean: the sender registers again before a wait that follows one.
+struct Readiness {
+    fd: AsyncFd<OwnedFd>,
+    /// The last writable wake-up also said "write closed": renew before the next wait.
+    stale: bool,
+}
+
+impl Readiness {
+    const INTEREST: Interest = Interest::WRITABLE.add(Interest::ERROR);
+
+    fn new(socket: BorrowedFd<'_>) -> io::Result<Readiness> {
+        Ok(Readiness {
+            fd: reactor::register(socket, Self::INTEREST)?,
+            stale: false,
+        })
+    }
+
+    /// Registers the socket anew if the last writable wake-up left a stale state behind.
+    fn renew_if_stale(&mut self, socket: BorrowedFd<'_>) -> io::Result<()> {
+        if self.stale {
+            self.fd = reactor::register(socket, Self::INTEREST)?;
+            self.stale = false;
+        }
+        Ok(())
+    }
+}
+
+impl<S: ZcSocket> AsyncSender<S> {
+    /// Registers `tx`'s socket with the current tokio runtime (call inside one). The sender's own
+    /// sends use `MSG_DONTWAIT`, so the socket's blocking mode does not matter.
+    pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
+        let io = Readiness::new(tx.get_ref().fd())?;
+        Ok(AsyncSender {
+            io,
+            tx,
+            queue: VecDeque::new(),
+        })
+    }
+
+    /// Sends all of `buf` (a stream in as many calls as it takes, a datagram in one), after the rest
+    /// of any dropped send; waits for send-buffer space, never for completions. The buffer stays lent
+    /// until the completions covering it arrive. On failure the error hands back the part not sent
+    /// (all of `buf` when an earlier queued buffer failed). See the type's docs for cancellation.
+    pub async fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
+        let AsyncSender { io, tx, queue } = self;
+        let mut mine = InFlight {
+            queue,
+            unsent: Some(Unsent::new(Arc::new(buf), 0)),
+        };
+        if let Err(e) = send_queued(io, tx, &mut *mine.queue).await {
+            let unsent = mine.unsent.take().expect("still ours");
+            return Err(SendError::new(e, unsent));
+        }
+        loop {
+            let unsent = mine.unsent.take().expect("still ours");
+            match tx.try_send_unsent(unsent) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::WouldBlock(unsent)) => mine.unsent = Some(unsent),
+                Err(TrySendError::Failed(e)) => return Err(e),
+            }
+            if let Err(e) = writable(io, tx).await {
+                let unsent = mine.unsent.take().expect("still ours");
+                return Err(SendError::new(e, unsent));
+            }
+        }
+    }
+
+    /// Sends what dropped send futures left queued, then waits until every completion arrived and
+    /// every lent buffer is released. Fails with the socket's error when the error queue signals one
+    /// instead of completions. Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
+    pub async fn flush(&mut self) -> Result<(), TxError> {
+        let AsyncSender { io, tx, queue } = self;
+        send_queued(io, tx, queue).await?;
+        loop {
+            match tx.flush(std::time::Duration::ZERO) {
+                Ok(()) => return Ok(()),
+                Err(TxError::Timeout { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            completions(&io.fd, tx).await?;
+        }
+    }
+
+    /// Flushes and returns the socket (deregistered).
+    pub async fn close(mut self) -> Result<S, TxError> {
+        self.flush().await?;
+        let AsyncSender { io, tx, .. } = self;
+        drop(io);
+        tx.close(std::time::Duration::ZERO)
+    }
+
+    /// A free buffer of `pool`, reading completions as they arrive while the pool is dry. Fails with
+    /// [`TxError::Timeout`] at once when this sender holds none of the pool's buffers (waiting on it
+    /// cannot bring one back).
+    pub async fn take_from(&mut self, pool: &BufferPool) -> Result<PooledBuf, TxError> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(buf) = pool.take() {
+                return Ok(buf);
+            }
+            if self.tx.outstanding() == 0 {
+                return Err(TxError::Timeout {
+                    what: "a free pool buffer",
+                    outstanding: 0,
+                    waited: started.elapsed(),
+                });
+            }
+            completions(&self.io.fd, &mut self.tx).await?;
+        }
+    }
+
+    /// The sender: its stats, zero-copy status and socket.
+    pub fn get_ref(&self) -> &Sender<S> {
+        &self.tx
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> &TxStats {
+        self.tx.stats()
+    }
+
+    /// Zero-copy ids sent and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.tx.outstanding()
+    }
+
+    /// Buffers of dropped send futures whose bytes are still queued.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+/// Sends the queued rests of dropped send futures, oldest first; each stays queued until it is sent.
+async fn send_queued<S: ZcSocket>(
+    io: &mut Readiness,
+    tx: &mut Sender<S>,
+    queue: &mut VecDeque<Box<dyn Queued<S>>>,
+) -> Result<(), TxError> {
+    while let Some(front) = queue.pop_front() {
+        match front.resume(tx) {
+            Ok(()) => {}
+            Err(Resume::WouldBlock(rest)) => {
+                queue.push_front(rest);
+                writable(io, tx).await?;
+            }
+            Err(Resume::Failed(e)) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the socket may take more bytes, reading completions when the error queue signals.
+async fn writable<S: ZcSocket>(io: &mut Readiness, tx: &mut Sender<S>) -> Result<(), TxError> {
+    io.renew_if_stale(tx.get_ref().fd())
+        .map_err(|e| queue_error::<S>(e))?;
+    loop {
+        let mut ready = io
+            .fd
+            .ready(Readiness::INTEREST)
+            .await
+            .map_err(|e| queue_error::<S>(e))?;
+        let state = ready.ready();
+        if state.is_error() {
+            // A socket error (a reset) also makes the socket writable (shut down): the caller's next
+            // try reports it.
+            tx.poll_completions()?;
+        }
+        ready.clear_ready();
+        if state.is_writable() {
+            // The caller's next try answers whether there is room; a newer edge survives the clear.
+            io.stale = state.is_write_closed();
+            return Ok(());
+        }
+    }
+}
+
+/// Waits for error-queue readiness and reads the completions queued.
+async fn completions<S: ZcSocket>(
+    io: &AsyncFd<OwnedFd>,
+    tx: &mut Sender<S>,
+) -> Result<(), TxError> {
+    let mut ready = io
+        .ready(Interest::ERROR)
+        .await
+        .map_err(|e| queue_error::<S>(e))?;
+    if read_completions(tx)? == 0 {
+        ready.clear_ready();
+    }
+    Ok(())
+}
+
+/// Reads the completions queued now; when there were none, the error readiness came from a socket
+/// error (a reset), which is returned.
+fn read_completions<S: ZcSocket>(tx: &mut Sender<S>) -> Result<u64, TxError> {
+    let released = tx.poll_completions()?;
+    if released == 0
+        && let Some(source) =
+            errqueue::take_socket_error(tx.get_ref().fd()).map_err(|e| queue_error::<S>(e))?
+    {
+        return Err(TxError::Socket {
+            socket: S::NAME,
+            outstanding: tx.outstanding(),
+            source,
+        });
+    }
+    Ok(released)
+}
+
+fn queue_error<S: ZcSocket>(source: io::Error) -> TxError {
+    TxError::Errqueue {
+        socket: S::NAME,
+        source,
+    }
+}
+
+impl<S: ZcSocket + std::fmt::Debug> std::fmt::Debug for AsyncSender<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncSender")
+            .field("tx", &self.tx)
+            .field("queued", &self.queue.len())
+            .finish()
+    }
+}

@@ -1,0 +1,653 @@
+//! The io_uring sender: queue sends, decide each, submit them as linked batches, and turn CQEs into
+//! completions of the shared tracker.
+
+use std::collections::{HashSet, VecDeque};
+use std::io;
+use std::net::UdpSocket;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::UringError;
+use crate::Fallback;
+use crate::sys::socket::set_int_option;
+use crate::sys::uring::{MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRing, memlock_limit};
+use crate::tx::{
+    BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
+    PolicyConfig, SendBuf, TxStats, ZcSocket,
+};
+
+/// How a [`UringSender`] behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UringConfig {
+    /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
+    pub policy: PolicyConfig,
+    /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
+    /// most buffers one request carries (up to 256 KiB).
+    pub batch: u32,
+    /// Submission queue entries (default 256): also the most requests in flight, results and
+    /// notifications together.
+    pub ring_entries: u32,
+    /// Longest wait for the kernel to take queued sends before a send fails with a timeout (default:
+    /// none, like a blocking socket).
+    pub send_timeout: Option<Duration>,
+}
+
+impl Default for UringConfig {
+    fn default() -> Self {
+        UringConfig {
+            policy: PolicyConfig::default(),
+            batch: 32,
+            ring_entries: 256,
+            send_timeout: None,
+        }
+    }
+}
+
+impl UringConfig {
+    /// The default configuration with `mode`.
+    pub fn with_mode(mode: Mode) -> Self {
+        UringConfig {
+            policy: PolicyConfig::with_mode(mode),
+            ..Default::default()
+        }
+    }
+}
+
+/// `user_data` bit of copy requests; zero-copy requests carry their tracker id.
+const COPY_TAG: u64 = 1 << 63;
+/// Most bytes one stream request gathers from several buffers: its notification (which comes once
+/// all of it is acknowledged) then returns buffers a socket buffer's fraction at a time.
+const MAX_REQUEST_BYTES: usize = 256 << 10;
+/// Longest single wait, so that deadlines are checked.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+fn bytes_of(buf: &dyn SendBuf) -> &[u8] {
+    buf.as_bytes()
+}
+
+/// One buffer queued for sending, until the kernel took all of it.
+struct Pending {
+    loan: Loan,
+    /// Bytes the kernel has taken.
+    sent: usize,
+    /// Copy the next request, for this reason (the kernel refused a zero-copy one).
+    forced: Option<CopyReason>,
+    /// How its next request sends, once decided.
+    decision: Option<Decision>,
+    /// The request in flight: its `user_data` and how it sends.
+    request: Option<(u64, SendKind)>,
+    done: bool,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.loan.as_bytes().len()
+    }
+}
+
+/// What a wait loop waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    /// Every queued send submitted.
+    Submitted,
+    /// Every request finished and every buffer back.
+    Idle,
+}
+
+/// An io_uring zero-copy sender owning socket `S` (see [`crate::uring`]).
+///
+/// Sends are queued and submitted `batch` at a time (and by [`UringSender::submit`],
+/// [`UringSender::wait_completions`], [`UringSender::flush`]); an error of a request comes back from
+/// the call that sees it, and the rest of that chain is dropped unsent.
+///
+/// Dropping a sender with buffers lent keeps them lent forever (leaked, never reused, since the
+/// kernel may still read them): call [`UringSender::flush`] or [`UringSender::close`] first.
+pub struct UringSender<S: ZcSocket> {
+    ring: SendRing<dyn SendBuf>,
+    /// Present until [`UringSender::close`] takes it.
+    socket: Option<S>,
+    /// One id per zero-copy request, holding the loans it sends.
+    tracker: CompletionTracker<Vec<Loan>>,
+    policy: Policy,
+    stats: TxStats,
+    config: UringConfig,
+    zerocopy: Result<(), Fallback>,
+    registration: Result<(), Fallback>,
+    report_usage: bool,
+    vectored_fixed: bool,
+    /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
+    queue: VecDeque<Pending>,
+    chain_len: usize,
+    /// Requests of the last chain whose result has not arrived.
+    chain_pending: usize,
+    next_copy: u64,
+    /// Ids of zero-copy requests that failed and will still notify: their notification releases the
+    /// buffer without counting as a completion.
+    failed: HashSet<u32>,
+    error: Option<UringError>,
+}
+
+impl<S: ZcSocket> UringSender<S> {
+    /// Wraps connected `socket` with a new ring. Unless the mode is [`Mode::Copy`], zero-copy needs
+    /// `IORING_OP_SEND_ZC`; without it the sender copies and [`UringSender::zerocopy_status`] says
+    /// why. Fails when io_uring itself is unavailable.
+    pub fn new(socket: S, config: UringConfig) -> Result<Self, UringError> {
+        let ring = SendRing::new(config.ring_entries.max(2), bytes_of)
+            .map_err(|source| UringError::Setup { source })?;
+        let zerocopy = if config.policy.mode == Mode::Copy {
+            Err(Fallback::requested("choose mode zerocopy or auto"))
+        } else {
+            match ring.zero_copy_opcodes() {
+                Ok(ops) if ops.send_zc => Ok(()),
+                Ok(_) => Err(Fallback::observed(
+                    "IORING_OP_SEND_ZC is missing from IORING_REGISTER_PROBE",
+                    "kernel 6.0 or later has it: sending by copy",
+                )),
+                Err(e) => Err(Fallback::refused(
+                    "io_uring_register IORING_REGISTER_PROBE",
+                    e.raw_os_error().unwrap_or(libc::EIO),
+                    "sending by copy",
+                )),
+            }
+        };
+        Ok(UringSender {
+            ring,
+            socket: Some(socket),
+            tracker: CompletionTracker::new(0),
+            policy: Policy::new(config.policy),
+            stats: TxStats::default(),
+            config,
+            zerocopy,
+            registration: Err(Fallback::requested(
+                "register a BufferPool (register_pool) for fixed sends",
+            )),
+            report_usage: true,
+            vectored_fixed: true,
+            queue: VecDeque::new(),
+            chain_len: 0,
+            chain_pending: 0,
+            next_copy: 0,
+            failed: HashSet::new(),
+            error: None,
+        })
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        self.socket
+            .as_ref()
+            .expect("the socket is present until close()")
+    }
+
+    /// Whether zero-copy requests are used, or why not.
+    pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
+        self.zerocopy.as_ref().map(|_| ())
+    }
+
+    /// Whether a pool is registered (fixed sends), or why not.
+    pub fn registration_status(&self) -> Result<(), &Fallback> {
+        self.registration.as_ref().map(|_| ())
+    }
+
+    /// The counters so far (ids are zero-copy requests; copied ones per `REPORT_USAGE`).
+    pub fn stats(&self) -> &TxStats {
+        &self.stats
+    }
+
+    /// Zero-copy ids whose notification has not arrived (their buffers are lent).
+    pub fn outstanding(&self) -> usize {
+        self.tracker.outstanding()
+    }
+
+    /// Registers `pool`'s buffers with the ring (`IORING_REGISTER_BUFFERS`): its buffers then go out as
+    /// fixed sends, without pinning pages per request. On failure — `ENOMEM` when the pinned pages
+    /// exceed `RLIMIT_MEMLOCK` — the reason names the limit and what to raise, and sends go on with
+    /// unregistered buffers (copied when the kernel refuses them).
+    pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
+        self.registration = match self.ring.register(pool.arena()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let pool_kib = (pool.buf_size() * pool.capacity()) >> 10;
+                let remedy = match errno {
+                    libc::ENOMEM => format!(
+                        "pinning the pool's {pool_kib} KiB exceeds RLIMIT_MEMLOCK ({}): raise it \
+                         (ulimit -l, LimitMEMLOCK= in a systemd unit, memlock in \
+                         /etc/security/limits.conf) or grant CAP_IPC_LOCK; sending from \
+                         unregistered buffers, by copy when the kernel refuses them",
+                        describe_memlock()
+                    ),
+                    libc::EBUSY => "a pool is registered already".to_string(),
+                    libc::EINVAL => format!(
+                        "at most {} MiB register as one buffer: use a smaller pool",
+                        MAX_REGISTERED_BYTES >> 20
+                    ),
+                    _ => "sending from unregistered buffers".to_string(),
+                };
+                Err(Fallback::refused(
+                    "io_uring_register IORING_REGISTER_BUFFERS",
+                    errno,
+                    remedy,
+                ))
+            }
+        };
+        self.registration.clone()
+    }
+
+    /// Queues all of `buf` for sending: on a stream socket as one byte run in order, on a datagram
+    /// socket as one datagram (or one GSO train). The buffer stays lent until the kernel took it and,
+    /// for a zero-copy request, until its notification. Submits when `batch` sends are queued; an
+    /// error of an earlier send may come back here.
+    pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), UringError> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.queue.push_back(Pending {
+            loan: Arc::new(buf),
+            sent: 0,
+            forced: None,
+            decision: None,
+            request: None,
+            done: false,
+        });
+        if self.queue.len() - self.chain_len >= self.config.batch.max(1) as usize {
+            self.run_until(Goal::Submitted, self.config.send_timeout, "send")?;
+        }
+        Ok(())
+    }
+
+    /// Submits every queued send (waiting, bounded by the send timeout, for the previous chain).
+    pub fn submit(&mut self) -> Result<(), UringError> {
+        self.run_until(Goal::Submitted, self.config.send_timeout, "submit")
+    }
+
+    /// Reads the completions queued now (without waiting) and submits what it can; returns the
+    /// number of ids released.
+    pub fn poll_completions(&mut self) -> Result<u64, UringError> {
+        let released = self.reap();
+        self.start_chain()?;
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(released),
+        }
+    }
+
+    /// Submits what is queued and waits up to `timeout` until at least one id is released (for
+    /// example when a [`BufferPool`] ran dry) or nothing is lent; returns the number released.
+    pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, UringError> {
+        let deadline = Instant::now() + timeout;
+        let mut released = 0;
+        loop {
+            released += self.reap();
+            self.start_chain()?;
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            let idle = self.queue.is_empty() && self.tracker.outstanding() == 0;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if released > 0 || idle || left.is_zero() {
+                return Ok(released);
+            }
+            self.ring
+                .wait(1, Some(left.min(WAIT_SLICE)))
+                .map_err(|source| UringError::Enter { source })?;
+        }
+    }
+
+    /// Submits everything and waits, up to `timeout`, until every request finished and every lent
+    /// buffer is released; returns the first send error seen on the way.
+    pub fn flush(&mut self, timeout: Duration) -> Result<(), UringError> {
+        self.run_until(Goal::Idle, Some(timeout), "flush")
+    }
+
+    /// Flushes (bounded by `timeout`) and returns the socket. On failure the buffers still lent are
+    /// leaked — never reused — and the error says how many requests are in flight.
+    pub fn close(mut self, timeout: Duration) -> Result<S, UringError> {
+        self.flush(timeout)?;
+        Ok(self
+            .socket
+            .take()
+            .expect("the socket is present until close()"))
+    }
+
+    fn run_until(
+        &mut self,
+        goal: Goal,
+        timeout: Option<Duration>,
+        what: &'static str,
+    ) -> Result<(), UringError> {
+        let start = Instant::now();
+        loop {
+            self.reap();
+            self.start_chain()?;
+            let reached = match goal {
+                Goal::Submitted => self.queue.len() == self.chain_len || self.error.is_some(),
+                Goal::Idle => self.queue.is_empty() && self.ring.in_flight() == 0,
+            };
+            if reached {
+                return match self.error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+            }
+            let slice = match timeout {
+                Some(t) => {
+                    let left = t.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        return Err(UringError::Timeout {
+                            what,
+                            in_flight: self.ring.in_flight(),
+                            waited: start.elapsed(),
+                        });
+                    }
+                    left.min(WAIT_SLICE)
+                }
+                None => WAIT_SLICE,
+            };
+            self.ring
+                .wait(1, Some(slice))
+                .map_err(|source| UringError::Enter { source })?;
+        }
+    }
+
+    fn decide(policy: &mut Policy, zerocopy: &Result<(), Fallback>, len: usize) -> Decision {
+        match policy.decide(len) {
+            Decision::ZeroCopy if zerocopy.is_err() => Decision::Copy(CopyReason::Unsupported),
+            d => d,
+        }
+    }
+
+    /// Submits the next chain of queued sends when the last chain has finished. Up to `batch` sends
+    /// are decided; a stream sends each run of consecutive sends decided alike as one request (an
+    /// iovec array, up to [`MAX_REQUEST_BYTES`]), a datagram socket one request per send; the requests are linked, so they run in
+    /// order, as many as the submission queue and the completion queue's room allow.
+    fn start_chain(&mut self) -> Result<(), UringError> {
+        if self.chain_pending > 0 || self.error.is_some() {
+            return Ok(());
+        }
+        let room = self
+            .ring
+            .entries()
+            .saturating_sub(self.ring.in_flight())
+            .min(self.ring.sq_space());
+        let take = self.queue.len().min(self.config.batch.max(1) as usize);
+        for p in self.queue.range_mut(..take) {
+            if p.decision.is_none() {
+                let left = p.len() - p.sent;
+                p.decision = Some(match p.forced.take() {
+                    Some(reason) => Decision::Copy(reason),
+                    None => Self::decide(&mut self.policy, &self.zerocopy, left),
+                });
+            }
+        }
+        let socket = self
+            .socket
+            .as_ref()
+            .expect("the socket is present until close()");
+        let is_zc = |p: &Pending| p.decision == Some(Decision::ZeroCopy);
+        let mut groups: Vec<Range<usize>> = Vec::new();
+        let mut start = 0;
+        while start < take && groups.len() < room {
+            let zc = is_zc(&self.queue[start]);
+            let mut end = start + 1;
+            let mut bytes = self.queue[start].len() - self.queue[start].sent;
+            while socket.is_stream()
+                && end < take
+                && is_zc(&self.queue[end]) == zc
+                && bytes + self.queue[end].len() <= MAX_REQUEST_BYTES
+            {
+                bytes += self.queue[end].len();
+                end += 1;
+            }
+            groups.push(start..end);
+            start = end;
+        }
+        let fd = socket.fd();
+        for (g, range) in groups.iter().enumerate() {
+            let (user_data, kind) = if is_zc(&self.queue[range.start]) {
+                let loans = self.queue.range(range.clone()).map(|p| Arc::clone(&p.loan));
+                let id = self.tracker.register(loans.collect());
+                let kind = SendKind::ZeroCopy {
+                    report_usage: self.report_usage,
+                    vectored_fixed: self.vectored_fixed,
+                };
+                (u64::from(id), kind)
+            } else {
+                self.next_copy += 1;
+                (COPY_TAG | self.next_copy, SendKind::Copy)
+            };
+            let parts: Vec<(&Loan, Range<usize>)> = self
+                .queue
+                .range(range.clone())
+                .map(|p| (&p.loan, p.sent..p.len()))
+                .collect();
+            let link = g + 1 < groups.len();
+            if let Err(source) = self.ring.push(user_data, fd, &parts, kind, link) {
+                if user_data & COPY_TAG == 0 {
+                    self.tracker.withdraw(user_data as u32);
+                }
+                return Err(UringError::Enter { source });
+            }
+            for p in self.queue.range_mut(range.clone()) {
+                p.request = Some((user_data, kind));
+            }
+        }
+        self.chain_len = groups.last().map_or(0, |r| r.end);
+        self.chain_pending = groups.len();
+        if !groups.is_empty() {
+            match self.ring.submit() {
+                Ok(_) => {}
+                // The completion queue is backed up: the entries stay queued for the next enter.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
+                Err(source) => return Err(UringError::Enter { source }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles every CQE queued now; returns the ids released.
+    fn reap(&mut self) -> u64 {
+        let mut events = Vec::new();
+        self.ring.reap(|e| events.push(e));
+        let mut released = 0;
+        for event in events {
+            match event {
+                SendEvent::Notif { user_data, copied } if user_data & COPY_TAG == 0 => {
+                    let id = user_data as u32;
+                    if self.failed.remove(&id) {
+                        // A failed request sent nothing from its pages: release, count nothing.
+                        released += u64::from(self.tracker.withdraw(id).is_some());
+                        continue;
+                    }
+                    let ids = self.tracker.complete(
+                        Completion {
+                            lo: id,
+                            hi: id,
+                            copied,
+                        },
+                        drop,
+                    );
+                    self.policy.on_completion(copied, ids);
+                    released += ids;
+                }
+                SendEvent::Notif { .. } => {}
+                SendEvent::Result {
+                    user_data,
+                    res,
+                    notif_follows,
+                } => self.on_result(user_data, res, notif_follows),
+            }
+        }
+        if self.chain_pending == 0 && self.chain_len > 0 {
+            if self.error.is_some() {
+                // A request failed: the rest of its chain was cancelled and what was queued after it
+                // is dropped unsent (no request ever took those buffers).
+                self.queue.clear();
+            } else {
+                self.queue.retain(|p| !p.done);
+            }
+            self.chain_len = 0;
+        }
+        self.stats.set_tracker(self.tracker.counts());
+        self.stats.policy_switches = self.policy.switches();
+        released
+    }
+
+    fn on_result(&mut self, user_data: u64, res: Result<usize, i32>, notif_follows: bool) {
+        let zc = user_data & COPY_TAG == 0;
+        if zc && !notif_follows {
+            // The kernel never took the pages. (A request refused at submission may still post a
+            // notification; it then matches nothing and counts as an ignored id.)
+            self.tracker.withdraw(user_data as u32);
+        } else if zc && res.is_err() {
+            self.failed.insert(user_data as u32);
+        }
+        let ours = |p: &Pending| p.request.is_some_and(|(u, _)| u == user_data);
+        let Some(first) = self.queue.iter().take(self.chain_len).position(ours) else {
+            return;
+        };
+        let parts = first..first + self.queue.range(first..).take_while(|p| ours(p)).count();
+        self.chain_pending -= 1;
+        let decision = self.queue[first]
+            .decision
+            .expect("a submitted send was decided");
+        let kind = self.queue[first].request.map(|(_, kind)| kind);
+        for p in self.queue.range_mut(parts.clone()) {
+            p.request = None;
+            // Whatever is left is decided again when it is resubmitted.
+            p.decision = None;
+        }
+        let mut forced = None;
+        match res {
+            Ok(n) => {
+                self.count_send(decision, n);
+                let mut left = n;
+                for p in self.queue.range_mut(parts.clone()) {
+                    let took = (p.len() - p.sent).min(left);
+                    p.sent += took;
+                    left -= took;
+                    p.done = p.sent == p.len();
+                }
+                if !self.queue[parts.end - 1].done {
+                    self.stats.partial_sends += 1;
+                }
+            }
+            Err(libc::ECANCELED) => {}
+            Err(libc::ENOBUFS | libc::ENOMEM) if zc => {
+                forced = Some(CopyReason::Enobufs);
+                self.stats.enobufs += 1;
+                self.policy.on_enobufs();
+            }
+            Err(libc::EOPNOTSUPP) if zc => {
+                forced = Some(CopyReason::Unsupported);
+                self.zerocopy = Err(Fallback::refused(
+                    "IORING_OP_SEND_ZC",
+                    libc::EOPNOTSUPP,
+                    "this socket has no zero-copy send: sending by copy",
+                ));
+            }
+            // A kernel before 6.15 refuses fixed vectored sends: send them unregistered. (Each
+            // request of a chain refused at submission says so, all asked the same way.)
+            Err(libc::EINVAL)
+                if parts.len() > 1
+                    && matches!(
+                        kind,
+                        Some(SendKind::ZeroCopy {
+                            vectored_fixed: true,
+                            ..
+                        })
+                    ) =>
+            {
+                self.vectored_fixed = false;
+            }
+            // A kernel before 6.2 refuses IORING_SEND_ZC_REPORT_USAGE: go on without it.
+            Err(libc::EINVAL)
+                if matches!(
+                    kind,
+                    Some(SendKind::ZeroCopy {
+                        report_usage: true,
+                        ..
+                    })
+                ) =>
+            {
+                self.report_usage = false;
+            }
+            Err(errno) => {
+                let p = &self.queue[first];
+                let error = UringError::Send {
+                    socket: S::NAME,
+                    zerocopy: zc,
+                    sent: p.sent,
+                    len: p.len(),
+                    source: io::Error::from_raw_os_error(errno),
+                };
+                self.error.get_or_insert(error);
+            }
+        }
+        if forced.is_some() {
+            for p in self.queue.range_mut(parts) {
+                p.forced = forced;
+            }
+        }
+    }
+
+    fn count_send(&mut self, decision: Decision, n: usize) {
+        self.stats.calls += 1;
+        self.stats.bytes += n as u64;
+        match decision {
+            Decision::ZeroCopy => self.stats.zc_calls += 1,
+            Decision::Copy(reason) => {
+                self.stats.copy_calls += 1;
+                self.stats.count_copy(reason);
+            }
+        }
+    }
+}
+
+fn describe_memlock() -> String {
+    match memlock_limit() {
+        Ok(u64::MAX) => "unlimited".to_string(),
+        Ok(limit) => format!("{} KiB", limit >> 10),
+        Err(e) => format!("unknown: {e}"),
+    }
+}
+
+impl<S: ZcSocket + std::fmt::Debug> std::fmt::Debug for UringSender<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringSender")
+            .field("socket", &self.socket)
+            .field("ring", &self.ring)
+            .field("queued", &self.queue.len())
+            .field("outstanding", &self.tracker.outstanding())
+            .field("zerocopy", &self.zerocopy)
+            .field("registration", &self.registration)
+            .field("policy", &self.policy)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl<S: ZcSocket> Drop for UringSender<S> {
+    fn drop(&mut self) {
+        self.reap();
+        for loan in self.tracker.abandon() {
+            // The kernel may still read these pages: never let the memory be reused.
+            std::mem::forget(loan);
+        }
+    }
+}
+
+impl UringSender<UdpSocket> {
+    /// Sets the GSO segment size on the socket (`UDP_SEGMENT` socket option): every datagram longer
+    /// than one segment — sends submitted from now on — goes out as a train of up to 64 segments.
+    /// `None` turns it off.
+    pub fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
+        set_int_option(
+            self.get_ref().fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            i32::from(segment.unwrap_or(0)),
+        )
+    }
+}

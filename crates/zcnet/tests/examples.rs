@@ -1,0 +1,84 @@
+//! The examples run as a user would run them (`cargo run --release --example …`) and say what they
+//! promise: the blocking one moves all its bytes, the stream hasher's hash matches its sender's, the
+//! object server's clients verify every object and its bench prints a row per mode and connection
+//! count.
+
+use std::process::Command;
+
+/// Runs `cargo run --release --example name -- args` for this package; returns its standard output.
+fn run_example(name: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "zcnet",
+            "--example",
+            name,
+            "--",
+        ])
+        .args(args)
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "example {name} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{stdout}");
+    stdout
+}
+
+#[test]
+fn blocking_example_sends_every_byte() {
+    let out = run_example("blocking", &[]);
+    assert!(out.contains("received 67108864 bytes"), "{out}");
+}
+
+#[test]
+fn stream_hasher_example_hashes_what_was_sent() {
+    let out = run_example("stream_hasher", &[]);
+    assert!(out.contains("hash matches the sender's"), "{out}");
+    assert!(out.contains("mmap'ed"), "{out}");
+}
+
+#[test]
+fn object_server_example_serves_verified_objects_and_benches() {
+    let out = run_example(
+        "object_server",
+        &[
+            "--clients",
+            "8",
+            "--requests",
+            "4",
+            "--object-mib",
+            "1",
+            "--mode",
+            "zerocopy",
+        ],
+    );
+    assert!(out.contains("8 clients verified 4 objects each"), "{out}");
+    assert!(out.contains("ids zero-copied"), "{out}");
+    let out = run_example(
+        "object_server",
+        &[
+            "--bench",
+            "--rounds",
+            "1",
+            "--mib",
+            "32",
+            "--connections",
+            "1,4",
+        ],
+    );
+    for row in [
+        "ZeroCopy, 1 connections",
+        "ZeroCopy, 4 connections",
+        "Auto, 4 connections",
+    ] {
+        assert!(out.contains(row), "{row} missing: {out}");
+    }
+}

@@ -1,0 +1,121 @@
+//! A locked-memory limit too small for the pool: registering it fails with ENOMEM and a reason that
+//! names RLIMIT_MEMLOCK's value and what to raise; zero-copy sends the kernel then refuses (ENOMEM:
+//! their pinned pages are charged to the same limit) go out by copy, every byte delivered.
+//!
+//! The limit is lowered in a child process (`prlimit`), which as root also loses CAP_IPC_LOCK
+//! (`setpriv`), since that capability exempts a process from the limit.
+
+mod tx_common;
+mod uring_common;
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use tx_common::{pool, tcp_pair};
+use uring_common::{config, send_sizes, send_zc_available};
+use zcnet::tx::Mode;
+use zcnet::uring::UringTcpSender;
+
+const CHILD: &str = "ZCNET_URING_MEMLOCK_CHILD";
+const LIMIT: u64 = 64 << 10;
+const TEST: &str = "small_memlock_limit_gives_a_clear_error_and_the_copy_fallback";
+
+/// The checks, run in the child under the small limit.
+fn under_small_limit() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink): (TcpStream, _) = tcp_pair(listener);
+    let pool = pool(64 << 10, 16);
+    let mut tx = UringTcpSender::new(stream, config(Mode::ZeroCopy)).expect("io_uring");
+    let refused = tx
+        .register_pool(&pool)
+        .expect_err("1 MiB cannot be pinned under 64 KiB");
+    assert_eq!(refused.errno(), Some(libc::ENOMEM), "{refused}");
+    let text = refused.to_string();
+    for needle in [
+        "IORING_REGISTER_BUFFERS",
+        "RLIMIT_MEMLOCK (64 KiB)",
+        "1024 KiB",
+        "ulimit -l",
+        "CAP_IPC_LOCK",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from: {text}");
+    }
+    println!("registration refused: {text}");
+    let sent = send_sizes(&mut tx, &pool, &[64 << 10], 200, drop).expect("send");
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_eq!(
+        sink.join().unwrap(),
+        sent,
+        "bytes delivered differ from bytes sent"
+    );
+    assert_eq!(pool.available(), pool.capacity());
+    println!("{stats:?}");
+    assert!(
+        stats.enobufs > 0,
+        "the kernel refused no zero-copy send: {stats:?}"
+    );
+    assert!(stats.copy_enobufs > 0, "{stats:?}");
+    assert_eq!(stats.bytes, sent.len);
+}
+
+#[test]
+fn small_memlock_limit_gives_a_clear_error_and_the_copy_fallback() {
+    if std::env::var_os(CHILD).is_some() {
+        under_small_limit();
+        return;
+    }
+    if !send_zc_available(TEST) {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let memlock = format!("--memlock={LIMIT}:{LIMIT}");
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--bounding-set=-ipc_lock",
+            "--inh-caps=-ipc_lock",
+            "prlimit",
+            &memlock,
+        ]);
+        c
+    } else {
+        let mut c = Command::new("prlimit");
+        c.arg(&memlock);
+        c
+    };
+    cmd.arg(&exe)
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"]);
+    let out = match cmd.env(CHILD, "1").output() {
+        Ok(out) => out,
+        Err(e) => {
+            testnet::skip(
+                TEST,
+                &format!("cannot run setpriv/prlimit (util-linux): {e}"),
+            );
+            return;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("child stdout:\n{stdout}\nchild stderr:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the child under a {LIMIT}-byte memlock limit failed"
+    );
+    assert!(
+        stdout.contains("registration refused"),
+        "the child ran no check"
+    );
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}

@@ -1,0 +1,144 @@
+# shellcheck shell=bash
+# Shared helpers of scripts/compare-references: the kernel's reference tools, built outside git.
+#
+# Interface (source this file, then call):
+#   refs_build            fetch Debian's linux-source-6.12 once, extract msg_zerocopy.c, tcp_mmap.c,
+#                         io_uring_zerocopy_tx.c and vsock_perf.c, build them with gcc; prints the
+#                         directory holding the binaries (msg_zerocopy, tcp_mmap, io_uring_zerocopy_tx,
+#                         vsock_perf). Everything lives in $REFS_CACHE, never in the repository.
+#   zcnet_bin             builds zcnet (release) if needed and prints the path of the binary.
+#   ratio A B             prints A/B with three decimals ("-" when B is 0 or empty).
+#   pair_line NAME ZC REF prints one comparison line: "NAME zcnet ZC reference REF ratio ZC/REF".
+#   skip REASON           prints "SKIP <comparison>: REASON" (fails instead under ZCNET_PRIV_TESTS=1).
+#   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now.
+#   cpu_s FILE            user+system seconds from a file written by `/usr/bin/time -f '%U %S' -o FILE`.
+#   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
+#   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
+#   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
+#   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
+#
+# The sources come from Debian's package with the ordinary apt client; their code is never copied into
+# zcnet, and neither they nor their binaries are committed.
+
+set -euo pipefail
+
+REFS_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/zcnet/references"
+REFS_PACKAGE="linux-source-6.12"
+ROUNDS="${ROUNDS:-3}"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# Installs Debian packages that are missing (needs root).
+refs_need_packages() {
+	local missing=()
+	local p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "compare-references: missing packages ${missing[*]} (install them as root)" >&2
+		return 1
+	fi
+	echo "compare-references: installing ${missing[*]}" >&2
+	apt-get update -qq >&2 || true
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+}
+
+refs_build() {
+	mkdir -p "$REFS_CACHE"
+	refs_need_packages gcc libc6-dev libssl-dev xz-utils time >&2
+	(
+		flock 9
+		cd "$REFS_CACHE"
+		if [ ! -f src/.extracted ]; then
+			if ! ls ./"${REFS_PACKAGE}"_*.deb >/dev/null 2>&1; then
+				echo "compare-references: downloading $REFS_PACKAGE (~150 MB, once)" >&2
+				apt-get download "$REFS_PACKAGE" >&2
+			fi
+			rm -rf src pkg && mkdir -p src pkg
+			dpkg-deb --fsys-tarfile ./"${REFS_PACKAGE}"_*.deb |
+				tar -x -C pkg --wildcards './usr/src/linux-source-*.tar.xz'
+			tar -xJf pkg/usr/src/linux-source-*.tar.xz -C src --strip-components=1 \
+				--wildcards \
+				'*/tools/testing/selftests/net/msg_zerocopy.c' \
+				'*/tools/testing/selftests/net/tcp_mmap.c' \
+				'*/tools/testing/selftests/net/io_uring_zerocopy_tx.c' \
+				'*/tools/testing/vsock/vsock_perf.c' \
+				'*/tools/testing/vsock/msg_zerocopy_common.h' \
+				'*/tools/testing/vsock/msg_zerocopy_common.c' \
+				'*/tools/include/io_uring/mini_liburing.h' \
+				'*/include/uapi/linux/io_uring.h'
+			rm -rf pkg
+			touch src/.extracted
+		fi
+		mkdir -p bin
+		local net=src/tools/testing/selftests/net
+		[ -x bin/msg_zerocopy ] || gcc -O2 -Wall -o bin/msg_zerocopy "$net/msg_zerocopy.c" >&2
+		[ -x bin/tcp_mmap ] || gcc -O2 -Wall -o bin/tcp_mmap "$net/tcp_mmap.c" -lpthread -lcrypto >&2
+		[ -x bin/io_uring_zerocopy_tx ] ||
+			gcc -O2 -Wall -I src/tools/include -I src/include/uapi -o bin/io_uring_zerocopy_tx "$net/io_uring_zerocopy_tx.c" >&2 ||
+			echo "compare-references: io_uring_zerocopy_tx did not build" >&2
+		[ -x bin/vsock_perf ] ||
+			gcc -O2 -Wall -D_GNU_SOURCE -o bin/vsock_perf src/tools/testing/vsock/vsock_perf.c \
+				src/tools/testing/vsock/msg_zerocopy_common.c >&2 ||
+			echo "compare-references: vsock_perf did not build" >&2
+	) 9>"$REFS_CACHE/.lock"
+	echo "$REFS_CACHE/bin"
+}
+
+zcnet_bin() {
+	(cd "$REPO_ROOT" && cargo build --release -q -p zcnet-cli >&2)
+	echo "$REPO_ROOT/target/release/zcnet"
+}
+
+ratio() {
+	awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (b == "" || b + 0 == 0) print "-"; else printf "%.3f\n", a / b }'
+}
+
+pair_line() {
+	printf '%-44s zcnet %12s  reference %12s  ratio %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"
+}
+
+skip() {
+	if [ "${ZCNET_PRIV_TESTS:-}" = 1 ]; then
+		echo "FAIL ${COMPARISON:-compare}: $1" >&2
+		return 1
+	fi
+	echo "SKIP ${COMPARISON:-compare}: $1"
+}
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cpu_s() {
+	awk '{ print $1 + $2 }' "$1"
+}
+
+mib_gbit() {
+	awk -v m="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.3f\n", m * 1048576 * 8 / s / 1e9; else print 0 }'
+}
+
+check_equal() {
+	if [ "$2" = "$3" ]; then
+		echo "interop $1: $2 = $3 ok"
+	else
+		echo "interop $1: $2 != $3 FAILED"
+		INTEROP_FAILED=1
+	fi
+}
+
+in_order() {
+	if [ $(($1 % 2)) -eq 1 ]; then
+		"$2"
+		"$3"
+	else
+		"$3"
+		"$2"
+	fi
+}
+
+# A scratch directory removed when the script exits.
+SCRATCH="$(mktemp -d)"
+trap 'rm -rf "$SCRATCH"' EXIT
+INTEROP_FAILED=0

@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# zcnet bench tcp --connect --raw against msg_zerocopy's TCP sender, both into the same receiver
+# (`msg_zerocopy -r`, which discards with MSG_TRUNC), plain against --mode copy and -z against
+# --mode zerocopy, 65435-byte sends (msg_zerocopy's default) for SECONDS. The receiver's MiB count is
+# the throughput; the sender's user+system time per MB is its cost. Also checks zcnet's byte count
+# against the receiver's, and msg_zerocopy -z into zcnet's receiver.
+
+SECONDS_TCP="${SECONDS_TCP:-2}"
+# msg_zerocopy -t N sends for N seconds plus 200 ms.
+ZC_DURATION="$(awk -v t="$SECONDS_TCP" 'BEGIN { print t + 0.2 }')"
+
+# Starts `msg_zerocopy -r` on a fresh port; sets PORT and RX_PID.
+tcp_receiver() {
+	PORT="$(free_port)"
+	"$REFS/msg_zerocopy" -4 -r -t "$SECONDS_TCP" -p "$PORT" -D 127.0.0.1 tcp 2>"$SCRATCH/rx" &
+	RX_PID=$!
+	sleep 0.3
+}
+
+# Waits for the receiver to end; sets RX_MIB to its count.
+tcp_received_mib() {
+	wait "$RX_PID"
+	RX_MIB="$(sed -n 's/^rx=[0-9]* (\([0-9]*\) MB)$/\1/p' "$SCRATCH/rx")"
+}
+
+# ref_tcp FLAG: msg_zerocopy's sender (FLAG "" or -z); sets REF_MIB and REF_CPU.
+ref_tcp() {
+	tcp_receiver
+	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" \
+		"$REFS/msg_zerocopy" -4 $1 -t "$SECONDS_TCP" -p "$PORT" -D 127.0.0.1 -S 127.0.0.1 tcp \
+		2>"$SCRATCH/tx" >/dev/null
+	tcp_received_mib
+	REF_MIB="$RX_MIB"
+	REF_CPU="$(cpu_s "$SCRATCH/cpu")"
+}
+
+# zc_tcp MODE: zcnet's sender; sets ZC_MIB, ZC_CPU and ZC_SENT (bytes).
+zc_tcp() {
+	tcp_receiver
+	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" \
+		"$ZCNET" bench tcp --connect "127.0.0.1:$PORT" --raw --mode "$1" --size 65435 \
+		--duration "$ZC_DURATION" --no-verify --interval 0 --json >"$SCRATCH/zc"
+	tcp_received_mib
+	ZC_MIB="$RX_MIB"
+	ZC_CPU="$(cpu_s "$SCRATCH/cpu")"
+	ZC_SENT="$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["bytes"])' "$SCRATCH/zc")"
+}
+
+us_per_mb() {
+	awk -v c="$1" -v m="$2" 'BEGIN { if (m > 0) printf "%.1f\n", c * 1e6 / (m * 1.048576); else print 0 }'
+}
+
+declare -A total=()
+add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
+
+for round in $(seq 1 "$ROUNDS"); do
+	for pair in "copy:" "zerocopy:-z"; do
+		mode="${pair%%:*}"
+		flag="${pair#*:}"
+		run_ref() { ref_tcp "$flag"; }
+		run_zc() { zc_tcp "$mode"; }
+		in_order "$round" run_ref run_zc
+		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: MiB" "$ZC_MIB" "$REF_MIB"
+		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: us/MB" \
+			"$(us_per_mb "$ZC_CPU" "$ZC_MIB")" "$(us_per_mb "$REF_CPU" "$REF_MIB")"
+		check_equal "zcnet --mode $mode -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
+		add "zc_mib_$mode" "$ZC_MIB"
+		add "ref_mib_$mode" "$REF_MIB"
+		add "zc_cpu_$mode" "$ZC_CPU"
+		add "ref_cpu_$mode" "$REF_CPU"
+	done
+done
+for pair in "copy:plain" "zerocopy:-z"; do
+	mode="${pair%%:*}"
+	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: MiB" "${total[zc_mib_$mode]}" "${total[ref_mib_$mode]}"
+	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: us/MB" \
+		"$(us_per_mb "${total[zc_cpu_$mode]}" "${total[zc_mib_$mode]}")" \
+		"$(us_per_mb "${total[ref_cpu_$mode]}" "${total[ref_mib_$mode]}")"
+done
+
+# msg_zerocopy -z into zcnet's receiver (a foreign stream: counted, not verified).
+PORT="$(free_port)"
+"$ZCNET" bench tcp --listen "127.0.0.1:$PORT" --once --json --interval 0 >"$SCRATCH/zl" &
+ZL_PID=$!
+sleep 0.3
+"$REFS/msg_zerocopy" -4 -z -t 1 -p "$PORT" -D 127.0.0.1 -S 127.0.0.1 tcp 2>"$SCRATCH/tx" >/dev/null
+wait "$ZL_PID"
+sent_mib="$(sed -n 's/^tx=[0-9]* (\([0-9]*\) MB).*/\1/p' "$SCRATCH/tx")"
+got="$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["bytes"])' "$SCRATCH/zl")"
+check_equal "msg_zerocopy -z -> zcnet bench tcp --listen (MiB)" "$sent_mib" "$((got >> 20))"

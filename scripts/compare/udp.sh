@@ -1,0 +1,62 @@
+# shellcheck shell=bash
+# zcnet bench udp --connect --raw against msg_zerocopy's UDP sender, both into `msg_zerocopy -r udp`
+# (which checks every datagram's length and first bytes against its own pattern, the one zcnet
+# sends), UDP_SIZE-byte datagrams for SECONDS_UDP: plain against --mode copy, -z against
+# --mode zerocopy. Datagrams received are the throughput; sender CPU per MB the cost.
+
+SECONDS_UDP="${SECONDS_UDP:-2}"
+UDP_SIZE="${UDP_SIZE:-1400}"
+UDP_DURATION="$(awk -v t="$SECONDS_UDP" 'BEGIN { print t + 0.2 }')"
+
+udp_receiver() {
+	PORT="$(free_port)"
+	"$REFS/msg_zerocopy" -4 -r -s "$UDP_SIZE" -t "$SECONDS_UDP" -p "$PORT" -D 127.0.0.1 udp \
+		2>"$SCRATCH/rx" &
+	RX_PID=$!
+	sleep 0.3
+}
+
+# Waits for the receiver; sets RX_PACKETS (fails the comparison if it rejected a datagram).
+udp_received() {
+	if ! wait "$RX_PID"; then
+		echo "msg_zerocopy -r udp rejected the stream: $(tail -1 "$SCRATCH/rx")"
+		INTEROP_FAILED=1
+	fi
+	RX_PACKETS="$(sed -n 's/^rx=\([0-9]*\) .*/\1/p' "$SCRATCH/rx")"
+}
+
+ref_udp() {
+	udp_receiver
+	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$REFS/msg_zerocopy" -4 $1 -s "$UDP_SIZE" \
+		-t "$SECONDS_UDP" -p "$PORT" -D 127.0.0.1 -S 127.0.0.1 udp 2>/dev/null >/dev/null
+	udp_received
+	REF_PACKETS="$RX_PACKETS"
+	REF_CPU="$(cpu_s "$SCRATCH/cpu")"
+}
+
+zc_udp() {
+	udp_receiver
+	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$ZCNET" bench udp --connect "127.0.0.1:$PORT" \
+		--raw --mode "$1" --size "$UDP_SIZE" --duration "$UDP_DURATION" --interval 0 --json \
+		>"$SCRATCH/zc"
+	udp_received
+	ZC_PACKETS="$RX_PACKETS"
+	ZC_CPU="$(cpu_s "$SCRATCH/cpu")"
+}
+
+us_per_datagram_mb() {
+	awk -v c="$1" -v p="$2" -v s="$UDP_SIZE" 'BEGIN { if (p > 0) printf "%.1f\n", c * 1e6 / (p * s / 1e6); else print 0 }'
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+	for pair in "copy:" "zerocopy:-z"; do
+		mode="${pair%%:*}"
+		flag="${pair#*:}"
+		run_ref() { ref_udp "$flag"; }
+		run_zc() { zc_udp "$mode"; }
+		in_order "$round" run_ref run_zc
+		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: datagrams" "$ZC_PACKETS" "$REF_PACKETS"
+		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: us/MB received" \
+			"$(us_per_datagram_mb "$ZC_CPU" "$ZC_PACKETS")" "$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
+	done
+done
