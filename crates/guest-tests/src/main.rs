@@ -72,6 +72,9 @@ enum Command {
         /// Address of the host-side peer.
         #[arg(long)]
         peer: IpAddr,
+        /// The guest's IPv4 address on the NIC (the source of the frames it builds).
+        #[arg(long)]
+        ip: std::net::Ipv4Addr,
         /// The guest's NIC.
         #[arg(long, default_value = "eth0")]
         iface: String,
@@ -101,7 +104,7 @@ fn main() -> ExitCode {
             ovs_peer::echo(listen, Duration::from_secs(max_seconds)),
         ),
         Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
-        Command::Xdp { peer, iface } => ("xdp", xdp_zc::run(peer, &iface)),
+        Command::Xdp { peer, ip, iface } => ("xdp", xdp_zc::run(peer, ip, &iface)),
         Command::Peer {
             listen,
             max_seconds,

@@ -6,16 +6,23 @@
 //! behind is removed by [`sweep`], which runs before the first namespace of every process is created.
 //! Nothing is ever attached to an interface of the host's own namespace.
 //!
+//! It also holds what only zcnet's tests and benchmarks need: UDP frame builders ([`frame`]), the
+//! AF_PACKET sockets and rings AF_XDP is compared with ([`sys::packet`]; `sys` and the signal
+//! handler hold this crate's only `unsafe` code), and CPU placement ([`cpu`]).
+//!
 //! Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); tests call [`privileged`] first,
 //! which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands that they run.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod command;
+pub mod cpu;
+pub mod frame;
 mod netns;
 mod privilege;
 mod signals;
 mod sweep;
+pub mod sys;
 mod termination;
 mod veth;
 mod vsock_check;

@@ -196,7 +196,7 @@ impl VethPair {
             &self.b
         };
         let text = ns.exec("cat", &[&format!("/sys/class/net/{ifname}/address")])?;
-        zcnet::xdp::frame::parse_mac(&text)
+        crate::frame::parse_mac(&text)
             .ok_or_else(|| io::Error::other(format!("{ifname} has no MAC address: {text:?}")))
     }
 }

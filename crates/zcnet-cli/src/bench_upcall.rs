@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use testnet::frame::UdpFrame;
 use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
 use zcnet::probe::{UsageOf, resource_usage};
-use zcnet::xdp::frame::UdpFrame;
 
 use crate::report::{Column, Row, object, print_rows};
 use crate::switch_cmd::DispatchArg;

@@ -4,7 +4,9 @@
 //!   The peer namespace generates the same UDP frames for every path with the cheapest sender
 //!   available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
 //!   is reported: on a 2-core host the generator is usually the limit, so the paths are compared by
-//!   their system-wide CPU cost per packet (`/proc/stat` over the path's run), not only by pps.
+//!   the CPU cost per packet of the receiving CPU. The application thread, the receiving veth's NAPI
+//!   (threaded NAPI, its kernel thread pinned) and its backlog (RPS) run on one CPU, the generator on
+//!   another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`) per packet.
 //! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
 //!   program on the peer (the cheapest sink).
 
@@ -17,9 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
-use zcnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
-use zcnet::xdp::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
+use testnet::{VethConfig, VethPair, cpu};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::report::{self, Row};
@@ -43,9 +45,23 @@ pub struct BenchXdpArgs {
     /// Applications to compare.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "rxdrop")]
     pub app: Vec<BenchApp>,
+    /// After a partial batch, the AF_XDP receivers sleep this many microseconds to let frames gather
+    /// (0: poll for every wakeup). TPACKET_V3 gathers frames the same way, in blocks retired after
+    /// 10 ms.
+    #[arg(long, default_value_t = 1000)]
+    pub coalesce_us: u64,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchXdpArgs {
+    fn wait(&self) -> Wait {
+        match self.coalesce_us {
+            0 => Wait::Poll,
+            us => Wait::Coalesce(Duration::from_micros(us)),
+        }
+    }
 }
 
 /// Which comparison.
@@ -93,10 +109,56 @@ fn udp_rcvbuf_errors() -> Result<u64> {
         .context("no RcvbufErrors counter")
 }
 
+/// Which CPU runs what: the application with the receiving interface's NAPI and backlog, and the
+/// generator. `None` on a single-CPU machine (nothing pinned).
+#[derive(Debug, Clone, Copy)]
+struct Placement {
+    app: usize,
+    generator: usize,
+}
+
+impl Placement {
+    /// CPU 0 for the application, CPU 1 for the generator, when there are two.
+    fn choose() -> Option<Placement> {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        (cpus >= 2).then_some(Placement {
+            app: 0,
+            generator: 1,
+        })
+    }
+
+    /// Puts the receive processing of `pair.a_if` on the application's CPU: threaded NAPI (veth has
+    /// NAPI only with GRO on or an XDP program attached, so GRO is turned on for every path) and RPS
+    /// for frames that reach the backlog.
+    fn steer_receive(self, pair: &VethPair) -> Result<()> {
+        let (iface, dir) = (&pair.a_if, format!("/sys/class/net/{}", pair.a_if));
+        let mask = format!("{:x}", 1u64 << self.app);
+        let script = format!(
+            "ethtool -K {iface} gro on && echo 1 > {dir}/threaded && \
+             echo {mask} > {dir}/queues/rx-0/rps_cpus"
+        );
+        pair.a
+            .exec("sh", &["-c", &script])
+            .with_context(|| format!("enable threaded NAPI and RPS on {}", pair.a_if))?;
+        Ok(())
+    }
+
+    /// Pins the NAPI threads of `pair.a_if` (created anew when an XDP program attaches) to the
+    /// application's CPU; returns their ids.
+    fn pin_napi(self, pair: &VethPair) -> Result<Vec<u32>> {
+        let threads = cpu::napi_threads(&pair.a_if).context("list NAPI threads")?;
+        for &tid in &threads {
+            cpu::pin(tid, self.app).with_context(|| format!("pin NAPI thread {tid}"))?;
+        }
+        Ok(threads)
+    }
+}
+
 /// What every path needs: the pair, the options and the frames in both directions.
 struct Ctx<'a> {
     pair: &'a VethPair,
     args: &'a BenchXdpArgs,
+    placement: Option<Placement>,
     /// Frame from `b` to `a` (receive paths).
     to_a: Vec<u8>,
     /// Frame from `a` to `b` (transmit paths).
@@ -118,11 +180,14 @@ struct Generator {
 }
 
 impl Generator {
-    fn start(pair: &VethPair, frame: Vec<u8>) -> Result<Generator> {
+    fn start(pair: &VethPair, frame: Vec<u8>, cpu: Option<usize>) -> Result<Generator> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let iface = pair.b_if.clone();
         let handle = pair.b.spawn(move || -> Result<(u64, f64)> {
+            if let Some(cpu) = cpu {
+                cpu::pin_current_thread(cpu).context("pin the generator thread")?;
+            }
             let mut ring = TxRingV2::open(interface_index(&iface)?, 2048, 512)
                 .context("AF_PACKET TX ring on the generator side")?;
             let start = Instant::now();
@@ -137,6 +202,7 @@ impl Generator {
         self.handle
             .join()
             .map_err(|_| anyhow::anyhow!("generator thread panicked"))?
+            .context("generator")
     }
 }
 
@@ -154,9 +220,13 @@ fn send_through_ring(ring: &mut TxRingV2, frame: &[u8], until: &dyn Fn() -> bool
             queued += 1;
         }
         sent += queued;
-        ring.flush()?;
+        match ring.flush() {
+            // The device queue was full: the kernel dropped a frame and hands its slot back.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
+            other => other.context("send on the AF_PACKET TX ring")?,
+        }
         if queued == 0 {
-            ring.wait(10)?;
+            ring.wait(10).context("poll the AF_PACKET TX ring")?;
         }
     }
     Ok(sent)
@@ -196,9 +266,9 @@ fn af_xdp_receiver(
     })?;
     start()?;
     let (packets, invalid) = if forward {
-        app.l2fwd(args.batch, Wait::Poll, until)?
+        app.l2fwd(args.batch, args.wait(), until)?
     } else {
-        app.rxdrop(args.batch, Wait::Poll, until)?
+        app.rxdrop(args.batch, args.wait(), until)?
     };
     let stats = app.statistics()?;
     Ok(Received {
@@ -419,9 +489,15 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         frame.truncate(len);
         Ok(frame)
     };
+    let placement = Placement::choose();
+    if let Some(placement) = placement {
+        cpu::pin_current_thread(placement.app).context("pin the application thread")?;
+        placement.steer_receive(&pair)?;
+    }
     let ctx = Ctx {
         pair: &pair,
         args: &args,
+        placement,
         to_a: build(to_a)?,
         to_b: build(to_b)?,
     };
@@ -461,13 +537,42 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
             ("cpu_user_s", "user s"),
             ("cpu_sys_s", "sys s"),
             ("sys_cpu_ns_per_packet", "sys ns/pkt"),
+            ("app_cpu_ns_per_packet", "app CPU ns/pkt"),
+            ("app_threads_ns_per_packet", "app threads ns/pkt"),
             ("generator_mpps", "gen Mpps"),
             ("rx_dropped", "rx_dropped"),
             ("invalid_descs", "invalid"),
         ],
         args.json,
     );
+    if !args.json {
+        print_receiver_ratio(&rows);
+    }
     Ok(())
+}
+
+/// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.
+fn print_receiver_ratio(rows: &[Row]) {
+    let cost = |path: &str, field: &str| {
+        rows.iter()
+            .find(|r| r.get("app") == Some(&json!("rxdrop")) && r.get("path") == Some(&json!(path)))
+            .and_then(|r| r.get(field))
+            .and_then(Value::as_f64)
+    };
+    for (field, what) in [
+        ("app_cpu_ns_per_packet", "busy time of the receiving CPU"),
+        (
+            "app_threads_ns_per_packet",
+            "CPU time of the receiving threads (app and NAPI)",
+        ),
+    ] {
+        if let (Some(xdp), Some(v3)) = (cost("af_xdp", field), cost("tpacket_v3", field)) {
+            println!(
+                "rxdrop: AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs {v3:.0} ns)",
+                xdp / v3
+            );
+        }
+    }
 }
 
 /// Attaches the drop program to `b_if` and gives `a` a static neighbour entry for `b` (ARP would be
@@ -479,24 +584,72 @@ fn drop_sink(pair: &VethPair) -> Result<XdpLink> {
     })
 }
 
+/// CPU counters at one moment of a path's run.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    at: Instant,
+    /// System-wide (user, system) seconds.
+    system: (f64, f64),
+    /// Busy seconds of the application's CPU.
+    app_cpu_busy_s: f64,
+    /// CPU seconds of the application thread and the receiving NAPI threads.
+    receiver_threads_s: f64,
+}
+
 /// Runs one path for the configured duration (with the generator for receive paths) and builds its
 /// row.
 fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
-    let clock: Cell<Option<(Instant, (f64, f64))>> = Cell::new(None);
     let generator: RefCell<Option<Generator>> = RefCell::new(None);
+    // The receiver's threads: this one and the receiving interface's NAPI threads (found at start).
+    let threads: RefCell<Vec<u32>> = RefCell::new(Vec::new());
+    let snapshot = || -> Result<Snapshot> {
+        let mut receiver_threads_s = 0.0;
+        for &tid in threads.borrow().iter() {
+            receiver_threads_s +=
+                cpu::thread_seconds(tid).with_context(|| format!("CPU time of thread {tid}"))?;
+        }
+        Ok(Snapshot {
+            at: Instant::now(),
+            system: system_cpu()?,
+            app_cpu_busy_s: match ctx.placement {
+                Some(p) => cpu::busy_seconds(p.app).context("read /proc/stat")?,
+                None => 0.0,
+            },
+            receiver_threads_s,
+        })
+    };
+    let first: Cell<Option<Snapshot>> = Cell::new(None);
+    let last: Cell<Option<Snapshot>> = Cell::new(None);
     let start = || -> Result<()> {
-        clock.set(Some((Instant::now(), system_cpu()?)));
+        let mut tids = vec![cpu::current_thread_id().context("thread id")?];
+        if let Some(placement) = ctx.placement {
+            tids.extend(placement.pin_napi(ctx.pair)?);
+        }
+        *threads.borrow_mut() = tids;
+        first.set(Some(snapshot()?));
         if app != BenchApp::Txpush {
-            *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone())?);
+            let gen_cpu = ctx.placement.map(|p| p.generator);
+            *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone(), gen_cpu)?);
         }
         Ok(())
     };
     let limit = Duration::from_secs_f64(ctx.args.duration);
-    let until = || clock.get().is_some_and(|(t0, _)| t0.elapsed() >= limit);
+    // The end is measured when the run's time is up, before the path tears down (and NAPI threads
+    // of a detached program are gone).
+    let until = || {
+        let done = first.get().is_some_and(|s| s.at.elapsed() >= limit);
+        if done && last.get().is_none() {
+            last.set(snapshot().ok());
+        }
+        done
+    };
     let received = path(ctx, &until, &start).with_context(|| format!("path {name}"))?;
-    let (t0, cpu0) = clock.get().context("path never started")?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let cpu1 = system_cpu()?;
+    let begin = first.get().context("path never started")?;
+    let end = match last.get() {
+        Some(end) => end,
+        None => snapshot()?,
+    };
+    let seconds = (end.at - begin.at).as_secs_f64();
     let generator_mpps = match generator.borrow_mut().take() {
         Some(g) => {
             let (generated, gen_seconds) = g.finish()?;
@@ -504,12 +657,16 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         }
         None => Value::Null,
     };
-    let (user, sys) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
-    let per_packet = if received.packets == 0 {
-        Value::Null
-    } else {
-        json!((user + sys) * 1e9 / received.packets as f64)
+    let (user, sys) = (end.system.0 - begin.system.0, end.system.1 - begin.system.1);
+    let per_packet = |seconds: f64| match received.packets {
+        0 => Value::Null,
+        n => json!(seconds * 1e9 / n as f64),
     };
+    let app_per_packet = match ctx.placement {
+        Some(_) => per_packet(end.app_cpu_busy_s - begin.app_cpu_busy_s),
+        None => Value::Null,
+    };
+    let threads_per_packet = per_packet(end.receiver_threads_s - begin.receiver_threads_s);
     let app_name = match app {
         BenchApp::Rxdrop => "rxdrop",
         BenchApp::Txpush => "txpush",
@@ -528,7 +685,11 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         ("mpps", json!(received.packets as f64 / seconds / 1e6)),
         ("cpu_user_s", json!(user)),
         ("cpu_sys_s", json!(sys)),
-        ("sys_cpu_ns_per_packet", per_packet),
+        ("sys_cpu_ns_per_packet", per_packet(user + sys)),
+        ("app_cpu_ns_per_packet", app_per_packet),
+        ("app_threads_ns_per_packet", threads_per_packet),
+        ("app_cpu", json!(ctx.placement.map(|p| p.app))),
+        ("generator_cpu", json!(ctx.placement.map(|p| p.generator))),
         ("generator_mpps", generator_mpps),
         ("rx_dropped", json!(received.rx_dropped)),
         ("invalid_descs", json!(received.invalid_descs)),

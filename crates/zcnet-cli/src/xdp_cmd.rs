@@ -10,13 +10,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use zcnet::xdp::frame::{UdpFrame, swap_macs};
+use testnet::frame::{UdpFrame, swap_macs};
 use zcnet::xdp::{
-    AttachMode, Desc, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
+    AttachMode, Frame, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
     XdpLink, XdpProgram,
 };
 
 use crate::report::{self, Row};
+use crate::xdp_meter::Meter;
 
 /// `--mode`: which AF_XDP data path to ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -148,6 +149,9 @@ pub enum Wait {
     Poll,
     /// poll() with timeout 0 under preferred busy polling.
     BusyPoll,
+    /// Block in poll() when idle, and after a batch smaller than asked for, sleep this long to let
+    /// frames gather: fewer wakeups per packet at low rates, as TPACKET_V3's block retire timeout does.
+    Coalesce(std::time::Duration),
 }
 
 impl XdpArgs {
@@ -176,6 +180,8 @@ pub struct App {
     /// The socket.
     pub socket: Socket,
     link: Option<XdpLink>,
+    /// Per-second lines, when the application runs for the `zcnet xdp` command.
+    meter: Option<Meter>,
 }
 
 impl App {
@@ -209,7 +215,26 @@ impl App {
             }
             None => None,
         };
-        Ok(App { umem, socket, link })
+        Ok(App {
+            umem,
+            socket,
+            link,
+            meter: None,
+        })
+    }
+
+    /// Prints a line of statistics every second from now on (JSON lines with `json`).
+    pub fn print_every_second(&mut self, json: bool) -> Result<()> {
+        self.meter = Some(Meter::new(&self.socket, json)?);
+        Ok(())
+    }
+
+    /// Lets the meter, if any, print its line: `rx` and `tx` packets so far.
+    fn tick(&mut self, rx: u64, tx: u64) -> Result<()> {
+        match &mut self.meter {
+            Some(meter) => meter.tick(&self.socket, rx, tx),
+            None => Ok(()),
+        }
     }
 
     /// The attach mode of the redirect program, if any.
@@ -223,7 +248,7 @@ impl App {
                 self.socket.wait_rx(0)?;
             }
             Wait::Spin => std::hint::spin_loop(),
-            Wait::Poll => {
+            Wait::Poll | Wait::Coalesce(_) => {
                 self.socket.wait_rx(100)?;
             }
             Wait::BusyPoll => {
@@ -233,29 +258,16 @@ impl App {
         Ok(())
     }
 
-    /// Takes up to `batch` received descriptors, validating each; returns the valid ones and the count
-    /// of invalid ones (whose frames are not reused).
-    fn receive(&mut self, batch: u32, valid: &mut Vec<Desc>) -> Result<u64> {
-        valid.clear();
-        let rx = self.socket.rx().context("socket has no rx ring")?;
-        let got = rx.peek(batch);
-        let mut invalid = 0;
-        for d in got.iter() {
-            match self.umem.validate(d) {
-                Ok(_) => valid.push(d),
-                Err(_) => invalid += 1,
-            }
-        }
-        got.release();
-        Ok(invalid)
+    /// Takes up to `batch` received frames into `frames`; returns the count of rejected descriptors.
+    fn receive(&mut self, batch: u32, frames: &mut Vec<Frame>) -> Result<u64> {
+        Ok(self.socket.receive(&mut self.umem, batch, frames)? as u64)
     }
 
-    /// Gives received frames back to the fill ring (the free list takes what does not fit).
-    fn refill(&mut self, descs: &[Desc]) {
-        let addrs: Vec<u64> = descs.iter().map(|d| d.addr).collect();
-        let filled = self.umem.fill_with(&addrs) as usize;
-        for &a in &addrs[filled..] {
-            self.umem.release(a);
+    /// Gives frames back to the fill ring (the free list takes what does not fit).
+    fn refill(&mut self, frames: &mut Vec<Frame>) {
+        self.umem.fill_with(frames);
+        for frame in frames.drain(..) {
+            self.umem.release(frame);
         }
     }
 
@@ -267,15 +279,18 @@ impl App {
         stop: impl Fn() -> bool,
     ) -> Result<(u64, u64)> {
         let (mut packets, mut invalid) = (0, 0);
-        let mut descs = Vec::with_capacity(batch as usize);
+        let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
-            invalid += self.receive(batch, &mut descs)?;
-            if descs.is_empty() {
+            self.tick(packets, 0)?;
+            invalid += self.receive(batch, &mut frames)?;
+            if frames.is_empty() {
                 self.idle(wait)?;
                 continue;
             }
-            packets += descs.len() as u64;
-            self.refill(&descs);
+            packets += frames.len() as u64;
+            let partial = frames.len() < batch as usize;
+            self.refill(&mut frames);
+            coalesce(wait, partial);
         }
         Ok((packets, invalid))
     }
@@ -283,23 +298,25 @@ impl App {
     /// l2fwd: returns every received frame with swapped MACs through the tx ring until `stop()`;
     /// returns (frames transmitted, invalid descriptors).
     pub fn l2fwd(&mut self, batch: u32, wait: Wait, stop: impl Fn() -> bool) -> Result<(u64, u64)> {
-        let (mut sent, mut invalid) = (0, 0);
-        let mut descs = Vec::with_capacity(batch as usize);
+        let (mut sent, mut received, mut invalid) = (0, 0, 0);
+        let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
+            self.tick(received, sent)?;
             sent += self.reclaim_and_refill();
-            invalid += self.receive(batch, &mut descs)?;
-            if descs.is_empty() {
+            invalid += self.receive(batch, &mut frames)?;
+            if frames.is_empty() {
                 self.idle(wait)?;
                 continue;
             }
-            for d in &descs {
-                if let Some(bytes) = self.umem.frame_mut(d.addr) {
-                    swap_macs(&mut bytes[..d.len as usize]);
-                }
+            received += frames.len() as u64;
+            for frame in &mut frames {
+                swap_macs(self.umem.bytes_mut(frame));
             }
-            let pushed = self.push_tx(&descs)?;
+            let partial = frames.len() < batch as usize;
+            self.push_tx(&mut frames)?;
             // Frames the tx ring had no room for go straight back to the fill ring.
-            self.refill(&descs[pushed..]);
+            self.refill(&mut frames);
+            coalesce(wait, partial);
         }
         Ok((sent, invalid))
     }
@@ -310,51 +327,47 @@ impl App {
         done as u64
     }
 
-    /// Queues `descs` on the tx ring and wakes the kernel; returns how many fitted.
-    fn push_tx(&mut self, descs: &[Desc]) -> Result<usize> {
-        let tx = self.socket.tx().context("socket has no tx ring")?;
-        let mut r = tx.reserve(descs.len() as u32);
-        for d in descs {
-            if r.push(*d).is_err() {
-                break;
-            }
-        }
-        let n = r.submit() as usize;
+    /// Queues frames from the front of `frames` on the tx ring and wakes the kernel; those that do not
+    /// fit stay in `frames`.
+    fn push_tx(&mut self, frames: &mut Vec<Frame>) -> Result<()> {
+        self.socket.transmit(&mut self.umem, frames)?;
         self.socket.wake_tx()?;
-        Ok(n)
+        Ok(())
     }
 
-    /// txpush: writes `frame` into every UMEM frame once, then sends frames until `stop()`; returns the
+    /// txpush: writes `packet` into every UMEM frame once, then sends frames until `stop()`; returns the
     /// number the kernel completed.
-    pub fn txpush(&mut self, frame: &[u8], batch: u32, stop: impl Fn() -> bool) -> Result<u64> {
+    pub fn txpush(&mut self, packet: &[u8], batch: u32, stop: impl Fn() -> bool) -> Result<u64> {
         let mut all = Vec::new();
-        while let Some(addr) = self.umem.alloc() {
-            let buf = self.umem.frame_mut(addr).context("UMEM frame")?;
-            buf.get_mut(..frame.len())
+        while let Some(mut frame) = self.umem.alloc() {
+            self.umem
+                .buffer_mut(&mut frame)
+                .get_mut(..packet.len())
                 .context("frame larger than a UMEM frame")?
-                .copy_from_slice(frame);
-            all.push(addr);
+                .copy_from_slice(packet);
+            all.push(frame);
         }
-        for &a in all.iter().rev() {
-            self.umem.release(a);
+        for frame in all.into_iter().rev() {
+            self.umem.release(frame);
         }
+        let len = packet.len() as u32;
         let mut completed = 0;
-        let mut descs = Vec::with_capacity(batch as usize);
+        let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
+            self.tick(0, completed)?;
             completed += self.umem.reclaim(u32::MAX).0 as u64;
-            descs.clear();
-            while descs.len() < batch as usize {
-                let Some(addr) = self.umem.alloc() else { break };
-                descs.push(Desc {
-                    addr,
-                    len: frame.len() as u32,
-                    options: 0,
-                });
+            while frames.len() < batch as usize {
+                let Some(mut frame) = self.umem.alloc() else {
+                    break;
+                };
+                // The packet was written into every frame above; a freed frame keeps its bytes.
+                frame.set_len(len);
+                frames.push(frame);
             }
-            let pushed = self.push_tx(&descs)?;
-            for d in &descs[pushed..] {
-                self.umem.release(d.addr);
-            }
+            self.push_tx(&mut frames)?;
+        }
+        for frame in frames {
+            self.umem.release(frame);
         }
         Ok(completed + self.umem.reclaim(u32::MAX).0 as u64)
     }
@@ -362,6 +375,13 @@ impl App {
     /// The socket's counters.
     pub fn statistics(&self) -> Result<Statistics> {
         Ok(self.socket.statistics()?)
+    }
+}
+
+/// Under [`Wait::Coalesce`], sleeps after a `partial` batch so that the next one is fuller.
+fn coalesce(wait: Wait, partial: bool) {
+    if let (Wait::Coalesce(pause), true) = (wait, partial) {
+        std::thread::sleep(pause);
     }
 }
 
@@ -379,7 +399,7 @@ impl std::error::Error for Refused {}
 
 /// Parses `aa:bb:cc:dd:ee:ff`, saying what is wrong otherwise.
 pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
-    zcnet::xdp::frame::parse_mac(text)
+    testnet::frame::parse_mac(text)
         .with_context(|| format!("{text:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"))
 }
 
@@ -431,6 +451,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     if args.busy_poll {
         app.socket.set_busy_poll(20, args.batch as i32)?;
     }
+    app.print_every_second(args.json)?;
     let start = Instant::now();
     let stop = || {
         interrupted.load(std::sync::atomic::Ordering::Relaxed)
@@ -449,7 +470,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
                 dst_port: args.port,
             };
             let mut frame = vec![0u8; t.size.max(64)];
-            let payload = t.size.saturating_sub(zcnet::xdp::frame::UDP_HEADERS);
+            let payload = t.size.saturating_sub(testnet::frame::UDP_HEADERS);
             let len = spec
                 .write(&mut frame, 0, payload)
                 .with_context(|| format!("--size {} is too small for a UDP frame", t.size))?;

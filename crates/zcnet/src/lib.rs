@@ -53,7 +53,7 @@
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
-//! - [`sys`]: the kernel boundary; the only module with `unsafe` code.
+//! - `sys` (private to the crate): the kernel boundary; the only module with `unsafe` code.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -63,7 +63,7 @@ mod fallback;
 pub mod ovs;
 pub mod probe;
 pub mod rx;
-pub mod sys;
+mod sys;
 pub mod tx;
 #[cfg(feature = "io-uring")]
 pub mod uring;

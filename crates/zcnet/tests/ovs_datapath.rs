@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use testnet::Netns;
+use testnet::frame::UdpFrame;
 use zcnet::ovs::{self, Datapath, DatapathConfig, Dispatch, Received, UpcallKind, UpcallSocket};
-use zcnet::xdp::frame::UdpFrame;
 
 const TEST: &str = "ovs_local_port_upcalls_carry_every_byte_and_flows_turn_misses_into_hits";
 

@@ -9,11 +9,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use testnet::VethPair;
-use zcnet::sys::packet;
-use zcnet::xdp::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use testnet::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use testnet::sys::packet;
 use zcnet::xdp::{
-    AttachMode, BoundMode, Desc, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem,
-    UmemConfig, XdpLink, XdpProgram, interface_index, probe_zero_copy,
+    AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
+    XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
 const PORT: u16 = 9099;
@@ -138,23 +138,20 @@ fn receive_all(config: UmemConfig) {
         let sender = s.spawn(|| send_from_b(&pair, spec, 100));
         let mut seen = BTreeSet::new();
         let deadline = Instant::now() + PATIENCE;
+        let mut frames = Vec::new();
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
             socket.wait_rx(100).expect("poll");
-            let rx = socket.rx().expect("rx ring");
-            let batch = rx.peek(64);
-            let mut recycled = Vec::new();
-            for desc in batch.iter() {
-                let frame = umem.validate(desc).expect("kernel descriptors are valid");
-                if let Some((PORT, payload)) = udp_payload(umem.data(&frame)) {
+            let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx ring");
+            assert_eq!(invalid, 0, "kernel descriptors are valid");
+            for frame in &frames {
+                if let Some((PORT, payload)) = udp_payload(umem.bytes(frame)) {
                     assert_eq!(payload.len(), 100);
                     record(&mut seen, payload);
                 }
-                recycled.push(desc.addr);
             }
-            batch.release();
-            let filled = umem.fill_with(&recycled) as usize;
-            for &addr in &recycled[filled..] {
-                umem.release(addr);
+            umem.fill_with(&mut frames);
+            for frame in frames.drain(..) {
+                umem.release(frame);
             }
         }
         sender.join().expect("sender");
@@ -195,8 +192,7 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
         ] {
             assert!(text.contains(part), "{part:?} missing in: {text}");
         }
-
-        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        // The failed bind leaves the UMEM usable: the same UMEM binds in Auto mode.
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Auto).expect("auto binds");
         assert_eq!(socket.mode(), BoundMode::Copy);
         let fallback = socket.fallback().expect("reason");
@@ -271,31 +267,19 @@ fn txpush_frames_arrive_at_the_peer_intact() {
             umem.reclaim(64);
             let mut batch = Vec::new();
             while batch.len() < 32 && seq + (batch.len() as u64) < FRAMES {
-                let Some(addr) = umem.alloc() else { break };
-                let buf = umem.frame_mut(addr).expect("own frame");
+                let Some(mut frame) = umem.alloc() else { break };
+                let buf = umem.buffer_mut(&mut frame);
                 let len = spec
                     .write(buf, seq + batch.len() as u64, 200)
                     .expect("fits") as u32;
-                batch.push(Desc {
-                    addr,
-                    len,
-                    options: 0,
-                });
+                assert!(frame.set_len(len));
+                batch.push(frame);
             }
-            let tx = socket.tx().expect("tx ring");
-            let mut r = tx.reserve(batch.len() as u32);
-            let mut sent = 0;
-            for d in &batch {
-                if r.push(*d).is_err() {
-                    break;
-                }
-                sent += 1;
+            let sent = socket.transmit(&mut umem, &mut batch).expect("tx ring");
+            for frame in batch {
+                umem.release(frame);
             }
-            r.submit();
-            for d in &batch[sent..] {
-                umem.release(d.addr);
-            }
-            seq += sent as u64;
+            seq += u64::from(sent);
             socket.wake_tx().expect("wake tx");
             thread::sleep(Duration::from_millis(1));
         }
@@ -352,19 +336,16 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
         let mut buf = [0u8; 2048];
         let deadline = Instant::now() + PATIENCE;
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
-            // Forward: rx descriptors go to the tx ring as they are (same UMEM): only addresses move.
-            let rx = rx_socket.rx().expect("rx");
-            let batch = rx.peek(64);
-            let descs: Vec<Desc> = batch.iter().collect();
-            batch.release();
-            let mut r = tx_socket.tx().expect("tx").reserve(descs.len() as u32);
-            for d in &descs {
-                let frame = umem.validate(*d).expect("valid");
-                let bytes = umem.frame_mut(frame.addr()).expect("own frame");
-                swap_macs(&mut bytes[..frame.len() as usize]);
-                r.push(*d).expect("tx ring as large as the rx batch");
+            // Forward: received frames go to the tx ring as they are (same UMEM): only addresses move.
+            let mut frames = Vec::new();
+            let invalid = rx_socket.receive(&mut umem, 64, &mut frames).expect("rx");
+            assert_eq!(invalid, 0);
+            let received = frames.len();
+            for frame in &mut frames {
+                swap_macs(umem.bytes_mut(frame));
             }
-            forwarded += r.submit() as u64;
+            forwarded += u64::from(tx_socket.transmit(&mut umem, &mut frames).expect("tx"));
+            assert!(frames.is_empty(), "tx ring as large as the rx batch");
             tx_socket.wake_tx().expect("wake");
             let (done, invalid) = umem.reclaim(64);
             assert_eq!(invalid, 0);
@@ -383,12 +364,75 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
                     record(&mut seen, payload);
                 }
             }
-            if descs.is_empty() {
+            if received == 0 {
                 rx_socket.wait_rx(1).expect("poll");
             }
         }
         sender.join().expect("sender");
         assert!(forwarded >= FRAMES);
+        seen
+    });
+    assert_all_arrived(&seen);
+}
+
+/// One UMEM shared by sockets on two queues: the second socket gets fill and completion rings of its
+/// own (the kernel requires them on another queue), each socket's fill ring serves its queue, and
+/// every frame arrives once, intact, whichever queue it came through.
+#[test]
+fn a_umem_shared_across_two_queues_receives_on_both() {
+    if !testnet::privileged("a_umem_shared_across_two_queues_receives_on_both") {
+        return;
+    }
+    let pair = VethPair::new(testnet::VethConfig {
+        queues: 2,
+        ..testnet::VethConfig::default()
+    })
+    .expect("veth pair");
+    let (mut umem, mut sockets, _program, _link) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let mut sockets = Vec::new();
+        for queue in 0..2 {
+            let socket = Socket::bind(&mut umem, &pair.a_if, queue, Mode::Copy).expect("bind");
+            sockets.push(socket);
+        }
+        let program =
+            XdpProgram::redirect_to_xsk(2, FrameMatch::UdpPort(PORT)).expect("redirect program");
+        for socket in &sockets {
+            let map = program.xsk_map().expect("map");
+            map.insert(socket.queue(), socket).expect("insert");
+        }
+        let link = program
+            .attach_to(&pair.a_if, AttachMode::Driver)
+            .expect("attach");
+        (umem, sockets, program, link)
+    });
+    assert!(!sockets[0].has_own_fill_ring() && sockets[1].has_own_fill_ring());
+    assert!(!sockets[0].shares_umem() && sockets[1].shares_umem());
+    for socket in &mut sockets {
+        assert_eq!(socket.fill(&mut umem, 2048).expect("fill"), 2048);
+    }
+    assert_eq!(umem.free_frames(), 0);
+    let spec = frames(&pair, false);
+    let seen = thread::scope(|s| {
+        let sender = s.spawn(|| send_from_b(&pair, spec, 100));
+        let mut seen = BTreeSet::new();
+        let mut frames = Vec::new();
+        let deadline = Instant::now() + PATIENCE;
+        while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
+            for socket in &mut sockets {
+                socket.wait_rx(10).expect("poll");
+                let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx");
+                assert_eq!(invalid, 0);
+                for frame in &frames {
+                    if let Some((PORT, payload)) = udp_payload(umem.bytes(frame)) {
+                        record(&mut seen, payload);
+                    }
+                }
+                socket.fill_with(&mut umem, &mut frames).expect("refill");
+                assert!(frames.is_empty(), "the fill ring had room for what it gave");
+            }
+        }
+        sender.join().expect("sender");
         seen
     });
     assert_all_arrived(&seen);

@@ -11,9 +11,10 @@
 //! - no policy: deciding what an errno *means* (unsupported, retry, fall back) is the caller's job.
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
-//! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), [`bpf`] and [`xdp`]
-//! (AF_XDP and its programs), `netlink` (generic netlink: netdev and the OVS families), `ovs` (Open
-//! vSwitch datapath UAPI), `link` (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), `bpf`, `xdp` and
+//! `frame_area` (AF_XDP, its programs and frame ownership), `packet` (raw AF_PACKET sockets), `netlink`
+//! (generic netlink: netdev and the OVS families), `ovs` (Open vSwitch datapath UAPI), `link`
+//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -35,18 +36,18 @@ macro_rules! syscall {
 }
 
 // Private to the crate: the library's modules export the sound wrappers users need (for example
-// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `uring::UringSender`). The AF_XDP modules are
-// still public while their own layout changes.
-pub mod bpf;
+// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `uring::UringSender`, `xdp`).
+pub(crate) mod bpf;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
+pub(crate) mod frame_area;
 pub(crate) mod link;
 pub(crate) mod netlink;
 // The whole UAPI table of openvswitch.h, each value tested against the header; the client sends only
 // part of it.
 #[allow(dead_code)]
 pub(crate) mod ovs;
-pub mod packet;
+pub(crate) mod packet;
 pub(crate) mod pages;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
@@ -56,7 +57,7 @@ pub(crate) mod tcp_zc;
 pub(crate) mod uring;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
-pub mod xdp;
+pub(crate) mod xdp;
 
 pub(crate) use errno::errno_name;
 

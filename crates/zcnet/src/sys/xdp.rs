@@ -196,11 +196,6 @@ impl Mmap {
         self.len
     }
 
-    /// Whether the mapping is empty (never true for a successful mapping).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The start address.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
@@ -208,25 +203,30 @@ impl Mmap {
 
     /// The bytes `offset..offset + len`, or `None` when the range is not inside the mapping.
     ///
-    /// The mapping may be shared with the kernel (a UMEM or packet ring): the caller reads only ranges
-    /// the kernel has handed to user space (through a ring) and not taken back.
-    pub fn bytes(&self, offset: usize, len: usize) -> Option<&[u8]> {
+    /// # Safety
+    /// The mapping may be shared with the kernel (a UMEM or packet ring): the range must be one the
+    /// kernel has handed to user space and will not write while the slice lives.
+    pub unsafe fn bytes(&self, offset: usize, len: usize) -> Option<&[u8]> {
         let end = offset.checked_add(len)?;
         if end > self.len {
             return None;
         }
-        // SAFETY: `offset..end` lies inside the live mapping; user space owns that range (see above).
+        // SAFETY: `offset..end` lies inside the live mapping; the caller guarantees the kernel does
+        // not write it while the slice lives.
         Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) })
     }
 
     /// The bytes `offset..offset + len` for writing, or `None` when the range is not inside the mapping.
-    /// Same ownership rule as [`Mmap::bytes`].
-    pub fn bytes_mut(&mut self, offset: usize, len: usize) -> Option<&mut [u8]> {
+    ///
+    /// # Safety
+    /// As for [`Mmap::bytes`]: the kernel neither reads nor writes the range while the slice lives.
+    pub unsafe fn bytes_mut(&mut self, offset: usize, len: usize) -> Option<&mut [u8]> {
         let end = offset.checked_add(len)?;
         if end > self.len {
             return None;
         }
-        // SAFETY: `offset..end` lies inside the live mapping, `&mut self` excludes other borrows.
+        // SAFETY: `offset..end` lies inside the live mapping, `&mut self` excludes other borrows, and
+        // the caller guarantees the kernel does not touch the range while the slice lives.
         Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(offset), len) })
     }
 
@@ -403,6 +403,7 @@ impl<S: RingWord> RingMmap<S> {
 
     /// A ring over private anonymous memory, with the kernel's layout (indices on separate cache lines):
     /// both halves of a ring in one process, for testing ring logic without a kernel.
+    #[cfg(test)]
     pub fn anonymous(entries: u32) -> io::Result<RingMmap<S>> {
         let off = xdp_ring_offset {
             producer: 0,
@@ -563,13 +564,19 @@ mod tests {
     #[test]
     fn mmap_views_are_bounds_checked() {
         let (mut m, _) = Mmap::anonymous(4096, false).expect("mmap");
-        assert!(m.bytes(4000, 96).is_some());
-        assert!(m.bytes(4000, 97).is_none());
-        assert!(m.bytes(usize::MAX, 2).is_none());
-        m.bytes_mut(10, 2)
+        // A private anonymous mapping: the kernel never touches it, so every range is ours.
+        let read = |m: &Mmap, offset, len| {
+            // SAFETY: see above.
+            unsafe { m.bytes(offset, len) }.map(<[u8]>::to_vec)
+        };
+        assert!(read(&m, 4000, 96).is_some());
+        assert!(read(&m, 4000, 97).is_none());
+        assert!(read(&m, usize::MAX, 2).is_none());
+        // SAFETY: see above.
+        unsafe { m.bytes_mut(10, 2) }
             .expect("in range")
             .copy_from_slice(&[1, 2]);
-        assert_eq!(m.bytes(10, 2), Some(&[1u8, 2][..]));
+        assert_eq!(read(&m, 10, 2), Some(vec![1u8, 2]));
         assert!(m.atomic_at::<AtomicU64>(4088).is_some());
         assert!(m.atomic_at::<AtomicU64>(4089).is_none());
         assert!(m.atomic_at::<AtomicU64>(4).is_none(), "misaligned");

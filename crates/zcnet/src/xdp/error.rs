@@ -56,6 +56,11 @@ impl Error {
         Error::new(operation, source, hint)
     }
 
+    /// A call that cannot work as made (`EINVAL`), described by `operation`.
+    pub(crate) fn usage(operation: String) -> Error {
+        Error::new(operation, io::Error::from_raw_os_error(libc::EINVAL), "")
+    }
+
     pub(crate) fn with_verifier_log(mut self, log: String) -> Error {
         self.verifier_log = log;
         self

@@ -5,18 +5,22 @@
 //!   nothing beyond the kernel is needed at build or run time — attached with `BPF_LINK_CREATE`
 //!   (kernel 5.9+). The returned [`XdpLink`] owns the link descriptor, so no program outlives its
 //!   owner: not on drop, not on panic, not when the process is killed.
-//! - [`Umem`]: the frame area and its fill and completion rings; every descriptor read back from the
-//!   kernel is validated ([`Umem::validate`]) before its bytes become a slice.
-//! - [`Producer`]/[`Consumer`]: ring halves with batch guards ([`Reservation`], [`Batch`]).
-//! - [`Socket`]: [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or [`Mode::ZeroCopy`]; Auto records
-//!   why it copies ([`Socket::fallback`], a [`crate::Fallback`]); [`probe_zero_copy`] asks just that question.
+//! - [`Umem`]: the frame area and its fill and completion rings. Frames are owned by the type system:
+//!   a [`Frame`] token (neither `Copy` nor `Clone`) is the only way to a frame's bytes; it comes from
+//!   the free list ([`Umem::alloc`]) or the rx ring ([`Socket::receive`]) and is consumed by the fill
+//!   ring ([`Umem::fill_with`]), the tx ring ([`Socket::transmit`]) or the free list
+//!   ([`Umem::release`]). A descriptor the kernel returns for a frame it was not lent is rejected,
+//!   never turned into a second token, and ring indices the kernel could not have written are clamped.
+//! - [`Socket`]: [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or [`Mode::ZeroCopy`]; why it
+//!   copies is a [`crate::Fallback`] ([`Socket::fallback`]); [`probe_zero_copy`] asks just that
+//!   question.
 //!
 //! A receiver, in short: `Umem::new`, `Socket::bind`, `umem.fill(n)`, attach
-//! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: the rest goes to the stack) and insert the socket into its map, then loop on `socket.rx().peek(n)`,
-//! reading frames with `umem.data(&umem.validate(desc)?)` and recycling them with `umem.fill_with`.
+//! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: other frames go on to the stack) and insert
+//! the socket into its map, then loop on `socket.receive(&mut umem, n, &mut frames)`, reading each
+//! frame with `umem.bytes(&frame)` and recycling them with `umem.fill_with(&mut frames)`.
 
 mod error;
-pub mod frame;
 mod frame_match;
 mod live;
 mod program;
@@ -29,7 +33,6 @@ pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
 pub use live::host_traffic;
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
-pub use ring::{Batch, Consumer, Desc, Entry, Producer, Reservation};
 pub use socket::{BoundMode, Mode, Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
-pub use umem::{Frame, FrameSize, InvalidDescriptor, Umem, UmemConfig};
+pub use umem::{Frame, FrameSize, Umem, UmemConfig};

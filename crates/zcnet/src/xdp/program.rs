@@ -30,8 +30,14 @@ pub enum ProgramKind {
 }
 
 impl ProgramKind {
+    /// The program in the kernel verifier's notation, one instruction per line; `map_fd` is the
+    /// XSKMAP descriptor shown in it (unused by [`ProgramKind::DropAll`]).
+    pub fn disassembly(self, map_fd: i32) -> String {
+        bpf::disassemble(&self.instructions(map_fd))
+    }
+
     /// The program's instructions; `map_fd` is the XSKMAP descriptor (unused by [`ProgramKind::DropAll`]).
-    pub fn instructions(self, map_fd: i32) -> Vec<Insn> {
+    pub(crate) fn instructions(self, map_fd: i32) -> Vec<Insn> {
         match self {
             ProgramKind::DropAll => vec![Insn::mov64_imm(Reg::R0, xdp_action::DROP), Insn::exit()],
             ProgramKind::RedirectToXsk(matching) => redirect_program(
@@ -280,4 +286,27 @@ impl AsFd for XdpLink {
 pub fn interface_index(iface: &str) -> Result<u32> {
     sys_xdp::interface_index(iface)
         .map_err(|e| Error::from_errno(format!("look up interface {iface}"), e, "", ""))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sys::bpf::{BPF_PROG_TYPE_XDP, BPF_XDP, Insn, prog_load};
+
+    #[test]
+    fn a_rejected_program_comes_back_with_the_verifier_log() {
+        if !testnet::privileged("a_rejected_program_comes_back_with_the_verifier_log") {
+            return;
+        }
+        // `exit` without setting r0: the verifier refuses to return an uninitialised register.
+        let err = prog_load(
+            BPF_PROG_TYPE_XDP,
+            BPF_XDP,
+            &[Insn::exit()],
+            c"Dual MIT/GPL",
+            "zcnet_bad",
+        )
+        .expect_err("verifier rejects");
+        assert_eq!(err.error.raw_os_error(), Some(libc::EACCES), "{err:?}");
+        assert!(err.verifier_log.contains("R0"), "log: {}", err.verifier_log);
+    }
 }

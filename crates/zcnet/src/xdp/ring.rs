@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 use crate::sys::xdp::{DescSlot, RingMmap, RingWord, XDP_RING_NEED_WAKEUP, xdp_desc};
 
 /// A value carried by a ring: a UMEM address (fill, completion) or a descriptor (rx, tx).
-pub trait Entry: Copy + private::Sealed {
+pub(crate) trait Entry: Copy + private::Sealed {
     /// The shared-memory slot holding one value.
     type Slot: RingWord;
     /// Reads a slot (relaxed: the index load before it gives the ordering).
@@ -43,15 +43,34 @@ impl Entry for u64 {
 }
 
 /// An rx or tx descriptor (`struct xdp_desc`): a packet at UMEM address `addr` of `len` bytes.
-/// Descriptors read from a ring are untrusted until [`crate::xdp::Umem::validate`] accepts them.
+/// Descriptors read from a ring are untrusted until the UMEM turns them into frame tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Desc {
-    /// Address of the packet's first byte in the UMEM.
-    pub addr: u64,
-    /// Packet length in bytes.
-    pub len: u32,
+pub(crate) struct Desc {
+    addr: u64,
+    len: u32,
     /// Option bits (`XDP_PKT_CONTD` for multi-buffer packets; zero otherwise).
-    pub options: u32,
+    options: u32,
+}
+
+impl Desc {
+    /// A single-buffer packet of `len` bytes at `addr`.
+    pub fn new(addr: u64, len: u32) -> Desc {
+        Desc {
+            addr,
+            len,
+            options: 0,
+        }
+    }
+
+    /// Address of the packet's first byte in the UMEM.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Packet length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
 }
 
 impl Entry for Desc {
@@ -73,27 +92,9 @@ impl Entry for Desc {
     }
 }
 
-/// Splits `len` slots starting at free-running index `start` of a ring of `entries` slots into the part
-/// before the end of the slot array and the part that wraps to its beginning: two index ranges.
-fn spans(start: u32, len: u32, entries: u32) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
-    let first = (start & (entries - 1)) as usize;
-    let until_end = entries as usize - first;
-    let len = len as usize;
-    if len <= until_end {
-        (first..first + len, 0..0)
-    } else {
-        (first..entries as usize, 0..len - until_end)
-    }
-}
-
-fn two_slices<S>(slots: &[S], start: u32, len: u32) -> (&[S], &[S]) {
-    let (a, b) = spans(start, len, slots.len() as u32);
-    (&slots[a], &slots[b])
-}
-
 /// The producing half of a ring (user space fills the fill and tx rings).
 #[derive(Debug)]
-pub struct Producer<T: Entry> {
+pub(crate) struct Producer<T: Entry> {
     ring: Arc<RingMmap<T::Slot>>,
     /// Our index: everything before it is published.
     producer: u32,
@@ -120,14 +121,22 @@ impl<T: Entry> Producer<T> {
 
     /// Free slots, refreshing the consumer index when the cached one shows fewer than `wanted`.
     pub fn free(&mut self, wanted: u32) -> u32 {
-        let free = self.entries() - self.producer.wrapping_sub(self.consumer);
+        let free = self.cached_free();
         if free >= wanted {
             return free;
         }
         // Acquire pairs with the consumer's Release store: it has finished reading the slots it
         // handed back before we overwrite them.
         self.consumer = self.ring.consumer().load(Ordering::Acquire);
-        self.entries() - self.producer.wrapping_sub(self.consumer)
+        self.cached_free()
+    }
+
+    /// Free slots as the cached indices show them. A consumer index the kernel never could have
+    /// written (ahead of our producer index, or more than a ring behind it) reads as a full ring:
+    /// clamped, never an underflow, so nothing is overwritten that the consumer may still read.
+    fn cached_free(&self) -> u32 {
+        self.entries()
+            .saturating_sub(self.producer.wrapping_sub(self.consumer))
     }
 
     /// Reserves up to `wanted` slots (fewer when the ring has less room; possibly none).
@@ -152,8 +161,7 @@ impl<T: Entry> Producer<T> {
 
     /// Number of entries published and not yet consumed (as last seen).
     pub fn outstanding(&mut self) -> u32 {
-        let _ = self.free(self.entries());
-        self.producer.wrapping_sub(self.consumer)
+        self.entries() - self.free(self.entries())
     }
 }
 
@@ -161,7 +169,7 @@ impl<T: Entry> Producer<T> {
 /// [`Reservation::submit`] publishes what was written; dropping it publishes nothing.
 #[must_use = "nothing is published unless the reservation is submitted"]
 #[derive(Debug)]
-pub struct Reservation<'a, T: Entry> {
+pub(crate) struct Reservation<'a, T: Entry> {
     producer: &'a mut Producer<T>,
     start: u32,
     len: u32,
@@ -172,11 +180,6 @@ impl<T: Entry> Reservation<'_, T> {
     /// Number of slots reserved.
     pub fn len(&self) -> u32 {
         self.len
-    }
-
-    /// Whether no slot could be reserved.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Slots still unwritten.
@@ -196,12 +199,6 @@ impl<T: Entry> Reservation<'_, T> {
         Ok(())
     }
 
-    /// The reserved slots as two slices: up to the end of the slot array, and the part wrapped to its
-    /// start (empty unless the reservation wraps).
-    pub fn as_slices(&self) -> (&[T::Slot], &[T::Slot]) {
-        two_slices(self.producer.ring.slots(), self.start, self.len)
-    }
-
     /// Publishes the written slots and returns how many.
     pub fn submit(self) -> u32 {
         let n = self.written;
@@ -217,7 +214,7 @@ impl<T: Entry> Reservation<'_, T> {
 
 /// The consuming half of a ring (user space reads the rx and completion rings).
 #[derive(Debug)]
-pub struct Consumer<T: Entry> {
+pub(crate) struct Consumer<T: Entry> {
     ring: Arc<RingMmap<T::Slot>>,
     /// Our index: everything before it is released.
     consumer: u32,
@@ -266,24 +263,13 @@ impl<T: Entry> Consumer<T> {
             consumer: self,
         }
     }
-
-    /// Whether the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`).
-    pub fn needs_wakeup(&self) -> bool {
-        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
-    }
-
-    /// The shared ring, so a test can play the kernel's producer side.
-    #[cfg(test)]
-    pub(crate) fn ring_for_test(&self) -> Arc<RingMmap<T::Slot>> {
-        self.ring.clone()
-    }
 }
 
 /// Entries taken from a consumer ring. [`Batch::release`] hands their slots back to the producer;
 /// dropping the batch instead leaves them in the ring to be read again.
 #[must_use = "the entries stay in the ring unless the batch is released"]
 #[derive(Debug)]
-pub struct Batch<'a, T: Entry> {
+pub(crate) struct Batch<'a, T: Entry> {
     consumer: &'a mut Consumer<T>,
     start: u32,
     len: u32,
@@ -291,11 +277,13 @@ pub struct Batch<'a, T: Entry> {
 
 impl<T: Entry> Batch<'_, T> {
     /// Number of entries.
+    #[cfg(test)]
     pub fn len(&self) -> u32 {
         self.len
     }
 
     /// Whether the batch is empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -313,11 +301,6 @@ impl<T: Entry> Batch<'_, T> {
     /// The entries in order.
     pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
         (0..self.len).filter_map(|i| self.get(i))
-    }
-
-    /// The batch's slots as two slices (before and after the wrap to the slot array's start).
-    pub fn as_slices(&self) -> (&[T::Slot], &[T::Slot]) {
-        two_slices(self.consumer.ring.slots(), self.start, self.len)
     }
 
     /// Hands the slots back to the producer.
@@ -356,20 +339,11 @@ mod tests {
     }
 
     #[test]
-    fn spans_split_at_the_end_of_the_slot_array() {
-        assert_eq!(spans(0, 4, 8), (0..4, 0..0));
-        assert_eq!(spans(6, 4, 8), (6..8, 0..2));
-        assert_eq!(spans(u32::MAX, 2, 8), (7..8, 0..1));
-        assert_eq!(spans(5, 0, 8), (5..5, 0..0));
-        assert_eq!(spans(8, 8, 8), (0..8, 0..0));
-    }
-
-    #[test]
     fn full_and_empty() {
         let (mut p, mut c) = pair::<u64>(4, 0);
         assert!(c.peek(4).is_empty());
         assert_eq!(produce(&mut p, 0..10), 4, "only one ring's worth fits");
-        assert!(p.reserve(1).is_empty(), "full");
+        assert_eq!(p.reserve(1).len(), 0, "full");
         let b = c.peek(10);
         assert_eq!(b.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
         b.release();
@@ -382,12 +356,6 @@ mod tests {
         let (mut p, mut c) = pair::<u64>(8, u32::MAX - 2);
         assert_eq!(produce(&mut p, 100..106), 6);
         let b = c.peek(6);
-        let (a, wrapped) = b.as_slices();
-        assert_eq!(
-            (a.len(), wrapped.len()),
-            (3, 3),
-            "3 slots before the end, then wrap"
-        );
         assert_eq!(b.iter().collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
         b.release();
         assert_eq!(p.free(8), 8);
@@ -436,6 +404,21 @@ mod tests {
         assert_eq!(b.get(2), None);
         b.release();
         assert_eq!(c.peek(8).len(), 1);
+    }
+
+    #[test]
+    fn a_hostile_consumer_index_reads_as_a_full_ring() {
+        let (mut p, c) = pair::<u64>(4, 100);
+        // A consumer index ahead of the producer's (or far behind it): no room, no underflow.
+        for hostile in [101, 5000, 100u32.wrapping_sub(5)] {
+            c.ring.consumer().store(hostile, Ordering::Release);
+            // Asking for more than the cached view shows makes the producer read the index.
+            assert_eq!(p.free(5), 0, "consumer {hostile}");
+            assert_eq!(p.reserve(4).len(), 0);
+            assert_eq!(p.outstanding(), 4);
+        }
+        c.ring.consumer().store(100, Ordering::Release);
+        assert_eq!(p.free(4), 4, "a sane index again: the whole ring is free");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::error::{Error, Result};
 use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
-use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use super::umem::{Frame, FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
@@ -92,6 +92,11 @@ pub struct Socket {
     fallback: Option<Fallback>,
     need_wakeup: bool,
     shares_umem: bool,
+    /// The UMEM whose frames this socket's rings carry.
+    umem: u64,
+    /// Fill and completion rings of a socket sharing its UMEM on another queue.
+    fill: Option<Producer<u64>>,
+    completion: Option<Consumer<u64>>,
 }
 
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
@@ -108,6 +113,12 @@ fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
         Some(libc::ENETDOWN) => "the interface is down",
         _ => "",
     }
+}
+
+fn no_ring(ring: &str, iface: &str) -> Error {
+    Error::usage(format!(
+        "the AF_XDP socket on {iface} has no {ring} ring (SocketConfig::{ring}_size 0)"
+    ))
 }
 
 /// How long a bind keeps retrying `EBUSY`.
@@ -147,8 +158,10 @@ fn flag_names(flags: u16) -> String {
 impl Socket {
     /// Binds `umem` to queue `queue` of `iface` (in the calling thread's network namespace) with rx and
     /// tx rings of 2048 entries and need_wakeup. The first socket of a UMEM uses the socket the UMEM
-    /// was registered on; later ones share it (`XDP_SHARED_UMEM`, same interface and queue) and inherit
-    /// its mode.
+    /// was registered on; later ones share it (`XDP_SHARED_UMEM`) and inherit its mode and need_wakeup.
+    /// On the same interface and queue they share its fill and completion rings too; on another queue
+    /// (or interface) each gets fill and completion rings of its own, as the kernel requires — use
+    /// [`Socket::fill`], [`Socket::fill_with`] and [`Socket::reclaim`] for those.
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
@@ -162,7 +175,10 @@ impl Socket {
         config: SocketConfig,
     ) -> Result<Socket> {
         let ifindex = interface_index(iface)?;
-        let shares_umem = umem.owner_bound;
+        let shares_umem = umem.owner.is_some();
+        // On another queue (or interface) than the UMEM's first socket, the kernel wants a fill and a
+        // completion ring per socket.
+        let own_rings = umem.owner.is_some_and(|o| o != (ifindex, queue));
         let fd = if shares_umem {
             Arc::new(
                 sys::socket()
@@ -179,14 +195,34 @@ impl Socket {
                 "",
             )
         };
+        let (fill_size, completion_size) = match own_rings {
+            true => umem.ring_sizes(),
+            false => (0, 0),
+        };
+        // The UMEM's own socket keeps the rx and tx rings an earlier failed bind sized.
+        let sized = if shares_umem { None } else { umem.sized_rings };
+        if let Some((rx, tx)) = sized
+            && (rx, tx) != (config.rx_size, config.tx_size)
+        {
+            return Err(Error::usage(format!(
+                "bind on {iface}: an earlier failed bind of this UMEM sized its rings rx {rx}, tx \
+                 {tx}; bind with those sizes or use a new Umem"
+            )));
+        }
         for (kind, size) in [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
+            (RingKind::Fill, fill_size),
+            (RingKind::Completion, completion_size),
         ] {
-            if size > 0 {
+            let already = sized.is_some() && matches!(kind, RingKind::Rx | RingKind::Tx);
+            if size > 0 && !already {
                 sys::set_ring_size(fd.as_fd(), kind, size)
                     .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
             }
+        }
+        if !shares_umem {
+            umem.sized_rings = Some((config.rx_size, config.tx_size));
         }
         let offsets = sys::mmap_offsets(fd.as_fd()).map_err(|e| setup("read ring offsets", e))?;
         let rx = match config.rx_size {
@@ -201,6 +237,20 @@ impl Socket {
             n => Some(Producer::new(Arc::new(
                 RingMmap::map(fd.as_fd(), RingKind::Tx, &offsets, n)
                     .map_err(|e| setup("map tx ring", e))?,
+            ))),
+        };
+        let fill = match fill_size {
+            0 => None,
+            n => Some(Producer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Fill, &offsets, n)
+                    .map_err(|e| setup("map fill ring", e))?,
+            ))),
+        };
+        let completion = match completion_size {
+            0 => None,
+            n => Some(Consumer::new(Arc::new(
+                RingMmap::map(fd.as_fd(), RingKind::Completion, &offsets, n)
+                    .map_err(|e| setup("map completion ring", e))?,
             ))),
         };
         let wake = if config.need_wakeup {
@@ -252,8 +302,10 @@ impl Socket {
                 },
             }
         };
-        umem.owner_bound = true;
-        umem.bound_mode = Some(bound);
+        if umem.owner.is_none() {
+            umem.owner = Some((ifindex, queue));
+            umem.bound_mode = Some(bound);
+        }
         Ok(Socket {
             fd,
             rx,
@@ -264,6 +316,9 @@ impl Socket {
             fallback,
             need_wakeup: config.need_wakeup,
             shares_umem,
+            umem: umem.id(),
+            fill,
+            completion,
         })
     }
 
@@ -299,14 +354,62 @@ impl Socket {
         self.shares_umem
     }
 
-    /// The rx ring (received frames), if configured.
-    pub fn rx(&mut self) -> Option<&mut Consumer<Desc>> {
-        self.rx.as_mut()
+    /// Takes up to `max` received frames from the rx ring, appending their tokens to `out`; returns
+    /// how many descriptors were rejected (outside one frame of `umem`, or naming a frame the kernel
+    /// was not lent: never a second token for one frame). Recycle the frames with
+    /// [`Umem::fill_with`], send them with [`Socket::transmit`] or free them with [`Umem::release`].
+    pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
+        Ok(umem.receive(rx, max, out))
     }
 
-    /// The tx ring (frames to send), if configured.
-    pub fn tx(&mut self) -> Option<&mut Producer<Desc>> {
-        self.tx.as_mut()
+    /// Lends frames from the front of `frames` to the kernel through the tx ring and removes them from
+    /// `frames`; returns how many (those that do not fit stay). They come back to `umem`'s free list
+    /// through the completion ring ([`Umem::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
+    pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
+        Ok(umem.transmit(tx, frames))
+    }
+
+    /// Moves up to `max` free frames of `umem` onto the fill ring that serves this socket's queue:
+    /// its own when it shares the UMEM on another queue than the UMEM's first socket, else the UMEM's
+    /// ([`Umem::fill`]). Returns how many.
+    pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
+        self.check_umem(umem)?;
+        Ok(umem.fill_via(self.fill.as_mut(), max))
+    }
+
+    /// [`Umem::fill_with`] through the fill ring that serves this socket's queue (see
+    /// [`Socket::fill`]).
+    pub fn fill_with(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
+        self.check_umem(umem)?;
+        Ok(umem.fill_with_via(self.fill.as_mut(), frames))
+    }
+
+    /// [`Umem::reclaim`] from the completion ring that serves this socket's queue (see
+    /// [`Socket::fill`]): its own frames back onto the free list once the kernel sent them.
+    pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
+        self.check_umem(umem)?;
+        Ok(umem.reclaim_via(self.completion.as_mut(), max))
+    }
+
+    /// Whether this socket has fill and completion rings of its own (it shares its UMEM on another
+    /// queue or interface than the UMEM's first socket).
+    pub fn has_own_fill_ring(&self) -> bool {
+        self.fill.is_some()
+    }
+
+    fn check_umem(&self, umem: &Umem) -> Result<()> {
+        if umem.id() == self.umem {
+            Ok(())
+        } else {
+            Err(Error::usage(format!(
+                "the AF_XDP socket on {} queue {} was bound with another UMEM",
+                self.iface, self.queue
+            )))
+        }
     }
 
     /// Makes the kernel process the tx ring when it needs a syscall for that: always without

@@ -4,6 +4,7 @@ use crate::sys::xdp::xdp_statistics;
 
 /// The kernel's per-socket counters (`struct xdp_statistics`, fully filled since kernel 5.9).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Statistics {
     /// Frames dropped for reasons other than invalid descriptors (e.g. no rx ring room, frame too big).
     pub rx_dropped: u64,

@@ -1,12 +1,14 @@
 //! The UMEM: the frame area shared with the kernel, and its fill and completion rings.
 
-use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::error::{Error, Result};
 use super::ring::{Consumer, Desc, Producer};
 use super::socket::BoundMode;
+pub use crate::sys::frame_area::Frame;
+use crate::sys::frame_area::FrameArea;
 use crate::sys::xdp::{self as sys, Mmap, RingKind, RingMmap};
 
 /// Privilege the kernel checks to create an AF_XDP socket.
@@ -51,68 +53,34 @@ impl Default for UmemConfig {
     }
 }
 
-/// A descriptor that failed validation against the UMEM: its address or length lies outside the area,
-/// or the packet crosses a frame boundary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InvalidDescriptor {
-    /// The rejected descriptor.
-    pub desc: Desc,
-}
-
-impl fmt::Display for InvalidDescriptor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid descriptor: address {:#x} length {} is not inside one UMEM frame",
-            self.desc.addr, self.desc.len
-        )
-    }
-}
-
-impl std::error::Error for InvalidDescriptor {}
-
-/// A packet in the UMEM whose descriptor passed [`Umem::validate`]: its bytes lie inside one frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Frame {
-    addr: u64,
-    len: u32,
-}
-
-impl Frame {
-    /// UMEM address of the first byte.
-    pub fn addr(&self) -> u64 {
-        self.addr
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> u32 {
-        self.len
-    }
-
-    /// Whether the packet is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// A registered frame area with its fill and completion rings. Frames are tracked by address: a free
-/// list here, or lent to the kernel through the fill or tx ring until they come back through the rx or
-/// completion ring.
+/// A registered frame area with its fill and completion rings. Every frame is in one place: the free
+/// list, a [`Frame`] token held by user space, or lent to the kernel. The UMEM records which, so a
+/// descriptor the kernel returns for a frame it does not hold (a bug or a hostile kernel) is counted
+/// as invalid and never becomes a second token for the same memory.
 #[derive(Debug)]
 pub struct Umem {
     fd: Arc<OwnedFd>,
-    /// Whether a socket already bound using `fd` itself (later sockets share the UMEM).
-    pub(crate) owner_bound: bool,
+    /// The interface index and queue of the socket bound using `fd` itself, once there is one (later
+    /// sockets share the UMEM: on the same queue through its fill and completion rings, on other
+    /// queues with rings of their own).
+    pub(crate) owner: Option<(u32, u32)>,
+    /// Rx and tx ring sizes an earlier, failed bind set on the UMEM's own socket: the kernel refuses to
+    /// size a ring twice, so a later bind keeps them (and the socket stays usable).
+    pub(crate) sized_rings: Option<(u32, u32)>,
     /// The mode of the first bound socket (sharing sockets inherit it).
     pub(crate) bound_mode: Option<BoundMode>,
-    area: Mmap,
+    area: FrameArea,
     frame_size: u32,
     frame_count: u32,
     huge_pages: bool,
     fill: Producer<u64>,
     completion: Consumer<u64>,
-    free: Vec<u64>,
+    /// Tells this UMEM's sockets apart from other UMEMs' (a socket only carries its UMEM's frames).
+    id: u64,
 }
+
+/// Gives every UMEM a distinct id.
+static NEXT_UMEM_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Umem {
     /// Allocates the area, registers it on a new AF_XDP socket (`XDP_UMEM_REG`) and maps its fill and
@@ -155,25 +123,46 @@ impl Umem {
             config.completion_size,
         )
         .map_err(|e| ring_err("map completion ring", e))?;
-        Ok(Umem {
+        let mut umem = Umem::over(
+            fd,
+            FrameArea::new(area, frame_size),
+            Producer::new(Arc::new(fill)),
+            Consumer::new(Arc::new(completion)),
+        );
+        umem.huge_pages = huge_pages;
+        Ok(umem)
+    }
+
+    /// A UMEM over `area` with every frame on the free list.
+    fn over(fd: OwnedFd, area: FrameArea, fill: Producer<u64>, completion: Consumer<u64>) -> Umem {
+        let frame_size = area.frame_size();
+        let frame_count = area.frame_count();
+        Umem {
             fd: Arc::new(fd),
-            owner_bound: false,
+            owner: None,
+            sized_rings: None,
             bound_mode: None,
             area,
             frame_size,
-            frame_count: config.frame_count,
-            huge_pages,
-            fill: Producer::new(Arc::new(fill)),
-            completion: Consumer::new(Arc::new(completion)),
-            free: (0..config.frame_count as u64)
-                .rev()
-                .map(|i| i * frame_size as u64)
-                .collect(),
-        })
+            frame_count,
+            huge_pages: false,
+            fill,
+            completion,
+            id: NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn shared_fd(&self) -> Arc<OwnedFd> {
         self.fd.clone()
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Entries of the fill and completion rings (a socket with rings of its own gets the same).
+    pub(crate) fn ring_sizes(&self) -> (u32, u32) {
+        (self.fill.entries(), self.completion.entries())
     }
 
     /// Frame size in bytes.
@@ -193,94 +182,148 @@ impl Umem {
 
     /// Frames on the free list (neither lent to the kernel nor held by the caller).
     pub fn free_frames(&self) -> usize {
-        self.free.len()
+        self.area.free_frames()
     }
 
-    /// Takes a free frame; returns its address.
-    pub fn alloc(&mut self) -> Option<u64> {
-        self.free.pop()
+    /// Takes a free frame (its packet empty, its whole buffer available to [`Umem::buffer_mut`]).
+    pub fn alloc(&mut self) -> Option<Frame> {
+        self.area.alloc()
     }
 
-    /// Returns the frame containing `addr` to the free list (the caller must no longer use it);
-    /// an address outside the area is ignored.
-    pub fn release(&mut self, addr: u64) {
-        if addr < self.area.len() as u64 {
-            self.free.push(addr - addr % self.frame_size as u64);
-        }
-    }
-
-    /// Checks that `desc` describes bytes inside a single frame of this UMEM.
-    pub fn validate(&self, desc: Desc) -> std::result::Result<Frame, InvalidDescriptor> {
-        validate(self.area.len() as u64, self.frame_size as u64, desc)
-    }
-
-    /// The packet bytes of a validated frame (empty for a frame of another, smaller UMEM).
+    /// Puts `frame` back on the free list.
     ///
-    /// The frame must be one the kernel handed to user space (rx ring) and not yet given back.
-    pub fn data(&self, frame: &Frame) -> &[u8] {
-        self.area
-            .bytes(frame.addr as usize, frame.len as usize)
-            .unwrap_or_default()
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub fn release(&mut self, frame: Frame) {
+        self.area.release(frame)
     }
 
-    /// The whole frame at `addr` for writing (e.g. to build a packet to send), or `None` when `addr` is
-    /// outside the area. The frame must be one user space owns (allocated or received).
-    pub fn frame_mut(&mut self, addr: u64) -> Option<&mut [u8]> {
-        let fs = self.frame_size as u64;
-        let base = addr - addr % fs;
-        self.area
-            .bytes_mut(addr as usize, (base + fs).checked_sub(addr)? as usize)
+    /// The packet bytes of `frame`.
+    ///
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub fn bytes(&self, frame: &Frame) -> &[u8] {
+        self.area.bytes(frame)
+    }
+
+    /// The packet bytes of `frame`, for writing.
+    ///
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub fn bytes_mut(&mut self, frame: &mut Frame) -> &mut [u8] {
+        let len = frame.len() as usize;
+        &mut self.area.buffer_mut(frame)[..len]
+    }
+
+    /// The whole buffer of `frame` from its packet's first byte to the end of the frame
+    /// ([`Frame::capacity`] bytes): build a packet there, then [`Frame::set_len`].
+    ///
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub fn buffer_mut(&mut self, frame: &mut Frame) -> &mut [u8] {
+        self.area.buffer_mut(frame)
     }
 
     /// Moves up to `max` free frames onto the fill ring for the kernel to receive into; returns how many.
+    /// (A socket sharing this UMEM on another queue has a fill ring of its own: [`Socket::fill`].)
+    ///
+    /// [`Socket::fill`]: crate::xdp::Socket::fill
     pub fn fill(&mut self, max: u32) -> u32 {
-        let mut r = self.fill.reserve(max.min(self.free.len() as u32));
+        self.fill_via(None, max)
+    }
+
+    /// [`Umem::fill`] through `ring`, or this UMEM's own fill ring.
+    pub(crate) fn fill_via(&mut self, ring: Option<&mut Producer<u64>>, max: u32) -> u32 {
+        let ring = ring.unwrap_or(&mut self.fill);
+        let mut r = ring.reserve(max.min(self.area.free_frames() as u32));
         while r.remaining() > 0 {
-            match self.free.pop() {
-                Some(addr) => {
-                    if let Err(addr) = r.push(addr) {
-                        self.free.push(addr);
-                        break;
-                    }
-                }
-                None => break,
-            }
+            let Some(addr) = self.area.lend_free() else {
+                break;
+            };
+            r.push(addr).expect("reserved");
         }
         r.submit()
     }
 
-    /// Puts specific frame addresses on the fill ring (a forwarder recycling frames); returns how many
-    /// fitted — the rest stay with the caller.
-    pub fn fill_with(&mut self, addrs: &[u64]) -> u32 {
-        let mut r = self.fill.reserve(addrs.len() as u32);
-        for &a in addrs {
-            if r.push(a).is_err() {
-                break;
-            }
+    /// Lends frames from the front of `frames` to the kernel through the fill ring (a forwarder
+    /// recycling what it received) and removes them from `frames`; returns how many. Those that do not
+    /// fit stay in `frames`.
+    ///
+    /// # Panics
+    /// When a frame belongs to another UMEM.
+    pub fn fill_with(&mut self, frames: &mut Vec<Frame>) -> u32 {
+        self.fill_with_via(None, frames)
+    }
+
+    /// [`Umem::fill_with`] through `ring`, or this UMEM's own fill ring.
+    pub(crate) fn fill_with_via(
+        &mut self,
+        ring: Option<&mut Producer<u64>>,
+        frames: &mut Vec<Frame>,
+    ) -> u32 {
+        let ring = ring.unwrap_or(&mut self.fill);
+        let mut r = ring.reserve(frames.len() as u32);
+        let n = r.len() as usize;
+        for frame in frames.drain(..n) {
+            let (addr, _) = self.area.lend(frame);
+            r.push(addr).expect("reserved");
         }
         r.submit()
     }
 
     /// Takes up to `max` completed tx frames back onto the free list. Returns the number reclaimed and
-    /// the number of completion entries that did not name a frame of this UMEM (skipped).
+    /// the number of completion entries that did not name a frame lent to the kernel (skipped).
     pub fn reclaim(&mut self, max: u32) -> (u32, u32) {
-        let (area_len, fs) = (self.area.len() as u64, self.frame_size as u64);
-        let batch = self.completion.peek(max);
-        let mut invalid = 0;
+        self.reclaim_via(None, max)
+    }
+
+    /// [`Umem::reclaim`] from `ring`, or this UMEM's own completion ring.
+    pub(crate) fn reclaim_via(&mut self, ring: Option<&mut Consumer<u64>>, max: u32) -> (u32, u32) {
+        let ring = ring.unwrap_or(&mut self.completion);
+        let batch = ring.peek(max);
+        let (mut done, mut invalid) = (0, 0);
         for addr in batch.iter() {
-            let desc = Desc {
-                addr,
-                len: 0,
-                options: 0,
-            };
-            match validate(area_len, fs, desc) {
-                Ok(_) => self.free.push(addr - addr % fs),
-                Err(_) => invalid += 1,
+            if self.area.completed(addr) {
+                done += 1;
+            } else {
+                invalid += 1;
             }
         }
-        let n = batch.len();
         batch.release();
-        (n - invalid, invalid)
+        (done, invalid)
+    }
+
+    /// Turns up to `max` descriptors of the rx ring `rx` into frame tokens appended to `out`; returns
+    /// the number of descriptors rejected: outside one frame of the area, or naming a frame the kernel
+    /// does not hold. A rejected descriptor's frame stays where it was.
+    pub(crate) fn receive(
+        &mut self,
+        rx: &mut Consumer<Desc>,
+        max: u32,
+        out: &mut Vec<Frame>,
+    ) -> u32 {
+        let batch = rx.peek(max);
+        let mut invalid = 0;
+        for desc in batch.iter() {
+            match self.area.received(desc.addr(), desc.len()) {
+                Some(frame) => out.push(frame),
+                None => invalid += 1,
+            }
+        }
+        batch.release();
+        invalid
+    }
+
+    /// Lends frames from the front of `frames` to the kernel through the tx ring `tx` and removes them
+    /// from `frames`; returns how many. Those that do not fit stay in `frames`.
+    pub(crate) fn transmit(&mut self, tx: &mut Producer<Desc>, frames: &mut Vec<Frame>) -> u32 {
+        let mut r = tx.reserve(frames.len() as u32);
+        let n = r.len() as usize;
+        for frame in frames.drain(..n) {
+            let (addr, len) = self.area.lend(frame);
+            r.push(Desc::new(addr, len)).expect("reserved");
+        }
+        r.submit()
     }
 
     /// Whether the fill ring asks for a wakeup (`poll`/`recvfrom`) before the kernel will use it.
@@ -294,27 +337,6 @@ impl Umem {
     }
 }
 
-/// Accepts `desc` when its bytes lie inside one `frame_size` frame of an area of `area_len` bytes.
-fn validate(
-    area_len: u64,
-    frame_size: u64,
-    desc: Desc,
-) -> std::result::Result<Frame, InvalidDescriptor> {
-    let inside = desc.addr.checked_add(desc.len as u64).is_some_and(|end| {
-        desc.addr < area_len
-            && end <= area_len
-            && (desc.addr % frame_size) + desc.len as u64 <= frame_size
-    });
-    if inside {
-        Ok(Frame {
-            addr: desc.addr,
-            len: desc.len,
-        })
-    } else {
-        Err(InvalidDescriptor { desc })
-    }
-}
-
 impl AsFd for Umem {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -324,90 +346,218 @@ impl AsFd for Umem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xdp::ring::Entry;
+    use proptest::prelude::*;
 
-    fn desc(addr: u64, len: u32) -> Desc {
-        Desc {
-            addr,
-            len,
-            options: 0,
-        }
+    const FRAMES: u32 = 8;
+    const FRAME: u32 = 2048;
+
+    /// A UMEM over anonymous memory, with the kernel's halves of its rings and of one socket's rx and
+    /// tx rings: the tests play the kernel, honest or hostile.
+    struct Harness {
+        umem: Umem,
+        rx: Consumer<Desc>,
+        tx: Producer<Desc>,
+        kernel_fill: Consumer<u64>,
+        kernel_completion: Producer<u64>,
+        kernel_rx: Producer<Desc>,
+        kernel_tx: Consumer<Desc>,
     }
 
-    /// Validation only needs the area and the frame size; a UMEM over anonymous memory with fake rings.
-    fn fake_umem(frame_count: u32) -> Umem {
-        let (area, _) = Mmap::anonymous(2048 * frame_count as usize, false).expect("area");
-        let fill = Arc::new(RingMmap::anonymous(8).expect("ring"));
-        let completion = Arc::new(RingMmap::anonymous(8).expect("ring"));
+    fn harness() -> Harness {
+        let addrs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
+        let descs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
+        let (fill, completion, rx, tx) = (addrs(), addrs(), descs(), descs());
+        let (area, _) = Mmap::anonymous((FRAMES * FRAME) as usize, false).expect("area");
         let fd = std::fs::File::open("/dev/null").expect("fd").into();
-        Umem {
-            fd: Arc::new(fd),
-            owner_bound: false,
-            bound_mode: None,
-            area,
-            frame_size: 2048,
-            frame_count,
-            huge_pages: false,
-            fill: Producer::new(fill),
-            completion: Consumer::new(completion),
-            free: Vec::new(),
+        Harness {
+            umem: Umem::over(
+                fd,
+                FrameArea::new(area, FRAME),
+                Producer::new(fill.clone()),
+                Consumer::new(completion.clone()),
+            ),
+            rx: Consumer::new(rx.clone()),
+            tx: Producer::new(tx.clone()),
+            kernel_fill: Consumer::new(fill),
+            kernel_completion: Producer::new(completion),
+            kernel_rx: Producer::new(rx),
+            kernel_tx: Consumer::new(tx),
         }
     }
 
-    #[test]
-    fn descriptors_inside_one_frame_are_accepted() {
-        let u = fake_umem(4);
-        assert!(u.validate(desc(0, 2048)).is_ok());
-        assert!(u.validate(desc(2048 + 256, 1500)).is_ok());
-        assert!(u.validate(desc(3 * 2048 + 2047, 1)).is_ok());
-        assert_eq!(u.data(&u.validate(desc(100, 60)).expect("valid")).len(), 60);
+    fn kernel_push<T: Entry>(ring: &mut Producer<T>, values: &[T]) -> u32 {
+        let mut r = ring.reserve(values.len() as u32);
+        for &v in values {
+            if r.push(v).is_err() {
+                break;
+            }
+        }
+        r.submit()
+    }
+
+    fn kernel_take<T: Entry>(ring: &mut Consumer<T>, max: u32) -> Vec<T> {
+        let b = ring.peek(max);
+        let got = b.iter().collect();
+        b.release();
+        got
     }
 
     #[test]
-    fn out_of_range_or_frame_crossing_descriptors_are_rejected() {
-        let u = fake_umem(4);
-        for bad in [
-            desc(4 * 2048, 1),
-            desc(4 * 2048 - 10, 11),
-            desc(2000, 100),
-            desc(u64::MAX - 5, 10),
-            desc(u64::MAX, 0),
-            desc(4 * 2048, 0),
-            desc(0, 2049),
-        ] {
-            assert_eq!(
-                u.validate(bad),
-                Err(InvalidDescriptor { desc: bad }),
-                "{bad:?}"
-            );
-        }
+    fn a_frame_travels_free_fill_rx_user_tx_completion_free() {
+        let mut h = harness();
+        assert_eq!(h.umem.fill(1), 1);
+        let lent = kernel_take(&mut h.kernel_fill, 4);
+        assert_eq!(lent.len(), 1);
+        // The kernel receives 60 bytes at an offset (headroom) into that frame.
+        kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0] + 256, 60)]);
+        let mut got = Vec::new();
+        assert_eq!(h.umem.receive(&mut h.rx, 4, &mut got), 0);
+        let mut frame = got.pop().expect("one frame");
+        assert_eq!((frame.addr(), frame.len()), (lent[0] + 256, 60));
+        assert_eq!(frame.capacity(), FRAME - 256);
+        h.umem.bytes_mut(&mut frame).fill(7);
+        assert_eq!(h.umem.bytes(&frame), &[7; 60][..]);
+        assert!(!frame.set_len(FRAME), "beyond the frame's end");
+        assert!(frame.set_len(100));
+        let mut out = vec![frame];
+        assert_eq!(h.umem.transmit(&mut h.tx, &mut out), 1);
+        assert!(out.is_empty());
+        let sent = kernel_take(&mut h.kernel_tx, 4);
+        assert_eq!((sent[0].addr(), sent[0].len()), (lent[0] + 256, 100));
+        kernel_push(&mut h.kernel_completion, &[sent[0].addr()]);
+        assert_eq!(h.umem.reclaim(4), (1, 0));
+        assert_eq!(h.umem.free_frames(), FRAMES as usize);
     }
 
     #[test]
-    fn completions_outside_the_umem_are_skipped() {
-        let mut u = fake_umem(4);
-        let mut kernel = Producer::<u64>::new(u.completion.ring_for_test());
-        let mut r = kernel.reserve(3);
-        for a in [2048, 1 << 40, 4096 + 100] {
-            r.push(a).expect("room");
-        }
-        assert_eq!(r.submit(), 3);
-        assert_eq!(u.reclaim(8), (2, 1));
-        assert_eq!(u.free_frames(), 2);
-        assert_eq!(u.alloc(), Some(4096), "frame base of a completed offset");
-        u.release(4 * 2048);
-        assert_eq!(
-            u.free_frames(),
-            1,
-            "addresses outside the area are not freed"
+    fn descriptors_for_frames_the_kernel_does_not_hold_are_rejected() {
+        let mut h = harness();
+        let held = h.umem.alloc().expect("frame");
+        let mut got = Vec::new();
+        kernel_push(
+            &mut h.kernel_rx,
+            &[
+                Desc::new(held.addr(), 10),          // ours, not the kernel's
+                Desc::new(3 * u64::from(FRAME), 10), // on the free list
+                Desc::new(u64::MAX - 5, 10),         // outside the area
+                Desc::new(0, FRAME + 1),             // crosses a frame boundary
+            ],
         );
+        assert_eq!(h.umem.receive(&mut h.rx, 8, &mut got), 4);
+        assert!(got.is_empty());
+        kernel_push(&mut h.kernel_completion, &[held.addr(), 1 << 40]);
+        assert_eq!(h.umem.reclaim(8), (0, 2));
+        h.umem.release(held);
+        assert_eq!(h.umem.free_frames(), FRAMES as usize);
     }
 
     #[test]
-    fn fill_moves_free_frames_up_to_the_ring_size() {
-        let mut u = fake_umem(16);
-        u.free = (0..16).map(|i| i * 2048).collect();
-        assert_eq!(u.fill(100), 8, "the fake fill ring has 8 slots");
-        assert_eq!(u.free_frames(), 8);
-        assert_eq!(u.fill_outstanding(), 8);
+    #[should_panic(expected = "another UMEM")]
+    fn a_token_of_another_umem_is_refused() {
+        let mut a = harness();
+        let mut b = harness();
+        let frame = a.umem.alloc().expect("frame");
+        b.umem.release(frame);
+    }
+
+    /// What the kernel side of the test does next.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Alloc,
+        Release(usize),
+        Fill(u32),
+        FillWith(usize),
+        Transmit(usize),
+        Receive(u32),
+        Reclaim(u32),
+        /// The kernel receives into frames it took from the fill ring.
+        KernelReceive(u32),
+        /// The kernel completes frames it took from the tx ring.
+        KernelComplete(u32),
+        /// A hostile kernel puts an arbitrary descriptor on the rx ring.
+        HostileRx(u64, u32),
+        /// A hostile kernel puts an arbitrary address on the completion ring.
+        HostileCompletion(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let addr = prop_oneof![0..u64::from(FRAMES * FRAME + 64), any::<u64>()];
+        prop_oneof![
+            Just(Step::Alloc),
+            (0usize..8).prop_map(Step::Release),
+            (0u32..6).prop_map(Step::Fill),
+            (0usize..8).prop_map(Step::FillWith),
+            (0usize..8).prop_map(Step::Transmit),
+            (0u32..6).prop_map(Step::Receive),
+            (0u32..6).prop_map(Step::Reclaim),
+            (0u32..6).prop_map(Step::KernelReceive),
+            (0u32..6).prop_map(Step::KernelComplete),
+            (addr.clone(), 0u32..3000).prop_map(|(a, l)| Step::HostileRx(a, l)),
+            addr.prop_map(Step::HostileCompletion),
+        ]
+    }
+
+    proptest! {
+        /// Against a model of where each frame is (free list, a user token, the kernel), no sequence of
+        /// user calls and kernel answers, hostile ones included, ever puts a frame in two places.
+        #[test]
+        fn no_frame_is_ever_in_two_places(steps in proptest::collection::vec(step(), 1..80)) {
+            let mut h = harness();
+            let mut tokens: Vec<Frame> = Vec::new();
+            // What the kernel holds and will return honestly: frames taken from fill and tx.
+            let (mut kernel_rx_frames, mut kernel_tx_frames) = (Vec::new(), Vec::new());
+            for step in steps {
+                match step {
+                    Step::Alloc => tokens.extend(h.umem.alloc()),
+                    Step::Release(i) if i < tokens.len() => h.umem.release(tokens.swap_remove(i)),
+                    Step::Fill(n) => { h.umem.fill(n); }
+                    Step::FillWith(n) => {
+                        let n = n.min(tokens.len());
+                        let mut give: Vec<Frame> = tokens.drain(..n).collect();
+                        h.umem.fill_with(&mut give);
+                        tokens.append(&mut give);
+                    }
+                    Step::Transmit(n) => {
+                        let n = n.min(tokens.len());
+                        let mut give: Vec<Frame> = tokens.drain(..n).collect();
+                        h.umem.transmit(&mut h.tx, &mut give);
+                        tokens.append(&mut give);
+                    }
+                    Step::Receive(n) => { h.umem.receive(&mut h.rx, n, &mut tokens); }
+                    Step::Reclaim(n) => { h.umem.reclaim(n); }
+                    Step::KernelReceive(n) => {
+                        kernel_rx_frames.extend(kernel_take(&mut h.kernel_fill, n));
+                        let descs: Vec<Desc> = kernel_rx_frames.iter().map(|&a| Desc::new(a, 64)).collect();
+                        let done = kernel_push(&mut h.kernel_rx, &descs) as usize;
+                        kernel_rx_frames.drain(..done);
+                    }
+                    Step::KernelComplete(n) => {
+                        kernel_tx_frames.extend(kernel_take(&mut h.kernel_tx, n).iter().map(|d| d.addr()));
+                        let done = kernel_push(&mut h.kernel_completion, &kernel_tx_frames) as usize;
+                        kernel_tx_frames.drain(..done);
+                    }
+                    Step::HostileRx(addr, len) => { kernel_push(&mut h.kernel_rx, &[Desc::new(addr, len)]); }
+                    Step::HostileCompletion(addr) => { kernel_push(&mut h.kernel_completion, &[addr]); }
+                    Step::Release(_) => {}
+                }
+                let (free, places) = h.umem.area.snapshot();
+                let mut seen = vec![0u32; FRAMES as usize];
+                for &f in &free {
+                    seen[f as usize] += 1;
+                    prop_assert_eq!(places.as_bytes()[f as usize], b'F');
+                }
+                for t in &tokens {
+                    let index = (t.addr() / u64::from(FRAME)) as usize;
+                    seen[index] += 1;
+                    prop_assert_eq!(places.as_bytes()[index], b'U');
+                }
+                for (index, (&count, place)) in seen.iter().zip(places.bytes()).enumerate() {
+                    let expected = if place == b'K' { 0 } else { 1 };
+                    prop_assert_eq!(count, expected, "frame {} ({}) in {} places", index, place as char, count);
+                }
+            }
+            for t in tokens { h.umem.release(t); }
+        }
     }
 }

@@ -1,0 +1,92 @@
+//! Where a benchmark's threads run and what they cost: pinning threads (and the kernel's threaded-NAPI
+//! workers) to CPUs with `taskset`, and per-CPU busy time from `/proc/stat`, so that a receiver's cost
+//! can be measured on a CPU of its own, apart from the generator feeding it.
+
+use std::fs;
+use std::io;
+
+use crate::command::run_checked;
+
+/// The kernel thread id of the calling thread (`/proc/thread-self` links to `<pid>/task/<tid>`).
+pub fn current_thread_id() -> io::Result<u32> {
+    let link = fs::read_link("/proc/thread-self")?;
+    link.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("unexpected /proc/thread-self: {link:?}")))
+}
+
+/// Restricts thread (or process) `tid` to CPU `cpu` (`taskset -p -c`).
+pub fn pin(tid: u32, cpu: usize) -> io::Result<()> {
+    run_checked("taskset", &["-p", "-c", &cpu.to_string(), &tid.to_string()]).map(drop)
+}
+
+/// Restricts the calling thread to CPU `cpu`.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    pin(current_thread_id()?, cpu)
+}
+
+/// The kernel threads of `iface`'s threaded NAPI instances (named `napi/<iface>-<id>`, truncated to
+/// the 15 characters of a task name). Empty when the interface has no threaded NAPI.
+pub fn napi_threads(iface: &str) -> io::Result<Vec<u32>> {
+    let prefix: String = format!("napi/{iface}-").chars().take(15).collect();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let entry = entry?;
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A process may end between the listing and the read.
+        if let Ok(comm) = fs::read_to_string(entry.path().join("comm"))
+            && comm.trim_end().starts_with(&prefix)
+        {
+            found.push(pid);
+        }
+    }
+    Ok(found)
+}
+
+/// Seconds CPU `cpu` has spent busy since boot: user, nice, system, irq, softirq and steal time from
+/// its `/proc/stat` line (USER_HZ = 100 on Linux); idle and iowait are not busy.
+pub fn busy_seconds(cpu: usize) -> io::Result<f64> {
+    let stat = fs::read_to_string("/proc/stat")?;
+    let name = format!("cpu{cpu}");
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .ok_or_else(|| io::Error::other(format!("no {name} line in /proc/stat")))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| ticks.get(i))
+        .sum();
+    Ok(busy as f64 / 100.0)
+}
+
+/// Seconds of CPU thread `tid` has used (user + system: `utime` and `stime` of `/proc/<tid>/stat`,
+/// USER_HZ = 100), wherever it ran. Softirq work done while the thread was running counts as its own.
+pub fn thread_seconds(tid: u32) -> io::Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| io::Error::other(format!("unexpected /proc/{tid}/stat: {stat}")))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: indices 11 and 12 after the parenthesis.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok((ticks(11) + ticks(12)) as f64 / 100.0)
+}
