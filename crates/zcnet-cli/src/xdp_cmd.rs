@@ -200,12 +200,12 @@ impl App {
         let config = SocketConfig {
             rx_size: if rx { 2048 } else { 0 },
             tx_size: if tx { 2048 } else { 0 },
-            need_wakeup: true,
+            ..SocketConfig::default()
         };
-        let socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
+        let mut socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
         let link = match attach {
             Some((attach_mode, matching)) => {
-                umem.fill(u32::MAX);
+                socket.fill(&mut umem, u32::MAX)?;
                 let program = XdpProgram::redirect_to_xsk(queue + 1, matching)?;
                 program
                     .xsk_map()
@@ -244,7 +244,7 @@ impl App {
 
     fn idle(&mut self, wait: Wait) -> Result<()> {
         match wait {
-            Wait::Spin if self.umem.fill_needs_wakeup() => {
+            Wait::Spin if self.socket.fill_needs_wakeup() => {
                 self.socket.wait_rx(0)?;
             }
             Wait::Spin => std::hint::spin_loop(),
@@ -264,11 +264,12 @@ impl App {
     }
 
     /// Gives frames back to the fill ring (the free list takes what does not fit).
-    fn refill(&mut self, frames: &mut Vec<Frame>) {
-        self.umem.fill_with(frames);
+    fn refill(&mut self, frames: &mut Vec<Frame>) -> Result<()> {
+        self.socket.fill_with(&mut self.umem, frames)?;
         for frame in frames.drain(..) {
             self.umem.release(frame);
         }
+        Ok(())
     }
 
     /// rxdrop: counts and recycles received frames until `stop()`; returns (packets, invalid).
@@ -289,7 +290,7 @@ impl App {
             }
             packets += frames.len() as u64;
             let partial = frames.len() < batch as usize;
-            self.refill(&mut frames);
+            self.refill(&mut frames)?;
             coalesce(wait, partial);
         }
         Ok((packets, invalid))
@@ -302,7 +303,7 @@ impl App {
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
             self.tick(received, sent)?;
-            sent += self.reclaim_and_refill();
+            sent += self.reclaim_and_refill()?;
             invalid += self.receive(batch, &mut frames)?;
             if frames.is_empty() {
                 self.idle(wait)?;
@@ -315,16 +316,16 @@ impl App {
             let partial = frames.len() < batch as usize;
             self.push_tx(&mut frames)?;
             // Frames the tx ring had no room for go straight back to the fill ring.
-            self.refill(&mut frames);
+            self.refill(&mut frames)?;
             coalesce(wait, partial);
         }
         Ok((sent, invalid))
     }
 
-    fn reclaim_and_refill(&mut self) -> u64 {
-        let (done, _) = self.umem.reclaim(u32::MAX);
-        self.umem.fill(done);
-        done as u64
+    fn reclaim_and_refill(&mut self) -> Result<u64> {
+        let (done, _) = self.socket.reclaim(&mut self.umem, u32::MAX)?;
+        self.socket.fill(&mut self.umem, done)?;
+        Ok(done as u64)
     }
 
     /// Queues frames from the front of `frames` on the tx ring and wakes the kernel; those that do not
@@ -355,7 +356,7 @@ impl App {
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
             self.tick(0, completed)?;
-            completed += self.umem.reclaim(u32::MAX).0 as u64;
+            completed += self.socket.reclaim(&mut self.umem, u32::MAX)?.0 as u64;
             while frames.len() < batch as usize {
                 let Some(mut frame) = self.umem.alloc() else {
                     break;
@@ -369,7 +370,7 @@ impl App {
         for frame in frames {
             self.umem.release(frame);
         }
-        Ok(completed + self.umem.reclaim(u32::MAX).0 as u64)
+        Ok(completed + self.socket.reclaim(&mut self.umem, u32::MAX)?.0 as u64)
     }
 
     /// The socket's counters.

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -125,17 +126,22 @@ fn frames_arrive_intact_in_page_sized_frames_on_huge_pages() {
 /// socket, recycling every frame through the fill ring.
 fn receive_all(config: UmemConfig) {
     let pair = VethPair::one_queue().expect("veth pair");
-    let (mut umem, mut socket) = pair.a.run(|| {
+    let (umem, socket) = pair.a.run(|| {
         let mut umem = Umem::new(config).expect("umem");
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind copy");
         (umem, socket)
     });
+    receive_all_on(&pair, umem, socket);
+}
+
+/// [`receive_all`] with a socket bound on `pair.a_if` queue 0.
+fn receive_all_on(pair: &VethPair, mut umem: Umem, mut socket: Socket) {
     assert_eq!(socket.mode(), BoundMode::Copy);
-    assert_eq!(umem.fill(u32::MAX), 2048);
-    let (_program, link) = redirect_to(&pair, &socket);
-    let spec = frames(&pair, false);
+    assert_eq!(socket.fill(&mut umem, u32::MAX).expect("fill"), 2048);
+    let (_program, link) = redirect_to(pair, &socket);
+    let spec = frames(pair, false);
     let sender = thread::scope(|s| {
-        let sender = s.spawn(|| send_from_b(&pair, spec, 100));
+        let sender = s.spawn(|| send_from_b(pair, spec, 100));
         let mut seen = BTreeSet::new();
         let deadline = Instant::now() + PATIENCE;
         let mut frames = Vec::new();
@@ -149,7 +155,7 @@ fn receive_all(config: UmemConfig) {
                     record(&mut seen, payload);
                 }
             }
-            umem.fill_with(&mut frames);
+            socket.fill_with(&mut umem, &mut frames).expect("refill");
             for frame in frames.drain(..) {
                 umem.release(frame);
             }
@@ -171,6 +177,83 @@ fn receive_all(config: UmemConfig) {
     );
 }
 
+/// Dropping a socket unbinds its queue while its UMEM lives: a socket of another UMEM binds that
+/// queue right away, the frames the closed socket's rings held (fill and tx) come back to its UMEM
+/// while a frame the user holds stays the user's, and the UMEM binds the queue again and receives
+/// every frame intact.
+#[test]
+fn a_dropped_socket_frees_its_queue_and_its_frames() {
+    if !testnet::privileged("a_dropped_socket_frees_its_queue_and_its_frames") {
+        return;
+    }
+    let pair = VethPair::one_queue().expect("veth pair");
+    let (umem, socket) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let total = umem.frame_count() as usize;
+        let mut socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind");
+        assert_eq!(socket.fill(&mut umem, u32::MAX).expect("fill"), 2048);
+        let held = umem.alloc().expect("a frame the user holds");
+        let mut frame = umem.alloc().expect("a frame to send");
+        assert!(frame.set_len(60));
+        // On the tx ring, never sent: copy mode sends only when woken.
+        let mut tx = vec![frame];
+        assert_eq!(socket.transmit(&mut umem, &mut tx).expect("tx"), 1);
+        assert_eq!(umem.free_frames(), total - 2048 - 2);
+        drop(socket);
+        assert_eq!(
+            umem.free_frames(),
+            total - 1,
+            "fill and tx ring frames came back"
+        );
+        let started = Instant::now();
+        let mut other = Umem::new(UmemConfig::default()).expect("umem");
+        let other_socket =
+            Socket::bind(&mut other, &pair.a_if, 0, Mode::Copy).expect("the queue is free");
+        println!(
+            "a socket of another UMEM bound the queue {:?} after the drop",
+            started.elapsed()
+        );
+        drop(other_socket);
+        umem.release(held);
+        assert_eq!(umem.free_frames(), total);
+        let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind again");
+        assert!(
+            !socket.shares_umem(),
+            "registered anew: no socket used it any more"
+        );
+        (umem, socket)
+    });
+    receive_all_on(&pair, umem, socket);
+}
+
+/// Failed binds, first or sharing, leave the UMEM as it was: the next bind works and receives.
+#[test]
+fn a_failed_bind_leaves_the_umem_reusable() {
+    if !testnet::privileged("a_failed_bind_leaves_the_umem_reusable") {
+        return;
+    }
+    let pair = VethPair::one_queue().expect("veth pair");
+    let (umem, socket) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let total = umem.frame_count() as usize;
+        let err = Socket::bind(&mut umem, &pair.a_if, 5, Mode::Copy).expect_err("no queue 5");
+        assert!(err.to_string().contains("queue 5"), "{err}");
+        let err = Socket::bind(&mut umem, &pair.a_if, 0, Mode::ZeroCopy).expect_err("veth");
+        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        assert_eq!(umem.free_frames(), total);
+        let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind");
+        assert!(!socket.shares_umem());
+        let err = Socket::bind(&mut umem, &pair.a_if, 7, Mode::Copy).expect_err("no queue 7");
+        assert!(err.to_string().contains("XDP_SHARED_UMEM"), "{err}");
+        let sharing = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("shared bind");
+        assert!(sharing.shares_umem() && !sharing.has_own_fill_ring());
+        drop(sharing);
+        assert_eq!(umem.free_frames(), total);
+        (umem, socket)
+    });
+    receive_all_on(&pair, umem, socket);
+}
+
 #[test]
 fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
     if !testnet::privileged("zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy") {
@@ -188,7 +271,7 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
             pair.a_if.as_str(),
             "queue 0",
             "EOPNOTSUPP",
-            "Mode::Copy",
+            "copy mode",
         ] {
             assert!(text.contains(part), "{part:?} missing in: {text}");
         }
@@ -249,6 +332,9 @@ fn txpush_frames_arrive_at_the_peer_intact() {
         (umem, socket)
     });
     let spec = frames(&pair, true);
+    // The sender stays at most a window ahead of the reader, so that a reader starved by a busy host
+    // never finds its socket buffer overflowed.
+    let arrived = AtomicU64::new(0);
     let seen = thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut seen = BTreeSet::new();
@@ -258,13 +344,18 @@ fn txpush_frames_arrive_at_the_peer_intact() {
                     break;
                 };
                 record(&mut seen, &buf[..n]);
+                arrived.store(seen.len() as u64, Ordering::Release);
             }
             seen
         });
         let mut seq = 0;
         let deadline = Instant::now() + PATIENCE;
         while seq < FRAMES && Instant::now() < deadline {
-            umem.reclaim(64);
+            if seq >= arrived.load(Ordering::Acquire) + 64 {
+                thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            socket.reclaim(&mut umem, 64).expect("reclaim");
             let mut batch = Vec::new();
             while batch.len() < 32 && seq + (batch.len() as u64) < FRAMES {
                 let Some(mut frame) = umem.alloc() else { break };
@@ -319,7 +410,11 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
         BoundMode::Copy,
         "inherited from the UMEM's first socket"
     );
-    umem.fill(u32::MAX);
+    rx_socket.fill(&mut umem, u32::MAX).expect("fill");
+    let err = tx_socket
+        .fill(&mut umem, 1)
+        .expect_err("the queue's rings are rx_socket's");
+    assert!(err.to_string().contains("shares the fill ring"), "{err}");
     let (_program, _link) = redirect_to(&pair, &rx_socket);
     let listener = pair.b.run(|| {
         packet::open(
@@ -347,10 +442,11 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
             forwarded += u64::from(tx_socket.transmit(&mut umem, &mut frames).expect("tx"));
             assert!(frames.is_empty(), "tx ring as large as the rx batch");
             tx_socket.wake_tx().expect("wake");
-            let (done, invalid) = umem.reclaim(64);
+            // The tx socket's frames complete on the queue's completion ring (rx_socket's).
+            let (done, invalid) = rx_socket.reclaim(&mut umem, 64).expect("reclaim");
             assert_eq!(invalid, 0);
             if done > 0 {
-                umem.fill(done);
+                rx_socket.fill(&mut umem, done).expect("fill");
             }
             // Collect what came back to b.
             while let Ok(n) = packet::recv_nonblocking(listener.as_fd(), &mut buf) {
@@ -406,7 +502,10 @@ fn a_umem_shared_across_two_queues_receives_on_both() {
             .expect("attach");
         (umem, sockets, program, link)
     });
-    assert!(!sockets[0].has_own_fill_ring() && sockets[1].has_own_fill_ring());
+    assert!(
+        sockets.iter().all(Socket::has_own_fill_ring),
+        "one pool per queue"
+    );
     assert!(!sockets[0].shares_umem() && sockets[1].shares_umem());
     for socket in &mut sockets {
         assert_eq!(socket.fill(&mut umem, 2048).expect("fill"), 2048);

@@ -408,11 +408,17 @@ pub struct LoadError {
 /// Size of the verifier log buffer for a failed load (the programs here are a handful of instructions).
 const LOG_SIZE: usize = 64 * 1024;
 
-/// Loads a program (`BPF_PROG_LOAD`) of `prog_type`, with `expected_attach_type`, under `license`.
-/// On failure the load is repeated with the verifier log enabled and the log is returned.
+/// `BPF_PROG_LOAD` flag (`linux/bpf.h`, kernel 5.18+): the XDP program handles multi-buffer frames
+/// ("xdp.frags"), so drivers may hand it frames larger than one buffer.
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
+/// Loads a program (`BPF_PROG_LOAD`) of `prog_type`, with `expected_attach_type` and `prog_flags`
+/// (such as [`BPF_F_XDP_HAS_FRAGS`]), under `license`. On failure the load is repeated with the
+/// verifier log enabled and the log is returned.
 pub fn prog_load(
     prog_type: u32,
     expected_attach_type: u32,
+    prog_flags: u32,
     insns: &[Insn],
     license: &CStr,
     name: &str,
@@ -423,6 +429,7 @@ pub fn prog_load(
             insn_cnt: insns.len() as u32,
             insns: insns.as_ptr() as u64,
             license: license.as_ptr() as u64,
+            prog_flags,
             prog_name: object_name(name),
             expected_attach_type,
             ..Default::default()

@@ -1,10 +1,13 @@
 //! The UMEM's frame area and who owns each frame in it: the free list, user space (a [`Frame`] token)
-//! or the kernel (lent through the fill or tx ring). The only code that makes slices of UMEM memory,
-//! and it makes them only from tokens, so safe code never gets a reference to a frame the kernel owns.
+//! or one of the kernel's buffer pools (lent through the fill ring or a tx ring of the sockets bound to
+//! one queue). The only code that makes slices of UMEM memory, and it makes them only from tokens, so
+//! safe code never gets a reference to a frame the kernel owns.
 
+use std::io;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::xdp::Mmap;
+use super::xdp::{Mmap, register_umem};
 
 /// A frame of a UMEM that user space owns: the only way to its bytes. Neither `Copy` nor `Clone`: a
 /// frame is in exactly one place — this token, the UMEM's free list, or lent to the kernel through the
@@ -12,7 +15,7 @@ use super::xdp::Mmap;
 ///
 /// Frames come from [`Umem::alloc`](crate::xdp::Umem::alloc) (the free list) and
 /// [`Socket::receive`](crate::xdp::Socket::receive) (the rx ring), and go to
-/// [`Umem::fill_with`](crate::xdp::Umem::fill_with) (fill ring),
+/// [`Socket::fill_with`](crate::xdp::Socket::fill_with) (fill ring),
 /// [`Socket::transmit`](crate::xdp::Socket::transmit) (tx ring) or
 /// [`Umem::release`](crate::xdp::Umem::release) (free list). Dropping a token leaks its frame: it is
 /// never reused, so it can never be in two places.
@@ -26,6 +29,9 @@ use super::xdp::Mmap;
 ///     umem.release(frame); // error[E0382]: use of moved value: `frame`
 /// }
 /// ```
+///
+/// With multi-buffer (`XDP_USE_SG`) a packet larger than a frame spans several frames in a row; every
+/// frame but the last [`continues`](Frame::continues) into the next (`XDP_PKT_CONTD`).
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a dropped frame is leaked: release it, fill it or transmit it"]
 pub struct Frame {
@@ -33,6 +39,7 @@ pub struct Frame {
     addr: u64,
     len: u32,
     capacity: u32,
+    continues: bool,
 }
 
 impl Frame {
@@ -56,6 +63,18 @@ impl Frame {
         self.capacity
     }
 
+    /// Whether the packet goes on in the next frame (`XDP_PKT_CONTD`: every frame of a multi-buffer
+    /// packet but its last).
+    pub fn continues(&self) -> bool {
+        self.continues
+    }
+
+    /// Marks the frame as continued by the next one of the same packet (set it on every frame of a
+    /// multi-buffer packet to send but the last; needs a socket bound with multi-buffer).
+    pub fn set_continues(&mut self, continues: bool) {
+        self.continues = continues;
+    }
+
     /// Sets the packet length (e.g. after building a packet to send); false, and no change, when
     /// `len` exceeds [`Frame::capacity`].
     pub fn set_len(&mut self, len: u32) -> bool {
@@ -74,8 +93,9 @@ enum Place {
     Free,
     /// Held by user space as a [`Frame`] token.
     User,
-    /// Lent to the kernel (fill or tx ring), until the rx or completion ring returns it.
-    Kernel,
+    /// Lent to the kernel buffer pool with this tag (its fill ring, or the tx ring of one of its
+    /// sockets), until an rx ring or its completion ring returns it, or the pool is gone.
+    Kernel(u32),
 }
 
 /// Gives every area a distinct id, so a frame token is only accepted by its own area.
@@ -83,7 +103,8 @@ static NEXT_AREA_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The frames of one UMEM and their owners. Invariant: a frame whose place is `User` has exactly one
 /// live [`Frame`] token (of this area), a `Free` one is on the free list exactly once, a `Kernel` one
-/// is neither; slices of the mapping are made only for `User` frames, through their token.
+/// is neither; slices of the mapping are made only for `User` frames, through their token. A kernel
+/// pool returns frames only as it lent them (a descriptor is accepted from the pool holding the frame).
 #[derive(Debug)]
 pub struct FrameArea {
     map: Mmap,
@@ -134,6 +155,7 @@ impl FrameArea {
             addr: self.base(index),
             len: 0,
             capacity: self.frame_size,
+            continues: false,
         })
     }
 
@@ -153,30 +175,31 @@ impl FrameArea {
         self.free.push(index as u32);
     }
 
-    /// Lends a free frame to the kernel; returns its address.
-    pub fn lend_free(&mut self) -> Option<u64> {
+    /// Lends a free frame to kernel pool `pool`; returns its address.
+    pub fn lend_free(&mut self, pool: u32) -> Option<u64> {
         let index = self.free.pop()?;
-        self.places[index as usize] = Place::Kernel;
+        self.places[index as usize] = Place::Kernel(pool);
         Some(self.base(index))
     }
 
-    /// Lends the token's frame to the kernel; returns the packet's address and length.
-    pub fn lend(&mut self, frame: Frame) -> (u64, u32) {
+    /// Lends the token's frame to kernel pool `pool`; returns the packet's address, length and whether
+    /// it continues in the next frame.
+    pub fn lend(&mut self, frame: Frame, pool: u32) -> (u64, u32, bool) {
         let index = self.index_of(&frame);
-        self.places[index] = Place::Kernel;
-        (frame.addr, frame.len)
+        self.places[index] = Place::Kernel(pool);
+        (frame.addr, frame.len, frame.continues)
     }
 
-    /// The frame index of `addr` when the kernel holds that frame.
-    fn lent_index(&self, addr: u64) -> Option<usize> {
+    /// The frame index of `addr` when kernel pool `pool` holds that frame.
+    fn lent_index(&self, addr: u64, pool: u32) -> Option<usize> {
         let index = usize::try_from(addr / u64::from(self.frame_size)).ok()?;
-        (self.places.get(index) == Some(&Place::Kernel)).then_some(index)
+        (self.places.get(index) == Some(&Place::Kernel(pool))).then_some(index)
     }
 
-    /// The kernel finished sending the frame at `addr` (completion ring): back to the free list. False,
-    /// and nothing changes, when the kernel does not hold that frame.
-    pub fn completed(&mut self, addr: u64) -> bool {
-        let Some(index) = self.lent_index(addr) else {
+    /// Pool `pool` finished sending the frame at `addr` (its completion ring): back to the free list.
+    /// False, and nothing changes, when that pool does not hold that frame.
+    pub fn completed(&mut self, addr: u64, pool: u32) -> bool {
+        let Some(index) = self.lent_index(addr, pool) else {
             return false;
         };
         self.places[index] = Place::Free;
@@ -184,22 +207,44 @@ impl FrameArea {
         true
     }
 
-    /// The kernel received `len` bytes at `addr` (rx ring): a token for that frame. `None`, and nothing
-    /// changes, when the bytes are not inside one frame or the kernel does not hold that frame.
-    pub fn received(&mut self, addr: u64, len: u32) -> Option<Frame> {
+    /// Pool `pool` received `len` bytes at `addr` (an rx ring of one of its sockets), continued in the
+    /// next frame when `continues`: a token for that frame. `None`, and nothing changes, when the
+    /// bytes are not inside one frame or that pool does not hold that frame.
+    pub fn received(&mut self, addr: u64, len: u32, continues: bool, pool: u32) -> Option<Frame> {
         let frame_size = u64::from(self.frame_size);
         let end = addr.checked_add(u64::from(len))?;
         if end > self.map.len() as u64 || (addr % frame_size) + u64::from(len) > frame_size {
             return None;
         }
-        let index = self.lent_index(addr)?;
+        let index = self.lent_index(addr, pool)?;
         self.places[index] = Place::User;
         Some(Frame {
             area: self.id,
             addr,
             len,
             capacity: (self.base(index as u32) + frame_size - addr) as u32,
+            continues,
         })
+    }
+
+    /// Pool `pool` is gone and the kernel writes none of its frames any more: every frame it held goes
+    /// back to the free list. Returns how many.
+    pub fn reclaim_pool(&mut self, pool: u32) -> u32 {
+        let mut returned = 0;
+        for (index, place) in self.places.iter_mut().enumerate() {
+            if *place == Place::Kernel(pool) {
+                *place = Place::Free;
+                self.free.push(index as u32);
+                returned += 1;
+            }
+        }
+        returned
+    }
+
+    /// Registers the area as the UMEM of the AF_XDP socket `fd` (`XDP_UMEM_REG`) with `headroom` bytes
+    /// before each received packet.
+    pub fn register(&self, fd: BorrowedFd<'_>, headroom: u32) -> io::Result<()> {
+        register_umem(fd, &self.map, self.frame_size, headroom)
     }
 
     /// The packet bytes of the token's frame.
@@ -232,7 +277,7 @@ impl FrameArea {
             .map(|p| match p {
                 Place::Free => 'F',
                 Place::User => 'U',
-                Place::Kernel => 'K',
+                Place::Kernel(_) => 'K',
             })
             .collect();
         (self.free.clone(), places)

@@ -62,6 +62,8 @@ pub fn interface_ipv4(name: &str) -> io::Result<Option<std::net::Ipv4Addr>> {
     Ok(Some(std::net::Ipv4Addr::new(a, b, c, d)))
 }
 
+/// `xdp_desc.options` bit (`if_xdp.h`): the packet continues in the next descriptor (multi-buffer).
+pub use libc::XDP_PKT_CONTD;
 /// `struct sockaddr_xdp` (`if_xdp.h`).
 pub use libc::sockaddr_xdp;
 /// `struct xdp_desc` (`if_xdp.h`): a frame address in the UMEM, its length and options.
@@ -77,7 +79,7 @@ pub use libc::xdp_statistics;
 pub use libc::xdp_umem_reg;
 /// `sockaddr_xdp.sxdp_flags` bits and ring flags (`if_xdp.h`).
 pub use libc::{
-    XDP_COPY, XDP_RING_NEED_WAKEUP, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+    XDP_COPY, XDP_RING_NEED_WAKEUP, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
 };
 
 const _: () = assert!(mem::size_of::<sockaddr_xdp>() == 16);

@@ -5,24 +5,29 @@
 //!   nothing beyond the kernel is needed at build or run time — attached with `BPF_LINK_CREATE`
 //!   (kernel 5.9+). The returned [`XdpLink`] owns the link descriptor, so no program outlives its
 //!   owner: not on drop, not on panic, not when the process is killed.
-//! - [`Umem`]: the frame area and its fill and completion rings. Frames are owned by the type system:
-//!   a [`Frame`] token (neither `Copy` nor `Clone`) is the only way to a frame's bytes; it comes from
-//!   the free list ([`Umem::alloc`]) or the rx ring ([`Socket::receive`]) and is consumed by the fill
-//!   ring ([`Umem::fill_with`]), the tx ring ([`Socket::transmit`]) or the free list
-//!   ([`Umem::release`]). A descriptor the kernel returns for a frame it was not lent is rejected,
-//!   never turned into a second token, and ring indices the kernel could not have written are clamped.
-//! - [`Socket`]: [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or [`Mode::ZeroCopy`]; why it
-//!   copies is a [`crate::Fallback`] ([`Socket::fallback`]); [`probe_zero_copy`] asks just that
-//!   question.
+//! - [`Umem`]: the frame area. Frames are owned by the type system: a [`Frame`] token (neither `Copy`
+//!   nor `Clone`) is the only way to a frame's bytes; it comes from the free list ([`Umem::alloc`]) or
+//!   an rx ring ([`Socket::receive`]) and is consumed by a fill ring ([`Socket::fill_with`]), a tx
+//!   ring ([`Socket::transmit`]) or the free list ([`Umem::release`]). A descriptor the kernel
+//!   returns for a frame it was not lent is rejected, never turned into a second token, and ring
+//!   indices the kernel could not have written are clamped.
+//! - [`Socket`]: one kernel socket, [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or
+//!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::fallback`]);
+//!   [`probe_zero_copy`] asks just that question. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
+//!   with the same one; dropping a socket unbinds its queue, and the frames lent there come back.
+//! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
+//!   in several frames ([`Socket::receive_packets`]).
 //!
-//! A receiver, in short: `Umem::new`, `Socket::bind`, `umem.fill(n)`, attach
+//! A receiver, in short: `Umem::new`, `Socket::bind`, `socket.fill(&mut umem, n)`, attach
 //! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: other frames go on to the stack) and insert
 //! the socket into its map, then loop on `socket.receive(&mut umem, n, &mut frames)`, reading each
-//! frame with `umem.bytes(&frame)` and recycling them with `umem.fill_with(&mut frames)`.
+//! frame with `umem.bytes(&frame)` and recycling them with `socket.fill_with(&mut umem, &mut frames)`.
 
 mod error;
 mod frame_match;
 mod live;
+mod mode;
+mod packet;
 mod program;
 mod ring;
 mod socket;
@@ -32,7 +37,9 @@ mod umem;
 pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
 pub use live::host_traffic;
+pub use mode::{BoundMode, Mode};
+pub use packet::Packet;
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
-pub use socket::{BoundMode, Mode, Socket, SocketConfig, probe_zero_copy};
+pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
 pub use umem::{Frame, FrameSize, Umem, UmemConfig};

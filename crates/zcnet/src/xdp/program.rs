@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use super::error::{Error, Result};
 use super::frame_match::{FrameMatch, redirect_program};
+use super::socket::Socket;
 use crate::sys::bpf::{
     self, BPF_ANY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP, BPF_XDP, Insn, Reg, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_SKB_MODE, XDP_MD_RX_QUEUE_INDEX, helper, xdp_action,
@@ -121,8 +122,8 @@ impl XskMap {
     /// Stores the bound AF_XDP socket `socket` at slot `queue`: from now on the redirect program sends
     /// frames received on that queue to it. The kernel rejects a socket that is not bound (`EINVAL`
     /// or `EOPNOTSUPP`).
-    pub fn insert(&self, queue: u32, socket: &impl AsFd) -> Result<()> {
-        let value = socket.as_fd().as_raw_fd() as u32;
+    pub fn insert(&self, queue: u32, socket: &Socket) -> Result<()> {
+        let value = socket.fd().as_raw_fd() as u32;
         bpf::map_update_u32(self.fd.as_fd(), queue, value, BPF_ANY).map_err(|e| {
             Error::from_errno(
                 format!("insert socket into XSKMAP slot {queue}"),
@@ -157,26 +158,32 @@ pub struct XdpProgram {
 }
 
 impl XdpProgram {
-    fn load(kind: ProgramKind, map: Option<XskMap>) -> Result<XdpProgram> {
+    fn load(kind: ProgramKind, map: Option<XskMap>, prog_flags: u32) -> Result<XdpProgram> {
         let map_fd = map.as_ref().map_or(-1, |m| m.fd.as_raw_fd());
         let insns = kind.instructions(map_fd);
-        let fd = bpf::prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, &insns, LICENSE, kind.name()).map_err(
-            |e| {
-                Error::from_errno(
-                    format!("load XDP program {}", kind.name()),
-                    e.error,
-                    BPF_PRIVILEGE,
-                    "the verifier rejected the program",
-                )
-                .with_verifier_log(e.verifier_log)
-            },
-        )?;
+        let load = bpf::prog_load(
+            BPF_PROG_TYPE_XDP,
+            BPF_XDP,
+            prog_flags,
+            &insns,
+            LICENSE,
+            kind.name(),
+        );
+        let fd = load.map_err(|e| {
+            Error::from_errno(
+                format!("load XDP program {}", kind.name()),
+                e.error,
+                BPF_PRIVILEGE,
+                "the verifier rejected the program",
+            )
+            .with_verifier_log(e.verifier_log)
+        })?;
         Ok(XdpProgram { fd, kind, map })
     }
 
     /// Loads the program that drops every frame ([`ProgramKind::DropAll`]).
     pub fn drop_all() -> Result<XdpProgram> {
-        XdpProgram::load(ProgramKind::DropAll, None)
+        XdpProgram::load(ProgramKind::DropAll, None, 0)
     }
 
     /// Creates an XSKMAP with `queues` slots and loads the program that redirects each queue's frames
@@ -187,6 +194,19 @@ impl XdpProgram {
         XdpProgram::load(
             ProgramKind::RedirectToXsk(matching),
             Some(XskMap::new(queues)?),
+            0,
+        )
+    }
+
+    /// [`XdpProgram::redirect_to_xsk`] loaded for multi-buffer frames (`BPF_F_XDP_HAS_FRAGS`, kernel
+    /// 5.18+): drivers hand it frames larger than one buffer (an MTU above about 3500 bytes on veth),
+    /// which reach sockets bound with [`SocketConfig::multi_buffer`](crate::xdp::SocketConfig) as
+    /// several frames. The match reads the headers in the frame's first buffer.
+    pub fn redirect_to_xsk_multi_buffer(queues: u32, matching: FrameMatch) -> Result<XdpProgram> {
+        XdpProgram::load(
+            ProgramKind::RedirectToXsk(matching),
+            Some(XskMap::new(queues)?),
+            bpf::BPF_F_XDP_HAS_FRAGS,
         )
     }
 
@@ -212,7 +232,7 @@ impl XdpProgram {
                     "the interface already has an XDP program attached"
                 }
                 Some(libc::EOPNOTSUPP) if mode == AttachMode::Driver => {
-                    "the driver has no native XDP: use AttachMode::Generic"
+                    "the driver has no native XDP: attach in generic mode"
                 }
                 Some(libc::EINVAL) => "the kernel rejected the attach (kernel older than 5.9?)",
                 _ => "",
@@ -301,6 +321,7 @@ mod tests {
         let err = prog_load(
             BPF_PROG_TYPE_XDP,
             BPF_XDP,
+            0,
             &[Insn::exit()],
             c"Dual MIT/GPL",
             "zcnet_bad",

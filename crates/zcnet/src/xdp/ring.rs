@@ -14,7 +14,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-use crate::sys::xdp::{DescSlot, RingMmap, RingWord, XDP_RING_NEED_WAKEUP, xdp_desc};
+use crate::sys::xdp::{
+    DescSlot, RingMmap, RingWord, XDP_PKT_CONTD, XDP_RING_NEED_WAKEUP, xdp_desc,
+};
 
 /// A value carried by a ring: a UMEM address (fill, completion) or a descriptor (rx, tx).
 pub(crate) trait Entry: Copy + private::Sealed {
@@ -70,6 +72,20 @@ impl Desc {
     /// Packet length in bytes.
     pub fn len(&self) -> u32 {
         self.len
+    }
+
+    /// Whether the packet continues in the next descriptor (`XDP_PKT_CONTD`, multi-buffer).
+    pub fn continues(&self) -> bool {
+        self.options & XDP_PKT_CONTD != 0
+    }
+
+    /// The same descriptor, marked as continued by the next one when `continues`.
+    pub fn continuing(mut self, continues: bool) -> Desc {
+        match continues {
+            true => self.options |= XDP_PKT_CONTD,
+            false => self.options &= !XDP_PKT_CONTD,
+        }
+        self
     }
 }
 
@@ -160,6 +176,7 @@ impl<T: Entry> Producer<T> {
     }
 
     /// Number of entries published and not yet consumed (as last seen).
+    #[cfg(test)]
     pub fn outstanding(&mut self) -> u32 {
         self.entries() - self.free(self.entries())
     }
@@ -277,7 +294,6 @@ pub(crate) struct Batch<'a, T: Entry> {
 
 impl<T: Entry> Batch<'_, T> {
     /// Number of entries.
-    #[cfg(test)]
     pub fn len(&self) -> u32 {
         self.len
     }

@@ -1,59 +1,26 @@
-//! AF_XDP sockets: binding a UMEM to one queue of an interface in zero-copy or copy mode, with the
-//! rx and tx rings, wakeups and statistics.
+//! AF_XDP sockets: one kernel socket each, bound to one queue of an interface in zero-copy or copy
+//! mode, with its rx and tx rings (and, for the first socket of its UMEM on a queue, that queue's fill
+//! and completion rings), wakeups and statistics.
 
-use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
+use super::mode::{BoundMode, Mode};
+use super::packet::Packet;
 use super::program::interface_index;
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
-use super::umem::{Frame, FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use super::umem::{
+    Frame, FrameSize, Inherited, Pool, QueuePlace, Sharing, Umem, UmemConfig, XSK_PRIVILEGE,
+};
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
-    self as sys, RingKind, RingMmap, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+    self as sys, RingKind, RingMmap, RingWord, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP,
+    XDP_USE_SG, XDP_ZEROCOPY, xdp_mmap_offsets,
 };
-
-/// Which data path to ask the kernel for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Try zero-copy; when the driver refuses, bind in copy mode and record why.
-    Auto,
-    /// Copy mode (`XDP_COPY`): the kernel copies each frame between its buffers and the UMEM. Works on
-    /// every interface with XDP.
-    Copy,
-    /// Zero-copy (`XDP_ZEROCOPY`): the driver receives into and sends from the UMEM directly. Fails with
-    /// `EOPNOTSUPP` when the driver lacks it (veth does).
-    ZeroCopy,
-}
-
-/// The data path a socket actually got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoundMode {
-    /// The kernel copies frames.
-    Copy,
-    /// The driver uses the UMEM directly.
-    ZeroCopy,
-}
-
-impl BoundMode {
-    /// `"copy"` or `"zerocopy"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BoundMode::Copy => "copy",
-            BoundMode::ZeroCopy => "zerocopy",
-        }
-    }
-}
-
-impl fmt::Display for BoundMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Rings and options of a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +32,13 @@ pub struct SocketConfig {
     /// Bind with `XDP_USE_NEED_WAKEUP`: the kernel flags the rings when it needs a syscall to make
     /// progress, so busy loops can skip syscalls otherwise.
     pub need_wakeup: bool,
+    /// Bind with `XDP_USE_SG` (multi-buffer, kernel 6.6+): a packet larger than a frame arrives, and
+    /// may be sent, as several frames in a row ([`Frame::continues`], [`Socket::receive_packets`]).
+    /// Copy mode always allows it; in zero-copy mode the driver must (`EOPNOTSUPP` otherwise, and
+    /// [`Mode::Auto`] falls back to copy mode). The redirect program must be one for multi-buffer
+    /// ([`crate::xdp::XdpProgram::redirect_to_xsk_multi_buffer`]) for larger packets to reach the
+    /// socket.
+    pub multi_buffer: bool,
 }
 
 impl Default for SocketConfig {
@@ -73,46 +47,99 @@ impl Default for SocketConfig {
             rx_size: 2048,
             tx_size: 2048,
             need_wakeup: true,
+            multi_buffer: false,
         }
     }
 }
 
-/// An AF_XDP socket bound to one queue of one interface.
+/// An AF_XDP socket bound to one queue of one interface: the only owner of its kernel socket. Dropping
+/// it closes the socket and unmaps its rings, which unbinds it from its queue (the kernel frees the
+/// queue for a new bind a moment later).
+///
+/// The first socket of a UMEM on a queue sets up the queue's fill and completion rings and owns them;
+/// a socket sharing the UMEM on the same queue shares them too (the kernel gives a queue one pool):
+/// fill and reclaim through the queue's first socket. Once every socket of a queue has closed, the
+/// frames lent there come back to the UMEM's free list.
 ///
 /// Frames reach its rx ring only when an XDP program redirects them to it: attach
 /// [`crate::xdp::XdpProgram::redirect_to_xsk`] and insert the socket into its map at the queue index.
 #[derive(Debug)]
 pub struct Socket {
-    fd: Arc<OwnedFd>,
+    // Fields drop in order: the ring mappings and the descriptor go first, which releases the kernel
+    // socket, and only then the pool, whose last holder hands the pool's frames back to the UMEM.
     rx: Option<Consumer<Desc>>,
     tx: Option<Producer<Desc>>,
+    /// The queue's fill and completion rings, when this socket set up its queue's pool.
+    fill: Option<Producer<u64>>,
+    completion: Option<Consumer<u64>>,
+    fd: Arc<OwnedFd>,
+    pool: Arc<Pool>,
     iface: String,
     queue: u32,
     mode: BoundMode,
     fallback: Option<Fallback>,
     need_wakeup: bool,
+    multi_buffer: bool,
     shares_umem: bool,
     /// The UMEM whose frames this socket's rings carry.
     umem: u64,
-    /// Fill and completion rings of a socket sharing its UMEM on another queue.
-    fill: Option<Producer<u64>>,
-    completion: Option<Consumer<u64>>,
 }
 
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
     match errno {
+        Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 && flags & XDP_USE_SG != 0 => {
+            "the driver has no zero-copy multi-buffer (xdp_zc_max_segs 1): bind without \
+             multi-buffer, or in copy mode"
+        }
         Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 => {
-            "the driver has no AF_XDP zero-copy: bound in copy mode (Mode::Copy or Mode::Auto)"
+            "the driver has no AF_XDP zero-copy: bind in copy mode (or auto mode, which falls back \
+             to it)"
         }
         Some(libc::EBUSY) => {
             "the queue already has an AF_XDP socket (or a closed one's rings are still mapped)"
         }
         Some(libc::EINVAL) => {
-            "queue id beyond the interface's queues, or a shared UMEM bound on another queue"
+            "queue id beyond the interface's queues, a frame smaller than the MTU (zero-copy without \
+             multi-buffer), or a kernel without the flags asked for (multi-buffer needs 6.6)"
         }
         Some(libc::ENETDOWN) => "the interface is down",
         _ => "",
     }
+}
+
+/// Why [`Mode::Auto`] copies after the zero-copy bind with `flags` failed with `errno`.
+fn copy_remedy(errno: i32, flags: u16) -> &'static str {
+    match errno {
+        libc::EOPNOTSUPP if flags & XDP_USE_SG != 0 => {
+            "the driver has no zero-copy multi-buffer: bound in copy mode"
+        }
+        libc::EOPNOTSUPP => "the driver has no AF_XDP zero-copy: bound in copy mode",
+        _ => match bind_hint(Some(errno), flags) {
+            "" => "bound in copy mode",
+            hint => hint,
+        },
+    }
+}
+
+/// Maps ring `kind` of `entries` slots (none for 0).
+fn map_ring<S: RingWord>(
+    fd: BorrowedFd<'_>,
+    kind: RingKind,
+    offsets: &xdp_mmap_offsets,
+    entries: u32,
+) -> std::io::Result<Option<Arc<RingMmap<S>>>> {
+    match entries {
+        0 => Ok(None),
+        n => RingMmap::map(fd, kind, offsets, n).map(|ring| Some(Arc::new(ring))),
+    }
+}
+
+/// A socket sharing its queue's pool has neither fill nor completion ring: the queue's first has.
+fn shared_rings(ring: &str, iface: &str, queue: u32) -> Error {
+    Error::usage(format!(
+        "the AF_XDP socket on {iface} queue {queue} shares the {ring} ring of the first socket of \
+         its UMEM on that queue: use that socket"
+    ))
 }
 
 fn no_ring(ring: &str, iface: &str) -> Error {
@@ -146,6 +173,7 @@ fn flag_names(flags: u16) -> String {
         (XDP_COPY, "XDP_COPY"),
         (XDP_ZEROCOPY, "XDP_ZEROCOPY"),
         (XDP_USE_NEED_WAKEUP, "XDP_USE_NEED_WAKEUP"),
+        (XDP_USE_SG, "XDP_USE_SG"),
     ];
     let set: Vec<&str> = names
         .iter()
@@ -156,17 +184,18 @@ fn flag_names(flags: u16) -> String {
 }
 
 impl Socket {
-    /// Binds `umem` to queue `queue` of `iface` (in the calling thread's network namespace) with rx and
-    /// tx rings of 2048 entries and need_wakeup. The first socket of a UMEM uses the socket the UMEM
-    /// was registered on; later ones share it (`XDP_SHARED_UMEM`) and inherit its mode and need_wakeup.
-    /// On the same interface and queue they share its fill and completion rings too; on another queue
-    /// (or interface) each gets fill and completion rings of its own, as the kernel requires — use
-    /// [`Socket::fill`], [`Socket::fill_with`] and [`Socket::reclaim`] for those.
+    /// Binds a new socket with `umem` to queue `queue` of `iface` (in the calling thread's network
+    /// namespace) with rx and tx rings of 2048 entries and need_wakeup. The first socket of a UMEM
+    /// registers it; later ones share it (`XDP_SHARED_UMEM`) and inherit its mode, need_wakeup and
+    /// multi-buffer setting. On a queue no socket of the UMEM is bound to, the socket gets that queue's
+    /// fill and completion rings ([`Socket::fill`], [`Socket::fill_with`], [`Socket::reclaim`]); on a
+    /// queue that has them, it shares them.
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
 
-    /// [`Socket::bind`] with explicit ring sizes and options.
+    /// [`Socket::bind`] with explicit ring sizes and options. A failed bind closes the socket it
+    /// created and leaves `umem` as it was.
     pub fn bind_with(
         umem: &mut Umem,
         iface: &str,
@@ -175,18 +204,16 @@ impl Socket {
         config: SocketConfig,
     ) -> Result<Socket> {
         let ifindex = interface_index(iface)?;
-        let shares_umem = umem.owner.is_some();
-        // On another queue (or interface) than the UMEM's first socket, the kernel wants a fill and a
-        // completion ring per socket.
-        let own_rings = umem.owner.is_some_and(|o| o != (ifindex, queue));
-        let fd = if shares_umem {
-            Arc::new(
-                sys::socket()
-                    .map_err(|e| Error::from_errno("create AF_XDP socket", e, XSK_PRIVILEGE, ""))?,
+        let place = QueuePlace::here(ifindex, queue);
+        let sharing = umem.sharing_for(place);
+        let fd = Arc::new(sys::socket().map_err(|e| {
+            Error::from_errno(
+                "create AF_XDP socket",
+                e,
+                XSK_PRIVILEGE,
+                "the kernel lacks AF_XDP (CONFIG_XDP_SOCKETS)",
             )
-        } else {
-            umem.shared_fd()
-        };
+        })?);
         let setup = |what: &str, e| {
             Error::from_errno(
                 format!("{what} of AF_XDP socket for {iface}"),
@@ -195,71 +222,39 @@ impl Socket {
                 "",
             )
         };
-        let (fill_size, completion_size) = match own_rings {
-            true => umem.ring_sizes(),
-            false => (0, 0),
-        };
-        // The UMEM's own socket keeps the rx and tx rings an earlier failed bind sized.
-        let sized = if shares_umem { None } else { umem.sized_rings };
-        if let Some((rx, tx)) = sized
-            && (rx, tx) != (config.rx_size, config.tx_size)
-        {
-            return Err(Error::usage(format!(
-                "bind on {iface}: an earlier failed bind of this UMEM sized its rings rx {rx}, tx \
-                 {tx}; bind with those sizes or use a new Umem"
-            )));
+        let shared_pool = matches!(sharing, Sharing::Share { pool: Some(_), .. });
+        if let Sharing::Register = sharing {
+            umem.register_on(fd.as_fd())?;
         }
+        let (fill_size, completion_size) = match shared_pool {
+            true => (0, 0),
+            false => umem.ring_sizes(),
+        };
         for (kind, size) in [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
             (RingKind::Fill, fill_size),
             (RingKind::Completion, completion_size),
         ] {
-            let already = sized.is_some() && matches!(kind, RingKind::Rx | RingKind::Tx);
-            if size > 0 && !already {
+            if size > 0 {
                 sys::set_ring_size(fd.as_fd(), kind, size)
                     .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
             }
         }
-        if !shares_umem {
-            umem.sized_rings = Some((config.rx_size, config.tx_size));
-        }
         let offsets = sys::mmap_offsets(fd.as_fd()).map_err(|e| setup("read ring offsets", e))?;
-        let rx = match config.rx_size {
-            0 => None,
-            n => Some(Consumer::new(Arc::new(
-                RingMmap::map(fd.as_fd(), RingKind::Rx, &offsets, n)
-                    .map_err(|e| setup("map rx ring", e))?,
-            ))),
-        };
-        let tx = match config.tx_size {
-            0 => None,
-            n => Some(Producer::new(Arc::new(
-                RingMmap::map(fd.as_fd(), RingKind::Tx, &offsets, n)
-                    .map_err(|e| setup("map tx ring", e))?,
-            ))),
-        };
-        let fill = match fill_size {
-            0 => None,
-            n => Some(Producer::new(Arc::new(
-                RingMmap::map(fd.as_fd(), RingKind::Fill, &offsets, n)
-                    .map_err(|e| setup("map fill ring", e))?,
-            ))),
-        };
-        let completion = match completion_size {
-            0 => None,
-            n => Some(Consumer::new(Arc::new(
-                RingMmap::map(fd.as_fd(), RingKind::Completion, &offsets, n)
-                    .map_err(|e| setup("map completion ring", e))?,
-            ))),
-        };
-        let wake = if config.need_wakeup {
-            XDP_USE_NEED_WAKEUP
-        } else {
-            0
-        };
-        let bind = |flags: u16| {
-            let shared = shares_umem.then(|| umem.as_fd());
+        let rx = map_ring(fd.as_fd(), RingKind::Rx, &offsets, config.rx_size)
+            .map_err(|e| setup("map rx ring", e))?
+            .map(Consumer::new);
+        let tx = map_ring(fd.as_fd(), RingKind::Tx, &offsets, config.tx_size)
+            .map_err(|e| setup("map tx ring", e))?
+            .map(Producer::new);
+        let fill = map_ring(fd.as_fd(), RingKind::Fill, &offsets, fill_size)
+            .map_err(|e| setup("map fill ring", e))?
+            .map(Producer::new);
+        let completion = map_ring(fd.as_fd(), RingKind::Completion, &offsets, completion_size)
+            .map_err(|e| setup("map completion ring", e))?
+            .map(Consumer::new);
+        let bind = |flags: u16, shared: Option<BorrowedFd<'_>>| {
             bind_retrying_busy(|| sys::bind(fd.as_fd(), ifindex, queue, flags, shared)).map_err(
                 |e| {
                     let hint = bind_hint(e.raw_os_error(), flags);
@@ -272,53 +267,80 @@ impl Socket {
                 },
             )
         };
-        let (bound, fallback) = if shares_umem {
-            bind(XDP_SHARED_UMEM)?;
-            (umem.bound_mode.unwrap_or(BoundMode::Copy), None)
-        } else {
-            match mode {
-                Mode::ZeroCopy => (
-                    bind(XDP_ZEROCOPY | wake).map(|_| BoundMode::ZeroCopy)?,
-                    None,
-                ),
-                Mode::Copy => (
-                    bind(XDP_COPY | wake).map(|_| BoundMode::Copy)?,
-                    Some(Fallback::requested(
-                        "bind with Mode::Auto or Mode::ZeroCopy for zero-copy",
-                    )),
-                ),
-                Mode::Auto => match bind(XDP_ZEROCOPY | wake) {
-                    Ok(()) => (BoundMode::ZeroCopy, None),
-                    Err(zc) => {
-                        bind(XDP_COPY | wake)?;
-                        let errno = zc.errno().unwrap_or(0);
-                        let remedy = match bind_hint(Some(errno), XDP_ZEROCOPY) {
-                            "" => "bound in copy mode",
-                            hint => hint,
-                        };
-                        let fallback = Fallback::refused("bind XDP_ZEROCOPY", errno, remedy);
-                        (BoundMode::Copy, Some(fallback))
-                    }
-                },
+        let (inherited, fallback) = match &sharing {
+            Sharing::Share {
+                with, inherited, ..
+            } => {
+                bind(XDP_SHARED_UMEM, Some(with.as_fd()))?;
+                (*inherited, None)
+            }
+            Sharing::Register => {
+                let mut extra = 0;
+                if config.need_wakeup {
+                    extra |= XDP_USE_NEED_WAKEUP;
+                }
+                if config.multi_buffer {
+                    extra |= XDP_USE_SG;
+                }
+                let (mode, fallback) = match mode {
+                    Mode::ZeroCopy => (
+                        bind(XDP_ZEROCOPY | extra, None).map(|_| BoundMode::ZeroCopy)?,
+                        None,
+                    ),
+                    Mode::Copy => (
+                        bind(XDP_COPY | extra, None).map(|_| BoundMode::Copy)?,
+                        Some(Fallback::requested(
+                            "bind in zero-copy or auto mode for zero-copy",
+                        )),
+                    ),
+                    Mode::Auto => match bind(XDP_ZEROCOPY | extra, None) {
+                        Ok(()) => (BoundMode::ZeroCopy, None),
+                        Err(zc) => {
+                            bind(XDP_COPY | extra, None)?;
+                            let errno = zc.errno().unwrap_or(0);
+                            let call = match config.multi_buffer {
+                                true => "bind XDP_ZEROCOPY|XDP_USE_SG",
+                                false => "bind XDP_ZEROCOPY",
+                            };
+                            let remedy = copy_remedy(errno, XDP_ZEROCOPY | extra);
+                            (
+                                BoundMode::Copy,
+                                Some(Fallback::refused(call, errno, remedy)),
+                            )
+                        }
+                    },
+                };
+                let inherited = Inherited {
+                    mode,
+                    need_wakeup: config.need_wakeup,
+                    multi_buffer: config.multi_buffer,
+                };
+                (inherited, fallback)
             }
         };
-        if umem.owner.is_none() {
-            umem.owner = Some((ifindex, queue));
-            umem.bound_mode = Some(bound);
-        }
+        let shares_umem = matches!(sharing, Sharing::Share { .. });
+        let pool = match sharing {
+            Sharing::Share {
+                pool: Some(pool), ..
+            } => pool,
+            _ => umem.new_pool(place, inherited.mode == BoundMode::ZeroCopy),
+        };
+        umem.joined(&fd, &pool, inherited);
         Ok(Socket {
-            fd,
             rx,
             tx,
-            iface: iface.to_string(),
-            queue,
-            mode: bound,
-            fallback,
-            need_wakeup: config.need_wakeup,
-            shares_umem,
-            umem: umem.id(),
             fill,
             completion,
+            fd,
+            pool,
+            iface: iface.to_string(),
+            queue,
+            mode: inherited.mode,
+            fallback,
+            need_wakeup: inherited.need_wakeup,
+            multi_buffer: inherited.multi_buffer,
+            shares_umem,
+            umem: umem.id(),
         })
     }
 
@@ -327,16 +349,23 @@ impl Socket {
         self.mode
     }
 
-    /// Why the socket copies: [`Mode::Copy`] was asked for, or the zero-copy bind of [`Mode::Auto`] was
+    /// Why the socket copies: copy mode was asked for, or the zero-copy bind of [`Mode::Auto`] was
     /// refused (`bind XDP_ZEROCOPY: EOPNOTSUPP (…)`, with its errno). `None` in zero-copy mode, and
     /// for a socket sharing another's UMEM (its mode is that socket's).
     pub fn fallback(&self) -> Option<&Fallback> {
         self.fallback.as_ref()
     }
 
-    /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP`.
+    /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP` (for a socket sharing a UMEM: whether
+    /// the socket it shares through was).
     pub fn uses_need_wakeup(&self) -> bool {
         self.need_wakeup
+    }
+
+    /// Whether the socket carries multi-buffer packets (`XDP_USE_SG`; for a socket sharing a UMEM:
+    /// whether its first socket was bound so).
+    pub fn uses_multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// The interface name.
@@ -349,54 +378,98 @@ impl Socket {
         self.queue
     }
 
-    /// Whether this socket shares another socket's UMEM (`XDP_SHARED_UMEM`).
+    /// Whether this socket shares its UMEM with a socket bound before it (`XDP_SHARED_UMEM`).
     pub fn shares_umem(&self) -> bool {
         self.shares_umem
     }
 
     /// Takes up to `max` received frames from the rx ring, appending their tokens to `out`; returns
     /// how many descriptors were rejected (outside one frame of `umem`, or naming a frame the kernel
-    /// was not lent: never a second token for one frame). Recycle the frames with
-    /// [`Umem::fill_with`], send them with [`Socket::transmit`] or free them with [`Umem::release`].
+    /// was not lent on this queue: never a second token for one frame). With multi-buffer, a packet
+    /// may span several frames in a row ([`Frame::continues`]; [`Socket::receive_packets`] groups
+    /// them). Recycle the frames with [`Socket::fill_with`], send them with [`Socket::transmit`] or
+    /// free them with [`Umem::release`].
     pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
-        Ok(umem.receive(rx, max, out))
+        Ok(umem.receive(rx, self.pool.tag(), max, out))
+    }
+
+    /// Takes whole received packets from the rx ring, up to `max` frames (more when the first packet
+    /// alone is longer), appending them to `out`; returns how many descriptors were rejected (a
+    /// packet with a rejected descriptor is dropped, its other frames freed). The frames of a packet
+    /// whose last descriptor has not arrived stay in the ring for the next call.
+    pub fn receive_packets(
+        &mut self,
+        umem: &mut Umem,
+        max: u32,
+        out: &mut Vec<Packet>,
+    ) -> Result<u32> {
+        self.check_umem(umem)?;
+        let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
+        Ok(umem.receive_packets(rx, self.pool.tag(), max, out))
     }
 
     /// Lends frames from the front of `frames` to the kernel through the tx ring and removes them from
-    /// `frames`; returns how many (those that do not fit stay). They come back to `umem`'s free list
-    /// through the completion ring ([`Umem::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
+    /// `frames`; returns how many (those that do not fit stay). Only whole packets go: a frame that
+    /// [continues](Frame::continues) goes with the rest of its packet or not at all (multi-buffer, see
+    /// [`Packet::new`]). The frames come back to `umem`'s free list through the queue's completion
+    /// ring ([`Socket::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
     pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
-        Ok(umem.transmit(tx, frames))
+        Ok(umem.transmit(tx, self.pool.tag(), frames))
     }
 
-    /// Moves up to `max` free frames of `umem` onto the fill ring that serves this socket's queue:
-    /// its own when it shares the UMEM on another queue than the UMEM's first socket, else the UMEM's
-    /// ([`Umem::fill`]). Returns how many.
+    /// Moves up to `max` free frames of `umem` onto this queue's fill ring for the kernel to receive
+    /// into; returns how many.
     pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
         self.check_umem(umem)?;
-        Ok(umem.fill_via(self.fill.as_mut(), max))
+        let tag = self.pool.tag();
+        let ring = self
+            .fill
+            .as_mut()
+            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
+        Ok(umem.fill_via(ring, tag, max))
     }
 
-    /// [`Umem::fill_with`] through the fill ring that serves this socket's queue (see
-    /// [`Socket::fill`]).
+    /// Lends frames from the front of `frames` to the kernel through this queue's fill ring (a
+    /// forwarder recycling what it received) and removes them from `frames`; returns how many. Those
+    /// that do not fit stay in `frames`.
+    ///
+    /// # Panics
+    /// When a frame belongs to another UMEM.
     pub fn fill_with(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
-        Ok(umem.fill_with_via(self.fill.as_mut(), frames))
+        let tag = self.pool.tag();
+        let ring = self
+            .fill
+            .as_mut()
+            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
+        Ok(umem.fill_with_via(ring, tag, frames))
     }
 
-    /// [`Umem::reclaim`] from the completion ring that serves this socket's queue (see
-    /// [`Socket::fill`]): its own frames back onto the free list once the kernel sent them.
+    /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring) back
+    /// onto `umem`'s free list. Returns the number reclaimed and the number of completion entries that
+    /// did not name a frame lent on this queue (skipped).
     pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
         self.check_umem(umem)?;
-        Ok(umem.reclaim_via(self.completion.as_mut(), max))
+        let tag = self.pool.tag();
+        let ring = self
+            .completion
+            .as_mut()
+            .ok_or_else(|| shared_rings("completion", &self.iface, self.queue))?;
+        Ok(umem.reclaim_via(ring, tag, max))
     }
 
-    /// Whether this socket has fill and completion rings of its own (it shares its UMEM on another
-    /// queue or interface than the UMEM's first socket).
+    /// Whether the fill ring asks for a wakeup (`poll`/`recvfrom`) before the kernel will use it
+    /// (false for a socket without a fill ring of its own).
+    pub fn fill_needs_wakeup(&self) -> bool {
+        self.fill.as_ref().is_some_and(Producer::needs_wakeup)
+    }
+
+    /// Whether this socket has its queue's fill and completion rings (it is the first socket of its
+    /// UMEM on its queue).
     pub fn has_own_fill_ring(&self) -> bool {
         self.fill.is_some()
     }
@@ -410,6 +483,12 @@ impl Socket {
                 self.iface, self.queue
             )))
         }
+    }
+
+    /// The socket's descriptor, for the XSKMAP. Not public: a duplicate of it would keep the kernel
+    /// socket bound, writing frames, after its owner closed it.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Makes the kernel process the tx ring when it needs a syscall for that: always without
@@ -474,12 +553,6 @@ impl Socket {
     }
 }
 
-impl AsFd for Socket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
 /// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(None)` when it
 /// does, `Ok(Some(errno))` with the kernel's refusal (`EOPNOTSUPP`: the driver lacks zero-copy), `Err`
 /// when the question cannot be asked (no privilege, no such interface).
@@ -498,7 +571,7 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
     let config = SocketConfig {
         rx_size: 64,
         tx_size: 0,
-        need_wakeup: true,
+        ..SocketConfig::default()
     };
     match Socket::bind_with(&mut umem, iface, queue, Mode::ZeroCopy, config) {
         Ok(_) => Ok(None),

@@ -1,20 +1,39 @@
-//! The UMEM: the frame area shared with the kernel, and its fill and completion rings.
+//! The UMEM: the frame area shared with the kernel, who owns each of its frames, and which kernel
+//! sockets use it — so that a new socket can share it, and the frames of a closed socket come back.
+//!
+//! Kernel behaviour relied on (`net/xdp/xsk.c`, `net/xdp/xsk_buff_pool.c`):
+//! - The area is registered (`XDP_UMEM_REG`) on one AF_XDP socket; other sockets use it by binding with
+//!   `XDP_SHARED_UMEM` and naming a *bound* socket that uses it (`EBADF` for an unbound one). The
+//!   kernel's UMEM lives as long as any socket using it; once the last one closed, the next bind
+//!   registers the area again, on the new socket.
+//! - Each (interface, queue) gets one buffer pool, with one fill and one completion ring, set up by
+//!   the first socket bound there. A socket naming a socket of the same queue shares that pool (and
+//!   may not have fill or completion rings of its own); one naming a socket of another queue needs
+//!   both rings of its own.
+//! - A socket is released once its descriptor and every mapping of its rings are gone. Release unbinds
+//!   it and waits out the receive path (`synchronize_net`), so in copy mode the kernel writes no frame
+//!   of its pool afterwards: those frames come back to the free list. The pool itself is torn down
+//!   later, from a workqueue (the queue answers `EBUSY` until then), and in zero-copy mode only that
+//!   teardown stops the driver: the frames of a zero-copy pool stay lent until this UMEM binds that
+//!   queue again, which the kernel allows only after the teardown.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::error::{Error, Result};
+use super::mode::BoundMode;
+use super::packet::Packet;
 use super::ring::{Consumer, Desc, Producer};
-use super::socket::BoundMode;
 pub use crate::sys::frame_area::Frame;
 use crate::sys::frame_area::FrameArea;
-use crate::sys::xdp::{self as sys, Mmap, RingKind, RingMmap};
+use crate::sys::xdp::Mmap;
 
 /// Privilege the kernel checks to create an AF_XDP socket.
 pub(crate) const XSK_PRIVILEGE: &str = "CAP_NET_RAW";
 
-/// Size of one UMEM frame (chunk). Each packet occupies one frame.
+/// Size of one UMEM frame (chunk). A packet occupies one frame, or several with multi-buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameSize {
     /// 2048 bytes: two frames per page, enough for a 1500-byte MTU.
@@ -30,9 +49,9 @@ pub struct UmemConfig {
     pub frame_size: FrameSize,
     /// Number of frames.
     pub frame_count: u32,
-    /// Fill ring entries (power of two).
+    /// Fill ring entries of each queue's pool (power of two).
     pub fill_size: u32,
-    /// Completion ring entries (power of two).
+    /// Completion ring entries of each queue's pool (power of two).
     pub completion_size: u32,
     /// Bytes the kernel leaves free before each received packet.
     pub headroom: u32,
@@ -53,126 +72,275 @@ impl Default for UmemConfig {
     }
 }
 
-/// A registered frame area with its fill and completion rings. Every frame is in one place: the free
-/// list, a [`Frame`] token held by user space, or lent to the kernel. The UMEM records which, so a
-/// descriptor the kernel returns for a frame it does not hold (a bug or a hostile kernel) is counted
-/// as invalid and never becomes a second token for the same memory.
+/// A queue a socket is bound to: network namespace (its inode), interface index and queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueuePlace {
+    netns: u64,
+    ifindex: u32,
+    queue: u32,
+}
+
+impl QueuePlace {
+    /// Queue `queue` of interface `ifindex` in the calling thread's network namespace.
+    pub(crate) fn here(ifindex: u32, queue: u32) -> QueuePlace {
+        let netns = std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino());
+        QueuePlace {
+            netns,
+            ifindex,
+            queue,
+        }
+    }
+}
+
+/// What a socket sharing the kernel's UMEM (or a queue's pool) gets from the socket it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inherited {
+    /// The data path of the kernel's UMEM.
+    pub mode: BoundMode,
+    /// Whether the pool wakes with need_wakeup.
+    pub need_wakeup: bool,
+    /// Whether the kernel's UMEM was bound with `XDP_USE_SG`.
+    pub multi_buffer: bool,
+}
+
+/// Pools whose last socket closed, as they report themselves to their UMEM.
+#[derive(Debug, Default)]
+struct Inbox {
+    pending: AtomicBool,
+    closed: Mutex<Vec<ClosedPool>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ClosedPool {
+    tag: u32,
+    place: QueuePlace,
+    zero_copy: bool,
+}
+
+/// One kernel buffer pool of a UMEM: the fill and completion rings of one queue and every socket bound
+/// there. Each of those sockets holds it and drops it last, after its kernel socket was released;
+/// when the last one did, the pool reports itself closed to its UMEM, which takes its frames back.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    tag: u32,
+    place: QueuePlace,
+    zero_copy: bool,
+    inbox: Arc<Inbox>,
+}
+
+impl Pool {
+    /// The tag of the pool's frames in the UMEM's frame area.
+    pub(crate) fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let closed = ClosedPool {
+            tag: self.tag,
+            place: self.place,
+            zero_copy: self.zero_copy,
+        };
+        let mut list = self
+            .inbox
+            .closed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        list.push(closed);
+        self.inbox.pending.store(true, Ordering::Release);
+    }
+}
+
+/// A bound socket of the UMEM, as the UMEM knows it (it owns nothing of the socket).
+#[derive(Debug)]
+struct Member {
+    fd: Weak<OwnedFd>,
+    pool: Weak<Pool>,
+    place: QueuePlace,
+    inherited: Inherited,
+}
+
+/// How a new socket gets to the UMEM.
+#[derive(Debug)]
+pub(crate) enum Sharing {
+    /// No socket uses the UMEM: register it on the new socket, which sets up its queue's pool.
+    Register,
+    /// Bind with `XDP_SHARED_UMEM` naming `with`, a bound socket of this UMEM; `pool` is that
+    /// socket's pool when it is bound to the same queue (the new socket shares it and its rings).
+    Share {
+        with: Arc<OwnedFd>,
+        pool: Option<Arc<Pool>>,
+        inherited: Inherited,
+    },
+}
+
+/// A frame area for AF_XDP sockets. Every frame is in one place: the free list, a [`Frame`] token
+/// held by user space, or lent to one of the kernel's buffer pools (a queue's fill ring or a tx ring
+/// of a socket bound there). The UMEM records which, so a descriptor the kernel returns for a frame
+/// that pool does not hold (a bug or a hostile kernel) is counted as invalid and never becomes a
+/// second token for the same memory.
+///
+/// The UMEM owns no kernel socket: each [`Socket`](crate::xdp::Socket) owns its own, and the first one
+/// bound registers the area on it. When every socket of a queue has closed, the frames lent there come
+/// back to the free list (see the module notes for zero-copy).
 #[derive(Debug)]
 pub struct Umem {
-    fd: Arc<OwnedFd>,
-    /// The interface index and queue of the socket bound using `fd` itself, once there is one (later
-    /// sockets share the UMEM: on the same queue through its fill and completion rings, on other
-    /// queues with rings of their own).
-    pub(crate) owner: Option<(u32, u32)>,
-    /// Rx and tx ring sizes an earlier, failed bind set on the UMEM's own socket: the kernel refuses to
-    /// size a ring twice, so a later bind keeps them (and the socket stays usable).
-    pub(crate) sized_rings: Option<(u32, u32)>,
-    /// The mode of the first bound socket (sharing sockets inherit it).
-    pub(crate) bound_mode: Option<BoundMode>,
     area: FrameArea,
-    frame_size: u32,
-    frame_count: u32,
+    config: UmemConfig,
     huge_pages: bool,
-    fill: Producer<u64>,
-    completion: Consumer<u64>,
     /// Tells this UMEM's sockets apart from other UMEMs' (a socket only carries its UMEM's frames).
     id: u64,
+    members: Vec<Member>,
+    inbox: Arc<Inbox>,
+    /// Closed zero-copy pools whose frames wait for proof that the driver let go of them.
+    quarantined: Vec<ClosedPool>,
+    next_pool: u32,
 }
 
 /// Gives every UMEM a distinct id.
 static NEXT_UMEM_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Umem {
-    /// Allocates the area, registers it on a new AF_XDP socket (`XDP_UMEM_REG`) and maps its fill and
-    /// completion rings. Needs CAP_NET_RAW; the pinned area counts against RLIMIT_MEMLOCK unless the
-    /// process has CAP_IPC_LOCK.
+    /// Allocates the area (pre-faulted). The kernel sees it when the first socket binds: that bind
+    /// registers it (needs CAP_NET_RAW; the pinned area counts against RLIMIT_MEMLOCK unless the
+    /// process has CAP_IPC_LOCK).
     pub fn new(config: UmemConfig) -> Result<Umem> {
         let frame_size = config.frame_size as u32;
-        let fd = sys::socket().map_err(|e| {
-            Error::from_errno(
-                "create AF_XDP socket",
-                e,
-                XSK_PRIVILEGE,
-                "the kernel lacks AF_XDP (CONFIG_XDP_SOCKETS)",
-            )
-        })?;
         let len = frame_size as usize * config.frame_count as usize;
         let (area, huge_pages) = Mmap::anonymous(len, config.huge_pages)
             .map_err(|e| Error::new(format!("allocate {len}-byte UMEM"), e, ""))?;
-        sys::register_umem(fd.as_fd(), &area, frame_size, config.headroom).map_err(|e| {
-            Error::from_errno(
-                format!("register {len}-byte UMEM"),
-                e,
-                XSK_PRIVILEGE,
-                "raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK",
-            )
-        })?;
-        let ring_err = |what: &str, e| Error::from_errno(what.to_string(), e, XSK_PRIVILEGE, "");
-        sys::set_ring_size(fd.as_fd(), RingKind::Fill, config.fill_size)
-            .map_err(|e| ring_err("set fill ring size", e))?;
-        sys::set_ring_size(fd.as_fd(), RingKind::Completion, config.completion_size)
-            .map_err(|e| ring_err("set completion ring size", e))?;
-        let offsets =
-            sys::mmap_offsets(fd.as_fd()).map_err(|e| ring_err("read ring offsets", e))?;
-        let fill = RingMmap::map(fd.as_fd(), RingKind::Fill, &offsets, config.fill_size)
-            .map_err(|e| ring_err("map fill ring", e))?;
-        let completion = RingMmap::map(
-            fd.as_fd(),
-            RingKind::Completion,
-            &offsets,
-            config.completion_size,
-        )
-        .map_err(|e| ring_err("map completion ring", e))?;
-        let mut umem = Umem::over(
-            fd,
-            FrameArea::new(area, frame_size),
-            Producer::new(Arc::new(fill)),
-            Consumer::new(Arc::new(completion)),
-        );
+        let mut umem = Umem::over(FrameArea::new(area, frame_size), config);
         umem.huge_pages = huge_pages;
         Ok(umem)
     }
 
     /// A UMEM over `area` with every frame on the free list.
-    fn over(fd: OwnedFd, area: FrameArea, fill: Producer<u64>, completion: Consumer<u64>) -> Umem {
-        let frame_size = area.frame_size();
-        let frame_count = area.frame_count();
+    fn over(area: FrameArea, config: UmemConfig) -> Umem {
         Umem {
-            fd: Arc::new(fd),
-            owner: None,
-            sized_rings: None,
-            bound_mode: None,
             area,
-            frame_size,
-            frame_count,
+            config,
             huge_pages: false,
-            fill,
-            completion,
             id: NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed),
+            members: Vec::new(),
+            inbox: Arc::default(),
+            quarantined: Vec::new(),
+            next_pool: 0,
         }
-    }
-
-    pub(crate) fn shared_fd(&self) -> Arc<OwnedFd> {
-        self.fd.clone()
     }
 
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
-    /// Entries of the fill and completion rings (a socket with rings of its own gets the same).
+    /// Entries of the fill and completion rings each pool gets.
     pub(crate) fn ring_sizes(&self) -> (u32, u32) {
-        (self.fill.entries(), self.completion.entries())
+        (self.config.fill_size, self.config.completion_size)
+    }
+
+    /// How a socket binding to `place` gets to this UMEM: sharing the pool of a socket bound there,
+    /// sharing the UMEM through a socket bound elsewhere, or registering it anew.
+    pub(crate) fn sharing_for(&mut self, place: QueuePlace) -> Sharing {
+        self.collect_closed();
+        self.members.retain(|m| m.fd.strong_count() > 0);
+        let live = |m: &Member| Some((m.fd.upgrade()?, m.pool.upgrade()?, m.inherited));
+        if let Some((with, pool, inherited)) = self
+            .members
+            .iter()
+            .filter(|m| m.place == place)
+            .find_map(live)
+        {
+            return Sharing::Share {
+                with,
+                pool: Some(pool),
+                inherited,
+            };
+        }
+        match self.members.iter().find_map(live) {
+            Some((with, _, inherited)) => Sharing::Share {
+                with,
+                pool: None,
+                inherited,
+            },
+            None => Sharing::Register,
+        }
+    }
+
+    /// Registers the area as the UMEM of the unbound socket `fd` (`XDP_UMEM_REG`).
+    pub(crate) fn register_on(&self, fd: BorrowedFd<'_>) -> Result<()> {
+        let len = self.area.frame_count() as usize * self.area.frame_size() as usize;
+        self.area.register(fd, self.config.headroom).map_err(|e| {
+            Error::from_errno(
+                format!("register {len}-byte UMEM"),
+                e,
+                XSK_PRIVILEGE,
+                "raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK",
+            )
+        })
+    }
+
+    /// A new pool for a socket just bound to `place` with a pool of its own. The bind succeeding
+    /// proves that the kernel tore down any earlier pool of that queue, so the frames of a closed
+    /// zero-copy pool there come back now.
+    pub(crate) fn new_pool(&mut self, place: QueuePlace, zero_copy: bool) -> Arc<Pool> {
+        let area = &mut self.area;
+        self.quarantined.retain(|closed| {
+            let torn_down = closed.place == place;
+            if torn_down {
+                area.reclaim_pool(closed.tag);
+            }
+            !torn_down
+        });
+        let tag = self.next_pool;
+        self.next_pool = self.next_pool.wrapping_add(1);
+        Arc::new(Pool {
+            tag,
+            place,
+            zero_copy,
+            inbox: self.inbox.clone(),
+        })
+    }
+
+    /// Records a socket bound with this UMEM, so later ones can share it through it.
+    pub(crate) fn joined(&mut self, fd: &Arc<OwnedFd>, pool: &Arc<Pool>, inherited: Inherited) {
+        self.members.push(Member {
+            fd: Arc::downgrade(fd),
+            pool: Arc::downgrade(pool),
+            place: pool.place,
+            inherited,
+        });
+    }
+
+    /// Takes back the frames of pools whose sockets all closed (zero-copy ones wait, see the module
+    /// notes).
+    fn collect_closed(&mut self) {
+        if !self.inbox.pending.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let closed = std::mem::take(
+            &mut *self
+                .inbox
+                .closed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for pool in closed {
+            if pool.zero_copy {
+                self.quarantined.push(pool);
+            } else {
+                self.area.reclaim_pool(pool.tag);
+            }
+        }
     }
 
     /// Frame size in bytes.
     pub fn frame_size(&self) -> u32 {
-        self.frame_size
+        self.area.frame_size()
     }
 
     /// Number of frames.
     pub fn frame_count(&self) -> u32 {
-        self.frame_count
+        self.area.frame_count()
     }
 
     /// Whether the area got reserved huge pages (`MAP_HUGETLB`).
@@ -180,13 +348,16 @@ impl Umem {
         self.huge_pages
     }
 
-    /// Frames on the free list (neither lent to the kernel nor held by the caller).
-    pub fn free_frames(&self) -> usize {
+    /// Frames on the free list (neither lent to the kernel nor held by the caller), after taking back
+    /// those of closed sockets.
+    pub fn free_frames(&mut self) -> usize {
+        self.collect_closed();
         self.area.free_frames()
     }
 
     /// Takes a free frame (its packet empty, its whole buffer available to [`Umem::buffer_mut`]).
     pub fn alloc(&mut self) -> Option<Frame> {
+        self.collect_closed();
         self.area.alloc()
     }
 
@@ -224,20 +395,22 @@ impl Umem {
         self.area.buffer_mut(frame)
     }
 
-    /// Moves up to `max` free frames onto the fill ring for the kernel to receive into; returns how many.
-    /// (A socket sharing this UMEM on another queue has a fill ring of its own: [`Socket::fill`].)
+    /// Appends the bytes of every frame of `packet`, in order, to `out`.
     ///
-    /// [`Socket::fill`]: crate::xdp::Socket::fill
-    pub fn fill(&mut self, max: u32) -> u32 {
-        self.fill_via(None, max)
+    /// # Panics
+    /// When a frame belongs to another UMEM.
+    pub fn copy_packet(&self, packet: &Packet, out: &mut Vec<u8>) {
+        for frame in packet.frames() {
+            out.extend_from_slice(self.area.bytes(frame));
+        }
     }
 
-    /// [`Umem::fill`] through `ring`, or this UMEM's own fill ring.
-    pub(crate) fn fill_via(&mut self, ring: Option<&mut Producer<u64>>, max: u32) -> u32 {
-        let ring = ring.unwrap_or(&mut self.fill);
+    /// Lends up to `max` free frames to pool `pool` through its fill ring `ring`; returns how many.
+    pub(crate) fn fill_via(&mut self, ring: &mut Producer<u64>, pool: u32, max: u32) -> u32 {
+        self.collect_closed();
         let mut r = ring.reserve(max.min(self.area.free_frames() as u32));
         while r.remaining() > 0 {
-            let Some(addr) = self.area.lend_free() else {
+            let Some(addr) = self.area.lend_free(pool) else {
                 break;
             };
             r.push(addr).expect("reserved");
@@ -245,45 +418,36 @@ impl Umem {
         r.submit()
     }
 
-    /// Lends frames from the front of `frames` to the kernel through the fill ring (a forwarder
-    /// recycling what it received) and removes them from `frames`; returns how many. Those that do not
-    /// fit stay in `frames`.
-    ///
-    /// # Panics
-    /// When a frame belongs to another UMEM.
-    pub fn fill_with(&mut self, frames: &mut Vec<Frame>) -> u32 {
-        self.fill_with_via(None, frames)
-    }
-
-    /// [`Umem::fill_with`] through `ring`, or this UMEM's own fill ring.
+    /// Lends frames from the front of `frames` to pool `pool` through its fill ring `ring` and removes
+    /// them from `frames`; returns how many. Those that do not fit stay in `frames`.
     pub(crate) fn fill_with_via(
         &mut self,
-        ring: Option<&mut Producer<u64>>,
+        ring: &mut Producer<u64>,
+        pool: u32,
         frames: &mut Vec<Frame>,
     ) -> u32 {
-        let ring = ring.unwrap_or(&mut self.fill);
         let mut r = ring.reserve(frames.len() as u32);
         let n = r.len() as usize;
         for frame in frames.drain(..n) {
-            let (addr, _) = self.area.lend(frame);
+            let (addr, _, _) = self.area.lend(frame, pool);
             r.push(addr).expect("reserved");
         }
         r.submit()
     }
 
-    /// Takes up to `max` completed tx frames back onto the free list. Returns the number reclaimed and
-    /// the number of completion entries that did not name a frame lent to the kernel (skipped).
-    pub fn reclaim(&mut self, max: u32) -> (u32, u32) {
-        self.reclaim_via(None, max)
-    }
-
-    /// [`Umem::reclaim`] from `ring`, or this UMEM's own completion ring.
-    pub(crate) fn reclaim_via(&mut self, ring: Option<&mut Consumer<u64>>, max: u32) -> (u32, u32) {
-        let ring = ring.unwrap_or(&mut self.completion);
+    /// Takes up to `max` frames pool `pool` finished sending (its completion ring `ring`) back onto
+    /// the free list. Returns the number reclaimed and the number of entries that did not name a frame
+    /// lent to that pool (skipped).
+    pub(crate) fn reclaim_via(
+        &mut self,
+        ring: &mut Consumer<u64>,
+        pool: u32,
+        max: u32,
+    ) -> (u32, u32) {
         let batch = ring.peek(max);
         let (mut done, mut invalid) = (0, 0);
         for addr in batch.iter() {
-            if self.area.completed(addr) {
+            if self.area.completed(addr, pool) {
                 done += 1;
             } else {
                 invalid += 1;
@@ -293,19 +457,23 @@ impl Umem {
         (done, invalid)
     }
 
-    /// Turns up to `max` descriptors of the rx ring `rx` into frame tokens appended to `out`; returns
-    /// the number of descriptors rejected: outside one frame of the area, or naming a frame the kernel
-    /// does not hold. A rejected descriptor's frame stays where it was.
+    /// Turns up to `max` descriptors of the rx ring `rx` of a socket of pool `pool` into frame tokens
+    /// appended to `out`; returns the number of descriptors rejected: outside one frame of the area,
+    /// or naming a frame that pool does not hold. A rejected descriptor's frame stays where it was.
     pub(crate) fn receive(
         &mut self,
         rx: &mut Consumer<Desc>,
+        pool: u32,
         max: u32,
         out: &mut Vec<Frame>,
     ) -> u32 {
         let batch = rx.peek(max);
         let mut invalid = 0;
         for desc in batch.iter() {
-            match self.area.received(desc.addr(), desc.len()) {
+            match self
+                .area
+                .received(desc.addr(), desc.len(), desc.continues(), pool)
+            {
                 Some(frame) => out.push(frame),
                 None => invalid += 1,
             }
@@ -314,48 +482,105 @@ impl Umem {
         invalid
     }
 
-    /// Lends frames from the front of `frames` to the kernel through the tx ring `tx` and removes them
-    /// from `frames`; returns how many. Those that do not fit stay in `frames`.
-    pub(crate) fn transmit(&mut self, tx: &mut Producer<Desc>, frames: &mut Vec<Frame>) -> u32 {
+    /// Takes whole packets from the rx ring `rx` of a socket of pool `pool`, up to `max` frames (more
+    /// when the first packet alone is longer), appending them to `out`; returns the number of
+    /// descriptors rejected. A packet with a rejected descriptor is dropped: its valid frames go back
+    /// to the free list. The descriptors of a packet whose end the kernel has not published yet stay
+    /// in the ring — unless they fill it, which no honest kernel does: then they are dropped too.
+    pub(crate) fn receive_packets(
+        &mut self,
+        rx: &mut Consumer<Desc>,
+        pool: u32,
+        max: u32,
+        out: &mut Vec<Packet>,
+    ) -> u32 {
+        let whole = {
+            let ready = rx.peek(rx.entries());
+            let mut end = 0;
+            for (i, desc) in ready.iter().enumerate() {
+                let seen = i as u32 + 1;
+                if !desc.continues() {
+                    end = seen;
+                }
+                if end > 0 && seen >= max {
+                    break;
+                }
+            }
+            if end == 0 && ready.len() == rx.entries() {
+                rx.entries()
+            } else {
+                end
+            }
+        };
+        let batch = rx.peek(whole);
+        let (mut invalid, mut broken) = (0, false);
+        let mut frames = Vec::new();
+        for desc in batch.iter() {
+            match self
+                .area
+                .received(desc.addr(), desc.len(), desc.continues(), pool)
+            {
+                Some(frame) => frames.push(frame),
+                None => {
+                    invalid += 1;
+                    broken = true;
+                }
+            }
+            if !desc.continues() {
+                match std::mem::replace(&mut broken, false) {
+                    false => out.push(Packet::received(std::mem::take(&mut frames))),
+                    true => frames.drain(..).for_each(|f| self.area.release(f)),
+                }
+            }
+        }
+        // A run that never ended (a ring full of continued descriptors) is dropped.
+        frames.drain(..).for_each(|f| self.area.release(f));
+        batch.release();
+        invalid
+    }
+
+    /// Lends frames from the front of `frames` to pool `pool` through the tx ring `tx` and removes
+    /// them from `frames`; returns how many. Only whole packets go (a frame that continues goes with
+    /// the frames up to its packet's last); those that do not fit stay in `frames`.
+    pub(crate) fn transmit(
+        &mut self,
+        tx: &mut Producer<Desc>,
+        pool: u32,
+        frames: &mut Vec<Frame>,
+    ) -> u32 {
         let mut r = tx.reserve(frames.len() as u32);
-        let n = r.len() as usize;
-        for frame in frames.drain(..n) {
-            let (addr, len) = self.area.lend(frame);
-            r.push(Desc::new(addr, len)).expect("reserved");
+        let room = r.len() as usize;
+        let whole = frames[..room]
+            .iter()
+            .rposition(|f| !f.continues())
+            .map_or(0, |last| last + 1);
+        for frame in frames.drain(..whole) {
+            let (addr, len, continues) = self.area.lend(frame, pool);
+            r.push(Desc::new(addr, len).continuing(continues))
+                .expect("reserved");
         }
         r.submit()
-    }
-
-    /// Whether the fill ring asks for a wakeup (`poll`/`recvfrom`) before the kernel will use it.
-    pub fn fill_needs_wakeup(&self) -> bool {
-        self.fill.needs_wakeup()
-    }
-
-    /// Frames on the fill ring the kernel has not taken yet.
-    pub fn fill_outstanding(&mut self) -> u32 {
-        self.fill.outstanding()
-    }
-}
-
-impl AsFd for Umem {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::xdp::RingMmap;
     use crate::xdp::ring::Entry;
     use proptest::prelude::*;
 
     const FRAMES: u32 = 8;
     const FRAME: u32 = 2048;
 
-    /// A UMEM over anonymous memory, with the kernel's halves of its rings and of one socket's rx and
-    /// tx rings: the tests play the kernel, honest or hostile.
+    /// A UMEM over anonymous memory with one pool: the fill and completion rings of one queue and one
+    /// socket's rx and tx rings, with the kernel's halves of each: the tests play the kernel, honest
+    /// or hostile.
     struct Harness {
         umem: Umem,
+        pool: Arc<Pool>,
+        fill: Producer<u64>,
+        completion: Consumer<u64>,
         rx: Consumer<Desc>,
         tx: Producer<Desc>,
         kernel_fill: Consumer<u64>,
@@ -364,25 +589,67 @@ mod tests {
         kernel_tx: Consumer<Desc>,
     }
 
+    fn place(queue: u32) -> QueuePlace {
+        QueuePlace {
+            netns: 1,
+            ifindex: 2,
+            queue,
+        }
+    }
+
     fn harness() -> Harness {
+        harness_in(Umem::over(
+            FrameArea::new(
+                Mmap::anonymous((FRAMES * FRAME) as usize, false)
+                    .expect("area")
+                    .0,
+                FRAME,
+            ),
+            UmemConfig::default(),
+        ))
+    }
+
+    /// A harness for a new copy-mode pool of `umem` on queue 0.
+    fn harness_in(mut umem: Umem) -> Harness {
         let addrs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
         let descs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
         let (fill, completion, rx, tx) = (addrs(), addrs(), descs(), descs());
-        let (area, _) = Mmap::anonymous((FRAMES * FRAME) as usize, false).expect("area");
-        let fd = std::fs::File::open("/dev/null").expect("fd").into();
+        let pool = umem.new_pool(place(0), false);
         Harness {
-            umem: Umem::over(
-                fd,
-                FrameArea::new(area, FRAME),
-                Producer::new(fill.clone()),
-                Consumer::new(completion.clone()),
-            ),
+            umem,
+            pool,
+            fill: Producer::new(fill.clone()),
+            completion: Consumer::new(completion.clone()),
             rx: Consumer::new(rx.clone()),
             tx: Producer::new(tx.clone()),
             kernel_fill: Consumer::new(fill),
             kernel_completion: Producer::new(completion),
             kernel_rx: Producer::new(rx),
             kernel_tx: Consumer::new(tx),
+        }
+    }
+
+    impl Harness {
+        fn fill(&mut self, max: u32) -> u32 {
+            self.umem.fill_via(&mut self.fill, self.pool.tag(), max)
+        }
+        fn fill_with(&mut self, frames: &mut Vec<Frame>) -> u32 {
+            self.umem
+                .fill_with_via(&mut self.fill, self.pool.tag(), frames)
+        }
+        fn reclaim(&mut self, max: u32) -> (u32, u32) {
+            self.umem
+                .reclaim_via(&mut self.completion, self.pool.tag(), max)
+        }
+        fn receive(&mut self, max: u32, out: &mut Vec<Frame>) -> u32 {
+            self.umem.receive(&mut self.rx, self.pool.tag(), max, out)
+        }
+        fn receive_packets(&mut self, max: u32, out: &mut Vec<Packet>) -> u32 {
+            self.umem
+                .receive_packets(&mut self.rx, self.pool.tag(), max, out)
+        }
+        fn transmit(&mut self, frames: &mut Vec<Frame>) -> u32 {
+            self.umem.transmit(&mut self.tx, self.pool.tag(), frames)
         }
     }
 
@@ -406,13 +673,13 @@ mod tests {
     #[test]
     fn a_frame_travels_free_fill_rx_user_tx_completion_free() {
         let mut h = harness();
-        assert_eq!(h.umem.fill(1), 1);
+        assert_eq!(h.fill(1), 1);
         let lent = kernel_take(&mut h.kernel_fill, 4);
         assert_eq!(lent.len(), 1);
         // The kernel receives 60 bytes at an offset (headroom) into that frame.
         kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0] + 256, 60)]);
         let mut got = Vec::new();
-        assert_eq!(h.umem.receive(&mut h.rx, 4, &mut got), 0);
+        assert_eq!(h.receive(4, &mut got), 0);
         let mut frame = got.pop().expect("one frame");
         assert_eq!((frame.addr(), frame.len()), (lent[0] + 256, 60));
         assert_eq!(frame.capacity(), FRAME - 256);
@@ -421,12 +688,12 @@ mod tests {
         assert!(!frame.set_len(FRAME), "beyond the frame's end");
         assert!(frame.set_len(100));
         let mut out = vec![frame];
-        assert_eq!(h.umem.transmit(&mut h.tx, &mut out), 1);
+        assert_eq!(h.transmit(&mut out), 1);
         assert!(out.is_empty());
         let sent = kernel_take(&mut h.kernel_tx, 4);
         assert_eq!((sent[0].addr(), sent[0].len()), (lent[0] + 256, 100));
         kernel_push(&mut h.kernel_completion, &[sent[0].addr()]);
-        assert_eq!(h.umem.reclaim(4), (1, 0));
+        assert_eq!(h.reclaim(4), (1, 0));
         assert_eq!(h.umem.free_frames(), FRAMES as usize);
     }
 
@@ -444,10 +711,10 @@ mod tests {
                 Desc::new(0, FRAME + 1),             // crosses a frame boundary
             ],
         );
-        assert_eq!(h.umem.receive(&mut h.rx, 8, &mut got), 4);
+        assert_eq!(h.receive(8, &mut got), 4);
         assert!(got.is_empty());
         kernel_push(&mut h.kernel_completion, &[held.addr(), 1 << 40]);
-        assert_eq!(h.umem.reclaim(8), (0, 2));
+        assert_eq!(h.reclaim(8), (0, 2));
         h.umem.release(held);
         assert_eq!(h.umem.free_frames(), FRAMES as usize);
     }
@@ -459,6 +726,147 @@ mod tests {
         let mut b = harness();
         let frame = a.umem.alloc().expect("frame");
         b.umem.release(frame);
+    }
+
+    #[test]
+    fn frames_of_a_closed_copy_mode_pool_come_back_and_tokens_stay_valid() {
+        let mut h = harness();
+        assert_eq!(h.fill(4), 4);
+        let lent = kernel_take(&mut h.kernel_fill, 1);
+        kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0], 60)]);
+        let mut held = Vec::new();
+        assert_eq!(h.receive(4, &mut held), 0);
+        let mut out = vec![h.umem.alloc().expect("frame")];
+        assert_eq!(h.transmit(&mut out), 1);
+        assert_eq!(h.umem.free_frames(), FRAMES as usize - 5);
+        // Every socket of the pool closed: what its fill and tx rings held comes back, the frame the
+        // user received stays the user's.
+        let Harness { mut umem, pool, .. } = h;
+        drop(pool);
+        assert_eq!(umem.free_frames(), FRAMES as usize - 1);
+        umem.release(held.pop().expect("received frame"));
+        assert_eq!(umem.free_frames(), FRAMES as usize);
+    }
+
+    #[test]
+    fn frames_of_a_closed_zero_copy_pool_wait_until_its_queue_is_bound_again() {
+        let mut h = harness();
+        let zc = h.umem.new_pool(place(1), true);
+        assert_eq!(h.umem.fill_via(&mut h.fill, zc.tag(), 3), 3);
+        drop(zc);
+        assert_eq!(
+            h.umem.free_frames(),
+            FRAMES as usize - 3,
+            "driver may still write them"
+        );
+        drop(h.umem.new_pool(place(0), false));
+        assert_eq!(
+            h.umem.free_frames(),
+            FRAMES as usize - 3,
+            "another queue proves nothing"
+        );
+        let _again = h.umem.new_pool(place(1), false);
+        assert_eq!(
+            h.umem.free_frames(),
+            FRAMES as usize,
+            "the queue's old pool is gone"
+        );
+    }
+
+    #[test]
+    fn a_pool_cannot_return_frames_lent_to_another() {
+        let mut h = harness();
+        let other = h.umem.new_pool(place(1), false);
+        assert_eq!(h.umem.fill_via(&mut h.fill, other.tag(), 1), 1);
+        let lent = kernel_take(&mut h.kernel_fill, 1);
+        kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0], 60)]);
+        kernel_push(&mut h.kernel_completion, &[lent[0]]);
+        let mut got = Vec::new();
+        assert_eq!(h.receive(4, &mut got), 1, "lent to the other queue's pool");
+        assert_eq!(h.reclaim(4), (0, 1));
+        assert!(got.is_empty());
+    }
+
+    #[test]
+    fn multi_buffer_packets_are_taken_whole() {
+        let mut h = harness();
+        assert_eq!(h.fill(4), 4);
+        let lent = kernel_take(&mut h.kernel_fill, 4);
+        let d = |i: usize, continues| Desc::new(lent[i], 100 + i as u32).continuing(continues);
+        // A packet of three frames, then the first frame of one whose end is not published yet.
+        kernel_push(
+            &mut h.kernel_rx,
+            &[d(0, true), d(1, true), d(2, false), d(3, true)],
+        );
+        let mut packets = Vec::new();
+        assert_eq!(
+            h.receive_packets(1, &mut packets),
+            0,
+            "a packet longer than max"
+        );
+        assert_eq!(packets.len(), 1);
+        let packet = packets.pop().expect("packet");
+        assert_eq!(packet.len(), 100 + 101 + 102);
+        let conts: Vec<bool> = packet.frames().iter().map(Frame::continues).collect();
+        assert_eq!(conts, [true, true, false]);
+        let mut copy = Vec::new();
+        h.umem.copy_packet(&packet, &mut copy);
+        assert_eq!(copy.len(), packet.len());
+        assert_eq!(h.receive_packets(8, &mut packets), 0);
+        assert!(
+            packets.is_empty(),
+            "the unfinished packet stays in the ring"
+        );
+        // Sending: only whole packets leave; an unfinished one stays with the caller.
+        let mut frames = packet.into_frames();
+        frames.push(h.umem.alloc().expect("frame"));
+        frames.last_mut().expect("frame").set_continues(true);
+        assert_eq!(h.transmit(&mut frames), 3);
+        assert_eq!(frames.len(), 1);
+        let sent = kernel_take(&mut h.kernel_tx, 4);
+        let conts: Vec<bool> = sent.iter().map(Desc::continues).collect();
+        assert_eq!(conts, [true, true, false]);
+        h.umem.release(frames.pop().expect("frame"));
+    }
+
+    #[test]
+    fn a_packet_with_a_rejected_descriptor_is_dropped_whole() {
+        let mut h = harness();
+        assert_eq!(h.fill(2), 2);
+        let lent = kernel_take(&mut h.kernel_fill, 2);
+        kernel_push(
+            &mut h.kernel_rx,
+            &[
+                Desc::new(lent[0], 10).continuing(true),
+                Desc::new(u64::MAX - 5, 10).continuing(true),
+                Desc::new(lent[1], 10),
+            ],
+        );
+        let mut packets = Vec::new();
+        assert_eq!(h.receive_packets(8, &mut packets), 1);
+        assert!(packets.is_empty());
+        assert_eq!(
+            h.umem.free_frames(),
+            FRAMES as usize,
+            "its valid frames are freed"
+        );
+    }
+
+    #[test]
+    fn a_ring_full_of_continued_descriptors_is_dropped_not_stuck() {
+        let mut h = harness();
+        assert_eq!(h.fill(4), 4);
+        let lent = kernel_take(&mut h.kernel_fill, 4);
+        let descs: Vec<Desc> = lent
+            .iter()
+            .map(|&a| Desc::new(a, 8).continuing(true))
+            .collect();
+        assert_eq!(kernel_push(&mut h.kernel_rx, &descs), 4);
+        let mut packets = Vec::new();
+        assert_eq!(h.receive_packets(8, &mut packets), 0);
+        assert!(packets.is_empty());
+        assert_eq!(h.umem.free_frames(), FRAMES as usize);
+        assert_eq!(h.kernel_rx.reserve(4).len(), 4, "the ring is free again");
     }
 
     /// What the kernel side of the test does next.
@@ -511,21 +919,21 @@ mod tests {
                 match step {
                     Step::Alloc => tokens.extend(h.umem.alloc()),
                     Step::Release(i) if i < tokens.len() => h.umem.release(tokens.swap_remove(i)),
-                    Step::Fill(n) => { h.umem.fill(n); }
+                    Step::Fill(n) => { h.fill(n); }
                     Step::FillWith(n) => {
                         let n = n.min(tokens.len());
                         let mut give: Vec<Frame> = tokens.drain(..n).collect();
-                        h.umem.fill_with(&mut give);
+                        h.fill_with(&mut give);
                         tokens.append(&mut give);
                     }
                     Step::Transmit(n) => {
                         let n = n.min(tokens.len());
                         let mut give: Vec<Frame> = tokens.drain(..n).collect();
-                        h.umem.transmit(&mut h.tx, &mut give);
+                        h.transmit(&mut give);
                         tokens.append(&mut give);
                     }
-                    Step::Receive(n) => { h.umem.receive(&mut h.rx, n, &mut tokens); }
-                    Step::Reclaim(n) => { h.umem.reclaim(n); }
+                    Step::Receive(n) => { h.receive(n, &mut tokens); }
+                    Step::Reclaim(n) => { h.reclaim(n); }
                     Step::KernelReceive(n) => {
                         kernel_rx_frames.extend(kernel_take(&mut h.kernel_fill, n));
                         let descs: Vec<Desc> = kernel_rx_frames.iter().map(|&a| Desc::new(a, 64)).collect();
