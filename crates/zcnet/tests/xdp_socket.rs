@@ -9,45 +9,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod xdp_common;
+
 use testnet::VethPair;
-use testnet::frame::{UdpFrame, check_payload, swap_macs, udp_payload};
+use testnet::frame::{UdpFrame, swap_macs, udp_payload};
 use testnet::sys::packet;
+use xdp_common::{PORT, frames, record};
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
-const PORT: u16 = 9099;
 const FRAMES: u64 = 2000;
 /// Bound on every wait in these tests (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(10);
-
-/// UDP frames from `b` to `a` (or the reverse with `to_b`).
-fn frames(pair: &VethPair, to_b: bool) -> UdpFrame {
-    let (a_mac, b_mac) = (
-        pair.mac(&pair.a_if).expect("mac"),
-        pair.mac(&pair.b_if).expect("mac"),
-    );
-    let spec = UdpFrame {
-        src_mac: b_mac,
-        dst_mac: a_mac,
-        src_ip: pair.b_v4,
-        dst_ip: pair.a_v4,
-        src_port: PORT,
-        dst_port: PORT,
-    };
-    if to_b {
-        UdpFrame {
-            src_mac: a_mac,
-            dst_mac: b_mac,
-            src_ip: pair.a_v4,
-            dst_ip: pair.b_v4,
-            ..spec
-        }
-    } else {
-        spec
-    }
-}
 
 /// Sends `FRAMES` frames from `b` through a raw packet socket, pausing every 32 so that nothing
 /// overflows (veth's 256-frame ring, the receiver's rings).
@@ -64,12 +39,6 @@ fn send_from_b(pair: &VethPair, spec: UdpFrame, payload_len: usize) {
             }
         }
     });
-}
-
-/// Records a payload's sequence number, failing on corruption or duplicates.
-fn record(seen: &mut BTreeSet<u64>, payload: &[u8]) {
-    let seq = check_payload(payload).expect("payload checksum");
-    assert!(seen.insert(seq), "sequence {seq} arrived twice");
 }
 
 fn assert_all_arrived(seen: &BTreeSet<u64>) {

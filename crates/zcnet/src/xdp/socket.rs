@@ -88,8 +88,8 @@ pub struct Socket {
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
     match errno {
         Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 && flags & XDP_USE_SG != 0 => {
-            "the driver has no zero-copy multi-buffer (xdp_zc_max_segs 1): bind without \
-             multi-buffer, or in copy mode"
+            "the driver has no AF_XDP zero-copy, or none for multi-buffer (xdp_zc_max_segs 1): \
+             bind without multi-buffer, or in copy mode"
         }
         Some(libc::EOPNOTSUPP) if flags & XDP_ZEROCOPY != 0 => {
             "the driver has no AF_XDP zero-copy: bind in copy mode (or auto mode, which falls back \
@@ -111,7 +111,7 @@ fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
 fn copy_remedy(errno: i32, flags: u16) -> &'static str {
     match errno {
         libc::EOPNOTSUPP if flags & XDP_USE_SG != 0 => {
-            "the driver has no zero-copy multi-buffer: bound in copy mode"
+            "the driver has no AF_XDP zero-copy, or none for multi-buffer: bound in copy mode"
         }
         libc::EOPNOTSUPP => "the driver has no AF_XDP zero-copy: bound in copy mode",
         _ => match bind_hint(Some(errno), flags) {
