@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use testnet::frame::{UDP_HEADERS, udp_payload};
 use testnet::sys::packet;
 use testnet::{VethConfig, VethPair};
-use xdp_common::{PORT, frames, record};
+use xdp_common::{PORT, assert_all_arrived, frames, record};
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, Mode, Packet, Socket, SocketConfig, Umem, UmemConfig,
     interface_index,
@@ -134,15 +134,7 @@ fn frames_up_to_9000_bytes_arrive_whole_in_copy_mode() {
         sender.join().expect("sender");
         (seen, spanned)
     });
-    assert_eq!(
-        seen.len() as u64,
-        PACKETS,
-        "lost: {:?}",
-        (0..PACKETS)
-            .filter(|s| !seen.contains(s))
-            .take(10)
-            .collect::<Vec<_>>()
-    );
+    assert_all_arrived(&seen, PACKETS);
     assert_eq!(
         spanned,
         PACKETS / 3,
@@ -225,15 +217,7 @@ fn packets_of_several_frames_are_sent_whole() {
         }
         reader.join().expect("reader")
     });
-    assert_eq!(
-        seen.len() as u64,
-        PACKETS,
-        "lost: {:?}",
-        (0..PACKETS)
-            .filter(|s| !seen.contains(s))
-            .take(10)
-            .collect::<Vec<_>>()
-    );
+    assert_all_arrived(&seen, PACKETS);
     let stats = socket.statistics().expect("stats");
     assert_eq!(stats.invalid_descs(), 0, "{stats:?}");
 }

@@ -14,7 +14,7 @@ mod xdp_common;
 use testnet::VethPair;
 use testnet::frame::{UdpFrame, swap_macs, udp_payload};
 use testnet::sys::packet;
-use xdp_common::{PORT, frames, record};
+use xdp_common::{PORT, assert_all_arrived, frames, record};
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram, interface_index, probe_zero_copy,
@@ -39,18 +39,6 @@ fn send_from_b(pair: &VethPair, spec: UdpFrame, payload_len: usize) {
             }
         }
     });
-}
-
-fn assert_all_arrived(seen: &BTreeSet<u64>) {
-    assert_eq!(
-        seen.len() as u64,
-        FRAMES,
-        "lost: {:?}",
-        (0..FRAMES)
-            .filter(|s| !seen.contains(s))
-            .take(10)
-            .collect::<Vec<_>>()
-    );
 }
 
 /// Attaches the redirect program on `a_if` and puts `socket` in its map (inside namespace `a`).
@@ -132,7 +120,7 @@ fn receive_all_on(pair: &VethPair, mut umem: Umem, mut socket: Socket) {
         sender.join().expect("sender");
         seen
     });
-    assert_all_arrived(&sender);
+    assert_all_arrived(&sender, FRAMES);
     let stats = socket.statistics().expect("stats");
     assert_eq!(stats.invalid_descs(), 0, "{stats:?}");
     assert_eq!(stats.rx_dropped, 0, "{stats:?}");
@@ -345,7 +333,7 @@ fn txpush_frames_arrive_at_the_peer_intact() {
         }
         reader.join().expect("reader")
     });
-    assert_all_arrived(&seen);
+    assert_all_arrived(&seen, FRAMES);
     assert_eq!(socket.statistics().expect("stats").invalid_descs(), 0);
 }
 
@@ -437,7 +425,7 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
         assert!(forwarded >= FRAMES);
         seen
     });
-    assert_all_arrived(&seen);
+    assert_all_arrived(&seen, FRAMES);
 }
 
 /// One UMEM shared by sockets on two queues: the second socket gets fill and completion rings of its
@@ -503,5 +491,5 @@ fn a_umem_shared_across_two_queues_receives_on_both() {
         sender.join().expect("sender");
         seen
     });
-    assert_all_arrived(&seen);
+    assert_all_arrived(&seen, FRAMES);
 }

@@ -41,3 +41,16 @@ pub fn record(seen: &mut BTreeSet<u64>, payload: &[u8]) {
     let seq = check_payload(payload).expect("payload checksum");
     assert!(seen.insert(seq), "sequence {seq} arrived twice");
 }
+
+/// Checks that sequence numbers `0..count` all arrived, naming the first lost ones otherwise.
+pub fn assert_all_arrived(seen: &BTreeSet<u64>, count: u64) {
+    assert_eq!(
+        seen.len() as u64,
+        count,
+        "lost: {:?}",
+        (0..count)
+            .filter(|s| !seen.contains(s))
+            .take(10)
+            .collect::<Vec<_>>()
+    );
+}
