@@ -175,7 +175,14 @@ fn serve(
         wire::Request::Burst { stream, datagrams } => {
             wire::write_answer(&mut conn, 0, 0)?;
             let guest = conn.peer_addr()?.ip();
-            *burst = Some(thread::spawn(move || send_burst(guest, stream, datagrams)));
+            let send = move || send_burst(guest, stream, datagrams, BURST_DATAGRAM);
+            *burst = Some(thread::spawn(send));
+        }
+        wire::Request::JumboBurst { stream, datagrams } => {
+            wire::write_answer(&mut conn, 0, 0)?;
+            let guest = conn.peer_addr()?.ip();
+            let send = move || send_burst(guest, stream, datagrams, wire::JUMBO_DATAGRAM);
+            *burst = Some(thread::spawn(send));
         }
         wire::Request::Quit => return Ok(true),
     }
@@ -193,14 +200,15 @@ fn finish_burst(burst: Burst, outcome: &mut Outcome) {
     }
 }
 
-/// Sends a paced burst of pattern datagrams to the guest's [`wire::BURST_PORT`]; returns how many.
-fn send_burst(guest: IpAddr, stream: u32, datagrams: u64) -> anyhow::Result<u64> {
+/// Sends a paced burst of pattern datagrams of `size` bytes to the guest's [`wire::BURST_PORT`];
+/// returns how many.
+fn send_burst(guest: IpAddr, stream: u32, datagrams: u64, size: usize) -> anyhow::Result<u64> {
     let udp = UdpSocket::bind(SocketAddr::new(guest_side_any(guest), 0))
         .context("bind the burst socket")?;
     udp.connect(SocketAddr::new(guest, wire::BURST_PORT))
         .context("connect the burst socket")?;
     thread::sleep(Duration::from_secs(1));
-    let mut buf = vec![0u8; BURST_DATAGRAM];
+    let mut buf = vec![0u8; size];
     for seq in 0..datagrams {
         wire::fill_datagram(&mut buf, stream, seq);
         udp.send(&buf)

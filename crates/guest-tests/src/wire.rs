@@ -36,9 +36,20 @@ pub enum Request {
         /// How many datagrams to send.
         datagrams: u64,
     },
+    /// [`Request::Burst`] of datagrams of [`JUMBO_DATAGRAM`] bytes, filling a 9000-byte MTU (the
+    /// harness sets the host side of the link to it).
+    JumboBurst {
+        /// The stream id the datagrams carry.
+        stream: u32,
+        /// How many datagrams to send.
+        datagrams: u64,
+    },
     /// The guest is done: the peer prints its summary and exits.
     Quit,
 }
+
+/// Size of the jumbo burst's datagrams (UDP payload, header included): a 9000-byte IPv4 packet.
+pub const JUMBO_DATAGRAM: usize = 9000 - 20 - 8;
 
 impl Request {
     /// The request's 24 bytes: magic, kind, two arguments (little endian).
@@ -48,6 +59,7 @@ impl Request {
             Request::UdpReport { stream, expected } => (2, u64::from(stream), expected),
             Request::Quit => (3, 0, 0),
             Request::Burst { stream, datagrams } => (4, u64::from(stream), datagrams),
+            Request::JumboBurst { stream, datagrams } => (5, u64::from(stream), datagrams),
         };
         let mut out = [0u8; 24];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -71,6 +83,10 @@ impl Request {
             }),
             3 => Some(Request::Quit),
             4 => Some(Request::Burst {
+                stream: u32::try_from(word(8)).ok()?,
+                datagrams: word(16),
+            }),
+            5 => Some(Request::JumboBurst {
                 stream: u32::try_from(word(8)).ok()?,
                 datagrams: word(16),
             }),
@@ -152,6 +168,10 @@ mod tests {
             Request::UdpReport {
                 stream: 7,
                 expected: 99,
+            },
+            Request::JumboBurst {
+                stream: 8,
+                datagrams: 100,
             },
             Request::Quit,
         ] {

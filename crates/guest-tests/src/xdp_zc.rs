@@ -2,8 +2,9 @@
 //! host-side peer. The zero-copy run (a kernel whose virtio-net binds XDP_ZEROCOPY) requires zero-copy:
 //! rxdrop of a burst from the peer, txpush to the peer (which verifies every datagram), an echo of a
 //! burst back to the peer (l2fwd with the addresses turned around so the host delivers it to the peer),
-//! with need_wakeup on and off, 64- and 1500-byte frames, and a socket bound again right after the last
-//! one closed. The copy-mode run (6.12) does the rxdrop only.
+//! with need_wakeup on and off, 64- and 1500-byte frames, a socket bound again right after the last
+//! one closed, and 9000-byte frames with multi-buffer ([`jumbo`]). The copy-mode run (6.12) does the
+//! rxdrop only.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -17,6 +18,9 @@ use zcnet::xdp::{
 
 use crate::outcome::Outcome;
 use crate::{nic, wire};
+
+#[path = "xdp_zc_jumbo.rs"]
+mod jumbo;
 
 /// Datagrams of each burst and of each txpush.
 const DATAGRAMS: u64 = 500;
@@ -57,6 +61,8 @@ pub fn run(peer: IpAddr, ip: Ipv4Addr, iface: &str) -> anyhow::Result<Outcome> {
         // Dropping the sockets unbinds the queues; the next round binds them again at once (the
         // kernel releases a closed socket's queue asynchronously: the bind waits out EBUSY).
     }
+    stream += 1;
+    jumbo::run(peer, iface, queues, stream, &mut outcome)?;
     nic::request(peer, wire::Request::Quit)?;
     Ok(outcome)
 }
