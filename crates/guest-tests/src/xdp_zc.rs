@@ -40,10 +40,24 @@ pub fn run(peer: IpAddr, ip: Ipv4Addr, iface: &str) -> anyhow::Result<Outcome> {
     let queues = queue_count(iface)?;
     let link = LinkAddrs::of(iface, ip, peer_v4)?;
     let mut stream = 10;
-    // Rounds: need_wakeup on, off, and one UMEM shared by the sockets of every queue.
+    // Rounds: need_wakeup on, off (with the first round's UMEMs again), and one UMEM shared by the
+    // sockets of every queue.
+    let mut kept = Vec::new();
     for (need_wakeup, shared_umem) in [(true, false), (false, false), (true, true)] {
         let mode = Mode::ZeroCopy;
-        let mut q = Queues::bind(iface, queues, mode, need_wakeup, shared_umem, &mut outcome)?;
+        let reuse = match shared_umem {
+            true => Vec::new(),
+            false => std::mem::take(&mut kept),
+        };
+        let mut q = Queues::bind(
+            iface,
+            queues,
+            mode,
+            need_wakeup,
+            shared_umem,
+            reuse,
+            &mut outcome,
+        )?;
         q.expect_zero_copy(&mut outcome);
         let label = match (need_wakeup, shared_umem) {
             (true, false) => "need_wakeup",
@@ -60,6 +74,7 @@ pub fn run(peer: IpAddr, ip: Ipv4Addr, iface: &str) -> anyhow::Result<Outcome> {
         }
         // Dropping the sockets unbinds the queues; the next round binds them again at once (the
         // kernel releases a closed socket's queue asynchronously: the bind waits out EBUSY).
+        kept = q.into_umems();
     }
     stream += 1;
     jumbo::run(peer, iface, queues, stream, &mut outcome)?;
@@ -76,7 +91,8 @@ pub fn rxdrop_any_mode(
     stream: u32,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let mut q = Queues::bind(iface, queue_count(iface)?, mode, true, false, outcome)?;
+    let queues = queue_count(iface)?;
+    let mut q = Queues::bind(iface, queues, mode, true, false, Vec::new(), outcome)?;
     rxdrop(&mut q, peer, stream, "need_wakeup", outcome)
 }
 
@@ -137,12 +153,17 @@ struct Queues {
 }
 
 impl Queues {
+    /// Binds a socket per queue, with the UMEMs of `reuse` (one per queue, in order) where there are
+    /// some: their sockets closed, every frame of theirs must be free again once the queue is bound
+    /// anew (a zero-copy queue's frames come back only then).
+    #[allow(clippy::too_many_arguments)]
     fn bind(
         iface: &str,
         queues: u32,
         mode: Mode,
         need_wakeup: bool,
         shared_umem: bool,
+        mut reuse: Vec<Umem>,
         outcome: &mut Outcome,
     ) -> anyhow::Result<Queues> {
         let config = SocketConfig {
@@ -152,14 +173,34 @@ impl Queues {
         let mut umems: Vec<Umem> = Vec::new();
         let mut sockets = Vec::new();
         for queue in 0..queues {
+            let mut reused = false;
             if umems.is_empty() || !shared_umem {
-                umems.push(Umem::new(UmemConfig::default())?);
+                let umem = match reuse.is_empty() {
+                    true => Umem::new(UmemConfig::default())?,
+                    false => {
+                        reused = true;
+                        reuse.remove(0)
+                    }
+                };
+                umems.push(umem);
             }
             let index = umems.len() - 1;
             let umem = &mut umems[index];
             let started = Instant::now();
             let mut socket = Socket::bind_with(umem, iface, queue, mode, config)
                 .with_context(|| format!("bind {iface} queue {queue}"))?;
+            if reused {
+                let (free, total) = (umem.free_frames(), umem.frame_count() as usize);
+                outcome.check(
+                    "xdp-frames-return",
+                    free == total,
+                    &format!(
+                        "queue {queue}: the UMEM of the closed {} socket has {free} of {total} \
+                         frames free again",
+                        socket.mode()
+                    ),
+                );
+            }
             if let Some(why) = socket.fallback() {
                 outcome.skip("xdp-zerocopy-bind", &format!("queue {queue}: {why}"));
             }
@@ -191,6 +232,19 @@ impl Queues {
             _program: program,
             iface: iface.to_string(),
         })
+    }
+
+    /// Closes the sockets (unbinding the queues) and detaches the program; returns the UMEMs.
+    fn into_umems(self) -> Vec<Umem> {
+        let Queues {
+            umems,
+            sockets,
+            _link,
+            _program,
+            ..
+        } = self;
+        drop(sockets);
+        umems
     }
 
     /// A PASS line per queue bound zero-copy, a FAIL line per queue that is not.

@@ -87,17 +87,16 @@ fn xdp_features(netdev: &io::Result<Vec<sys::netlink::NetdevXdp>>, ifindex: u32)
     } else {
         names.join(",")
     };
+    // Zero-copy multi-buffer (XDP_USE_SG) needs the driver to take frames of several segments.
+    let zero_copy = match (support, dev.xdp_zc_max_segs) {
+        (Support::Yes, 0 | 1) => "advertised, without multi-buffer (xdp_zc_max_segs 1)".to_string(),
+        (Support::Yes, n) => format!("advertised, multi-buffer up to {n} frames"),
+        _ => "not advertised".to_string(),
+    };
     Finding::new(
         "xdp.features",
         support,
-        format!(
-            "{list}; xsk zero-copy {}",
-            if support == Support::Yes {
-                "advertised"
-            } else {
-                "not advertised"
-            }
-        ),
+        format!("{list}; xsk zero-copy {zero_copy}"),
     )
 }
 
