@@ -18,7 +18,7 @@ use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
 use crate::live::{Ticker, interrupted};
-use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, object};
+use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
 use crate::wire::{self, HEADER_LEN, Header, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
@@ -158,7 +158,7 @@ pub fn receive_stream(
         usage,
         data_errors: verifier.as_ref().map(|v| v.errors),
         first_error: verifier.as_ref().and_then(|v| v.first_error),
-        fallback: rx.fallback().map(|f| f.to_string()),
+        fallback: rx.fallback().map(|f| in_flag_words(&f.to_string())),
         interrupted: cut_short,
     })
 }

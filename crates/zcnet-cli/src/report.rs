@@ -119,6 +119,7 @@ const FLAG_WORDS: &[(&str, &str)] = &[
     ("AttachMode::Generic", "--attach generic"),
     ("AttachMode::Driver", "--attach driver"),
     ("RxMode::Copy", "--mode copy"),
+    ("RxMode::ZeroCopy", "--mode zerocopy"),
     ("Mode::ZeroCopy", "--mode zerocopy"),
     ("Mode::Copy", "--mode copy"),
     ("Mode::Auto", "--mode auto"),
@@ -195,6 +196,10 @@ mod tests {
         assert_eq!(
             in_flag_words("ENOPROTOOPT (use RxMode::Copy to receive with plain recv)"),
             "ENOPROTOOPT (use --mode copy to receive with plain recv)"
+        );
+        assert_eq!(
+            in_flag_words("copied: choose RxMode::ZeroCopy to map received pages"),
+            "copied: choose --mode zerocopy to map received pages"
         );
     }
 

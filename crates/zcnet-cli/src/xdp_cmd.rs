@@ -447,7 +447,10 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         receives.then_some((args.attach.into(), args.frame_match())),
     )?;
     if let Some(reason) = app.socket.fallback().filter(|f| f.errno().is_some()) {
-        eprintln!("zcnet: copy mode: {reason}");
+        eprintln!(
+            "zcnet: copy mode: {}",
+            report::in_flag_words(&reason.to_string())
+        );
     }
     if args.busy_poll {
         app.socket.set_busy_poll(20, args.batch as i32)?;
@@ -501,7 +504,11 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         ("invalid_descs", json!(stats.invalid_descs() + invalid)),
         (
             "fallback",
-            json!(app.socket.fallback().map(ToString::to_string)),
+            json!(
+                app.socket
+                    .fallback()
+                    .map(|f| report::in_flag_words(&f.to_string()))
+            ),
         ),
     ] {
         row.insert(k.to_string(), v);
