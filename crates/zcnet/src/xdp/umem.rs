@@ -609,6 +609,14 @@ mod tests {
         ))
     }
 
+    /// A one-frame area, to stand in for a UMEM moved out for a moment.
+    fn tiny_area() -> FrameArea {
+        FrameArea::new(
+            Mmap::anonymous(FRAME as usize, false).expect("area").0,
+            FRAME,
+        )
+    }
+
     /// A harness for a new copy-mode pool of `umem` on queue 0.
     fn harness_in(mut umem: Umem) -> Harness {
         let addrs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
@@ -630,6 +638,16 @@ mod tests {
     }
 
     impl Harness {
+        /// Every socket of the pool closes (its rings go with it) and a new one binds the queue.
+        fn reopen(&mut self) {
+            let umem = std::mem::replace(
+                &mut self.umem,
+                Umem::over(tiny_area(), UmemConfig::default()),
+            );
+            let old = std::mem::replace(self, harness_in(umem));
+            drop(old);
+        }
+
         fn fill(&mut self, max: u32) -> u32 {
             self.umem.fill_via(&mut self.fill, self.pool.tag(), max)
         }
@@ -887,6 +905,9 @@ mod tests {
         HostileRx(u64, u32),
         /// A hostile kernel puts an arbitrary address on the completion ring.
         HostileCompletion(u64),
+        /// Every socket of the queue closes and a new one binds it: the kernel lets go of every frame
+        /// it held there.
+        Reopen,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -903,12 +924,14 @@ mod tests {
             (0u32..6).prop_map(Step::KernelComplete),
             (addr.clone(), 0u32..3000).prop_map(|(a, l)| Step::HostileRx(a, l)),
             addr.prop_map(Step::HostileCompletion),
+            Just(Step::Reopen),
         ]
     }
 
     proptest! {
         /// Against a model of where each frame is (free list, a user token, the kernel), no sequence of
-        /// user calls and kernel answers, hostile ones included, ever puts a frame in two places.
+        /// user calls and kernel answers, hostile ones included, and of the queue's sockets closing
+        /// and binding again, ever puts a frame in two places.
         #[test]
         fn no_frame_is_ever_in_two_places(steps in proptest::collection::vec(step(), 1..80)) {
             let mut h = harness();
@@ -947,6 +970,15 @@ mod tests {
                     }
                     Step::HostileRx(addr, len) => { kernel_push(&mut h.kernel_rx, &[Desc::new(addr, len)]); }
                     Step::HostileCompletion(addr) => { kernel_push(&mut h.kernel_completion, &[addr]); }
+                    Step::Reopen => {
+                        h.reopen();
+                        kernel_rx_frames.clear();
+                        kernel_tx_frames.clear();
+                        // Frames of the closed queue are free again as soon as the UMEM looks.
+                        h.umem.collect_closed();
+                        let (_, places) = h.umem.area.snapshot();
+                        prop_assert!(!places.contains('K'), "{}", places);
+                    }
                     Step::Release(_) => {}
                 }
                 let (free, places) = h.umem.area.snapshot();
