@@ -14,7 +14,8 @@
 //! - [`Socket`]: one kernel socket, [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or
 //!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::fallback`]);
 //!   [`probe_zero_copy`] asks just that question. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
-//!   with the same one; dropping a socket unbinds its queue, and the frames lent there come back.
+//!   with the same one; dropping a socket unbinds its queue, and the frames lent there come back
+//!   when the UMEM binds that queue again.
 //! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
 //!   in several frames ([`Socket::receive_packets`]).
 //!

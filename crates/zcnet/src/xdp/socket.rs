@@ -59,7 +59,8 @@ impl Default for SocketConfig {
 /// The first socket of a UMEM on a queue sets up the queue's fill and completion rings and owns them;
 /// a socket sharing the UMEM on the same queue shares them too (the kernel gives a queue one pool):
 /// fill and reclaim through the queue's first socket. Once every socket of a queue has closed, the
-/// frames lent there come back to the UMEM's free list.
+/// frames lent there come back to the UMEM's free list when the UMEM binds that queue again (the bind
+/// succeeding proves that the kernel let go of them).
 ///
 /// Frames reach its rx ring only when an XDP program redirects them to it: attach
 /// [`crate::xdp::XdpProgram::redirect_to_xsk`] and insert the socket into its map at the queue index.
@@ -323,7 +324,7 @@ impl Socket {
             Sharing::Share {
                 pool: Some(pool), ..
             } => pool,
-            _ => umem.new_pool(place, inherited.mode == BoundMode::ZeroCopy),
+            _ => umem.new_pool(place),
         };
         umem.joined(&fd, &pool, inherited);
         Ok(Socket {

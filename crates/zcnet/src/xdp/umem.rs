@@ -10,12 +10,12 @@
 //!   the first socket bound there. A socket naming a socket of the same queue shares that pool (and
 //!   may not have fill or completion rings of its own); one naming a socket of another queue needs
 //!   both rings of its own.
-//! - A socket is released once its descriptor and every mapping of its rings are gone. Release unbinds
-//!   it and waits out the receive path (`synchronize_net`), so in copy mode the kernel writes no frame
-//!   of its pool afterwards: those frames come back to the free list. The pool itself is torn down
-//!   later, from a workqueue (the queue answers `EBUSY` until then), and in zero-copy mode only that
-//!   teardown stops the driver: the frames of a zero-copy pool stay lent until this UMEM binds that
-//!   queue again, which the kernel allows only after the teardown.
+//! - A socket is released once its descriptor and every mapping of its rings are gone — everywhere: a
+//!   child forked at that moment holds copies until it execs. A pool is torn down once every socket
+//!   using it was released and freed (their last packets sent), from a workqueue; only that teardown
+//!   stops a zero-copy driver from writing the pool's frames, and only then is the queue free for a
+//!   new pool (`EBUSY` until then). So the frames lent to a pool whose sockets all closed come back to
+//!   the free list when this UMEM binds that queue again: the bind succeeding proves the teardown.
 
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
@@ -114,17 +114,16 @@ struct Inbox {
 struct ClosedPool {
     tag: u32,
     place: QueuePlace,
-    zero_copy: bool,
 }
 
 /// One kernel buffer pool of a UMEM: the fill and completion rings of one queue and every socket bound
-/// there. Each of those sockets holds it and drops it last, after its kernel socket was released;
-/// when the last one did, the pool reports itself closed to its UMEM, which takes its frames back.
+/// there. Each of those sockets holds it and drops it last, after closing its kernel socket; when the
+/// last one did, the pool reports itself closed to its UMEM, which takes its frames back once the
+/// queue is bound again.
 #[derive(Debug)]
 pub(crate) struct Pool {
     tag: u32,
     place: QueuePlace,
-    zero_copy: bool,
     inbox: Arc<Inbox>,
 }
 
@@ -140,7 +139,6 @@ impl Drop for Pool {
         let closed = ClosedPool {
             tag: self.tag,
             place: self.place,
-            zero_copy: self.zero_copy,
         };
         let mut list = self
             .inbox
@@ -183,7 +181,8 @@ pub(crate) enum Sharing {
 ///
 /// The UMEM owns no kernel socket: each [`Socket`](crate::xdp::Socket) owns its own, and the first one
 /// bound registers the area on it. When every socket of a queue has closed, the frames lent there come
-/// back to the free list (see the module notes for zero-copy).
+/// back to the free list as soon as this UMEM binds that queue again (which proves the kernel let go
+/// of them).
 #[derive(Debug)]
 pub struct Umem {
     area: FrameArea,
@@ -193,7 +192,7 @@ pub struct Umem {
     id: u64,
     members: Vec<Member>,
     inbox: Arc<Inbox>,
-    /// Closed zero-copy pools whose frames wait for proof that the driver let go of them.
+    /// Closed pools whose frames wait for proof that the kernel let go of them.
     quarantined: Vec<ClosedPool>,
     next_pool: u32,
 }
@@ -280,9 +279,10 @@ impl Umem {
     }
 
     /// A new pool for a socket just bound to `place` with a pool of its own. The bind succeeding
-    /// proves that the kernel tore down any earlier pool of that queue, so the frames of a closed
-    /// zero-copy pool there come back now.
-    pub(crate) fn new_pool(&mut self, place: QueuePlace, zero_copy: bool) -> Arc<Pool> {
+    /// proves that the kernel tore down any earlier pool of that queue, so the frames of a closed pool
+    /// there come back now.
+    pub(crate) fn new_pool(&mut self, place: QueuePlace) -> Arc<Pool> {
+        self.collect_closed();
         let area = &mut self.area;
         self.quarantined.retain(|closed| {
             let torn_down = closed.place == place;
@@ -296,7 +296,6 @@ impl Umem {
         Arc::new(Pool {
             tag,
             place,
-            zero_copy,
             inbox: self.inbox.clone(),
         })
     }
@@ -311,8 +310,8 @@ impl Umem {
         });
     }
 
-    /// Takes back the frames of pools whose sockets all closed (zero-copy ones wait, see the module
-    /// notes).
+    /// Moves pools whose sockets all closed to the quarantine, where their frames wait for their
+    /// queue to be bound again.
     fn collect_closed(&mut self) {
         if !self.inbox.pending.swap(false, Ordering::Acquire) {
             return;
@@ -324,13 +323,7 @@ impl Umem {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        for pool in closed {
-            if pool.zero_copy {
-                self.quarantined.push(pool);
-            } else {
-                self.area.reclaim_pool(pool.tag);
-            }
-        }
+        self.quarantined.extend(closed);
     }
 
     /// Frame size in bytes.
@@ -348,16 +341,13 @@ impl Umem {
         self.huge_pages
     }
 
-    /// Frames on the free list (neither lent to the kernel nor held by the caller), after taking back
-    /// those of closed sockets.
-    pub fn free_frames(&mut self) -> usize {
-        self.collect_closed();
+    /// Frames on the free list (neither lent to the kernel nor held by the caller).
+    pub fn free_frames(&self) -> usize {
         self.area.free_frames()
     }
 
     /// Takes a free frame (its packet empty, its whole buffer available to [`Umem::buffer_mut`]).
     pub fn alloc(&mut self) -> Option<Frame> {
-        self.collect_closed();
         self.area.alloc()
     }
 
@@ -407,7 +397,6 @@ impl Umem {
 
     /// Lends up to `max` free frames to pool `pool` through its fill ring `ring`; returns how many.
     pub(crate) fn fill_via(&mut self, ring: &mut Producer<u64>, pool: u32, max: u32) -> u32 {
-        self.collect_closed();
         let mut r = ring.reserve(max.min(self.area.free_frames() as u32));
         while r.remaining() > 0 {
             let Some(addr) = self.area.lend_free(pool) else {
@@ -622,7 +611,7 @@ mod tests {
         let addrs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
         let descs = || Arc::new(RingMmap::anonymous(4).expect("ring"));
         let (fill, completion, rx, tx) = (addrs(), addrs(), descs(), descs());
-        let pool = umem.new_pool(place(0), false);
+        let pool = umem.new_pool(place(0));
         Harness {
             umem,
             pool,
@@ -638,14 +627,16 @@ mod tests {
     }
 
     impl Harness {
-        /// Every socket of the pool closes (its rings go with it) and a new one binds the queue.
+        /// Every socket of the pool closes (its rings go with it), then a new one binds the queue.
         fn reopen(&mut self) {
-            let umem = std::mem::replace(
-                &mut self.umem,
-                Umem::over(tiny_area(), UmemConfig::default()),
+            let stand_in = Umem::over(tiny_area(), UmemConfig::default());
+            let umem = std::mem::replace(&mut self.umem, stand_in);
+            let old = std::mem::replace(
+                self,
+                harness_in(Umem::over(tiny_area(), UmemConfig::default())),
             );
-            let old = std::mem::replace(self, harness_in(umem));
             drop(old);
+            *self = harness_in(umem);
         }
 
         fn fill(&mut self, max: u32) -> u32 {
@@ -747,7 +738,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_of_a_closed_copy_mode_pool_come_back_and_tokens_stay_valid() {
+    fn frames_of_a_closed_pool_come_back_when_its_queue_is_bound_again() {
         let mut h = harness();
         assert_eq!(h.fill(4), 4);
         let lent = kernel_take(&mut h.kernel_fill, 1);
@@ -757,44 +748,28 @@ mod tests {
         let mut out = vec![h.umem.alloc().expect("frame")];
         assert_eq!(h.transmit(&mut out), 1);
         assert_eq!(h.umem.free_frames(), FRAMES as usize - 5);
-        // Every socket of the pool closed: what its fill and tx rings held comes back, the frame the
-        // user received stays the user's.
+        // Every socket of the pool closed: what its fill and tx rings held stays lent until the
+        // queue is bound again (the kernel may not have let go of it yet), binding another queue
+        // proves nothing, and the frame the user received stays the user's.
         let Harness { mut umem, pool, .. } = h;
         drop(pool);
-        assert_eq!(umem.free_frames(), FRAMES as usize - 1);
+        assert_eq!(umem.free_frames(), FRAMES as usize - 5);
+        drop(umem.new_pool(place(1)));
+        assert_eq!(umem.free_frames(), FRAMES as usize - 5, "another queue");
+        let _again = umem.new_pool(place(0));
+        assert_eq!(
+            umem.free_frames(),
+            FRAMES as usize - 1,
+            "the old pool is gone"
+        );
         umem.release(held.pop().expect("received frame"));
         assert_eq!(umem.free_frames(), FRAMES as usize);
     }
 
     #[test]
-    fn frames_of_a_closed_zero_copy_pool_wait_until_its_queue_is_bound_again() {
-        let mut h = harness();
-        let zc = h.umem.new_pool(place(1), true);
-        assert_eq!(h.umem.fill_via(&mut h.fill, zc.tag(), 3), 3);
-        drop(zc);
-        assert_eq!(
-            h.umem.free_frames(),
-            FRAMES as usize - 3,
-            "driver may still write them"
-        );
-        drop(h.umem.new_pool(place(0), false));
-        assert_eq!(
-            h.umem.free_frames(),
-            FRAMES as usize - 3,
-            "another queue proves nothing"
-        );
-        let _again = h.umem.new_pool(place(1), false);
-        assert_eq!(
-            h.umem.free_frames(),
-            FRAMES as usize,
-            "the queue's old pool is gone"
-        );
-    }
-
-    #[test]
     fn a_pool_cannot_return_frames_lent_to_another() {
         let mut h = harness();
-        let other = h.umem.new_pool(place(1), false);
+        let other = h.umem.new_pool(place(1));
         assert_eq!(h.umem.fill_via(&mut h.fill, other.tag(), 1), 1);
         let lent = kernel_take(&mut h.kernel_fill, 1);
         kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0], 60)]);
@@ -974,8 +949,7 @@ mod tests {
                         h.reopen();
                         kernel_rx_frames.clear();
                         kernel_tx_frames.clear();
-                        // Frames of the closed queue are free again as soon as the UMEM looks.
-                        h.umem.collect_closed();
+                        // Frames of the closed queue are free again: it is bound anew.
                         let (_, places) = h.umem.area.snapshot();
                         prop_assert!(!places.contains('K'), "{}", places);
                     }
