@@ -487,9 +487,11 @@ pub fn send_zc_reporting_usage(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<Sen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use crate::sys::socket::set_int_option;
+    use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
+    use std::time::Instant;
 
     fn send_zc_available(test: &str) -> bool {
         match zero_copy_opcodes() {
@@ -620,16 +622,6 @@ mod tests {
         want.extend([8u8; 50]);
         assert_eq!(got, want);
     }
-}
-
-#[cfg(test)]
-mod end_of_record_tests {
-    use super::*;
-    use crate::sys::socket::set_int_option;
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsFd;
-    use std::time::Instant;
 
     /// Waits up to `timeout` for CQEs, collecting them, until `done` holds for what arrived.
     fn collect_until(
@@ -656,13 +648,10 @@ mod end_of_record_tests {
     /// still waiting for the receiver (without it, 6.10 and later stack the two notifications).
     #[test]
     fn a_request_ending_a_record_notifies_before_the_next_one_is_acknowledged() {
-        let test = "a_request_ending_a_record_notifies_before_the_next_one_is_acknowledged";
-        match zero_copy_opcodes() {
-            Ok(ops) if ops.send_zc => {}
-            other => {
-                testnet::skip(test, &format!("io_uring SEND_ZC unavailable: {other:?}"));
-                return;
-            }
+        if !send_zc_available(
+            "a_request_ending_a_record_notifies_before_the_next_one_is_acknowledged",
+        ) {
+            return;
         }
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         // A small receive buffer (inherited by the accepted socket) keeps the window small.
