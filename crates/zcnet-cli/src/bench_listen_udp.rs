@@ -109,8 +109,8 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     fn take(&mut self, d: &Datagram<'_>) -> Result<bool> {
         let segment = d.segment_size().unwrap_or(d.len()).max(1);
         let mut at = 0;
-        // Without UDP_GRO every datagram is one segment; a coalesced one is split where the sender's
-        // segmentation split it.
+        // A datagram without a segment size is one of the sender's; a coalesced one (a GSO send, or
+        // datagrams GRO merged) is split where the sender's segmentation split it.
         while at < d.len() || (at == 0 && d.is_empty()) {
             let len = segment.min(d.len() - at);
             let seen = d.bytes().get(at..(at + len).min(d.bytes().len()));

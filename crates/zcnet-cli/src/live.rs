@@ -77,15 +77,7 @@ impl Ticker {
         }
         let from = (self.next - every - self.start).as_secs_f64();
         let to = (now - self.start).as_secs_f64();
-        let counts = counts();
-        let grown: Vec<(&str, u64)> = counts
-            .iter()
-            .map(|&(name, total)| {
-                let last = self.last_counts.iter().find(|(n, _)| *n == name);
-                (name, total - last.map_or(0, |&(_, t)| t.min(total)))
-            })
-            .collect();
-        self.last_counts = counts;
+        let grown = growth(&mut self.last_counts, counts());
         self.line(from, to, bytes - self.last_bytes.min(bytes), &grown);
         self.last_bytes = bytes;
         while self.next <= now {
@@ -129,5 +121,46 @@ impl Ticker {
             label.join(" "),
             bytes as f64 / 1e6,
         ));
+    }
+}
+
+/// Each running total's growth since the totals recorded in `last` (by name; 0 when a total went
+/// down), recording the new totals there.
+fn growth(
+    last: &mut Vec<(&'static str, u64)>,
+    totals: Vec<(&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    totals
+        .into_iter()
+        .map(|(name, total)| {
+            let before = match last.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, recorded)) => std::mem::replace(recorded, total),
+                None => {
+                    last.push((name, total));
+                    0
+                }
+            };
+            (name, total - before.min(total))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn counts_grow_by_name_across_intervals() {
+        let mut last = Vec::new();
+        assert_eq!(
+            growth(&mut last, vec![("upcalls", 5), ("lost", 2)]),
+            [("upcalls", 5), ("lost", 2)]
+        );
+        // A total missing from one interval keeps its record; one that went down grew by nothing.
+        assert_eq!(growth(&mut last, vec![("upcalls", 9)]), [("upcalls", 4)]);
+        assert_eq!(
+            growth(&mut last, vec![("lost", 7), ("upcalls", 3)]),
+            [("lost", 5), ("upcalls", 0)]
+        );
     }
 }
