@@ -26,6 +26,7 @@ use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
+use crate::auto_why;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::flags::{self, UsageError};
@@ -137,6 +138,7 @@ const COLUMNS: &[Column] = &[
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
     ("data_errors", "data errors"),
+    ("why", "why"),
 ];
 
 /// Buffers per pool: enough to keep the socket busy while completions trail behind.
@@ -391,39 +393,13 @@ fn row<S: ZcSocket>(
         "zerocopy": tx.zerocopy(),
         "registered": tx.registered(),
         "interrupted": m.interrupted,
-        "auto_reason": (mode == Mode::Auto).then(|| auto_reason(s)),
+        "copy_cheaper": s.copy_cheaper,
+        "cost_comparisons": s.cost_comparisons,
+        "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
+        "why": auto_why::short(s),
+        "auto_reason": auto_why::sentence(s),
     });
     object(v)
-}
-
-/// Why the auto mode sent the way it did, from the sender's counters.
-fn auto_reason(s: &zcnet::tx::TxStats) -> String {
-    let share = |n: u64| 100.0 * n as f64 / s.calls.max(1) as f64;
-    if s.copy_small == s.calls {
-        return "copied: every send is below --threshold".into();
-    }
-    if s.copy_unsupported > 0 {
-        return "copied: the socket refused SO_ZEROCOPY".into();
-    }
-    if s.policy_switches > 0 {
-        return format!(
-            "copied {:.1}% of sends: completions said the kernel copies on this path ({} copied \
-             ids, {} switches to copy, re-probing at growing intervals)",
-            share(s.copy_copied),
-            s.copied_ids,
-            s.policy_switches
-        );
-    }
-    if s.copy_enobufs > 0 {
-        return format!(
-            "zero-copy, {:.1}% copied while backing off after ENOBUFS",
-            share(s.copy_enobufs)
-        );
-    }
-    format!(
-        "zero-copy: completions were not copied ({} zero-copied ids)",
-        s.zc_ids
-    )
 }
 
 fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {

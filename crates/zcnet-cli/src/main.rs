@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod auto_why;
 mod bench_api;
 mod bench_listen;
 mod bench_rx;
