@@ -27,6 +27,18 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(unknown) = args
+        .iter()
+        .find(|a| a.starts_with('-') && !["--listen", "--copy"].contains(&a.as_str()))
+    {
+        let usage = "usage: stream_hasher [--listen ADDR:PORT] [--copy]";
+        if unknown == "--help" || unknown == "-h" {
+            println!("{usage}");
+            return Ok(());
+        }
+        eprintln!("stream_hasher: unknown argument {unknown}\n{usage}");
+        std::process::exit(2);
+    }
     let listen = args
         .iter()
         .position(|a| a == "--listen")

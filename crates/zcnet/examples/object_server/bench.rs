@@ -159,9 +159,10 @@ pub(crate) fn bench(o: &Options, objects: &Arc<Vec<Bytes>>) -> Result<(), Error>
             };
             let (blocking, tokio) = (median(&mut rates[0]), median(&mut rates[1]));
             println!(
-                "mode {mode:?}, {connections} connections: blocking {blocking:.2} Gbit/s \
+                "mode {}, {connections} connections: blocking {blocking:.2} Gbit/s \
                  ({:.0} µs CPU/MB), tokio {tokio:.2} Gbit/s ({:.0} µs CPU/MB), ratio {:.3} \
                  (median of {} paired rounds)",
+                mode.name(),
                 cpu_us_per_mb(cpu[0].0, cpu[0].1),
                 cpu_us_per_mb(cpu[1].0, cpu[1].1),
                 median(&mut ratios),

@@ -55,6 +55,14 @@ pub(crate) struct Options {
     workers: Option<usize>,
 }
 
+const USAGE: &str = "\
+usage: object_server [--mode copy|zerocopy|auto] [--clients N] [--requests N] [--objects N]
+                     [--object-mib MIB] [--listen ADDR:PORT]
+       object_server --bench [--mode copy|zerocopy|auto] [--connections N,N…] [--rounds N] [--mib MIB]
+                     [--workers N]
+Serves in-memory objects with MSG_ZEROCOPY (see the top of examples/object_server/main.rs).
+";
+
 fn parse_mode(name: &str) -> Result<Mode, Error> {
     match name {
         "copy" => Ok(Mode::Copy),
@@ -83,6 +91,10 @@ fn options() -> Result<Options, Error> {
     while i < args.len() {
         let value = || args.get(i + 1).ok_or(format!("{} needs a value", args[i]));
         match args[i].as_str() {
+            "--help" | "-h" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
             "--bench" => {
                 o.bench = true;
                 i += 1;
@@ -103,7 +115,10 @@ fn options() -> Result<Options, Error> {
             "--rounds" => o.rounds = value()?.parse::<usize>()?.max(1),
             "--mib" => o.bench_bytes = value()?.parse::<u64>()? << 20,
             "--workers" => o.workers = Some(value()?.parse::<usize>()?.max(1)),
-            other => return Err(format!("unknown argument {other}").into()),
+            other => {
+                eprint!("object_server: unknown argument {other}\n{USAGE}");
+                std::process::exit(2);
+            }
         }
         i += 2;
     }
@@ -290,7 +305,7 @@ async fn serve_demo(o: Options, objects: Arc<Vec<Bytes>>) -> Result<(), Error> {
     }
     let served = served.lock().expect("served");
     print_summary(
-        &format!("served ({:?})", o.mode),
+        &format!("served ({})", o.mode.name()),
         &served,
         start.elapsed(),
         cpu_time() - cpu,
