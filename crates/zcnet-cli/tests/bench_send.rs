@@ -172,4 +172,12 @@ fn rounds_alternate_the_order_and_total_each_mode() {
     let auto = totals.iter().find(|t| t["mode"] == "auto").unwrap();
     assert!(auto["auto_vs_best_gbit"].as_f64().unwrap() > 0.0, "{auto}");
     assert!(auto["auto_vs_best_cpu"].as_f64().unwrap() > 0.0, "{auto}");
+    assert!(
+        auto["auto_vs_best_gbit_median"].as_f64().unwrap() > 0.0,
+        "{auto}"
+    );
+    assert!(
+        auto["auto_vs_best_cpu_median"].as_f64().unwrap() > 0.0,
+        "{auto}"
+    );
 }
