@@ -381,6 +381,7 @@ fn row<S: ZcSocket>(
         "calls": s.calls,
         "cpu_user_s": m.usage.user.as_secs_f64(),
         "cpu_sys_s": m.usage.system.as_secs_f64(),
+        "cpu_share": cpu_share(&m.usage, m.seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&m.usage, s.bytes),
         "zc_ids": s.zc_ids,
         "copied_ids": s.copied_ids,
@@ -400,6 +401,16 @@ fn row<S: ZcSocket>(
         "auto_reason": auto_why::sentence(s),
     });
     object(v)
+}
+
+/// The share of the run's wall time the sending thread spent on a CPU: below 1 when it waited (for
+/// buffer space or completions) or, on a busy host, when other tasks had the CPU. Throughput is this
+/// share over the CPU time per byte, so rates of modes that ran with different shares differ by it.
+fn cpu_share(usage: &ResourceUsage, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    (usage.user + usage.system).as_secs_f64() / seconds
 }
 
 fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
