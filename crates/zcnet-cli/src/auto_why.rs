@@ -54,7 +54,9 @@ pub fn sentence(s: &TxStats) -> Option<String> {
             let verdict = if chosen <= other {
                 format!("{name}: it cost the sending thread less CPU per byte")
             } else {
-                format!("{name}, kept: the other mode was less than ~3% cheaper")
+                format!(
+                    "{name}, kept: the other mode was not ~3% cheaper in two comparisons in a row"
+                )
             };
             format!(
                 "{verdict} (zero-copy {zc_ns_per_kb}, copy {copy_ns_per_kb} us/MB in the last of \

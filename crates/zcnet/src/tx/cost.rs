@@ -7,9 +7,11 @@
 //! at or above the threshold are timed in windows of [`PolicyConfig::window_bytes`] bytes with the
 //! thread's CPU clock, and now and then two windows of each mode are compared in the order
 //! *settled, other, other, settled* (so that a steady drift of the host's load weighs on both alike).
-//! The cheaper mode is kept unless the other costs at least [`MARGIN_DIVISOR`]ths less; after a
-//! comparison that keeps the mode the next comes twice as many windows later (up to
-//! [`PolicyConfig::max_compare_every`]), so probing the worse mode costs little on a steady path.
+//! The mode in use is kept unless the other costs at least a [`MARGIN_DIVISOR`]th less in two
+//! comparisons in a row (the second follows the first at once, so that one burst of noise on a shared
+//! host does not move the sender); after a comparison that keeps the mode the next comes twice as many
+//! windows later (up to [`PolicyConfig::max_compare_every`]), so probing the worse mode costs little on
+//! a steady path.
 //!
 //! Kernel behaviour relied on: `CLOCK_THREAD_CPUTIME_ID` counts the calling thread's time in user mode
 //! and in system calls, including the transmit work the kernel does inside `sendmsg` (and, on a local
@@ -178,6 +180,8 @@ pub(crate) struct CostProbe {
     max_interval: u64,
     last: Option<Costs>,
     comparisons: u64,
+    /// The last comparison found the other side cheaper: one more in a row switches.
+    other_was_cheaper: bool,
 }
 
 impl CostProbe {
@@ -195,6 +199,7 @@ impl CostProbe {
             max_interval: max_compare_every.max(first_interval),
             last: None,
             comparisons: 0,
+            other_was_cheaper: false,
         }
     }
 
@@ -256,17 +261,27 @@ impl CostProbe {
         // other/other_bytes < (1 - 1/M) * settled/settled_bytes, without division.
         let m = u128::from(MARGIN_DIVISOR);
         let cheaper = other.cpu_ns * settled.bytes * m < settled.cpu_ns * other.bytes * (m - 1);
-        if cheaper {
-            self.settled = self.settled.other();
-            self.interval = self.first_interval;
-        } else {
-            self.interval = (self.interval * 2).min(self.max_interval);
-        }
         self.last = Some(Costs {
             zc_ns_per_kb: self.zero_copy.ns_per_kb(),
             copy_ns_per_kb: self.copy.ns_per_kb(),
         });
         self.comparisons += 1;
+        self.zero_copy = Spent::default();
+        self.copy = Spent::default();
+        match (cheaper, self.other_was_cheaper) {
+            (true, false) => {
+                // Confirm at once with another comparison.
+                self.other_was_cheaper = true;
+                self.step = Some(0);
+                return;
+            }
+            (true, true) => {
+                self.settled = self.settled.other();
+                self.interval = self.first_interval;
+            }
+            (false, _) => self.interval = (self.interval * 2).min(self.max_interval),
+        }
+        self.other_was_cheaper = false;
         self.windows_left = self.interval;
         self.step = None;
     }
@@ -309,10 +324,10 @@ mod tests {
     #[test]
     fn settles_on_copy_when_copying_costs_clearly_less() {
         let mut p = CostProbe::new(4, 64);
-        let sides = run(&mut p, 5, price(680, 620));
+        let sides = run(&mut p, 9, price(680, 620));
         use Side::{Copy as C, ZeroCopy as Z};
-        // One start-up window, then settled, other, other, settled.
-        assert_eq!(sides, vec![Z, Z, C, C, Z]);
+        // One start-up window, then settled, other, other, settled — twice, the second confirming.
+        assert_eq!(sides, vec![Z, Z, C, C, Z, Z, C, C, Z]);
         assert_eq!(p.settled(), Side::Copy);
         assert_eq!(
             p.last(),
@@ -321,22 +336,43 @@ mod tests {
                 copy_ns_per_kb: 620
             })
         );
-        assert_eq!(p.comparisons(), 1);
+        assert_eq!(p.comparisons(), 2);
+        // Settled on copy, it compares again after `compare_every` windows, copy first.
+        assert_eq!(
+            run(&mut p, 8, price(680, 620)),
+            vec![C, C, C, C, C, Z, Z, C]
+        );
+    }
+
+    #[test]
+    fn one_noisy_comparison_does_not_switch() {
+        let mut p = CostProbe::new(4, 64);
+        // The first comparison sees copy far cheaper, the confirming one does not.
+        run(&mut p, 5, price(680, 500));
+        assert_eq!(p.settled(), Side::ZeroCopy);
+        run(&mut p, 4, price(680, 700));
+        assert_eq!(p.settled(), Side::ZeroCopy);
+        assert_eq!(p.comparisons(), 2);
+        // And the interval grew as after any comparison that kept the mode.
+        let sides = run(&mut p, 9, price(680, 700));
+        assert_eq!(sides[..8], [Side::ZeroCopy; 8]);
+        assert_eq!(sides[8], Side::ZeroCopy);
+        assert_eq!(p.side(), Side::Copy);
     }
 
     #[test]
     fn keeps_zero_copy_when_it_is_cheaper_or_within_the_margin() {
         for copy in [900, 690, 679] {
             let mut p = CostProbe::new(4, 64);
-            run(&mut p, 5, price(680, copy));
+            run(&mut p, 9, price(680, copy));
             assert_eq!(p.settled(), Side::ZeroCopy, "copy at {copy} us/MB");
         }
         // 3% less is beyond the margin of 1/32.
         let mut p = CostProbe::new(4, 64);
-        run(&mut p, 5, price(1000, 969));
+        run(&mut p, 9, price(1000, 969));
         assert_eq!(p.settled(), Side::ZeroCopy);
         let mut p = CostProbe::new(4, 64);
-        run(&mut p, 5, price(1000, 968));
+        run(&mut p, 9, price(1000, 968));
         assert_eq!(p.settled(), Side::Copy);
     }
 

@@ -154,8 +154,8 @@ pub enum AutoReason {
     /// Completions were not copied, and no comparison of costs finished yet (or measuring is off).
     Unmeasured,
     /// The last comparison: the sending thread's CPU time per kilobyte (10^3 bytes, the same figure as
-    /// microseconds per megabyte) of each mode. The mode kept is the cheaper, or the one already in
-    /// use when the other was less than ~3% cheaper.
+    /// microseconds per megabyte) of each mode. The mode in use changes only when the other was more
+    /// than ~3% cheaper in two comparisons in a row.
     CheaperPerByte {
         /// Zero-copy's cost, in nanoseconds per kilobyte.
         zc_ns_per_kb: u64,
