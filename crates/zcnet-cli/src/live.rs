@@ -30,6 +30,8 @@ pub struct Ticker {
     start: Instant,
     next: Instant,
     last_bytes: u64,
+    /// Other running totals at the last line, by name ([`Ticker::tick_with`]).
+    last_counts: Vec<(&'static str, u64)>,
     /// Fields every line starts with (bench, mode, …).
     label: serde_json::Map<String, Value>,
     json: bool,
@@ -45,6 +47,7 @@ impl Ticker {
             start,
             next: start + every.unwrap_or_default(),
             last_bytes: 0,
+            last_counts: Vec::new(),
             label: object(label),
             json,
         }
@@ -55,11 +58,18 @@ impl Ticker {
         self.start = Instant::now();
         self.next = self.start + self.every.unwrap_or_default();
         self.last_bytes = 0;
+        self.last_counts.clear();
     }
 
     /// Takes in the running byte total; prints a line when an interval has ended. Cheap enough to call
     /// after every send or receive.
     pub fn tick(&mut self, bytes: u64) {
+        self.tick_with(bytes, Vec::new);
+    }
+
+    /// Like [`tick`](Self::tick), with other running totals (name, total: upcalls, misses, …) of which
+    /// each line gives the growth in its interval; `counts` is called only when a line is due.
+    pub fn tick_with(&mut self, bytes: u64, counts: impl FnOnce() -> Vec<(&'static str, u64)>) {
         let Some(every) = self.every else { return };
         let now = Instant::now();
         if now < self.next {
@@ -67,14 +77,15 @@ impl Ticker {
         }
         let from = (self.next - every - self.start).as_secs_f64();
         let to = (now - self.start).as_secs_f64();
-        self.line(from, to, bytes - self.last_bytes.min(bytes));
+        let grown = growth(&mut self.last_counts, counts());
+        self.line(from, to, bytes - self.last_bytes.min(bytes), &grown);
         self.last_bytes = bytes;
         while self.next <= now {
             self.next += every;
         }
     }
 
-    fn line(&self, from: f64, to: f64, bytes: u64) {
+    fn line(&self, from: f64, to: f64, bytes: u64, counts: &[(&str, u64)]) {
         let gbit = if to > from {
             bytes as f64 * 8.0 / (to - from) / 1e9
         } else {
@@ -87,6 +98,9 @@ impl Ticker {
             row.insert("end_s".into(), json!(to));
             row.insert("bytes".into(), json!(bytes));
             row.insert("gbit_per_s".into(), json!(gbit));
+            for &(name, n) in counts {
+                row.insert(name.into(), json!(n));
+            }
             emit(&format!("{}\n", Value::Object(row)));
             return;
         }
@@ -98,10 +112,55 @@ impl Ticker {
                 other => other.to_string(),
             })
             .collect();
+        let counts: String = counts
+            .iter()
+            .map(|(name, n)| format!("  {n:>8} {name}"))
+            .collect();
         emit(&format!(
-            "[{from:6.2}-{to:6.2} s] {}  {:>10.1} MB  {gbit:8.3} Gbit/s\n",
+            "[{from:6.2}-{to:6.2} s] {}  {:>10.1} MB  {gbit:8.3} Gbit/s{counts}\n",
             label.join(" "),
             bytes as f64 / 1e6,
         ));
+    }
+}
+
+/// Each running total's growth since the totals recorded in `last` (by name; 0 when a total went
+/// down), recording the new totals there.
+fn growth(
+    last: &mut Vec<(&'static str, u64)>,
+    totals: Vec<(&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    totals
+        .into_iter()
+        .map(|(name, total)| {
+            let before = match last.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, recorded)) => std::mem::replace(recorded, total),
+                None => {
+                    last.push((name, total));
+                    0
+                }
+            };
+            (name, total - before.min(total))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn counts_grow_by_name_across_intervals() {
+        let mut last = Vec::new();
+        assert_eq!(
+            growth(&mut last, vec![("upcalls", 5), ("lost", 2)]),
+            [("upcalls", 5), ("lost", 2)]
+        );
+        // A total missing from one interval keeps its record; one that went down grew by nothing.
+        assert_eq!(growth(&mut last, vec![("upcalls", 9)]), [("upcalls", 4)]);
+        assert_eq!(
+            growth(&mut last, vec![("lost", 7), ("upcalls", 3)]),
+            [("lost", 5), ("upcalls", 0)]
+        );
     }
 }
