@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
-use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::frame::{MIN_PAYLOAD, UDP_HEADERS, UdpFrame, udp_payload};
 use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use testnet::{VethConfig, VethPair, cpu};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
@@ -44,7 +44,8 @@ pub struct BenchXdpArgs {
     /// Seconds per path.
     #[arg(long, default_value_t = 2.0, value_parser = crate::flags::duration)]
     pub duration: f64,
-    /// Frame length in bytes (without FCS), at least 54.
+    /// Frame length in bytes (without FCS): 54 (the headers and a 12-byte checked payload) to 1514 (the
+    /// pair's MTU of 1500 and the Ethernet header).
     #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
     pub size: usize,
     /// Packets per receive batch.
@@ -61,9 +62,7 @@ pub struct BenchXdpArgs {
     /// 10 ms.
     #[arg(long, default_value_t = 1000)]
     pub coalesce_us: u64,
-    /// How the generator's frames reach the receiving interface: `xdp` hands it XDP frames redirected
-    /// from a second veth pair, as a NIC's driver does (what a real NIC resembles); `skb` sends skbs
-    /// straight into it, which veth copies once more before its XDP program runs.
+    /// How the generator's frames reach the receiving interface.
     #[arg(long, value_enum, default_value_t = Feed::Xdp)]
     pub feed: Feed,
     /// Seconds between interval lines (0: none).
@@ -164,18 +163,21 @@ impl Placement {
     }
 
     /// Puts the receive processing of `pair.a_if` on the application's CPU: threaded NAPI (veth has
-    /// NAPI only with GRO on or an XDP program attached, so GRO is turned on for every path) and RPS
-    /// for frames that reach the backlog.
-    fn steer_receive(self, pair: &VethPair) -> Result<()> {
+    /// NAPI only with GRO on or an XDP program attached, so GRO is turned on for every path) and, for
+    /// the skb feed, RPS. skbs that `b_if` cannot hand to `a_if`'s NAPI (with TSO on `b_if`, as it is
+    /// without an XDP program on `a_if`) go through `netif_rx` to the backlog of the sending CPU, the
+    /// generator's: RPS moves them to the application's. XDP frames always arrive through NAPI, where
+    /// RPS would only add a trip through the backlog of the same CPU, so it stays off for them.
+    fn steer_receive(self, pair: &VethPair, feed: Feed) -> Result<()> {
         let (iface, dir) = (&pair.a_if, format!("/sys/class/net/{}", pair.a_if));
-        let mask = format!("{:x}", 1u64 << self.app);
-        let script = format!(
-            "ethtool -K {iface} gro on && echo 1 > {dir}/threaded && \
-             echo {mask} > {dir}/queues/rx-0/rps_cpus"
-        );
+        let mut script = format!("ethtool -K {iface} gro on && echo 1 > {dir}/threaded");
+        if feed == Feed::Skb {
+            let mask = format!("{:x}", 1u64 << self.app);
+            script.push_str(&format!(" && echo {mask} > {dir}/queues/rx-0/rps_cpus"));
+        }
         pair.a
             .exec("sh", &["-c", &script])
-            .with_context(|| format!("enable threaded NAPI and RPS on {}", pair.a_if))?;
+            .with_context(|| format!("enable threaded NAPI (and RPS) on {}", pair.a_if))?;
         Ok(())
     }
 
@@ -552,8 +554,28 @@ fn sendmmsg(
 /// returns the path's interval printer), runs until `until()`.
 type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<Ticker>) -> Result<Received>;
 
+/// Shortest `--size`: the Ethernet, IPv4 and UDP headers and the checked payload's minimum.
+const MIN_FRAME: usize = UDP_HEADERS + MIN_PAYLOAD;
+/// Longest `--size`: the veth pair's MTU (1500) and the Ethernet header; the TX rings' 2048-byte
+/// slots hold it.
+const MAX_FRAME: usize = 1514;
+
 /// Runs the comparison.
 pub fn run(args: BenchXdpArgs) -> Result<()> {
+    crate::flags::at_most(
+        "--size",
+        args.size as u64,
+        MAX_FRAME as u64,
+        "the pair's MTU of 1500 and the 14-byte Ethernet header",
+    )?;
+    if args.size < MIN_FRAME {
+        return Err(crate::flags::UsageError(format!(
+            "--size {} is below the minimum of {MIN_FRAME} (Ethernet, IPv4 and UDP headers and a \
+             {MIN_PAYLOAD}-byte checked payload)",
+            args.size
+        ))
+        .into());
+    }
     let pair = VethPair::new(VethConfig {
         queues: 1,
         ..VethConfig::default()
@@ -576,17 +598,17 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ..to_a
     };
     let build = |spec: UdpFrame| -> Result<Vec<u8>> {
-        let mut frame = vec![0u8; args.size.max(64)];
+        let mut frame = vec![0u8; args.size];
         let len = spec
-            .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
-            .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
+            .write(&mut frame, 0, args.size - UDP_HEADERS)
+            .context("building the UDP frame")?;
         frame.truncate(len);
         Ok(frame)
     };
     let placement = Placement::choose();
     if let Some(placement) = placement {
         cpu::pin_current_thread(placement.app).context("pin the application thread")?;
-        placement.steer_receive(&pair)?;
+        placement.steer_receive(&pair, args.feed)?;
     }
     let feed = FeedPath::new(&pair, args.feed).context("setting up --feed")?;
     if let Some(placement) = placement {

@@ -56,9 +56,10 @@ struct Forwarder {
 }
 
 impl FeedPath {
-    /// Sets up `feed` for `pair`. With [`Feed::Xdp`], builds the feeding pair in `b` (removed with `b`)
-    /// and attaches the redirect program to its far end; its NAPI (there since the attach) is threaded so that
-    /// [`FeedPath::pin`] can keep it on the generator's CPU.
+    /// Sets up `feed` for `pair`. With [`Feed::Xdp`], turns GRO on on `a_if` (so that it has NAPI and
+    /// takes redirected frames whatever runs on it), builds the feeding pair in `b` (removed with `b`)
+    /// and attaches the redirect program to its far end; its NAPI (there since the attach) is threaded
+    /// so that [`FeedPath::pin`] can keep it on the generator's CPU.
     pub fn new(pair: &VethPair, feed: Feed) -> Result<FeedPath> {
         if feed == Feed::Skb {
             return Ok(FeedPath {
@@ -66,6 +67,9 @@ impl FeedPath {
                 forwarder: None,
             });
         }
+        pair.a
+            .exec("ethtool", &["-K", &pair.a_if, "gro", "on"])
+            .with_context(|| format!("turn GRO on on {}", pair.a_if))?;
         let pid = std::process::id();
         let (generator_if, fwd_if) = (format!("zc{pid}g"), format!("zc{pid}f"));
         let b = &pair.b;
