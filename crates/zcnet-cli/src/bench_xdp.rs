@@ -5,12 +5,12 @@
 //!   available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
 //!   is reported: on a 2-core host the generator is usually the limit, so the paths are compared by
 //!   the CPU cost per packet of the receiving CPU. The application thread, the receiving veth's NAPI
-//!   (threaded NAPI, its kernel thread pinned) and its backlog (RPS) run on one CPU, the generator on
-//!   another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`) per packet — exact on a
-//!   quiet host only, since other processes on that CPU count too — and `app_threads_ns_per_packet`
-//!   the CPU time of the application thread and the NAPI threads alone. How frames reach the
-//!   receiving interface is `--feed` ([`crate::xdp_feed`]): as a NIC driver delivers them (default),
-//!   or as skbs that veth copies once more.
+//!   (threaded NAPI, its kernel thread pinned) and, with the skb feed, its backlog (RPS) run on one
+//!   CPU, the generator on another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`)
+//!   per packet — exact on a quiet host only, since other processes on that CPU count too — and
+//!   `app_threads_ns_per_packet` the CPU time of the application thread and the NAPI threads alone.
+//!   How frames reach the receiving interface is `--feed` ([`crate::xdp_feed`]): as a NIC driver
+//!   delivers them (default), or as skbs that veth copies once more.
 //! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
 //!   program on the peer (the cheapest sink).
 //! - l2fwd (`--app l2fwd`): AF_XDP l2fwd vs a `recvmmsg`/`sendmmsg` forwarder, fed by the generator.
