@@ -679,13 +679,13 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         args.json,
     );
     if !args.json {
-        print_receiver_ratio(&rows);
+        print_receiver_ratio(&rows, args.feed);
     }
     Ok(())
 }
 
 /// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.
-fn print_receiver_ratio(rows: &[Row]) {
+fn print_receiver_ratio(rows: &[Row], feed: Feed) {
     let cost = |path: &str, field: &str| {
         rows.iter()
             .find(|r| r.get("app") == Some(&json!("rxdrop")) && r.get("path") == Some(&json!(path)))
@@ -700,10 +700,12 @@ fn print_receiver_ratio(rows: &[Row]) {
         ),
     ] {
         if let (Some(xdp), Some(v3)) = (cost("af_xdp", field), cost("tpacket_v3", field)) {
-            println!(
-                "rxdrop: AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs {v3:.0} ns)",
+            report::emit(&format!(
+                "rxdrop (--feed {}): AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs \
+                 {v3:.0} ns)\n",
+                feed.as_str(),
                 xdp / v3
-            );
+            ));
         }
     }
 }
