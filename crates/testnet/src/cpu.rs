@@ -30,6 +30,22 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// the 15 characters of a task name). Empty when the interface has no threaded NAPI.
 pub fn napi_threads(iface: &str) -> io::Result<Vec<u32>> {
     let prefix: String = format!("napi/{iface}-").chars().take(15).collect();
+    threads_named(|comm| comm.starts_with(&prefix))
+}
+
+/// The kernel thread that runs CPU `cpu`'s softirqs when they are deferred (`ksoftirqd/<cpu>`): network
+/// receive work raised on that CPU outside a NAPI thread, such as RPS backlog processing, runs there
+/// or in whatever task the softirq interrupted.
+pub fn softirq_thread(cpu: usize) -> io::Result<u32> {
+    let name = format!("ksoftirqd/{cpu}");
+    threads_named(|comm| comm == name)?
+        .first()
+        .copied()
+        .ok_or_else(|| io::Error::other(format!("no {name} thread")))
+}
+
+/// Processes (kernel threads included) whose task name passes `wanted`.
+fn threads_named(wanted: impl Fn(&str) -> bool) -> io::Result<Vec<u32>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let entry = entry?;
@@ -42,7 +58,7 @@ pub fn napi_threads(iface: &str) -> io::Result<Vec<u32>> {
         };
         // A process may end between the listing and the read.
         if let Ok(comm) = fs::read_to_string(entry.path().join("comm"))
-            && comm.trim_end().starts_with(&prefix)
+            && wanted(comm.trim_end())
         {
             found.push(pid);
         }
@@ -99,6 +115,13 @@ mod tests {
 
     /// A process's main thread is charged its own time only: another thread spinning for 0.2 s of
     /// CPU adds nothing to it (here the main thread is the idle test harness).
+    #[test]
+    fn cpu_0_has_a_softirq_thread() {
+        let tid = softirq_thread(0).unwrap();
+        let comm = fs::read_to_string(format!("/proc/{tid}/comm")).unwrap();
+        assert_eq!(comm.trim_end(), "ksoftirqd/0");
+    }
+
     #[test]
     fn thread_seconds_counts_one_thread_only() {
         let main = std::process::id();

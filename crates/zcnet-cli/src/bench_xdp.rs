@@ -8,9 +8,10 @@
 //!   (threaded NAPI, its kernel thread pinned) and, with the skb feed, its backlog (RPS) run on one
 //!   CPU, the generator on another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`)
 //!   per packet — exact on a quiet host only, since other processes on that CPU count too — and
-//!   `app_threads_ns_per_packet` the CPU time of the application thread and the NAPI threads alone.
-//!   How frames reach the receiving interface is `--feed` ([`crate::xdp_feed`]): as a NIC driver
-//!   delivers them (default), or as skbs that veth copies once more.
+//!   `app_threads_ns_per_packet` the CPU time of the application thread, the NAPI threads and the
+//!   receiving CPU's `ksoftirqd` alone. How frames reach the receiving interface is `--feed`
+//!   ([`crate::xdp_feed`]): as a NIC driver delivers them (default), or as skbs that veth copies once
+//!   more.
 //! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
 //!   program on the peer (the cheapest sink).
 //! - l2fwd (`--app l2fwd`): AF_XDP l2fwd vs a `recvmmsg`/`sendmmsg` forwarder, fed by the generator.
@@ -696,7 +697,7 @@ fn print_receiver_ratio(rows: &[Row], feed: Feed) {
         ("app_cpu_ns_per_packet", "busy time of the receiving CPU"),
         (
             "app_threads_ns_per_packet",
-            "CPU time of the receiving threads (app and NAPI)",
+            "CPU time of the receiving threads (app, NAPI, ksoftirqd)",
         ),
     ] {
         if let (Some(xdp), Some(v3)) = (cost("af_xdp", field), cost("tpacket_v3", field)) {
@@ -727,7 +728,7 @@ struct Snapshot {
     system: (f64, f64),
     /// Busy seconds of the application's CPU.
     app_cpu_busy_s: f64,
-    /// CPU seconds of the application thread and the receiving NAPI threads.
+    /// CPU seconds of the application thread, the receiving NAPI threads and ksoftirqd.
     receiver_threads_s: f64,
 }
 
@@ -735,7 +736,8 @@ struct Snapshot {
 /// row.
 fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     let generator: RefCell<Option<Generator>> = RefCell::new(None);
-    // The receiver's threads: this one and the receiving interface's NAPI threads (found at start).
+    // The receiver's threads: this one, the receiving interface's NAPI threads and the receiving CPU's
+    // softirq thread (found at start).
     let threads: RefCell<Vec<u32>> = RefCell::new(Vec::new());
     let snapshot = || -> Result<Snapshot> {
         let mut receiver_threads_s = 0.0;
@@ -766,6 +768,7 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         let mut tids = vec![cpu::current_thread_id().context("thread id")?];
         if let Some(placement) = ctx.placement {
             tids.extend(placement.pin_napi(ctx.pair)?);
+            tids.push(cpu::softirq_thread(placement.app).context("find ksoftirqd")?);
         }
         *threads.borrow_mut() = tids;
         dropped_before.set(veth_dropped(ctx.pair)?);
