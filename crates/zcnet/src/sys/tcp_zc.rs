@@ -85,6 +85,10 @@ pub fn page_size() -> usize {
 /// received pages into. Unmapped on drop (which also drops the mapping's reference to the socket).
 #[derive(Debug)]
 pub struct SocketMapping {
+    /// Start and length of the whole mapping (what `munmap` takes).
+    base: NonNull<u8>,
+    reserved: usize,
+    /// The window: `len` bytes from `addr`, inside the mapping, starting on a page-table boundary.
     addr: NonNull<u8>,
     len: usize,
     /// Bytes at the start of the window holding pages from the last receive (0 after a release).
@@ -103,23 +107,33 @@ impl SocketMapping {
         if len == 0 || !len.is_multiple_of(page_size()) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        // The window starts on a boundary of what one page-table page maps (2 MiB with 4 KiB pages), as
+        // tcp_mmap's does: a window of up to that size then lies under a single page table, which the
+        // kernel walks once per receive to insert pages and once per release to zap them.
+        let align = page_size() / mem::size_of::<u64>() * page_size();
+        let reserved = len + align;
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) overlaps no Rust memory; `fd` is open.
-        let addr = unsafe {
+        let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                reserved,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
                 0,
             )
         };
-        if addr == libc::MAP_FAILED {
+        if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let addr =
-            NonNull::new(addr.cast()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let base = NonNull::new(base.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let skip = base.as_ptr().align_offset(align);
+        // SAFETY: `skip < align`, so `base + skip .. + len` lies inside the `len + align` bytes mapped.
+        let addr = unsafe { base.add(skip) };
         Ok(SocketMapping {
+            base,
+            reserved,
             addr,
             len,
             mapped: 0,
@@ -156,8 +170,9 @@ impl SocketMapping {
 
 impl Drop for SocketMapping {
     fn drop(&mut self) {
-        // SAFETY: `addr`/`len` are exactly the mapping created in `new`; no borrow of it outlives `self`.
-        let _ = syscall!(munmap(self.addr.as_ptr().cast(), self.len));
+        // SAFETY: `base`/`reserved` are exactly the mapping created in `new`; no borrow of it outlives
+        // `self`.
+        let _ = syscall!(munmap(self.base.as_ptr().cast(), self.reserved));
     }
 }
 
@@ -291,5 +306,21 @@ mod tests {
         assert_eq!(window.len(), 4 * page_size());
         assert!(window.mapped().is_empty());
         window.release().unwrap();
+    }
+
+    #[test]
+    fn window_starts_on_a_page_table_boundary() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        use std::os::fd::AsFd;
+        let page_table_span = page_size() / 8 * page_size();
+        for len in [page_size(), 512 << 10, page_table_span] {
+            let window = SocketMapping::new(stream.as_fd(), len).unwrap();
+            assert_eq!(window.addr.as_ptr() as usize % page_table_span, 0, "{len}");
+            assert!(
+                window.reserved
+                    >= window.len + window.addr.as_ptr() as usize - window.base.as_ptr() as usize
+            );
+        }
     }
 }

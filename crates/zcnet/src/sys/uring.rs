@@ -16,6 +16,15 @@
 //!   short sends; a short result means the request failed after partial progress.
 //! - Requests linked with `IOSQE_IO_LINK` run one after the other; when one fails or comes up short,
 //!   the rest of the chain completes with `-ECANCELED`.
+//! - Notification stacking (io_uring/notif.c `io_link_skb`, 6.10): when a TCP request's first bytes
+//!   join the unsent tail skb of an earlier request of the same ring, its notification is linked to
+//!   that request's, and every notification of such a run is posted together, once the last of their
+//!   skbs is freed. A sender that keeps the socket backlogged therefore gets no notification until
+//!   the socket drains. `MSG_EOR` marks a request's last skb as closed to later data
+//!   (`tcp_sendmsg_locked`, `tcp_skb_can_collapse_to`), so the next request starts its own skb and
+//!   each notification comes as soon as the request's own bytes are acknowledged. (The request's last
+//!   segment may then be short; with Nagle's algorithm on, a short segment waits while an earlier
+//!   short one is unacknowledged.)
 //! - `IORING_OP_SENDMSG_ZC` (6.1) sends an iovec array as one request with one notification; with
 //!   `IORING_RECVSEND_FIXED_BUF` (6.15; `EINVAL` before) every iovec must lie in registered buffer
 //!   `buf_index`.
@@ -97,6 +106,16 @@ pub enum SendKind {
     },
     /// `IORING_OP_SEND` or `IORING_OP_SENDMSG`: the kernel copies the bytes during the request.
     Copy,
+}
+
+/// How a request sits among the others on its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sequence {
+    /// `IOSQE_IO_LINK`: the next queued request runs only after this one finished.
+    pub link: bool,
+    /// `MSG_EOR`: on TCP, later bytes never join this request's last skb (so its notification is its
+    /// own).
+    pub end_of_record: bool,
 }
 
 /// One completion, decoded.
@@ -220,17 +239,18 @@ impl<T: ?Sized> SendRing<T> {
     }
 
     /// Queues one send of `parts` — byte ranges of loans, sent in order — on socket `fd`
-    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`; `link` chains the next queued
-    /// request after this one. Fails with `EBUSY` when the submission queue is full, `EINVAL` for no
-    /// parts, a range outside its loan or a part over `u32::MAX` bytes, `EEXIST` when `user_data` is
-    /// already in flight.
+    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`, and with `MSG_EOR` when
+    /// `end_of_record` (for TCP: the request's notification is not stacked onto the next request's);
+    /// `link` chains the next queued request after this one. Fails with `EBUSY` when the submission
+    /// queue is full, `EINVAL` for no parts, a range outside its loan or a part over `u32::MAX` bytes,
+    /// `EEXIST` when `user_data` is already in flight.
     pub fn push(
         &mut self,
         user_data: u64,
         fd: BorrowedFd<'_>,
         parts: &[(&Arc<T>, Range<usize>)],
         kind: SendKind,
-        link: bool,
+        sequence: Sequence,
     ) -> io::Result<()> {
         let einval = || io::Error::from_raw_os_error(libc::EINVAL);
         if self.lent.contains_key(&user_data) {
@@ -250,6 +270,11 @@ impl<T: ?Sized> SendRing<T> {
             }
         };
         let fd = types::Fd(fd.as_raw_fd());
+        let msg_flags = if sequence.end_of_record {
+            libc::MSG_WAITALL | libc::MSG_EOR
+        } else {
+            libc::MSG_WAITALL
+        };
         let mut message = None;
         let entry = match slices[..] {
             [] => return Err(einval()),
@@ -259,12 +284,12 @@ impl<T: ?Sized> SendRing<T> {
                     SendKind::ZeroCopy { report_usage, .. } => {
                         opcode::SendZc::new(fd, bytes.as_ptr(), len)
                             .buf_index(fixed(bytes).then_some(0))
-                            .flags(libc::MSG_WAITALL)
+                            .flags(msg_flags)
                             .zc_flags(report(report_usage))
                             .build()
                     }
                     SendKind::Copy => opcode::Send::new(fd, bytes.as_ptr(), len)
-                        .flags(libc::MSG_WAITALL)
+                        .flags(msg_flags)
                         .build(),
                 }
             }
@@ -296,11 +321,11 @@ impl<T: ?Sized> SendRing<T> {
                         }
                         opcode::SendMsgZc::new(fd, &*header)
                             .ioprio(ioprio)
-                            .flags(libc::MSG_WAITALL as u32)
+                            .flags(msg_flags as u32)
                             .build()
                     }
                     SendKind::Copy => opcode::SendMsg::new(fd, &*header)
-                        .flags(libc::MSG_WAITALL as u32)
+                        .flags(msg_flags as u32)
                         .build(),
                 };
                 message = Some(Message {
@@ -310,7 +335,7 @@ impl<T: ?Sized> SendRing<T> {
                 entry
             }
         };
-        let flags = if link {
+        let flags = if sequence.link {
             squeue::Flags::IO_LINK
         } else {
             squeue::Flags::empty()
@@ -439,7 +464,7 @@ pub fn send_zc_reporting_usage(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<Sen
         report_usage: true,
         vectored_fixed: false,
     };
-    ring.push(1, fd, &[(&loan, 0..loan.len())], kind, false)?;
+    ring.push(1, fd, &[(&loan, 0..loan.len())], kind, Sequence::default())?;
     let (mut sent, mut failed, mut copied) = (None, None, None);
     while ring.in_flight() > 0 {
         ring.wait(1, None)?;
@@ -462,9 +487,11 @@ pub fn send_zc_reporting_usage(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<Sen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use crate::sys::socket::set_int_option;
+    use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
+    use std::time::Instant;
 
     fn send_zc_available(test: &str) -> bool {
         match zero_copy_opcodes() {
@@ -502,6 +529,14 @@ mod tests {
         report_usage: true,
         vectored_fixed: false,
     };
+    const ALONE: Sequence = Sequence {
+        link: false,
+        end_of_record: false,
+    };
+    const LINKED: Sequence = Sequence {
+        link: true,
+        end_of_record: false,
+    };
 
     #[test]
     fn a_ring_dropped_with_requests_in_flight_leaks_their_loans() {
@@ -512,18 +547,18 @@ mod tests {
         let loan: Arc<[u8]> = Arc::from(vec![1u8; 4096]);
         let mut ring = SendRing::<[u8]>::new(4, whole).unwrap();
         let fd = client.as_fd();
-        ring.push(7, fd, &[(&loan, 0..4096)], ZC, false).unwrap();
+        ring.push(7, fd, &[(&loan, 0..4096)], ZC, ALONE).unwrap();
         assert_eq!(Arc::strong_count(&loan), 2);
         let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
         assert_eq!(
-            errno(ring.push(7, fd, &[(&loan, 0..1)], ZC, false)),
+            errno(ring.push(7, fd, &[(&loan, 0..1)], ZC, ALONE)),
             Some(libc::EEXIST)
         );
         assert_eq!(
-            errno(ring.push(8, fd, &[(&loan, 0..4097)], ZC, false)),
+            errno(ring.push(8, fd, &[(&loan, 0..4097)], ZC, ALONE)),
             Some(libc::EINVAL)
         );
-        assert_eq!(errno(ring.push(8, fd, &[], ZC, false)), Some(libc::EINVAL));
+        assert_eq!(errno(ring.push(8, fd, &[], ZC, ALONE)), Some(libc::EINVAL));
         drop(ring);
         // Never submitted, never completed: the ring cannot know the kernel is done, so it keeps the
         // loan's bytes alive forever.
@@ -540,12 +575,12 @@ mod tests {
         let b: Arc<[u8]> = Arc::from(vec![8u8; 5_000]);
         let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
         let fd = client.as_fd();
-        ring.push(1, fd, &[(&a, 0..10_000)], ZC, true).unwrap();
-        ring.push(2, fd, &[(&a, 10_000..20_000)], SendKind::Copy, true)
+        ring.push(1, fd, &[(&a, 0..10_000)], ZC, LINKED).unwrap();
+        ring.push(2, fd, &[(&a, 10_000..20_000)], SendKind::Copy, LINKED)
             .unwrap();
-        ring.push(3, fd, &[(&b, 0..5_000), (&a, 0..100)], ZC, true)
+        ring.push(3, fd, &[(&b, 0..5_000), (&a, 0..100)], ZC, LINKED)
             .unwrap();
-        ring.push(4, fd, &[(&a, 100..200), (&b, 0..50)], SendKind::Copy, false)
+        ring.push(4, fd, &[(&a, 100..200), (&b, 0..50)], SendKind::Copy, ALONE)
             .unwrap();
         let mut events = Vec::new();
         while ring.in_flight() > 0 {
@@ -586,5 +621,105 @@ mod tests {
         want.extend([9u8; 200]);
         want.extend([8u8; 50]);
         assert_eq!(got, want);
+    }
+
+    /// Waits up to `timeout` for CQEs, collecting them, until `done` holds for what arrived.
+    fn collect_until(
+        ring: &mut SendRing<[u8]>,
+        events: &mut Vec<SendEvent>,
+        timeout: Duration,
+        done: impl Fn(&[SendEvent]) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        while !done(events) && Instant::now() < deadline {
+            ring.wait(1, Some(Duration::from_millis(50))).unwrap();
+            ring.reap(|e| events.push(e));
+        }
+    }
+
+    fn notified(events: &[SendEvent], id: u64) -> bool {
+        events
+            .iter()
+            .any(|e| matches!(*e, SendEvent::Notif { user_data, .. } if user_data == id))
+    }
+
+    /// A request queued behind unsent bytes, followed by a larger one: with `MSG_EOR` its
+    /// notification comes once its own bytes are acknowledged, while the next request's bytes are
+    /// still waiting for the receiver (without it, 6.10 and later stack the two notifications).
+    #[test]
+    fn a_request_ending_a_record_notifies_before_the_next_one_is_acknowledged() {
+        if !send_zc_available(
+            "a_request_ending_a_record_notifies_before_the_next_one_is_acknowledged",
+        ) {
+            return;
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // A small receive buffer (inherited by the accepted socket) keeps the window small.
+        set_int_option(
+            listener.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            64 << 10,
+        )
+        .unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut server = listener.accept().unwrap().0;
+        set_int_option(client.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20).unwrap();
+        // Copied bytes beyond the window: the requests below queue unsent behind them.
+        let filler = vec![1u8; 1 << 20];
+        client.write_all(&filler).unwrap();
+        let first: Arc<[u8]> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+        let second: Arc<[u8]> = (0..(2u32 << 20)).map(|i| (i % 241) as u8).collect();
+        let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
+        let kind = SendKind::ZeroCopy {
+            report_usage: false,
+            vectored_fixed: false,
+        };
+        let record = Sequence {
+            link: false,
+            end_of_record: true,
+        };
+        let fd = client.as_fd();
+        ring.push(1, fd, &[(&first, 0..first.len())], kind, record)
+            .unwrap();
+        ring.push(2, fd, &[(&second, 0..second.len())], kind, record)
+            .unwrap();
+        ring.submit().unwrap();
+        let mut events = Vec::new();
+        let results = |events: &[SendEvent]| {
+            events
+                .iter()
+                .filter(|e| matches!(e, SendEvent::Result { .. }))
+                .count()
+                == 2
+        };
+        collect_until(&mut ring, &mut events, Duration::from_secs(5), results);
+        assert!(results(&events), "both requests queued: {events:?}");
+
+        // Read the filler and the first request: its bytes are then acknowledged, most of the
+        // second request's are not (they do not fit the receiver's window).
+        let mut got = vec![0u8; filler.len() + first.len()];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(got[filler.len()..], first[..]);
+        collect_until(&mut ring, &mut events, Duration::from_secs(5), |e| {
+            notified(e, 1)
+        });
+        assert!(
+            notified(&events, 1),
+            "no notification for the first request: {events:?}"
+        );
+        assert!(
+            !notified(&events, 2),
+            "the second request is still unacknowledged"
+        );
+
+        let mut rest = vec![0u8; second.len()];
+        server.read_exact(&mut rest).unwrap();
+        assert_eq!(rest[..], second[..]);
+        collect_until(&mut ring, &mut events, Duration::from_secs(5), |e| {
+            notified(e, 2)
+        });
+        assert!(notified(&events, 2));
+        assert_eq!(ring.in_flight(), 0);
     }
 }

@@ -18,8 +18,14 @@
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
 //! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`).
 //!
+//! On TCP every request ends with `MSG_EOR`: otherwise the kernel (6.10 and later) stacks the
+//! notification of a request whose bytes join an unsent segment of the previous one onto that
+//! request's, and a sender keeping the socket busy would get its buffers back only when the socket
+//! drains — a pool would run dry and the socket empty before each refill.
+//!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
-//! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain.
+//! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
+//! `MSG_EOR` ending notification stacking.
 //!
 //! ```no_run
 //! use std::net::TcpStream;

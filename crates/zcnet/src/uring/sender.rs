@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use super::UringError;
 use crate::Fallback;
-use crate::sys::socket::set_int_option;
-use crate::sys::uring::{MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRing, memlock_limit};
+use crate::sys::socket::{get_int_option, set_int_option};
+use crate::sys::uring::{
+    MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRing, Sequence, memlock_limit,
+};
 use crate::tx::{
     BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
     PolicyConfig, SendBuf, TxStats, ZcSocket,
@@ -116,6 +118,9 @@ pub struct UringSender<S: ZcSocket> {
     registration: Result<(), Fallback>,
     report_usage: bool,
     vectored_fixed: bool,
+    /// A TCP socket: every request ends with `MSG_EOR`, so that its notification is not stacked onto
+    /// later requests' (a busy socket would then hold every buffer until it drains).
+    tcp: bool,
     /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
     queue: VecDeque<Pending>,
     chain_len: usize,
@@ -151,6 +156,8 @@ impl<S: ZcSocket> UringSender<S> {
                 )),
             }
         };
+        let tcp = get_int_option(socket.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)
+            .is_ok_and(|protocol| protocol == libc::IPPROTO_TCP);
         Ok(UringSender {
             ring,
             socket: Some(socket),
@@ -164,6 +171,7 @@ impl<S: ZcSocket> UringSender<S> {
             )),
             report_usage: true,
             vectored_fixed: true,
+            tcp,
             queue: VecDeque::new(),
             chain_len: 0,
             chain_pending: 0,
@@ -422,8 +430,11 @@ impl<S: ZcSocket> UringSender<S> {
                 .range(range.clone())
                 .map(|p| (&p.loan, p.sent..p.len()))
                 .collect();
-            let link = g + 1 < groups.len();
-            if let Err(source) = self.ring.push(user_data, fd, &parts, kind, link) {
+            let sequence = Sequence {
+                link: g + 1 < groups.len(),
+                end_of_record: self.tcp,
+            };
+            if let Err(source) = self.ring.push(user_data, fd, &parts, kind, sequence) {
                 if user_data & COPY_TAG == 0 {
                     self.tracker.withdraw(user_data as u32);
                 }
