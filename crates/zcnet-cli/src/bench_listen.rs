@@ -1,6 +1,7 @@
-//! The receiving side of `zcnet bench tcp|udp|rx --listen`: accepts one stream after another (until
-//! Ctrl-C, or after one with `--once`) and reports what arrived — bytes, % mapped for rx, CPU per MB,
-//! and bytes that differ from the pattern when the sender asked for verification.
+//! The receiving side of `zcnet bench tcp|rx --listen` (UDP's is [`crate::bench_listen_udp`]): accepts
+//! one stream after another (until Ctrl-C, or after one with `--once`) and reports what arrived —
+//! bytes, % mapped for rx, CPU per MB, and bytes that differ from the pattern when the sender asked
+//! for verification.
 //!
 //! TCP streams are read with [`zcnet::rx::Receiver`] (plain `recv` for `bench tcp`, zero-copy receive
 //! for `bench rx`) with `SO_RCVLOWAT`, so that a wake-up brings a batch of bytes rather than a few
@@ -8,12 +9,12 @@
 //! A stream that does not open with zcnet's header (tcp_mmap, msg_zerocopy) is counted, not verified.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde_json::{Value, json};
+use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
@@ -22,11 +23,11 @@ use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, object};
 use crate::wire::{self, HEADER_LEN, Header, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
-const WAKE: Duration = Duration::from_millis(200);
+pub(crate) const WAKE: Duration = Duration::from_millis(200);
 
 /// Whether a receive ended only because [`WAKE`] passed or a signal arrived (look at the
 /// interruption flag, then receive again).
-fn woke_up(kind: ErrorKind) -> bool {
+pub(crate) fn woke_up(kind: ErrorKind) -> bool {
     matches!(
         kind,
         ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
@@ -195,122 +196,4 @@ pub fn mapped_pct(mapped: u64, payload: u64) -> f64 {
         return 0.0;
     }
     100.0 * mapped as f64 / payload as f64
-}
-
-/// What one UDP run brought.
-#[derive(Debug, Default)]
-pub struct DatagramReport {
-    /// The zcnet header datagram, if one arrived.
-    pub header: Option<Header>,
-    /// Data datagrams and their bytes.
-    pub datagrams: u64,
-    /// Payload bytes received.
-    pub bytes: u64,
-    /// The sender's totals from its end datagram.
-    pub sent: Option<(u64, u64)>,
-    /// Bytes that differed from the pattern (`None`: not verified).
-    pub data_errors: Option<u64>,
-    /// First to last datagram.
-    pub seconds: f64,
-    /// CPU time of the receiving thread.
-    pub usage: ResourceUsage,
-    /// Whether Ctrl-C cut the run short.
-    pub interrupted: bool,
-}
-
-/// How long a UDP run may stay silent after its first datagram before it counts as ended (a sender
-/// whose end datagram was lost, or a foreign sender).
-const UDP_IDLE_END: Duration = Duration::from_secs(2);
-
-/// Receives one UDP run on `socket`: from its first datagram to the sender's end datagram (or
-/// [`UDP_IDLE_END`] of silence). Returns `None` if interrupted before anything arrived.
-pub fn receive_datagrams(
-    socket: &UdpSocket,
-    ticker_for: impl FnOnce() -> Ticker,
-) -> Result<Option<DatagramReport>> {
-    socket.set_read_timeout(Some(WAKE))?;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut report = DatagramReport::default();
-    let mut verifier: Option<Verifier> = None;
-    let mut started: Option<(Instant, ResourceUsage)> = None;
-    let mut last = Instant::now();
-    let mut ticker: Option<Ticker> = None;
-    let mut ticker_for = Some(ticker_for);
-    loop {
-        let n = match socket.recv(&mut buf) {
-            Ok(n) => n,
-            Err(e) if woke_up(e.kind()) => {
-                if interrupted() {
-                    report.interrupted = true;
-                    break;
-                }
-                if started.is_some() && last.elapsed() > UDP_IDLE_END {
-                    break;
-                }
-                continue;
-            }
-            Err(e) => return Err(e).context("receiving bench datagrams"),
-        };
-        let data = &buf[..n];
-        last = Instant::now();
-        if let Some(h) = Header::decode(data) {
-            if report.datagrams == 0 {
-                report.header = Some(h);
-                verifier = h.verify.then(|| Verifier::new(h.unit as usize));
-            }
-            continue;
-        }
-        if let Some(sent) = wire::decode_end(data) {
-            if started.is_some() || report.header.is_some() {
-                report.sent = Some(sent);
-                break;
-            }
-            continue;
-        }
-        if started.is_none() {
-            started = Some((Instant::now(), resource_usage(UsageOf::Thread)?));
-            ticker = ticker_for.take().map(|f| f());
-        }
-        if let Some(v) = verifier.as_mut() {
-            v.check_datagram(report.bytes, data);
-        }
-        report.datagrams += 1;
-        report.bytes += n as u64;
-        if let Some(t) = ticker.as_mut() {
-            t.tick(report.bytes);
-        }
-    }
-    let Some((start, before)) = started else {
-        return Ok((report.header.is_some() || report.sent.is_some()).then_some(report));
-    };
-    report.seconds = (last - start).as_secs_f64();
-    report.usage = resource_usage(UsageOf::Thread)?.since(&before);
-    report.data_errors = verifier.map(|v| v.errors);
-    Ok(Some(report))
-}
-
-/// The receiver's row for one UDP run.
-pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
-    let (sent_datagrams, sent_bytes) = match r.sent {
-        Some((d, b)) => (Value::from(d), Value::from(b)),
-        None => (Value::Null, Value::Null),
-    };
-    object(json!({
-        "bench": "udp",
-        "role": "receiver",
-        "local": local.to_string(),
-        "ip": if local.is_ipv6() { "v6" } else { "v4" },
-        "sender_mode": r.header.map(|h| h.mode_name()),
-        "zcnet_header": r.header.is_some(),
-        "datagrams": r.datagrams,
-        "bytes": r.bytes,
-        "sent_datagrams": sent_datagrams,
-        "sent_bytes": sent_bytes,
-        "seconds": r.seconds,
-        "gbit_per_s": gbit_per_s(r.bytes, r.seconds),
-        "cpu_us_per_mb": cpu_us_per_mb(&r.usage, r.bytes),
-        "verified": r.data_errors.is_some(),
-        "data_errors": r.data_errors,
-        "interrupted": r.interrupted,
-    }))
 }

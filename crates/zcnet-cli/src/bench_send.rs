@@ -28,6 +28,7 @@ use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
+use crate::bench_listen_udp;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
@@ -545,6 +546,7 @@ fn merge_receiver(row: &mut Row, peer: &Row) {
         ("datagrams", "received_datagrams"),
         ("cpu_us_per_mb", "rx_cpu_us_per_mb"),
         ("data_errors", "data_errors"),
+        ("socket_drops", "rx_socket_drops"),
     ] {
         if let Some(v) = peer.get(key) {
             row.insert(name.into(), v.clone());
@@ -796,6 +798,7 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("sender_mode", "sender"),
     ("bytes", "bytes"),
     ("datagrams", "datagrams"),
+    ("socket_drops", "drops"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
@@ -924,7 +927,7 @@ fn send_udp(
     if !common.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
         for _ in 0..REPEATS {
-            socket.send(&h).context("sending the header datagram")?;
+            wire::send_control(&socket, &h).context("sending the header datagram")?;
         }
     }
     let pool = new_pool(size, unit, common.huge_pages)?;
@@ -940,7 +943,7 @@ fn send_udp(
         for _ in 0..END_REPEATS {
             thread::sleep(Duration::from_millis(25));
             // A receiver that is gone already refuses it (ECONNREFUSED): nothing is lost then.
-            let _ = socket.send(&end);
+            let _ = wire::send_control(&socket, &end);
         }
     }
     Ok(row)
@@ -949,10 +952,11 @@ fn send_udp(
 /// `bench udp --listen`: one run after another, a row for each.
 fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
     let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
+    bench_listen_udp::prepare(&socket)?;
     let local = socket.local_addr()?;
     bench_listen::announce(local, common.json);
     loop {
-        let report = bench_listen::receive_datagrams(&socket, || {
+        let report = bench_listen_udp::receive_datagrams(&socket, || {
             Ticker::new(
                 common.interval,
                 json!({"bench": "udp", "role": "receiver"}),
@@ -960,7 +964,7 @@ fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
             )
         })?;
         let Some(report) = report else { break };
-        let row = bench_listen::datagram_row(local, &report);
+        let row = bench_listen_udp::datagram_row(local, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
         if common.once || report.interrupted {
             break;

@@ -8,6 +8,10 @@
 //! of each they hit. The datapath counts hits, misses and lost upcalls; the handler counts the upcalls
 //! it handled, their packet and message bytes, and its own CPU time; the generator's kernel time per
 //! frame holds the datapath's work, the building of each upcall included (where the copy went).
+//!
+//! While a row runs, one line per `--interval` gives the packet bytes and upcalls handled in it and
+//! the datapath's hits, misses and lost upcalls; Ctrl-C (SIGINT/SIGTERM) ends the row that runs
+//! (marked `"interrupted": true`), deletes its datapath and prints the rows that ran.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -21,7 +25,8 @@ use testnet::frame::UdpFrame;
 use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
 use zcnet::probe::{UsageOf, resource_usage};
 
-use crate::report::{Column, Row, object, print_rows};
+use crate::live::{self, Ticker};
+use crate::report::{Column, Row, emit, object, print_rows};
 use crate::switch_cmd::DispatchArg;
 
 /// `--features`: which upcall format the datapath is created with.
@@ -33,6 +38,15 @@ pub enum FeatureArg {
     Unaligned,
 }
 
+impl FeatureArg {
+    fn name(self) -> &'static str {
+        match self {
+            FeatureArg::Aligned => "aligned",
+            FeatureArg::Unaligned => "unaligned",
+        }
+    }
+}
+
 /// `--load`: how many distinct flows the offered frames belong to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LoadArg {
@@ -40,6 +54,15 @@ pub enum LoadArg {
     Many,
     /// A few flows: after their first misses, frames hit.
     Few,
+}
+
+impl LoadArg {
+    fn name(self) -> &'static str {
+        match self {
+            LoadArg::Many => "many",
+            LoadArg::Few => "few",
+        }
+    }
 }
 
 /// Arguments of `zcnet bench upcall`.
@@ -63,9 +86,12 @@ pub struct UpcallArgs {
     /// Seconds per row.
     #[arg(long, default_value_t = 3.0, value_parser = crate::flags::duration)]
     duration: f64,
-    /// One JSON object per row.
+    /// One JSON object per interval and per row.
     #[arg(long)]
     json: bool,
+    /// Seconds between interval lines (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
+    interval: f64,
 }
 
 const COLUMNS: &[Column] = &[
@@ -88,7 +114,8 @@ fn emulated_cpu() -> bool {
     std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("QEMU"))
 }
 
-/// Runs every (load, features) row.
+/// Runs every (load, features) row, printing interval lines; Ctrl-C (SIGINT/SIGTERM) ends the row
+/// that runs, deletes its datapath and prints the rows that ran.
 pub fn run(args: UpcallArgs) -> Result<()> {
     if !(60..=1514).contains(&args.size) {
         return Err(crate::flags::UsageError(format!(
@@ -97,6 +124,7 @@ pub fn run(args: UpcallArgs) -> Result<()> {
         ))
         .into());
     }
+    live::watch_interrupts()?;
     for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
         eprintln!("removed datapath {name} left by a run that is gone");
     }
@@ -108,9 +136,12 @@ pub fn run(args: UpcallArgs) -> Result<()> {
         .enumerate()
     {
         rows.push(row(&args, load, feature, i)?);
+        if live::interrupted() {
+            break;
+        }
     }
     if emulated_cpu() && !args.json {
-        println!("emulated CPU: correctness only (timings from QEMU's software emulation)");
+        emit("emulated CPU: correctness only (timings from QEMU's software emulation)\n");
     }
     print_rows(&rows, COLUMNS, args.json);
     Ok(())
@@ -173,22 +204,44 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         let (stop, size, flows) = (stop.clone(), args.size, args.flows);
         thread::spawn(move || generate(port, load, size, flows, &stop))
     };
+    let mut ticker = Ticker::new(
+        args.interval,
+        json!({"bench": "upcall", "load": load.name(), "features": feature.name()}),
+        args.json,
+    );
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut handled = 0u64;
+    let mut interrupted = false;
     while start.elapsed() < Duration::from_secs_f64(args.duration) {
-        if !upcalls.wait(Duration::from_millis(50))? {
-            continue;
+        if live::interrupted() {
+            interrupted = true;
+            break;
         }
-        while let Some(received) = upcalls.recv()? {
-            let Received::Upcall(up) = received else {
-                continue;
-            };
-            if up.kind == UpcallKind::Miss {
-                dp.install_flow(up.key.raw(), &[])?;
-                handled += 1;
+        if upcalls.wait(Duration::from_millis(50))? {
+            while let Some(received) = upcalls.recv()? {
+                let Received::Upcall(up) = received else {
+                    continue;
+                };
+                if up.kind == UpcallKind::Miss {
+                    dp.install_flow(up.key.raw(), &[])?;
+                    handled += 1;
+                }
             }
         }
+        // Interval lines: packet bytes of the upcalls handled, and the datapath's counters.
+        ticker.tick_with(upcalls.counters().packet_bytes, || {
+            let mut counts = vec![("upcalls", handled)];
+            if let Ok(info) = dp.info() {
+                let s = info.stats;
+                counts.extend([
+                    ("hits", s.n_hit),
+                    ("missed", s.n_missed),
+                    ("lost", s.n_lost),
+                ]);
+            }
+            counts
+        });
     }
     let seconds = start.elapsed().as_secs_f64();
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
@@ -205,8 +258,9 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         }
     };
     Ok(object(json!({
-        "load": match load { LoadArg::Many => "many", LoadArg::Few => "few" },
-        "features": match feature { FeatureArg::Aligned => "aligned", FeatureArg::Unaligned => "unaligned" },
+        "bench": "upcall",
+        "load": load.name(),
+        "features": feature.name(),
         "frame_bytes": args.size,
         "sent": sent,
         "hits": stats.n_hit,
@@ -222,5 +276,6 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         "dispatch": match args.dispatch { DispatchArg::PerVport => "per-vport", DispatchArg::PerCpu => "per-cpu" },
         "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
         "emulated_cpu": emulated_cpu(),
+        "interrupted": interrupted,
     })))
 }

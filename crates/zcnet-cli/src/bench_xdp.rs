@@ -391,7 +391,7 @@ fn tpacket_v3(
     let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
-        ticker.tick_frames(packets * ctx.frame_bytes(), packets);
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match ring.next_block(|f| packets += ours(f) as u64) {
             Some(_) => {}
             None => {
@@ -447,7 +447,7 @@ fn udp_receiver(
     let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
-        ticker.tick_frames(packets * ctx.frame_bytes(), packets);
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match batch.recv(socket.as_fd()) {
             Ok(n) if !forward => packets += n as u64,
             Ok(n) => match batch.send(socket.as_fd(), n) {
@@ -510,7 +510,7 @@ fn tx_ring(
     })?;
     let mut ticker = start()?;
     let frame_bytes = ctx.frame_bytes();
-    let mut progress = |sent: u64| ticker.tick_frames(sent * frame_bytes, sent);
+    let mut progress = |sent: u64| ticker.tick_with(sent * frame_bytes, || vec![("packets", sent)]);
     let packets = send_through_ring(&mut ring, &ctx.to_b, until, &mut progress)?;
     Ok(Received {
         mode: "ring".into(),
@@ -536,7 +536,7 @@ fn sendmmsg(
     let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
-        ticker.tick_frames(packets * ctx.frame_bytes(), packets);
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match send_copies(socket.as_fd(), payload, args.batch as usize) {
             Ok(n) => packets += n as u64,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}

@@ -30,7 +30,8 @@ pub struct Ticker {
     start: Instant,
     next: Instant,
     last_bytes: u64,
-    last_frames: u64,
+    /// Other running totals at the last line, by name ([`Ticker::tick_with`]).
+    last_counts: Vec<(&'static str, u64)>,
     /// Fields every line starts with (bench, mode, …).
     label: serde_json::Map<String, Value>,
     json: bool,
@@ -46,7 +47,7 @@ impl Ticker {
             start,
             next: start + every.unwrap_or_default(),
             last_bytes: 0,
-            last_frames: 0,
+            last_counts: Vec::new(),
             label: object(label),
             json,
         }
@@ -57,22 +58,18 @@ impl Ticker {
         self.start = Instant::now();
         self.next = self.start + self.every.unwrap_or_default();
         self.last_bytes = 0;
-        self.last_frames = 0;
+        self.last_counts.clear();
     }
 
     /// Takes in the running byte total; prints a line when an interval has ended. Cheap enough to call
     /// after every send or receive.
     pub fn tick(&mut self, bytes: u64) {
-        self.advance(bytes, None);
+        self.tick_with(bytes, Vec::new);
     }
 
-    /// As [`Ticker::tick`], for a bench that counts frames (packets) too: its lines add the frames of
-    /// the interval and their rate (`packets`, `mpps`).
-    pub fn tick_frames(&mut self, bytes: u64, frames: u64) {
-        self.advance(bytes, Some(frames));
-    }
-
-    fn advance(&mut self, bytes: u64, frames: Option<u64>) {
+    /// Like [`tick`](Self::tick), with other running totals (name, total: upcalls, misses, …) of which
+    /// each line gives the growth in its interval; `counts` is called only when a line is due.
+    pub fn tick_with(&mut self, bytes: u64, counts: impl FnOnce() -> Vec<(&'static str, u64)>) {
         let Some(every) = self.every else { return };
         let now = Instant::now();
         if now < self.next {
@@ -80,19 +77,20 @@ impl Ticker {
         }
         let from = (self.next - every - self.start).as_secs_f64();
         let to = (now - self.start).as_secs_f64();
-        let new_frames = frames.map(|f| f - self.last_frames.min(f));
-        self.line(from, to, bytes - self.last_bytes.min(bytes), new_frames);
+        let grown = growth(&mut self.last_counts, counts());
+        self.line(from, to, bytes - self.last_bytes.min(bytes), &grown);
         self.last_bytes = bytes;
-        self.last_frames = frames.unwrap_or(0);
         while self.next <= now {
             self.next += every;
         }
     }
 
-    fn line(&self, from: f64, to: f64, bytes: u64, frames: Option<u64>) {
-        let per_second = |n: f64| if to > from { n / (to - from) } else { 0.0 };
-        let gbit = per_second(bytes as f64 * 8.0) / 1e9;
-        let mpps = frames.map(|f| per_second(f as f64) / 1e6);
+    fn line(&self, from: f64, to: f64, bytes: u64, counts: &[(&str, u64)]) {
+        let gbit = if to > from {
+            bytes as f64 * 8.0 / (to - from) / 1e9
+        } else {
+            0.0
+        };
         if self.json {
             let mut row = self.label.clone();
             row.insert("interval".into(), json!(true));
@@ -100,9 +98,8 @@ impl Ticker {
             row.insert("end_s".into(), json!(to));
             row.insert("bytes".into(), json!(bytes));
             row.insert("gbit_per_s".into(), json!(gbit));
-            if let (Some(frames), Some(mpps)) = (frames, mpps) {
-                row.insert("packets".into(), json!(frames));
-                row.insert("mpps".into(), json!(mpps));
+            for &(name, n) in counts {
+                row.insert(name.into(), json!(n));
             }
             emit(&format!("{}\n", Value::Object(row)));
             return;
@@ -115,11 +112,55 @@ impl Ticker {
                 other => other.to_string(),
             })
             .collect();
-        let rate = mpps.map_or(String::new(), |m| format!("  {m:8.3} Mpps"));
+        let counts: String = counts
+            .iter()
+            .map(|(name, n)| format!("  {n:>8} {name}"))
+            .collect();
         emit(&format!(
-            "[{from:6.2}-{to:6.2} s] {}  {:>10.1} MB  {gbit:8.3} Gbit/s{rate}\n",
+            "[{from:6.2}-{to:6.2} s] {}  {:>10.1} MB  {gbit:8.3} Gbit/s{counts}\n",
             label.join(" "),
             bytes as f64 / 1e6,
         ));
+    }
+}
+
+/// Each running total's growth since the totals recorded in `last` (by name; 0 when a total went
+/// down), recording the new totals there.
+fn growth(
+    last: &mut Vec<(&'static str, u64)>,
+    totals: Vec<(&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    totals
+        .into_iter()
+        .map(|(name, total)| {
+            let before = match last.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, recorded)) => std::mem::replace(recorded, total),
+                None => {
+                    last.push((name, total));
+                    0
+                }
+            };
+            (name, total - before.min(total))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn counts_grow_by_name_across_intervals() {
+        let mut last = Vec::new();
+        assert_eq!(
+            growth(&mut last, vec![("upcalls", 5), ("lost", 2)]),
+            [("upcalls", 5), ("lost", 2)]
+        );
+        // A total missing from one interval keeps its record; one that went down grew by nothing.
+        assert_eq!(growth(&mut last, vec![("upcalls", 9)]), [("upcalls", 4)]);
+        assert_eq!(
+            growth(&mut last, vec![("lost", 7), ("upcalls", 3)]),
+            [("lost", 5), ("upcalls", 0)]
+        );
     }
 }

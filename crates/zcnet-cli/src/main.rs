@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench_api;
 mod bench_listen;
+mod bench_listen_udp;
 mod bench_rx;
 mod bench_send;
 mod bench_upcall;

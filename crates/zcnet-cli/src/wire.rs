@@ -7,6 +7,11 @@
 //! `--raw` (no header) is accepted by `msg_zerocopy -r`. A stream that does not open with the header
 //! (a foreign sender such as tcp_mmap or msg_zerocopy) is counted, not verified.
 
+use std::io;
+use std::net::UdpSocket;
+
+use rustix::net::sockopt;
+
 /// First bytes of a bench stream (and of the header datagram of a UDP run).
 pub const MAGIC: &[u8; 8] = b"ZCNETBH1";
 /// First bytes of the datagram that ends a UDP run.
@@ -110,6 +115,28 @@ pub fn decode_end(b: &[u8]) -> Option<(u64, u64)> {
         u64::from_le_bytes(b[8..16].try_into().ok()?),
         u64::from_le_bytes(b[16..24].try_into().ok()?),
     ))
+}
+
+/// Sends one header or end datagram of a UDP run on the connected `socket` with a TTL (IPv4) or hop
+/// limit (IPv6) one off the data's, then restores the data's. GRO merges only datagrams of one flow
+/// whose IP headers match but for their length (`inet_gro_flush`, `ipv6_gro_receive`), so a control
+/// datagram is never appended to data segments, where a receiver that copies only the first bytes
+/// of each datagram could not see it.
+pub fn send_control(socket: &UdpSocket, datagram: &[u8]) -> io::Result<usize> {
+    let other = |ttl: u8| if ttl == u8::MAX { ttl - 1 } else { ttl + 1 };
+    if socket.local_addr()?.is_ipv6() {
+        let data_hops = sockopt::ipv6_unicast_hops(socket)?;
+        sockopt::set_ipv6_unicast_hops(socket, Some(other(data_hops)))?;
+        let sent = socket.send(datagram);
+        sockopt::set_ipv6_unicast_hops(socket, Some(data_hops))?;
+        sent
+    } else {
+        let data_ttl = socket.ttl()?;
+        socket.set_ttl(u32::from(other(data_ttl.min(255) as u8)))?;
+        let sent = socket.send(datagram);
+        socket.set_ttl(data_ttl)?;
+        sent
+    }
 }
 
 /// Fills `buf` with the pattern of units of `unit` bytes, starting at the beginning of a unit.

@@ -66,7 +66,7 @@ impl Meter {
                     Counted::Received => rx,
                     Counted::Sent => tx,
                 };
-                ticker.tick_frames(frames * *frame_bytes, frames);
+                ticker.tick_with(frames * *frame_bytes, || vec![("packets", frames)]);
                 Ok(())
             }
         }

@@ -53,6 +53,8 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "upcall", "--size", "59"], "--size"),
     (&["bench", "upcall", "--size", "0"], "--size"),
     (&["bench", "upcall", "--flows", "0"], "--flows"),
+    (&["bench", "upcall", "--interval=-1"], "--interval"),
+    (&["bench", "upcall", "--interval", "nan"], "--interval"),
     (&["xdp", "txpush", "--iface", "lo", "--size", "0"], "--size"),
     (&["xdp", "rxdrop", "--iface", "lo", "--queue=-1"], "--queue"),
 ];

@@ -1,6 +1,6 @@
 //! `zcnet switch` and `zcnet bench upcall` end to end on this host: without the openvswitch module
-//! both stop with the reason and the remedy (the guest suite runs them against a datapath); with it,
-//! the bench prints its four rows.
+//! both stop with the reason and the remedy (the guest suite runs them against a datapath, and
+//! interrupts the bench mid-run); with it, the bench prints interval lines and its four rows.
 
 use std::process::Command;
 
@@ -42,6 +42,7 @@ fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows(
         for args in [
             &["switch", "--port", "lo", "--duration", "1"][..],
             &["bench", "upcall", "--duration", "1"][..],
+            &["bench", "upcall", "--interval", "0.2", "--json"][..],
         ] {
             let out = zcnet(args);
             let err = String::from_utf8_lossy(&out.stderr);
@@ -59,16 +60,27 @@ fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows(
             &reason,
         );
     }
-    let out = zcnet(&["bench", "upcall", "--duration", "1", "--json"]);
+    let out = zcnet(&[
+        "bench",
+        "upcall",
+        "--duration",
+        "1",
+        "--interval",
+        "0.25",
+        "--json",
+    ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (intervals, rows): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .partition(|r| r["interval"] == true);
     assert_eq!(rows.len(), 4);
     assert!(rows.iter().all(|r| r["missed"].as_u64() > Some(0)));
+    assert!(intervals.len() >= 4, "{intervals:?}");
+    assert!(intervals.iter().all(|r| r["upcalls"].is_u64()));
 }

@@ -320,8 +320,8 @@ fn rxdrop_prints_statistics_every_second() {
     assert!(counted <= total && counted > 0, "{counted} of {total}");
 }
 
-/// `zcnet bench xdp --json` prints interval objects while a path runs (frames counted, adding up to no
-/// more than the path's row), and Ctrl-C mid-run stops it: exit 0, the row of the path that ran
+/// `zcnet bench xdp --json` prints interval objects while a path runs (the frames of each interval,
+/// adding up to no more than the path's row), and Ctrl-C mid-run stops it: exit 0, the row of the path that ran
 /// marked interrupted, no row of a path that did not, and nothing left behind — the process is gone,
 /// and with its namespaces the veth pairs and the XDP programs attached to them.
 #[test]
@@ -346,7 +346,6 @@ fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
         let row: Value = serde_json::from_str(&line).expect("JSON line");
         assert_eq!(row["interval"], true, "{row}");
         assert_eq!(row["path"], "af_xdp", "{row}");
-        assert!(row["mpps"].is_number(), "{row}");
         intervals.push(row["packets"].as_u64().expect("packets"));
     }
     testnet::run_checked("kill", &["-INT", &pid.to_string()]).expect("kill -INT");

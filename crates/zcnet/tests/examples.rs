@@ -75,9 +75,9 @@ fn object_server_example_serves_verified_objects_and_benches() {
         ],
     );
     for row in [
-        "ZeroCopy, 1 connections",
-        "ZeroCopy, 4 connections",
-        "Auto, 4 connections",
+        "mode zerocopy, 1 connections",
+        "mode zerocopy, 4 connections",
+        "mode auto, 4 connections",
     ] {
         assert!(out.contains(row), "{row} missing: {out}");
     }

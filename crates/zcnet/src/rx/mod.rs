@@ -12,6 +12,9 @@
 //! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
 //! map, and the receiver then falls back to `recv` with the reason recorded ([`crate::Fallback`]).
 //!
+//! For UDP, [`DatagramBatch`] ([`datagrams`]) takes a batch of datagrams per call and copies only the
+//! bytes the caller keeps, while still counting each datagram's full length.
+//!
 //! ```no_run
 //! use std::net::{IpAddr, Ipv4Addr};
 //! use zcnet::rx::{ChunkKind, Receiver, RxConfig, sender};
@@ -30,6 +33,7 @@
 //! ```
 
 mod chunk;
+pub mod datagrams;
 mod error;
 mod measure;
 mod receiver;
@@ -37,6 +41,7 @@ pub mod sender;
 mod stats;
 
 pub use chunk::{Chunk, ChunkKind};
+pub use datagrams::{Datagram, DatagramBatch};
 pub use error::{RxError, RxOp};
 pub use measure::measure_loopback;
 pub use receiver::{Receiver, Release, RxConfig, RxMode};

@@ -11,8 +11,9 @@
 //! - no policy: deciding what an errno *means* (unsupported, retry, fall back) is the caller's job.
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
-//! `errqueue` (MSG_ZEROCOPY completions), `tcp_zc` (TCP zero-copy receive), `bpf`, `xdp` and
-//! `frame_area` (AF_XDP, its programs and frame ownership), `packet` (raw AF_PACKET sockets), `netlink`
+//! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
+//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (raw
+//! AF_PACKET sockets), `netlink`
 //! (generic netlink: netdev and the OVS families), `ovs` (Open vSwitch datapath UAPI), `link`
 //! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
@@ -38,6 +39,7 @@ macro_rules! syscall {
 // Private to the crate: the library's modules export the sound wrappers users need (for example
 // `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `uring::UringSender`, `xdp`).
 pub(crate) mod bpf;
+pub(crate) mod datagram;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
 pub(crate) mod frame_area;

@@ -1,0 +1,138 @@
+//! UDP datagrams received in batches, copying only what the caller looks at.
+//!
+//! A [`DatagramBatch`] takes every datagram already queued on a [`UdpSocket`] (up to its capacity)
+//! with one `recvmmsg(2)` call and copies at most `keep` bytes of each; the kernel still reports
+//! each datagram's full length (`MSG_TRUNC`, udp(7)) and discards the rest without copying it. A
+//! receiver that only counts (a benchmark's sink) keeps a few bytes; one that checks every byte
+//! keeps 65535.
+//!
+//! Kernel behaviour relied on: see the `sys::datagram` module — `MSG_TRUNC` reports the real length,
+//! `MSG_WAITFORONE` waits for the first datagram only (as the socket's timeout and non-blocking mode
+//! say), `UDP_GRO` datagrams carry their segment size, `SO_RXQ_OVFL` the socket's drop counter.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsFd;
+
+use crate::sys::datagram::{self, CONTROL_WORDS, Received};
+use crate::sys::socket::set_int_option;
+
+/// Buffers for receiving up to `capacity` datagrams per call, keeping at most `keep` bytes of each.
+#[derive(Debug)]
+pub struct DatagramBatch {
+    keep: usize,
+    data: Vec<u8>,
+    control: Vec<u64>,
+    got: Vec<Received>,
+    filled: usize,
+}
+
+impl DatagramBatch {
+    /// Room for `capacity` datagrams per [`recv`](Self::recv) (at least one), copying at most `keep`
+    /// bytes of each (0: none; 65535: every UDP datagram whole).
+    pub fn new(capacity: usize, keep: usize) -> DatagramBatch {
+        let capacity = capacity.max(1);
+        DatagramBatch {
+            keep,
+            data: vec![0; capacity * keep],
+            control: vec![0; capacity * CONTROL_WORDS],
+            got: vec![Received::default(); capacity],
+            filled: 0,
+        }
+    }
+
+    /// Bytes kept of each datagram.
+    pub fn keep(&self) -> usize {
+        self.keep
+    }
+
+    /// Receives the next batch: waits for one datagram as the socket says (its read timeout, or not at
+    /// all when non-blocking: `WouldBlock`/`TimedOut` then; a signal gives `Interrupted`), then takes
+    /// every datagram already queued, up to the capacity. Returns how many arrived (at least one);
+    /// [`iter`](Self::iter) yields them.
+    pub fn recv(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        self.filled = 0;
+        let n = datagram::recv_batch(
+            socket.as_fd(),
+            &mut self.data,
+            self.keep,
+            &mut self.control,
+            &mut self.got,
+        )?;
+        self.filled = n;
+        Ok(n)
+    }
+
+    /// The datagrams of the last [`recv`](Self::recv), in arrival order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Datagram<'_>> + '_ {
+        self.got[..self.filled].iter().enumerate().map(|(i, r)| {
+            let start = i * self.keep;
+            Datagram {
+                bytes: &self.data[start..start + r.len.min(self.keep)],
+                received: *r,
+            }
+        })
+    }
+}
+
+/// One datagram of a [`DatagramBatch`]: its kept bytes and what the kernel said about it.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    bytes: &'a [u8],
+    received: Received,
+}
+
+impl<'a> Datagram<'a> {
+    /// The bytes copied: the first `min(len, keep)` bytes of the datagram.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The datagram's full length, copied or not.
+    pub fn len(&self) -> usize {
+        self.received.len
+    }
+
+    /// Whether the datagram has no payload.
+    pub fn is_empty(&self) -> bool {
+        self.received.len == 0
+    }
+
+    /// Whether every byte was copied ([`bytes`](Self::bytes) is the whole datagram).
+    pub fn is_whole(&self) -> bool {
+        self.bytes.len() == self.received.len
+    }
+
+    /// The segment size when the datagram holds several segments coalesced by GRO (only on a socket
+    /// with [`set_gro`] on): every segment but the last is this long.
+    pub fn segment_size(&self) -> Option<usize> {
+        self.received.segment_size
+    }
+
+    /// How many datagrams the sender sent to make this one: 1, or its GRO segments.
+    pub fn segments(&self) -> u64 {
+        match self.received.segment_size {
+            Some(size) => self.received.len.div_ceil(size).max(1) as u64,
+            None => 1,
+        }
+    }
+
+    /// The socket's count of dropped datagrams when this one was queued (only on a socket with
+    /// [`count_drops`] on; 0 otherwise, and until the first drop).
+    pub fn drops(&self) -> u32 {
+        self.received.drops
+    }
+}
+
+/// Turns UDP receive coalescing on or off (`UDP_GRO`): with it on, the kernel may deliver several
+/// datagrams of one flow as one, with [`Datagram::segment_size`] telling where they split (a GSO send
+/// over loopback arrives whole, instead of segmented one datagram at a time).
+pub fn set_gro(socket: &UdpSocket, on: bool) -> io::Result<()> {
+    set_int_option(socket.as_fd(), libc::SOL_UDP, libc::UDP_GRO, i32::from(on))
+}
+
+/// Has the kernel report the socket's drop counter with each datagram (`SO_RXQ_OVFL`), read with
+/// [`Datagram::drops`]: datagrams dropped because the receive buffer was full, among others.
+pub fn count_drops(socket: &UdpSocket) -> io::Result<()> {
+    set_int_option(socket.as_fd(), libc::SOL_SOCKET, datagram::SO_RXQ_OVFL, 1)
+}
