@@ -21,6 +21,7 @@ mod report;
 mod switch_cmd;
 mod wire;
 mod xdp_cmd;
+mod xdp_feed;
 mod xdp_meter;
 
 /// Linux zero-copy networking: probe the host, benchmark zero-copy against copy.
