@@ -30,6 +30,22 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// the 15 characters of a task name). Empty when the interface has no threaded NAPI.
 pub fn napi_threads(iface: &str) -> io::Result<Vec<u32>> {
     let prefix: String = format!("napi/{iface}-").chars().take(15).collect();
+    threads_named(|comm| comm.starts_with(&prefix))
+}
+
+/// The kernel thread that runs CPU `cpu`'s softirqs when they are deferred (`ksoftirqd/<cpu>`): network
+/// receive work raised on that CPU outside a NAPI thread, such as RPS backlog processing, runs there
+/// or in whatever task the softirq interrupted.
+pub fn softirq_thread(cpu: usize) -> io::Result<u32> {
+    let name = format!("ksoftirqd/{cpu}");
+    threads_named(|comm| comm == name)?
+        .first()
+        .copied()
+        .ok_or_else(|| io::Error::other(format!("no {name} thread")))
+}
+
+/// Processes (kernel threads included) whose task name passes `wanted`.
+fn threads_named(wanted: impl Fn(&str) -> bool) -> io::Result<Vec<u32>> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")? {
         let entry = entry?;
@@ -42,7 +58,7 @@ pub fn napi_threads(iface: &str) -> io::Result<Vec<u32>> {
         };
         // A process may end between the listing and the read.
         if let Ok(comm) = fs::read_to_string(entry.path().join("comm"))
-            && comm.trim_end().starts_with(&prefix)
+            && wanted(comm.trim_end())
         {
             found.push(pid);
         }
@@ -71,15 +87,16 @@ pub fn busy_seconds(cpu: usize) -> io::Result<f64> {
     Ok(busy as f64 / 100.0)
 }
 
-/// Seconds of CPU thread `tid` has used (user + system: `utime` and `stime` of `/proc/<tid>/stat`,
-/// USER_HZ = 100), wherever it ran. Softirq work done while the thread was running counts as its own.
+/// Seconds of CPU thread `tid` has used (user + system: `utime` and `stime` of
+/// `/proc/<tid>/task/<tid>/stat`, USER_HZ = 100), wherever it ran. Softirq work done while the thread
+/// was running counts as its own. (`/proc/<tid>/stat` would not do: for a process's main thread it
+/// sums every thread of the process.)
 pub fn thread_seconds(tid: u32) -> io::Result<f64> {
-    let stat = fs::read_to_string(format!("/proc/{tid}/stat"))?;
+    let stat = fs::read_to_string(format!("/proc/{tid}/task/{tid}/stat"))?;
     // The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or_else(|| io::Error::other(format!("unexpected /proc/{tid}/stat: {stat}")))?;
+    let rest = stat.rsplit_once(')').map(|(_, rest)| rest).ok_or_else(|| {
+        io::Error::other(format!("unexpected /proc/{tid}/task/{tid}/stat: {stat}"))
+    })?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the line: indices 11 and 12 after the parenthesis.
     let ticks = |i: usize| {
@@ -89,4 +106,43 @@ pub fn thread_seconds(tid: u32) -> io::Result<f64> {
             .unwrap_or(0)
     };
     Ok((ticks(11) + ticks(12)) as f64 / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A process's main thread is charged its own time only: another thread spinning for 0.2 s of
+    /// CPU adds nothing to it (here the main thread is the idle test harness).
+    #[test]
+    fn cpu_0_has_a_softirq_thread() {
+        let tid = softirq_thread(0).unwrap();
+        let comm = fs::read_to_string(format!("/proc/{tid}/comm")).unwrap();
+        assert_eq!(comm.trim_end(), "ksoftirqd/0");
+    }
+
+    #[test]
+    fn thread_seconds_counts_one_thread_only() {
+        let main = std::process::id();
+        let before = thread_seconds(main).unwrap();
+        let spinner = std::thread::spawn(|| {
+            let tid = current_thread_id().unwrap();
+            let start = Instant::now();
+            while thread_seconds(tid).unwrap() < 0.2 && start.elapsed() < Duration::from_secs(20) {
+                for _ in 0..100_000 {
+                    std::hint::spin_loop();
+                }
+            }
+            thread_seconds(tid).unwrap()
+        });
+        let spun = spinner.join().unwrap();
+        assert!(spun >= 0.2, "the spinner used {spun} s");
+        let after = thread_seconds(main).unwrap();
+        assert!(
+            after - before < 0.1,
+            "main thread charged {} s",
+            after - before
+        );
+    }
 }

@@ -26,6 +26,7 @@ use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
+use crate::auto_why;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
@@ -138,6 +139,7 @@ const COLUMNS: &[Column] = &[
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
     ("data_errors", "data errors"),
+    ("why", "why"),
 ];
 
 /// Buffers per pool: enough to keep the socket busy while completions trail behind.
@@ -380,6 +382,7 @@ fn row<S: ZcSocket>(
         "calls": s.calls,
         "cpu_user_s": m.usage.user.as_secs_f64(),
         "cpu_sys_s": m.usage.system.as_secs_f64(),
+        "cpu_share": cpu_share(&m.usage, m.seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&m.usage, s.bytes),
         "zc_ids": s.zc_ids,
         "copied_ids": s.copied_ids,
@@ -392,39 +395,23 @@ fn row<S: ZcSocket>(
         "zerocopy": tx.zerocopy(),
         "registered": tx.registered(),
         "interrupted": m.interrupted,
-        "auto_reason": (mode == Mode::Auto).then(|| auto_reason(s)),
+        "copy_cheaper": s.copy_cheaper,
+        "cost_comparisons": s.cost_comparisons,
+        "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
+        "why": auto_why::short(s),
+        "auto_reason": auto_why::sentence(s),
     });
     object(v)
 }
 
-/// Why the auto mode sent the way it did, from the sender's counters.
-fn auto_reason(s: &zcnet::tx::TxStats) -> String {
-    let share = |n: u64| 100.0 * n as f64 / s.calls.max(1) as f64;
-    if s.copy_small == s.calls {
-        return "copied: every send is below --threshold".into();
+/// The share of the run's wall time the sending thread spent on a CPU: below 1 when it waited (for
+/// buffer space or completions) or, on a busy host, when other tasks had the CPU. Throughput is this
+/// share over the CPU time per byte, so rates of modes that ran with different shares differ by it.
+fn cpu_share(usage: &ResourceUsage, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
     }
-    if s.copy_unsupported > 0 {
-        return "copied: the socket refused SO_ZEROCOPY".into();
-    }
-    if s.policy_switches > 0 {
-        return format!(
-            "copied {:.1}% of sends: completions said the kernel copies on this path ({} copied \
-             ids, {} switches to copy, re-probing at growing intervals)",
-            share(s.copy_copied),
-            s.copied_ids,
-            s.policy_switches
-        );
-    }
-    if s.copy_enobufs > 0 {
-        return format!(
-            "zero-copy, {:.1}% copied while backing off after ENOBUFS",
-            share(s.copy_enobufs)
-        );
-    }
-    format!(
-        "zero-copy: completions were not copied ({} zero-copied ids)",
-        s.zc_ids
-    )
+    (usage.user + usage.system).as_secs_f64() / seconds
 }
 
 fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
@@ -629,9 +616,47 @@ fn totals(rows: &[Row]) -> Vec<Row> {
                 "auto_vs_best_cpu".into(),
                 json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
             );
+            let (rate, cost) = auto_vs_best_per_round(rows);
+            row.insert("auto_vs_best_gbit_median".into(), json!(median(rate)));
+            row.insert("auto_vs_best_cpu_median".into(), json!(median(cost)));
         }
     }
     out
+}
+
+/// Auto against the better of copy and zerocopy of the same round and api, round by round: its
+/// throughput over the higher one, its CPU per MB over the lower one.
+fn auto_vs_best_per_round(rows: &[Row]) -> (Vec<f64>, Vec<f64>) {
+    let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let (mut rate, mut cost) = (Vec::new(), Vec::new());
+    for auto in rows.iter().filter(|r| r["mode"] == "auto") {
+        let of = |mode: &str| {
+            rows.iter().find(|r| {
+                r["mode"] == mode && r.get("round") == auto.get("round") && r["api"] == auto["api"]
+            })
+        };
+        let (Some(copy), Some(zc)) = (of("copy"), of("zerocopy")) else {
+            continue;
+        };
+        let best_rate = num(copy, "gbit_per_s").max(num(zc, "gbit_per_s"));
+        let best_cost = num(copy, "cpu_us_per_mb").min(num(zc, "cpu_us_per_mb"));
+        if best_rate > 0.0 && best_cost > 0.0 {
+            rate.push(num(auto, "gbit_per_s") / best_rate);
+            cost.push(num(auto, "cpu_us_per_mb") / best_cost);
+        }
+    }
+    (rate, cost)
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
 }
 
 const TOTAL_COLUMNS: &[Column] = &[
@@ -642,6 +667,11 @@ const TOTAL_COLUMNS: &[Column] = &[
     ("cpu_us_per_mb", "CPU us/MB"),
     ("auto_vs_best_gbit", "auto/best Gbit/s"),
     ("auto_vs_best_cpu", "auto/best CPU per MB"),
+    (
+        "auto_vs_best_gbit_median",
+        "median of rounds: auto/best Gbit/s",
+    ),
+    ("auto_vs_best_cpu_median", "CPU per MB"),
 ];
 
 fn print_summary(rows: &[Row], common: &Common) {
@@ -971,4 +1001,36 @@ fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(round: u32, mode: &str, gbit: f64, cpu: f64) -> Row {
+        object(
+            json!({"round": round, "api": "sendmsg", "mode": mode, "gbit_per_s": gbit,
+                      "cpu_us_per_mb": cpu}),
+        )
+    }
+
+    #[test]
+    fn auto_is_compared_with_the_best_of_its_own_round() {
+        let rows = vec![
+            run(1, "copy", 10.0, 100.0),
+            run(1, "zerocopy", 8.0, 120.0),
+            run(1, "auto", 9.0, 110.0),
+            run(2, "auto", 12.0, 90.0),
+            run(2, "zerocopy", 6.0, 150.0),
+            run(2, "copy", 8.0, 100.0),
+            // A round cut short (Ctrl-C) before copy and zerocopy ran is left out.
+            run(3, "auto", 1.0, 1000.0),
+        ];
+        let (rate, cost) = auto_vs_best_per_round(&rows);
+        assert_eq!(rate, vec![0.9, 1.5]);
+        assert_eq!(cost, vec![1.1, 0.9]);
+        assert_eq!(median(rate), Some(1.2));
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(Vec::new()), None);
+    }
 }

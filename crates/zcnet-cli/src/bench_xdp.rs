@@ -5,10 +5,19 @@
 //!   available, an AF_PACKET TX ring with the qdisc bypassed (many frames per `send`), and its own rate
 //!   is reported: on a 2-core host the generator is usually the limit, so the paths are compared by
 //!   the CPU cost per packet of the receiving CPU. The application thread, the receiving veth's NAPI
-//!   (threaded NAPI, its kernel thread pinned) and its backlog (RPS) run on one CPU, the generator on
-//!   another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`) per packet.
+//!   (threaded NAPI, its kernel thread pinned) and, with the skb feed, its backlog (RPS) run on one
+//!   CPU, the generator on another; `app_cpu_ns_per_packet` is that CPU's busy time (`/proc/stat`)
+//!   per packet — exact on a quiet host only, since other processes on that CPU count too — and
+//!   `app_threads_ns_per_packet` the CPU time of the application thread, the NAPI threads and the
+//!   receiving CPU's `ksoftirqd` alone. How frames reach the receiving interface is `--feed`
+//!   ([`crate::xdp_feed`]): as a NIC driver delivers them (default), or as skbs that veth copies once
+//!   more.
 //! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
 //!   program on the peer (the cheapest sink).
+//! - l2fwd (`--app l2fwd`): AF_XDP l2fwd vs a `recvmmsg`/`sendmmsg` forwarder, fed by the generator.
+//!
+//! Each path prints a line per `--interval`; Ctrl-C (SIGINT/SIGTERM) stops the path that runs and
+//! prints the rows of what ran (the last one `"interrupted": true`), then removes what the run built.
 
 use std::cell::{Cell, RefCell};
 use std::os::fd::AsFd;
@@ -19,13 +28,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
-use testnet::frame::{UDP_HEADERS, UdpFrame, udp_payload};
+use testnet::frame::{MIN_PAYLOAD, UDP_HEADERS, UdpFrame, udp_payload};
 use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use testnet::{VethConfig, VethPair, cpu};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
+use crate::live::{self, Ticker};
 use crate::report::{self, Row};
 use crate::xdp_cmd::{App, ModeArg, Wait};
+use crate::xdp_feed::{Feed, FeedPath};
+use crate::xdp_meter::{Counted, Meter};
 
 /// Options of `zcnet bench xdp`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +45,8 @@ pub struct BenchXdpArgs {
     /// Seconds per path.
     #[arg(long, default_value_t = 2.0, value_parser = crate::flags::duration)]
     pub duration: f64,
-    /// Frame length in bytes (without FCS), at least 54.
+    /// Frame length in bytes (without FCS): 54 (the headers and a 12-byte checked payload) to 1514 (the
+    /// pair's MTU of 1500 and the Ethernet header).
     #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
     pub size: usize,
     /// Packets per receive batch.
@@ -50,6 +63,12 @@ pub struct BenchXdpArgs {
     /// 10 ms.
     #[arg(long, default_value_t = 1000)]
     pub coalesce_us: u64,
+    /// How the generator's frames reach the receiving interface.
+    #[arg(long, value_enum, default_value_t = Feed::Xdp)]
+    pub feed: Feed,
+    /// Seconds between interval lines (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
+    pub interval: f64,
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -109,6 +128,23 @@ fn udp_rcvbuf_errors() -> Result<u64> {
         .context("no RcvbufErrors counter")
 }
 
+/// Frames the veth pair lost on the way to `a_if`'s receiver: `a_if`'s receive drops (its ring was full
+/// for a redirected frame, its XDP program's redirect failed, or its backlog was full) and `b_if`'s
+/// transmit drops (`a_if`'s ring was full for an skb), as the pair's interface statistics count them.
+/// Read with `cat` inside each namespace: sysfs shows the namespace it was mounted in.
+fn veth_dropped(pair: &VethPair) -> Result<u64> {
+    let read = |ns: &testnet::Netns, iface: &str, counter: &str| -> Result<u64> {
+        let path = format!("/sys/class/net/{iface}/statistics/{counter}");
+        let text = ns
+            .exec("cat", &[&path])
+            .with_context(|| format!("read {path}"))?;
+        text.trim()
+            .parse()
+            .with_context(|| format!("{path} holds {text:?}"))
+    };
+    Ok(read(&pair.a, &pair.a_if, "rx_dropped")? + read(&pair.b, &pair.b_if, "tx_dropped")?)
+}
+
 /// Which CPU runs what: the application with the receiving interface's NAPI and backlog, and the
 /// generator. `None` on a single-CPU machine (nothing pinned).
 #[derive(Debug, Clone, Copy)]
@@ -128,18 +164,21 @@ impl Placement {
     }
 
     /// Puts the receive processing of `pair.a_if` on the application's CPU: threaded NAPI (veth has
-    /// NAPI only with GRO on or an XDP program attached, so GRO is turned on for every path) and RPS
-    /// for frames that reach the backlog.
-    fn steer_receive(self, pair: &VethPair) -> Result<()> {
+    /// NAPI only with GRO on or an XDP program attached, so GRO is turned on for every path) and, for
+    /// the skb feed, RPS. skbs that `b_if` cannot hand to `a_if`'s NAPI (with TSO on `b_if`, as it is
+    /// without an XDP program on `a_if`) go through `netif_rx` to the backlog of the sending CPU, the
+    /// generator's: RPS moves them to the application's. XDP frames always arrive through NAPI, where
+    /// RPS would only add a trip through the backlog of the same CPU, so it stays off for them.
+    fn steer_receive(self, pair: &VethPair, feed: Feed) -> Result<()> {
         let (iface, dir) = (&pair.a_if, format!("/sys/class/net/{}", pair.a_if));
-        let mask = format!("{:x}", 1u64 << self.app);
-        let script = format!(
-            "ethtool -K {iface} gro on && echo 1 > {dir}/threaded && \
-             echo {mask} > {dir}/queues/rx-0/rps_cpus"
-        );
+        let mut script = format!("ethtool -K {iface} gro on && echo 1 > {dir}/threaded");
+        if feed == Feed::Skb {
+            let mask = format!("{:x}", 1u64 << self.app);
+            script.push_str(&format!(" && echo {mask} > {dir}/queues/rx-0/rps_cpus"));
+        }
         pair.a
             .exec("sh", &["-c", &script])
-            .with_context(|| format!("enable threaded NAPI and RPS on {}", pair.a_if))?;
+            .with_context(|| format!("enable threaded NAPI (and RPS) on {}", pair.a_if))?;
         Ok(())
     }
 
@@ -157,12 +196,29 @@ impl Placement {
 /// What every path needs: the pair, the options and the frames in both directions.
 struct Ctx<'a> {
     pair: &'a VethPair,
+    feed: &'a FeedPath,
     args: &'a BenchXdpArgs,
     placement: Option<Placement>,
     /// Frame from `b` to `a` (receive paths).
     to_a: Vec<u8>,
     /// Frame from `a` to `b` (transmit paths).
     to_b: Vec<u8>,
+}
+
+impl Ctx<'_> {
+    /// Interval lines of a path that has just started, counting `counted` frames of the App's socket.
+    fn meter(&self, ticker: Ticker, counted: Counted) -> Meter {
+        Meter::Interval {
+            ticker,
+            frame_bytes: self.frame_bytes(),
+            counted,
+        }
+    }
+
+    /// Bytes per frame (both directions have the same length).
+    fn frame_bytes(&self) -> u64 {
+        self.to_a.len() as u64
+    }
 }
 
 /// What one path measured.
@@ -180,21 +236,41 @@ struct Generator {
 }
 
 impl Generator {
-    fn start(pair: &VethPair, frame: Vec<u8>, cpu: Option<usize>) -> Result<Generator> {
+    /// Starts sending `frame` on `feed`'s generator interface (in `b`), pinned to `cpu`; returns once
+    /// the generator is about to send its first frame (its set-up, which runs `taskset`, can take a
+    /// while on a busy host and must not eat into a path's measured time).
+    fn start(
+        pair: &VethPair,
+        feed: &FeedPath,
+        frame: Vec<u8>,
+        cpu: Option<usize>,
+    ) -> Result<Generator> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let iface = pair.b_if.clone();
+        let iface = feed.generator_if.clone();
+        let (ready, started) = std::sync::mpsc::channel();
         let handle = pair.b.spawn(move || -> Result<(u64, f64)> {
             if let Some(cpu) = cpu {
                 cpu::pin_current_thread(cpu).context("pin the generator thread")?;
             }
             let mut ring = TxRingV2::open(interface_index(&iface)?, 2048, 512)
                 .context("AF_PACKET TX ring on the generator side")?;
+            // The receiver may have given up (and dropped `started`); the flag then stops us at once.
+            let _ = ready.send(());
             let start = Instant::now();
-            let sent = send_through_ring(&mut ring, &frame, &|| flag.load(Ordering::Relaxed))?;
+            let until = || flag.load(Ordering::Relaxed);
+            let sent = send_through_ring(&mut ring, &frame, &until, &mut |_| {})?;
             Ok((sent, start.elapsed().as_secs_f64()))
         })?;
-        Ok(Generator { stop, handle })
+        let generator = Generator { stop, handle };
+        match started.recv() {
+            Ok(()) => Ok(generator),
+            // The thread ended before sending: its result says why.
+            Err(_) => Err(generator
+                .finish()
+                .err()
+                .unwrap_or_else(|| anyhow::anyhow!("generator ended before it started"))),
+        }
     }
 
     fn finish(self) -> Result<(u64, f64)> {
@@ -206,10 +282,17 @@ impl Generator {
     }
 }
 
-/// Sends `frame` through `ring` until `until()`, up to 256 frames per `send`; returns frames queued.
-fn send_through_ring(ring: &mut TxRingV2, frame: &[u8], until: &dyn Fn() -> bool) -> Result<u64> {
+/// Sends `frame` through `ring` until `until()`, up to 256 frames per `send`, telling `progress` the
+/// frames queued so far; returns frames queued.
+fn send_through_ring(
+    ring: &mut TxRingV2,
+    frame: &[u8],
+    until: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64> {
     let mut sent = 0u64;
     while !until() {
+        progress(sent);
         let mut queued = 0;
         while queued < 256
             && ring.push(|buf| {
@@ -237,7 +320,11 @@ fn ours(frame: &[u8]) -> bool {
 }
 
 /// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
-fn af_xdp(ctx: &Ctx, until: &dyn Fn() -> bool, start: &dyn Fn() -> Result<()>) -> Result<Received> {
+fn af_xdp(
+    ctx: &Ctx,
+    until: &dyn Fn() -> bool,
+    start: &dyn Fn() -> Result<Ticker>,
+) -> Result<Received> {
     af_xdp_receiver(ctx, until, start, false)
 }
 
@@ -245,7 +332,7 @@ fn af_xdp(ctx: &Ctx, until: &dyn Fn() -> bool, start: &dyn Fn() -> Result<()>) -
 fn af_xdp_l2fwd(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     af_xdp_receiver(ctx, until, start, true)
 }
@@ -254,7 +341,7 @@ fn af_xdp_l2fwd(
 fn af_xdp_receiver(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
     forward: bool,
 ) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
@@ -264,7 +351,12 @@ fn af_xdp_receiver(
         let attach = Some((AttachMode::Driver, FrameMatch::All));
         App::open(&pair.a_if, 0, mode, true, forward, attach)
     })?;
-    start()?;
+    let counted = if forward {
+        Counted::Sent
+    } else {
+        Counted::Received
+    };
+    app.set_meter(ctx.meter(start()?, counted));
     let (packets, invalid) = if forward {
         app.l2fwd(args.batch, args.wait(), until)?
     } else {
@@ -283,7 +375,7 @@ fn af_xdp_receiver(
 fn tpacket_v3(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     let pair = ctx.pair;
     let mut ring = pair.a.run(|| -> Result<RxRingV3> {
@@ -296,9 +388,10 @@ fn tpacket_v3(
         )?)
     })?;
     ring.statistics()?;
-    start()?;
+    let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match ring.next_block(|f| packets += ours(f) as u64) {
             Some(_) => {}
             None => {
@@ -319,7 +412,7 @@ fn tpacket_v3(
 fn recvmmsg(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     udp_receiver(ctx, until, start, false)
 }
@@ -328,7 +421,7 @@ fn recvmmsg(
 fn mmsg_forwarder(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     udp_receiver(ctx, until, start, true)
 }
@@ -338,7 +431,7 @@ fn mmsg_forwarder(
 fn udp_receiver(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
     forward: bool,
 ) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
@@ -351,9 +444,10 @@ fn udp_receiver(
         Ok((s, udp_rcvbuf_errors()?))
     })?;
     let mut batch = RecvBatch::new(args.batch as usize, 2048);
-    start()?;
+    let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match batch.recv(socket.as_fd()) {
             Ok(n) if !forward => packets += n as u64,
             Ok(n) => match batch.send(socket.as_fd(), n) {
@@ -387,13 +481,13 @@ fn udp_receiver(
 fn af_xdp_txpush(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair
         .a
         .run(|| App::open(&pair.a_if, 0, args.mode.into(), false, true, None))?;
-    start()?;
+    app.set_meter(ctx.meter(start()?, Counted::Sent));
     let packets = app.txpush(&ctx.to_b, args.batch, until)?;
     let stats = app.statistics()?;
     Ok(Received {
@@ -408,14 +502,16 @@ fn af_xdp_txpush(
 fn tx_ring(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     let pair = ctx.pair;
     let mut ring = pair.a.run(|| -> Result<TxRingV2> {
         Ok(TxRingV2::open(interface_index(&pair.a_if)?, 2048, 512)?)
     })?;
-    start()?;
-    let packets = send_through_ring(&mut ring, &ctx.to_b, until)?;
+    let mut ticker = start()?;
+    let frame_bytes = ctx.frame_bytes();
+    let mut progress = |sent: u64| ticker.tick_with(sent * frame_bytes, || vec![("packets", sent)]);
+    let packets = send_through_ring(&mut ring, &ctx.to_b, until, &mut progress)?;
     Ok(Received {
         mode: "ring".into(),
         packets,
@@ -428,7 +524,7 @@ fn tx_ring(
 fn sendmmsg(
     ctx: &Ctx,
     until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<()>,
+    start: &dyn Fn() -> Result<Ticker>,
 ) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let socket = pair.a.run(|| -> Result<std::net::UdpSocket> {
@@ -437,9 +533,10 @@ fn sendmmsg(
         Ok(s)
     })?;
     let payload = &ctx.to_b[UDP_HEADERS..];
-    start()?;
+    let mut ticker = start()?;
     let mut packets = 0u64;
     while !until() {
+        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
         match send_copies(socket.as_fd(), payload, args.batch as usize) {
             Ok(n) => packets += n as u64,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
@@ -454,12 +551,32 @@ fn sendmmsg(
     })
 }
 
-/// A path: sets up, calls `start` (which starts the clock, and the generator for receive paths), runs
-/// until `until()`.
-type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<()>) -> Result<Received>;
+/// A path: sets up, calls `start` (which starts the clock and, for receive paths, the generator, and
+/// returns the path's interval printer), runs until `until()`.
+type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<Ticker>) -> Result<Received>;
+
+/// Shortest `--size`: the Ethernet, IPv4 and UDP headers and the checked payload's minimum.
+const MIN_FRAME: usize = UDP_HEADERS + MIN_PAYLOAD;
+/// Longest `--size`: the veth pair's MTU (1500) and the Ethernet header; the TX rings' 2048-byte
+/// slots hold it.
+const MAX_FRAME: usize = 1514;
 
 /// Runs the comparison.
 pub fn run(args: BenchXdpArgs) -> Result<()> {
+    crate::flags::at_most(
+        "--size",
+        args.size as u64,
+        MAX_FRAME as u64,
+        "the pair's MTU of 1500 and the 14-byte Ethernet header",
+    )?;
+    if args.size < MIN_FRAME {
+        return Err(crate::flags::UsageError(format!(
+            "--size {} is below the minimum of {MIN_FRAME} (Ethernet, IPv4 and UDP headers and a \
+             {MIN_PAYLOAD}-byte checked payload)",
+            args.size
+        ))
+        .into());
+    }
     let pair = VethPair::new(VethConfig {
         queues: 1,
         ..VethConfig::default()
@@ -482,20 +599,29 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ..to_a
     };
     let build = |spec: UdpFrame| -> Result<Vec<u8>> {
-        let mut frame = vec![0u8; args.size.max(64)];
+        let mut frame = vec![0u8; args.size];
         let len = spec
-            .write(&mut frame, 0, args.size.saturating_sub(UDP_HEADERS))
-            .with_context(|| format!("--size {} is too small for a UDP frame", args.size))?;
+            .write(&mut frame, 0, args.size - UDP_HEADERS)
+            .context("building the UDP frame")?;
         frame.truncate(len);
         Ok(frame)
     };
     let placement = Placement::choose();
     if let Some(placement) = placement {
         cpu::pin_current_thread(placement.app).context("pin the application thread")?;
-        placement.steer_receive(&pair)?;
+        placement.steer_receive(&pair, args.feed)?;
     }
+    let feed = FeedPath::new(&pair, args.feed).context("setting up --feed")?;
+    if let Some(placement) = placement {
+        feed.pin(placement.generator)?;
+    }
+    // Ctrl-C from here on stops the path that runs, prints the rows of what ran and drops everything
+    // the ordinary way (XDP links, generator thread, namespaces): this handler replaces the harness's
+    // own, which would remove the namespaces and end the process without a summary.
+    live::watch_interrupts()?;
     let ctx = Ctx {
         pair: &pair,
+        feed: &feed,
         args: &args,
         placement,
         to_a: build(to_a)?,
@@ -523,6 +649,12 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         };
         for (name, path) in paths {
             rows.push(measure(&ctx, *app, name, path)?);
+            if live::interrupted() {
+                break;
+            }
+        }
+        if live::interrupted() {
+            break;
         }
     }
     report::print_rows(
@@ -530,6 +662,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         &[
             ("app", "app"),
             ("path", "path"),
+            ("feed", "feed"),
             ("mode", "mode"),
             ("packets", "packets"),
             ("seconds", "s"),
@@ -541,18 +674,19 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
             ("app_threads_ns_per_packet", "app threads ns/pkt"),
             ("generator_mpps", "gen Mpps"),
             ("rx_dropped", "rx_dropped"),
+            ("veth_dropped", "veth_dropped"),
             ("invalid_descs", "invalid"),
         ],
         args.json,
     );
     if !args.json {
-        print_receiver_ratio(&rows);
+        print_receiver_ratio(&rows, args.feed);
     }
     Ok(())
 }
 
 /// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.
-fn print_receiver_ratio(rows: &[Row]) {
+fn print_receiver_ratio(rows: &[Row], feed: Feed) {
     let cost = |path: &str, field: &str| {
         rows.iter()
             .find(|r| r.get("app") == Some(&json!("rxdrop")) && r.get("path") == Some(&json!(path)))
@@ -563,14 +697,16 @@ fn print_receiver_ratio(rows: &[Row]) {
         ("app_cpu_ns_per_packet", "busy time of the receiving CPU"),
         (
             "app_threads_ns_per_packet",
-            "CPU time of the receiving threads (app and NAPI)",
+            "CPU time of the receiving threads (app, NAPI, ksoftirqd)",
         ),
     ] {
         if let (Some(xdp), Some(v3)) = (cost("af_xdp", field), cost("tpacket_v3", field)) {
-            println!(
-                "rxdrop: AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs {v3:.0} ns)",
+            report::emit(&format!(
+                "rxdrop (--feed {}): AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs \
+                 {v3:.0} ns)\n",
+                feed.as_str(),
                 xdp / v3
-            );
+            ));
         }
     }
 }
@@ -592,7 +728,7 @@ struct Snapshot {
     system: (f64, f64),
     /// Busy seconds of the application's CPU.
     app_cpu_busy_s: f64,
-    /// CPU seconds of the application thread and the receiving NAPI threads.
+    /// CPU seconds of the application thread, the receiving NAPI threads and ksoftirqd.
     receiver_threads_s: f64,
 }
 
@@ -600,7 +736,8 @@ struct Snapshot {
 /// row.
 fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     let generator: RefCell<Option<Generator>> = RefCell::new(None);
-    // The receiver's threads: this one and the receiving interface's NAPI threads (found at start).
+    // The receiver's threads: this one, the receiving interface's NAPI threads and the receiving CPU's
+    // softirq thread (found at start).
     let threads: RefCell<Vec<u32>> = RefCell::new(Vec::new());
     let snapshot = || -> Result<Snapshot> {
         let mut receiver_threads_s = 0.0;
@@ -618,26 +755,46 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
             receiver_threads_s,
         })
     };
+    let dropped_before: Cell<u64> = Cell::new(0);
     let first: Cell<Option<Snapshot>> = Cell::new(None);
     let last: Cell<Option<Snapshot>> = Cell::new(None);
-    let start = || -> Result<()> {
+    let app_name = match app {
+        BenchApp::Rxdrop => "rxdrop",
+        BenchApp::Txpush => "txpush",
+        BenchApp::L2fwd => "l2fwd",
+    };
+    let feed = ctx.args.feed.as_str();
+    let start = || -> Result<Ticker> {
         let mut tids = vec![cpu::current_thread_id().context("thread id")?];
         if let Some(placement) = ctx.placement {
             tids.extend(placement.pin_napi(ctx.pair)?);
+            tids.push(cpu::softirq_thread(placement.app).context("find ksoftirqd")?);
         }
         *threads.borrow_mut() = tids;
-        first.set(Some(snapshot()?));
+        dropped_before.set(veth_dropped(ctx.pair)?);
         if app != BenchApp::Txpush {
             let gen_cpu = ctx.placement.map(|p| p.generator);
-            *generator.borrow_mut() = Some(Generator::start(ctx.pair, ctx.to_a.clone(), gen_cpu)?);
+            *generator.borrow_mut() = Some(Generator::start(
+                ctx.pair,
+                ctx.feed,
+                ctx.to_a.clone(),
+                gen_cpu,
+            )?);
         }
-        Ok(())
+        first.set(Some(snapshot()?));
+        Ok(Ticker::new(
+            ctx.args.interval,
+            json!({"app": app_name, "path": name}),
+            ctx.args.json,
+        ))
     };
     let limit = Duration::from_secs_f64(ctx.args.duration);
-    // The end is measured when the run's time is up, before the path tears down (and NAPI threads
-    // of a detached program are gone).
+    // The end is measured when the run's time is up (or Ctrl-C came), before the path tears down
+    // (and NAPI threads of a detached program are gone).
+    let interrupted = Cell::new(false);
     let until = || {
-        let done = first.get().is_some_and(|s| s.at.elapsed() >= limit);
+        interrupted.set(interrupted.get() || live::interrupted());
+        let done = interrupted.get() || first.get().is_some_and(|s| s.at.elapsed() >= limit);
         if done && last.get().is_none() {
             last.set(snapshot().ok());
         }
@@ -657,6 +814,7 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         }
         None => Value::Null,
     };
+    let veth_dropped = veth_dropped(ctx.pair)?.saturating_sub(dropped_before.get());
     let (user, sys) = (end.system.0 - begin.system.0, end.system.1 - begin.system.1);
     let per_packet = |seconds: f64| match received.packets {
         0 => Value::Null,
@@ -667,17 +825,13 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         None => Value::Null,
     };
     let threads_per_packet = per_packet(end.receiver_threads_s - begin.receiver_threads_s);
-    let app_name = match app {
-        BenchApp::Rxdrop => "rxdrop",
-        BenchApp::Txpush => "txpush",
-        BenchApp::L2fwd => "l2fwd",
-    };
     let frame_bytes = ctx.to_a.len();
     let mut row = Row::new();
     for (k, v) in [
         ("bench", json!("xdp")),
         ("app", json!(app_name)),
         ("path", json!(name)),
+        ("feed", json!(feed)),
         ("mode", json!(received.mode)),
         ("frame_bytes", json!(frame_bytes)),
         ("packets", json!(received.packets)),
@@ -692,7 +846,9 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         ("generator_cpu", json!(ctx.placement.map(|p| p.generator))),
         ("generator_mpps", generator_mpps),
         ("rx_dropped", json!(received.rx_dropped)),
+        ("veth_dropped", json!(veth_dropped)),
         ("invalid_descs", json!(received.invalid_descs)),
+        ("interrupted", json!(interrupted.get())),
     ] {
         row.insert(k.to_string(), v);
     }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod auto_why;
 mod bench_api;
 mod bench_listen;
 mod bench_listen_udp;
@@ -20,6 +21,7 @@ mod report;
 mod switch_cmd;
 mod wire;
 mod xdp_cmd;
+mod xdp_feed;
 mod xdp_meter;
 
 /// Linux zero-copy networking: probe the host, benchmark zero-copy against copy.

@@ -180,7 +180,7 @@ pub struct App {
     /// The socket.
     pub socket: Socket,
     link: Option<XdpLink>,
-    /// Per-second lines, when the application runs for the `zcnet xdp` command.
+    /// Progress lines: per second for the `zcnet xdp` command, per interval for `zcnet bench xdp`.
     meter: Option<Meter>,
 }
 
@@ -225,8 +225,13 @@ impl App {
 
     /// Prints a line of statistics every second from now on (JSON lines with `json`).
     pub fn print_every_second(&mut self, json: bool) -> Result<()> {
-        self.meter = Some(Meter::new(&self.socket, json)?);
+        self.meter = Some(Meter::statistics(&self.socket, json)?);
         Ok(())
+    }
+
+    /// Prints progress with `meter` from now on.
+    pub fn set_meter(&mut self, meter: Meter) {
+        self.meter = Some(meter);
     }
 
     /// Lets the meter, if any, print its line: `rx` and `tx` packets so far.

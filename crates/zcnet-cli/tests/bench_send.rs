@@ -74,6 +74,14 @@ fn tcp_loopback_rows_per_mode_and_every_id_completes() {
     // Loopback delivers to a local socket: every completion says copied (kernel-facts.md).
     assert_eq!(u(zc, "zc_ids"), 0, "{zc}");
     assert_eq!(rows[0]["path"], "loopback");
+    // Auto says why it copied; the other modes have no choice to explain.
+    let auto = &rows[2];
+    assert_eq!(
+        auto["auto_choice"]["reason"], "copied_completions",
+        "{auto}"
+    );
+    assert_eq!(auto["why"], "copy: kernel copied", "{auto}");
+    assert!(copy["why"].is_null() && zc["why"].is_null());
 }
 
 #[test]
@@ -97,6 +105,17 @@ fn udp_into_an_xdp_drop_sink_is_not_copied() {
     assert!(u(row, "zc_ids") > 0, "{row}");
     assert_eq!(u(row, "copied_ids"), 0, "{row}");
     assert_eq!(u(row, "zc_ids"), u(row, "zc_calls"), "{row}");
+    // Completions are not copied here: auto measures the cost of each mode instead.
+    let rows = bench(&[
+        "udp", "--sink", "xdp-drop", "--gso", "1400", "--mode", "auto",
+    ]);
+    let auto = &rows[0];
+    let reason = auto["auto_choice"]["reason"].as_str().unwrap();
+    assert!(
+        ["cheaper_per_byte", "unmeasured"].contains(&reason),
+        "{auto}"
+    );
+    assert!(auto["why"].as_str().unwrap().contains(": "), "{auto}");
 }
 
 #[test]
@@ -153,4 +172,12 @@ fn rounds_alternate_the_order_and_total_each_mode() {
     let auto = totals.iter().find(|t| t["mode"] == "auto").unwrap();
     assert!(auto["auto_vs_best_gbit"].as_f64().unwrap() > 0.0, "{auto}");
     assert!(auto["auto_vs_best_cpu"].as_f64().unwrap() > 0.0, "{auto}");
+    assert!(
+        auto["auto_vs_best_gbit_median"].as_f64().unwrap() > 0.0,
+        "{auto}"
+    );
+    assert!(
+        auto["auto_vs_best_cpu_median"].as_f64().unwrap() > 0.0,
+        "{auto}"
+    );
 }

@@ -1,13 +1,15 @@
 //! `zcnet xdp rxdrop` stops cleanly on SIGINT (summary printed, program detached) and leaves no XDP
 //! program behind when killed with SIGKILL either: the kernel closes the BPF link descriptor with the
 //! process. Runs the `zcnet` binary inside a testnet namespace on its veth end. Also: `zcnet bench xdp
-//! --json` prints one row per path.
+//! --json` prints one row per path, interval lines as it runs, and stops cleanly on SIGINT.
 
+use std::io::{BufRead, BufReader, Read};
 use std::net::UdpSocket;
 use std::process::{Child, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use testnet::VethPair;
 
 /// The `zcnet` binary built with these tests.
@@ -83,13 +85,28 @@ fn killed_rxdrop_leaves_no_program() {
     assert!(!attached(&pair), "program left after SIGKILL");
 }
 
+/// Both feeds (XDP frames redirected from a second pair, and skbs), each path's row with every field.
 #[test]
 fn bench_xdp_json_has_a_row_per_path_with_every_field() {
     if !testnet::privileged("bench_xdp_json_has_a_row_per_path_with_every_field") {
         return;
     }
+    for feed in ["xdp", "skb"] {
+        check_rows_of_feed(feed);
+    }
+}
+
+fn check_rows_of_feed(feed: &str) {
     let out = std::process::Command::new(ZCNET)
-        .args(["bench", "xdp", "--json", "--duration", "0.3"])
+        .args([
+            "bench",
+            "xdp",
+            "--json",
+            "--duration",
+            "0.3",
+            "--feed",
+            feed,
+        ])
         .output()
         .expect("run zcnet bench xdp");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -102,6 +119,9 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
     assert_eq!(lines.len(), 3, "{stdout}");
     for (line, path) in lines.iter().zip(["af_xdp", "tpacket_v3", "recvmmsg"]) {
         assert!(line.contains(&format!("\"path\":\"{path}\"")), "{line}");
+        assert!(line.contains(&format!("\"feed\":\"{feed}\"")), "{line}");
+        let row: Value = serde_json::from_str(line).expect("JSON row");
+        assert!(row["packets"].as_u64().is_some_and(|p| p > 0), "{line}");
         for field in [
             "bench",
             "path",
@@ -118,7 +138,9 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
             "generator_cpu",
             "generator_mpps",
             "rx_dropped",
+            "veth_dropped",
             "invalid_descs",
+            "interrupted",
         ] {
             assert!(
                 line.contains(&format!("\"{field}\":")),
@@ -296,4 +318,68 @@ fn rxdrop_prints_statistics_every_second() {
     let total = summary["packets"].as_u64().expect("packets");
     assert_eq!(total, 2500, "{summary}");
     assert!(counted <= total && counted > 0, "{counted} of {total}");
+}
+
+/// `zcnet bench xdp --json` prints interval objects while a path runs (the frames of each interval,
+/// adding up to no more than the path's row), and Ctrl-C mid-run stops it: exit 0, the row of the path that ran
+/// marked interrupted, no row of a path that did not, and nothing left behind — the process is gone,
+/// and with its namespaces the veth pairs and the XDP programs attached to them.
+#[test]
+fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
+    if !testnet::privileged("bench_xdp_prints_intervals_and_stops_cleanly_on_sigint") {
+        return;
+    }
+    let mut child = std::process::Command::new(ZCNET)
+        .args(["bench", "xdp", "--app", "rxdrop,txpush", "--duration", "30"])
+        .args(["--json", "--interval", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zcnet bench xdp");
+    let pid = child.id();
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut intervals = Vec::new();
+    while intervals.len() < 3 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read a line");
+        assert!(!line.is_empty(), "bench ended before three intervals");
+        let row: Value = serde_json::from_str(&line).expect("JSON line");
+        assert_eq!(row["interval"], true, "{row}");
+        assert_eq!(row["path"], "af_xdp", "{row}");
+        intervals.push(row["packets"].as_u64().expect("packets"));
+    }
+    testnet::run_checked("kill", &["-INT", &pid.to_string()]).expect("kill -INT");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read the rest");
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    assert!(status.success(), "{status}: {err}");
+    let rows: Vec<Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .filter(|row: &Value| row.get("interval").is_none())
+        .collect();
+    assert_eq!(rows.len(), 1, "only the path that ran: {rest}");
+    let row = &rows[0];
+    assert_eq!(row["path"], "af_xdp", "{row}");
+    assert_eq!(row["interrupted"], true, "{row}");
+    let total = row["packets"].as_u64().expect("packets");
+    let counted: u64 = intervals.iter().sum();
+    assert!(counted > 0 && counted <= total, "{counted} of {total}");
+    let prefix = format!("zc{pid}-");
+    let namespaces = testnet::run_checked("ip", &["netns", "list"]).expect("ip netns list");
+    assert!(
+        !namespaces.lines().any(|l| l.starts_with(&prefix)),
+        "namespaces left: {namespaces}"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "process left"
+    );
 }

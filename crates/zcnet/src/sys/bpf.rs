@@ -46,6 +46,9 @@ pub mod xdp_action {
 
 /// BPF helper function ids (`enum bpf_func_id`, `__BPF_FUNC_MAPPER`).
 pub mod helper {
+    /// `bpf_redirect(ifindex, flags)`: returns `XDP_REDIRECT`, and the frame is sent out of interface
+    /// `ifindex` (through its `ndo_xdp_xmit`) when the program returns.
+    pub const REDIRECT: i32 = 23;
     /// `bpf_redirect_map(map, key, flags)`: the low two bits of `flags` are the action returned when
     /// `key` has no entry (kernel 5.6+).
     pub const REDIRECT_MAP: i32 = 51;

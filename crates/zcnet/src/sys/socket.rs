@@ -121,6 +121,19 @@ pub fn resource_usage(of: UsageOf) -> io::Result<ResourceUsage> {
     })
 }
 
+/// CPU time the calling thread has used so far (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`). Unlike
+/// `getrusage`, whose figures advance at scheduler ticks, the kernel brings the running thread's
+/// runtime up to date before answering, so two readings a few milliseconds apart differ by what ran.
+pub fn thread_cpu_time() -> io::Result<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable `timespec`.
+    syscall!(clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts))?;
+    Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+}
+
 /// The running kernel's release string (`uname -r`).
 pub fn kernel_release() -> io::Result<String> {
     // SAFETY: `utsname` is plain old data; all-zero is a valid value.

@@ -4,8 +4,8 @@
 //! ([`SendBuf`]: `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, a pooled page-aligned [`PooledBuf`], …) and lends
 //! it to the kernel; the buffer is dropped — a pooled one goes back to its [`BufferPool`] — only when the
 //! completion covering it arrives on the socket's error queue. A per-send [`Policy`] decides between
-//! zero-copy and copy (size threshold, copied completions, `ENOBUFS` back-off), and [`TxStats`] counts
-//! every decision and completion.
+//! zero-copy and copy (size threshold, copied completions, `ENOBUFS` back-off and, in [`Mode::Auto`],
+//! the measured CPU cost per byte of each), and [`TxStats`] counts every decision and completion.
 //!
 //! Kernel behaviour relied on (Documentation/networking/msg_zerocopy.rst): `SO_ZEROCOPY` opts a socket
 //! in; each successful `sendmsg(MSG_ZEROCOPY)` with data takes the next u32 id (a failed one takes none);
@@ -28,6 +28,7 @@
 //! ```
 
 mod buffer;
+mod cost;
 mod error;
 pub mod errqueue;
 #[cfg(test)]
@@ -45,7 +46,7 @@ pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
 pub use error::TxError;
 pub(crate) use error::send_hint;
-pub use policy::{CopyReason, Decision, Mode, Policy, PolicyConfig};
+pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, PoolConfig, PooledBuf};
 pub use sender::{Sender, SenderConfig};
 pub use socket::ZcSocket;

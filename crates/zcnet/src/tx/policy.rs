@@ -4,7 +4,13 @@
 //! (msg_zerocopy.rst) and never pays when the kernel copies anyway (a local receiver, a device without
 //! scatter-gather: the completions then carry `SO_EE_CODE_ZEROCOPY_COPIED`). [`Policy`] copies small
 //! sends, switches to copying after a run of copied completions and probes again later with a growing
-//! interval, and backs off after `ENOBUFS` (the optmem or locked-memory limit was hit).
+//! interval, and backs off after `ENOBUFS` (the optmem or locked-memory limit was hit). Where the
+//! completions are not copied, [`Mode::Auto`] also measures: it compares the sending thread's CPU
+//! time per byte of each mode in windows and keeps the cheaper (see [`super::cost`]);
+//! [`Policy::choice`] says what it chose and why.
+
+use super::cost::{CostProbe, CpuStamp, Side, WindowMeter};
+use super::stats::TxStats;
 
 /// Which sends use MSG_ZEROCOPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,7 +19,8 @@ pub enum Mode {
     Copy,
     /// Every send that carries data, except while backing off after `ENOBUFS`.
     ZeroCopy,
-    /// Zero-copy at or above the size threshold, unless completions say the kernel copies anyway.
+    /// Zero-copy at or above the size threshold, unless completions say the kernel copies anyway or
+    /// copying was measured to cost less CPU per byte.
     Auto,
 }
 
@@ -42,7 +49,9 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Tuning of a [`Policy`]. Intervals are counted in sends, so behaviour does not depend on timing.
+/// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
+/// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only
+/// input that depends on timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyConfig {
     /// Which sends may use zero-copy.
@@ -58,6 +67,14 @@ pub struct PolicyConfig {
     pub max_reprobe: u64,
     /// Sends to copy after an `ENOBUFS` before trying zero-copy again (default 64).
     pub enobufs_backoff: u64,
+    /// In [`Mode::Auto`], bytes per measured window (default 8 MiB); 0 turns the measurement off,
+    /// leaving the size threshold and the copied-completion rule.
+    pub window_bytes: u64,
+    /// Windows between cost comparisons after one that changed mode (default 16); doubles after every
+    /// comparison that keeps the mode, up to [`PolicyConfig::max_compare_every`].
+    pub compare_every: u64,
+    /// Upper bound of the windows between comparisons (default 1024).
+    pub max_compare_every: u64,
 }
 
 impl Default for PolicyConfig {
@@ -69,6 +86,9 @@ impl Default for PolicyConfig {
             reprobe: 256,
             max_reprobe: 65536,
             enobufs_backoff: 64,
+            window_bytes: 8 << 20,
+            compare_every: 16,
+            max_compare_every: 1024,
         }
     }
 }
@@ -107,6 +127,41 @@ pub enum CopyReason {
     Enobufs,
     /// The socket does not support zero-copy (`SO_ZEROCOPY` failed).
     Unsupported,
+    /// [`Mode::Auto`] measured copying to cost less CPU per byte than zero-copy.
+    Cheaper,
+}
+
+/// What [`Mode::Auto`] does with sends at or above the threshold, and why ([`Policy::choice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoChoice {
+    /// [`Mode::ZeroCopy`] or [`Mode::Copy`].
+    pub mode: Mode,
+    /// Why.
+    pub reason: AutoReason,
+}
+
+/// Why [`Mode::Auto`] chose its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoReason {
+    /// No send reached the size threshold: everything was copied.
+    BelowThreshold,
+    /// The sender could not send zero-copy (the socket refused `SO_ZEROCOPY`, or a send was larger
+    /// than one zero-copy send may be).
+    Refused,
+    /// Completions said the kernel copied the sends anyway (a local receiver): zero-copy is pure
+    /// overhead. This rule overrides the measurement.
+    CopiedCompletions,
+    /// Completions were not copied, and no comparison of costs finished yet (or measuring is off).
+    Unmeasured,
+    /// The last comparison: the sending thread's CPU time per kilobyte (10^3 bytes, the same figure as
+    /// microseconds per megabyte) of each mode. The mode in use changes only when the other was more
+    /// than ~3% cheaper in two comparisons in a row.
+    CheaperPerByte {
+        /// Zero-copy's cost, in nanoseconds per kilobyte.
+        zc_ns_per_kb: u64,
+        /// Copying's cost, in nanoseconds per kilobyte.
+        copy_ns_per_kb: u64,
+    },
 }
 
 /// The per-sender decision state.
@@ -120,6 +175,14 @@ pub struct Policy {
     copied_run: u64,
     interval: u64,
     switches: u64,
+    /// The copied-completion rule fired and no completion since said otherwise.
+    kernel_copies: bool,
+    /// A send reached the threshold.
+    large_seen: bool,
+    /// A send the policy wanted zero-copy went by copy because zero-copy was refused.
+    refused: bool,
+    cost: CostProbe,
+    meter: WindowMeter,
 }
 
 impl Policy {
@@ -133,6 +196,11 @@ impl Policy {
             copied_run: 0,
             interval: config.reprobe.max(1),
             switches: 0,
+            kernel_copies: false,
+            large_seen: false,
+            refused: false,
+            cost: CostProbe::new(config.compare_every, config.max_compare_every),
+            meter: WindowMeter::new(config.window_bytes, Side::ZeroCopy),
         }
     }
 
@@ -150,12 +218,74 @@ impl Policy {
     pub fn decide(&mut self, len: usize) -> Decision {
         self.now += 1;
         match self.config.mode {
-            Mode::Copy => Decision::Copy(CopyReason::Mode),
-            _ if len == 0 => Decision::Copy(CopyReason::Empty),
-            Mode::Auto if len < self.config.threshold => Decision::Copy(CopyReason::Small),
-            _ if self.now <= self.copy_until => Decision::Copy(self.copy_reason),
-            _ => Decision::ZeroCopy,
+            Mode::Copy => return Decision::Copy(CopyReason::Mode),
+            _ if len == 0 => return Decision::Copy(CopyReason::Empty),
+            Mode::Auto if len < self.config.threshold => return Decision::Copy(CopyReason::Small),
+            _ => self.large_seen = true,
         }
+        if self.now <= self.copy_until {
+            Decision::Copy(self.copy_reason)
+        } else if self.measuring() && self.cost.side() == Side::Copy {
+            Decision::Copy(CopyReason::Cheaper)
+        } else {
+            Decision::ZeroCopy
+        }
+    }
+
+    fn measuring(&self) -> bool {
+        self.config.mode == Mode::Auto && self.config.window_bytes > 0
+    }
+
+    /// Takes in a send of `bytes` bytes that went as `decision` (which may differ from what
+    /// [`Policy::decide`] said: a sender copies when zero-copy is refused). In [`Mode::Auto`] this
+    /// times the windows of the cost comparison, reading the calling thread's CPU clock once per
+    /// window.
+    pub fn on_sent(&mut self, decision: Decision, bytes: usize) {
+        if self.config.mode != Mode::Auto {
+            return;
+        }
+        self.refused |= decision == Decision::Copy(CopyReason::Unsupported);
+        if self.measuring() && self.meter.count(decision, bytes) {
+            if let Some(window) = self.meter.close(CpuStamp::now()) {
+                self.cost.on_window(window);
+            }
+            self.meter.side = self.cost.side();
+        }
+    }
+
+    /// In [`Mode::Auto`], what the policy does with sends at or above the threshold now, and why.
+    pub fn choice(&self) -> Option<AutoChoice> {
+        if self.config.mode != Mode::Auto {
+            return None;
+        }
+        let (mode, reason) = if self.refused {
+            (Mode::Copy, AutoReason::Refused)
+        } else if self.kernel_copies {
+            (Mode::Copy, AutoReason::CopiedCompletions)
+        } else if !self.large_seen {
+            (Mode::Copy, AutoReason::BelowThreshold)
+        } else {
+            let mode = match self.cost.settled() {
+                Side::ZeroCopy => Mode::ZeroCopy,
+                Side::Copy => Mode::Copy,
+            };
+            let reason = match self.cost.last() {
+                Some(c) => AutoReason::CheaperPerByte {
+                    zc_ns_per_kb: c.zc_ns_per_kb,
+                    copy_ns_per_kb: c.copy_ns_per_kb,
+                },
+                None => AutoReason::Unmeasured,
+            };
+            (mode, reason)
+        };
+        Some(AutoChoice { mode, reason })
+    }
+
+    /// Copies the policy's counters and choice into `stats`.
+    pub(crate) fn report(&self, stats: &mut TxStats) {
+        stats.policy_switches = self.switches;
+        stats.cost_comparisons = self.cost.comparisons();
+        stats.auto = self.choice();
     }
 
     /// Takes in a completion of `ids` ids, copied or not.
@@ -165,6 +295,7 @@ impl Policy {
         }
         if !copied {
             self.copied_run = 0;
+            self.kernel_copies = false;
             self.interval = self.config.reprobe.max(1);
             return;
         }
@@ -175,6 +306,7 @@ impl Policy {
         if self.copied_run >= self.config.copied_run {
             self.copied_run = 0;
             self.switches += 1;
+            self.kernel_copies = true;
             self.copy_until = self.now + self.interval;
             self.copy_reason = CopyReason::Copied;
             self.interval = (self.interval * 2).min(self.config.max_reprobe.max(1));
@@ -253,6 +385,100 @@ mod tests {
         // Copied completions do not switch modes outside Auto.
         p.on_completion(true, 1000);
         assert_eq!(p.decide(100), Decision::ZeroCopy);
+    }
+
+    /// Sends `n` buffers of `len` bytes as the policy decides, as a sender would.
+    fn send(p: &mut Policy, n: usize, len: usize) -> Vec<Decision> {
+        (0..n)
+            .map(|_| {
+                let d = p.decide(len);
+                p.on_sent(d, len);
+                d
+            })
+            .collect()
+    }
+
+    #[test]
+    fn auto_choice_says_why() {
+        let cfg = PolicyConfig {
+            copied_run: 2,
+            ..Default::default()
+        };
+        let mut p = Policy::new(cfg);
+        send(&mut p, 3, 100);
+        let copy = |reason| {
+            Some(AutoChoice {
+                mode: Mode::Copy,
+                reason,
+            })
+        };
+        assert_eq!(p.choice(), copy(AutoReason::BelowThreshold));
+        send(&mut p, 3, 1 << 16);
+        assert_eq!(
+            p.choice(),
+            Some(AutoChoice {
+                mode: Mode::ZeroCopy,
+                reason: AutoReason::Unmeasured
+            })
+        );
+        p.on_completion(true, 2);
+        assert_eq!(p.choice(), copy(AutoReason::CopiedCompletions));
+        assert_eq!(
+            send(&mut p, 1, 1 << 16),
+            vec![Decision::Copy(CopyReason::Copied)]
+        );
+        // A completion that was not copied lifts the rule.
+        p.on_completion(false, 1);
+        assert_eq!(p.choice().map(|c| c.reason), Some(AutoReason::Unmeasured));
+        // A sender that could not send zero-copy says so.
+        p.on_sent(Decision::Copy(CopyReason::Unsupported), 1 << 16);
+        assert_eq!(p.choice(), copy(AutoReason::Refused));
+        assert_eq!(
+            Policy::new(PolicyConfig::with_mode(Mode::ZeroCopy)).choice(),
+            None
+        );
+    }
+
+    #[test]
+    fn auto_compares_windows_and_sends_the_settled_mode() {
+        // Windows of 4 sends; the CPU time is the real clock's (the decision may go either way).
+        let cfg = PolicyConfig {
+            window_bytes: 4 << 16,
+            compare_every: 2,
+            max_compare_every: 4,
+            ..Default::default()
+        };
+        let mut p = Policy::new(cfg);
+        let decisions = send(&mut p, 400, 1 << 16);
+        let mut stats = TxStats::default();
+        p.report(&mut stats);
+        assert!(stats.cost_comparisons >= 10, "{stats:?}");
+        let Some(AutoChoice {
+            mode,
+            reason: AutoReason::CheaperPerByte { .. },
+        }) = stats.auto
+        else {
+            panic!("{:?}", stats.auto);
+        };
+        // Every comparison tried both modes, and the last decision is the settled mode.
+        assert!(decisions.contains(&Decision::ZeroCopy));
+        assert!(decisions.contains(&Decision::Copy(CopyReason::Cheaper)));
+        let expected = match mode {
+            Mode::ZeroCopy => Decision::ZeroCopy,
+            _ => Decision::Copy(CopyReason::Cheaper),
+        };
+        let settled = p.cost.side() == p.cost.settled();
+        assert!(!settled || p.decide(1 << 16) == expected);
+        // Measuring off: zero-copy throughout.
+        let mut off = Policy::new(PolicyConfig {
+            window_bytes: 0,
+            ..cfg
+        });
+        assert!(
+            send(&mut off, 400, 1 << 16)
+                .iter()
+                .all(|d| *d == Decision::ZeroCopy)
+        );
     }
 
     #[test]

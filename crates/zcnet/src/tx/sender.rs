@@ -340,6 +340,7 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     fn count_send(&mut self, decision: Decision, n: usize) {
+        self.policy.on_sent(decision, n);
         self.stats.calls += 1;
         self.stats.bytes += n as u64;
         match decision {
@@ -444,7 +445,7 @@ impl<S: ZcSocket> Sender<S> {
             self.zerocopy = Err(lost_track(id));
         }
         self.stats.set_tracker(self.tracker.counts());
-        self.stats.policy_switches = self.policy.switches();
+        self.policy.report(&mut self.stats);
         Ok(released)
     }
 

@@ -1,6 +1,6 @@
 //! Counters of everything a sender decided and everything the kernel reported.
 
-use super::policy::CopyReason;
+use super::policy::{AutoChoice, CopyReason};
 use super::tracker::TrackerCounts;
 
 /// What a sender did: sends by kind, why sends were copied, and the completions that came back.
@@ -27,10 +27,17 @@ pub struct TxStats {
     pub copy_enobufs: u64,
     /// Copied because the socket does not support zero-copy.
     pub copy_unsupported: u64,
+    /// Copied because the auto mode measured copying to cost less CPU per byte.
+    pub copy_cheaper: u64,
     /// Zero-copy sends refused with `ENOBUFS` (sent again by copy).
     pub enobufs: u64,
     /// Switches of the auto policy to copying after copied completions.
     pub policy_switches: u64,
+    /// Comparisons of the CPU cost per byte of zero-copy and copy that the auto policy finished.
+    pub cost_comparisons: u64,
+    /// What the auto policy chose for sends at or above its threshold, and why (`None` in the other
+    /// modes).
+    pub auto: Option<AutoChoice>,
     /// Stream sends the kernel took only partly (the rest followed in order).
     pub partial_sends: u64,
     /// Waits for send-buffer space (`EAGAIN`).
@@ -65,6 +72,7 @@ impl TxStats {
             CopyReason::Copied => &mut self.copy_copied,
             CopyReason::Enobufs => &mut self.copy_enobufs,
             CopyReason::Unsupported => &mut self.copy_unsupported,
+            CopyReason::Cheaper => &mut self.copy_cheaper,
         };
         *counter += 1;
     }

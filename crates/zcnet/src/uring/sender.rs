@@ -501,7 +501,7 @@ impl<S: ZcSocket> UringSender<S> {
             self.chain_len = 0;
         }
         self.stats.set_tracker(self.tracker.counts());
-        self.stats.policy_switches = self.policy.switches();
+        self.policy.report(&mut self.stats);
         released
     }
 
@@ -604,6 +604,7 @@ impl<S: ZcSocket> UringSender<S> {
     }
 
     fn count_send(&mut self, decision: Decision, n: usize) {
+        self.policy.on_sent(decision, n);
         self.stats.calls += 1;
         self.stats.bytes += n as u64;
         match decision {

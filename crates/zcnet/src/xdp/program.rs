@@ -28,6 +28,11 @@ pub enum ProgramKind {
     /// socket stored at their queue's index; with no socket there, the kernel returns the flags' action,
     /// `XDP_PASS` (kernel 5.6+). Frames that do not match are passed to the stack, so it keeps working.
     RedirectToXsk(FrameMatch),
+    /// Every frame goes to `bpf_redirect(ifindex, 0)`: out of that interface of the same network
+    /// namespace, as an `xdp_frame` handed to its driver's `ndo_xdp_xmit` (no skb is built). The kernel
+    /// drops the frame when that driver cannot take XDP frames (for a veth: when its peer has neither
+    /// an XDP program nor GRO on, so no NAPI to receive them).
+    RedirectToInterface(u32),
 }
 
 impl ProgramKind {
@@ -48,6 +53,12 @@ impl ProgramKind {
                 helper::REDIRECT_MAP,
                 xdp_action::PASS,
             ),
+            ProgramKind::RedirectToInterface(ifindex) => vec![
+                Insn::mov64_imm(Reg::R1, ifindex as i32),
+                Insn::mov64_imm(Reg::R2, 0),
+                Insn::call(helper::REDIRECT),
+                Insn::exit(),
+            ],
         }
     }
 
@@ -57,6 +68,7 @@ impl ProgramKind {
             ProgramKind::DropAll => "zcnet_drop",
             ProgramKind::RedirectToXsk(FrameMatch::All) => "zcnet_xsk",
             ProgramKind::RedirectToXsk(FrameMatch::UdpPort(_)) => "zcnet_xsk_udp",
+            ProgramKind::RedirectToInterface(_) => "zcnet_redirect",
         }
     }
 }
@@ -208,6 +220,12 @@ impl XdpProgram {
             Some(XskMap::new(queues)?),
             bpf::BPF_F_XDP_HAS_FRAGS,
         )
+    }
+
+    /// Loads the program that sends every frame out of interface `ifindex` of the same network
+    /// namespace ([`ProgramKind::RedirectToInterface`]).
+    pub fn redirect_to_interface(ifindex: u32) -> Result<XdpProgram> {
+        XdpProgram::load(ProgramKind::RedirectToInterface(ifindex), None)
     }
 
     /// Which embedded program this is.

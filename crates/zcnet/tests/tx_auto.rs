@@ -1,0 +1,230 @@
+//! The auto mode's measured choice, end to end: with the copied-completion rule off, the cost
+//! comparison switches a TCP stream (sendmsg and io_uring) and a UDP GSO flow between zero-copy and
+//! copy window after window, and every byte still arrives once and in order; on loopback the copied
+//! completions decide; into the XDP drop sink (completions not copied) the choice is measured and
+//! says so.
+
+mod tx_common;
+mod uring_common;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tx_common::{Checksum, fill, pool, take, tcp_pair, udp_sink, xdp_drop_sink};
+use zcnet::tx::{
+    AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SenderConfig, TcpSender, TxStats,
+    UdpSender,
+};
+use zcnet::uring::{UringConfig, UringTcpSender};
+
+/// Auto with small windows, a comparison every other window and, unless `copied_rule`, no switch to
+/// copying on copied completions: the measurement alone moves the sender between the modes.
+fn switching(copied_rule: bool) -> SenderConfig {
+    SenderConfig {
+        policy: PolicyConfig {
+            window_bytes: 256 << 10,
+            compare_every: 1,
+            max_compare_every: 2,
+            copied_run: if copied_rule { 16 } else { u64::MAX },
+            ..PolicyConfig::with_mode(Mode::Auto)
+        },
+        send_timeout: Some(Duration::from_secs(20)),
+        ..Default::default()
+    }
+}
+
+/// Sizes cycled through: large ones the policy decides on, and one below the threshold.
+const SIZES: [usize; 4] = [64 << 10, 48 << 10, 3000, 64 << 10];
+
+fn assert_switched_and_accounted(stats: &TxStats) {
+    assert!(stats.cost_comparisons >= 4, "{stats:?}");
+    assert!(stats.zc_calls > 0 && stats.copy_cheaper > 0, "{stats:?}");
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    assert!(
+        matches!(
+            stats.auto,
+            Some(AutoChoice {
+                reason: AutoReason::CheaperPerByte { .. },
+                ..
+            })
+        ),
+        "{stats:?}"
+    );
+}
+
+/// Every byte of the stream arrived once and in order, every buffer came back, and the sender
+/// switched between the modes.
+fn assert_stream_exact(
+    sink: JoinHandle<Checksum>,
+    sent: Checksum,
+    pool: &BufferPool,
+    stats: &TxStats,
+) {
+    assert_eq!(
+        sink.join().expect("sink"),
+        sent,
+        "the stream arrived changed"
+    );
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer was not returned"
+    );
+    assert_eq!(stats.bytes, sent.len);
+    assert!(stats.copy_small > 0, "{stats:?}");
+    assert_switched_and_accounted(stats);
+}
+
+fn tcp_stream_switching_modes(ip: IpAddr) {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(64 << 10, 8);
+    let mut tx = TcpSender::new(stream, switching(false));
+    let sent = tx_common::send_sizes(&mut tx, &pool, &SIZES, 600, |tx, b| tx.send(b));
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_stream_exact(sink, sent, &pool, &stats);
+}
+
+#[test]
+fn tcp_v4_stream_switching_between_measured_modes_arrives_exactly() {
+    tcp_stream_switching_modes(Ipv4Addr::LOCALHOST.into());
+}
+
+#[test]
+fn tcp_v6_stream_switching_between_measured_modes_arrives_exactly() {
+    tcp_stream_switching_modes(Ipv6Addr::LOCALHOST.into());
+}
+
+#[test]
+fn io_uring_tcp_stream_switching_between_measured_modes_arrives_exactly() {
+    if !uring_common::send_zc_available("io_uring_tcp_stream_switching_between_measured_modes") {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(64 << 10, 8);
+    let config = switching(false);
+    let mut tx = UringTcpSender::new(
+        stream,
+        UringConfig {
+            policy: config.policy,
+            send_timeout: config.send_timeout,
+            ..Default::default()
+        },
+    )
+    .expect("io_uring");
+    tx.register_pool(&pool).expect("register the pool");
+    let sent = uring_common::send_sizes(&mut tx, &pool, &SIZES, 600, drop).expect("send");
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_stream_exact(sink, sent, &pool, &stats);
+}
+
+#[test]
+fn udp_gso_switching_between_measured_modes_arrives_exactly() {
+    let tx_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let rx_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    tx_socket.connect(rx_socket.local_addr().unwrap()).unwrap();
+    let sink = udp_sink(rx_socket);
+    let pool = pool(64 << 10, 8);
+    let mut tx = UdpSender::new(tx_socket, switching(false));
+    const SEG: u16 = 1200;
+    tx.set_gso_segment(Some(SEG));
+    let mut sent = Checksum::default();
+    let mut datagrams = 0;
+    for _ in 0..600 {
+        for size in [
+            SEG as usize * 40,
+            SEG as usize * 30,
+            3000,
+            SEG as usize * 40,
+        ] {
+            sink.throttle(sent.len);
+            let mut buf = take(&pool, &mut tx);
+            let pos = sent.len;
+            buf.fill_with(size, |b| fill(b, pos));
+            sent.update(&buf);
+            datagrams += size.div_ceil(usize::from(SEG)) as u64;
+            tx.send(buf).expect("send");
+        }
+    }
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    let (got, got_datagrams) = sink.finish(sent.len);
+    assert_eq!(got, sent, "the datagrams arrived changed");
+    assert_eq!(got_datagrams, datagrams);
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer was not returned"
+    );
+    assert!(stats.copy_small > 0, "{stats:?}");
+    assert_switched_and_accounted(&stats);
+}
+
+#[test]
+fn tcp_loopback_auto_says_the_kernel_copies() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(64 << 10, 8);
+    let mut tx = TcpSender::new(stream, switching(true));
+    let sent = tx_common::send_sizes(&mut tx, &pool, &SIZES, 300, |tx, b| tx.send(b));
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_eq!(sink.join().expect("sink"), sent);
+    // Every completion over loopback says copied: the hard rule holds whatever was measured.
+    assert_eq!(stats.zc_ids, 0, "{stats:?}");
+    assert!(stats.policy_switches >= 1, "{stats:?}");
+    assert_eq!(
+        stats.auto,
+        Some(AutoChoice {
+            mode: Mode::Copy,
+            reason: AutoReason::CopiedCompletions
+        }),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn auto_into_xdp_drop_sink_measures_and_says_why() {
+    if !testnet::privileged("auto_into_xdp_drop_sink_measures_and_says_why") {
+        return;
+    }
+    let (_pair, link, socket) = xdp_drop_sink(false);
+    let pool = pool(64 << 10, 8);
+    let mut tx = UdpSender::new(socket, switching(true));
+    tx.set_gso_segment(Some(1200));
+    for i in 0..2000u64 {
+        let mut buf = take(&pool, &mut tx);
+        buf.fill_with(1200 * 40, |b| fill(b, i));
+        tx.send(buf).expect("send");
+    }
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx);
+    drop(link);
+    assert_eq!(stats.copied_ids, 0, "{stats:?}");
+    assert_eq!(pool.available(), pool.capacity());
+    assert_switched_and_accounted(&stats);
+    let Some(AutoChoice {
+        mode,
+        reason:
+            AutoReason::CheaperPerByte {
+                zc_ns_per_kb,
+                copy_ns_per_kb,
+            },
+    }) = stats.auto
+    else {
+        unreachable!("checked above");
+    };
+    eprintln!(
+        "auto into the XDP sink: {mode:?}, zero-copy {zc_ns_per_kb} copy {copy_ns_per_kb} ns/KB"
+    );
+    assert!(zc_ns_per_kb > 0 && copy_ns_per_kb > 0, "{stats:?}");
+}
