@@ -225,7 +225,7 @@ impl XdpProgram {
     /// Loads the program that sends every frame out of interface `ifindex` of the same network
     /// namespace ([`ProgramKind::RedirectToInterface`]).
     pub fn redirect_to_interface(ifindex: u32) -> Result<XdpProgram> {
-        XdpProgram::load(ProgramKind::RedirectToInterface(ifindex), None)
+        XdpProgram::load(ProgramKind::RedirectToInterface(ifindex), None, 0)
     }
 
     /// Which embedded program this is.
