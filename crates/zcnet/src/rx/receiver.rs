@@ -116,6 +116,9 @@ pub struct Receiver {
     offset: u64,
     eof: bool,
     window_clean: bool,
+    /// The last receive left less than the low-water mark queued: wait for the socket to be readable
+    /// (which honours `SO_RCVLOWAT`) before mapping again, so the next call maps a whole window.
+    wait_first: bool,
     socket_error: Option<i32>,
     fallback: Option<Fallback>,
     copybuf_refused: Option<i32>,
@@ -182,6 +185,7 @@ impl Receiver {
             offset: 0,
             eof: false,
             window_clean: true,
+            wait_first: false,
             socket_error: None,
             fallback,
             copybuf_refused: None,
@@ -335,6 +339,13 @@ impl Receiver {
         } else {
             0
         };
+        if mem::take(&mut self.wait_first)
+            && !tcp_zc::is_nonblocking(self.stream.as_fd())
+                .map_err(|e| RxError::new(RxOp::Poll, e))?
+        {
+            self.stats.polls += 1;
+            tcp_zc::wait_readable(self.stream.as_fd()).map_err(|e| RxError::new(RxOp::Poll, e))?;
+        }
         let Some(window) = self.window.as_mut() else {
             return Ok(Step::Again);
         };
@@ -389,6 +400,8 @@ impl Receiver {
             self.copybuf_refused = Some(outcome.copybuf_error);
         }
         if outcome.mapped > 0 {
+            self.wait_first = outcome.skip_hint == 0
+                && self.config.low_water.is_some_and(|low| outcome.inq < low);
             return Ok(Step::Chunk(ChunkKind::Mapped, 0..outcome.mapped));
         }
         if outcome.copied > 0 || outcome.skip_hint > 0 {
