@@ -425,12 +425,7 @@ impl Socket {
     /// Moves up to `max` free frames of `umem` onto this queue's fill ring for the kernel to receive
     /// into; returns how many.
     pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
-        self.check_umem(umem)?;
-        let tag = self.pool.tag();
-        let ring = self
-            .fill
-            .as_mut()
-            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
+        let (tag, ring) = self.own_fill_ring(umem)?;
         Ok(umem.fill_via(ring, tag, max))
     }
 
@@ -441,12 +436,7 @@ impl Socket {
     /// # Panics
     /// When a frame belongs to another UMEM.
     pub fn fill_with(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
-        self.check_umem(umem)?;
-        let tag = self.pool.tag();
-        let ring = self
-            .fill
-            .as_mut()
-            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
+        let (tag, ring) = self.own_fill_ring(umem)?;
         Ok(umem.fill_with_via(ring, tag, frames))
     }
 
@@ -455,11 +445,11 @@ impl Socket {
     /// did not name a frame lent on this queue (skipped).
     pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
         self.check_umem(umem)?;
-        let tag = self.pool.tag();
         let ring = self
             .completion
             .as_mut()
             .ok_or_else(|| shared_rings("completion", &self.iface, self.queue))?;
+        let tag = self.pool.tag();
         Ok(umem.reclaim_via(ring, tag, max))
     }
 
@@ -473,6 +463,16 @@ impl Socket {
     /// UMEM on its queue).
     pub fn has_own_fill_ring(&self) -> bool {
         self.fill.is_some()
+    }
+
+    /// This queue's fill ring and its pool's tag, once `umem` is checked to be the socket's.
+    fn own_fill_ring(&mut self, umem: &Umem) -> Result<(u32, &mut Producer<u64>)> {
+        self.check_umem(umem)?;
+        let ring = self
+            .fill
+            .as_mut()
+            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
+        Ok((self.pool.tag(), ring))
     }
 
     fn check_umem(&self, umem: &Umem) -> Result<()> {
