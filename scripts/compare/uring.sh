@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# compare-references uring: zcnet's io_uring zero-copy sender (zcnet::uring, from a registered pool:
-# the `uring_send` example of crates/zcnet) against the kernel's
+# compare-references uring: zcnet's io_uring zero-copy sender (zcnet::uring, from a pool registered
+# with the ring: the `uring_send` example of crates/zcnet) against the kernel's
 # tools/testing/selftests/net/io_uring_zerocopy_tx.c (SEND_ZC from one registered buffer, 8 requests
 # per submit, MSG_WAITALL), TCP over loopback into the same receiver (the kernel's `msg_zerocopy -r`),
 # 4 KiB sends and 64 KiB ones (65435 bytes: the most the selftest sends).
 #
-# Each round runs both senders one after the other (the order alternates between rounds) inside a
-# private network namespace (`unshare -n`, only its own loopback), each for $SECONDS_PER_RUN seconds;
-# the medians of the rounds are compared. Rates are MB/s (MiB per second). The selftest prints its
-# bytes over whole seconds although it runs 0.2 s longer (cfg_runtime_ms = 200 + t * 1000): its rate
-# here is its MB over the time it really ran.
+# zcnet runs twice per round: `one` sends one frozen pool buffer over and over, lent to many
+# requests at once, as the selftest sends its one buffer (the like-for-like pair); `pool` lends a
+# distinct pool buffer to each send, as a stream of distinct data would. Over loopback the kernel
+# copies what it delivers, and a pool's buffers in flight (a socket buffer's worth) are no longer in
+# the CPU's cache: the `pool` pair shows what that costs against the selftest's hot buffer.
+#
+# Each round runs the three senders one after the other (the order reverses every other round), each
+# for $SECONDS_PER_RUN seconds, the receiver on one CPU and the sender on another, in one private
+# network namespace made for the whole comparison (only
+# its own loopback; a namespace per run would be torn down by the kernel while the next run
+# measures, and rates would then swing between two levels almost 2x apart). The medians of the
+# rounds are compared. Rates are MB/s (MiB per second). The selftest prints its bytes over whole
+# seconds although it runs 0.2 s longer (cfg_runtime_ms = 200 + t * 1000): its rate here is its MB
+# over the time it really ran.
 #
 # Usage: scripts/compare-references uring, or scripts/compare/uring.sh alone
 # (env: ROUNDS, default 3; SECONDS_PER_RUN, default 2).
@@ -26,7 +35,7 @@ PORT=8017
 
 uring_compare() {
 	if [ "$(id -u)" -ne 0 ]; then
-		skip "needs root for a private network namespace (unshare -n)"
+		skip "needs root for a private network namespace (ip netns)"
 		return 0
 	fi
 	refs="$(refs_build)"
@@ -37,28 +46,43 @@ uring_compare() {
 	(cd "$REPO_ROOT" && cargo build --release -q -p zcnet --example uring_send >&2)
 	uring_send="$REPO_ROOT/target/release/examples/uring_send"
 
-	# Bounded, so that a tool failing to start cannot leave the other waiting forever.
-	in_netns() {
-		timeout $((SECONDS_PER_RUN + 20)) unshare -n bash -c "ip link set lo up && $1"
+	netns="zcnet-uring-$$"
+	ip netns add "$netns"
+	# Removed on the way out, with lib.sh's scratch directory.
+	# shellcheck disable=SC2064
+	trap "ip netns del '$netns' 2>/dev/null || true; rm -rf '$SCRATCH'" EXIT
+	ip -n "$netns" link set lo up
+
+	# With two CPUs or more, the receiver runs on CPU 1 and every sender on CPU 0 (taskset): the
+	# scheduler moving them between runs adds ~6% of noise per run.
+	on_rx=""
+	on_tx=""
+	if [ "$(nproc)" -ge 2 ]; then
+		on_rx="taskset -c 1"
+		on_tx="taskset -c 0"
+	fi
+
+	# with_receiver SENDER: runs the receiver, then SENDER, in the namespace; bounded, so that a tool
+	# failing to start cannot leave the other waiting forever.
+	with_receiver() {
+		timeout $((SECONDS_PER_RUN + 20)) ip netns exec "$netns" bash -c \
+			"$on_rx '$refs/msg_zerocopy' -4 -r -D 127.0.0.1 -p $PORT -t $((SECONDS_PER_RUN + 2)) tcp >/dev/null 2>&1 &
+			sleep 0.3
+			$on_tx $1
+			kill %1 2>/dev/null; wait"
 	}
 
 	# reference SIZE: prints the selftest's MB/s.
 	reference() {
-		local out
-		out="$(in_netns "'$refs/msg_zerocopy' -4 -r -D 127.0.0.1 -p $PORT -t $((SECONDS_PER_RUN + 2)) tcp >/dev/null 2>&1 &
-			sleep 0.3
-			'$refs/io_uring_zerocopy_tx' -4 -D 127.0.0.1 -p $PORT -s $1 -t $SECONDS_PER_RUN tcp 2>&1
-			kill %1 2>/dev/null; wait" 2>&1 || true)"
-		echo "$out" | sed -n 's/.*tx=[0-9]* (MB=\([0-9]*\)).*/\1/p' |
-			awk -v s="$SECONDS_PER_RUN" '{ printf "%.1f\n", $1 / (s + 0.2) }'
+		with_receiver "'$refs/io_uring_zerocopy_tx' -4 -D 127.0.0.1 -p $PORT -s $1 -t $SECONDS_PER_RUN tcp 2>&1" 2>&1 |
+			sed -n 's/.*tx=[0-9]* (MB=\([0-9]*\)).*/\1/p' |
+			awk -v s="$SECONDS_PER_RUN" '{ printf "%.1f\n", $1 / (s + 0.2) }' || true
 	}
 
-	# zcnet SIZE: prints the MB/s of zcnet's io_uring sender.
+	# zcnet_rate SIZE SOURCE: prints the MB/s of zcnet's io_uring sender sending from SOURCE (one|pool).
 	zcnet_rate() {
-		in_netns "'$refs/msg_zerocopy' -4 -r -D 127.0.0.1 -p $PORT -t $((SECONDS_PER_RUN + 2)) tcp >/dev/null 2>&1 &
-			sleep 0.3
-			'$uring_send' 127.0.0.1:$PORT $1 $SECONDS_PER_RUN
-			kill %1 2>/dev/null; wait" 2>/dev/null | sed -n 's/.*MB\/s \([0-9.]*\).*/\1/p' || true
+		with_receiver "'$uring_send' 127.0.0.1:$PORT $1 $SECONDS_PER_RUN $2" 2>/dev/null |
+			sed -n 's/.*MB\/s \([0-9.]*\).*/\1/p' || true
 	}
 
 	median() {
@@ -67,21 +91,29 @@ uring_compare() {
 
 	echo "io_uring zero-copy send, TCP over loopback: MB/s, median of $ROUNDS rounds of ${SECONDS_PER_RUN}s each"
 	for size in "${SIZES[@]}"; do
-		zc=()
 		ref=()
+		one=()
+		pool=()
 		for round in $(seq 1 "$ROUNDS"); do
 			if [ $((round % 2)) = 1 ]; then
 				ref+=("$(reference "$size")")
-				zc+=("$(zcnet_rate "$size")")
+				one+=("$(zcnet_rate "$size" one)")
+				pool+=("$(zcnet_rate "$size" pool)")
 			else
-				zc+=("$(zcnet_rate "$size")")
+				pool+=("$(zcnet_rate "$size" pool)")
+				one+=("$(zcnet_rate "$size" one)")
 				ref+=("$(reference "$size")")
 			fi
-			echo "  round $round, $size-byte sends: zcnet ${zc[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s"
+			echo "  round $round, $size-byte sends: zcnet one buffer ${one[-1]} MB/s, zcnet pool ${pool[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s"
 		done
-		pair_line "tcp loopback send_zc $size B (MB/s)" \
-			"$(printf '%s\n' "${zc[@]}" | median)" "$(printf '%s\n' "${ref[@]}" | median)"
+		ref_median="$(printf '%s\n' "${ref[@]}" | median)"
+		pair_line "tcp loopback send_zc $size B, one buffer" \
+			"$(printf '%s\n' "${one[@]}" | median)" "$ref_median"
+		pair_line "tcp loopback send_zc $size B, zcnet pool" \
+			"$(printf '%s\n' "${pool[@]}" | median)" "$ref_median"
 	done
+	ip netns del "$netns"
+	trap 'rm -rf "$SCRATCH"' EXIT
 }
 
 uring_compare

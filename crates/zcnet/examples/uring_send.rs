@@ -1,9 +1,17 @@
-//! Streams pooled buffers to a TCP receiver with zcnet's io_uring zero-copy sender for a while, and
-//! prints one line: bytes sent, seconds, MB/s (MiB per second), zero-copied and copied ids.
+//! Streams to a TCP receiver with zcnet's io_uring zero-copy sender for a while, and prints one line:
+//! bytes sent, seconds, MB/s (MiB per second), zero-copied and copied ids.
+//!
+//! Two sources, both from a pool registered with the ring (fixed sends):
+//! - `pool` (the default): every send lends the next free buffer of the pool, as a stream of distinct
+//!   data would;
+//! - `one`: one pool buffer, frozen ([`zcnet::tx::FrozenBuf`]), lent to every send while the others
+//!   are in flight, as the kernel's `io_uring_zerocopy_tx` sends its one registered buffer over and
+//!   over. Its bytes stay in the CPU's cache; a pool's buffers in flight (a socket buffer's worth) do
+//!   not, and over loopback, where the kernel copies what it delivers, that costs per byte.
 //!
 //! ```sh
 //! msg_zerocopy -4 -r -D 127.0.0.1 -p 8000 -t 4 tcp &     # the kernel selftest's receiver
-//! cargo run --release --example uring_send -- 127.0.0.1:8000 4096 2
+//! cargo run --release --example uring_send -- 127.0.0.1:8000 4096 2 one
 //! ```
 //!
 //! `scripts/compare/uring.sh` runs it beside the kernel's `io_uring_zerocopy_tx` against that receiver.
@@ -16,8 +24,12 @@ use zcnet::uring::{UringConfig, UringTcpSender};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [addr, size, seconds] = &args[..] else {
-        return Err("usage: uring_send HOST:PORT SIZE SECONDS".into());
+    let (addr, size, seconds, one) = match &args[..] {
+        [addr, size, seconds] => (addr, size, seconds, false),
+        [addr, size, seconds, source] if source == "pool" || source == "one" => {
+            (addr, size, seconds, source == "one")
+        }
+        _ => return Err("usage: uring_send HOST:PORT SIZE SECONDS [pool|one]".into()),
     };
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
@@ -35,14 +47,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("unregistered buffers: {why}");
     }
     let start = Instant::now();
-    while start.elapsed() < duration {
-        match pool.take() {
-            Some(mut buf) => {
-                // Whatever the buffer held (as the selftest, which never rewrites its payload).
-                buf.set_len(size);
-                tx.send(buf)?;
+    if one {
+        let mut buf = pool.take().ok_or("an empty pool")?;
+        buf.fill_with(size, |b| b.fill(b'z'));
+        let buf = buf.freeze();
+        while start.elapsed() < duration {
+            tx.send(buf.clone())?;
+        }
+    } else {
+        while start.elapsed() < duration {
+            match pool.take() {
+                Some(mut buf) => {
+                    // Whatever the buffer held (as the selftest, which never rewrites its payload).
+                    buf.set_len(size);
+                    tx.send(buf)?;
+                }
+                None => drop(tx.wait_completions(Duration::from_millis(100))?),
             }
-            None => drop(tx.wait_completions(Duration::from_millis(100))?),
         }
     }
     tx.flush(Duration::from_secs(10))?;

@@ -1,6 +1,7 @@
 //! UringSender over TCP on loopback and the veth harness (IPv4, IPv6): byte-exact delivery while a
 //! registered pool recycles buffers as notifications return; REPORT_USAGE says copied for a local
-//! receiver; the auto policy follows copied notifications; a peer that resets mid-stream.
+//! receiver; the auto policy follows copied notifications; a peer that resets mid-stream; one frozen
+//! pool buffer lent to many sends at once.
 
 mod tx_common;
 mod uring_common;
@@ -9,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
-use tx_common::{pool, tcp_sink};
+use tx_common::{Checksum, fill, pool, tcp_sink};
 use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::{Mode, PolicyConfig, TxStats};
 use zcnet::uring::{UringConfig, UringTcpSender};
@@ -155,4 +156,51 @@ fn tcp_v4_and_v6_over_veth() {
         // Delivered to a socket in the peer namespace: still a local socket, so copied.
         assert_eq!(stats.copied_ids, stats.zc_calls, "{stats:?}");
     }
+}
+
+#[test]
+fn tcp_frozen_buffers_lent_to_many_sends_at_once_arrive_whole_and_return_after_the_last() {
+    if !send_zc_available("tcp_frozen_buffers_lent_to_many_sends_at_once") {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let sink = tcp_sink(listener);
+    let pool = pool(64 << 10, 3);
+    let mut tx = UringTcpSender::new(stream, config(Mode::ZeroCopy)).unwrap();
+    tx.register_pool(&pool).unwrap();
+    // Two different payloads, each frozen once and sent over and over, interleaved.
+    let frozen: Vec<_> = [0u64, 1 << 20]
+        .into_iter()
+        .map(|pos| {
+            let mut buf = pool.take().unwrap();
+            buf.fill_with(60_000, |b| fill(b, pos));
+            buf.freeze()
+        })
+        .collect();
+    let mut sent = Checksum::default();
+    let mut most_in_flight = 0;
+    for k in 0..2_000 {
+        let buf = if k % 3 == 2 { &frozen[1] } else { &frozen[0] };
+        sent.update(buf);
+        tx.send(buf.clone()).unwrap();
+        most_in_flight = most_in_flight.max(tx.outstanding());
+    }
+    tx.flush(Duration::from_secs(20)).unwrap();
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).unwrap());
+    assert_eq!(
+        sink.join().unwrap(),
+        sent,
+        "bytes delivered differ from bytes sent"
+    );
+    assert!(
+        most_in_flight > 1,
+        "the frozen buffers were never lent to two requests at once"
+    );
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    // Every send is back; the slots stay out until the last clone goes.
+    assert_eq!(pool.available(), pool.capacity() - 2);
+    drop(frozen);
+    assert_eq!(pool.available(), pool.capacity());
 }

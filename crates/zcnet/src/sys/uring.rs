@@ -51,6 +51,8 @@ pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 pub const IORING_NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
 /// `IORING_RECVSEND_FIXED_BUF`: the request sends from registered buffer `buf_index`.
 const IORING_RECVSEND_FIXED_BUF: u16 = 1 << 2;
+/// `io_uring_enter` flag: wait for completions — and post the ones waiting for this thread.
+const IORING_ENTER_GETEVENTS: u32 = 1 << 0;
 /// The largest buffer one registration entry may hold (io_uring/rsrc.c).
 pub const MAX_REGISTERED_BYTES: usize = 1 << 30;
 
@@ -185,9 +187,24 @@ impl<T: ?Sized> std::fmt::Debug for SendRing<T> {
 impl<T: ?Sized> SendRing<T> {
     /// A ring of `entries` submission entries (the completion queue has twice as many); `project`
     /// gives the bytes of a loan.
+    ///
+    /// The ring is set up with `IORING_SETUP_COOP_TASKRUN` (5.19): a completion (a retried send, a
+    /// notification) no longer interrupts the submitting thread while it runs in user space (an
+    /// inter-processor interrupt and a detour through the kernel each) but is posted at its next
+    /// entry into the kernel — a system call, or the next timer tick; a sleeping thread is still
+    /// woken. `IORING_SETUP_TASKRUN_FLAG` says when some wait, and [`Self::reap`] then enters the
+    /// kernel to post them at once. An older kernel refuses the flags (`EINVAL`): then a plain ring.
     pub fn new(entries: u32, project: Project<T>) -> io::Result<SendRing<T>> {
+        let ring = match IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .build(entries)
+        {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+            ring => ring?,
+        };
         Ok(SendRing {
-            ring: IoUring::new(entries)?,
+            ring,
             project,
             lent: HashMap::new(),
             registered: None,
@@ -388,6 +405,16 @@ impl<T: ?Sized> SendRing<T> {
     /// Hands every CQE queued now to `on_event`, releasing the loans of finished requests; returns
     /// the number of CQEs.
     pub fn reap(&mut self, mut on_event: impl FnMut(SendEvent)) -> usize {
+        if self.ring.submission().taskrun() {
+            // Posts the completions waiting for this thread (task work), submitting nothing. An
+            // error (a signal) leaves them for the next call.
+            // SAFETY: no submission is made (to_submit 0) and no signal mask is passed.
+            let _ = unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+            };
+        }
         let mut n = 0;
         for cqe in self.ring.completion() {
             n += 1;

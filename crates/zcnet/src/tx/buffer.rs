@@ -8,17 +8,17 @@
 
 use std::sync::Arc;
 
-use super::pool::PooledBuf;
+use super::pool::{FrozenBuf, PooledBuf};
 
 mod sealed {
     pub trait Sealed {}
 }
 
 /// An owned byte container a sender can lend to the kernel (sealed; see the module docs). Implemented
-/// for `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, `Arc<Vec<u8>>`, `&'static [u8]`, [`PooledBuf`] and, with
-/// the `bytes` feature, `bytes::Bytes`.
+/// for `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, `Arc<Vec<u8>>`, `&'static [u8]`, [`PooledBuf`],
+/// [`FrozenBuf`] and, with the `bytes` feature, `bytes::Bytes`.
 ///
-/// A shared container (`Arc<[u8]>`, `Bytes`) can be lent to many senders at once: each send holds one
+/// A shared container (`Arc<[u8]>`, [`FrozenBuf`], `Bytes`) can be lent to many senders at once: each send holds one
 /// reference until the completion covering it, so the bytes are freed only after the last one. No
 /// holder can change them meanwhile (a `Bytes` turns back into a mutable `BytesMut` only when it is
 /// the last reference).
@@ -38,7 +38,14 @@ macro_rules! send_buf {
     )*};
 }
 
-send_buf!(Vec<u8>, Box<[u8]>, Arc<[u8]>, &'static [u8], PooledBuf);
+send_buf!(
+    Vec<u8>,
+    Box<[u8]>,
+    Arc<[u8]>,
+    &'static [u8],
+    PooledBuf,
+    FrozenBuf
+);
 
 #[cfg(feature = "bytes")]
 send_buf!(bytes::Bytes);

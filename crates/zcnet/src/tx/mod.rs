@@ -47,7 +47,7 @@ pub use buffer::SendBuf;
 pub use error::TxError;
 pub(crate) use error::send_hint;
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};
-pub use pool::{BufferPool, PoolConfig, PooledBuf};
+pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 pub use sender::{Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;

@@ -1,7 +1,10 @@
 //! A pool of page-aligned send buffers, optionally on transparent huge pages.
 //!
 //! Each [`PooledBuf`] is one slot of a single anonymous mapping ([`crate::sys::pages::PageArena`]);
-//! dropping it (directly, or when a sender's completion releases it) puts the slot back.
+//! dropping it (directly, or when a sender's completion releases it) puts the slot back. A filled
+//! buffer can be frozen ([`PooledBuf::freeze`]) into a [`FrozenBuf`]: read-only and cheap to clone, so
+//! the same bytes can be lent to many sends at once — over and over on one socket, or to many sockets —
+//! while they stay in the pool's memory (registered with an io_uring, they go out as fixed sends).
 
 use std::io;
 use std::ops::{Deref, DerefMut};
@@ -126,6 +129,31 @@ impl PooledBuf {
         let len = len.min(self.capacity());
         f(&mut self.slot.spare_mut()[..len]);
         self.slot.set_len(len);
+    }
+
+    /// Makes the buffer read-only and shareable: every clone of the [`FrozenBuf`] may be lent to a
+    /// send while others are in flight (the kernel only reads lent bytes), and the slot returns to the
+    /// pool when the last clone is dropped — by the application or by the completion of the last send
+    /// that covered it.
+    pub fn freeze(self) -> FrozenBuf {
+        FrozenBuf {
+            slot: Arc::new(self.slot),
+        }
+    }
+}
+
+/// A read-only [`PooledBuf`] shared by its clones (see [`PooledBuf::freeze`]); it dereferences to its
+/// data. No clone can change the bytes, so lending one to the kernel while others are lent, or read, is
+/// safe.
+#[derive(Debug, Clone)]
+pub struct FrozenBuf {
+    slot: Arc<PageSlot>,
+}
+
+impl Deref for FrozenBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.slot
     }
 }
 
