@@ -184,13 +184,15 @@ impl Net {
         } else {
             (pair.a_v4.into(), pair.b_v4.into())
         };
+        // The far end is resolved statically: the XDP drop program drops ARP and neighbour
+        // discovery too, and without it a burst of datagrams sent while discovery is pending is
+        // dropped (the kernel queues only a few per unresolved neighbour).
+        pair.pin_b_neighbours()?;
         let sink = if xdp_drop {
             let link = pair
                 .b
                 .run(|| XdpProgram::drop_all()?.attach_to(&pair.b_if, AttachMode::Driver))
                 .context("attaching the XDP drop program to the receiving veth end")?;
-            // The program drops ARP and neighbour discovery too: resolve the far end statically.
-            pair.pin_b_neighbours()?;
             Some(link)
         } else {
             None

@@ -129,6 +129,28 @@ fn tcp_over_the_veth_harness() {
 }
 
 #[test]
+fn udp_over_the_veth_harness_v6_delivers_from_the_first_datagram() {
+    if !testnet::privileged("udp_over_the_veth_harness_v6_delivers_from_the_first_datagram") {
+        return;
+    }
+    // The first round starts as soon as the harness is up: neighbour discovery must not be pending.
+    let rows = bench(&[
+        "udp",
+        "--netns",
+        "--ipv6",
+        "--gso",
+        "1400",
+        "--mode",
+        "copy,zerocopy",
+    ]);
+    for row in &rows {
+        assert_eq!(row["path"], "veth", "{row}");
+        assert!(u(row, "received_datagrams") > 0, "nothing arrived: {row}");
+        assert_eq!(u(row, "data_errors"), 0, "{row}");
+    }
+}
+
+#[test]
 fn rounds_alternate_the_order_and_total_each_mode() {
     let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
         .args(["bench", "tcp", "--rounds", "2", "--duration", "0.2"])
