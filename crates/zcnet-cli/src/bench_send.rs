@@ -967,7 +967,9 @@ fn send_udp(
     tx.set_gso_segment(args.gso)?;
     let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), size, common)?;
     let bytes = tx.stats().bytes;
-    let datagrams = bytes.div_ceil(unit as u64);
+    // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
+    let (sends, rest) = (bytes / size as u64, bytes % size as u64);
+    let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
     let socket = tx.close(COMPLETION_WAIT)?;
     if !common.raw {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
