@@ -571,23 +571,27 @@ fn schedule(common: &Common) -> Vec<(u32, Mode, Api)> {
         .collect()
 }
 
-/// Each mode's totals over every round, and auto against the better of copy and zerocopy.
+/// The totals over every round of each api and mode, and auto against the better of copy and
+/// zerocopy of the same api.
 fn totals(rows: &[Row]) -> Vec<Row> {
-    let mut modes: Vec<&str> = Vec::new();
+    let mut groups: Vec<(&Value, &str)> = Vec::new();
     for row in rows {
-        if let Some(mode) = row.get("mode").and_then(Value::as_str)
-            && !modes.contains(&mode)
-        {
-            modes.push(mode);
+        if let Some(mode) = row.get("mode").and_then(Value::as_str) {
+            let group = (&row["api"], mode);
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
         }
     }
     let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-    let mut out: Vec<Row> = modes
+    let mut out: Vec<Row> = groups
         .iter()
-        .map(|&mode| {
-            let of_mode = rows.iter().filter(|r| r["mode"] == mode);
+        .map(|&(api, mode)| {
+            let of_group = rows
+                .iter()
+                .filter(|r| r["api"] == *api && r["mode"] == mode);
             let (mut bytes, mut seconds, mut cpu) = (0.0, 0.0, 0.0);
-            for r in of_mode {
+            for r in of_group {
                 bytes += num(r, "bytes");
                 seconds += num(r, "seconds");
                 cpu += num(r, "cpu_user_s") + num(r, "cpu_sys_s");
@@ -596,6 +600,7 @@ fn totals(rows: &[Row]) -> Vec<Row> {
                 "total": true,
                 "bench": rows[0]["bench"],
                 "path": rows[0]["path"],
+                "api": api,
                 "mode": mode,
                 "bytes": bytes as u64,
                 "seconds": seconds,
@@ -604,24 +609,35 @@ fn totals(rows: &[Row]) -> Vec<Row> {
             }))
         })
         .collect();
-    let find = |m: &str| out.iter().find(|r| r["mode"] == m).cloned();
-    if let (Some(auto), Some(copy), Some(zc)) = (find("auto"), find("copy"), find("zerocopy")) {
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    for (api, _) in groups.iter().filter(|(_, mode)| *mode == "auto") {
+        let find = |m: &str| {
+            out.iter()
+                .find(|r| r["api"] == **api && r["mode"] == m)
+                .cloned()
+        };
+        let (Some(auto), Some(copy), Some(zc)) = (find("auto"), find("copy"), find("zerocopy"))
+        else {
+            continue;
+        };
         let best_rate = num(&copy, "gbit_per_s").max(num(&zc, "gbit_per_s"));
         let best_cost = num(&copy, "cpu_us_per_mb").min(num(&zc, "cpu_us_per_mb"));
-        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-        if let Some(row) = out.iter_mut().find(|r| r["mode"] == "auto") {
-            row.insert(
-                "auto_vs_best_gbit".into(),
-                json!(ratio(num(&auto, "gbit_per_s"), best_rate)),
-            );
-            row.insert(
-                "auto_vs_best_cpu".into(),
-                json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
-            );
-            let (rate, cost) = auto_vs_best_per_round(rows);
-            row.insert("auto_vs_best_gbit_median".into(), json!(median(rate)));
-            row.insert("auto_vs_best_cpu_median".into(), json!(median(cost)));
-        }
+        let of_api: Vec<Row> = rows.iter().filter(|r| r["api"] == **api).cloned().collect();
+        let (rate, cost) = auto_vs_best_per_round(&of_api);
+        let row = out
+            .iter_mut()
+            .find(|r| r["api"] == **api && r["mode"] == "auto")
+            .expect("found above");
+        row.insert(
+            "auto_vs_best_gbit".into(),
+            json!(ratio(num(&auto, "gbit_per_s"), best_rate)),
+        );
+        row.insert(
+            "auto_vs_best_cpu".into(),
+            json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
+        );
+        row.insert("auto_vs_best_gbit_median".into(), json!(median(rate)));
+        row.insert("auto_vs_best_cpu_median".into(), json!(median(cost)));
     }
     out
 }
@@ -663,6 +679,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 
 const TOTAL_COLUMNS: &[Column] = &[
     ("path", "path"),
+    ("api", "api"),
     ("mode", "total of rounds"),
     ("bytes", "bytes"),
     ("gbit_per_s", "Gbit/s"),

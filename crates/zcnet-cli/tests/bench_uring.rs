@@ -57,6 +57,45 @@ fn tcp_loopback_rows_per_api_and_mode() {
 }
 
 #[test]
+fn totals_of_rounds_are_per_api_and_mode() {
+    let rows = bench(&[
+        "tcp",
+        "--mode",
+        "copy,zerocopy",
+        "--rounds",
+        "2",
+        "--interval",
+        "0",
+    ]);
+    let (totals, runs): (Vec<&Value>, Vec<&Value>) = rows.iter().partition(|r| r["total"] == true);
+    assert_eq!(runs.len(), 8, "{rows:?}");
+    let mut groups: Vec<(&str, &str)> = totals
+        .iter()
+        .map(|r| (r["api"].as_str().unwrap(), r["mode"].as_str().unwrap()))
+        .collect();
+    groups.sort_unstable();
+    assert_eq!(
+        groups,
+        [
+            ("io_uring", "copy"),
+            ("io_uring", "zerocopy"),
+            ("sendmsg", "copy"),
+            ("sendmsg", "zerocopy")
+        ]
+    );
+    for total in totals {
+        let of_group = runs
+            .iter()
+            .filter(|r| r["api"] == total["api"] && r["mode"] == total["mode"]);
+        assert_eq!(
+            of_group.map(|r| u(r, "bytes")).sum::<u64>(),
+            u(total, "bytes"),
+            "{total}"
+        );
+    }
+}
+
+#[test]
 fn udp_into_an_xdp_drop_sink_io_uring_is_not_copied() {
     if !testnet::privileged("udp_into_an_xdp_drop_sink_io_uring_is_not_copied") {
         return;
