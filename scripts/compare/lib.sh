@@ -138,6 +138,25 @@ in_order() {
 	fi
 }
 
+# each_round_and_mode REF ZC REPORT: over $ROUNDS rounds, zcnet's copy mode against msg_zerocopy plain
+# and its zerocopy mode against msg_zerocopy -z: runs `REF FLAG` and `ZC MODE` (the order alternating
+# between rounds), then `REPORT ROUND MODE FLAG`.
+each_round_and_mode() {
+	local ref="$1" zc="$2" report="$3" round pair mode flag
+	for round in $(seq 1 "$ROUNDS"); do
+		for pair in "copy:" "zerocopy:-z"; do
+			mode="${pair%%:*}"
+			flag="${pair#*:}"
+			# shellcheck disable=SC2317 # called through in_order
+			run_ref() { "$ref" "$flag"; }
+			# shellcheck disable=SC2317
+			run_zc() { "$zc" "$mode"; }
+			in_order "$round" run_ref run_zc
+			"$report" "$round" "$mode" "$flag"
+		done
+	done
+}
+
 # A scratch directory removed when the script exits.
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT

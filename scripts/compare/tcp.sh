@@ -53,23 +53,19 @@ us_per_mb() {
 declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
 
-for round in $(seq 1 "$ROUNDS"); do
-	for pair in "copy:" "zerocopy:-z"; do
-		mode="${pair%%:*}"
-		flag="${pair#*:}"
-		run_ref() { ref_tcp "$flag"; }
-		run_zc() { zc_tcp "$mode"; }
-		in_order "$round" run_ref run_zc
-		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: MiB" "$ZC_MIB" "$REF_MIB"
-		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: us/MB" \
-			"$(us_per_mb "$ZC_CPU" "$ZC_MIB")" "$(us_per_mb "$REF_CPU" "$REF_MIB")"
-		check_equal "zcnet --mode $mode -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
-		add "zc_mib_$mode" "$ZC_MIB"
-		add "ref_mib_$mode" "$REF_MIB"
-		add "zc_cpu_$mode" "$ZC_CPU"
-		add "ref_cpu_$mode" "$REF_CPU"
-	done
-done
+# tcp_round ROUND MODE FLAG: prints one round's pair and adds it to the totals.
+tcp_round() {
+	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" "$ZC_MIB" "$REF_MIB"
+	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" \
+		"$(us_per_mb "$ZC_CPU" "$ZC_MIB")" "$(us_per_mb "$REF_CPU" "$REF_MIB")"
+	check_equal "zcnet --mode $2 -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
+	add "zc_mib_$2" "$ZC_MIB"
+	add "ref_mib_$2" "$REF_MIB"
+	add "zc_cpu_$2" "$ZC_CPU"
+	add "ref_cpu_$2" "$REF_CPU"
+}
+
+each_round_and_mode ref_tcp zc_tcp tcp_round
 for pair in "copy:plain" "zerocopy:-z"; do
 	mode="${pair%%:*}"
 	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: MiB" "${total[zc_mib_$mode]}" "${total[ref_mib_$mode]}"

@@ -48,15 +48,11 @@ us_per_datagram_mb() {
 	awk -v c="$1" -v p="$2" -v s="$UDP_SIZE" 'BEGIN { if (p > 0) printf "%.1f\n", c * 1e6 / (p * s / 1e6); else print 0 }'
 }
 
-for round in $(seq 1 "$ROUNDS"); do
-	for pair in "copy:" "zerocopy:-z"; do
-		mode="${pair%%:*}"
-		flag="${pair#*:}"
-		run_ref() { ref_udp "$flag"; }
-		run_zc() { zc_udp "$mode"; }
-		in_order "$round" run_ref run_zc
-		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: datagrams" "$ZC_PACKETS" "$REF_PACKETS"
-		pair_line "round $round $mode vs msg_zerocopy ${flag:-plain}: us/MB received" \
-			"$(us_per_datagram_mb "$ZC_CPU" "$ZC_PACKETS")" "$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
-	done
-done
+# udp_round ROUND MODE FLAG: prints one round's pair.
+udp_round() {
+	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: datagrams" "$ZC_PACKETS" "$REF_PACKETS"
+	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB received" \
+		"$(us_per_datagram_mb "$ZC_CPU" "$ZC_PACKETS")" "$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
+}
+
+each_round_and_mode ref_udp zc_udp udp_round
