@@ -609,6 +609,8 @@ impl Sender<UdpSocket> {
 
     /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
     /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
+    /// Without it a datagram larger than the path MTU is fragmented, and the kernel copies it even
+    /// with MSG_ZEROCOPY (it zero-copies only data the device checksums; completions say copied).
     pub fn set_gso_segment(&mut self, segment: Option<u16>) {
         self.gso_segment = segment;
     }
