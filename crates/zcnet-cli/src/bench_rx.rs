@@ -17,6 +17,7 @@ use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
+use crate::bench_apart::ApartFlags;
 use crate::bench_listen::{self, mapped_pct};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
@@ -104,15 +105,8 @@ pub struct RxArgs {
     /// a process of its own, so that the receiver's page zaps need no TLB shootdown on its CPU).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "netns")]
     connect: Option<String>,
-    /// With --listen: exit after one stream.
-    #[arg(long, requires = "listen")]
-    once: bool,
-    /// Do not have the receiver check every byte against the pattern.
-    #[arg(long)]
-    no_verify: bool,
-    /// With --connect: send no zcnet header (for a foreign receiver such as `tcp_mmap -s`).
-    #[arg(long, requires = "connect")]
-    raw: bool,
+    #[command(flatten)]
+    apart: ApartFlags,
 }
 
 /// Where sender and receiver connect.
@@ -349,7 +343,7 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
         .args(["--write-kib", &args.write_kib.to_string()]);
-    if args.no_verify {
+    if args.apart.no_verify {
         command.arg("--no-verify");
     }
     let mut child = command
@@ -418,13 +412,13 @@ fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     let addr = bench_send::connect_addr(spec, args.ipv6)?;
     let client = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
     let write = args.write_kib << 10;
-    let header = (!args.raw).then_some(Header {
+    let header = (!args.apart.raw).then_some(Header {
         bench: Bench::Rx,
         mode: match args.sender {
             SenderArg::Copy => 0,
             SenderArg::Zerocopy => 1,
         },
-        verify: !args.no_verify,
+        verify: !args.apart.no_verify,
         unit: write as u32,
         duration_ms: 0,
         bytes: args.mib << 20,
@@ -452,7 +446,7 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         let mut row = bench_listen::stream_row("rx", peer, &report);
         row.insert("mode".into(), json!(mode_name(mode)));
         print_rows(&[row], LISTEN_COLUMNS, args.json);
-        if args.once || report.interrupted {
+        if args.apart.stop_after(report.interrupted) {
             break;
         }
     }
@@ -495,7 +489,7 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "fallback": t.fallback,
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
-        "verified": !args.no_verify,
+        "verified": !args.apart.no_verify,
         "interrupted": t.interrupted,
     });
     object(row)

@@ -27,6 +27,7 @@ use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSock
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
 use crate::auto_why;
+use crate::bench_apart::ApartFlags;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
@@ -80,15 +81,8 @@ struct Common {
     /// HOST:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     connect: Option<String>,
-    /// With --listen: exit after one stream.
-    #[arg(long, requires = "listen")]
-    once: bool,
-    /// Do not have the receiver check every byte against the pattern (for peak figures).
-    #[arg(long)]
-    no_verify: bool,
-    /// With --connect: send no zcnet header (for the kernel's tools, e.g. `msg_zerocopy -r`).
-    #[arg(long, requires = "connect")]
-    raw: bool,
+    #[command(flatten)]
+    apart: ApartFlags,
     /// Internal: end when standard input closes (the receiver process of the one-process mode).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
@@ -424,6 +418,15 @@ fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
     )
 }
 
+/// Interval lines of a `--listen` receiver.
+fn receiver_ticker(common: &Common, bench: &str) -> Ticker {
+    Ticker::new(
+        common.interval,
+        json!({"bench": bench, "role": "receiver"}),
+        common.json,
+    )
+}
+
 fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
     Header {
         bench,
@@ -432,7 +435,7 @@ fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
             Mode::ZeroCopy => 1,
             Mode::Auto => 2,
         },
-        verify: !common.no_verify,
+        verify: !common.apart.no_verify,
         unit: unit as u32,
         duration_ms: (common.duration * 1000.0) as u64,
         bytes: 0,
@@ -525,6 +528,23 @@ impl Peer {
     fn abandon(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The sender's row of a run `sent` to this receiver, with the receiver's findings added, and
+    /// the receiver's own row; fails when the send failed (the receiver is stopped then) or the
+    /// receiver found wrong bytes.
+    fn merge_into(self, sent: Result<Row>, bench: &str, mode: Mode) -> Result<(Row, Row)> {
+        let mut row = match sent {
+            Ok(row) => row,
+            Err(e) => {
+                self.abandon();
+                return Err(e);
+            }
+        };
+        let received = self.finish()?;
+        merge_receiver(&mut row, &received);
+        check_data(bench, mode, &received)?;
+        Ok((row, received))
     }
 }
 
@@ -711,67 +731,12 @@ fn is_interrupted(row: &Row) -> bool {
     row.get("interrupted").and_then(Value::as_bool) == Some(true)
 }
 
-/// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
-/// harness installs a handler of its own (which removes its namespaces and ends the process), and
-/// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
-/// the harness the ordinary way.
-pub fn run_tcp(args: TcpArgs) -> Result<()> {
-    let common = &args.common;
-    if common.exit_with_parent {
-        exit_with_parent();
-    }
-    if let Some(spec) = &common.listen {
-        live::watch_interrupts()?;
-        return listen_tcp(listen_addr(spec, common.ipv6)?, common);
-    }
-    let size = common.size.unwrap_or(64 << 10);
-    flags::at_most(
-        "--size",
-        size as u64,
-        MAX_TCP_SIZE,
-        "the bench keeps 64 buffers of --size",
-    )?;
+/// Runs `one_run` for every (round, mode, api) of the [`schedule`], stopping after a run that was
+/// interrupted, and prints the summary of the rows (each with its round).
+fn run_rounds(common: &Common, mut one_run: impl FnMut(Mode, Api) -> Result<Row>) -> Result<()> {
     let mut rows = Vec::new();
-    if let Some(spec) = &common.connect {
-        live::watch_interrupts()?;
-        let addr = connect_addr(spec, common.ipv6)?;
-        for (round, mode, api) in schedule(common) {
-            let stream =
-                TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-            let mut row = send_tcp(stream, "remote", (mode, api), size, common)?;
-            row.insert("round".into(), json!(round));
-            rows.push(row);
-            if is_interrupted(rows.last().expect("pushed")) {
-                break;
-            }
-        }
-        print_summary(&rows, common);
-        return Ok(());
-    }
-    let net = Net::new(common, false)?;
-    live::watch_interrupts()?;
     for (round, mode, api) in schedule(common) {
-        let peer = Peer::spawn(&net, "tcp", &[], common)?;
-        let addr = peer.addr;
-        let sent = net
-            .in_sender(|| TcpStream::connect(addr))
-            .with_context(|| format!("connecting to {addr}"))
-            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, common));
-        let mut row = match sent {
-            Ok(row) => row,
-            Err(e) => {
-                peer.abandon();
-                return Err(e);
-            }
-        };
-        let received = peer.finish()?;
-        merge_receiver(&mut row, &received);
-        check_data("tcp", mode, &received)?;
-        let sent = row["bytes"].as_u64().unwrap_or(0);
-        let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-        if got != sent {
-            bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
-        }
+        let mut row = one_run(mode, api)?;
         row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row);
         rows.push(row);
@@ -783,6 +748,63 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     Ok(())
 }
 
+/// With `--listen`, the address to listen on, Ctrl-C watched from now on; `None` for a sender. The
+/// one-process mode's receiver (`--exit-with-parent`) starts watching its standard input here.
+fn receiver_role(common: &Common) -> Result<Option<SocketAddr>> {
+    if common.exit_with_parent {
+        exit_with_parent();
+    }
+    let Some(spec) = &common.listen else {
+        return Ok(None);
+    };
+    live::watch_interrupts()?;
+    listen_addr(spec, common.ipv6).map(Some)
+}
+
+/// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
+/// harness installs a handler of its own (which removes its namespaces and ends the process), and
+/// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
+/// the harness the ordinary way.
+pub fn run_tcp(args: TcpArgs) -> Result<()> {
+    let common = &args.common;
+    if let Some(addr) = receiver_role(common)? {
+        return listen_tcp(addr, common);
+    }
+    let size = common.size.unwrap_or(64 << 10);
+    flags::at_most(
+        "--size",
+        size as u64,
+        MAX_TCP_SIZE,
+        "the bench keeps 64 buffers of --size",
+    )?;
+    if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
+        let addr = connect_addr(spec, common.ipv6)?;
+        return run_rounds(common, |mode, api| {
+            let stream =
+                TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+            send_tcp(stream, "remote", (mode, api), size, common)
+        });
+    }
+    let net = Net::new(common, false)?;
+    live::watch_interrupts()?;
+    run_rounds(common, |mode, api| {
+        let peer = Peer::spawn(&net, "tcp", &[], common)?;
+        let addr = peer.addr;
+        let sent = net
+            .in_sender(|| TcpStream::connect(addr))
+            .with_context(|| format!("connecting to {addr}"))
+            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, common));
+        let (row, received) = peer.merge_into(sent, "tcp", mode)?;
+        let sent = row["bytes"].as_u64().unwrap_or(0);
+        let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+        if got != sent {
+            bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
+        }
+        Ok(row)
+    })
+}
+
 /// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`.
 fn send_tcp(
     mut stream: TcpStream,
@@ -792,7 +814,7 @@ fn send_tcp(
     common: &Common,
 ) -> Result<Row> {
     let dst = stream.peer_addr()?;
-    if !common.raw {
+    if !common.apart.raw {
         stream
             .write_all(&header(Bench::Tcp, mode, size, common).encode())
             .context("sending the stream header")?;
@@ -822,15 +844,11 @@ fn listen_tcp(addr: SocketAddr, common: &Common) -> Result<()> {
     };
     while let Some(stream) = bench_listen::accept(&listener)? {
         let peer = stream.peer_addr()?;
-        let mut ticker = Ticker::new(
-            common.interval,
-            json!({"bench": "tcp", "role": "receiver"}),
-            common.json,
-        );
+        let mut ticker = receiver_ticker(common, "tcp");
         let report = bench_listen::receive_stream(stream, config.clone(), &mut ticker)?;
         let row = bench_listen::stream_row("tcp", peer, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
-        if common.once || report.interrupted {
+        if common.apart.stop_after(report.interrupted) {
             break;
         }
     }
@@ -867,12 +885,8 @@ pub(crate) fn exit_with_parent() {
 /// Runs `zcnet bench udp`.
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
-    if common.exit_with_parent {
-        exit_with_parent();
-    }
-    if let Some(spec) = &common.listen {
-        live::watch_interrupts()?;
-        return listen_udp(listen_addr(spec, common.ipv6)?, common);
+    if let Some(addr) = receiver_role(common)? {
+        return listen_udp(addr, common);
     }
     let size = common.size.unwrap_or(match args.gso {
         Some(seg) => usize::from(seg) * 40,
@@ -896,29 +910,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         MAX_UDP_PAYLOAD,
         "the largest UDP payload",
     )?;
-    let mut rows = Vec::new();
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
-        for (round, mode, api) in schedule(common) {
+        return run_rounds(common, |mode, api| {
             let bind: SocketAddr = match dest {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            let mut row = send_udp(socket, dest, "remote", (mode, api), size, unit, &args)?;
-            row.insert("round".into(), json!(round));
-            rows.push(row);
-            if is_interrupted(rows.last().expect("pushed")) {
-                break;
-            }
-        }
-        print_summary(&rows, common);
-        return Ok(());
+            send_udp(socket, dest, "remote", (mode, api), size, unit, &args)
+        });
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
-    for (round, mode, api) in schedule(common) {
+    run_rounds(common, |mode, api| {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -930,31 +936,13 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
             .context("binding the UDP sender")
             .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
-        let mut row = match (sent, peer) {
-            (Ok(row), None) => row,
-            (Ok(mut row), Some(peer)) => {
-                let received = peer.finish()?;
-                merge_receiver(&mut row, &received);
-                check_data("udp", mode, &received)?;
-                row
-            }
-            (Err(e), peer) => {
-                if let Some(peer) = peer {
-                    peer.abandon();
-                }
-                return Err(e);
-            }
+        let mut row = match peer {
+            Some(peer) => peer.merge_into(sent, "udp", mode)?.0,
+            None => sent?,
         };
         row.insert("gso".into(), json!(args.gso));
-        row.insert("round".into(), json!(round));
-        let stop = is_interrupted(&row);
-        rows.push(row);
-        if stop {
-            break;
-        }
-    }
-    print_summary(&rows, common);
-    Ok(())
+        Ok(row)
+    })
 }
 
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
@@ -973,7 +961,7 @@ fn send_udp(
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const REPEATS: usize = 3;
     const END_REPEATS: usize = 6;
-    if !common.raw {
+    if !common.apart.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
         for _ in 0..REPEATS {
             wire::send_control(&socket, &h).context("sending the header datagram")?;
@@ -988,7 +976,7 @@ fn send_udp(
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);
     let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
     let socket = tx.close(COMPLETION_WAIT)?;
-    if !common.raw {
+    if !common.apart.raw {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
         let end = wire::encode_end(datagrams, bytes);
         for _ in 0..END_REPEATS {
@@ -1007,17 +995,12 @@ fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
     let local = socket.local_addr()?;
     bench_listen::announce(local, common.json);
     loop {
-        let report = bench_listen_udp::receive_datagrams(&socket, || {
-            Ticker::new(
-                common.interval,
-                json!({"bench": "udp", "role": "receiver"}),
-                common.json,
-            )
-        })?;
+        let report =
+            bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp"))?;
         let Some(report) = report else { break };
         let row = bench_listen_udp::datagram_row(local, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
-        if common.once || report.interrupted {
+        if common.apart.stop_after(report.interrupted) {
             break;
         }
     }

@@ -219,6 +219,11 @@ impl Ctx<'_> {
     fn frame_bytes(&self) -> u64 {
         self.to_a.len() as u64
     }
+
+    /// The interval line of a path that has counted `packets` so far, when one is due.
+    fn tick(&self, ticker: &mut Ticker, packets: u64) {
+        ticker.tick_with(packets * self.frame_bytes(), || vec![("packets", packets)]);
+    }
 }
 
 /// What one path measured.
@@ -227,6 +232,34 @@ struct Received {
     packets: u64,
     rx_dropped: u64,
     invalid_descs: Option<u64>,
+}
+
+impl Received {
+    /// What a path through the stack measured (`mode` "ring" or "syscall"; no AF_XDP descriptors).
+    fn stack(mode: &str, packets: u64, rx_dropped: u64) -> Received {
+        Received {
+            mode: mode.into(),
+            packets,
+            rx_dropped,
+            invalid_descs: None,
+        }
+    }
+
+    /// What an AF_XDP path measured, from `app`'s socket statistics once it has run: its mode, the
+    /// invalid descriptors it counted and `invalid` more that the application found, and, for a
+    /// `receiving` socket, the frames it dropped (`rx_dropped` and `rx_ring_full`).
+    fn af_xdp(app: &App, packets: u64, invalid: u64, receiving: bool) -> Result<Received> {
+        let stats = app.statistics()?;
+        Ok(Received {
+            mode: app.socket.mode().as_str().to_string(),
+            packets,
+            rx_dropped: match receiving {
+                true => stats.rx_dropped + stats.rx_ring_full,
+                false => 0,
+            },
+            invalid_descs: Some(stats.invalid_descs() + invalid),
+        })
+    }
 }
 
 /// The generator in the peer namespace: sends `frame` through a TX ring until told to stop.
@@ -319,31 +352,28 @@ fn ours(frame: &[u8]) -> bool {
     matches!(udp_payload(frame), Some((PORT, _)))
 }
 
+/// Packets of a batch sent with `sendmmsg`; `ENOBUFS` (the device queue was full and the kernel
+/// dropped a datagram) sent none.
+fn sent_unless_enobufs(sent: std::io::Result<usize>) -> Result<u64> {
+    match sent {
+        Ok(n) => Ok(n as u64),
+        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(0),
+        Err(e) => Err(e).context("sendmmsg"),
+    }
+}
+
 /// AF_XDP rxdrop on `a_if` queue 0, redirect program in driver mode.
-fn af_xdp(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
-    af_xdp_receiver(ctx, until, start, false)
+fn af_xdp(ctx: &Ctx, run: &Run) -> Result<Received> {
+    af_xdp_receiver(ctx, run, false)
 }
 
 /// AF_XDP l2fwd on `a_if` queue 0: received frames go back out with swapped MACs (frames sent).
-fn af_xdp_l2fwd(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
-    af_xdp_receiver(ctx, until, start, true)
+fn af_xdp_l2fwd(ctx: &Ctx, run: &Run) -> Result<Received> {
+    af_xdp_receiver(ctx, run, true)
 }
 
 /// AF_XDP rxdrop, or l2fwd with `forward`.
-fn af_xdp_receiver(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-    forward: bool,
-) -> Result<Received> {
+fn af_xdp_receiver(ctx: &Ctx, run: &Run, forward: bool) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair.a.run(|| {
         let mode = args.mode.into();
@@ -356,27 +386,17 @@ fn af_xdp_receiver(
     } else {
         Counted::Received
     };
-    app.set_meter(ctx.meter(start()?, counted));
+    app.set_meter(ctx.meter(run.start()?, counted));
     let (packets, invalid) = if forward {
-        app.l2fwd(args.batch, args.wait(), until)?
+        app.l2fwd(args.batch, args.wait(), run.until)?
     } else {
-        app.rxdrop(args.batch, args.wait(), until)?
+        app.rxdrop(args.batch, args.wait(), run.until)?
     };
-    let stats = app.statistics()?;
-    Ok(Received {
-        mode: app.socket.mode().as_str().to_string(),
-        packets,
-        rx_dropped: stats.rx_dropped + stats.rx_ring_full,
-        invalid_descs: Some(stats.invalid_descs() + invalid),
-    })
+    Received::af_xdp(&app, packets, invalid, true)
 }
 
 /// A TPACKET_V3 ring on `a_if` (the stack still processes every frame as well).
-fn tpacket_v3(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
+fn tpacket_v3(ctx: &Ctx, run: &Run) -> Result<Received> {
     let pair = ctx.pair;
     let mut ring = pair.a.run(|| -> Result<RxRingV3> {
         Ok(RxRingV3::open(
@@ -388,52 +408,30 @@ fn tpacket_v3(
         )?)
     })?;
     ring.statistics()?;
-    let mut ticker = start()?;
-    let mut packets = 0u64;
-    while !until() {
-        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
-        match ring.next_block(|f| packets += ours(f) as u64) {
-            Some(_) => {}
-            None => {
-                ring.wait(100)?;
-            }
+    let packets = run.count_packets(ctx, || {
+        let mut packets = 0u64;
+        if ring.next_block(|f| packets += ours(f) as u64).is_none() {
+            ring.wait(100)?;
         }
-    }
+        Ok(packets)
+    })?;
     let (_, drops) = ring.statistics()?;
-    Ok(Received {
-        mode: "ring".into(),
-        packets,
-        rx_dropped: drops,
-        invalid_descs: None,
-    })
+    Ok(Received::stack("ring", packets, drops))
 }
 
 /// `recvmmsg` batches on a UDP socket bound to the frames' destination.
-fn recvmmsg(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
-    udp_receiver(ctx, until, start, false)
+fn recvmmsg(ctx: &Ctx, run: &Run) -> Result<Received> {
+    udp_receiver(ctx, run, false)
 }
 
 /// A UDP forwarder: `recvmmsg` a batch, `sendmmsg` it back to the peer (datagrams sent).
-fn mmsg_forwarder(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
-    udp_receiver(ctx, until, start, true)
+fn mmsg_forwarder(ctx: &Ctx, run: &Run) -> Result<Received> {
+    udp_receiver(ctx, run, true)
 }
 
 /// `recvmmsg` receiver; with `forward`, every batch goes back to the peer with `sendmmsg` and the
 /// datagrams sent are counted.
-fn udp_receiver(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-    forward: bool,
-) -> Result<Received> {
+fn udp_receiver(ctx: &Ctx, run: &Run, forward: bool) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let (socket, errors_before) = pair.a.run(|| -> Result<_> {
         let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
@@ -444,88 +442,52 @@ fn udp_receiver(
         Ok((s, udp_rcvbuf_errors()?))
     })?;
     let mut batch = RecvBatch::new(args.batch as usize, 2048);
-    let mut ticker = start()?;
-    let mut packets = 0u64;
-    while !until() {
-        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
-        match batch.recv(socket.as_fd()) {
-            Ok(n) if !forward => packets += n as u64,
-            Ok(n) => match batch.send(socket.as_fd(), n) {
-                Ok(sent) => packets += sent as u64,
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
-                Err(e) => return Err(e).context("sendmmsg"),
-            },
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                let mut fds = [PollFd::new(&socket, PollFlags::IN)];
-                poll(
-                    &mut fds,
-                    Some(&Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 100_000_000,
-                    }),
-                )?;
-            }
-            Err(e) => return Err(e).context("recvmmsg"),
+    let packets = run.count_packets(ctx, || match batch.recv(socket.as_fd()) {
+        Ok(n) if !forward => Ok(n as u64),
+        Ok(n) => sent_unless_enobufs(batch.send(socket.as_fd(), n)),
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+            let mut fds = [PollFd::new(&socket, PollFlags::IN)];
+            poll(
+                &mut fds,
+                Some(&Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                }),
+            )?;
+            Ok(0)
         }
-    }
+        Err(e) => Err(e).context("recvmmsg"),
+    })?;
     let errors_after = pair.a.run(udp_rcvbuf_errors)?;
-    Ok(Received {
-        mode: "syscall".into(),
-        packets,
-        rx_dropped: errors_after.saturating_sub(errors_before),
-        invalid_descs: None,
-    })
+    let rx_dropped = errors_after.saturating_sub(errors_before);
+    Ok(Received::stack("syscall", packets, rx_dropped))
 }
 
 /// AF_XDP txpush on `a_if` queue 0 (completed frames).
-fn af_xdp_txpush(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
+fn af_xdp_txpush(ctx: &Ctx, run: &Run) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let mut app = pair
         .a
         .run(|| App::open(&pair.a_if, 0, args.mode.into(), false, true, None))?;
-    app.set_meter(ctx.meter(start()?, Counted::Sent));
-    let packets = app.txpush(&ctx.to_b, args.batch, until)?;
-    let stats = app.statistics()?;
-    Ok(Received {
-        mode: app.socket.mode().as_str().to_string(),
-        packets,
-        rx_dropped: 0,
-        invalid_descs: Some(stats.invalid_descs()),
-    })
+    app.set_meter(ctx.meter(run.start()?, Counted::Sent));
+    let packets = app.txpush(&ctx.to_b, args.batch, run.until)?;
+    Received::af_xdp(&app, packets, 0, false)
 }
 
 /// An AF_PACKET TPACKET_V2 TX ring on `a_if` with the qdisc bypassed (frames queued).
-fn tx_ring(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
+fn tx_ring(ctx: &Ctx, run: &Run) -> Result<Received> {
     let pair = ctx.pair;
     let mut ring = pair.a.run(|| -> Result<TxRingV2> {
         Ok(TxRingV2::open(interface_index(&pair.a_if)?, 2048, 512)?)
     })?;
-    let mut ticker = start()?;
-    let frame_bytes = ctx.frame_bytes();
-    let mut progress = |sent: u64| ticker.tick_with(sent * frame_bytes, || vec![("packets", sent)]);
-    let packets = send_through_ring(&mut ring, &ctx.to_b, until, &mut progress)?;
-    Ok(Received {
-        mode: "ring".into(),
-        packets,
-        rx_dropped: 0,
-        invalid_descs: None,
-    })
+    let mut ticker = run.start()?;
+    let mut progress = |sent: u64| ctx.tick(&mut ticker, sent);
+    let packets = send_through_ring(&mut ring, &ctx.to_b, run.until, &mut progress)?;
+    Ok(Received::stack("ring", packets, 0))
 }
 
 /// `sendmmsg` batches on a UDP socket connected to `b` (the stack builds the same frames).
-fn sendmmsg(
-    ctx: &Ctx,
-    until: &dyn Fn() -> bool,
-    start: &dyn Fn() -> Result<Ticker>,
-) -> Result<Received> {
+fn sendmmsg(ctx: &Ctx, run: &Run) -> Result<Received> {
     let (pair, args) = (ctx.pair, ctx.args);
     let socket = pair.a.run(|| -> Result<std::net::UdpSocket> {
         let s = std::net::UdpSocket::bind((pair.a_v4, PORT))?;
@@ -533,27 +495,40 @@ fn sendmmsg(
         Ok(s)
     })?;
     let payload = &ctx.to_b[UDP_HEADERS..];
-    let mut ticker = start()?;
-    let mut packets = 0u64;
-    while !until() {
-        ticker.tick_with(packets * ctx.frame_bytes(), || vec![("packets", packets)]);
-        match send_copies(socket.as_fd(), payload, args.batch as usize) {
-            Ok(n) => packets += n as u64,
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
-            Err(e) => return Err(e).context("sendmmsg"),
-        }
-    }
-    Ok(Received {
-        mode: "syscall".into(),
-        packets,
-        rx_dropped: 0,
-        invalid_descs: None,
-    })
+    let packets = run.count_packets(ctx, || {
+        sent_unless_enobufs(send_copies(socket.as_fd(), payload, args.batch as usize))
+    })?;
+    Ok(Received::stack("syscall", packets, 0))
 }
 
-/// A path: sets up, calls `start` (which starts the clock and, for receive paths, the generator, and
-/// returns the path's interval printer), runs until `until()`.
-type Path = fn(&Ctx, &dyn Fn() -> bool, &dyn Fn() -> Result<Ticker>) -> Result<Received>;
+/// How [`measure`] runs a path: the path sets up, calls `start` (which starts the clock and, for
+/// receive paths, the generator, and returns the path's interval printer), then runs until
+/// `until()`.
+struct Run<'a> {
+    until: &'a dyn Fn() -> bool,
+    start: &'a dyn Fn() -> Result<Ticker>,
+}
+
+impl Run<'_> {
+    fn start(&self) -> Result<Ticker> {
+        (self.start)()
+    }
+
+    /// Starts the clock, then calls `step` until the run is over, printing interval lines of the
+    /// packets counted so far; returns the packets every `step` counted.
+    fn count_packets(&self, ctx: &Ctx, mut step: impl FnMut() -> Result<u64>) -> Result<u64> {
+        let mut ticker = self.start()?;
+        let mut packets = 0u64;
+        while !(self.until)() {
+            ctx.tick(&mut ticker, packets);
+            packets += step()?;
+        }
+        Ok(packets)
+    }
+}
+
+/// A path: sets up and runs as [`Run`] says.
+type Path = fn(&Ctx, &Run) -> Result<Received>;
 
 /// Shortest `--size`: the Ethernet, IPv4 and UDP headers and the checked payload's minimum.
 const MIN_FRAME: usize = UDP_HEADERS + MIN_PAYLOAD;
@@ -800,7 +775,11 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         }
         done
     };
-    let received = path(ctx, &until, &start).with_context(|| format!("path {name}"))?;
+    let run = Run {
+        until: &until,
+        start: &start,
+    };
+    let received = path(ctx, &run).with_context(|| format!("path {name}"))?;
     let begin = first.get().context("path never started")?;
     let end = match last.get() {
         Some(end) => end,

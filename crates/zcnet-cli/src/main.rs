@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod auto_why;
+mod bench_apart;
 mod bench_api;
 mod bench_listen;
 mod bench_listen_udp;
