@@ -8,17 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{Checksum, fill, pool, take, udp_sink};
+use tx_common::{Checksum, datagrams_of, pool, sender_config, take, udp_sink};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TxStats, UdpSender};
 
 const PAGE: usize = 4096;
-
-fn config(mode: Mode) -> SenderConfig {
-    SenderConfig {
-        send_timeout: Some(Duration::from_secs(20)),
-        ..SenderConfig::with_mode(mode)
-    }
-}
 
 /// Sends `sizes` `rounds` times from `tx` (connected to `sink`'s socket) through a 4-buffer pool,
 /// optionally with GSO segments, unconnected (`dest`) or connected, and checks delivery and buffers.
@@ -36,7 +29,7 @@ fn run(
     }
     let sink = udp_sink(rx_socket);
     let pool = pool(64 << 10, 4);
-    let mut tx = UdpSender::new(tx_socket, config(Mode::ZeroCopy));
+    let mut tx = UdpSender::new(tx_socket, sender_config(Mode::ZeroCopy));
     tx.zerocopy_status().expect("SO_ZEROCOPY on UDP");
     tx.set_gso_segment(gso);
     let mut sent = Checksum::default();
@@ -45,13 +38,8 @@ fn run(
         for &size in sizes {
             sink.throttle(sent.len);
             let mut buf = take(&pool, &mut tx);
-            let pos = sent.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sent.update(&buf);
-            datagrams += match gso {
-                Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
-                _ => 1,
-            };
+            sent.fill_next(&mut buf, size);
+            datagrams += datagrams_of(size, gso);
             if connected {
                 tx.send(buf).expect("send");
             } else {
@@ -62,14 +50,7 @@ fn run(
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let (got, got_datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(got_datagrams, datagrams);
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
+    sink.assert_delivered(sent, datagrams, &pool);
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
     assert_eq!(
         stats.zc_calls + stats.copy_empty + stats.copy_enobufs,
@@ -180,7 +161,7 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
             copied_run: u64::MAX,
             ..PolicyConfig::with_mode(mode)
         },
-        ..config(mode)
+        ..sender_config(mode)
     };
     let mut tx = UdpSender::new(a, cfg);
     tx.set_cork(true).unwrap();
@@ -188,9 +169,7 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
     for _ in 0..3 {
         for &len in pieces {
             let mut buf = take(&pool, &mut tx);
-            let pos = sent.len;
-            buf.fill_with(len, |b| fill(b, pos));
-            sent.update(&buf);
+            sent.fill_next(&mut buf, len);
             tx.send(buf).expect("corked send");
         }
         tx.set_cork(false).unwrap();
@@ -199,10 +178,8 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
     tx.flush(Duration::from_secs(10)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).unwrap());
-    let (got, datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent);
-    assert_eq!(datagrams, 3, "each uncork sends one datagram");
-    assert_eq!(pool.available(), pool.capacity());
+    // Each uncork sends one datagram.
+    sink.assert_delivered(sent, 3, &pool);
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls);
     stats
 }

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
-use tx_common::{Checksum, fill, pool, tcp_sink};
+use tx_common::{Checksum, assert_stream_delivered, fill, pool, tcp_sink};
 use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::{Mode, PolicyConfig, TxStats};
 use zcnet::uring::{UringConfig, UringTcpSender};
@@ -28,15 +28,7 @@ fn roundtrip(stream: TcpStream, listener: TcpListener, cfg: UringConfig, rounds:
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let got = sink.join().expect("sink");
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
-    assert_eq!(stats.bytes, sent.len);
-    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    assert_stream_delivered(sink, sent, &pool, &stats);
     stats
 }
 

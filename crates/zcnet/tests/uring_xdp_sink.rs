@@ -7,8 +7,8 @@ mod uring_common;
 
 use std::time::Duration;
 
-use tx_common::{fill, pool, xdp_drop_sink};
-use uring_common::{config, send_zc_available, take};
+use tx_common::{assert_every_send_zero_copied, pool, xdp_drop_sink, xdp_sink_size};
+use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::Mode;
 use zcnet::uring::UringUdpSender;
 
@@ -18,20 +18,12 @@ fn sink_run(v6: bool, gso: Option<u16>) {
     let mut tx = UringUdpSender::new(socket, config(Mode::ZeroCopy)).expect("io_uring");
     tx.register_pool(&pool).expect("register the pool");
     tx.set_gso_segment(gso).expect("UDP_SEGMENT");
-    let size = if gso.is_some() { 1200 * 40 } else { 1400 };
-    for i in 0..500u64 {
-        let mut buf = take(&pool, &mut tx).expect("take");
-        buf.fill_with(size, |b| fill(b, i));
-        tx.send(buf).expect("send");
-    }
+    send_sizes(&mut tx, &pool, &[xdp_sink_size(gso)], 500, drop).expect("send");
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx);
     drop(link);
-    assert_eq!(stats.zc_calls, 500, "{stats:?}");
-    assert_eq!(stats.copied_ids, 0, "{stats:?}");
-    assert_eq!(stats.zc_ids, 500, "{stats:?}");
-    assert_eq!(pool.available(), pool.capacity());
+    assert_every_send_zero_copied(&stats, &pool, 500);
 }
 
 #[test]

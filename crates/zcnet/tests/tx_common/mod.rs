@@ -7,7 +7,9 @@ use std::net::{TcpListener, TcpStream};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use zcnet::tx::{BufferPool, PoolConfig, SendError, Sender, ZcSocket};
+use zcnet::tx::{
+    BufferPool, Mode, PoolConfig, PooledBuf, SendError, Sender, SenderConfig, TxStats, ZcSocket,
+};
 
 /// A running checksum (FNV-1a over every byte, plus the length): equal on both sides only when the
 /// same bytes arrived in the same order, none missing or repeated.
@@ -32,6 +34,21 @@ impl Checksum {
             self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
         self.len += bytes.len() as u64;
+    }
+
+    /// Fills `buf` with `size` bytes of the pattern at this stream's position and adds them.
+    pub fn fill_next(&mut self, buf: &mut PooledBuf, size: usize) {
+        let pos = self.len;
+        buf.fill_with(size, |b| fill(b, pos));
+        self.update(buf);
+    }
+}
+
+/// A sender config with a 20 s send timeout, so a stalled test fails instead of hanging.
+pub fn sender_config(mode: Mode) -> SenderConfig {
+    SenderConfig {
+        send_timeout: Some(Duration::from_secs(20)),
+        ..SenderConfig::with_mode(mode)
     }
 }
 
@@ -99,13 +116,30 @@ pub fn send_sizes<S: ZcSocket>(
     for _ in 0..rounds {
         for &size in sizes {
             let mut buf = take(pool, tx);
-            let pos = sum.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sum.update(&buf);
+            sum.fill_next(&mut buf, size);
             send(tx, buf).expect("send");
         }
     }
     sum
+}
+
+/// After the sender closed: the stream `sink` read is the one sent, every buffer of `pool` came
+/// back, and `stats` count every byte sent and one completion for every zero-copy call.
+pub fn assert_stream_delivered(
+    sink: JoinHandle<Checksum>,
+    sent: Checksum,
+    pool: &BufferPool,
+    stats: &TxStats,
+) {
+    let got = sink.join().expect("sink");
+    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer was not returned"
+    );
+    assert_eq!(stats.bytes, sent.len);
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
 }
 
 /// Connects a TCP pair: the listener end is read by [`tcp_sink`].
@@ -173,8 +207,15 @@ pub fn udp_sink(socket: UdpSocket) -> UdpSink {
 impl UdpSink {
     /// Blocks (bounded) until no more than `window` bytes of `sent` are unreceived.
     pub fn throttle(&self, sent: u64) {
+        self.throttle_while(sent, || {});
+    }
+
+    /// [`UdpSink::throttle`], calling `meanwhile` before each pause (a sender that must push queued
+    /// sends to the kernel itself).
+    pub fn throttle_while(&self, sent: u64, mut meanwhile: impl FnMut()) {
         let start = Instant::now();
         while sent.saturating_sub(self.received.load(Ordering::Acquire)) > self.window {
+            meanwhile();
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "receiver stalled: datagrams were lost"
@@ -188,6 +229,41 @@ impl UdpSink {
         self.target.store(total, Ordering::Release);
         self.handle.join().expect("udp sink")
     }
+
+    /// After the sender closed: every datagram sent arrived (`datagrams` of them, their bytes the
+    /// ones sent, in order) and every buffer of `pool` came back.
+    pub fn assert_delivered(self, sent: Checksum, datagrams: u64, pool: &BufferPool) {
+        let (got, got_datagrams) = self.finish(sent.len);
+        assert_eq!(got, sent, "bytes delivered differ from bytes sent");
+        assert_eq!(got_datagrams, datagrams);
+        assert_eq!(
+            pool.available(),
+            pool.capacity(),
+            "a buffer was not returned"
+        );
+    }
+}
+
+/// The datagrams one send of `size` bytes makes with GSO segments of `gso` (an empty send is one).
+pub fn datagrams_of(size: usize, gso: Option<u16>) -> u64 {
+    match gso {
+        Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
+        _ => 1,
+    }
+}
+
+/// The send size of the XDP drop sink tests: 40 segments of 1200 bytes with GSO, else 1400 bytes.
+pub fn xdp_sink_size(gso: Option<u16>) -> usize {
+    if gso.is_some() { 1200 * 40 } else { 1400 }
+}
+
+/// Into the XDP drop sink, after the sender closed: each of `sends` was one zero-copy call whose
+/// completion says not copied, and every buffer of `pool` came back.
+pub fn assert_every_send_zero_copied(stats: &TxStats, pool: &BufferPool, sends: u64) {
+    assert_eq!(stats.zc_calls, sends, "{stats:?}");
+    assert_eq!(stats.copied_ids, 0, "{stats:?}");
+    assert_eq!(stats.zc_ids, sends, "{stats:?}");
+    assert_eq!(pool.available(), pool.capacity());
 }
 
 /// A veth pair whose receiving end drops every frame in a native XDP program (attached while the
