@@ -37,11 +37,11 @@ struct Run {
     at_enobufs: TxStats,
 }
 
-/// Sends `size`-byte buffers of `pool` until ENOBUFS came three times (20 000 sends at most), calling
-/// `before` with the bytes sent so far ahead of each send; then recovers: 200 more sends, each
-/// waited for (so the result does not depend on how fast the kernel frees completions). Checks that
-/// ENOBUFS came, that zero-copy sends succeeded again after the back-off, that completion ids stayed
-/// in sync, and that every buffer came back; closes the sender.
+/// Sends `size`-byte buffers of `pool` until ENOBUFS came three times (20 000 sends at most),
+/// calling `before` with the bytes sent so far ahead of each send; then recovers: 200 more sends,
+/// each waited for (so the result does not depend on how fast the kernel frees completions).
+/// Checks that ENOBUFS came, that zero-copy sends succeeded again after the back-off, that
+/// completion ids stayed in sync, and that every buffer came back; closes the sender.
 fn enobufs_and_recovery<S: ZcSocket>(
     mut tx: Sender<S>,
     pool: &BufferPool,
@@ -96,14 +96,20 @@ fn enobufs_and_recovery<S: ZcSocket>(
     }
 }
 
+/// A namespace whose net.core.optmem_max is `bytes`.
+fn namespace_with_optmem_max(bytes: &str) -> Netns {
+    let ns = Netns::create("a").expect("namespace");
+    ns.set_sysctl("net.core.optmem_max", bytes)
+        .expect("optmem_max");
+    ns
+}
+
 #[test]
 fn tcp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
     if !testnet::privileged("tcp_enobufs_falls_back_to_copy_without_loss_and_recovers") {
         return;
     }
-    let ns = Netns::create("a").expect("namespace");
-    ns.set_sysctl("net.core.optmem_max", "2048")
-        .expect("optmem_max");
+    let ns = namespace_with_optmem_max("2048");
     let listener = ns
         .run(|| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
         .unwrap();
@@ -122,9 +128,7 @@ fn udp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
     if !testnet::privileged("udp_enobufs_falls_back_to_copy_without_loss_and_recovers") {
         return;
     }
-    let ns = Netns::create("a").expect("namespace");
-    ns.set_sysctl("net.core.optmem_max", "1024")
-        .expect("optmem_max");
+    let ns = namespace_with_optmem_max("1024");
     let (a, b) = ns
         .run(|| -> std::io::Result<_> {
             Ok((

@@ -8,13 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{assert_stream_delivered, pool, send_sizes, sender_config, tcp_pair};
+use tx_common::{STREAM_SIZES, assert_stream_delivered, pool, send_sizes, sender_config, tcp_pair};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TcpSender};
 
-const PAGE: usize = 4096;
-const SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 64 << 10, 10 * 1024 - 1, 10 * 1024];
-
-/// Streams `SIZES` `rounds` times through a 4-buffer pool and checks everything the issue promises.
+/// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks everything the issue
+/// promises.
 fn roundtrip(
     stream: TcpStream,
     sink: std::thread::JoinHandle<tx_common::Checksum>,
@@ -26,7 +24,7 @@ fn roundtrip(
     if mode != Mode::Copy {
         tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
     }
-    let sent = send_sizes(&mut tx, &pool, &SIZES, rounds, |tx, b| tx.send(b));
+    let sent = send_sizes(&mut tx, &pool, &STREAM_SIZES, rounds, |tx, b| tx.send(b));
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));

@@ -8,10 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{Checksum, datagrams_of, pool, sender_config, take, udp_sink};
+use tx_common::{
+    Checksum, PAGE, datagrams_of, pool, sender_config, take, udp_sink, veth_udp_sizes,
+    veth_udp_sockets,
+};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TxStats, UdpSender};
-
-const PAGE: usize = 4096;
 
 /// Sends `sizes` `rounds` times from `tx` (connected to `sink`'s socket) through a 4-buffer pool,
 /// optionally with GSO segments, unconnected (`dest`) or connected, and checks delivery and buffers.
@@ -101,18 +102,8 @@ fn veth_run(offloads: Offloads, v6: bool, gso: Option<u16>) -> TxStats {
         ..Default::default()
     })
     .expect("veth pair");
-    let (a_ip, b_ip): (IpAddr, IpAddr) = if v6 {
-        (pair.a_v6.into(), pair.b_v6.into())
-    } else {
-        (pair.a_v4.into(), pair.b_v4.into())
-    };
-    let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
-    let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
-    let sizes: &[usize] = match gso {
-        Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
-        None => &[0, 1, 1000, 1400],
-    };
-    run(tx, rx, sizes, gso, true, 10)
+    let (tx, rx) = veth_udp_sockets(&pair, v6);
+    run(tx, rx, veth_udp_sizes(gso), gso, true, 10)
 }
 
 #[test]

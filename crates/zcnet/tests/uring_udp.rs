@@ -9,12 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
-use tx_common::{Checksum, datagrams_of, pool, udp_sink};
+use tx_common::{Checksum, PAGE, datagrams_of, pool, udp_sink, veth_udp_sizes, veth_udp_sockets};
 use uring_common::{config, send_zc_available, take};
 use zcnet::tx::{Mode, TxStats};
 use zcnet::uring::{UringConfig, UringUdpSender};
-
-const PAGE: usize = 4096;
 
 /// Sends `sizes` `rounds` times from `tx_socket` to `rx_socket` through a registered 4-buffer pool,
 /// keeping what is unreceived within the sink's window, and checks every byte, datagram and buffer.
@@ -96,18 +94,8 @@ fn udp_v4_and_v6_over_veth_with_and_without_gso() {
     for v6 in [false, true] {
         for gso in [None, Some(1200)] {
             let pair = VethPair::new(VethConfig::default()).expect("veth pair");
-            let (a_ip, b_ip): (IpAddr, IpAddr) = if v6 {
-                (pair.a_v6.into(), pair.b_v6.into())
-            } else {
-                (pair.a_v4.into(), pair.b_v4.into())
-            };
-            let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
-            let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
-            let sizes: &[usize] = match gso {
-                Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
-                None => &[0, 1, 1000, 1400],
-            };
-            let stats = run(tx, rx, sizes, gso, 10);
+            let (tx, rx) = veth_udp_sockets(&pair, v6);
+            let stats = run(tx, rx, veth_udp_sizes(gso), gso, 10);
             assert_eq!(
                 stats.copied_ids, stats.zc_calls,
                 "v6 {v6} gso {gso:?}: {stats:?}"

@@ -7,24 +7,10 @@ mod uring_common;
 
 use std::time::Duration;
 
-use tx_common::{assert_every_send_zero_copied, pool, xdp_drop_sink, xdp_sink_size};
+use tx_common::xdp_sink_run;
 use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::Mode;
 use zcnet::uring::UringUdpSender;
-
-fn sink_run(v6: bool, gso: Option<u16>) {
-    let (_pair, link, socket) = xdp_drop_sink(v6);
-    let pool = pool(64 << 10, 8);
-    let mut tx = UringUdpSender::new(socket, config(Mode::ZeroCopy)).expect("io_uring");
-    tx.register_pool(&pool).expect("register the pool");
-    tx.set_gso_segment(gso).expect("UDP_SEGMENT");
-    send_sizes(&mut tx, &pool, &[xdp_sink_size(gso)], 500, drop).expect("send");
-    tx.flush(Duration::from_secs(20)).expect("flush");
-    let stats = tx.stats().clone();
-    drop(tx);
-    drop(link);
-    assert_every_send_zero_copied(&stats, &pool, 500);
-}
 
 #[test]
 fn uring_udp_into_xdp_drop_sink_is_zero_copy() {
@@ -35,7 +21,14 @@ fn uring_udp_into_xdp_drop_sink_is_zero_copy() {
     }
     for v6 in [false, true] {
         for gso in [None, Some(1200)] {
-            sink_run(v6, gso);
+            xdp_sink_run(v6, gso, |socket, pool, size, sends| {
+                let mut tx = UringUdpSender::new(socket, config(Mode::ZeroCopy)).expect("io_uring");
+                tx.register_pool(pool).expect("register the pool");
+                tx.set_gso_segment(gso).expect("UDP_SEGMENT");
+                send_sizes(&mut tx, pool, &[size], sends, drop).expect("send");
+                tx.flush(Duration::from_secs(20)).expect("flush");
+                tx.stats().clone()
+            });
         }
     }
 }

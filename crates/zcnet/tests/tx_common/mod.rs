@@ -11,6 +11,13 @@ use zcnet::tx::{
     BufferPool, Mode, PoolConfig, PooledBuf, SendError, Sender, SenderConfig, TxStats, ZcSocket,
 };
 
+/// The page size (x86-64): sends around it start or end inside a page.
+pub const PAGE: usize = 4096;
+
+/// Stream send sizes: empty, one byte, around a page, 64 KiB, and around the default zero-copy
+/// threshold (10 KiB).
+pub const STREAM_SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 64 << 10, 10 * 1024 - 1, 10 * 1024];
+
 /// A running checksum (FNV-1a over every byte, plus the length): equal on both sides only when the
 /// same bytes arrived in the same order, none missing or repeated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +167,7 @@ pub struct UdpSink {
     pub window: u64,
 }
 
-use std::net::UdpSocket;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -252,24 +259,36 @@ pub fn datagrams_of(size: usize, gso: Option<u16>) -> u64 {
     }
 }
 
-/// The send size of the XDP drop sink tests: 40 segments of 1200 bytes with GSO, else 1400 bytes.
-pub fn xdp_sink_size(gso: Option<u16>) -> usize {
-    if gso.is_some() { 1200 * 40 } else { 1400 }
+/// The addresses of `pair`'s ends `a` and `b`, IPv6 or IPv4.
+pub fn veth_ips(pair: &testnet::VethPair, v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        (pair.a_v6.into(), pair.b_v6.into())
+    } else {
+        (pair.a_v4.into(), pair.b_v4.into())
+    }
 }
 
-/// Into the XDP drop sink, after the sender closed: each of `sends` was one zero-copy call whose
-/// completion says not copied, and every buffer of `pool` came back.
-pub fn assert_every_send_zero_copied(stats: &TxStats, pool: &BufferPool, sends: u64) {
-    assert_eq!(stats.zc_calls, sends, "{stats:?}");
-    assert_eq!(stats.copied_ids, 0, "{stats:?}");
-    assert_eq!(stats.zc_ids, sends, "{stats:?}");
-    assert_eq!(pool.available(), pool.capacity());
+/// A UDP socket in each namespace of `pair` (IPv6 or IPv4): the sender's in `a`, the receiver's in
+/// `b`.
+pub fn veth_udp_sockets(pair: &testnet::VethPair, v6: bool) -> (UdpSocket, UdpSocket) {
+    let (a_ip, b_ip) = veth_ips(pair, v6);
+    let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
+    let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
+    (tx, rx)
+}
+
+/// The sizes sent across a veth: around the 1200-byte GSO segment with GSO, up to a datagram that
+/// fills the 1500-byte MTU without.
+pub fn veth_udp_sizes(gso: Option<u16>) -> &'static [usize] {
+    match gso {
+        Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
+        None => &[0, 1, 1000, 1400],
+    }
 }
 
 /// A veth pair whose receiving end drops every frame in a native XDP program (attached while the
 /// returned link lives), and a UDP socket in the sending namespace connected across it.
 pub fn xdp_drop_sink(v6: bool) -> (testnet::VethPair, zcnet::xdp::XdpLink, UdpSocket) {
-    use std::net::{IpAddr, SocketAddr};
     use zcnet::xdp::{AttachMode, XdpProgram};
     let pair = testnet::VethPair::new(testnet::VethConfig::default()).expect("veth pair");
     let link = pair
@@ -278,14 +297,31 @@ pub fn xdp_drop_sink(v6: bool) -> (testnet::VethPair, zcnet::xdp::XdpLink, UdpSo
         .expect("attach the XDP drop program");
     // The drop program also drops ARP and neighbour discovery: resolve the peer statically.
     pair.pin_b_neighbours().unwrap();
-    let (src, dst): (IpAddr, IpAddr) = if v6 {
-        (pair.a_v6.into(), pair.b_v6.into())
-    } else {
-        (pair.a_v4.into(), pair.b_v4.into())
-    };
+    let (src, dst) = veth_ips(&pair, v6);
     let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
     socket.connect(SocketAddr::new(dst, 9)).unwrap();
     (pair, link, socket)
+}
+
+/// Into the XDP drop sink (IPv6 or IPv4): `send` wraps the socket in a sender, sends `sends`
+/// buffers of `size` bytes (GSO segments of 1200 bytes, or one 1400-byte datagram each) from the
+/// pool, flushes and returns the statistics; each send must have been one zero-copy call whose
+/// completion says not copied, and every buffer must be back.
+pub fn xdp_sink_run(
+    v6: bool,
+    gso: Option<u16>,
+    send: impl FnOnce(UdpSocket, &BufferPool, usize, usize) -> TxStats,
+) {
+    const SENDS: usize = 500;
+    let (_pair, link, socket) = xdp_drop_sink(v6);
+    let pool = pool(64 << 10, 8);
+    let size = if gso.is_some() { 1200 * 40 } else { 1400 };
+    let stats = send(socket, &pool, size, SENDS);
+    drop(link);
+    assert_eq!(stats.zc_calls, SENDS as u64, "{stats:?}");
+    assert_eq!(stats.copied_ids, 0, "{stats:?}");
+    assert_eq!(stats.zc_ids, SENDS as u64, "{stats:?}");
+    assert_eq!(pool.available(), pool.capacity());
 }
 
 /// Accepts one connection, reads 100 000 bytes, then closes with data unread, which makes the kernel

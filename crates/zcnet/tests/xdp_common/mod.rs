@@ -48,7 +48,8 @@ pub fn record(seen: &mut BTreeSet<u64>, payload: &[u8]) {
     assert!(seen.insert(seq), "sequence {seq} arrived twice");
 }
 
-/// A UDP socket on `b`'s address and [`PORT`], in `b`'s namespace, each read bounded by [`PATIENCE`].
+/// A UDP socket on `b`'s address and [`PORT`], in `b`'s namespace, each read bounded by
+/// [`PATIENCE`].
 pub fn peer_receiver(pair: &VethPair) -> UdpSocket {
     let receiver = pair
         .b
