@@ -1,14 +1,15 @@
 //! `zcnet bench tcp|udp|rx --listen` in one process and `--connect` in another, over loopback and
 //! across the veth harness's two namespaces, every byte verified; Ctrl-C mid-run; a closed stdout.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{ZCNET, interrupt_and_finish, json_rows, stdout_of, succeeded};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
-
-const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
 
 /// A `--listen --once` receiver and the address it announced.
 struct Listener {
@@ -44,21 +45,10 @@ fn listen(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Listener
     }
 }
 
-fn json_rows(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|_| panic!("{l:?}")))
-        .filter(|row| row.get("interval").is_none())
-        .collect()
-}
-
 impl Listener {
     fn report(self) -> Value {
         let out = self.child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(&out, "the receiver");
         let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
         assert_eq!(rows.len(), 1, "{rows:?}");
         rows.into_iter().next().unwrap()
@@ -66,17 +56,39 @@ impl Listener {
 }
 
 fn send(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Vec<Value> {
-    let out = cmd
-        .args(["bench", bench, "--connect", addr, "--json"])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_rows(&String::from_utf8_lossy(&out.stdout))
+    cmd.args(["bench", bench, "--connect", addr, "--json"])
+        .args(extra);
+    json_rows(&stdout_of(&mut cmd, "the sender"))
+}
+
+/// One `bench` stream apart: a receiver started by `listener` on `addr` (with `listen_args`, and
+/// `--ipv6` when the sender has it), then a sender started by `sender` (with `send_args`). Returns
+/// the sender's rows and the receiver's.
+fn run_apart(
+    (listener, sender): (Command, Command),
+    bench: &str,
+    addr: &str,
+    listen_args: &[&str],
+    send_args: &[&str],
+) -> (Vec<Value>, Value) {
+    let ipv6 = send_args.contains(&"--ipv6").then_some("--ipv6");
+    let listen_args: Vec<&str> = listen_args.iter().copied().chain(ipv6).collect();
+    let l = listen(listener, bench, addr, &listen_args);
+    let sent = send(sender, bench, &l.addr, send_args);
+    (sent, l.report())
+}
+
+/// [`run_apart`], checked by [`check_pair`]; returns the receiver's row.
+fn apart(
+    commands: (Command, Command),
+    bench: &str,
+    addr: &str,
+    listen_args: &[&str],
+    send_args: &[&str],
+) -> Value {
+    let (sent, received) = run_apart(commands, bench, addr, listen_args, send_args);
+    check_pair(bench, &sent, &received);
+    received
 }
 
 /// One stream each way the two sides can meet; the receiver verified every byte it got.
@@ -110,41 +122,27 @@ fn here() -> Command {
 
 #[test]
 fn tcp_udp_and_rx_apart_over_loopback() {
-    let l = listen(here(), "tcp", "127.0.0.1:0", &[]);
-    let sent = send(
-        here(),
-        "tcp",
-        &l.addr,
-        &["--mode", "zerocopy", "--duration", "0.3"],
-    );
-    check_pair("tcp", &sent, &l.report());
-
-    let l = listen(here(), "udp", "127.0.0.1:0", &[]);
-    let sent = send(
-        here(),
-        "udp",
-        &l.addr,
-        &["--mode", "copy", "--duration", "0.2"],
-    );
-    check_pair("udp", &sent, &l.report());
-
-    let l = listen(here(), "udp", "[::1]:0", &["--ipv6"]);
-    let args = [
-        "--mode",
-        "zerocopy",
-        "--duration",
-        "0.2",
-        "--gso",
-        "1200",
-        "--ipv6",
+    let streams = [
+        ("tcp", "--mode zerocopy --duration 0.3"),
+        ("udp", "--mode copy --duration 0.2"),
+        ("udp", "--mode zerocopy --duration 0.2 --gso 1200 --ipv6"),
     ];
-    let sent = send(here(), "udp", &l.addr, &args);
-    check_pair("udp", &sent, &l.report());
-
-    let l = listen(here(), "rx", "127.0.0.1:0", &["--mode", "zerocopy"]);
-    send(here(), "rx", &l.addr, &["--mib", "8"]);
-    let received = l.report();
-    check_pair("rx", &[], &received);
+    for (bench, args) in streams {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let addr = if args.contains(&"--ipv6") {
+            "[::1]:0"
+        } else {
+            "127.0.0.1:0"
+        };
+        apart((here(), here()), bench, addr, &[], &args);
+    }
+    let received = apart(
+        (here(), here()),
+        "rx",
+        "127.0.0.1:0",
+        &["--mode", "zerocopy"],
+        &["--mib", "8"],
+    );
     assert_eq!(received["bytes"], 8 << 20);
     assert!(
         received["mapped_pct"].as_f64().unwrap() > 90.0,
@@ -165,52 +163,25 @@ fn tcp_udp_and_rx_apart_across_namespaces() {
     .expect("veth harness");
     let b4 = format!("{}:0", pair.b_v4);
     let b6 = format!("[{}]:0", pair.b_v6);
-    let a = || pair.a.command(ZCNET);
-    let b = || pair.b.command(ZCNET);
-
-    let l = listen(b(), "tcp", &b4, &[]);
-    let sent = send(
-        a(),
-        "tcp",
-        &l.addr,
-        &["--mode", "zerocopy", "--duration", "0.3"],
-    );
-    check_pair("tcp", &sent, &l.report());
-    let l = listen(b(), "tcp", &b6, &["--ipv6"]);
-    let sent = send(
-        a(),
-        "tcp",
-        &l.addr,
-        &["--mode", "auto", "--duration", "0.3", "--ipv6"],
-    );
-    check_pair("tcp", &sent, &l.report());
-
-    let l = listen(b(), "udp", &b6, &["--ipv6"]);
-    let args = [
-        "--mode",
-        "zerocopy",
-        "--duration",
-        "0.2",
-        "--gso",
-        "1400",
-        "--ipv6",
+    let b_to_a = || (pair.b.command(ZCNET), pair.a.command(ZCNET));
+    let streams = [
+        ("tcp", "--mode zerocopy --duration 0.3"),
+        ("tcp", "--mode auto --duration 0.3 --ipv6"),
+        ("udp", "--mode zerocopy --duration 0.2 --gso 1400 --ipv6"),
+        ("udp", "--mode copy --duration 0.2"),
     ];
-    let sent = send(a(), "udp", &l.addr, &args);
-    check_pair("udp", &sent, &l.report());
-
-    let l = listen(b(), "udp", &b4, &[]);
-    let sent = send(
-        a(),
-        "udp",
-        &l.addr,
-        &["--mode", "copy", "--duration", "0.2"],
+    for (bench, args) in streams {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let addr = if args.contains(&"--ipv6") { &b6 } else { &b4 };
+        apart(b_to_a(), bench, addr, &[], &args);
+    }
+    let received = apart(
+        b_to_a(),
+        "rx",
+        &b6,
+        &["--mode", "zerocopy"],
+        &["--mib", "8", "--ipv6"],
     );
-    check_pair("udp", &sent, &l.report());
-
-    let l = listen(b(), "rx", &b6, &["--mode", "zerocopy", "--ipv6"]);
-    send(a(), "rx", &l.addr, &["--mib", "8", "--ipv6"]);
-    let received = l.report();
-    check_pair("rx", &[], &received);
     assert_eq!(received["bytes"], 8 << 20);
     assert!(received["mapped_bytes"].as_u64().unwrap() > 0, "{received}");
 }
@@ -261,10 +232,7 @@ fn check_udp_counts(
 
 /// One `bench udp` run apart (receiver started by `listener`, sender by `sender`) with `args`.
 fn udp_run(listener: Command, sender: Command, addr: &str, args: &[&str], loopback: bool) {
-    let ipv6 = args.contains(&"--ipv6");
-    let l = listen(listener, "udp", addr, if ipv6 { &["--ipv6"] } else { &[] });
-    let sent = send(sender, "udp", &l.addr, args);
-    let received = l.report();
+    let (sent, received) = run_apart((listener, sender), "udp", addr, &[], args);
     let value = |flag: &str| {
         args.iter()
             .position(|a| *a == flag)
@@ -362,23 +330,9 @@ fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, u32) {
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
     assert!(first.contains("\"interval\":true"), "{first:?}");
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "{status}: {err}");
-    (json_rows(&rest), child.id())
+    let pid = child.id();
+    let rest = interrupt_and_finish(child, stdout);
+    (json_rows(&rest), pid)
 }
 
 fn check_interrupted(rows: &[Value], tag: &str) {

@@ -1,27 +1,17 @@
 //! `zcnet bench rx` end to end: one JSON row per receive mode with every field, the whole stream
 //! received, and the byte accounting adding up (no timing is asserted).
 
+mod common;
+
 use std::process::Command;
 
+use common::{ZCNET, json_rows, stdout_of};
 use serde_json::Value;
 
 fn bench_rows(args: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .args(["bench", "rx", "--json"])
-        .args(args)
-        .output()
-        .expect("run zcnet bench rx");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("one JSON object per line"))
-        .filter(|row| row.get("interval").is_none())
-        .collect()
+    let mut cmd = Command::new(ZCNET);
+    cmd.args(["bench", "rx", "--json"]).args(args);
+    json_rows(&stdout_of(&mut cmd, &format!("zcnet bench rx {args:?}")))
 }
 
 fn check_rows(rows: &[Value], path: &str, bytes: u64) {

@@ -2,8 +2,11 @@
 //! counters that agree with each other, and the XDP drop sink where zero-copy sends are not copied.
 //! Rates are only checked to be positive: performance is compared from one run's rows, never asserted.
 
+mod common;
+
 use std::process::Command;
 
+use common::{ZCNET, json_lines, json_rows, stdout_of, u};
 use serde_json::Value;
 
 const FIELDS: [&str; 17] = [
@@ -27,22 +30,11 @@ const FIELDS: [&str; 17] = [
 ];
 
 fn bench(args: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .arg("bench")
+    let mut cmd = Command::new(ZCNET);
+    cmd.arg("bench")
         .args(args)
-        .args(["--duration", "0.3", "--json"])
-        .output()
-        .expect("run zcnet bench");
-    assert!(
-        out.status.success(),
-        "zcnet bench {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("one JSON object per line"))
-        .filter(|row| row.get("interval").is_none())
-        .collect();
+        .args(["--duration", "0.3", "--json"]);
+    let rows = json_rows(&stdout_of(&mut cmd, &format!("zcnet bench {args:?}")));
     for row in &rows {
         for field in FIELDS {
             assert!(row.get(field).is_some(), "{field} missing: {row}");
@@ -51,12 +43,6 @@ fn bench(args: &[&str]) -> Vec<Value> {
         assert!(row["bytes"].as_u64().unwrap() > 0, "{row}");
     }
     rows
-}
-
-fn u(row: &Value, field: &str) -> u64 {
-    row[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} in {row}"))
 }
 
 #[test]
@@ -152,20 +138,10 @@ fn udp_over_the_veth_harness_v6_delivers_from_the_first_datagram() {
 
 #[test]
 fn rounds_alternate_the_order_and_total_each_mode() {
-    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .args(["bench", "tcp", "--rounds", "2", "--duration", "0.2"])
-        .args(["--interval", "0", "--json", "--no-verify"])
-        .output()
-        .expect("run zcnet bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("one JSON object per line"))
-        .collect();
+    let mut cmd = Command::new(ZCNET);
+    cmd.args(["bench", "tcp", "--rounds", "2", "--duration", "0.2"])
+        .args(["--interval", "0", "--json", "--no-verify"]);
+    let rows = json_lines(&stdout_of(&mut cmd, "zcnet bench tcp --rounds 2"));
     let order: Vec<(u64, &str)> = rows
         .iter()
         .filter(|r| r.get("total").is_none())

@@ -2,32 +2,19 @@
 //! api named; io_uring rows count ids through REPORT_USAGE (copied over loopback, not copied into the
 //! XDP drop sink) and register the pool for fixed sends.
 
+mod common;
+
 use std::process::Command;
 
+use common::{ZCNET, json_lines, stdout_of, u};
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .arg("bench")
+    let mut cmd = Command::new(ZCNET);
+    cmd.arg("bench")
         .args(args)
-        .args(["--api", "sendmsg,io_uring", "--duration", "0.3", "--json"])
-        .output()
-        .expect("run zcnet bench");
-    assert!(
-        out.status.success(),
-        "zcnet bench {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
-
-fn u(row: &Value, field: &str) -> u64 {
-    row[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} in {row}"))
+        .args(["--api", "sendmsg,io_uring", "--duration", "0.3", "--json"]);
+    json_lines(&stdout_of(&mut cmd, &format!("zcnet bench {args:?}")))
 }
 
 #[test]

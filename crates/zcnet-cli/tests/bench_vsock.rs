@@ -1,12 +1,14 @@
 //! `zcnet bench vsock` end to end. Where the kernel has a vsock loopback transport (vm/run-suite's
 //! guest), one JSON row per mode with its completions; elsewhere (this host) a failure that says why.
 
+mod common;
+
 use std::process::Command;
 
-use serde_json::Value;
+use common::{ZCNET, json_lines, succeeded};
 
 fn bench(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_zcnet"))
+    Command::new(ZCNET)
         .args(["bench", "vsock"])
         .args(args)
         .output()
@@ -32,15 +34,8 @@ fn runs_every_mode_or_says_there_is_no_vsock_transport() {
         }
         return;
     }
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    succeeded(&out, "zcnet bench vsock");
+    let rows = json_lines(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(rows.len(), 2, "{rows:?}");
     let [copy, zc] = [&rows[0], &rows[1]];
     assert_eq!(

@@ -3,17 +3,17 @@
 //! process. Runs the `zcnet` binary inside a testnet namespace on its veth end. Also: `zcnet bench xdp
 //! --json` prints one row per path, interval lines as it runs, and stops cleanly on SIGINT.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{ZCNET, interrupt_and_finish, json_lines, json_rows, sigint, stdout_of, succeeded};
 use serde_json::Value;
 use testnet::VethPair;
-
-/// The `zcnet` binary built with these tests.
-const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
 
 fn attached(pair: &VethPair) -> bool {
     pair.a
@@ -57,6 +57,29 @@ fn start_rxdrop(pair: &VethPair, extra: &[&str]) -> Child {
     child
 }
 
+/// Interrupts `child` and waits for it.
+fn interrupt(child: Child) -> Output {
+    sigint(&child);
+    child.wait_with_output().expect("wait")
+}
+
+/// Runs `zcnet xdp rxdrop --port PORT --json` on `a_if` while `traffic` runs, then interrupts it;
+/// it must exit 0. Returns its stdout.
+fn rxdrop_during(pair: &VethPair, port: u16, traffic: impl FnOnce()) -> String {
+    let child = start_rxdrop(pair, &["--port", &port.to_string(), "--json"]);
+    traffic();
+    thread::sleep(Duration::from_millis(300));
+    let out = interrupt(child);
+    succeeded(&out, "zcnet xdp rxdrop");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `zcnet bench xdp` with `args`; it must exit 0 (else the panic names `what`). Returns its
+/// stdout.
+fn bench_xdp(args: &[&str], what: &str) -> String {
+    stdout_of(Command::new(ZCNET).args(["bench", "xdp"]).args(args), what)
+}
+
 #[test]
 fn killed_rxdrop_leaves_no_program() {
     if !testnet::privileged("killed_rxdrop_leaves_no_program") {
@@ -64,9 +87,7 @@ fn killed_rxdrop_leaves_no_program() {
     }
     let pair = VethPair::one_queue().expect("veth pair");
 
-    let child = start_rxdrop(&pair, &[]);
-    testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
-    let out = child.wait_with_output().expect("wait");
+    let out = interrupt(start_rxdrop(&pair, &[]));
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -97,24 +118,7 @@ fn bench_xdp_json_has_a_row_per_path_with_every_field() {
 }
 
 fn check_rows_of_feed(feed: &str) {
-    let out = std::process::Command::new(ZCNET)
-        .args([
-            "bench",
-            "xdp",
-            "--json",
-            "--duration",
-            "0.3",
-            "--feed",
-            feed,
-        ])
-        .output()
-        .expect("run zcnet bench xdp");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = bench_xdp(&["--json", "--duration", "0.3", "--feed", feed], feed);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{stdout}");
     for (line, path) in lines.iter().zip(["af_xdp", "tpacket_v3", "recvmmsg"]) {
@@ -158,29 +162,25 @@ fn rxdrop_on_an_interface_with_an_address_passes_other_traffic() {
         return;
     }
     let pair = VethPair::one_queue().expect("veth pair");
-    let child = start_rxdrop(&pair, &["--port", "7009", "--json"]);
     let a = pair.a_v4.to_string();
-    let ping = pair
-        .b
-        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", &a]);
     const DATAGRAMS: usize = 200;
-    pair.b.run(|| {
-        let sock = UdpSocket::bind((pair.b_v4, 0)).expect("bind sender");
-        for i in 0..DATAGRAMS {
-            sock.send_to(&[i as u8; 32], (pair.a_v4, 7009))
-                .expect("send");
-        }
+    let mut ping = None;
+    let stdout = rxdrop_during(&pair, 7009, || {
+        ping = Some(
+            pair.b
+                .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", &a]),
+        );
+        pair.b.run(|| {
+            let sock = UdpSocket::bind((pair.b_v4, 0)).expect("bind sender");
+            for i in 0..DATAGRAMS {
+                sock.send_to(&[i as u8; 32], (pair.a_v4, 7009))
+                    .expect("send");
+            }
+        });
     });
-    thread::sleep(Duration::from_millis(300));
-    testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
-    let out = child.wait_with_output().expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ping = ping.expect("ping through the interface during rxdrop");
+    let ping = ping
+        .expect("ping ran")
+        .expect("ping through the interface during rxdrop");
     assert!(ping.contains("3 received"), "{ping}");
     let last = stdout.lines().last().expect("a summary line");
     let row: serde_json::Value = serde_json::from_str(last).expect("a JSON summary");
@@ -236,24 +236,14 @@ fn bench_xdp_every_app_passes_five_runs_in_a_row() {
         return;
     }
     for run in 1..=5 {
-        let out = std::process::Command::new(ZCNET)
-            .args([
-                "bench",
-                "xdp",
-                "--app",
-                "rxdrop,txpush,l2fwd",
-                "--duration",
-                "0.3",
-                "--json",
-            ])
-            .output()
-            .expect("run zcnet bench xdp");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "run {run}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [
+            "--app",
+            "rxdrop,txpush,l2fwd",
+            "--duration",
+            "0.3",
+            "--json",
+        ];
+        let stdout = bench_xdp(&args, &format!("run {run}"));
         assert_eq!(stdout.lines().count(), 8, "run {run}: {stdout}");
         for line in stdout.lines() {
             let row: serde_json::Value = serde_json::from_str(line).expect("JSON row");
@@ -273,31 +263,20 @@ fn rxdrop_prints_statistics_every_second() {
         return;
     }
     let pair = VethPair::one_queue().expect("veth pair");
-    let child = start_rxdrop(&pair, &["--port", "7010", "--json"]);
-    pair.b.run(|| {
-        let sock = UdpSocket::bind((pair.b_v4, 0)).expect("bind sender");
-        // About 2.5 s of traffic: 50 datagrams every 50 ms.
-        for i in 0..50u32 {
-            for _ in 0..50 {
-                sock.send_to(&i.to_le_bytes(), (pair.a_v4, 7010))
-                    .expect("send");
+    let stdout = rxdrop_during(&pair, 7010, || {
+        pair.b.run(|| {
+            let sock = UdpSocket::bind((pair.b_v4, 0)).expect("bind sender");
+            // About 2.5 s of traffic: 50 datagrams every 50 ms.
+            for i in 0..50u32 {
+                for _ in 0..50 {
+                    sock.send_to(&i.to_le_bytes(), (pair.a_v4, 7010))
+                        .expect("send");
+                }
+                thread::sleep(Duration::from_millis(50));
             }
-            thread::sleep(Duration::from_millis(50));
-        }
+        })
     });
-    thread::sleep(Duration::from_millis(300));
-    testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
-    let out = child.wait_with_output().expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let rows = json_lines(&stdout);
     let (summary, seconds) = rows.split_last().expect("a summary");
     assert!(seconds.len() >= 2, "a line per second: {stdout}");
     let mut counted = 0;
@@ -329,7 +308,7 @@ fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
     if !testnet::privileged("bench_xdp_prints_intervals_and_stops_cleanly_on_sigint") {
         return;
     }
-    let mut child = std::process::Command::new(ZCNET)
+    let mut child = Command::new(ZCNET)
         .args(["bench", "xdp", "--app", "rxdrop,txpush", "--duration", "30"])
         .args(["--json", "--interval", "0.2"])
         .stdout(Stdio::piped())
@@ -348,23 +327,8 @@ fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
         assert_eq!(row["path"], "af_xdp", "{row}");
         intervals.push(row["packets"].as_u64().expect("packets"));
     }
-    testnet::run_checked("kill", &["-INT", &pid.to_string()]).expect("kill -INT");
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).expect("read the rest");
-    let status = child.wait().expect("wait");
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read stderr");
-    assert!(status.success(), "{status}: {err}");
-    let rows: Vec<Value> = rest
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .filter(|row: &Value| row.get("interval").is_none())
-        .collect();
+    let rest = interrupt_and_finish(child, stdout);
+    let rows = json_rows(&rest);
     assert_eq!(rows.len(), 1, "only the path that ran: {rest}");
     let row = &rows[0];
     assert_eq!(row["path"], "af_xdp", "{row}");

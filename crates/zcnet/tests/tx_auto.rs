@@ -11,7 +11,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tx_common::{Checksum, fill, pool, take, tcp_pair, udp_sink, xdp_drop_sink};
+use tx_common::{
+    Checksum, assert_stream_delivered, datagrams_of, fill, pool, take, tcp_pair, udp_sink,
+    xdp_drop_sink,
+};
 use zcnet::tx::{
     AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SenderConfig, TcpSender, TxStats,
     UdpSender,
@@ -61,17 +64,7 @@ fn assert_stream_exact(
     pool: &BufferPool,
     stats: &TxStats,
 ) {
-    assert_eq!(
-        sink.join().expect("sink"),
-        sent,
-        "the stream arrived changed"
-    );
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
-    assert_eq!(stats.bytes, sent.len);
+    assert_stream_delivered(sink, sent, pool, stats);
     assert!(stats.copy_small > 0, "{stats:?}");
     assert_switched_and_accounted(stats);
 }
@@ -145,24 +138,15 @@ fn udp_gso_switching_between_measured_modes_arrives_exactly() {
         ] {
             sink.throttle(sent.len);
             let mut buf = take(&pool, &mut tx);
-            let pos = sent.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sent.update(&buf);
-            datagrams += size.div_ceil(usize::from(SEG)) as u64;
+            sent.fill_next(&mut buf, size);
+            datagrams += datagrams_of(size, Some(SEG));
             tx.send(buf).expect("send");
         }
     }
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let (got, got_datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent, "the datagrams arrived changed");
-    assert_eq!(got_datagrams, datagrams);
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
+    sink.assert_delivered(sent, datagrams, &pool);
     assert!(stats.copy_small > 0, "{stats:?}");
     assert_switched_and_accounted(&stats);
 }

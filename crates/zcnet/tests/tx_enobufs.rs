@@ -10,8 +10,10 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use testnet::Netns;
-use tx_common::{Checksum, fill, pool, take};
-use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TcpSender, UdpSender};
+use tx_common::{Checksum, pool, take};
+use zcnet::tx::{
+    BufferPool, Mode, PolicyConfig, Sender, SenderConfig, TcpSender, TxStats, UdpSender, ZcSocket,
+};
 
 fn config() -> SenderConfig {
     SenderConfig {
@@ -25,29 +27,35 @@ fn config() -> SenderConfig {
     }
 }
 
-#[test]
-fn tcp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
-    if !testnet::privileged("tcp_enobufs_falls_back_to_copy_without_loss_and_recovers") {
-        return;
-    }
-    let ns = Netns::create("a").expect("namespace");
-    ns.set_sysctl("net.core.optmem_max", "2048")
-        .expect("optmem_max");
-    let listener = ns
-        .run(|| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let sink = tx_common::tcp_sink(listener);
-    let stream = ns.run(|| TcpStream::connect(addr)).unwrap();
-    let pool = pool(4096, 256);
-    let mut tx = TcpSender::new(stream, config());
+/// What [`enobufs_and_recovery`] saw.
+struct Run {
+    /// The checksum of every byte sent.
+    sent: Checksum,
+    /// How many sends there were.
+    sends: u64,
+    /// The statistics at the third ENOBUFS (or after 20 000 sends).
+    at_enobufs: TxStats,
+}
+
+/// Sends `size`-byte buffers of `pool` until ENOBUFS came three times (20 000 sends at most),
+/// calling `before` with the bytes sent so far ahead of each send; then recovers: 200 more sends,
+/// each waited for (so the result does not depend on how fast the kernel frees completions).
+/// Checks that ENOBUFS came, that zero-copy sends succeeded again after the back-off, that
+/// completion ids stayed in sync, and that every buffer came back; closes the sender.
+fn enobufs_and_recovery<S: ZcSocket>(
+    mut tx: Sender<S>,
+    pool: &BufferPool,
+    size: usize,
+    before: impl Fn(u64),
+) -> Run {
     let mut sent = Checksum::default();
-    let send_one = |tx: &mut TcpSender, sent: &mut Checksum| {
-        let mut buf = take(&pool, tx);
-        let pos = sent.len;
-        buf.fill_with(3000, |b| fill(b, pos));
-        sent.update(&buf);
+    let mut sends = 0;
+    let mut send_one = |tx: &mut Sender<S>, sent: &mut Checksum| {
+        before(sent.len);
+        let mut buf = take(pool, tx);
+        sent.fill_next(&mut buf, size);
         tx.send(buf).expect("send");
+        sends += 1;
     };
     for _ in 0..20_000 {
         send_one(&mut tx, &mut sent);
@@ -60,9 +68,6 @@ fn tcp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
         at_enobufs.enobufs >= 1,
         "no ENOBUFS provoked: {at_enobufs:?}"
     );
-    assert!(at_enobufs.copy_enobufs >= at_enobufs.enobufs);
-    // Recovery: once the outstanding completions are drained (waiting for each, so the result does
-    // not depend on how fast the kernel frees them), zero-copy sends succeed again after the back-off.
     for _ in 0..200 {
         send_one(&mut tx, &mut sent);
         tx.flush(Duration::from_secs(20)).unwrap();
@@ -78,14 +83,44 @@ fn tcp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
     );
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).unwrap());
-    let got = sink.join().unwrap();
-    assert_eq!(got, sent, "bytes lost or duplicated around ENOBUFS");
     assert!(
         stats.zc_calls > at_enobufs.zc_calls,
         "never recovered: {stats:?}"
     );
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls);
     assert_eq!(pool.available(), pool.capacity());
+    Run {
+        sent,
+        sends,
+        at_enobufs,
+    }
+}
+
+/// A namespace whose net.core.optmem_max is `bytes`.
+fn namespace_with_optmem_max(bytes: &str) -> Netns {
+    let ns = Netns::create("a").expect("namespace");
+    ns.set_sysctl("net.core.optmem_max", bytes)
+        .expect("optmem_max");
+    ns
+}
+
+#[test]
+fn tcp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
+    if !testnet::privileged("tcp_enobufs_falls_back_to_copy_without_loss_and_recovers") {
+        return;
+    }
+    let ns = namespace_with_optmem_max("2048");
+    let listener = ns
+        .run(|| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sink = tx_common::tcp_sink(listener);
+    let stream = ns.run(|| TcpStream::connect(addr)).unwrap();
+    let pool = pool(4096, 256);
+    let run = enobufs_and_recovery(TcpSender::new(stream, config()), &pool, 3000, |_| {});
+    assert!(run.at_enobufs.copy_enobufs >= run.at_enobufs.enobufs);
+    let got = sink.join().unwrap();
+    assert_eq!(got, run.sent, "bytes lost or duplicated around ENOBUFS");
 }
 
 #[test]
@@ -93,9 +128,7 @@ fn udp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
     if !testnet::privileged("udp_enobufs_falls_back_to_copy_without_loss_and_recovers") {
         return;
     }
-    let ns = Netns::create("a").expect("namespace");
-    ns.set_sysctl("net.core.optmem_max", "1024")
-        .expect("optmem_max");
+    let ns = namespace_with_optmem_max("1024");
     let (a, b) = ns
         .run(|| -> std::io::Result<_> {
             Ok((
@@ -107,52 +140,9 @@ fn udp_enobufs_falls_back_to_copy_without_loss_and_recovers() {
     a.connect(b.local_addr().unwrap()).unwrap();
     let sink = tx_common::udp_sink(b);
     let pool = pool(4096, 256);
-    let mut tx = UdpSender::new(a, config());
-    let mut sent = Checksum::default();
-    let mut datagrams = 0;
-    let send_one = |tx: &mut UdpSender, sent: &mut Checksum| {
-        sink.throttle(sent.len);
-        let mut buf = take(&pool, tx);
-        let pos = sent.len;
-        buf.fill_with(1000, |b| fill(b, pos));
-        sent.update(&buf);
-        tx.send(buf).expect("send");
-    };
-    for _ in 0..20_000 {
-        send_one(&mut tx, &mut sent);
-        datagrams += 1;
-        if tx.stats().enobufs >= 3 {
-            break;
-        }
-    }
-    let at_enobufs = tx.stats().clone();
-    assert!(
-        at_enobufs.enobufs >= 1,
-        "no ENOBUFS provoked: {at_enobufs:?}"
-    );
-    for _ in 0..200 {
-        send_one(&mut tx, &mut sent);
-        datagrams += 1;
-        tx.flush(Duration::from_secs(20)).unwrap();
-    }
-    tx.flush(Duration::from_secs(20)).expect("flush");
-    // Every ENOBUFS call took no id (the kernel fails before numbering the send): had the sender
-    // counted one anyway, or given back one the kernel kept, the next completion would name an id it
-    // never registered.
-    assert!(
-        tx.zerocopy_status().is_ok(),
-        "ids out of sync after ENOBUFS: {:?}",
-        tx.zerocopy_status()
-    );
-    let stats = tx.stats().clone();
-    drop(tx.close(Duration::from_secs(1)).unwrap());
-    let (got, got_datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent, "bytes lost or duplicated around ENOBUFS");
-    assert_eq!(got_datagrams, datagrams);
-    assert!(
-        stats.zc_calls > at_enobufs.zc_calls,
-        "never recovered: {stats:?}"
-    );
-    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls);
-    assert_eq!(pool.available(), pool.capacity());
+    let run = enobufs_and_recovery(UdpSender::new(a, config()), &pool, 1000, |sent| {
+        sink.throttle(sent)
+    });
+    // One datagram a send.
+    sink.assert_delivered(run.sent, run.sends, &pool);
 }

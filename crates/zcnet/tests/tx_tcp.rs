@@ -8,20 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{pool, send_sizes, tcp_pair};
+use tx_common::{STREAM_SIZES, assert_stream_delivered, pool, send_sizes, sender_config, tcp_pair};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TcpSender};
 
-const PAGE: usize = 4096;
-const SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 64 << 10, 10 * 1024 - 1, 10 * 1024];
-
-fn config(mode: Mode) -> SenderConfig {
-    SenderConfig {
-        send_timeout: Some(Duration::from_secs(20)),
-        ..SenderConfig::with_mode(mode)
-    }
-}
-
-/// Streams `SIZES` `rounds` times through a 4-buffer pool and checks everything the issue promises.
+/// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks everything the issue
+/// promises.
 fn roundtrip(
     stream: TcpStream,
     sink: std::thread::JoinHandle<tx_common::Checksum>,
@@ -29,23 +20,15 @@ fn roundtrip(
     rounds: usize,
 ) -> zcnet::tx::TxStats {
     let pool = pool(64 << 10, 4);
-    let mut tx = TcpSender::new(stream, config(mode));
+    let mut tx = TcpSender::new(stream, sender_config(mode));
     if mode != Mode::Copy {
         tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
     }
-    let sent = send_sizes(&mut tx, &pool, &SIZES, rounds, |tx, b| tx.send(b));
+    let sent = send_sizes(&mut tx, &pool, &STREAM_SIZES, rounds, |tx, b| tx.send(b));
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let got = sink.join().expect("sink");
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
-    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
-    assert_eq!(stats.bytes, sent.len);
+    assert_stream_delivered(sink, sent, &pool, &stats);
     stats
 }
 
@@ -88,7 +71,7 @@ fn tcp_auto_copies_below_threshold_and_switches_after_copied_completions() {
             copied_run: 4,
             ..PolicyConfig::default()
         },
-        ..config(Mode::Auto)
+        ..sender_config(Mode::Auto)
     };
     let mut tx = TcpSender::new(stream, cfg);
     // Exactly at the threshold: zero-copy; one below: copy.
@@ -121,7 +104,10 @@ fn tcp_peer_reset_mid_stream_returns_an_error_and_every_buffer() {
     let addr = listener.local_addr().unwrap();
     let peer = tx_common::resetting_peer(listener);
     let pool = pool(64 << 10, 8);
-    let mut tx = TcpSender::new(TcpStream::connect(addr).unwrap(), config(Mode::ZeroCopy));
+    let mut tx = TcpSender::new(
+        TcpStream::connect(addr).unwrap(),
+        sender_config(Mode::ZeroCopy),
+    );
     let mut err = None;
     for i in 0..100_000u64 {
         let mut buf = tx_common::take(&pool, &mut tx);

@@ -8,17 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{Checksum, fill, pool, take, udp_sink};
+use tx_common::{
+    Checksum, PAGE, datagrams_of, pool, sender_config, take, udp_sink, veth_udp_sizes,
+    veth_udp_sockets,
+};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TxStats, UdpSender};
-
-const PAGE: usize = 4096;
-
-fn config(mode: Mode) -> SenderConfig {
-    SenderConfig {
-        send_timeout: Some(Duration::from_secs(20)),
-        ..SenderConfig::with_mode(mode)
-    }
-}
 
 /// Sends `sizes` `rounds` times from `tx` (connected to `sink`'s socket) through a 4-buffer pool,
 /// optionally with GSO segments, unconnected (`dest`) or connected, and checks delivery and buffers.
@@ -36,7 +30,7 @@ fn run(
     }
     let sink = udp_sink(rx_socket);
     let pool = pool(64 << 10, 4);
-    let mut tx = UdpSender::new(tx_socket, config(Mode::ZeroCopy));
+    let mut tx = UdpSender::new(tx_socket, sender_config(Mode::ZeroCopy));
     tx.zerocopy_status().expect("SO_ZEROCOPY on UDP");
     tx.set_gso_segment(gso);
     let mut sent = Checksum::default();
@@ -45,13 +39,8 @@ fn run(
         for &size in sizes {
             sink.throttle(sent.len);
             let mut buf = take(&pool, &mut tx);
-            let pos = sent.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sent.update(&buf);
-            datagrams += match gso {
-                Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
-                _ => 1,
-            };
+            sent.fill_next(&mut buf, size);
+            datagrams += datagrams_of(size, gso);
             if connected {
                 tx.send(buf).expect("send");
             } else {
@@ -62,14 +51,7 @@ fn run(
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let (got, got_datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(got_datagrams, datagrams);
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
+    sink.assert_delivered(sent, datagrams, &pool);
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
     assert_eq!(
         stats.zc_calls + stats.copy_empty + stats.copy_enobufs,
@@ -120,18 +102,8 @@ fn veth_run(offloads: Offloads, v6: bool, gso: Option<u16>) -> TxStats {
         ..Default::default()
     })
     .expect("veth pair");
-    let (a_ip, b_ip): (IpAddr, IpAddr) = if v6 {
-        (pair.a_v6.into(), pair.b_v6.into())
-    } else {
-        (pair.a_v4.into(), pair.b_v4.into())
-    };
-    let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
-    let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
-    let sizes: &[usize] = match gso {
-        Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
-        None => &[0, 1, 1000, 1400],
-    };
-    run(tx, rx, sizes, gso, true, 10)
+    let (tx, rx) = veth_udp_sockets(&pair, v6);
+    run(tx, rx, veth_udp_sizes(gso), gso, true, 10)
 }
 
 #[test]
@@ -180,7 +152,7 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
             copied_run: u64::MAX,
             ..PolicyConfig::with_mode(mode)
         },
-        ..config(mode)
+        ..sender_config(mode)
     };
     let mut tx = UdpSender::new(a, cfg);
     tx.set_cork(true).unwrap();
@@ -188,9 +160,7 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
     for _ in 0..3 {
         for &len in pieces {
             let mut buf = take(&pool, &mut tx);
-            let pos = sent.len;
-            buf.fill_with(len, |b| fill(b, pos));
-            sent.update(&buf);
+            sent.fill_next(&mut buf, len);
             tx.send(buf).expect("corked send");
         }
         tx.set_cork(false).unwrap();
@@ -199,10 +169,8 @@ fn corked(mode: Mode, pieces: &[usize], threshold: usize) -> TxStats {
     tx.flush(Duration::from_secs(10)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).unwrap());
-    let (got, datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent);
-    assert_eq!(datagrams, 3, "each uncork sends one datagram");
-    assert_eq!(pool.available(), pool.capacity());
+    // Each uncork sends one datagram.
+    sink.assert_delivered(sent, 3, &pool);
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls);
     stats
 }

@@ -10,33 +10,23 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
-use tx_common::{Checksum, fill, pool, tcp_sink};
+use tx_common::{Checksum, STREAM_SIZES, assert_stream_delivered, fill, pool, tcp_sink};
 use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::{Mode, PolicyConfig, TxStats};
 use zcnet::uring::{UringConfig, UringTcpSender};
 
-const PAGE: usize = 4096;
-const SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 64 << 10, 10 * 1024 - 1, 10 * 1024];
-
-/// Streams `SIZES` `rounds` times through a registered 4-buffer pool and checks every byte and buffer.
+/// Streams `STREAM_SIZES` `rounds` times through a registered 4-buffer pool and checks every byte
+/// and buffer.
 fn roundtrip(stream: TcpStream, listener: TcpListener, cfg: UringConfig, rounds: usize) -> TxStats {
     let sink = tcp_sink(listener);
     let pool = pool(64 << 10, 4);
     let mut tx = UringTcpSender::new(stream, cfg).expect("io_uring");
     tx.register_pool(&pool).expect("register the pool");
-    let sent = send_sizes(&mut tx, &pool, &SIZES, rounds, drop).expect("send");
+    let sent = send_sizes(&mut tx, &pool, &STREAM_SIZES, rounds, drop).expect("send");
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let got = sink.join().expect("sink");
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
-    assert_eq!(stats.bytes, sent.len);
-    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    assert_stream_delivered(sink, sent, &pool, &stats);
     stats
 }
 

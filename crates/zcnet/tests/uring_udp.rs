@@ -6,16 +6,13 @@ mod tx_common;
 mod uring_common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
-use tx_common::{Checksum, fill, pool, udp_sink};
+use tx_common::{Checksum, PAGE, datagrams_of, pool, udp_sink, veth_udp_sizes, veth_udp_sockets};
 use uring_common::{config, send_zc_available, take};
 use zcnet::tx::{Mode, TxStats};
 use zcnet::uring::{UringConfig, UringUdpSender};
-
-const PAGE: usize = 4096;
 
 /// Sends `sizes` `rounds` times from `tx_socket` to `rx_socket` through a registered 4-buffer pool,
 /// keeping what is unreceived within the sink's window, and checks every byte, datagram and buffer.
@@ -40,37 +37,17 @@ fn run(
     let mut datagrams = 0u64;
     for _ in 0..rounds {
         for &size in sizes {
-            let start = Instant::now();
-            while sent.len - sink.received.load(Ordering::Acquire) > sink.window {
-                tx.submit().expect("submit");
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "receiver stalled"
-                );
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            sink.throttle_while(sent.len, || tx.submit().expect("submit"));
             let mut buf = take(&pool, &mut tx).expect("take");
-            let pos = sent.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sent.update(&buf);
-            datagrams += match gso {
-                Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
-                _ => 1,
-            };
+            sent.fill_next(&mut buf, size);
+            datagrams += datagrams_of(size, gso);
             tx.send(buf).expect("send");
         }
     }
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
-    let (got, got_datagrams) = sink.finish(sent.len);
-    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
-    assert_eq!(got_datagrams, datagrams);
-    assert_eq!(
-        pool.available(),
-        pool.capacity(),
-        "a buffer was not returned"
-    );
+    sink.assert_delivered(sent, datagrams, &pool);
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
     assert_eq!(stats.zc_calls + stats.copy_empty, stats.calls, "{stats:?}");
     assert!(stats.zc_calls > 0);
@@ -117,18 +94,8 @@ fn udp_v4_and_v6_over_veth_with_and_without_gso() {
     for v6 in [false, true] {
         for gso in [None, Some(1200)] {
             let pair = VethPair::new(VethConfig::default()).expect("veth pair");
-            let (a_ip, b_ip): (IpAddr, IpAddr) = if v6 {
-                (pair.a_v6.into(), pair.b_v6.into())
-            } else {
-                (pair.a_v4.into(), pair.b_v4.into())
-            };
-            let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
-            let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
-            let sizes: &[usize] = match gso {
-                Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
-                None => &[0, 1, 1000, 1400],
-            };
-            let stats = run(tx, rx, sizes, gso, 10);
+            let (tx, rx) = veth_udp_sockets(&pair, v6);
+            let stats = run(tx, rx, veth_udp_sizes(gso), gso, 10);
             assert_eq!(
                 stats.copied_ids, stats.zc_calls,
                 "v6 {v6} gso {gso:?}: {stats:?}"

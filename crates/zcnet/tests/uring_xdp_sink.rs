@@ -7,32 +7,10 @@ mod uring_common;
 
 use std::time::Duration;
 
-use tx_common::{fill, pool, xdp_drop_sink};
-use uring_common::{config, send_zc_available, take};
+use tx_common::xdp_sink_run;
+use uring_common::{config, send_sizes, send_zc_available};
 use zcnet::tx::Mode;
 use zcnet::uring::UringUdpSender;
-
-fn sink_run(v6: bool, gso: Option<u16>) {
-    let (_pair, link, socket) = xdp_drop_sink(v6);
-    let pool = pool(64 << 10, 8);
-    let mut tx = UringUdpSender::new(socket, config(Mode::ZeroCopy)).expect("io_uring");
-    tx.register_pool(&pool).expect("register the pool");
-    tx.set_gso_segment(gso).expect("UDP_SEGMENT");
-    let size = if gso.is_some() { 1200 * 40 } else { 1400 };
-    for i in 0..500u64 {
-        let mut buf = take(&pool, &mut tx).expect("take");
-        buf.fill_with(size, |b| fill(b, i));
-        tx.send(buf).expect("send");
-    }
-    tx.flush(Duration::from_secs(20)).expect("flush");
-    let stats = tx.stats().clone();
-    drop(tx);
-    drop(link);
-    assert_eq!(stats.zc_calls, 500, "{stats:?}");
-    assert_eq!(stats.copied_ids, 0, "{stats:?}");
-    assert_eq!(stats.zc_ids, 500, "{stats:?}");
-    assert_eq!(pool.available(), pool.capacity());
-}
 
 #[test]
 fn uring_udp_into_xdp_drop_sink_is_zero_copy() {
@@ -43,7 +21,14 @@ fn uring_udp_into_xdp_drop_sink_is_zero_copy() {
     }
     for v6 in [false, true] {
         for gso in [None, Some(1200)] {
-            sink_run(v6, gso);
+            xdp_sink_run(v6, gso, |socket, pool, size, sends| {
+                let mut tx = UringUdpSender::new(socket, config(Mode::ZeroCopy)).expect("io_uring");
+                tx.register_pool(pool).expect("register the pool");
+                tx.set_gso_segment(gso).expect("UDP_SEGMENT");
+                send_sizes(&mut tx, pool, &[size], sends, drop).expect("send");
+                tx.flush(Duration::from_secs(20)).expect("flush");
+                tx.stats().clone()
+            });
         }
     }
 }

@@ -5,7 +5,6 @@
 mod xdp_common;
 
 use std::collections::BTreeSet;
-use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 use testnet::frame::{UDP_HEADERS, udp_payload};
 use testnet::sys::packet;
 use testnet::{VethConfig, VethPair};
-use xdp_common::{PORT, assert_all_arrived, frames, record};
+use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, Mode, Packet, Socket, SocketConfig, Umem, UmemConfig,
     interface_index,
@@ -24,8 +23,6 @@ const MTU: u32 = 9000;
 /// Payload of a UDP datagram filling the MTU: 9000 - 20 (IPv4) - 8 (UDP).
 const JUMBO_PAYLOAD: usize = MTU as usize - 28;
 const PACKETS: u64 = 600;
-/// Bound on every wait (never reached when things work).
-const PATIENCE: Duration = Duration::from_secs(10);
 
 fn jumbo_pair() -> VethPair {
     VethPair::new(VethConfig {
@@ -151,10 +148,7 @@ fn packets_of_several_frames_are_sent_whole() {
         return;
     }
     let pair = jumbo_pair();
-    let receiver = pair
-        .b
-        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind receiver"));
-    receiver.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let receiver = peer_receiver(&pair);
     let (mut umem, mut socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
         let socket = Socket::bind_with(
@@ -172,18 +166,10 @@ fn packets_of_several_frames_are_sent_whole() {
     let arrived = AtomicU64::new(0);
     let seen = thread::scope(|s| {
         let reader = s.spawn(|| {
-            let mut seen = BTreeSet::new();
-            let mut buf = vec![0u8; MTU as usize];
-            while (seen.len() as u64) < PACKETS {
-                let Ok(n) = receiver.recv(&mut buf) else {
-                    break;
-                };
-                let seq = testnet::frame::check_payload(&buf[..n]).expect("payload checksum");
-                assert_eq!(n, payload_len(seq), "sequence {seq}");
-                record(&mut seen, &buf[..n]);
-                arrived.store(seen.len() as u64, Ordering::Release);
-            }
-            seen
+            read_paced(&receiver, PACKETS, MTU as usize, &arrived, |payload| {
+                let seq = testnet::frame::check_payload(payload).expect("payload checksum");
+                assert_eq!(payload.len(), payload_len(seq), "sequence {seq}");
+            })
         });
         let mut whole = vec![0u8; MTU as usize + 14];
         let mut seq = 0;

@@ -3,7 +3,6 @@
 //! sequence number arrived exactly once and intact.
 
 use std::collections::BTreeSet;
-use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -14,15 +13,13 @@ mod xdp_common;
 use testnet::VethPair;
 use testnet::frame::{UdpFrame, swap_macs, udp_payload};
 use testnet::sys::packet;
-use xdp_common::{PORT, assert_all_arrived, frames, record};
+use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
 const FRAMES: u64 = 2000;
-/// Bound on every wait in these tests (never reached when things work).
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Sends `FRAMES` frames from `b` through a raw packet socket, pausing every 32 so that nothing
 /// overflows (veth's 256-frame ring, the receiver's rings).
@@ -280,10 +277,7 @@ fn txpush_frames_arrive_at_the_peer_intact() {
         return;
     }
     let pair = VethPair::one_queue().expect("veth pair");
-    let receiver = pair
-        .b
-        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind receiver"));
-    receiver.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let receiver = peer_receiver(&pair);
     let (mut umem, mut socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
         let config = SocketConfig {
@@ -298,18 +292,7 @@ fn txpush_frames_arrive_at_the_peer_intact() {
     // never finds its socket buffer overflowed.
     let arrived = AtomicU64::new(0);
     let seen = thread::scope(|s| {
-        let reader = s.spawn(|| {
-            let mut seen = BTreeSet::new();
-            let mut buf = [0u8; 2048];
-            while (seen.len() as u64) < FRAMES {
-                let Ok(n) = receiver.recv(&mut buf) else {
-                    break;
-                };
-                record(&mut seen, &buf[..n]);
-                arrived.store(seen.len() as u64, Ordering::Release);
-            }
-            seen
-        });
+        let reader = s.spawn(|| read_paced(&receiver, FRAMES, 2048, &arrived, |_| {}));
         let mut seq = 0;
         let deadline = Instant::now() + PATIENCE;
         while seq < FRAMES && Instant::now() < deadline {

@@ -7,7 +7,16 @@ use std::net::{TcpListener, TcpStream};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use zcnet::tx::{BufferPool, PoolConfig, SendError, Sender, ZcSocket};
+use zcnet::tx::{
+    BufferPool, Mode, PoolConfig, PooledBuf, SendError, Sender, SenderConfig, TxStats, ZcSocket,
+};
+
+/// The page size (x86-64): sends around it start or end inside a page.
+pub const PAGE: usize = 4096;
+
+/// Stream send sizes: empty, one byte, around a page, 64 KiB, and around the default zero-copy
+/// threshold (10 KiB).
+pub const STREAM_SIZES: [usize; 7] = [0, 1, PAGE - 1, PAGE + 1, 64 << 10, 10 * 1024 - 1, 10 * 1024];
 
 /// A running checksum (FNV-1a over every byte, plus the length): equal on both sides only when the
 /// same bytes arrived in the same order, none missing or repeated.
@@ -32,6 +41,21 @@ impl Checksum {
             self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
         self.len += bytes.len() as u64;
+    }
+
+    /// Fills `buf` with `size` bytes of the pattern at this stream's position and adds them.
+    pub fn fill_next(&mut self, buf: &mut PooledBuf, size: usize) {
+        let pos = self.len;
+        buf.fill_with(size, |b| fill(b, pos));
+        self.update(buf);
+    }
+}
+
+/// A sender config with a 20 s send timeout, so a stalled test fails instead of hanging.
+pub fn sender_config(mode: Mode) -> SenderConfig {
+    SenderConfig {
+        send_timeout: Some(Duration::from_secs(20)),
+        ..SenderConfig::with_mode(mode)
     }
 }
 
@@ -99,13 +123,30 @@ pub fn send_sizes<S: ZcSocket>(
     for _ in 0..rounds {
         for &size in sizes {
             let mut buf = take(pool, tx);
-            let pos = sum.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sum.update(&buf);
+            sum.fill_next(&mut buf, size);
             send(tx, buf).expect("send");
         }
     }
     sum
+}
+
+/// After the sender closed: the stream `sink` read is the one sent, every buffer of `pool` came
+/// back, and `stats` count every byte sent and one completion for every zero-copy call.
+pub fn assert_stream_delivered(
+    sink: JoinHandle<Checksum>,
+    sent: Checksum,
+    pool: &BufferPool,
+    stats: &TxStats,
+) {
+    let got = sink.join().expect("sink");
+    assert_eq!(got, sent, "bytes delivered differ from bytes sent");
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer was not returned"
+    );
+    assert_eq!(stats.bytes, sent.len);
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
 }
 
 /// Connects a TCP pair: the listener end is read by [`tcp_sink`].
@@ -126,7 +167,7 @@ pub struct UdpSink {
     pub window: u64,
 }
 
-use std::net::UdpSocket;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -173,8 +214,15 @@ pub fn udp_sink(socket: UdpSocket) -> UdpSink {
 impl UdpSink {
     /// Blocks (bounded) until no more than `window` bytes of `sent` are unreceived.
     pub fn throttle(&self, sent: u64) {
+        self.throttle_while(sent, || {});
+    }
+
+    /// [`UdpSink::throttle`], calling `meanwhile` before each pause (a sender that must push queued
+    /// sends to the kernel itself).
+    pub fn throttle_while(&self, sent: u64, mut meanwhile: impl FnMut()) {
         let start = Instant::now();
         while sent.saturating_sub(self.received.load(Ordering::Acquire)) > self.window {
+            meanwhile();
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "receiver stalled: datagrams were lost"
@@ -188,12 +236,59 @@ impl UdpSink {
         self.target.store(total, Ordering::Release);
         self.handle.join().expect("udp sink")
     }
+
+    /// After the sender closed: every datagram sent arrived (`datagrams` of them, their bytes the
+    /// ones sent, in order) and every buffer of `pool` came back.
+    pub fn assert_delivered(self, sent: Checksum, datagrams: u64, pool: &BufferPool) {
+        let (got, got_datagrams) = self.finish(sent.len);
+        assert_eq!(got, sent, "bytes delivered differ from bytes sent");
+        assert_eq!(got_datagrams, datagrams);
+        assert_eq!(
+            pool.available(),
+            pool.capacity(),
+            "a buffer was not returned"
+        );
+    }
+}
+
+/// The datagrams one send of `size` bytes makes with GSO segments of `gso` (an empty send is one).
+pub fn datagrams_of(size: usize, gso: Option<u16>) -> u64 {
+    match gso {
+        Some(seg) if size > 0 => size.div_ceil(usize::from(seg)) as u64,
+        _ => 1,
+    }
+}
+
+/// The addresses of `pair`'s ends `a` and `b`, IPv6 or IPv4.
+pub fn veth_ips(pair: &testnet::VethPair, v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        (pair.a_v6.into(), pair.b_v6.into())
+    } else {
+        (pair.a_v4.into(), pair.b_v4.into())
+    }
+}
+
+/// A UDP socket in each namespace of `pair` (IPv6 or IPv4): the sender's in `a`, the receiver's in
+/// `b`.
+pub fn veth_udp_sockets(pair: &testnet::VethPair, v6: bool) -> (UdpSocket, UdpSocket) {
+    let (a_ip, b_ip) = veth_ips(pair, v6);
+    let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
+    let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
+    (tx, rx)
+}
+
+/// The sizes sent across a veth: around the 1200-byte GSO segment with GSO, up to a datagram that
+/// fills the 1500-byte MTU without.
+pub fn veth_udp_sizes(gso: Option<u16>) -> &'static [usize] {
+    match gso {
+        Some(_) => &[1, 1200, 1201, PAGE + 1, 1200 * 40],
+        None => &[0, 1, 1000, 1400],
+    }
 }
 
 /// A veth pair whose receiving end drops every frame in a native XDP program (attached while the
 /// returned link lives), and a UDP socket in the sending namespace connected across it.
 pub fn xdp_drop_sink(v6: bool) -> (testnet::VethPair, zcnet::xdp::XdpLink, UdpSocket) {
-    use std::net::{IpAddr, SocketAddr};
     use zcnet::xdp::{AttachMode, XdpProgram};
     let pair = testnet::VethPair::new(testnet::VethConfig::default()).expect("veth pair");
     let link = pair
@@ -202,14 +297,31 @@ pub fn xdp_drop_sink(v6: bool) -> (testnet::VethPair, zcnet::xdp::XdpLink, UdpSo
         .expect("attach the XDP drop program");
     // The drop program also drops ARP and neighbour discovery: resolve the peer statically.
     pair.pin_b_neighbours().unwrap();
-    let (src, dst): (IpAddr, IpAddr) = if v6 {
-        (pair.a_v6.into(), pair.b_v6.into())
-    } else {
-        (pair.a_v4.into(), pair.b_v4.into())
-    };
+    let (src, dst) = veth_ips(&pair, v6);
     let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
     socket.connect(SocketAddr::new(dst, 9)).unwrap();
     (pair, link, socket)
+}
+
+/// Into the XDP drop sink (IPv6 or IPv4): `send` wraps the socket in a sender, sends `sends`
+/// buffers of `size` bytes (GSO segments of 1200 bytes, or one 1400-byte datagram each) from the
+/// pool, flushes and returns the statistics; each send must have been one zero-copy call whose
+/// completion says not copied, and every buffer must be back.
+pub fn xdp_sink_run(
+    v6: bool,
+    gso: Option<u16>,
+    send: impl FnOnce(UdpSocket, &BufferPool, usize, usize) -> TxStats,
+) {
+    const SENDS: usize = 500;
+    let (_pair, link, socket) = xdp_drop_sink(v6);
+    let pool = pool(64 << 10, 8);
+    let size = if gso.is_some() { 1200 * 40 } else { 1400 };
+    let stats = send(socket, &pool, size, SENDS);
+    drop(link);
+    assert_eq!(stats.zc_calls, SENDS as u64, "{stats:?}");
+    assert_eq!(stats.copied_ids, 0, "{stats:?}");
+    assert_eq!(stats.zc_ids, SENDS as u64, "{stats:?}");
+    assert_eq!(pool.available(), pool.capacity());
 }
 
 /// Accepts one connection, reads 100 000 bytes, then closes with data unread, which makes the kernel

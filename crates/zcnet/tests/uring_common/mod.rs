@@ -5,7 +5,7 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use crate::tx_common::{Checksum, fill};
+use crate::tx_common::Checksum;
 use zcnet::tx::{BufferPool, PooledBuf, ZcSocket};
 use zcnet::uring::{UringConfig, UringError, UringSender};
 
@@ -64,9 +64,7 @@ pub fn send_sizes<S: ZcSocket>(
         for &size in sizes {
             before(sum.len);
             let mut buf = take(pool, tx)?;
-            let pos = sum.len;
-            buf.fill_with(size, |b| fill(b, pos));
-            sum.update(&buf);
+            sum.fill_next(&mut buf, size);
             tx.send(buf)?;
         }
     }

@@ -1,0 +1,70 @@
+//! What the CLI tests share: the `zcnet` binary built with them, a run that must succeed, and the
+//! JSON lines it prints (rows, and interval lines while a bench runs).
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::process::{Child, Command, Output};
+
+use serde_json::Value;
+
+/// The `zcnet` binary built with these tests.
+pub const ZCNET: &str = env!("CARGO_BIN_EXE_zcnet");
+
+/// Runs `cmd` to its end; it must exit 0 (else the panic names `what` and shows its output).
+/// Returns its stdout.
+pub fn stdout_of(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    succeeded(&out, what);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Checks that a finished run exited 0 (else the panic names `what` and shows its output).
+pub fn succeeded(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every line of `text`, each one JSON object.
+pub fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object: {l:?}: {e}"))
+        })
+        .collect()
+}
+
+/// The lines of `text` that are rows: every JSON line but the interval lines.
+pub fn json_rows(text: &str) -> Vec<Value> {
+    json_lines(text)
+        .into_iter()
+        .filter(|row| row.get("interval").is_none())
+        .collect()
+}
+
+/// A row's unsigned field.
+pub fn u(row: &Value, field: &str) -> u64 {
+    row[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} in {row}"))
+}
+
+/// Sends SIGINT to `child`, as Ctrl-C does.
+pub fn sigint(child: &Child) {
+    testnet::run_checked("kill", &["-INT", &child.id().to_string()]).expect("kill -INT");
+}
+
+/// Sends SIGINT to `child`, whose stdout is read through `stdout`, reads that to its end and waits
+/// for the child, which must exit 0. Returns the rest of its stdout.
+pub fn interrupt_and_finish(child: Child, mut stdout: impl Read) -> String {
+    sigint(&child);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read the rest");
+    let out = child.wait_with_output().expect("wait");
+    succeeded(&out, "the interrupted run");
+    rest
+}
