@@ -749,4 +749,33 @@ mod tests {
         assert!(notified(&events, 2));
         assert_eq!(ring.in_flight(), 0);
     }
+
+    #[test]
+    fn completions_reach_a_thread_that_only_reaps() {
+        if !send_zc_available("completions_reach_a_thread_that_only_reaps") {
+            return;
+        }
+        let (client, mut server) = tcp_pair();
+        let loan: Arc<[u8]> = Arc::from(vec![5u8; 64 << 10]);
+        let mut ring = SendRing::<[u8]>::new(4, whole).unwrap();
+        ring.push(1, client.as_fd(), &[(&loan, 0..loan.len())], ZC, ALONE)
+            .unwrap();
+        ring.submit().unwrap();
+        let mut got = vec![0u8; loan.len()];
+        server.read_exact(&mut got).unwrap();
+        // No wait and no other system call: reap alone must post what the kernel finished
+        // (COOP_TASKRUN defers it to this thread's next entry into the kernel).
+        let mut events = Vec::new();
+        let start = std::time::Instant::now();
+        while ring.in_flight() > 0 && start.elapsed() < Duration::from_secs(5) {
+            ring.reap(|e| events.push(e));
+            std::hint::spin_loop();
+        }
+        assert_eq!(ring.in_flight(), 0, "{events:?}");
+        assert!(events.contains(&SendEvent::Notif {
+            user_data: 1,
+            copied: true
+        }));
+        assert_eq!(Arc::strong_count(&loan), 1);
+    }
 }

@@ -23,6 +23,11 @@
 //! request's, and a sender keeping the socket busy would get its buffers back only when the socket
 //! drains — a pool would run dry and the socket empty before each refill.
 //!
+//! io_uring finishes a request's work (a retried send, a notification) on the thread that submitted
+//! it, and the ring is set up with `IORING_SETUP_COOP_TASKRUN`, so that this does not interrupt that
+//! thread: it happens at its next system call or timer tick. A sender moved to another thread with
+//! requests in flight therefore sees their completions once the submitting thread enters the kernel.
+//!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
 //! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
 //! `MSG_EOR` ending notification stacking.
