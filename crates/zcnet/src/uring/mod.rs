@@ -25,8 +25,9 @@
 //!
 //! io_uring finishes a request's work (a retried send, a notification) on the thread that submitted
 //! it, and the ring is set up with `IORING_SETUP_COOP_TASKRUN`, so that this does not interrupt that
-//! thread: it happens at its next system call or timer tick. A sender moved to another thread with
-//! requests in flight therefore sees their completions once the submitting thread enters the kernel.
+//! thread while it runs: it happens at its next system call or timer tick (a sleeping thread is
+//! woken for it). A sender moved to another thread with requests in flight therefore sees their
+//! completions once the submitting thread enters the kernel.
 //!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
 //! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
