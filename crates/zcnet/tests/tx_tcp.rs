@@ -1,6 +1,6 @@
 //! TcpSender over loopback and the veth harness: byte-exact delivery while recycling pooled buffers,
 //! every buffer back, every zero-copy send completed; sizes around the page and the threshold; a peer
-//! that resets mid-stream.
+//! that resets mid-stream; one frozen pool buffer lent to many sends at once.
 
 mod tx_common;
 
@@ -8,7 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
-use tx_common::{STREAM_SIZES, assert_stream_delivered, pool, send_sizes, sender_config, tcp_pair};
+use tx_common::{
+    Checksum, STREAM_SIZES, assert_stream_delivered, fill, pool, send_sizes, sender_config,
+    tcp_pair,
+};
 use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TcpSender};
 
 /// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks everything the issue
@@ -186,4 +189,36 @@ fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() 
             );
         }
     }
+}
+
+#[test]
+fn tcp_frozen_buffer_lent_to_many_sends_at_once_arrives_whole_and_returns_after_the_last() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(64 << 10, 2);
+    let mut buf = pool.take().unwrap();
+    buf.fill_with(50_000, |b| fill(b, 7));
+    let frozen = buf.freeze();
+    let mut tx = TcpSender::new(stream, sender_config(Mode::ZeroCopy));
+    let mut sent = Checksum::default();
+    let mut most_outstanding = 0;
+    for _ in 0..1_000 {
+        sent.update(&frozen);
+        tx.send(frozen.clone()).unwrap();
+        most_outstanding = most_outstanding.max(tx.outstanding());
+    }
+    tx.flush(Duration::from_secs(20)).unwrap();
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).unwrap());
+    assert_eq!(
+        sink.join().unwrap(),
+        sent,
+        "bytes delivered differ from bytes sent"
+    );
+    assert!(most_outstanding > 1, "never lent to two sends at once");
+    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
+    // Every send is back; the slot stays out until the last clone goes.
+    assert_eq!(pool.available(), pool.capacity() - 1);
+    drop(frozen);
+    assert_eq!(pool.available(), pool.capacity());
 }
