@@ -210,15 +210,9 @@ fn tcp_frozen_buffer_lent_to_many_sends_at_once_arrives_whole_and_returns_after_
     tx.flush(Duration::from_secs(20)).unwrap();
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).unwrap());
-    assert_eq!(
-        sink.join().unwrap(),
-        sent,
-        "bytes delivered differ from bytes sent"
-    );
     assert!(most_outstanding > 1, "never lent to two sends at once");
-    assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
     // Every send is back; the slot stays out until the last clone goes.
     assert_eq!(pool.available(), pool.capacity() - 1);
     drop(frozen);
-    assert_eq!(pool.available(), pool.capacity());
+    assert_stream_delivered(sink, sent, &pool, &stats);
 }
