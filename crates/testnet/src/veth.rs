@@ -3,6 +3,7 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::frame::UdpFrame;
 use crate::netns::Netns;
 
 /// Which offloads stay on for both ends of a veth pair. Turning them off reproduces the conditions of
@@ -186,6 +187,27 @@ impl VethPair {
             ])?;
         }
         Ok(())
+    }
+
+    /// UDP frames between the pair's IPv4 addresses, both ends on `port`: `b` to `a`, and `a` to `b`.
+    pub fn udp_frames(&self, port: u16) -> io::Result<(UdpFrame, UdpFrame)> {
+        let (a_mac, b_mac) = (self.mac(&self.a_if)?, self.mac(&self.b_if)?);
+        let to_a = UdpFrame {
+            src_mac: b_mac,
+            dst_mac: a_mac,
+            src_ip: self.b_v4,
+            dst_ip: self.a_v4,
+            src_port: port,
+            dst_port: port,
+        };
+        let to_b = UdpFrame {
+            src_mac: a_mac,
+            dst_mac: b_mac,
+            src_ip: self.a_v4,
+            dst_ip: self.b_v4,
+            ..to_a
+        };
+        Ok((to_a, to_b))
     }
 
     /// The MAC address of an interface of this pair (`a_if` or `b_if`).

@@ -557,22 +557,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ..VethConfig::default()
     })
     .context("building the veth pair (needs root)")?;
-    let (a_mac, b_mac) = (pair.mac(&pair.a_if)?, pair.mac(&pair.b_if)?);
-    let to_a = UdpFrame {
-        src_mac: b_mac,
-        dst_mac: a_mac,
-        src_ip: pair.b_v4,
-        dst_ip: pair.a_v4,
-        src_port: PORT,
-        dst_port: PORT,
-    };
-    let to_b = UdpFrame {
-        src_mac: a_mac,
-        dst_mac: b_mac,
-        src_ip: pair.a_v4,
-        dst_ip: pair.b_v4,
-        ..to_a
-    };
+    let (to_a, to_b) = pair.udp_frames(PORT)?;
     let build = |spec: UdpFrame| -> Result<Vec<u8>> {
         let mut frame = vec![0u8; args.size];
         let len = spec

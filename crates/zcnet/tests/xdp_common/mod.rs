@@ -17,29 +17,8 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// UDP frames from `b` to `a` (or the reverse with `to_b`).
 pub fn frames(pair: &VethPair, to_b: bool) -> UdpFrame {
-    let (a_mac, b_mac) = (
-        pair.mac(&pair.a_if).expect("mac"),
-        pair.mac(&pair.b_if).expect("mac"),
-    );
-    let spec = UdpFrame {
-        src_mac: b_mac,
-        dst_mac: a_mac,
-        src_ip: pair.b_v4,
-        dst_ip: pair.a_v4,
-        src_port: PORT,
-        dst_port: PORT,
-    };
-    if to_b {
-        UdpFrame {
-            src_mac: a_mac,
-            dst_mac: b_mac,
-            src_ip: pair.a_v4,
-            dst_ip: pair.b_v4,
-            ..spec
-        }
-    } else {
-        spec
-    }
+    let (to_a_frame, to_b_frame) = pair.udp_frames(PORT).expect("mac");
+    if to_b { to_b_frame } else { to_a_frame }
 }
 
 /// Records a payload's sequence number, failing on corruption or duplicates.
