@@ -631,43 +631,37 @@ fn totals(rows: &[Row]) -> Vec<Row> {
         .collect();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     for (api, _) in groups.iter().filter(|(_, mode)| *mode == "auto") {
-        let find = |m: &str| {
-            out.iter()
-                .find(|r| r["api"] == **api && r["mode"] == m)
-                .cloned()
-        };
-        let (Some(auto), Some(copy), Some(zc)) = (find("auto"), find("copy"), find("zerocopy"))
+        let total = |m: &str| out.iter().find(|r| r["api"] == **api && r["mode"] == m);
+        let (Some(auto), Some(copy), Some(zc)) = (total("auto"), total("copy"), total("zerocopy"))
         else {
             continue;
         };
-        let best_rate = num(&copy, "gbit_per_s").max(num(&zc, "gbit_per_s"));
-        let best_cost = num(&copy, "cpu_us_per_mb").min(num(&zc, "cpu_us_per_mb"));
-        let of_api: Vec<Row> = rows.iter().filter(|r| r["api"] == **api).cloned().collect();
-        let (rate, cost) = auto_vs_best_per_round(&of_api);
+        let best_rate = num(copy, "gbit_per_s").max(num(zc, "gbit_per_s"));
+        let best_cost = num(copy, "cpu_us_per_mb").min(num(zc, "cpu_us_per_mb"));
+        let vs_best_gbit = ratio(num(auto, "gbit_per_s"), best_rate);
+        let vs_best_cpu = ratio(num(auto, "cpu_us_per_mb"), best_cost);
+        let (rate, cost) = auto_vs_best_per_round(rows, api);
         let row = out
             .iter_mut()
             .find(|r| r["api"] == **api && r["mode"] == "auto")
             .expect("found above");
-        row.insert(
-            "auto_vs_best_gbit".into(),
-            json!(ratio(num(&auto, "gbit_per_s"), best_rate)),
-        );
-        row.insert(
-            "auto_vs_best_cpu".into(),
-            json!(ratio(num(&auto, "cpu_us_per_mb"), best_cost)),
-        );
+        row.insert("auto_vs_best_gbit".into(), json!(vs_best_gbit));
+        row.insert("auto_vs_best_cpu".into(), json!(vs_best_cpu));
         row.insert("auto_vs_best_gbit_median".into(), json!(median(rate)));
         row.insert("auto_vs_best_cpu_median".into(), json!(median(cost)));
     }
     out
 }
 
-/// Auto against the better of copy and zerocopy of the same round and api, round by round: its
-/// throughput over the higher one, its CPU per MB over the lower one.
-fn auto_vs_best_per_round(rows: &[Row]) -> (Vec<f64>, Vec<f64>) {
+/// Auto rows of `api` against the better of copy and zerocopy of the same round and api, round by
+/// round: its throughput over the higher one, its CPU per MB over the lower one.
+fn auto_vs_best_per_round(rows: &[Row], api: &Value) -> (Vec<f64>, Vec<f64>) {
     let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     let (mut rate, mut cost) = (Vec::new(), Vec::new());
-    for auto in rows.iter().filter(|r| r["mode"] == "auto") {
+    for auto in rows
+        .iter()
+        .filter(|r| r["mode"] == "auto" && r["api"] == *api)
+    {
         let of = |mode: &str| {
             rows.iter().find(|r| {
                 r["mode"] == mode && r.get("round") == auto.get("round") && r["api"] == auto["api"]
@@ -1030,7 +1024,7 @@ mod tests {
             // A round cut short (Ctrl-C) before copy and zerocopy ran is left out.
             run(3, "auto", 1.0, 1000.0),
         ];
-        let (rate, cost) = auto_vs_best_per_round(&rows);
+        let (rate, cost) = auto_vs_best_per_round(&rows, &json!("sendmsg"));
         assert_eq!(rate, vec![0.9, 1.5]);
         assert_eq!(cost, vec![1.1, 0.9]);
         assert_eq!(median(rate), Some(1.2));
