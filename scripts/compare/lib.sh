@@ -157,7 +157,21 @@ each_round_and_mode() {
 	done
 }
 
-# A scratch directory removed when the script exits.
+# A scratch directory removed when the script exits, and a network namespace a comparison may make
+# (netns_add), removed then too.
 SCRATCH="$(mktemp -d)"
-trap 'rm -rf "$SCRATCH"' EXIT
+NETNS=""
+trap 'rm -rf "$SCRATCH"; [ -z "$NETNS" ] || ip netns del "$NETNS" 2>/dev/null || true' EXIT
+
+# netns_add NAME: a network namespace with its loopback up, in $NETNS until netns_del.
+netns_add() {
+	ip netns add "$1"
+	NETNS="$1"
+	ip -n "$NETNS" link set lo up
+}
+
+netns_del() {
+	ip netns del "$NETNS"
+	NETNS=""
+}
 INTEROP_FAILED=0

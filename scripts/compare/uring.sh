@@ -46,12 +46,7 @@ uring_compare() {
 	(cd "$REPO_ROOT" && cargo build --release -q -p zcnet --example uring_send >&2)
 	uring_send="$REPO_ROOT/target/release/examples/uring_send"
 
-	netns="zcnet-uring-$$"
-	ip netns add "$netns"
-	# Removed on the way out, with lib.sh's scratch directory.
-	# shellcheck disable=SC2064
-	trap "ip netns del '$netns' 2>/dev/null || true; rm -rf '$SCRATCH'" EXIT
-	ip -n "$netns" link set lo up
+	netns_add "zcnet-uring-$$"
 
 	# With two CPUs or more, the receiver runs on CPU 1 and every sender on CPU 0 (taskset): the
 	# scheduler moving them between runs adds ~6% of noise per run.
@@ -65,7 +60,7 @@ uring_compare() {
 	# with_receiver SENDER: runs the receiver, then SENDER, in the namespace; bounded, so that a tool
 	# failing to start cannot leave the other waiting forever.
 	with_receiver() {
-		timeout $((SECONDS_PER_RUN + 20)) ip netns exec "$netns" bash -c \
+		timeout $((SECONDS_PER_RUN + 20)) ip netns exec "$NETNS" bash -c \
 			"$on_rx '$refs/msg_zerocopy' -4 -r -D 127.0.0.1 -p $PORT -t $((SECONDS_PER_RUN + 2)) tcp >/dev/null 2>&1 &
 			sleep 0.3
 			$on_tx $1
@@ -112,8 +107,7 @@ uring_compare() {
 		pair_line "tcp loopback send_zc $size B, zcnet pool" \
 			"$(printf '%s\n' "${pool[@]}" | median)" "$ref_median"
 	done
-	ip netns del "$netns"
-	trap 'rm -rf "$SCRATCH"' EXIT
+	netns_del
 }
 
 uring_compare
