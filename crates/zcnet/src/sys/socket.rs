@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `socket(domain, kind | SOCK_CLOEXEC, protocol)`: a new socket owned by the caller.
 pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
@@ -15,20 +15,37 @@ pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// Waits up to `timeout_ms` (-1 = forever) for `events` on `fd` (`poll(2)`, retried on `EINTR`);
-/// returns the revents, 0 on timeout. `POLLERR` and `POLLHUP` are reported whatever `events` asks.
-/// Polling an AF_XDP socket also wakes the driver when its fill ring needs it.
+/// Waits up to `timeout_ms` (-1 = forever) for `events` on `fd` (`poll(2)`); returns the revents, 0 on
+/// timeout. `POLLERR` and `POLLHUP` are reported whatever `events` asks. Polling an AF_XDP socket also
+/// wakes the driver when its fill ring needs it.
+///
+/// A signal handled while waiting makes `poll` fail with `EINTR` (whatever `SA_RESTART` says); the
+/// call is repeated with the time left until the deadline, so signals never stretch the wait.
 pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
         revents: 0,
     };
+    let deadline = u64::try_from(timeout_ms)
+        .ok()
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
     super::retry_if_interrupted(|| {
+        let wait_ms = match deadline {
+            None => -1,
+            Some(d) => poll_ms(d.saturating_duration_since(Instant::now())),
+        };
         // SAFETY: `pfd` is one live pollfd and the count passed is 1.
-        syscall!(poll(&mut pfd, 1, timeout_ms))
+        syscall!(poll(&mut pfd, 1, wait_ms))
     })?;
     Ok(pfd.revents)
+}
+
+/// `left` in whole milliseconds for `poll`, rounded up so that a wait never ends before its deadline
+/// (at most the `timeout_ms` the caller gave, which fits an `i32`).
+fn poll_ms(left: Duration) -> i32 {
+    let ms = left.as_nanos().div_ceil(1_000_000);
+    i32::try_from(ms).unwrap_or(i32::MAX)
 }
 
 /// `setsockopt(fd, level, name, &value, sizeof(int))` for the many options that take a C `int`.
