@@ -26,6 +26,14 @@ pub enum Cause {
     /// The kernel accepted, but what it did shows no benefit (for example: every completion said
     /// copied, or none of the bytes received could be mapped).
     Observed(Cow<'static, str>),
+    /// Another zcnet sender in this process owns the socket, reached through another descriptor of it
+    /// (`try_clone`, `dup`): one socket has one completion-id counter and one error queue, so only
+    /// one sender may send it zero-copy and read its completions.
+    SocketInUse,
+    /// `SO_ZEROCOPY` was already on and sends made before may have taken completion ids (the kernel
+    /// counts them per socket and never resets the count), so zcnet cannot number its own; the
+    /// text says what was found.
+    UnknownIds(Cow<'static, str>),
 }
 
 /// Why a zero-copy path is not used, and what to do about it.
@@ -67,6 +75,25 @@ impl Fallback {
         }
     }
 
+    /// Another sender owns the socket (see [`Cause::SocketInUse`]).
+    pub fn socket_in_use(remedy: impl Into<Cow<'static, str>>) -> Fallback {
+        Fallback {
+            cause: Cause::SocketInUse,
+            remedy: remedy.into(),
+        }
+    }
+
+    /// The socket's completion ids are unknown: `what` says why (see [`Cause::UnknownIds`]).
+    pub fn unknown_ids(
+        what: impl Into<Cow<'static, str>>,
+        remedy: impl Into<Cow<'static, str>>,
+    ) -> Fallback {
+        Fallback {
+            cause: Cause::UnknownIds(what.into()),
+            remedy: remedy.into(),
+        }
+    }
+
     /// What made zcnet copy.
     pub fn cause(&self) -> &Cause {
         &self.cause
@@ -91,7 +118,8 @@ impl fmt::Display for Fallback {
         match &self.cause {
             Cause::Requested => write!(f, "copy requested")?,
             Cause::Refused { call, errno } => write!(f, "{call}: {}", errno_name(*errno))?,
-            Cause::Observed(what) => write!(f, "{what}")?,
+            Cause::Observed(what) | Cause::UnknownIds(what) => write!(f, "{what}")?,
+            Cause::SocketInUse => write!(f, "another zcnet sender owns this socket")?,
         }
         if self.remedy.is_empty() {
             Ok(())

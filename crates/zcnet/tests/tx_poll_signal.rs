@@ -59,8 +59,14 @@ fn a_wait_interrupted_by_signals_ends_at_its_timeout() {
     stop.store(true, Ordering::Relaxed);
     storm.join().unwrap();
     let handled = HANDLED.load(Ordering::Relaxed);
-    assert!(!ready.error && !ready.writable && !ready.hangup, "{ready:?}");
-    assert!(handled >= 5, "only {handled} signals handled during the wait");
+    assert!(
+        !ready.error && !ready.writable && !ready.hangup,
+        "{ready:?}"
+    );
+    assert!(
+        handled >= 5,
+        "only {handled} signals handled during the wait"
+    );
     assert!(waited >= timeout, "returned early, after {waited:?}");
     // Restarting with the full timeout after each signal would wait until the signals stop (5 s).
     assert!(

@@ -76,6 +76,38 @@ pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
     Ok(value)
 }
 
+/// The identity of the kernel socket behind `fd`: the device and inode number of its sockfs inode
+/// (`fstat`). Every descriptor of one socket — `dup`, `try_clone`, one received over `SCM_RIGHTS` —
+/// gives the same pair, and two sockets alive at once give different ones, except when the kernel's
+/// 32-bit inode counter (`get_next_ino`) wrapped around during the older one's life.
+pub fn socket_identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    // SAFETY: `stat` is plain old data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { mem::zeroed() };
+    // SAFETY: `st` is a live, writable `stat` and `fd` a descriptor borrowed for the call.
+    syscall!(fstat(fd.as_raw_fd(), &mut st))?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Whether a TCP socket has never had data written to it: no data segment ever left it
+/// (`tcpi_data_segs_out`, retransmissions included) and none waits to be sent
+/// (`tcpi_notsent_bytes`), both from `TCP_INFO` (Linux 4.6+). `Ok(false)` when the kernel's
+/// `tcp_info` is too short to say.
+pub fn tcp_nothing_written(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: `tcp_info` is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` and `len` are live locals; the kernel writes at most `len` bytes into `info`.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        (&mut info as *mut libc::tcp_info).cast(),
+        &mut len,
+    ))?;
+    let needed = mem::offset_of!(libc::tcp_info, tcpi_data_segs_out) + mem::size_of::<u32>();
+    Ok(len as usize >= needed && info.tcpi_data_segs_out == 0 && info.tcpi_notsent_bytes == 0)
+}
+
 /// Which task's resource usage [`resource_usage`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UsageOf {

@@ -28,6 +28,7 @@
 //! ```
 
 mod buffer;
+mod claim;
 mod cost;
 mod error;
 pub mod errqueue;

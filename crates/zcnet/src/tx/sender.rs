@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::buffer::{Loan, SendBuf};
+use super::claim::{Claim, Refused};
 use super::error::TxError;
 use super::policy::{CopyReason, Decision, Policy, PolicyConfig};
 use super::socket::ZcSocket;
@@ -55,6 +56,11 @@ const POLL_SLICE: Duration = Duration::from_millis(100);
 /// may still complete (a device can hold a freed packet for a while), but `poll` returns at once.
 const HANGUP_PAUSE: Duration = Duration::from_millis(10);
 
+/// Pause of a sender that does not own the socket's error queue while it waits for send-buffer
+/// space and `POLLERR` stays up: the entries are the owner's to read, and `poll` returns at once
+/// until it does.
+const FOREIGN_QUEUE_PAUSE: Duration = Duration::from_millis(1);
+
 /// Whether a send may wait for send-buffer space, and until when.
 #[derive(Debug, Clone, Copy)]
 enum Wait {
@@ -85,6 +91,11 @@ impl From<TxError> for Stop {
 /// [`Sender::try_send`] never waits and hands the unsent part back on `EAGAIN`, for an event loop that
 /// polls the sender's file descriptor ([`AsFd`]).
 ///
+/// One sender owns a kernel socket: a second sender on the same socket (another descriptor of it,
+/// from `try_clone` or `dup`) sends by copy and never reads the socket's error queue, and its
+/// [`Sender::zerocopy_status`] says so ([`crate::Cause::SocketInUse`]). The owner keeps the socket
+/// until it is dropped (or [`Sender::close`]d).
+///
 /// Dropping a sender with ids outstanding keeps their buffers lent forever (they are leaked, never
 /// reused, since the kernel may still read them): call [`Sender::flush`] or [`Sender::close`] first.
 pub struct Sender<S: ZcSocket> {
@@ -98,24 +109,40 @@ pub struct Sender<S: ZcSocket> {
     config: SenderConfig,
     since_drain: u32,
     gso_segment: Option<u16>,
+    /// The socket's claim: only its holder numbers zero-copy sends and reads the error queue.
+    claim: Option<Claim>,
 }
 
 impl<S: ZcSocket> Sender<S> {
-    /// Wraps `socket`. Unless the mode is [`super::Mode::Copy`], sets `SO_ZEROCOPY`; when that fails
-    /// the sender copies and [`Sender::zerocopy_status`] says why.
+    /// Wraps `socket`. First claims the kernel socket for this sender (no other sender of this
+    /// process may hold it: see [`Sender`]); then, unless the mode is [`super::Mode::Copy`], sets
+    /// `SO_ZEROCOPY`. When either fails the sender copies and [`Sender::zerocopy_status`] says why.
     ///
     /// Completion ids are a per-socket counter the kernel never resets, and a sender numbers its sends
-    /// from 0: a socket that already has `SO_ZEROCOPY` on (wrapped before, for example a socket a
-    /// [`Sender::close`] returned, or a clone of one) may have taken ids already, so the sender never
+    /// from 0: a socket that already has `SO_ZEROCOPY` on may have taken ids already (wrapped before,
+    /// for example a socket a [`Sender::close`] returned, or a clone of one), so the sender never
     /// sends it with MSG_ZEROCOPY (it copies, and the status says why) rather than misattribute a
-    /// completion.
+    /// completion — unless the kernel shows that nothing was ever sent on it: a TCP socket accepted
+    /// from a listener with `SO_ZEROCOPY` inherits the option, with its counter at 0
+    /// (`sk_clone_lock` resets it), and is sent zero-copy as long as it is wrapped before anything
+    /// is sent on it.
     pub fn new(socket: S, config: SenderConfig) -> Self {
-        let zerocopy = if config.policy.mode == super::Mode::Copy {
-            Err(Fallback::requested(
+        let claim = Claim::take(socket.fd());
+        let zerocopy = match &claim {
+            _ if config.policy.mode == super::Mode::Copy => Err(Fallback::requested(
                 "choose Mode::ZeroCopy or Mode::Auto to send with MSG_ZEROCOPY",
-            ))
-        } else {
-            enable_zerocopy_once(socket.fd(), S::NAME)
+            )),
+            Ok(_) => enable_zerocopy_once(&socket),
+            Err(Refused::InUse) => Err(Fallback::socket_in_use(
+                "another sender in this process owns this socket (reached through another descriptor \
+                 of it: try_clone, dup): use that sender, or one sender per socket; sends here are \
+                 copied and never read the socket's completions",
+            )),
+            Err(Refused::Identity(e)) => Err(Fallback::refused(
+                "fstat",
+                e.raw_os_error().unwrap_or(0),
+                "the socket cannot be told apart from others: sends are copied",
+            )),
         };
         Sender {
             socket: Some(socket),
@@ -127,6 +154,7 @@ impl<S: ZcSocket> Sender<S> {
             config,
             since_drain: 0,
             gso_segment: None,
+            claim: claim.ok(),
         }
     }
 
@@ -395,6 +423,9 @@ impl<S: ZcSocket> Sender<S> {
             if ready.writable || ready.hangup {
                 return Ok(());
             }
+            if ready.error && self.claim.is_none() {
+                std::thread::sleep(FOREIGN_QUEUE_PAUSE);
+            }
         }
     }
 
@@ -411,8 +442,12 @@ impl<S: ZcSocket> Sender<S> {
 
     /// Reads every completion queued now, releasing the buffers they cover; returns the ids released.
     /// A truncated entry (`MSG_CTRUNC`) or a failed read is an error: the completion it carried is lost.
+    /// A sender that does not own the socket reads nothing (the entries are the owner's).
     fn drain(&mut self) -> Result<u64, TxError> {
         self.since_drain = 0;
+        if self.claim.is_none() {
+            return Ok(0);
+        }
         let mut released = 0;
         loop {
             let socket = self
@@ -508,9 +543,9 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Flushes (bounded by `timeout`) and returns the socket. On failure the buffers still lent are
-    /// leaked — never reused — and the error says how many. The socket keeps `SO_ZEROCOPY` on, so a
-    /// sender wrapping it again copies (see [`Sender::new`]).
+    /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On failure
+    /// the buffers still lent are leaked — never reused — and the error says how many. The socket
+    /// keeps `SO_ZEROCOPY` on, so a sender wrapping it again copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         self.flush(timeout)?;
         Ok(self
@@ -520,17 +555,39 @@ impl<S: ZcSocket> Sender<S> {
     }
 }
 
-/// Sets `SO_ZEROCOPY` on a socket that does not have it yet (see [`Sender::new`]).
-fn enable_zerocopy_once(fd: BorrowedFd<'_>, name: &'static str) -> Result<(), Fallback> {
-    const CALL: &str = "setsockopt SO_ZEROCOPY";
-    match errqueue::zerocopy_enabled(fd) {
+/// Sets `SO_ZEROCOPY` on a socket the sender just claimed, unless it was on already and sends made
+/// before may have taken completion ids (see [`Sender::new`]).
+fn enable_zerocopy_once<S: ZcSocket>(socket: &S) -> Result<(), Fallback> {
+    let name = S::NAME;
+    match errqueue::zerocopy_enabled(socket.fd()) {
         Ok(true) => {
-            return Err(Fallback::observed(
-                format!(
-                    "SO_ZEROCOPY was already on for this {name} socket: it may have taken completion ids before"
-                ),
-                "wrap a socket no sender has used; sends on this one are copied so that no completion is misattributed",
-            ));
+            return match socket.nothing_sent() {
+                // The kernel's counter stands at 0: the ids are the sender's to number.
+                Ok(Some(true)) => Ok(()),
+                Ok(Some(false)) => Err(Fallback::unknown_ids(
+                    format!(
+                        "SO_ZEROCOPY was already on for this {name} socket and data was sent on \
+                         it: sends made before may have taken completion ids"
+                    ),
+                    "wrap the socket before anything is sent on it (a socket accepted from a listener \
+                     with SO_ZEROCOPY inherits the option and is sent zero-copy if wrapped first), or \
+                     leave SO_ZEROCOPY off: the sender sets it; sends on this one are copied",
+                )),
+                Ok(None) => Err(Fallback::unknown_ids(
+                    format!(
+                        "SO_ZEROCOPY was already on for this {name} socket: it may have taken \
+                         completion ids before"
+                    ),
+                    "wrap a socket no sender has used, and leave SO_ZEROCOPY off: the sender sets \
+                     it; sends on this one are copied so that no completion is misattributed",
+                )),
+                Err(e) => Err(Fallback::refused(
+                    "getsockopt TCP_INFO",
+                    e.raw_os_error().unwrap_or(0),
+                    "SO_ZEROCOPY was already on and whether anything was sent is unknown: sends \
+                     are copied",
+                )),
+            };
         }
         Ok(false) => {}
         Err(e) => {
@@ -541,9 +598,9 @@ fn enable_zerocopy_once(fd: BorrowedFd<'_>, name: &'static str) -> Result<(), Fa
             ));
         }
     }
-    errqueue::enable_zerocopy(fd).map_err(|e| {
+    errqueue::enable_zerocopy(socket.fd()).map_err(|e| {
         Fallback::refused(
-            CALL,
+            "setsockopt SO_ZEROCOPY",
             e.raw_os_error().unwrap_or(0),
             format!("no zero-copy send for this {name} socket: sends are copied"),
         )

@@ -1,5 +1,6 @@
 //! The socket kinds a [`crate::tx::Sender`] can drive.
 
+use std::io;
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -22,6 +23,11 @@ pub trait ZcSocket: sealed::Sealed + Send {
     fn max_zerocopy_piece(&self) -> usize {
         usize::MAX
     }
+    /// Whether the kernel shows that nothing was ever sent on the socket, so that no send took a
+    /// completion id yet; `None` when this kind of socket cannot tell (only TCP can, from `TCP_INFO`).
+    fn nothing_sent(&self) -> io::Result<Option<bool>> {
+        Ok(None)
+    }
 }
 
 impl sealed::Sealed for TcpStream {}
@@ -32,6 +38,11 @@ impl ZcSocket for TcpStream {
     }
     fn is_stream(&self) -> bool {
         true
+    }
+    /// No data segment ever sent and none waiting: every `sendmsg` that carried data left some in
+    /// the stream, and a failed one gave its id back (TCP aborts the send's completion record).
+    fn nothing_sent(&self) -> io::Result<Option<bool>> {
+        crate::sys::socket::tcp_nothing_written(self.as_fd()).map(Some)
     }
 }
 
