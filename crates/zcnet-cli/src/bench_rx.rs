@@ -221,7 +221,8 @@ fn send_all(
             (client, SenderCounts::default())
         }
         SenderArg::Zerocopy => {
-            let pool = BufferPool::new(PoolConfig {
+            // Filled once below: the buffers keep the pattern from one send to the next.
+            let pool = BufferPool::new_keeping_contents(PoolConfig {
                 buf_size: write,
                 count: 16,
                 huge_pages: false,

@@ -282,7 +282,7 @@ fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
 /// A pool whose every buffer holds the pattern of units of `unit` bytes (filled once: buffers keep
 /// their bytes when they come back).
 fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
-    let pool = BufferPool::new(PoolConfig {
+    let pool = BufferPool::new_keeping_contents(PoolConfig {
         buf_size: size.max(1),
         count: POOL_BUFFERS,
         huge_pages,

@@ -33,8 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
-    // A socket buffer's worth of buffers in flight, at least 64.
-    let pool = BufferPool::new(PoolConfig {
+    // A socket buffer's worth of buffers in flight, at least 64; each keeps what it held before.
+    let pool = BufferPool::new_keeping_contents(PoolConfig {
         buf_size: size,
         count: 64.max((8 << 20) / size.max(1)),
         huge_pages: false,

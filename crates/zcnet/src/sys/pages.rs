@@ -1,6 +1,11 @@
 //! Page-aligned memory for zero-copy send buffers: one anonymous mapping cut into equal slots, each
 //! handed out to exactly one owner at a time.
 //!
+//! A new owner of a slot sees none of the bytes an earlier owner wrote (unless the arena was made to
+//! keep them): each slot remembers how far its owners ever wrote, and the bytes an owner exposes
+//! ([`PageSlot::set_len`], [`PageSlot::fill_with`]) that it did not write itself are zeroed first —
+//! only up to that mark, since the mapping's bytes beyond it are still zero.
+//!
 //! Kernel behaviour relied on: `mmap(MAP_ANONYMOUS | MAP_PRIVATE)` returns page-aligned, zeroed memory;
 //! `madvise(MADV_HUGEPAGE)` asks for transparent huge pages on a 2 MiB-aligned range (it fails with
 //! `EINVAL` when THP is compiled out). MSG_ZEROCOPY pins the pages of each send, so page-aligned buffers
@@ -22,7 +27,11 @@ pub struct PageArena {
     slot_size: usize,
     count: usize,
     huge_pages: Result<(), String>,
-    free: Mutex<Vec<u32>>,
+    /// Whether a new owner of a slot sees what the earlier owners left in it.
+    keep_contents: bool,
+    /// The free slots, each with how far its earlier owners could write: bytes from there on are
+    /// still the mapping's zeroes.
+    free: Mutex<Vec<(u32, usize)>>,
 }
 
 // SAFETY: the mapping is owned by the arena; slot bytes are only reached through a `PageSlot`, which the
@@ -40,14 +49,27 @@ fn page_size() -> usize {
 impl PageArena {
     /// Maps `count` slots of at least `slot_size` bytes (rounded up to whole pages). With `huge_pages`
     /// the mapping is 2 MiB aligned and advised `MADV_HUGEPAGE`; the outcome is in
-    /// [`PageArena::huge_pages`].
-    pub fn new(slot_size: usize, count: usize, huge_pages: bool) -> io::Result<Arc<PageArena>> {
+    /// [`PageArena::huge_pages`]. With `keep_contents` a slot's new owner sees whatever the previous
+    /// one left; without, it sees only zeroes and its own writes.
+    pub fn new(
+        slot_size: usize,
+        count: usize,
+        huge_pages: bool,
+        keep_contents: bool,
+    ) -> io::Result<Arc<PageArena>> {
         let page = page_size();
-        let slot_size = slot_size.max(1).div_ceil(page) * page;
+        let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "pool too large");
+        // Every size below is bounded here: the mapping is at most isize::MAX / 2 bytes, so the
+        // alignment padding added to it and each slot's offset (index * slot_size) cannot overflow.
+        let slot_size = slot_size
+            .max(1)
+            .div_ceil(page)
+            .checked_mul(page)
+            .ok_or_else(too_large)?;
         let len = slot_size
             .checked_mul(count.max(1))
             .filter(|&l| l <= isize::MAX as usize / 2 && count <= u32::MAX as usize)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "pool too large"))?;
+            .ok_or_else(too_large)?;
         let align = if huge_pages { HUGE_PAGE } else { page };
         let map_len = len.div_ceil(align) * align;
         let reserve = map_len + align - page;
@@ -93,7 +115,8 @@ impl PageArena {
             slot_size,
             count,
             huge_pages: huge,
-            free: Mutex::new((0..count as u32).rev().collect()),
+            keep_contents,
+            free: Mutex::new((0..count as u32).rev().map(|i| (i, 0)).collect()),
         }))
     }
 
@@ -131,11 +154,17 @@ impl PageArena {
 
     /// Takes a free slot (length 0), or `None` when all are out.
     pub fn take(self: &Arc<Self>) -> Option<PageSlot> {
-        let index = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+        let (index, written) = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
         Some(PageSlot {
             arena: Arc::clone(self),
             index,
             len: 0,
+            mine: if self.keep_contents {
+                self.slot_size
+            } else {
+                0
+            },
+            written,
         })
     }
 }
@@ -149,11 +178,18 @@ impl Drop for PageArena {
 
 /// One slot of a [`PageArena`], owned exclusively: it dereferences to its first `len` bytes and goes
 /// back to the arena's free list when dropped.
+///
+/// Invariant: `len <= mine <= capacity`, so what the slot dereferences to is always the owner's own.
 #[derive(Debug)]
 pub struct PageSlot {
     arena: Arc<PageArena>,
     index: u32,
     len: usize,
+    /// Bytes `..mine` are this owner's to see: written or zeroed since it took the slot (all of
+    /// them in an arena that keeps contents).
+    mine: usize,
+    /// How far the slot's earlier owners could write: bytes from there on are the mapping's zeroes.
+    written: usize,
 }
 
 impl PageSlot {
@@ -162,14 +198,40 @@ impl PageSlot {
         self.arena.slot_size
     }
 
-    /// Sets the length of the data (clamped to the capacity). Bytes beyond the old length keep whatever
-    /// an earlier owner wrote (they are always initialised: the mapping starts zeroed).
+    /// Sets the length of the data (clamped to the capacity). Bytes exposed beyond what this owner
+    /// wrote are zero (or, in an arena that keeps contents, what the previous owner left).
     pub fn set_len(&mut self, len: usize) {
-        self.len = len.min(self.capacity());
+        let len = len.min(self.capacity());
+        self.make_mine(len);
+        self.len = len;
     }
 
-    /// The whole slot, for filling before [`PageSlot::set_len`].
-    pub fn spare_mut(&mut self) -> &mut [u8] {
+    /// Hands the first `len` bytes (clamped to the capacity) to `f` to fill, then sets the length to
+    /// them. `f` sees zeroes where this owner wrote nothing yet (or, in an arena that keeps contents,
+    /// what the previous owner left).
+    pub fn fill_with(&mut self, len: usize, f: impl FnOnce(&mut [u8])) {
+        let len = len.min(self.capacity());
+        self.make_mine(len);
+        f(&mut self.whole_mut()[..len]);
+        self.len = len;
+    }
+
+    /// Zeroes what earlier owners wrote in `mine..upto` (at most up to where they wrote), making the
+    /// bytes up to `upto` this owner's.
+    fn make_mine(&mut self, upto: usize) {
+        if upto <= self.mine {
+            return;
+        }
+        let (start, end) = (self.mine, upto.min(self.written));
+        if start < end {
+            self.whole_mut()[start..end].fill(0);
+        }
+        self.mine = upto;
+    }
+
+    /// The whole slot, whoever wrote its bytes: only for the methods above, which expose no more
+    /// than the owner's own.
+    fn whole_mut(&mut self) -> &mut [u8] {
         let cap = self.capacity();
         // SAFETY: the slot's range lies inside the live mapping (the `Arc` keeps it alive) and the free
         // list handed this index to this `PageSlot` alone; `&mut self` makes the borrow unique.
@@ -196,17 +258,19 @@ impl Deref for PageSlot {
 impl DerefMut for PageSlot {
     fn deref_mut(&mut self) -> &mut [u8] {
         let len = self.len;
-        &mut self.spare_mut()[..len]
+        &mut self.whole_mut()[..len]
     }
 }
 
 impl Drop for PageSlot {
     fn drop(&mut self) {
+        // This owner could write up to `mine` (through `fill_with`, or `DerefMut` after `set_len`).
+        let written = self.written.max(self.mine);
         self.arena
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(self.index);
+            .push((self.index, written));
     }
 }
 
@@ -216,15 +280,14 @@ mod tests {
 
     #[test]
     fn slots_are_page_aligned_exclusive_and_recycled() {
-        let arena = PageArena::new(5000, 3, false).unwrap();
+        let arena = PageArena::new(5000, 3, false, false).unwrap();
         assert_eq!(arena.slot_size() % page_size(), 0);
         let mut a = arena.take().unwrap();
         let mut b = arena.take().unwrap();
         let c = arena.take().unwrap();
         assert!(arena.take().is_none());
         assert_eq!(arena.available(), 0);
-        a.spare_mut()[..3].copy_from_slice(b"abc");
-        a.set_len(3);
+        a.fill_with(3, |b| b.copy_from_slice(b"abc"));
         b.set_len(usize::MAX);
         assert_eq!(&a[..], b"abc");
         assert_eq!(b.len(), arena.slot_size());
@@ -239,7 +302,7 @@ mod tests {
 
     #[test]
     fn huge_page_arena_is_2mib_aligned() {
-        let arena = PageArena::new(64 << 10, 40, true).unwrap();
+        let arena = PageArena::new(64 << 10, 40, true, false).unwrap();
         let s = arena.take().unwrap();
         assert_eq!(s.as_ptr() as usize % HUGE_PAGE, 0);
         if let Err(reason) = arena.huge_pages() {

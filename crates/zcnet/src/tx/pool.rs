@@ -43,8 +43,23 @@ pub struct BufferPool {
 
 impl BufferPool {
     /// Maps the pool's memory. Fails with the `mmap` error (`ENOMEM`: lower `count` or `buf_size`).
+    ///
+    /// A buffer never shows what its previous user wrote: the bytes [`PooledBuf::set_len`] and
+    /// [`PooledBuf::fill_with`] expose beyond what the current user wrote are zero. Each buffer
+    /// remembers how far its users ever wrote, so only that part is zeroed, once per user: a pool's
+    /// fresh buffers cost nothing, and neither does shrinking and growing one's own data.
     pub fn new(config: PoolConfig) -> io::Result<BufferPool> {
-        let arena = PageArena::new(config.buf_size, config.count, config.huge_pages)?;
+        let arena = PageArena::new(config.buf_size, config.count, config.huge_pages, false)?;
+        Ok(BufferPool { arena })
+    }
+
+    /// [`BufferPool::new`] for a pool whose buffers keep what their previous user left: a taken
+    /// buffer's [`PooledBuf::set_len`] exposes those bytes as they are, and nothing is zeroed. For a
+    /// program that fills its buffers once and resends them without writing again (a benchmark
+    /// sending one pattern); never for data of different clients or trust, which one user could
+    /// then read from the next.
+    pub fn new_keeping_contents(config: PoolConfig) -> io::Result<BufferPool> {
+        let arena = PageArena::new(config.buf_size, config.count, config.huge_pages, true)?;
         Ok(BufferPool { arena })
     }
 
@@ -119,16 +134,17 @@ impl PooledBuf {
         self.slot.capacity()
     }
 
-    /// Sets the data length (clamped to the capacity).
+    /// Sets the data length (clamped to the capacity). Bytes it exposes that this user did not write
+    /// are zero (or, in a pool made with [`BufferPool::new_keeping_contents`], whatever the previous
+    /// user left).
     pub fn set_len(&mut self, len: usize) {
         self.slot.set_len(len);
     }
 
-    /// Fills the buffer with `f` over `len` bytes (clamped) and sets its length.
+    /// Fills the buffer with `f` over `len` bytes (clamped to the capacity) and sets its length. `f`
+    /// sees zeroes where this user wrote nothing yet (see [`PooledBuf::set_len`]).
     pub fn fill_with(&mut self, len: usize, f: impl FnOnce(&mut [u8])) {
-        let len = len.min(self.capacity());
-        f(&mut self.slot.spare_mut()[..len]);
-        self.slot.set_len(len);
+        self.slot.fill_with(len, f);
     }
 
     /// Makes the buffer read-only and shareable: every clone of the [`FrozenBuf`] may be lent to a
