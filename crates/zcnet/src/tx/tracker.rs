@@ -73,9 +73,11 @@ impl<T> CompletionTracker<T> {
     }
 
     /// Takes back the most recent registration when the kernel turned out not to consume its id (the
-    /// send failed before taking one). Returns the item, or `None` if that id already completed.
+    /// send failed before taking one). Returns the item, or `None` — changing nothing — if that id
+    /// already completed (the kernel did take it) or nothing is registered.
     pub fn cancel_last(&mut self) -> Option<T> {
-        let item = self.slots.pop_back()??;
+        let item = self.slots.back_mut()?.take()?;
+        self.slots.pop_back();
         self.outstanding -= 1;
         Some(item)
     }
@@ -241,6 +243,18 @@ mod tests {
         t.complete(range(10, 10, false), drop);
         assert_eq!(t.outstanding(), 0);
         assert_eq!(t.register('c'), 11);
+    }
+
+    #[test]
+    fn cancel_last_leaves_a_completed_id_taken() {
+        let mut t = CompletionTracker::new(0);
+        t.register('a');
+        t.register('b');
+        t.complete(range(1, 1, false), drop);
+        assert_eq!(t.cancel_last(), None);
+        assert_eq!(t.next_id(), 2, "id 1 was taken by the kernel: never handed out again");
+        assert_eq!(t.register('c'), 2);
+        assert_eq!(t.outstanding(), 2);
     }
 
     #[test]
