@@ -193,7 +193,7 @@ proptest! {
     ) {
         let pool = BufferPool::new(PoolConfig { buf_size, count, huge_pages: false }).unwrap();
         let cap = pool.buf_size();
-        prop_assert!(cap >= buf_size && cap % 4096 == 0);
+        prop_assert!(cap >= buf_size && cap.is_multiple_of(4096));
         let mut held: Vec<Held> = Vec::new();
         for op in ops {
             match op {

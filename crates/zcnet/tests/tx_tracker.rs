@@ -11,8 +11,16 @@ use zcnet::tx::{Completion, CompletionTracker};
 enum Op {
     Register,
     /// A completion relative to the tracker's ids (`lo` this far behind the next id), or absolute.
-    Near { back: u32, span: u32, copied: bool },
-    Anywhere { lo: u32, hi: u32, copied: bool },
+    Near {
+        back: u32,
+        span: u32,
+        copied: bool,
+    },
+    Anywhere {
+        lo: u32,
+        hi: u32,
+        copied: bool,
+    },
     Cancel,
 }
 

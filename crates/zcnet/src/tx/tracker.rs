@@ -252,7 +252,11 @@ mod tests {
         t.register('b');
         t.complete(range(1, 1, false), drop);
         assert_eq!(t.cancel_last(), None);
-        assert_eq!(t.next_id(), 2, "id 1 was taken by the kernel: never handed out again");
+        assert_eq!(
+            t.next_id(),
+            2,
+            "id 1 was taken by the kernel: never handed out again"
+        );
         assert_eq!(t.register('c'), 2);
         assert_eq!(t.outstanding(), 2);
     }
