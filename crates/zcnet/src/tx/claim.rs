@@ -10,6 +10,10 @@
 //! the claim's holder reads the socket's error queue; [`crate::tx::errqueue::recv_errqueue`] refuses
 //! a claimed socket under the same lock.
 //!
+//! Two sockets alive at once have different identities, except after the kernel's 32-bit inode
+//! counter wrapped around during the older one's life: the newer one then reads as claimed, and its
+//! sender copies (the safe direction).
+//!
 //! What a claim cannot see: other processes sharing the socket (a `fork`, a descriptor passed over
 //! `SCM_RIGHTS`), and `MSG_ZEROCOPY` sends made on the socket through other code. Ids those take
 //! shift the kernel's numbering; the first completion naming an id the sender never registered then
