@@ -45,6 +45,14 @@ use io_uring::{IoUring, Probe, cqueue, opcode, squeue, types};
 
 use super::pages::PageArena;
 
+/// The most bytes one request carries (1 GiB): below `MAX_RW_COUNT` (`INT_MAX & PAGE_MASK`,
+/// include/linux/fs.h) for every page size up to 64 KiB. The kernel cuts a longer send to
+/// `MAX_RW_COUNT` without an error (`import_ubuf`, `__import_iovec` in lib/iov_iter.c), and with
+/// `MSG_WAITALL` the cut request counts as complete, so its link does not break.
+pub const MAX_REQUEST_LEN: usize = 1 << 30;
+/// The most iovecs one `sendmsg` takes (`UIO_MAXIOV`; more is `EMSGSIZE`).
+pub const MAX_PARTS: usize = 1024;
+
 /// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h), in the SQE's `ioprio`.
 pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`: bit of a notification's `res` meaning "the data was copied".
@@ -139,6 +147,37 @@ pub enum SendEvent {
         /// `IORING_NOTIF_USAGE_ZC_COPIED` (always false without `REPORT_USAGE`).
         copied: bool,
     },
+}
+
+/// One request for [`SendRing::push_chain`].
+pub struct SendRequest<'a, T: ?Sized> {
+    /// Identifies the request's CQEs; unique among the requests in flight.
+    pub user_data: u64,
+    /// Byte ranges of loans, sent in order.
+    pub parts: &'a [(&'a Arc<T>, Range<usize>)],
+    /// How it sends.
+    pub kind: SendKind,
+    /// Its place among the others.
+    pub sequence: Sequence,
+}
+
+impl<T: ?Sized> Clone for SendRequest<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for SendRequest<'_, T> {}
+
+impl<T: ?Sized> std::fmt::Debug for SendRequest<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendRequest")
+            .field("user_data", &self.user_data)
+            .field("parts", &self.parts.len())
+            .field("kind", &self.kind)
+            .field("sequence", &self.sequence)
+            .finish()
+    }
 }
 
 /// Where a ring finds the bytes of each loan it holds.
@@ -255,12 +294,7 @@ impl<T: ?Sized> SendRing<T> {
         Ok(())
     }
 
-    /// Queues one send of `parts` — byte ranges of loans, sent in order — on socket `fd`
-    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`, and with `MSG_EOR` when
-    /// `end_of_record` (for TCP: the request's notification is not stacked onto the next request's);
-    /// `link` chains the next queued request after this one. Fails with `EBUSY` when the submission
-    /// queue is full, `EINVAL` for no parts, a range outside its loan or a part over `u32::MAX` bytes,
-    /// `EEXIST` when `user_data` is already in flight.
+    /// Queues one send (see [`Self::push_chain`]).
     pub fn push(
         &mut self,
         user_data: u64,
@@ -269,13 +303,84 @@ impl<T: ?Sized> SendRing<T> {
         kind: SendKind,
         sequence: Sequence,
     ) -> io::Result<()> {
+        self.push_chain(
+            fd,
+            &[SendRequest {
+                user_data,
+                parts,
+                kind,
+                sequence,
+            }],
+        )
+    }
+
+    /// Queues `requests` on socket `fd` (unsubmitted until [`Self::submit`]), all or none: each
+    /// sends its `parts` — byte ranges of loans, in order — always with `MSG_WAITALL`, with
+    /// `MSG_EOR` when `end_of_record` (for TCP: the request's notification is not stacked onto the
+    /// next request's), and `link` chains the next queued request after it. Nothing is queued when
+    /// any request is refused: `EBUSY` when the submission queue has no room for all, `EINVAL` for
+    /// no parts, more than [`MAX_PARTS`], a range outside its loan or more than
+    /// [`MAX_REQUEST_LEN`] bytes in one request (the kernel would cut it short without an error),
+    /// `EEXIST` when a `user_data` is already in flight or given twice.
+    pub fn push_chain(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        requests: &[SendRequest<'_, T>],
+    ) -> io::Result<()> {
+        let mut prepared = Vec::with_capacity(requests.len());
+        for (k, request) in requests.iter().enumerate() {
+            let user_data = request.user_data;
+            if self.lent.contains_key(&user_data)
+                || requests[..k].iter().any(|r| r.user_data == user_data)
+            {
+                return Err(io::Error::from_raw_os_error(libc::EEXIST));
+            }
+            prepared.push(self.prepare(fd, request)?);
+        }
+        if self.sq_space() < prepared.len() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let entries: Vec<squeue::Entry> = prepared.iter().map(|(entry, _)| entry.clone()).collect();
+        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
+        // message header) until the request's last CQE. The bytes are what `project` found in each
+        // loan; the loan clones stored in `self.lent` below keep them allocated and, each being a
+        // shared borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and
+        // header are stored beside them. `reap` drops all of it only after the last CQE, and `Drop`
+        // leaks the loans when that CQE never came. Every length was checked by `prepare`
+        // (`MAX_PARTS` iovecs, `MAX_REQUEST_LEN` bytes, each range inside its loan).
+        unsafe { self.ring.submission().push_multiple(&entries) }
+            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
+        for (request, (_, lent)) in requests.iter().zip(prepared) {
+            self.lent.insert(request.user_data, lent);
+        }
+        Ok(())
+    }
+
+    /// Builds one request's entry and what it lends, checking every length and range it was given.
+    fn prepare(
+        &self,
+        fd: BorrowedFd<'_>,
+        request: &SendRequest<'_, T>,
+    ) -> io::Result<(squeue::Entry, Lent<T>)> {
         let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-        if self.lent.contains_key(&user_data) {
-            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        let SendRequest {
+            user_data,
+            parts,
+            kind,
+            sequence,
+        } = *request;
+        if parts.len() > MAX_PARTS {
+            return Err(einval());
         }
         let mut slices = Vec::with_capacity(parts.len());
+        let mut total = 0usize;
         for (loan, range) in parts {
-            slices.push((self.project)(loan).get(range.clone()).ok_or_else(einval)?);
+            let bytes = (self.project)(loan).get(range.clone()).ok_or_else(einval)?;
+            total = total
+                .checked_add(bytes.len())
+                .filter(|&t| t <= MAX_REQUEST_LEN)
+                .ok_or_else(einval)?;
+            slices.push(bytes);
         }
         let registered = self.registered.as_deref();
         let fixed = |b: &[u8]| registered.is_some_and(|arena| arena.contains(b));
@@ -296,6 +401,7 @@ impl<T: ?Sized> SendRing<T> {
         let entry = match slices[..] {
             [] => return Err(einval()),
             [bytes] => {
+                // At most MAX_REQUEST_LEN (checked above), so it fits the SQE's 32-bit length.
                 let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
                 match kind {
                     SendKind::ZeroCopy { report_usage, .. } => {
@@ -311,9 +417,6 @@ impl<T: ?Sized> SendRing<T> {
                 }
             }
             _ => {
-                if slices.iter().any(|b| u32::try_from(b.len()).is_err()) {
-                    return Err(einval());
-                }
                 let iovecs: Box<[libc::iovec]> = slices
                     .iter()
                     .map(|b| libc::iovec {
@@ -358,25 +461,14 @@ impl<T: ?Sized> SendRing<T> {
             squeue::Flags::empty()
         };
         let entry = entry.user_data(user_data).flags(flags);
-        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
-        // message header) until the request's last CQE. The bytes are what `project` found in each
-        // loan; the loan clones stored in `self.lent` keep them allocated and, each being a shared
-        // borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and header
-        // are stored beside them. `reap` drops all of it only after the last CQE, and `Drop` leaks
-        // the loans when that CQE never came.
-        unsafe { self.ring.submission().push(&entry) }
-            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
-        self.lent.insert(
-            user_data,
-            Lent {
-                loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
-                _message: message,
-                awaiting_result: true,
-                awaiting_notif: false,
-                notified: false,
-            },
-        );
-        Ok(())
+        let lent = Lent {
+            loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+            _message: message,
+            awaiting_result: true,
+            awaiting_notif: false,
+            notified: false,
+        };
+        Ok((entry, lent))
     }
 
     /// Submits the queued requests (`io_uring_enter`), retrying on `EINTR`.

@@ -53,10 +53,13 @@
 //! ```
 
 mod error;
+mod plan;
 mod sender;
+mod unsent;
 
 pub use error::UringError;
 pub use sender::{UringConfig, UringSender};
+pub use unsent::UnsentBuf;
 
 /// An io_uring zero-copy sender over a connected TCP stream (IPv4 or IPv6).
 pub type UringTcpSender = UringSender<std::net::TcpStream>;
