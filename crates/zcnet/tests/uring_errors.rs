@@ -1,8 +1,8 @@
 //! UringSender at its limits and after failures: a stream part over 4 GiB goes out once, in order,
 //! between normal parts (the kernel cuts longer requests short, and an SQE's length is 32 bits); a
 //! datagram too long for one request is refused and handed back; a peer reset mid-chain hands back
-//! every buffer not sent, in order, including the one of the call that reports it; flush after each
-//! error succeeds and leaves nothing lent.
+//! every buffer not sent, in order, including the one of the call that reports it; a send that times
+//! out keeps its buffer queued; flush after each error succeeds and leaves nothing lent.
 
 mod tx_common;
 mod uring_common;
@@ -169,4 +169,46 @@ fn a_peer_reset_mid_chain_hands_back_every_buffer_not_sent() {
             assert_eq!(Arc::strong_count(b), 1, "{mode:?}: buffer {i} still held");
         }
     }
+}
+
+#[test]
+fn a_send_that_times_out_keeps_its_buffer_queued_and_flush_delivers_it() {
+    if !send_zc_available("a_send_that_times_out_keeps_its_buffer_queued_and_flush_delivers_it") {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    let cfg = UringConfig {
+        batch: 1,
+        send_timeout: Some(Duration::from_millis(200)),
+        ..UringConfig::with_mode(Mode::ZeroCopy)
+    };
+    let mut tx = UringTcpSender::new(stream, cfg).unwrap();
+    // Nobody reads: the socket fills, a request waits in the kernel, and a send times out.
+    let mut sent = Checksum::default();
+    let mut timed_out = false;
+    for k in 0..64u64 {
+        let mut buf = vec![0u8; 1 << 20];
+        fill(&mut buf, k << 20);
+        sent.update(&buf);
+        match tx.send(buf) {
+            Ok(()) => {}
+            Err(UringError::Timeout { .. }) => {
+                timed_out = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(timed_out, "64 MiB went out with nobody reading");
+    let sink = std::thread::spawn(move || tx_common::read_checksum(server));
+    tx.flush(Duration::from_secs(20))
+        .expect("flush once the peer reads");
+    drop(tx.close(Duration::from_secs(1)).unwrap());
+    assert_eq!(
+        sink.join().unwrap(),
+        sent,
+        "the timed-out buffer went out once"
+    );
 }

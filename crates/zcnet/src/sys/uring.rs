@@ -25,6 +25,10 @@
 //!   each notification comes as soon as the request's own bytes are acknowledged. (The request's last
 //!   segment may then be short; with Nagle's algorithm on, a short segment waits while an earlier
 //!   short one is unacknowledged.)
+//! - Every send request is cut to `MAX_RW_COUNT` bytes (`INT_MAX & PAGE_MASK`) without an error
+//!   (`import_ubuf`, `__import_iovec` in lib/iov_iter.c), and with `MSG_WAITALL` the cut request
+//!   counts as complete: its link holds, and the next request sends before the cut-off rest. A
+//!   `sendmsg` takes at most `UIO_MAXIOV` (1024) iovecs (`EMSGSIZE` beyond).
 //! - `IORING_OP_SENDMSG_ZC` (6.1) sends an iovec array as one request with one notification; with
 //!   `IORING_RECVSEND_FIXED_BUF` (6.15; `EINVAL` before) every iovec must lie in registered buffer
 //!   `buf_index`.
@@ -869,5 +873,99 @@ mod tests {
             copied: true
         }));
         assert_eq!(Arc::strong_count(&loan), 1);
+    }
+
+    /// A chain whose last request is refused queues nothing: no entry, no loan held.
+    #[test]
+    fn a_refused_chain_queues_none_of_its_requests() {
+        if !send_zc_available("a_refused_chain_queues_none_of_its_requests") {
+            return;
+        }
+        let (client, _server) = tcp_pair();
+        let loan: Arc<[u8]> = Arc::from(vec![3u8; 4096]);
+        let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
+        let fd = client.as_fd();
+        let good = [(&loan, 0..4096)];
+        let outside = [(&loan, 4000..4097)];
+        let request = |user_data, parts| SendRequest {
+            user_data,
+            parts,
+            kind: ZC,
+            sequence: LINKED,
+        };
+        let space = ring.sq_space();
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        for (chain, want) in [
+            (
+                vec![request(1, &good[..]), request(2, &outside[..])],
+                libc::EINVAL,
+            ),
+            (
+                vec![request(1, &good[..]), request(1, &good[..])],
+                libc::EEXIST,
+            ),
+            (vec![request(1, &good[..]); 9], libc::EEXIST),
+            (
+                (1..=9).map(|u| request(u, &good[..])).collect(),
+                libc::EBUSY,
+            ),
+        ] {
+            assert_eq!(errno(ring.push_chain(fd, &chain)), Some(want));
+            assert_eq!(ring.sq_space(), space, "an entry stayed queued");
+            assert_eq!(ring.in_flight(), 0);
+            assert_eq!(Arc::strong_count(&loan), 1, "a loan is held");
+        }
+    }
+
+    proptest::proptest! {
+        /// Hostile ranges and counts: a request is queued only when every range lies in its loan and
+        /// the request carries at most `MAX_PARTS` parts and `MAX_REQUEST_LEN` bytes; otherwise
+        /// nothing is queued and no loan is held.
+        #[test]
+        fn push_checks_every_range_and_count(
+            ranges in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(0usize),
+                        0usize..70_000,
+                        proptest::strategy::Just(usize::MAX),
+                    ],
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(0usize),
+                        0usize..70_000,
+                        proptest::strategy::Just(u32::MAX as usize + 1),
+                        proptest::strategy::Just(usize::MAX),
+                    ],
+                ),
+                0..4,
+            ),
+            copies in proptest::prop_oneof![
+                proptest::strategy::Just(1usize),
+                proptest::strategy::Just(MAX_PARTS),
+                proptest::strategy::Just(MAX_PARTS + 1),
+            ],
+        ) {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let loan: Arc<[u8]> = Arc::from(vec![1u8; 65_536]);
+            let mut ring = match SendRing::<[u8]>::new(4, whole) {
+                Ok(ring) => ring,
+                Err(_) => return Ok(()),
+            };
+            let parts: Vec<(&Arc<[u8]>, Range<usize>)> = ranges
+                .iter()
+                .flat_map(|&(start, end)| std::iter::repeat_n((&loan, start..end), copies))
+                .collect();
+            let valid = !parts.is_empty()
+                && parts.len() <= MAX_PARTS
+                && parts.iter().all(|(_, r)| r.start <= r.end && r.end <= loan.len())
+                && parts.iter().map(|(_, r)| r.end - r.start).sum::<usize>() <= MAX_REQUEST_LEN;
+            let res = ring.push(1, socket.as_fd(), &parts, SendKind::Copy, ALONE);
+            proptest::prop_assert_eq!(res.is_ok(), valid, "{:?}", res);
+            // A queued request holds one clone of the loan per part.
+            let held = if valid { 1 + parts.len() } else { 1 };
+            proptest::prop_assert_eq!(Arc::strong_count(&loan), held);
+            proptest::prop_assert_eq!(ring.in_flight(), usize::from(valid));
+            // Never submitted: dropping the ring leaks the loan, a few bytes per case.
+        }
     }
 }

@@ -135,9 +135,9 @@ mod tests {
                 prop_assert_eq!(carried.len(), 1);
                 continue;
             }
-            let whole = carried[..carried.len() - 1].iter().map(|p| p.left);
+            let mut whole = carried[..carried.len() - 1].iter().map(|p| p.left);
             let bytes = whole
-                .fold(Some(request.last_take), |sum, left| sum?.checked_add(left))
+                .try_fold(request.last_take, |sum, left| sum.checked_add(left))
                 .expect("a request's bytes fit a usize");
             prop_assert!(bytes <= MAX_REQUEST_LEN, "{bytes} bytes in one request");
             prop_assert!(u32::try_from(bytes).is_ok());

@@ -27,7 +27,7 @@ pub struct UringConfig {
     /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
     pub policy: PolicyConfig,
     /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
-    /// most buffers one request carries (up to 256 KiB).
+    /// most buffers one request carries (up to 256 KiB and 1024 buffers).
     pub batch: u32,
     /// Submission queue entries (default 256): also the most requests in flight, results and
     /// notifications together.
@@ -125,7 +125,8 @@ enum Goal {
 /// it with the buffers given from then on. No buffer is ever dropped unsent or sent twice.
 ///
 /// Dropping a sender with buffers lent keeps them lent forever (leaked, never reused, since the
-/// kernel may still read them): call [`UringSender::flush`] or [`UringSender::close`] first.
+/// kernel may still read them) and drops the ones still queued unsent: call
+/// [`UringSender::flush`] or [`UringSender::close`] first.
 pub struct UringSender<S: ZcSocket> {
     ring: SendRing<dyn Erased>,
     /// Present until [`UringSender::close`] takes it.
