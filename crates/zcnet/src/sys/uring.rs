@@ -34,7 +34,9 @@
 //!   `buf_index`.
 //! - `IORING_REGISTER_BUFFERS` pins the buffers' pages and charges them to `RLIMIT_MEMLOCK` (without
 //!   `CAP_IPC_LOCK`): `ENOMEM` beyond it. A fixed send (`IORING_RECVSEND_FIXED_BUF` with `buf_index`)
-//!   must lie inside its registered buffer, which may not exceed 1 GiB.
+//!   must lie inside its registered buffer, which may not exceed 1 GiB. The rings themselves are
+//!   charged to the same limit (6.18: `io_uring_setup` fails with `ENOMEM` under a 64 KiB limit while
+//!   the rings of an exited process of the same user are still being released, asynchronously).
 //! - Closing the ring cancels what is still in flight, asynchronously: memory lent then is never
 //!   freed (it is leaked), since a request or packet may still read it.
 
