@@ -189,7 +189,8 @@ impl<S: ZcSocket> AsyncSender<S> {
 
     /// Sends what dropped send futures left queued, then waits until every completion arrived and
     /// every lent buffer is released. Fails with the socket's error when the error queue signals one
-    /// instead of completions. Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
+    /// instead of completions, and with the error of a queued buffer whose send fails (it stays
+    /// queued). Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
     pub async fn flush(&mut self) -> Result<(), TxError> {
         let AsyncSender { io, tx, queue, .. } = self;
         send_queued(io, tx, queue).await?;
