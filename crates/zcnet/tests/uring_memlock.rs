@@ -10,7 +10,7 @@ mod uring_common;
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tx_common::{pool, tcp_pair};
 use uring_common::{config, send_sizes, send_zc_available};
@@ -21,12 +21,30 @@ const CHILD: &str = "ZCNET_URING_MEMLOCK_CHILD";
 const LIMIT: u64 = 64 << 10;
 const TEST: &str = "small_memlock_limit_gives_a_clear_error_and_the_copy_fallback";
 
+/// A sender on `stream` (each try on a duplicate; the original closes on return). The kernel charges a ring's memory to the locked-memory
+/// limit of its user (across all the user's processes), and releases the rings of an exited process
+/// asynchronously: right after another test process's rings, `io_uring_setup` may fail with `ENOMEM`
+/// under this small limit for a moment, so it is retried for up to 5 s.
+fn sender_under_small_limit(stream: TcpStream) -> UringTcpSender {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let socket = stream.try_clone().unwrap();
+        match UringTcpSender::new(socket, config(Mode::ZeroCopy)) {
+            Ok(tx) => return tx,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("io_uring under a {LIMIT}-byte limit: {e}"),
+        }
+    }
+}
+
 /// The checks, run in the child under the small limit.
 fn under_small_limit() {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let (stream, sink): (TcpStream, _) = tcp_pair(listener);
     let pool = pool(64 << 10, 16);
-    let mut tx = UringTcpSender::new(stream, config(Mode::ZeroCopy)).expect("io_uring");
+    let mut tx = sender_under_small_limit(stream);
     let refused = tx
         .register_pool(&pool)
         .expect_err("1 MiB cannot be pinned under 64 KiB");

@@ -21,22 +21,29 @@ use crate::tx::{
 ///
 /// # Cancellation
 ///
-/// A send future that is dropped before its first poll sends nothing and drops its buffer. From its
-/// first poll on, its buffer has a place in the sender's queue: if the future is dropped before it
-/// completes — by `select!`, a timeout, an aborted task — the bytes the kernel has not taken stay
-/// queued with the buffer, and the next [`send`](AsyncSender::send), [`flush`](AsyncSender::flush) or
-/// [`close`](AsyncSender::close) sends them first. So a stream never loses, repeats or reorders a byte
-/// whatever futures are dropped, and a buffer is released only by the completions covering it (or,
-/// if nothing of it was lent, when the queue lets it go). [`AsyncSender::queued`] counts the buffers
-/// waiting so. Dropping the `AsyncSender` itself drops what is still queued unsent (as closing a
-/// socket with unsent data would) and keeps outstanding loans lent for good, as [`Sender`] does:
-/// [`close`](AsyncSender::close) it instead.
+/// A send future that is dropped before its first poll sends nothing and drops its buffer. At its
+/// first poll its buffer takes a place in the sender's queue — at once when the queue holds fewer
+/// than [`AsyncSender::queue_limit`] buffers, else once the queued ones have gone out (a future
+/// dropped while it waits for that sends nothing and drops its buffer, as one never polled). From
+/// then on, if the future is dropped before it completes — by `select!`, a timeout, an aborted task
+/// — the bytes the kernel has not taken stay queued with the buffer, and the next
+/// [`send`](AsyncSender::send), [`flush`](AsyncSender::flush), [`close`](AsyncSender::close) or
+/// [`take_from`](AsyncSender::take_from) sends them first. A queued buffer whose send fails stays at
+/// the front of the queue: every later call tries it again and fails while it fails, handing back
+/// its own buffer, so nothing after it goes out past the gap. So a stream never loses, repeats or
+/// reorders a byte whatever futures are dropped, and a buffer is released only by the completions
+/// covering it (or, if nothing of it was lent, when the queue lets it go). [`AsyncSender::queued`]
+/// counts the buffers waiting so. Dropping the `AsyncSender` itself drops what is still queued
+/// unsent (as closing a socket with unsent data would) and keeps outstanding loans lent for good,
+/// as [`Sender`] does: [`close`](AsyncSender::close) it instead.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
     tx: Sender<S>,
     /// Buffers of dropped send futures, with their unsent parts, oldest first.
     queue: VecDeque<Box<dyn Queued<S>>>,
+    /// The most buffers `queue` holds.
+    limit: usize,
 }
 
 /// The unsent part of a buffer of any type, waiting in an [`AsyncSender`]'s queue.
@@ -47,14 +54,18 @@ trait Queued<S: ZcSocket>: Send {
 
 enum Resume<S: ZcSocket> {
     WouldBlock(Box<dyn Queued<S>>),
-    Failed(TxError),
+    /// The send failed: the error, and the part not sent (kept at the front of the queue).
+    Failed(TxError, Box<dyn Queued<S>>),
 }
 
 impl<S: ZcSocket, B: SendBuf> Queued<S> for Unsent<B> {
     fn resume(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), Resume<S>> {
         tx.try_send_unsent(*self).map_err(|e| match e {
             TrySendError::WouldBlock(unsent) => Resume::WouldBlock(Box::new(unsent)),
-            TrySendError::Failed(e) => Resume::Failed(e.into_parts().0),
+            TrySendError::Failed(e) => {
+                let (error, unsent) = e.into_parts();
+                Resume::Failed(error, Box::new(unsent))
+            }
         })
     }
 }
@@ -108,26 +119,55 @@ impl Readiness {
 }
 
 impl<S: ZcSocket> AsyncSender<S> {
-    /// Registers `tx`'s socket with the current tokio runtime (call inside one). The sender's own
+    /// The default [`AsyncSender::queue_limit`].
+    pub const DEFAULT_QUEUE_LIMIT: usize = 64;
+
+    /// Registers `tx`'s socket with the current tokio runtime (call inside one), with a queue of at
+    /// most [`AsyncSender::DEFAULT_QUEUE_LIMIT`] buffers of dropped send futures. The sender's own
     /// sends use `MSG_DONTWAIT`, so the socket's blocking mode does not matter.
     pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
+        Self::with_queue_limit(tx, Self::DEFAULT_QUEUE_LIMIT)
+    }
+
+    /// [`AsyncSender::new`] with a queue of at most `limit` buffers (at least 1) of dropped send
+    /// futures (see the type's docs).
+    pub fn with_queue_limit(tx: Sender<S>, limit: usize) -> io::Result<AsyncSender<S>> {
         let io = Readiness::new(tx.get_ref().fd())?;
         Ok(AsyncSender {
             io,
             tx,
             queue: VecDeque::new(),
+            limit: limit.max(1),
         })
+    }
+
+    /// The most buffers of dropped send futures the sender keeps queued; a send waits for the
+    /// queued ones to go out before its buffer takes a place when the queue is full.
+    pub fn queue_limit(&self) -> usize {
+        self.limit
     }
 
     /// Sends all of `buf` (a stream in as many calls as it takes, a datagram in one), after the rest
     /// of any dropped send; waits for send-buffer space, never for completions. The buffer stays lent
     /// until the completions covering it arrive. On failure the error hands back the part not sent
-    /// (all of `buf` when an earlier queued buffer failed). See the type's docs for cancellation.
+    /// (all of `buf` when a queued buffer failed, which stays queued). See the type's docs for
+    /// cancellation and the queue's limit.
     pub async fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let AsyncSender { io, tx, queue } = self;
+        let AsyncSender {
+            io,
+            tx,
+            queue,
+            limit,
+        } = self;
+        let unsent = Unsent::new(Arc::new(buf), 0);
+        if queue.len() >= *limit
+            && let Err(e) = send_queued(io, tx, queue).await
+        {
+            return Err(SendError::new(e, unsent));
+        }
         let mut mine = InFlight {
             queue,
-            unsent: Some(Unsent::new(Arc::new(buf), 0)),
+            unsent: Some(unsent),
         };
         if let Err(e) = send_queued(io, tx, &mut *mine.queue).await {
             let unsent = mine.unsent.take().expect("still ours");
@@ -149,9 +189,10 @@ impl<S: ZcSocket> AsyncSender<S> {
 
     /// Sends what dropped send futures left queued, then waits until every completion arrived and
     /// every lent buffer is released. Fails with the socket's error when the error queue signals one
-    /// instead of completions. Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
+    /// instead of completions, and with the error of a queued buffer whose send fails (it stays
+    /// queued). Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
     pub async fn flush(&mut self) -> Result<(), TxError> {
-        let AsyncSender { io, tx, queue } = self;
+        let AsyncSender { io, tx, queue, .. } = self;
         send_queued(io, tx, queue).await?;
         loop {
             match tx.flush(std::time::Duration::ZERO) {
@@ -171,14 +212,21 @@ impl<S: ZcSocket> AsyncSender<S> {
         tx.close(std::time::Duration::ZERO)
     }
 
-    /// A free buffer of `pool`, reading completions as they arrive while the pool is dry. Fails with
-    /// [`TxError::Timeout`] at once when this sender holds none of the pool's buffers (waiting on it
-    /// cannot bring one back).
+    /// A free buffer of `pool`, sending the buffers of dropped send futures and reading completions
+    /// as they arrive while the pool is dry. Fails with [`TxError::Timeout`] at once when this sender
+    /// holds none of the pool's buffers — none queued, none lent — (waiting on it cannot bring one
+    /// back), and with the error of a queued send that fails.
     pub async fn take_from(&mut self, pool: &BufferPool) -> Result<PooledBuf, TxError> {
         let started = std::time::Instant::now();
         loop {
             if let Some(buf) = pool.take() {
                 return Ok(buf);
+            }
+            if !self.queue.is_empty() {
+                // Queued buffers may be the pool's: once sent, they come back by copy or by
+                // completion.
+                send_queued(&mut self.io, &mut self.tx, &mut self.queue).await?;
+                continue;
             }
             if self.tx.outstanding() == 0 {
                 return Err(TxError::Timeout {
@@ -212,7 +260,8 @@ impl<S: ZcSocket> AsyncSender<S> {
     }
 }
 
-/// Sends the queued rests of dropped send futures, oldest first; each stays queued until it is sent.
+/// Sends the queued rests of dropped send futures, oldest first; each stays queued until it is sent
+/// (one that fails stays at the front, so that nothing after it goes out).
 async fn send_queued<S: ZcSocket>(
     io: &mut Readiness,
     tx: &mut Sender<S>,
@@ -225,7 +274,10 @@ async fn send_queued<S: ZcSocket>(
                 queue.push_front(rest);
                 writable(io, tx).await?;
             }
-            Err(Resume::Failed(e)) => return Err(e),
+            Err(Resume::Failed(e, rest)) => {
+                queue.push_front(rest);
+                return Err(e);
+            }
         }
     }
     Ok(())

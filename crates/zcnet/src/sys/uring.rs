@@ -25,12 +25,18 @@
 //!   each notification comes as soon as the request's own bytes are acknowledged. (The request's last
 //!   segment may then be short; with Nagle's algorithm on, a short segment waits while an earlier
 //!   short one is unacknowledged.)
+//! - Every send request is cut to `MAX_RW_COUNT` bytes (`INT_MAX & PAGE_MASK`) without an error
+//!   (`import_ubuf`, `__import_iovec` in lib/iov_iter.c), and with `MSG_WAITALL` the cut request
+//!   counts as complete: its link holds, and the next request sends before the cut-off rest. A
+//!   `sendmsg` takes at most `UIO_MAXIOV` (1024) iovecs (`EMSGSIZE` beyond).
 //! - `IORING_OP_SENDMSG_ZC` (6.1) sends an iovec array as one request with one notification; with
 //!   `IORING_RECVSEND_FIXED_BUF` (6.15; `EINVAL` before) every iovec must lie in registered buffer
 //!   `buf_index`.
 //! - `IORING_REGISTER_BUFFERS` pins the buffers' pages and charges them to `RLIMIT_MEMLOCK` (without
 //!   `CAP_IPC_LOCK`): `ENOMEM` beyond it. A fixed send (`IORING_RECVSEND_FIXED_BUF` with `buf_index`)
-//!   must lie inside its registered buffer, which may not exceed 1 GiB.
+//!   must lie inside its registered buffer, which may not exceed 1 GiB. The rings themselves are
+//!   charged to the same limit (6.18: `io_uring_setup` fails with `ENOMEM` under a 64 KiB limit while
+//!   the rings of an exited process of the same user are still being released, asynchronously).
 //! - Closing the ring cancels what is still in flight, asynchronously: memory lent then is never
 //!   freed (it is leaked), since a request or packet may still read it.
 
@@ -44,6 +50,14 @@ use std::time::Duration;
 use io_uring::{IoUring, Probe, cqueue, opcode, squeue, types};
 
 use super::pages::PageArena;
+
+/// The most bytes one request carries (1 GiB): below `MAX_RW_COUNT` (`INT_MAX & PAGE_MASK`,
+/// include/linux/fs.h) for every page size up to 64 KiB. The kernel cuts a longer send to
+/// `MAX_RW_COUNT` without an error (`import_ubuf`, `__import_iovec` in lib/iov_iter.c), and with
+/// `MSG_WAITALL` the cut request counts as complete, so its link does not break.
+pub const MAX_REQUEST_LEN: usize = 1 << 30;
+/// The most iovecs one `sendmsg` takes (`UIO_MAXIOV`; more is `EMSGSIZE`).
+pub const MAX_PARTS: usize = 1024;
 
 /// `IORING_SEND_ZC_REPORT_USAGE` (include/uapi/linux/io_uring.h), in the SQE's `ioprio`.
 pub const IORING_SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
@@ -139,6 +153,37 @@ pub enum SendEvent {
         /// `IORING_NOTIF_USAGE_ZC_COPIED` (always false without `REPORT_USAGE`).
         copied: bool,
     },
+}
+
+/// One request for [`SendRing::push_chain`].
+pub struct SendRequest<'a, T: ?Sized> {
+    /// Identifies the request's CQEs; unique among the requests in flight.
+    pub user_data: u64,
+    /// Byte ranges of loans, sent in order.
+    pub parts: &'a [(&'a Arc<T>, Range<usize>)],
+    /// How it sends.
+    pub kind: SendKind,
+    /// Its place among the others.
+    pub sequence: Sequence,
+}
+
+impl<T: ?Sized> Clone for SendRequest<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for SendRequest<'_, T> {}
+
+impl<T: ?Sized> std::fmt::Debug for SendRequest<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendRequest")
+            .field("user_data", &self.user_data)
+            .field("parts", &self.parts.len())
+            .field("kind", &self.kind)
+            .field("sequence", &self.sequence)
+            .finish()
+    }
 }
 
 /// Where a ring finds the bytes of each loan it holds.
@@ -255,12 +300,7 @@ impl<T: ?Sized> SendRing<T> {
         Ok(())
     }
 
-    /// Queues one send of `parts` — byte ranges of loans, sent in order — on socket `fd`
-    /// (unsubmitted until [`Self::submit`]), always with `MSG_WAITALL`, and with `MSG_EOR` when
-    /// `end_of_record` (for TCP: the request's notification is not stacked onto the next request's);
-    /// `link` chains the next queued request after this one. Fails with `EBUSY` when the submission
-    /// queue is full, `EINVAL` for no parts, a range outside its loan or a part over `u32::MAX` bytes,
-    /// `EEXIST` when `user_data` is already in flight.
+    /// Queues one send (see [`Self::push_chain`]).
     pub fn push(
         &mut self,
         user_data: u64,
@@ -269,13 +309,84 @@ impl<T: ?Sized> SendRing<T> {
         kind: SendKind,
         sequence: Sequence,
     ) -> io::Result<()> {
+        self.push_chain(
+            fd,
+            &[SendRequest {
+                user_data,
+                parts,
+                kind,
+                sequence,
+            }],
+        )
+    }
+
+    /// Queues `requests` on socket `fd` (unsubmitted until [`Self::submit`]), all or none: each
+    /// sends its `parts` — byte ranges of loans, in order — always with `MSG_WAITALL`, with
+    /// `MSG_EOR` when `end_of_record` (for TCP: the request's notification is not stacked onto the
+    /// next request's), and `link` chains the next queued request after it. Nothing is queued when
+    /// any request is refused: `EBUSY` when the submission queue has no room for all, `EINVAL` for
+    /// no parts, more than [`MAX_PARTS`], a range outside its loan or more than
+    /// [`MAX_REQUEST_LEN`] bytes in one request (the kernel would cut it short without an error),
+    /// `EEXIST` when a `user_data` is already in flight or given twice.
+    pub fn push_chain(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        requests: &[SendRequest<'_, T>],
+    ) -> io::Result<()> {
+        let mut prepared = Vec::with_capacity(requests.len());
+        for (k, request) in requests.iter().enumerate() {
+            let user_data = request.user_data;
+            if self.lent.contains_key(&user_data)
+                || requests[..k].iter().any(|r| r.user_data == user_data)
+            {
+                return Err(io::Error::from_raw_os_error(libc::EEXIST));
+            }
+            prepared.push(self.prepare(fd, request)?);
+        }
+        if self.sq_space() < prepared.len() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let entries: Vec<squeue::Entry> = prepared.iter().map(|(entry, _)| entry.clone()).collect();
+        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
+        // message header) until the request's last CQE. The bytes are what `project` found in each
+        // loan; the loan clones stored in `self.lent` below keep them allocated and, each being a
+        // shared borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and
+        // header are stored beside them. `reap` drops all of it only after the last CQE, and `Drop`
+        // leaks the loans when that CQE never came. Every length was checked by `prepare`
+        // (`MAX_PARTS` iovecs, `MAX_REQUEST_LEN` bytes, each range inside its loan).
+        unsafe { self.ring.submission().push_multiple(&entries) }
+            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
+        for (request, (_, lent)) in requests.iter().zip(prepared) {
+            self.lent.insert(request.user_data, lent);
+        }
+        Ok(())
+    }
+
+    /// Builds one request's entry and what it lends, checking every length and range it was given.
+    fn prepare(
+        &self,
+        fd: BorrowedFd<'_>,
+        request: &SendRequest<'_, T>,
+    ) -> io::Result<(squeue::Entry, Lent<T>)> {
         let einval = || io::Error::from_raw_os_error(libc::EINVAL);
-        if self.lent.contains_key(&user_data) {
-            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        let SendRequest {
+            user_data,
+            parts,
+            kind,
+            sequence,
+        } = *request;
+        if parts.len() > MAX_PARTS {
+            return Err(einval());
         }
         let mut slices = Vec::with_capacity(parts.len());
+        let mut total = 0usize;
         for (loan, range) in parts {
-            slices.push((self.project)(loan).get(range.clone()).ok_or_else(einval)?);
+            let bytes = (self.project)(loan).get(range.clone()).ok_or_else(einval)?;
+            total = total
+                .checked_add(bytes.len())
+                .filter(|&t| t <= MAX_REQUEST_LEN)
+                .ok_or_else(einval)?;
+            slices.push(bytes);
         }
         let registered = self.registered.as_deref();
         let fixed = |b: &[u8]| registered.is_some_and(|arena| arena.contains(b));
@@ -296,6 +407,7 @@ impl<T: ?Sized> SendRing<T> {
         let entry = match slices[..] {
             [] => return Err(einval()),
             [bytes] => {
+                // At most MAX_REQUEST_LEN (checked above), so it fits the SQE's 32-bit length.
                 let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
                 match kind {
                     SendKind::ZeroCopy { report_usage, .. } => {
@@ -311,9 +423,6 @@ impl<T: ?Sized> SendRing<T> {
                 }
             }
             _ => {
-                if slices.iter().any(|b| u32::try_from(b.len()).is_err()) {
-                    return Err(einval());
-                }
                 let iovecs: Box<[libc::iovec]> = slices
                     .iter()
                     .map(|b| libc::iovec {
@@ -358,25 +467,14 @@ impl<T: ?Sized> SendRing<T> {
             squeue::Flags::empty()
         };
         let entry = entry.user_data(user_data).flags(flags);
-        // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
-        // message header) until the request's last CQE. The bytes are what `project` found in each
-        // loan; the loan clones stored in `self.lent` keep them allocated and, each being a shared
-        // borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and header
-        // are stored beside them. `reap` drops all of it only after the last CQE, and `Drop` leaks
-        // the loans when that CQE never came.
-        unsafe { self.ring.submission().push(&entry) }
-            .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
-        self.lent.insert(
-            user_data,
-            Lent {
-                loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
-                _message: message,
-                awaiting_result: true,
-                awaiting_notif: false,
-                notified: false,
-            },
-        );
-        Ok(())
+        let lent = Lent {
+            loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+            _message: message,
+            awaiting_result: true,
+            awaiting_notif: false,
+            notified: false,
+        };
+        Ok((entry, lent))
     }
 
     /// Submits the queued requests (`io_uring_enter`), retrying on `EINTR`.
@@ -777,5 +875,99 @@ mod tests {
             copied: true
         }));
         assert_eq!(Arc::strong_count(&loan), 1);
+    }
+
+    /// A chain whose last request is refused queues nothing: no entry, no loan held.
+    #[test]
+    fn a_refused_chain_queues_none_of_its_requests() {
+        if !send_zc_available("a_refused_chain_queues_none_of_its_requests") {
+            return;
+        }
+        let (client, _server) = tcp_pair();
+        let loan: Arc<[u8]> = Arc::from(vec![3u8; 4096]);
+        let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
+        let fd = client.as_fd();
+        let good = [(&loan, 0..4096)];
+        let outside = [(&loan, 4000..4097)];
+        let request = |user_data, parts| SendRequest {
+            user_data,
+            parts,
+            kind: ZC,
+            sequence: LINKED,
+        };
+        let space = ring.sq_space();
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        for (chain, want) in [
+            (
+                vec![request(1, &good[..]), request(2, &outside[..])],
+                libc::EINVAL,
+            ),
+            (
+                vec![request(1, &good[..]), request(1, &good[..])],
+                libc::EEXIST,
+            ),
+            (vec![request(1, &good[..]); 9], libc::EEXIST),
+            (
+                (1..=9).map(|u| request(u, &good[..])).collect(),
+                libc::EBUSY,
+            ),
+        ] {
+            assert_eq!(errno(ring.push_chain(fd, &chain)), Some(want));
+            assert_eq!(ring.sq_space(), space, "an entry stayed queued");
+            assert_eq!(ring.in_flight(), 0);
+            assert_eq!(Arc::strong_count(&loan), 1, "a loan is held");
+        }
+    }
+
+    proptest::proptest! {
+        /// Hostile ranges and counts: a request is queued only when every range lies in its loan and
+        /// the request carries at most `MAX_PARTS` parts and `MAX_REQUEST_LEN` bytes; otherwise
+        /// nothing is queued and no loan is held.
+        #[test]
+        fn push_checks_every_range_and_count(
+            ranges in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(0usize),
+                        0usize..70_000,
+                        proptest::strategy::Just(usize::MAX),
+                    ],
+                    proptest::prop_oneof![
+                        proptest::strategy::Just(0usize),
+                        0usize..70_000,
+                        proptest::strategy::Just(u32::MAX as usize + 1),
+                        proptest::strategy::Just(usize::MAX),
+                    ],
+                ),
+                0..4,
+            ),
+            copies in proptest::prop_oneof![
+                proptest::strategy::Just(1usize),
+                proptest::strategy::Just(MAX_PARTS),
+                proptest::strategy::Just(MAX_PARTS + 1),
+            ],
+        ) {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let loan: Arc<[u8]> = Arc::from(vec![1u8; 65_536]);
+            let mut ring = match SendRing::<[u8]>::new(4, whole) {
+                Ok(ring) => ring,
+                Err(_) => return Ok(()),
+            };
+            let parts: Vec<(&Arc<[u8]>, Range<usize>)> = ranges
+                .iter()
+                .flat_map(|&(start, end)| std::iter::repeat_n((&loan, start..end), copies))
+                .collect();
+            let valid = !parts.is_empty()
+                && parts.len() <= MAX_PARTS
+                && parts.iter().all(|(_, r)| r.start <= r.end && r.end <= loan.len())
+                && parts.iter().map(|(_, r)| r.end - r.start).sum::<usize>() <= MAX_REQUEST_LEN;
+            let res = ring.push(1, socket.as_fd(), &parts, SendKind::Copy, ALONE);
+            proptest::prop_assert_eq!(res.is_ok(), valid, "{:?}", res);
+            // A queued request holds one clone of the loan per part.
+            let held = if valid { 1 + parts.len() } else { 1 };
+            proptest::prop_assert_eq!(Arc::strong_count(&loan), held);
+            proptest::prop_assert_eq!(ring.in_flight(), usize::from(valid));
+            // Never submitted: dropping the ring leaks the loan, a few bytes per case.
+        }
     }
 }

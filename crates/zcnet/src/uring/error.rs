@@ -4,11 +4,13 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use super::UnsentBuf;
 use crate::sys::errno::error_name;
 use crate::tx::send_hint;
 
 /// What went wrong in a [`crate::uring::UringSender`], with the failing call, the errno name and what
-/// to do.
+/// to do. An error that ends sends hands back every buffer not wholly sent ([`UringError::unsent`]);
+/// after the others the buffers stay queued or lent, and a later call goes on with them.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum UringError {
@@ -18,7 +20,9 @@ pub enum UringError {
         /// The kernel's error.
         source: io::Error,
     },
-    /// A send request failed; `sent` of `len` bytes of that buffer had been accepted before.
+    /// A send request failed; `sent` of `len` bytes of that buffer had been accepted before. The
+    /// sends after it were not made: `unsent` holds, in order, that buffer and every one queued
+    /// after it (and the buffer of the call that reported the error), none of them sent again.
     Send {
         /// The socket kind (`TCP`, `UDP`).
         socket: &'static str,
@@ -30,13 +34,26 @@ pub enum UringError {
         len: usize,
         /// The kernel's error.
         source: io::Error,
+        /// Every buffer not wholly sent, in stream order.
+        unsent: Vec<UnsentBuf>,
     },
-    /// Submitting or waiting (`io_uring_enter`) failed.
+    /// A datagram longer than one request can carry (the kernel would cut it short); it is handed
+    /// back, and nothing was queued.
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The most bytes one request carries.
+        max: usize,
+        /// The buffer.
+        buf: UnsentBuf,
+    },
+    /// Submitting or waiting (`io_uring_enter`) failed; what was queued stays queued.
     Enter {
         /// The kernel's error.
         source: io::Error,
     },
-    /// Results or notifications did not arrive in time; the buffers they cover stay lent.
+    /// Results or notifications did not arrive in time; the buffers they cover stay lent, and queued
+    /// ones queued (a later call sends them).
     Timeout {
         /// What was waited for.
         what: &'static str,
@@ -54,7 +71,26 @@ impl UringError {
             UringError::Setup { source }
             | UringError::Send { source, .. }
             | UringError::Enter { source } => source.raw_os_error(),
-            UringError::Timeout { .. } => None,
+            UringError::Timeout { .. } | UringError::TooLong { .. } => None,
+        }
+    }
+
+    /// The buffers this error hands back, in stream order (none for errors after which they stay
+    /// queued or lent).
+    pub fn unsent(&self) -> &[UnsentBuf] {
+        match self {
+            UringError::Send { unsent, .. } => unsent,
+            UringError::TooLong { buf, .. } => std::slice::from_ref(buf),
+            _ => &[],
+        }
+    }
+
+    /// Takes the buffers this error hands back (see [`UringError::unsent`]).
+    pub fn into_unsent(self) -> Vec<UnsentBuf> {
+        match self {
+            UringError::Send { unsent, .. } => unsent,
+            UringError::TooLong { buf, .. } => vec![buf],
+            _ => Vec::new(),
         }
     }
 }
@@ -74,16 +110,24 @@ impl fmt::Display for UringError {
                 sent,
                 len,
                 source,
+                unsent,
             } => write!(
                 f,
-                "{} on {socket} after {sent} of {len} bytes: {} ({})",
+                "{} on {socket} after {sent} of {len} bytes: {} ({}); {} buffers handed back \
+                 unsent",
                 if *zerocopy {
                     "IORING_OP_SEND_ZC"
                 } else {
                     "IORING_OP_SEND"
                 },
                 error_name(source),
-                send_hint(source.raw_os_error())
+                send_hint(source.raw_os_error()),
+                unsent.len()
+            ),
+            UringError::TooLong { len, max, .. } => write!(
+                f,
+                "a datagram of {len} bytes: one io_uring send request carries at most {max} \
+                 (the buffer is handed back unsent)"
             ),
             UringError::Enter { source } => {
                 write!(f, "io_uring_enter: {}", error_name(source))
@@ -107,7 +151,7 @@ impl std::error::Error for UringError {
             UringError::Setup { source }
             | UringError::Send { source, .. }
             | UringError::Enter { source } => Some(source),
-            UringError::Timeout { .. } => None,
+            UringError::Timeout { .. } | UringError::TooLong { .. } => None,
         }
     }
 }
@@ -119,6 +163,7 @@ impl From<UringError> for io::Error {
             | UringError::Send { source, .. }
             | UringError::Enter { source } => source.kind(),
             UringError::Timeout { .. } => io::ErrorKind::TimedOut,
+            UringError::TooLong { .. } => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)
     }

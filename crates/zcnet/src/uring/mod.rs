@@ -29,9 +29,14 @@
 //! woken for it). A sender moved to another thread with requests in flight therefore sees their
 //! completions once the submitting thread enters the kernel.
 //!
+//! A request carries at most 1 GiB and 1024 buffers, which the kernel takes whole: a longer stream
+//! buffer goes out in several requests, in order, and a longer datagram is refused
+//! ([`UringError::TooLong`]) and handed back. When a request fails, nothing queued after it is sent,
+//! and the error hands back every buffer not wholly sent, in order ([`UringError::unsent`]).
+//!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
 //! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
-//! `MSG_EOR` ending notification stacking.
+//! `MSG_EOR` ending notification stacking, a send cut at `MAX_RW_COUNT` without an error.
 //!
 //! ```no_run
 //! use std::net::TcpStream;
@@ -53,10 +58,13 @@
 //! ```
 
 mod error;
+mod plan;
 mod sender;
+mod unsent;
 
 pub use error::UringError;
 pub use sender::{UringConfig, UringSender};
+pub use unsent::UnsentBuf;
 
 /// An io_uring zero-copy sender over a connected TCP stream (IPv4 or IPv6).
 pub type UringTcpSender = UringSender<std::net::TcpStream>;

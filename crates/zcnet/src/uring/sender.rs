@@ -8,11 +8,13 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::UringError;
+use super::plan::{MAX_REQUEST_LEN, Part, plan};
+use super::unsent::{Erased, Queued, loan};
+use super::{UnsentBuf, UringError};
 use crate::Fallback;
 use crate::sys::socket::{get_int_option, set_int_option};
 use crate::sys::uring::{
-    MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRing, Sequence, memlock_limit,
+    MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, memlock_limit,
 };
 use crate::tx::{
     BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
@@ -25,7 +27,7 @@ pub struct UringConfig {
     /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
     pub policy: PolicyConfig,
     /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
-    /// most buffers one request carries (up to 256 KiB).
+    /// most buffers one request carries (up to 256 KiB and 1024 buffers).
     pub batch: u32,
     /// Submission queue entries (default 256): also the most requests in flight, results and
     /// notifications together.
@@ -58,19 +60,16 @@ impl UringConfig {
 
 /// `user_data` bit of copy requests; zero-copy requests carry their tracker id.
 const COPY_TAG: u64 = 1 << 63;
-/// Most bytes one stream request gathers from several buffers: its notification (which comes once
-/// all of it is acknowledged) then returns buffers a socket buffer's fraction at a time.
-const MAX_REQUEST_BYTES: usize = 256 << 10;
 /// Longest single wait, so that deadlines are checked.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 
-fn bytes_of(buf: &dyn SendBuf) -> &[u8] {
+fn bytes_of(buf: &dyn Erased) -> &[u8] {
     buf.as_bytes()
 }
 
 /// One buffer queued for sending, until the kernel took all of it.
 struct Pending {
-    loan: Loan,
+    buf: Queued,
     /// Bytes the kernel has taken.
     sent: usize,
     /// Copy the next request, for this reason (the kernel refused a zero-copy one).
@@ -83,9 +82,29 @@ struct Pending {
 }
 
 impl Pending {
-    fn len(&self) -> usize {
-        self.loan.as_bytes().len()
+    fn new(buf: Queued, sent: usize) -> Self {
+        Pending {
+            buf,
+            sent,
+            forced: None,
+            decision: None,
+            request: None,
+            done: false,
+        }
     }
+
+    fn len(&self) -> usize {
+        self.buf.as_bytes().len()
+    }
+}
+
+/// A failed request, and what the error hands back once its chain has finished.
+struct Failure {
+    zerocopy: bool,
+    sent: usize,
+    len: usize,
+    errno: i32,
+    unsent: Vec<UnsentBuf>,
 }
 
 /// What a wait loop waits for.
@@ -100,13 +119,16 @@ enum Goal {
 /// An io_uring zero-copy sender owning socket `S` (see [`crate::uring`]).
 ///
 /// Sends are queued and submitted `batch` at a time (and by [`UringSender::submit`],
-/// [`UringSender::wait_completions`], [`UringSender::flush`]); an error of a request comes back from
-/// the call that sees it, and the rest of that chain is dropped unsent.
+/// [`UringSender::wait_completions`], [`UringSender::flush`]). A request that fails ends the chain:
+/// nothing queued after it is sent, and the error — from the next call, once the chain has finished
+/// — hands back every buffer not wholly sent, in order ([`UringError::unsent`]); sends go on after
+/// it with the buffers given from then on. No buffer is ever dropped unsent or sent twice.
 ///
 /// Dropping a sender with buffers lent keeps them lent forever (leaked, never reused, since the
-/// kernel may still read them): call [`UringSender::flush`] or [`UringSender::close`] first.
+/// kernel may still read them) and drops the ones still queued unsent: call
+/// [`UringSender::flush`] or [`UringSender::close`] first.
 pub struct UringSender<S: ZcSocket> {
-    ring: SendRing<dyn SendBuf>,
+    ring: SendRing<dyn Erased>,
     /// Present until [`UringSender::close`] takes it.
     socket: Option<S>,
     /// One id per zero-copy request, holding the loans it sends.
@@ -130,7 +152,9 @@ pub struct UringSender<S: ZcSocket> {
     /// Ids of zero-copy requests that failed and will still notify: their notification releases the
     /// buffer without counting as a completion.
     failed: HashSet<u32>,
-    error: Option<UringError>,
+    /// The first request of the chain that failed: set from its result, handed out (with every
+    /// buffer not sent) once the chain has finished.
+    failure: Option<Failure>,
 }
 
 impl<S: ZcSocket> UringSender<S> {
@@ -177,7 +201,7 @@ impl<S: ZcSocket> UringSender<S> {
             chain_pending: 0,
             next_copy: 0,
             failed: HashSet::new(),
-            error: None,
+            failure: None,
         })
     }
 
@@ -243,22 +267,30 @@ impl<S: ZcSocket> UringSender<S> {
         self.registration.clone()
     }
 
-    /// Queues all of `buf` for sending: on a stream socket as one byte run in order, on a datagram
-    /// socket as one datagram (or one GSO train). The buffer stays lent until the kernel took it and,
-    /// for a zero-copy request, until its notification. Submits when `batch` sends are queued; an
-    /// error of an earlier send may come back here.
+    /// Queues all of `buf` for sending: on a stream socket as one byte run in order (one longer
+    /// than a request carries goes out in several, in order), on a datagram socket as one datagram
+    /// (or one GSO train). The buffer stays lent until the kernel took it and, for a zero-copy
+    /// request, until its notification. Submits when `batch` sends are queued.
+    ///
+    /// An error of an earlier request may come back here: `buf` is then handed back with the others
+    /// not sent, last ([`UringError::unsent`]), and nothing is queued. A datagram longer than one
+    /// request carries (1 GiB) is refused with [`UringError::TooLong`], handed back. After a
+    /// [`UringError::Timeout`] or [`UringError::Enter`], `buf` stays queued.
     pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), UringError> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
+        let buf: Queued = Arc::new(buf);
+        if let Some(mut failure) = self.take_failure() {
+            failure.unsent.push(UnsentBuf::new(buf, 0));
+            return Err(self.send_error(failure));
         }
-        self.queue.push_back(Pending {
-            loan: Arc::new(buf),
-            sent: 0,
-            forced: None,
-            decision: None,
-            request: None,
-            done: false,
-        });
+        let len = buf.as_bytes().len();
+        if !self.get_ref().is_stream() && len > MAX_REQUEST_LEN {
+            return Err(UringError::TooLong {
+                len,
+                max: MAX_REQUEST_LEN,
+                buf: UnsentBuf::new(buf, 0),
+            });
+        }
+        self.queue.push_back(Pending::new(buf, 0));
         if self.queue.len() - self.chain_len >= self.config.batch.max(1) as usize {
             self.run_until(Goal::Submitted, self.config.send_timeout, "send")?;
         }
@@ -275,8 +307,8 @@ impl<S: ZcSocket> UringSender<S> {
     pub fn poll_completions(&mut self) -> Result<u64, UringError> {
         let released = self.reap();
         self.start_chain()?;
-        match self.error.take() {
-            Some(e) => Err(e),
+        match self.take_failure() {
+            Some(failure) => Err(self.send_error(failure)),
             None => Ok(released),
         }
     }
@@ -289,8 +321,8 @@ impl<S: ZcSocket> UringSender<S> {
         loop {
             released += self.reap();
             self.start_chain()?;
-            if let Some(e) = self.error.take() {
-                return Err(e);
+            if let Some(failure) = self.take_failure() {
+                return Err(self.send_error(failure));
             }
             let idle = self.queue.is_empty() && self.tracker.outstanding() == 0;
             let left = deadline.saturating_duration_since(Instant::now());
@@ -329,13 +361,14 @@ impl<S: ZcSocket> UringSender<S> {
         loop {
             self.reap();
             self.start_chain()?;
+            let failed = self.failure.is_some() && self.chain_pending == 0;
             let reached = match goal {
-                Goal::Submitted => self.queue.len() == self.chain_len || self.error.is_some(),
+                Goal::Submitted => self.queue.len() == self.chain_len || failed,
                 Goal::Idle => self.queue.is_empty() && self.ring.in_flight() == 0,
             };
             if reached {
-                return match self.error.take() {
-                    Some(e) => Err(e),
+                return match self.take_failure() {
+                    Some(failure) => Err(self.send_error(failure)),
                     None => Ok(()),
                 };
             }
@@ -366,12 +399,33 @@ impl<S: ZcSocket> UringSender<S> {
         }
     }
 
-    /// Submits the next chain of queued sends when the last chain has finished. Up to `batch` sends
-    /// are decided; a stream sends each run of consecutive sends decided alike as one request (an
-    /// iovec array, up to [`MAX_REQUEST_BYTES`]), a datagram socket one request per send; the requests are linked, so they run in
-    /// order, as many as the submission queue and the completion queue's room allow.
+    /// The failure of the last chain, once that chain has finished (its buffers then gathered).
+    fn take_failure(&mut self) -> Option<Failure> {
+        if self.chain_pending > 0 {
+            return None;
+        }
+        self.failure.take()
+    }
+
+    fn send_error(&self, failure: Failure) -> UringError {
+        UringError::Send {
+            socket: S::NAME,
+            zerocopy: failure.zerocopy,
+            sent: failure.sent,
+            len: failure.len,
+            source: io::Error::from_raw_os_error(failure.errno),
+            unsent: failure.unsent,
+        }
+    }
+
+    /// Submits the next chain of queued sends when the last chain has finished and none failed. Up
+    /// to `batch` sends are decided, and [`plan`] cuts them into requests the kernel takes whole (a
+    /// stream request gathers a run of sends decided alike; a send longer than a request carries is
+    /// split, ending the chain); the requests are linked, so they run in order, as many as the
+    /// submission queue and the completion queue's room allow. They are queued all or none: a
+    /// refused chain leaves no request queued and no id taken.
     fn start_chain(&mut self) -> Result<(), UringError> {
-        if self.chain_pending > 0 || self.error.is_some() {
+        if self.chain_pending > 0 || self.failure.is_some() {
             return Ok(());
         }
         let room = self
@@ -393,29 +447,29 @@ impl<S: ZcSocket> UringSender<S> {
             .socket
             .as_ref()
             .expect("the socket is present until close()");
-        let is_zc = |p: &Pending| p.decision == Some(Decision::ZeroCopy);
-        let mut groups: Vec<Range<usize>> = Vec::new();
-        let mut start = 0;
-        while start < take && groups.len() < room {
-            let zc = is_zc(&self.queue[start]);
-            let mut end = start + 1;
-            let mut bytes = self.queue[start].len() - self.queue[start].sent;
-            while socket.is_stream()
-                && end < take
-                && is_zc(&self.queue[end]) == zc
-                && bytes + self.queue[end].len() <= MAX_REQUEST_BYTES
-            {
-                bytes += self.queue[end].len();
-                end += 1;
-            }
-            groups.push(start..end);
-            start = end;
-        }
-        let fd = socket.fd();
-        for (g, range) in groups.iter().enumerate() {
-            let (user_data, kind) = if is_zc(&self.queue[range.start]) {
-                let loans = self.queue.range(range.clone()).map(|p| Arc::clone(&p.loan));
-                let id = self.tracker.register(loans.collect());
+        let parts: Vec<Part> = self
+            .queue
+            .range(..take)
+            .map(|p| Part {
+                left: p.len() - p.sent,
+                zc: p.decision == Some(Decision::ZeroCopy),
+            })
+            .collect();
+        let planned = plan(&parts, socket.is_stream(), room);
+        let Some(last) = planned.last() else {
+            return Ok(());
+        };
+        let chain_len = last.parts.end;
+        let mut heads = Vec::with_capacity(planned.len());
+        let mut ranges: Vec<Vec<(&Queued, Range<usize>)>> = Vec::with_capacity(planned.len());
+        for request in &planned {
+            let head = if parts[request.parts.start].zc {
+                let loans: Vec<Loan> = self
+                    .queue
+                    .range(request.parts.clone())
+                    .map(|p| loan(&p.buf))
+                    .collect();
+                let id = self.tracker.register(loans);
                 let kind = SendKind::ZeroCopy {
                     report_usage: self.report_usage,
                     vectored_fixed: self.vectored_fixed,
@@ -425,34 +479,59 @@ impl<S: ZcSocket> UringSender<S> {
                 self.next_copy += 1;
                 (COPY_TAG | self.next_copy, SendKind::Copy)
             };
-            let parts: Vec<(&Loan, Range<usize>)> = self
-                .queue
-                .range(range.clone())
-                .map(|p| (&p.loan, p.sent..p.len()))
-                .collect();
-            let sequence = Sequence {
-                link: g + 1 < groups.len(),
-                end_of_record: self.tcp,
-            };
-            if let Err(source) = self.ring.push(user_data, fd, &parts, kind, sequence) {
+            heads.push(head);
+            let last_index = request.parts.end - 1;
+            ranges.push(
+                (request.parts.clone())
+                    .map(|i| {
+                        let p = &self.queue[i];
+                        let end = if i == last_index {
+                            p.sent + request.last_take
+                        } else {
+                            p.len()
+                        };
+                        (&p.buf, p.sent..end)
+                    })
+                    .collect(),
+            );
+        }
+        let requests: Vec<SendRequest<'_, dyn Erased>> = heads
+            .iter()
+            .zip(&ranges)
+            .enumerate()
+            .map(|(k, (&(user_data, kind), parts))| SendRequest {
+                user_data,
+                parts,
+                kind,
+                sequence: Sequence {
+                    link: k + 1 < planned.len(),
+                    end_of_record: self.tcp,
+                },
+            })
+            .collect();
+        if let Err(source) = self.ring.push_chain(socket.fd(), &requests) {
+            // Nothing was queued: give the ids back, newest first.
+            for &(user_data, _) in heads.iter().rev() {
                 if user_data & COPY_TAG == 0 {
-                    self.tracker.withdraw(user_data as u32);
+                    self.tracker.cancel_last();
                 }
-                return Err(UringError::Enter { source });
             }
-            for p in self.queue.range_mut(range.clone()) {
-                p.request = Some((user_data, kind));
+            return Err(UringError::Enter { source });
+        }
+        drop(requests);
+        drop(ranges);
+        for (request, &head) in planned.iter().zip(&heads) {
+            for p in self.queue.range_mut(request.parts.clone()) {
+                p.request = Some(head);
             }
         }
-        self.chain_len = groups.last().map_or(0, |r| r.end);
-        self.chain_pending = groups.len();
-        if !groups.is_empty() {
-            match self.ring.submit() {
-                Ok(_) => {}
-                // The completion queue is backed up: the entries stay queued for the next enter.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
-                Err(source) => return Err(UringError::Enter { source }),
-            }
+        self.chain_len = chain_len;
+        self.chain_pending = planned.len();
+        match self.ring.submit() {
+            Ok(_) => {}
+            // The completion queue is backed up: the entries stay queued for the next enter.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
+            Err(source) => return Err(UringError::Enter { source }),
         }
         Ok(())
     }
@@ -491,12 +570,13 @@ impl<S: ZcSocket> UringSender<S> {
             }
         }
         if self.chain_pending == 0 && self.chain_len > 0 {
-            if self.error.is_some() {
-                // A request failed: the rest of its chain was cancelled and what was queued after it
-                // is dropped unsent (no request ever took those buffers).
-                self.queue.clear();
-            } else {
-                self.queue.retain(|p| !p.done);
+            self.queue.retain(|p| !p.done);
+            if let Some(failure) = &mut self.failure {
+                // A request failed: the rest of its chain was cancelled, and nothing after it may
+                // go out (a stream would skip its unsent bytes). Every buffer not wholly sent goes
+                // back with the error, in order.
+                let unsent = self.queue.drain(..).map(|p| UnsentBuf::new(p.buf, p.sent));
+                failure.unsent.extend(unsent);
             }
             self.chain_len = 0;
         }
@@ -586,14 +666,14 @@ impl<S: ZcSocket> UringSender<S> {
             }
             Err(errno) => {
                 let p = &self.queue[first];
-                let error = UringError::Send {
-                    socket: S::NAME,
+                let failure = Failure {
                     zerocopy: zc,
                     sent: p.sent,
                     len: p.len(),
-                    source: io::Error::from_raw_os_error(errno),
+                    errno,
+                    unsent: Vec::new(),
                 };
-                self.error.get_or_insert(error);
+                self.failure.get_or_insert(failure);
             }
         }
         if forced.is_some() {
