@@ -10,8 +10,10 @@
 //! AF_PACKET sockets and rings AF_XDP is compared with ([`sys::packet`]; `sys` and the signal
 //! handler hold this crate's only `unsafe` code), and CPU placement ([`cpu`]).
 //!
-//! Creating namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); tests call [`privileged`] first,
-//! which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands that they run.
+//! Creating namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); tests call
+//! [`privileged`] first, which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands
+//! that they run. Tests whose checks depend on root's exemption from the locked-memory limit ask
+//! [`memlock_budget`] and say how they adapted ([`adapted`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

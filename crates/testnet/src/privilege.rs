@@ -109,7 +109,8 @@ pub struct MemlockTurn {
 /// pin many pages and check that zero-copy happened take turns, since the budget is the user's
 /// (every process of the uid counts against it). `None`, at once, when this process is exempt from
 /// the budget ([`memlock_budget`] is `None`). The turn is an exclusive `flock` on a per-user file in
-/// the temporary directory, released when the [`MemlockTurn`] is dropped (or the process dies).
+/// the temporary directory, released when the [`MemlockTurn`] is dropped (or the process dies); the
+/// file stays, for the next test to lock.
 pub fn memlock_turn() -> Option<MemlockTurn> {
     memlock_budget()?;
     let path = std::env::temp_dir().join(format!(
