@@ -10,8 +10,10 @@
 //! AF_PACKET sockets and rings AF_XDP is compared with ([`sys::packet`]; `sys` and the signal
 //! handler hold this crate's only `unsafe` code), and CPU placement ([`cpu`]).
 //!
-//! Creating namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); tests call [`privileged`] first,
-//! which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands that they run.
+//! Creating namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); tests call
+//! [`privileged`] first, which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands
+//! that they run. Tests whose checks depend on root's exemption from the locked-memory limit ask
+//! [`memlock_budget`] and say how they adapted ([`adapted`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -29,7 +31,7 @@ mod vsock_check;
 
 pub use command::run_checked;
 pub use netns::Netns;
-pub use privilege::{privileged, skip};
+pub use privilege::{MemlockTurn, adapted, memlock_budget, memlock_turn, privileged, skip};
 pub use sweep::sweep;
 pub use termination::termination_flag;
 pub use veth::{Offloads, VethConfig, VethPair};

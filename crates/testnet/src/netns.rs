@@ -9,7 +9,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
-use crate::command::run_checked;
+use crate::command::{run_checked, system_command};
 use crate::{signals, sweep};
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(0);
@@ -74,7 +74,7 @@ impl Netns {
 
     /// A `Command` that starts `program` inside this namespace (through `ip netns exec`).
     pub fn command(&self, program: &str) -> Command {
-        let mut cmd = Command::new("ip");
+        let mut cmd = system_command("ip");
         cmd.args(["netns", "exec", &self.name, program]);
         cmd
     }

@@ -1,4 +1,12 @@
 //! Deciding whether a test can run, and saying so when it cannot: every skip goes through [`skip`].
+//! What a normal user lacks: the capabilities to build topologies ([`privileged`]) and the exemption
+//! from the locked-memory limit that zero-copy sends are charged to ([`memlock_budget`]).
+
+use std::fs::{File, OpenOptions};
+
+use rustix::fs::{FlockOperation, flock};
+use rustix::process::{Resource, getrlimit};
+use rustix::thread::{CapabilitySet, capabilities};
 
 /// Tests that may skip even under `ZCNET_PRIV_TESTS=1`, each with the reason it is allowed. Anything
 /// else that skips there fails: CI runs as root on this host's kernel, so a skip means a test that
@@ -39,17 +47,92 @@ fn runs_required() -> bool {
     std::env::var_os("ZCNET_PRIV_TESTS").is_some_and(|v| v == "1")
 }
 
-/// Whether this process may build topologies (it runs as root). When it may not, [`skip`]s `test`
-/// with the reason and returns `false` (so under `ZCNET_PRIV_TESTS=1` it panics).
+/// The capabilities a topology needs: CAP_SYS_ADMIN (network namespaces), CAP_NET_ADMIN (links,
+/// addresses, XDP attachment) and CAP_NET_RAW (AF_XDP and AF_PACKET sockets), with their names.
+const TOPOLOGY_CAPS: [(CapabilitySet, &str); 3] = [
+    (CapabilitySet::SYS_ADMIN, "CAP_SYS_ADMIN"),
+    (CapabilitySet::NET_ADMIN, "CAP_NET_ADMIN"),
+    (CapabilitySet::NET_RAW, "CAP_NET_RAW"),
+];
+
+/// This process's effective capabilities (none when they cannot be read).
+fn effective_caps() -> CapabilitySet {
+    capabilities(None).map_or(CapabilitySet::empty(), |sets| sets.effective)
+}
+
+/// Whether this process may build topologies: it holds [`TOPOLOGY_CAPS`] in its effective set, as
+/// root does. When it may not, [`skip`]s `test` with the missing capabilities and returns `false`
+/// (so under `ZCNET_PRIV_TESTS=1` it panics).
 pub fn privileged(test: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
+    let caps = effective_caps();
+    let missing: Vec<&str> = TOPOLOGY_CAPS
+        .iter()
+        .filter(|(cap, _)| !caps.contains(*cap))
+        .map(|(_, name)| *name)
+        .collect();
+    if missing.is_empty() {
         return true;
     }
     skip(
         test,
-        "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network namespaces",
+        &format!(
+            "needs root ({} missing) to create network namespaces",
+            missing.join(", ")
+        ),
     );
     false
+}
+
+/// The bytes of pages this process may have pinned at once by MSG_ZEROCOPY sends, io_uring buffer
+/// registrations and AF_XDP UMEMs: `RLIMIT_MEMLOCK`'s soft limit, or `None` when the process is
+/// exempt (it has CAP_IPC_LOCK, as root does) or the limit is unlimited.
+///
+/// The kernel charges each zero-copy send its pages plus two to the *user's* locked memory
+/// (`mm_account_pinned_pages`: one count per uid, shared by all of the user's processes, checked
+/// against the sending process's limit) until the send's completion, and refuses the send with
+/// `ENOBUFS` past the limit. A test whose pinned bytes could exceed the budget sizes itself to it,
+/// or says what it checks instead.
+pub fn memlock_budget() -> Option<u64> {
+    if effective_caps().contains(CapabilitySet::IPC_LOCK) {
+        return None;
+    }
+    getrlimit(Resource::Memlock).current
+}
+
+/// A test's exclusive use of the user's locked-memory budget, held until dropped: see [`memlock_turn`].
+#[derive(Debug)]
+pub struct MemlockTurn {
+    _lock: File,
+}
+
+/// Waits until no other test of this user holds the locked-memory budget, then holds it: tests that
+/// pin many pages and check that zero-copy happened take turns, since the budget is the user's
+/// (every process of the uid counts against it). `None`, at once, when this process is exempt from
+/// the budget ([`memlock_budget`] is `None`). The turn is an exclusive `flock` on a per-user file in
+/// the temporary directory, released when the [`MemlockTurn`] is dropped (or the process dies); the
+/// file stays, for the next test to lock.
+pub fn memlock_turn() -> Option<MemlockTurn> {
+    memlock_budget()?;
+    let path = std::env::temp_dir().join(format!(
+        "zcnet-memlock-{}.lock",
+        rustix::process::getuid().as_raw()
+    ));
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    flock(&file, FlockOperation::LockExclusive)
+        .unwrap_or_else(|e| panic!("flock {}: {e}", path.display()));
+    Some(MemlockTurn { _lock: file })
+}
+
+/// Says how `test` adapted to what this process lacks (`ADAPTED <test>: <how>`), on standard error
+/// directly as [`skip`] does, so that a test checking less than it does as root always shows it.
+pub fn adapted(test: &str, how: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "ADAPTED {test}: {how}");
 }
 
 /// Skips `test` for `reason`: prints `SKIP <test>: <reason>` — or, under `ZCNET_PRIV_TESTS=1`,

@@ -176,11 +176,15 @@ pub fn udp_sink(socket: UdpSocket) -> UdpSink {
     let received = Arc::new(AtomicU64::new(0));
     let target = Arc::new(AtomicU64::new(u64::MAX));
     let (r, t) = (Arc::clone(&received), Arc::clone(&target));
-    // A big receive buffer when allowed (root), else a window of one maximal datagram.
-    let window = match rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20) {
-        Ok(()) => 1 << 20,
-        Err(_) => 64 << 10,
-    };
+    // A big receive buffer: forced past net.core.rmem_max when allowed (root), else up to it. The
+    // window is an eighth of what the kernel granted (at most 1 MiB): a 1200-byte datagram takes
+    // about twice its size of the buffer (its skb's truesize), the kernel releases read datagrams'
+    // memory only in steps of a quarter of the buffer, and a send adds up to 64 KiB on top.
+    if rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, 8 << 20).is_err() {
+        rustix::net::sockopt::set_socket_recv_buffer_size(&socket, 8 << 20).unwrap();
+    }
+    let granted = rustix::net::sockopt::socket_recv_buffer_size(&socket).unwrap() as u64;
+    let window = (granted / 8).min(1 << 20);
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
