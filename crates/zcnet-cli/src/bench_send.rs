@@ -132,6 +132,7 @@ const COLUMNS: &[Column] = &[
     ("enobufs", "ENOBUFS"),
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("lost", "lost"),
     ("data_errors", "data errors"),
     ("why", "why"),
 ];
@@ -301,7 +302,7 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
 fn timed<S: ZcSocket>(
     tx: &mut ApiSender<S>,
     pool: &BufferPool,
-    size: usize,
+    (size, stamp): (usize, &mut dyn FnMut(&mut [u8])),
     duration: Duration,
     ticker: &mut Ticker,
 ) -> Result<Measured> {
@@ -321,6 +322,7 @@ fn timed<S: ZcSocket>(
             }
         };
         buf.set_len(size);
+        stamp(&mut buf);
         tx.send(buf)?;
         ticker.tick(tx.stats().bytes);
     }
@@ -334,8 +336,8 @@ fn timed<S: ZcSocket>(
     })
 }
 
-/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern) for
-/// `--duration`, with interval lines; returns the sender's row.
+/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern, each send
+/// passed to `stamp` first) for `--duration`, with interval lines; returns the sender's row.
 #[allow(clippy::too_many_arguments)]
 fn measure<S: ZcSocket>(
     tx: &mut ApiSender<S>,
@@ -344,12 +346,12 @@ fn measure<S: ZcSocket>(
     path: &str,
     dst: SocketAddr,
     (mode, api): (Mode, Api),
-    size: usize,
+    (size, stamp): (usize, &mut dyn FnMut(&mut [u8])),
     common: &Common,
 ) -> Result<Row> {
     let mut ticker = ticker(common, bench, mode);
     let duration = Duration::from_secs_f64(common.duration);
-    let m = timed(tx, pool, size, duration, &mut ticker)
+    let m = timed(tx, pool, (size, stamp), duration, &mut ticker)
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
     Ok(row(bench, path, dst, (mode, api), size, &m, tx))
 }
@@ -556,6 +558,10 @@ fn merge_receiver(row: &mut Row, peer: &Row) {
         ("cpu_us_per_mb", "rx_cpu_us_per_mb"),
         ("data_errors", "data_errors"),
         ("socket_drops", "rx_socket_drops"),
+        ("sent_datagrams", "sent_datagrams"),
+        ("lost", "lost"),
+        ("duplicated", "duplicated"),
+        ("reordered", "reordered"),
     ] {
         if let Some(v) = peer.get(key) {
             row.insert(name.into(), v.clone());
@@ -815,7 +821,16 @@ fn send_tcp(
     }
     let pool = new_pool(size, size, common.huge_pages)?;
     let mut tx = ApiSender::new(api, stream, sender_config(mode, common), &pool)?;
-    let row = measure(&mut tx, &pool, "tcp", path, dst, (mode, api), size, common)?;
+    let row = measure(
+        &mut tx,
+        &pool,
+        "tcp",
+        path,
+        dst,
+        (mode, api),
+        (size, &mut |_| {}),
+        common,
+    )?;
     let stream = tx.close(COMPLETION_WAIT)?;
     stream.shutdown(std::net::Shutdown::Write)?;
     // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
@@ -859,7 +874,11 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("sender_mode", "sender"),
     ("bytes", "bytes"),
     ("datagrams", "datagrams"),
-    ("socket_drops", "drops"),
+    ("lost", "lost"),
+    ("duplicated", "dup"),
+    ("reordered", "reordered"),
+    ("foreign", "foreign"),
+    ("socket_drops", "socket drops"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
@@ -904,6 +923,13 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         MAX_UDP_PAYLOAD,
         "the largest UDP payload",
     )?;
+    if unit < wire::SEQ_LEN && !common.apart.raw {
+        return Err(UsageError(format!(
+            "--size {unit}: each datagram carries its {}-byte sequence number (or use --raw)",
+            wire::SEQ_LEN
+        ))
+        .into());
+    }
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
@@ -918,6 +944,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
+    let mut shortfalls = Vec::new();
     run_rounds(common, |mode, api| {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
@@ -931,12 +958,30 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             .context("binding the UDP sender")
             .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
         let mut row = match peer {
-            Some(peer) => peer.merge_into(sent, "udp", mode)?.0,
+            Some(peer) => {
+                let (row, received) = peer.merge_into(sent, "udp", mode)?;
+                if received.get("complete").and_then(Value::as_bool) == Some(false) {
+                    let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
+                    let sent = received.get("sent_datagrams").and_then(Value::as_u64);
+                    shortfalls.push(match sent {
+                        Some(sent) => format!("{}: {lost} of {sent} datagrams lost", mode.name()),
+                        None => format!("{}: the end datagram never arrived", mode.name()),
+                    });
+                }
+                row
+            }
             None => sent?,
         };
         row.insert("gso".into(), json!(args.gso));
         Ok(row)
-    })
+    })?;
+    if !shortfalls.is_empty() {
+        bail!(
+            "udp runs asked to verify did not arrive whole: {}",
+            shortfalls.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
@@ -964,7 +1009,15 @@ fn send_udp(
     let pool = new_pool(size, unit, common.huge_pages)?;
     let mut tx = ApiSender::new(api, socket, sender_config(mode, common), &pool)?;
     tx.set_gso_segment(args.gso)?;
-    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), size, common)?;
+    // Each datagram (GSO segment) of a run with the header opens with its sequence number.
+    let mut next = 0u64;
+    let mut stamp = |buf: &mut [u8]| {
+        if !common.apart.raw {
+            next = wire::stamp(buf, unit, next);
+        }
+    };
+    let send = (size, &mut stamp as &mut dyn FnMut(&mut [u8]));
+    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), send, common)?;
     let bytes = tx.stats().bytes;
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);
@@ -982,21 +1035,34 @@ fn send_udp(
     Ok(row)
 }
 
-/// `bench udp --listen`: one run after another, a row for each.
+/// `bench udp --listen`: one run after another, a row for each. Fails at its end when a run whose
+/// sender asked for verification lost datagrams, had wrong bytes or never ended (the one-process
+/// mode's receiver leaves that judgement to the bench that started it, which reads its rows).
 fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
     let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
     bench_listen_udp::prepare(&socket)?;
     let local = socket.local_addr()?;
     bench_listen::announce(local, common.json);
+    let mut shortfalls = Vec::new();
     loop {
         let report =
             bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp"))?;
         let Some(report) = report else { break };
         let row = bench_listen_udp::datagram_row(local, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        if let Some(why) = report.shortfall() {
+            let from = report.peer.map_or("?".into(), |p| p.to_string());
+            shortfalls.push(format!("the run from {from}: {why}"));
+        }
         if common.apart.stop_after(report.interrupted) {
             break;
         }
+    }
+    if !shortfalls.is_empty() && !common.exit_with_parent {
+        bail!(
+            "udp runs asked to verify did not arrive whole: {}",
+            shortfalls.join("; ")
+        );
     }
     Ok(())
 }
