@@ -15,8 +15,20 @@
 //! loopback that split runs in, and is charged to, the sender). Counts stay those of the wire: a
 //! coalesced datagram counts as its segments, and each segment is verified where it starts (every
 //! segment of a GSO send starts a pattern unit). The sender's header and end datagrams are never
-//! coalesced with data ([`wire::send_control`]). The socket reports its drop counter
-//! (`SO_RXQ_OVFL`), so that the row says how many datagrams the kernel dropped for want of room.
+//! coalesced with data ([`wire::send_control`]).
+//!
+//! Loss is counted in datagrams, from the sequence number each data datagram of a zcnet run
+//! carries: lost = datagrams sent (the end datagram's count) − distinct sequence numbers received,
+//! with duplicates and reordering counted apart, so that a repeat cannot hide a loss. The socket's
+//! drop counter (`SO_RXQ_OVFL`) is reported beside it as what it is: the kernel counts each queued
+//! datagram it dropped once, and a coalesced GSO send of 40 segments is one.
+//!
+//! A run belongs to the address its header datagram came from (or, for a sender without zcnet's
+//! header, its first datagram): datagrams from anywhere else while it lasts — an end datagram
+//! among them — are counted as foreign and ignored. A datagram that opens with zcnet's header or end
+//! magic but is malformed, or whose fields a UDP run cannot carry (a pattern unit outside
+//! 8..=65507), is rejected before anything is sized by it, counted, and named once on standard
+//! error.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -271,16 +283,22 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     /// Takes one received datagram; returns true when it ended the run.
     fn take(&mut self, d: &Datagram<'_>) -> Result<bool> {
         let segment = d.segment_size().unwrap_or(d.len()).max(1);
+        let first = wire::sequence(d.bytes());
         let mut at = 0;
         // A datagram without a segment size is one of the sender's; a coalesced one (a GSO send, or
-        // datagrams GRO merged) is split where the sender's segmentation split it.
+        // datagrams GRO merged) is split where the sender's segmentation split it. Segments whose
+        // bytes were not copied (an unverified run) are taken as following the first in sequence,
+        // as a GSO send's segments and GRO's merges of one flow do.
+        let mut index = 0;
         while at < d.len() || (at == 0 && d.is_empty()) {
             let len = segment.min(d.len() - at);
             let seen = d.bytes().get(at..(at + len).min(d.bytes().len()));
-            if self.part(d, seen.unwrap_or_default(), len)? {
+            let seq = first.map(|s| s.wrapping_add(index));
+            if self.part(d, seen.unwrap_or_default(), len, seq)? {
                 return Ok(true);
             }
             at += len.max(1);
+            index += 1;
         }
         Ok(false)
     }
@@ -294,8 +312,15 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         self.report.rejected += 1;
     }
 
-    /// Takes one datagram (or GRO segment) of `len` bytes whose first bytes are `seen`.
-    fn part(&mut self, d: &Datagram<'_>, seen: &[u8], len: usize) -> Result<bool> {
+    /// Takes one datagram (or GRO segment) of `len` bytes whose first bytes are `seen`, and whose
+    /// sequence number is `inferred` if its bytes do not say.
+    fn part(
+        &mut self,
+        d: &Datagram<'_>,
+        seen: &[u8],
+        len: usize,
+        inferred: Option<u64>,
+    ) -> Result<bool> {
         let source = d.source();
         let from_peer = self.report.peer.is_some() && self.report.peer == source;
         if self.report.peer.is_some() && !from_peer {
@@ -341,7 +366,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
             self.ticker = self.ticker_for.take().map(|f| f());
         }
         if let Some(seq) = self.sequences.as_mut() {
-            match wire::sequence(seen) {
+            match wire::sequence(seen).or(inferred) {
                 Some(n) => seq.record(n),
                 None => self.report.rejected += 1,
             }

@@ -14,7 +14,8 @@ use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
 };
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -297,12 +298,15 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
     Ok(pool)
 }
 
+/// What is written into each send's bytes just before it leaves (UDP sequence numbers).
+type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
+
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 fn timed<S: ZcSocket>(
     tx: &mut ApiSender<S>,
     pool: &BufferPool,
-    (size, stamp): (usize, &mut dyn FnMut(&mut [u8])),
+    (size, stamp): (usize, Stamp<'_>),
     duration: Duration,
     ticker: &mut Ticker,
 ) -> Result<Measured> {
@@ -346,7 +350,7 @@ fn measure<S: ZcSocket>(
     path: &str,
     dst: SocketAddr,
     (mode, api): (Mode, Api),
-    (size, stamp): (usize, &mut dyn FnMut(&mut [u8])),
+    (size, stamp): (usize, Stamp<'_>),
     common: &Common,
 ) -> Result<Row> {
     let mut ticker = ticker(common, bench, mode);
@@ -451,7 +455,8 @@ struct Peer {
     child: Child,
     /// Held open: the receiver exits when it closes (if this process dies).
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// The lines of its standard output.
+    lines: mpsc::Receiver<std::io::Result<String>>,
     addr: SocketAddr,
 }
 
@@ -474,17 +479,29 @@ impl Peer {
             .spawn()
             .context("starting the receiver process")?;
         let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        let addr = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v.get("listening")?.as_str()?.parse().ok());
+        let stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
+        // Read on a thread of its own, so that every wait for a line is bounded and watches the
+        // process.
+        let (lines_tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.lines() {
+                if line.is_err() || lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut peer = Peer {
             child,
             stdin,
-            stdout,
+            lines,
             addr: SocketAddr::new(net.dst, 0),
+        };
+        let addr = match peer.next_line(Instant::now() + REPORT_WAIT) {
+            Ok(Some(line)) => serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("listening")?.as_str()?.parse().ok()),
+            Ok(None) => None,
+            Err(why) => return Err(peer.failure(&why)),
         };
         match addr {
             Some(addr) => {
@@ -492,6 +509,32 @@ impl Peer {
                 Ok(peer)
             }
             None => Err(peer.failure("did not start")),
+        }
+    }
+
+    /// The receiver's next line of output (`None` at its end), waiting until `deadline`; fails,
+    /// saying why, when the deadline passes or the receiver stays stopped (SIGSTOP, a debugger) for
+    /// [`STOPPED_WAIT`].
+    fn next_line(&mut self, deadline: Instant) -> std::result::Result<Option<String>, String> {
+        let mut stopped_since: Option<Instant> = None;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(line)) => return Ok(Some(line)),
+                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if process_stopped(self.child.id()) {
+                if stopped_since.get_or_insert_with(Instant::now).elapsed() > STOPPED_WAIT {
+                    return Err(format!(
+                        "was stopped (by a signal or a debugger) for over {STOPPED_WAIT:?}"
+                    ));
+                }
+            } else {
+                stopped_since = None;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("did not report within {REPORT_WAIT:?}"));
+            }
         }
     }
 
@@ -503,20 +546,30 @@ impl Peer {
             let _ = e.read_to_string(&mut err);
         }
         let _ = self.child.wait();
-        anyhow::anyhow!("the receiver process {what}: {}", err.trim())
+        match err.trim() {
+            "" => anyhow::anyhow!("the receiver process {what} (it wrote nothing on stderr)"),
+            err => anyhow::anyhow!("the receiver process {what}: {err}"),
+        }
     }
 
-    /// Waits for the receiver's report of its one stream.
+    /// Waits for the receiver's report of its one stream, at most [`REPORT_WAIT`]: the receiver
+    /// ends its stream within that once the sender is done, unless it is stopped or stuck; then it
+    /// is killed and the run fails with its state and standard error.
     fn finish(mut self) -> Result<Row> {
+        let deadline = Instant::now() + REPORT_WAIT;
         let mut last = None;
-        let mut line = String::new();
-        while self.stdout.read_line(&mut line)? > 0 {
-            if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
-                && row.get("role").and_then(Value::as_str) == Some("receiver")
-            {
-                last = Some(row);
+        loop {
+            match self.next_line(deadline) {
+                Ok(Some(line)) => {
+                    if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
+                        && row.get("role").and_then(Value::as_str) == Some("receiver")
+                    {
+                        last = Some(row);
+                    }
+                }
+                Ok(None) => break,
+                Err(why) => return Err(self.failure(&why)),
             }
-            line.clear();
         }
         let status = self.child.wait()?;
         drop(self.stdin.take());
@@ -548,6 +601,23 @@ impl Peer {
         check_data(bench, mode, &received)?;
         Ok((row, received))
     }
+}
+
+/// Longest wait for the receiver's report once the sender is done: its stream ends within a few
+/// seconds (a UDP run after two silent seconds at most).
+const REPORT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the receiver may stay stopped before the run ends.
+const STOPPED_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether process `pid` is stopped (state `T`, or `t`: stopped by a tracer), from
+/// `/proc/PID/stat`, whose third field, after the parenthesised command name, is the state.
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| matches!(state, 'T' | 't'))
+    })
 }
 
 /// Adds the receiver's findings to the sender's row.
@@ -1016,7 +1086,7 @@ fn send_udp(
             next = wire::stamp(buf, unit, next);
         }
     };
-    let send = (size, &mut stamp as &mut dyn FnMut(&mut [u8]));
+    let send = (size, &mut stamp as Stamp<'_>);
     let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), send, common)?;
     let bytes = tx.stats().bytes;
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
