@@ -213,6 +213,32 @@ fn a_spoofed_end_datagram_from_another_port_is_ignored() {
     assert_eq!(row["end"], "end datagram", "{row}");
 }
 
+/// Loss, duplication and reordering are counted apart from the sequence numbers: a repeated
+/// datagram does not make up for a lost one.
+#[test]
+fn a_duplicate_does_not_hide_a_loss() {
+    let mut l = Listener::start(&["--once"]);
+    let sender = socket_to(l.addr);
+    let unit = 500;
+    sender.send(&header(2, 0, unit as u32)).unwrap();
+    // 0..100 sent: 50 lost, 10 twice, 99 before 98.
+    let mut order: Vec<u64> = (0..98).filter(|&n| n != 50).collect();
+    order.extend([10, 99, 98]);
+    for n in order {
+        sender.send(&data(n, unit)).unwrap();
+    }
+    sleep(Duration::from_millis(100));
+    sender.send(&end(100, 100 * unit as u64)).unwrap();
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(u(&row, "datagrams"), 100, "{row}");
+    let counts = [u(&row, "lost"), u(&row, "duplicated"), u(&row, "reordered")];
+    assert_eq!(counts, [1, 1, 1], "{row}");
+    assert_eq!(row["complete"], false, "{row}");
+    // A verified run that lost a datagram fails the receiver.
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
+}
+
 /// Hostile header and end datagrams against a live `--listen`: each is rejected before anything is
 /// sized by it (the receiver stays small), and a valid run after it verifies.
 #[test]
