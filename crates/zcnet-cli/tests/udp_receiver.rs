@@ -8,12 +8,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::{ZCNET, json_lines, json_rows, sigint, u};
 use serde_json::Value;
+use testnet::{VethConfig, VethPair};
 
 /// The header datagram of a UDP run (crate::wire's layout): magic, bench, mode, verify, unit,
 /// duration in ms, bytes.
@@ -50,8 +52,13 @@ struct Listener {
 
 impl Listener {
     fn start(extra: &[&str]) -> Listener {
-        let mut child = Command::new(ZCNET)
-            .args(["bench", "udp", "--listen", "127.0.0.1:0", "--json"])
+        Listener::start_with(Command::new(ZCNET), "127.0.0.1:0", extra)
+    }
+
+    /// A receiver started by `cmd` (this binary, perhaps in a namespace) on `addr`.
+    fn start_with(mut cmd: Command, addr: &str, extra: &[&str]) -> Listener {
+        let mut child = cmd
+            .args(["bench", "udp", "--listen", addr, "--json"])
             .args(["--interval", "0"])
             .args(extra)
             .stdout(Stdio::piped())
@@ -172,6 +179,70 @@ fn gso_loss_is_counted_per_datagram_and_fails_a_verified_run() {
     assert_eq!(sent, u(row, "bytes") / 56000 * 40, "{row}");
     assert!(!out.status.success(), "a verified run lost data: {row}");
     assert!(stderr.contains("datagrams lost"), "{stderr}");
+}
+
+/// Loss made in the network, not at the socket: an nftables rule in the receiving namespace drops
+/// one UDP packet in 25 (a GSO send may cross the veth as one packet and go whole). The receiver's
+/// count of lost datagrams is what the sender sent less what arrived, and the verified run fails.
+#[test]
+fn network_drops_under_gso_are_counted_per_datagram() {
+    let test = "network_drops_under_gso_are_counted_per_datagram";
+    if !testnet::privileged(test) {
+        return;
+    }
+    if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        testnet::skip(test, "nft (the nftables package) is not installed");
+        return;
+    }
+    let pair = VethPair::new(VethConfig::default()).expect("veth harness");
+    pair.pin_b_neighbours().expect("static neighbours");
+    let nft = |rule: &str| pair.b.exec("nft", &[rule]).expect("nft");
+    nft("add table inet zcnet_loss");
+    nft("add chain inet zcnet_loss input { type filter hook input priority 0; }");
+    nft("add rule inet zcnet_loss input meta l4proto udp numgen inc mod 25 == 7 counter drop");
+    let mut l = Listener::start_with(
+        pair.b.command(ZCNET),
+        &format!("{}:0", pair.b_v4),
+        &["--once"],
+    );
+    let out = pair
+        .a
+        .command(ZCNET)
+        .args(["bench", "udp", "--connect", &l.addr.to_string(), "--json"])
+        .args([
+            "--gso",
+            "1400",
+            "--mode",
+            "copy",
+            "--duration",
+            "0.5",
+            "--interval",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    let (sent, received) = (u(&row, "sent_datagrams"), u(&row, "datagrams"));
+    let lost = u(&row, "lost");
+    eprintln!(
+        "sent {sent}, received {received}, lost {lost}, socket drops {}, nft: {}",
+        u(&row, "socket_drops"),
+        pair.b
+            .exec("nft", &["list chain inet zcnet_loss input"])
+            .unwrap_or_default()
+    );
+    assert!(lost > 0, "nothing dropped? {row}");
+    assert_eq!(lost, sent - (received - u(&row, "duplicated")), "{row}");
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
 }
 
 /// A run is bound to the address its header came from: an end datagram from another port is
