@@ -15,8 +15,20 @@
 //! loopback that split runs in, and is charged to, the sender). Counts stay those of the wire: a
 //! coalesced datagram counts as its segments, and each segment is verified where it starts (every
 //! segment of a GSO send starts a pattern unit). The sender's header and end datagrams are never
-//! coalesced with data ([`wire::send_control`]). The socket reports its drop counter
-//! (`SO_RXQ_OVFL`), so that the row says how many datagrams the kernel dropped for want of room.
+//! coalesced with data ([`wire::send_control`]).
+//!
+//! Loss is counted in datagrams, from the sequence number each data datagram of a zcnet run
+//! carries: lost = datagrams sent (the end datagram's count) − distinct sequence numbers received,
+//! with duplicates and reordering counted apart, so that a repeat cannot hide a loss. The socket's
+//! drop counter (`SO_RXQ_OVFL`) is reported beside it as what it is: the kernel counts each queued
+//! datagram it dropped once, and a coalesced GSO send of 40 segments is one.
+//!
+//! A run belongs to the address its header datagram came from (or, for a sender without zcnet's
+//! header, its first datagram): datagrams from anywhere else while it lasts — an end datagram
+//! among them — are counted as foreign and ignored. A datagram that opens with zcnet's header or end
+//! magic but is malformed, or whose fields a UDP run cannot carry (a pattern unit outside
+//! 8..=65507), is rejected before anything is sized by it, counted, and named once on standard
+//! error.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -30,7 +42,7 @@ use zcnet::rx::datagrams::{self, Datagram, DatagramBatch};
 use crate::bench_listen::{WAKE, woke_up};
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
-use crate::wire::{self, HEADER_LEN, Header, Verifier};
+use crate::wire::{self, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
 
 /// Datagrams per `recvmmsg` call.
 const BATCH: usize = 64;
@@ -62,18 +74,51 @@ pub fn prepare(socket: &UdpSocket) -> Result<()> {
     datagrams::count_drops(socket).context("setting SO_RXQ_OVFL on the UDP receiver")
 }
 
+/// How a UDP run ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The sender's end datagram arrived.
+    #[default]
+    EndDatagram,
+    /// The run's sender stayed silent for [`UDP_IDLE_END`] (its end datagrams were lost, or it sent
+    /// none): how many of its last datagrams were lost is not known.
+    Idle,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl RunEnd {
+    fn name(self) -> &'static str {
+        match self {
+            RunEnd::EndDatagram => "end datagram",
+            RunEnd::Idle => "idle",
+            RunEnd::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// What one UDP run brought.
 #[derive(Debug, Default)]
 pub struct DatagramReport {
     /// The zcnet header datagram, if one arrived.
     pub header: Option<Header>,
-    /// Data datagrams received.
+    /// The run's sender: the source of its header datagram (or, without one, of its first datagram).
+    pub peer: Option<SocketAddr>,
+    /// Data datagrams received from the run's sender (each GRO segment one), duplicates included.
     pub datagrams: u64,
-    /// Payload bytes received.
+    /// Payload bytes received from the run's sender.
     pub bytes: u64,
     /// The sender's totals from its end datagram.
     pub sent: Option<(u64, u64)>,
-    /// Datagrams the receiving socket dropped during the run (the kernel's count).
+    /// Datagrams by sequence number: lost, duplicated, reordered (`None`: the run carried no
+    /// sequence numbers — a sender without zcnet's header).
+    pub sequence: Option<SequenceCounts>,
+    /// Datagrams from other sources while the run was bound to its sender, ignored.
+    pub foreign: u64,
+    /// Datagrams that opened with a header or end magic but were malformed or out of bounds, ignored.
+    pub rejected: u64,
+    /// The socket's drop counter over the run (`SO_RXQ_OVFL`): what the kernel dropped, counted per
+    /// queued datagram — a coalesced GSO send dropped whole counts once.
     pub socket_drops: u64,
     /// Bytes that differed from the pattern (`None`: not verified).
     pub data_errors: Option<u64>,
@@ -81,18 +126,148 @@ pub struct DatagramReport {
     pub seconds: f64,
     /// CPU time of the receiving thread.
     pub usage: ResourceUsage,
+    /// How the run ended.
+    pub end: RunEnd,
     /// Whether Ctrl-C cut the run short.
     pub interrupted: bool,
 }
+
+impl DatagramReport {
+    /// Why a run whose sender asked for verification did not arrive whole and right (`None`: it
+    /// did, or verification was not asked for).
+    pub fn shortfall(&self) -> Option<String> {
+        if !self.header.is_some_and(|h| h.verify) || self.interrupted {
+            return None;
+        }
+        let mut why = Vec::new();
+        if let Some(n) = self.data_errors.filter(|&n| n > 0) {
+            why.push(format!("{n} bytes differ from what was sent"));
+        }
+        if let Some(s) = self.sequence.filter(|s| s.lost > 0) {
+            why.push(format!("{} datagrams lost", s.lost));
+        }
+        if self.end == RunEnd::Idle {
+            why.push("the sender's end datagram never arrived (the run's tail is unknown)".into());
+        }
+        (!why.is_empty()).then(|| why.join(", "))
+    }
+}
+
+/// Lost, duplicated and reordered datagrams of a run, from their sequence numbers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceCounts {
+    /// Datagrams sent (the end datagram's count, or else one past the highest sequence number seen)
+    /// that never arrived.
+    pub lost: u64,
+    /// Datagrams that arrived more than once (each repeat counts).
+    pub duplicated: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub reordered: u64,
+}
+
+/// Sequence numbers remembered behind the highest one seen: a datagram later than this counts as
+/// reordered but cannot be told from a duplicate (and counts as new).
+const SEQUENCE_WINDOW: u64 = 1 << 20;
+
+/// Which sequence numbers arrived, over a sliding window below the highest.
+#[derive(Debug)]
+struct Sequences {
+    /// Bit `seq % SEQUENCE_WINDOW` set: `seq` arrived (for `seq` in the window below `next`).
+    seen: Vec<u64>,
+    /// One past the highest sequence number seen.
+    next: u64,
+    /// Distinct sequence numbers seen.
+    distinct: u64,
+    duplicated: u64,
+    reordered: u64,
+}
+
+impl Sequences {
+    fn new() -> Sequences {
+        Sequences {
+            seen: vec![0; (SEQUENCE_WINDOW / 64) as usize],
+            next: 0,
+            distinct: 0,
+            duplicated: 0,
+            reordered: 0,
+        }
+    }
+
+    fn bit(seq: u64) -> (usize, u64) {
+        let at = seq % SEQUENCE_WINDOW;
+        ((at / 64) as usize, 1 << (at % 64))
+    }
+
+    fn record(&mut self, seq: u64) {
+        let late = seq < self.next;
+        if !late {
+            // Forget what the window slides past (the slot of `seq` held `seq - SEQUENCE_WINDOW`).
+            if seq - self.next >= SEQUENCE_WINDOW {
+                self.seen.fill(0);
+            } else {
+                for s in self.next..=seq {
+                    let (word, mask) = Self::bit(s);
+                    self.seen[word] &= !mask;
+                }
+            }
+            self.next = seq.saturating_add(1);
+        } else if self.next - seq > SEQUENCE_WINDOW {
+            self.reordered += 1;
+            self.distinct += 1;
+            return;
+        }
+        let (word, mask) = Self::bit(seq);
+        if self.seen[word] & mask != 0 {
+            self.duplicated += 1;
+        } else {
+            self.seen[word] |= mask;
+            self.distinct += 1;
+            self.reordered += u64::from(late);
+        }
+    }
+
+    /// The counts, with `sent` datagrams sent (`None`: not known; the highest seen is the bound).
+    fn counts(&self, sent: Option<u64>) -> SequenceCounts {
+        SequenceCounts {
+            lost: sent.unwrap_or(self.next).saturating_sub(self.distinct),
+            duplicated: self.duplicated,
+            reordered: self.reordered,
+        }
+    }
+}
+
+/// The header of a UDP run in `b`, a datagram of `len` bytes opening with [`wire::MAGIC`], with
+/// every field checked against what a UDP run can carry before anything is sized by it.
+fn udp_header(b: &[u8], len: usize) -> Result<Header, String> {
+    if len != HEADER_LEN {
+        return Err(format!("{len} bytes, not {HEADER_LEN}"));
+    }
+    let h = Header::decode(b).ok_or("malformed (bench, mode or unit)")?;
+    if h.bench != Bench::Udp {
+        return Err(format!("a {:?} header", h.bench));
+    }
+    if !(SEQ_LEN as u32..=MAX_UNIT).contains(&h.unit) {
+        return Err(format!(
+            "unit {} outside {SEQ_LEN}..={MAX_UNIT} (a datagram's sequence number to the largest UDP payload)",
+            h.unit
+        ));
+    }
+    Ok(h)
+}
+
+/// Largest pattern unit of a UDP run: the largest UDP payload (IPv4).
+const MAX_UNIT: u32 = 65_507;
 
 /// One run being received.
 struct Run<T: FnOnce() -> Ticker> {
     report: DatagramReport,
     verifier: Option<Verifier>,
+    sequences: Option<Sequences>,
     /// When the first data datagram arrived, and the CPU time used until then.
     started: Option<(Instant, ResourceUsage)>,
     /// The socket's drop counter at the run's first datagram, and at its latest.
     drops: Option<(u32, u32)>,
+    /// When the run's sender was last heard from.
     last: Instant,
     ticker: Option<Ticker>,
     ticker_for: Option<T>,
@@ -108,47 +283,96 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     /// Takes one received datagram; returns true when it ended the run.
     fn take(&mut self, d: &Datagram<'_>) -> Result<bool> {
         let segment = d.segment_size().unwrap_or(d.len()).max(1);
+        let first = wire::sequence(d.bytes());
         let mut at = 0;
         // A datagram without a segment size is one of the sender's; a coalesced one (a GSO send, or
-        // datagrams GRO merged) is split where the sender's segmentation split it.
+        // datagrams GRO merged) is split where the sender's segmentation split it. Segments whose
+        // bytes were not copied (an unverified run) are taken as following the first in sequence,
+        // as a GSO send's segments and GRO's merges of one flow do.
+        let mut index = 0;
         while at < d.len() || (at == 0 && d.is_empty()) {
             let len = segment.min(d.len() - at);
             let seen = d.bytes().get(at..(at + len).min(d.bytes().len()));
-            if self.part(d, seen.unwrap_or_default(), len)? {
+            let seq = first.map(|s| s.wrapping_add(index));
+            if self.part(d, seen.unwrap_or_default(), len, seq)? {
                 return Ok(true);
             }
             at += len.max(1);
+            index += 1;
         }
         Ok(false)
     }
 
-    /// Takes one datagram (or GRO segment) of `len` bytes whose first bytes are `seen`.
-    fn part(&mut self, d: &Datagram<'_>, seen: &[u8], len: usize) -> Result<bool> {
-        let whole = seen.len() == len;
+    /// Counts a datagram that opened with a zcnet magic but is not what it claims, and says so.
+    fn reject(&mut self, d: &Datagram<'_>, what: &str, why: &str) {
+        if self.report.rejected == 0 {
+            let from = d.source().map_or("?".into(), |s| s.to_string());
+            eprintln!("zcnet: udp: ignored a {what} datagram from {from}: {why}");
+        }
+        self.report.rejected += 1;
+    }
+
+    /// Takes one datagram (or GRO segment) of `len` bytes whose first bytes are `seen`, and whose
+    /// sequence number is `inferred` if its bytes do not say.
+    fn part(
+        &mut self,
+        d: &Datagram<'_>,
+        seen: &[u8],
+        len: usize,
+        inferred: Option<u64>,
+    ) -> Result<bool> {
+        let source = d.source();
+        let from_peer = self.report.peer.is_some() && self.report.peer == source;
+        if self.report.peer.is_some() && !from_peer {
+            self.report.foreign += 1;
+            return Ok(false);
+        }
         let drops = self.drops.get_or_insert((d.drops(), d.drops()));
         drops.1 = d.drops();
-        if whole && let Some(h) = Header::decode(seen) {
-            if self.report.datagrams == 0 {
-                self.report.header = Some(h);
-                self.verifier = h.verify.then(|| Verifier::new(h.unit as usize));
+        if seen.starts_with(wire::MAGIC) {
+            match udp_header(seen, len) {
+                Err(why) => self.reject(d, "header", &why),
+                // Repeats of the header are ignored.
+                Ok(_) if from_peer => {}
+                Ok(h) => {
+                    self.report.peer = source;
+                    self.report.header = Some(h);
+                    self.verifier = h.verify.then(|| Verifier::new(h.unit as usize));
+                    self.sequences = Some(Sequences::new());
+                    self.last = Instant::now();
+                }
             }
             return Ok(false);
         }
-        if whole && let Some(sent) = wire::decode_end(seen) {
-            if self.started.is_some() || self.report.header.is_some() {
-                self.report.sent = Some(sent);
-                return Ok(true);
+        if seen.starts_with(wire::END_MAGIC) {
+            match wire::decode_end(seen).filter(|_| seen.len() == len) {
+                None => self.reject(d, "end", &format!("{len} bytes, not {}", wire::END_LEN)),
+                Some(sent) if from_peer => {
+                    self.report.sent = Some(sent);
+                    return Ok(true);
+                }
+                // The end of an earlier run, repeated: not part of this one.
+                Some(_) => self.drops = None,
             }
-            // The end of an earlier run, repeated: not part of this one.
-            self.drops = None;
             return Ok(false);
         }
+        if self.report.peer.is_none() {
+            // A sender without zcnet's header: the run is bound to its first datagram's source.
+            self.report.peer = source;
+        }
+        self.last = Instant::now();
         if self.started.is_none() {
             self.started = Some((Instant::now(), resource_usage(UsageOf::Thread)?));
             self.ticker = self.ticker_for.take().map(|f| f());
         }
+        if let Some(seq) = self.sequences.as_mut() {
+            match wire::sequence(seen).or(inferred) {
+                Some(n) => seq.record(n),
+                None => self.report.rejected += 1,
+            }
+        }
         if let Some(v) = self.verifier.as_mut() {
-            v.check_datagram(self.report.bytes, seen);
+            v.check_sequenced(self.report.bytes, seen);
         }
         self.report.datagrams += 1;
         self.report.bytes += len as u64;
@@ -156,9 +380,11 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     }
 }
 
-/// Receives one UDP run on `socket` (readied by [`prepare`]): from its first datagram to the
-/// sender's end datagram (or [`UDP_IDLE_END`] of silence). Returns `None` if interrupted before
-/// anything arrived.
+/// Receives one UDP run on `socket` (readied by [`prepare`]): from its first datagram to its
+/// sender's end datagram (or [`UDP_IDLE_END`] of the sender's silence, or Ctrl-C). The run is bound
+/// to the source of its header datagram (or first datagram): datagrams from anywhere else are
+/// counted as foreign and otherwise ignored, so that no other host can end or disturb it. Returns
+/// `None` if interrupted before anything arrived.
 pub fn receive_datagrams(
     socket: &UdpSocket,
     ticker_for: impl FnOnce() -> Ticker,
@@ -169,6 +395,7 @@ pub fn receive_datagrams(
     let mut run = Run {
         report: DatagramReport::default(),
         verifier: None,
+        sequences: None,
         started: None,
         drops: None,
         last: Instant::now(),
@@ -176,6 +403,17 @@ pub fn receive_datagrams(
         ticker_for: Some(ticker_for),
     };
     'run: loop {
+        // Checked on every pass, not only when the socket is quiet: a sender that never pauses must
+        // not keep Ctrl-C, or a run's end by silence, waiting.
+        if interrupted() {
+            run.report.interrupted = true;
+            run.report.end = RunEnd::Interrupted;
+            break;
+        }
+        if run.report.peer.is_some() && run.last.elapsed() > UDP_IDLE_END {
+            run.report.end = RunEnd::Idle;
+            break;
+        }
         let batch = if run.reads_whole() {
             &mut whole
         } else {
@@ -183,19 +421,9 @@ pub fn receive_datagrams(
         };
         let n = match batch.recv(socket) {
             Ok(n) => n,
-            Err(e) if woke_up(e.kind()) => {
-                if interrupted() {
-                    run.report.interrupted = true;
-                    break;
-                }
-                if run.started.is_some() && run.last.elapsed() > UDP_IDLE_END {
-                    break;
-                }
-                continue;
-            }
+            Err(e) if woke_up(e.kind()) => continue,
             Err(e) => return Err(e).context("receiving bench datagrams"),
         };
-        run.last = Instant::now();
         for d in batch.iter() {
             if run.take(&d)? {
                 break 'run;
@@ -209,6 +437,9 @@ pub fn receive_datagrams(
         }
     }
     let mut report = run.report;
+    report.sequence = run
+        .sequences
+        .map(|s| s.counts(report.sent.map(|(datagrams, _)| datagrams)));
     let Some((start, before)) = run.started else {
         return Ok((report.header.is_some() || report.sent.is_some()).then_some(report));
     };
@@ -231,6 +462,7 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "bench": "udp",
         "role": "receiver",
         "local": local.to_string(),
+        "peer": r.peer.map(|p| p.to_string()),
         "ip": if local.is_ipv6() { "v6" } else { "v4" },
         "sender_mode": r.header.map(|h| h.mode_name()),
         "zcnet_header": r.header.is_some(),
@@ -238,12 +470,48 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "bytes": r.bytes,
         "sent_datagrams": sent_datagrams,
         "sent_bytes": sent_bytes,
+        "lost": r.sequence.map(|s| s.lost),
+        "duplicated": r.sequence.map(|s| s.duplicated),
+        "reordered": r.sequence.map(|s| s.reordered),
+        "foreign": r.foreign,
+        "rejected": r.rejected,
         "socket_drops": r.socket_drops,
         "seconds": r.seconds,
         "gbit_per_s": gbit_per_s(r.bytes, r.seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&r.usage, r.bytes),
         "verified": r.data_errors.is_some(),
         "data_errors": r.data_errors,
+        "end": r.end.name(),
+        "complete": r.shortfall().is_none(),
         "interrupted": r.interrupted,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_count_loss_duplicates_and_reordering_apart() {
+        let mut s = Sequences::new();
+        // 0..10 sent; 3 and 7 lost, 5 twice, 9 before 8.
+        for n in [0, 1, 2, 4, 5, 5, 6, 9, 8] {
+            s.record(n);
+        }
+        let counts = s.counts(Some(10));
+        assert_eq!(
+            counts,
+            SequenceCounts {
+                lost: 2,
+                duplicated: 1,
+                reordered: 1
+            }
+        );
+        // Without the end datagram's count, the highest number seen bounds what was sent.
+        assert_eq!(s.counts(None).lost, 2);
+        // A number the window has slid past counts as new, and late.
+        s.record(9 + 2 * SEQUENCE_WINDOW);
+        s.record(5);
+        assert_eq!((s.distinct, s.reordered, s.duplicated), (10, 2, 1));
+    }
 }

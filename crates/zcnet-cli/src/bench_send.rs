@@ -14,7 +14,8 @@ use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
 };
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -132,6 +133,7 @@ const COLUMNS: &[Column] = &[
     ("enobufs", "ENOBUFS"),
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("lost", "lost"),
     ("data_errors", "data errors"),
     ("why", "why"),
 ];
@@ -296,12 +298,15 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
     Ok(pool)
 }
 
+/// What is written into each send's bytes just before it leaves (UDP sequence numbers).
+type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
+
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 fn timed<S: ZcSocket>(
     tx: &mut ApiSender<S>,
     pool: &BufferPool,
-    size: usize,
+    (size, stamp): (usize, Stamp<'_>),
     duration: Duration,
     ticker: &mut Ticker,
 ) -> Result<Measured> {
@@ -321,6 +326,7 @@ fn timed<S: ZcSocket>(
             }
         };
         buf.set_len(size);
+        stamp(&mut buf);
         tx.send(buf)?;
         ticker.tick(tx.stats().bytes);
     }
@@ -334,8 +340,8 @@ fn timed<S: ZcSocket>(
     })
 }
 
-/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern) for
-/// `--duration`, with interval lines; returns the sender's row.
+/// One mode's run on `tx`: sends of `size` bytes from `pool` (filled with the pattern, each send
+/// passed to `stamp` first) for `--duration`, with interval lines; returns the sender's row.
 #[allow(clippy::too_many_arguments)]
 fn measure<S: ZcSocket>(
     tx: &mut ApiSender<S>,
@@ -344,12 +350,12 @@ fn measure<S: ZcSocket>(
     path: &str,
     dst: SocketAddr,
     (mode, api): (Mode, Api),
-    size: usize,
+    (size, stamp): (usize, Stamp<'_>),
     common: &Common,
 ) -> Result<Row> {
     let mut ticker = ticker(common, bench, mode);
     let duration = Duration::from_secs_f64(common.duration);
-    let m = timed(tx, pool, size, duration, &mut ticker)
+    let m = timed(tx, pool, (size, stamp), duration, &mut ticker)
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
     Ok(row(bench, path, dst, (mode, api), size, &m, tx))
 }
@@ -449,7 +455,8 @@ struct Peer {
     child: Child,
     /// Held open: the receiver exits when it closes (if this process dies).
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// The lines of its standard output.
+    lines: mpsc::Receiver<std::io::Result<String>>,
     addr: SocketAddr,
 }
 
@@ -472,17 +479,29 @@ impl Peer {
             .spawn()
             .context("starting the receiver process")?;
         let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        let addr = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v.get("listening")?.as_str()?.parse().ok());
+        let stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
+        // Read on a thread of its own, so that every wait for a line is bounded and watches the
+        // process.
+        let (lines_tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.lines() {
+                if line.is_err() || lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut peer = Peer {
             child,
             stdin,
-            stdout,
+            lines,
             addr: SocketAddr::new(net.dst, 0),
+        };
+        let addr = match peer.next_line(Instant::now() + REPORT_WAIT) {
+            Ok(Some(line)) => serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("listening")?.as_str()?.parse().ok()),
+            Ok(None) => None,
+            Err(why) => return Err(peer.failure(&why)),
         };
         match addr {
             Some(addr) => {
@@ -490,6 +509,32 @@ impl Peer {
                 Ok(peer)
             }
             None => Err(peer.failure("did not start")),
+        }
+    }
+
+    /// The receiver's next line of output (`None` at its end), waiting until `deadline`; fails,
+    /// saying why, when the deadline passes or the receiver stays stopped (SIGSTOP, a debugger) for
+    /// [`STOPPED_WAIT`].
+    fn next_line(&mut self, deadline: Instant) -> std::result::Result<Option<String>, String> {
+        let mut stopped_since: Option<Instant> = None;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(line)) => return Ok(Some(line)),
+                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if process_stopped(self.child.id()) {
+                if stopped_since.get_or_insert_with(Instant::now).elapsed() > STOPPED_WAIT {
+                    return Err(format!(
+                        "was stopped (by a signal or a debugger) for over {STOPPED_WAIT:?}"
+                    ));
+                }
+            } else {
+                stopped_since = None;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("did not report within {REPORT_WAIT:?}"));
+            }
         }
     }
 
@@ -501,20 +546,30 @@ impl Peer {
             let _ = e.read_to_string(&mut err);
         }
         let _ = self.child.wait();
-        anyhow::anyhow!("the receiver process {what}: {}", err.trim())
+        match err.trim() {
+            "" => anyhow::anyhow!("the receiver process {what} (it wrote nothing on stderr)"),
+            err => anyhow::anyhow!("the receiver process {what}: {err}"),
+        }
     }
 
-    /// Waits for the receiver's report of its one stream.
+    /// Waits for the receiver's report of its one stream, at most [`REPORT_WAIT`]: the receiver
+    /// ends its stream within that once the sender is done, unless it is stopped or stuck; then it
+    /// is killed and the run fails with its state and standard error.
     fn finish(mut self) -> Result<Row> {
+        let deadline = Instant::now() + REPORT_WAIT;
         let mut last = None;
-        let mut line = String::new();
-        while self.stdout.read_line(&mut line)? > 0 {
-            if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
-                && row.get("role").and_then(Value::as_str) == Some("receiver")
-            {
-                last = Some(row);
+        loop {
+            match self.next_line(deadline) {
+                Ok(Some(line)) => {
+                    if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
+                        && row.get("role").and_then(Value::as_str) == Some("receiver")
+                    {
+                        last = Some(row);
+                    }
+                }
+                Ok(None) => break,
+                Err(why) => return Err(self.failure(&why)),
             }
-            line.clear();
         }
         let status = self.child.wait()?;
         drop(self.stdin.take());
@@ -548,6 +603,23 @@ impl Peer {
     }
 }
 
+/// Longest wait for the receiver's report once the sender is done: its stream ends within a few
+/// seconds (a UDP run after two silent seconds at most).
+const REPORT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the receiver may stay stopped before the run ends.
+const STOPPED_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether process `pid` is stopped (state `T`, or `t`: stopped by a tracer), from
+/// `/proc/PID/stat`, whose third field, after the parenthesised command name, is the state.
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| matches!(state, 'T' | 't'))
+    })
+}
+
 /// Adds the receiver's findings to the sender's row.
 fn merge_receiver(row: &mut Row, peer: &Row) {
     for (key, name) in [
@@ -556,6 +628,10 @@ fn merge_receiver(row: &mut Row, peer: &Row) {
         ("cpu_us_per_mb", "rx_cpu_us_per_mb"),
         ("data_errors", "data_errors"),
         ("socket_drops", "rx_socket_drops"),
+        ("sent_datagrams", "sent_datagrams"),
+        ("lost", "lost"),
+        ("duplicated", "duplicated"),
+        ("reordered", "reordered"),
     ] {
         if let Some(v) = peer.get(key) {
             row.insert(name.into(), v.clone());
@@ -815,7 +891,16 @@ fn send_tcp(
     }
     let pool = new_pool(size, size, common.huge_pages)?;
     let mut tx = ApiSender::new(api, stream, sender_config(mode, common), &pool)?;
-    let row = measure(&mut tx, &pool, "tcp", path, dst, (mode, api), size, common)?;
+    let row = measure(
+        &mut tx,
+        &pool,
+        "tcp",
+        path,
+        dst,
+        (mode, api),
+        (size, &mut |_| {}),
+        common,
+    )?;
     let stream = tx.close(COMPLETION_WAIT)?;
     stream.shutdown(std::net::Shutdown::Write)?;
     // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
@@ -859,7 +944,11 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("sender_mode", "sender"),
     ("bytes", "bytes"),
     ("datagrams", "datagrams"),
-    ("socket_drops", "drops"),
+    ("lost", "lost"),
+    ("duplicated", "dup"),
+    ("reordered", "reordered"),
+    ("foreign", "foreign"),
+    ("socket_drops", "socket drops"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
@@ -904,6 +993,13 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         MAX_UDP_PAYLOAD,
         "the largest UDP payload",
     )?;
+    if unit < wire::SEQ_LEN && !common.apart.raw {
+        return Err(UsageError(format!(
+            "--size {unit}: each datagram carries its {}-byte sequence number (or use --raw)",
+            wire::SEQ_LEN
+        ))
+        .into());
+    }
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
@@ -918,6 +1014,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
+    let mut shortfalls = Vec::new();
     run_rounds(common, |mode, api| {
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
@@ -931,12 +1028,30 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             .context("binding the UDP sender")
             .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
         let mut row = match peer {
-            Some(peer) => peer.merge_into(sent, "udp", mode)?.0,
+            Some(peer) => {
+                let (row, received) = peer.merge_into(sent, "udp", mode)?;
+                if received.get("complete").and_then(Value::as_bool) == Some(false) {
+                    let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
+                    let sent = received.get("sent_datagrams").and_then(Value::as_u64);
+                    shortfalls.push(match sent {
+                        Some(sent) => format!("{}: {lost} of {sent} datagrams lost", mode.name()),
+                        None => format!("{}: the end datagram never arrived", mode.name()),
+                    });
+                }
+                row
+            }
             None => sent?,
         };
         row.insert("gso".into(), json!(args.gso));
         Ok(row)
-    })
+    })?;
+    if !shortfalls.is_empty() {
+        bail!(
+            "udp runs asked to verify did not arrive whole: {}",
+            shortfalls.join("; ")
+        );
+    }
+    Ok(())
 }
 
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
@@ -964,7 +1079,15 @@ fn send_udp(
     let pool = new_pool(size, unit, common.huge_pages)?;
     let mut tx = ApiSender::new(api, socket, sender_config(mode, common), &pool)?;
     tx.set_gso_segment(args.gso)?;
-    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), size, common)?;
+    // Each datagram (GSO segment) of a run with the header opens with its sequence number.
+    let mut next = 0u64;
+    let mut stamp = |buf: &mut [u8]| {
+        if !common.apart.raw {
+            next = wire::stamp(buf, unit, next);
+        }
+    };
+    let send = (size, &mut stamp as Stamp<'_>);
+    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), send, common)?;
     let bytes = tx.stats().bytes;
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);
@@ -982,21 +1105,34 @@ fn send_udp(
     Ok(row)
 }
 
-/// `bench udp --listen`: one run after another, a row for each.
+/// `bench udp --listen`: one run after another, a row for each. Fails at its end when a run whose
+/// sender asked for verification lost datagrams, had wrong bytes or never ended (the one-process
+/// mode's receiver leaves that judgement to the bench that started it, which reads its rows).
 fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
     let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
     bench_listen_udp::prepare(&socket)?;
     let local = socket.local_addr()?;
     bench_listen::announce(local, common.json);
+    let mut shortfalls = Vec::new();
     loop {
         let report =
             bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp"))?;
         let Some(report) = report else { break };
         let row = bench_listen_udp::datagram_row(local, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        if let Some(why) = report.shortfall() {
+            let from = report.peer.map_or("?".into(), |p| p.to_string());
+            shortfalls.push(format!("the run from {from}: {why}"));
+        }
         if common.apart.stop_after(report.interrupted) {
             break;
         }
+    }
+    if !shortfalls.is_empty() && !common.exit_with_parent {
+        bail!(
+            "udp runs asked to verify did not arrive whole: {}",
+            shortfalls.join("; ")
+        );
     }
     Ok(())
 }

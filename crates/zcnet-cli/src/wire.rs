@@ -6,6 +6,11 @@
 //! `'a' + i % 26`, the pattern the kernel's msg_zerocopy tool sends, so that a zcnet sender with
 //! `--raw` (no header) is accepted by `msg_zerocopy -r`. A stream that does not open with the header
 //! (a foreign sender such as tcp_mmap or msg_zerocopy) is counted, not verified.
+//!
+//! Every data datagram of a UDP run that opened with the header starts with its sequence number
+//! ([`SEQ_LEN`] bytes, little-endian, counting from 0 over the run's datagrams — each GSO segment is
+//! one), in place of the pattern's first bytes: the receiver counts lost, duplicated and reordered
+//! datagrams from it. `--raw` runs carry the bare pattern.
 
 use std::io;
 use std::net::UdpSocket;
@@ -20,6 +25,8 @@ pub const END_MAGIC: &[u8; 8] = b"ZCNETEN1";
 pub const HEADER_LEN: usize = 32;
 /// Bytes of the UDP end datagram.
 pub const END_LEN: usize = 24;
+/// Bytes of the sequence number opening each data datagram of a UDP run with the header.
+pub const SEQ_LEN: usize = 8;
 
 /// The bench a stream belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +146,25 @@ pub fn send_control(socket: &UdpSocket, datagram: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// Writes the sequence numbers `first`, `first + 1`, … at the start of each datagram of `unit`
+/// bytes in `buf` (a send cut into datagrams of `unit`); returns the next sequence number.
+pub fn stamp(buf: &mut [u8], unit: usize, first: u64) -> u64 {
+    let mut seq = first;
+    for datagram in buf.chunks_mut(unit.max(1)) {
+        let n = datagram.len().min(SEQ_LEN);
+        datagram[..n].copy_from_slice(&seq.to_le_bytes()[..n]);
+        seq += 1;
+    }
+    seq
+}
+
+/// The sequence number opening a UDP data datagram (`None` when shorter than [`SEQ_LEN`]).
+pub fn sequence(datagram: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        datagram.get(..SEQ_LEN)?.try_into().ok()?,
+    ))
+}
+
 /// Fills `buf` with the pattern of units of `unit` bytes, starting at the beginning of a unit.
 pub fn fill(buf: &mut [u8], unit: usize) {
     for (i, b) in buf.iter_mut().enumerate() {
@@ -188,11 +214,14 @@ impl Verifier {
         }
     }
 
-    /// Checks one datagram (each starts at the beginning of a unit).
-    pub fn check_datagram(&mut self, offset: u64, datagram: &[u8]) {
-        let want = &self.expected[..datagram.len().min(self.unit)];
-        if datagram != want {
-            self.errors += count_errors(offset, datagram, want, &mut self.first_error);
+    /// Checks one datagram (each starts at the beginning of a unit, and opens with its sequence
+    /// number: [`stamp`]): the pattern after the number.
+    pub fn check_sequenced(&mut self, offset: u64, datagram: &[u8]) {
+        let at = SEQ_LEN.min(datagram.len());
+        let want = &self.expected[at..datagram.len().min(self.unit).max(at)];
+        if &datagram[at..] != want {
+            let offset = offset + at as u64;
+            self.errors += count_errors(offset, &datagram[at..], want, &mut self.first_error);
         }
     }
 }
@@ -249,10 +278,30 @@ mod tests {
         v.check_stream(0, &stream);
         assert_eq!((v.errors, v.first_error), (1, Some(2500)));
         let mut d = Verifier::new(unit);
-        d.check_datagram(0, &stream[..unit]);
-        d.check_datagram(0, &stream[..10]);
+        d.check_sequenced(0, &stream[..unit]);
+        d.check_sequenced(0, &stream[..10]);
         assert_eq!(d.errors, 0);
-        d.check_datagram(0, &stream[1..11]);
+        d.check_sequenced(0, &stream[1..11]);
         assert!(d.errors > 0);
+    }
+
+    #[test]
+    fn sequenced_datagrams_carry_their_number_and_the_pattern() {
+        let unit = 100;
+        let mut send = vec![0u8; 250];
+        fill(&mut send, unit);
+        assert_eq!(stamp(&mut send, unit, 7), 10);
+        let datagrams: Vec<&[u8]> = send.chunks(unit).collect();
+        let numbers: Vec<Option<u64>> = datagrams.iter().map(|d| sequence(d)).collect();
+        assert_eq!(numbers, [Some(7), Some(8), Some(9)]);
+        let mut v = Verifier::new(unit);
+        for d in &datagrams {
+            v.check_sequenced(0, d);
+        }
+        assert_eq!(v.errors, 0);
+        send[120] ^= 1;
+        v.check_sequenced(100, &send[100..200]);
+        assert_eq!((v.errors, v.first_error), (1, Some(120)));
+        assert_eq!(sequence(&send[..7]), None);
     }
 }

@@ -46,12 +46,21 @@ fn listen(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Listener
 }
 
 impl Listener {
+    /// The receiver's row; it exits 0, or 1 naming the loss when a UDP run it was asked to verify
+    /// lost datagrams (a flood sender may outrun it).
     fn report(self) -> Value {
         let out = self.child.wait_with_output().unwrap();
-        succeeded(&out, "the receiver");
         let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
         assert_eq!(rows.len(), 1, "{rows:?}");
-        rows.into_iter().next().unwrap()
+        let row = rows.into_iter().next().unwrap();
+        if row["complete"] == false {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{row}\n{stderr}");
+            assert!(stderr.contains("datagrams lost"), "{row}\n{stderr}");
+        } else {
+            succeeded(&out, "the receiver");
+        }
+        row
     }
 }
 
@@ -214,6 +223,13 @@ fn check_udp_counts(
     assert_eq!(
         num(received, "datagrams"),
         (sent_bytes / size - lost_sends) * segments,
+        "{received}"
+    );
+    // Loss is counted in datagrams, each GSO segment one.
+    assert_eq!(num(received, "lost"), lost_sends * segments, "{received}");
+    assert_eq!(
+        received["complete"],
+        !verify || lost_sends == 0,
         "{received}"
     );
     if loopback {

@@ -1,6 +1,7 @@
 //! `DatagramBatch` over loopback: one call takes every queued datagram, `MSG_TRUNC` reports full
 //! lengths while only the kept bytes are copied, a GSO send arrives whole with its segment size on a
-//! `UDP_GRO` socket, and the drop counter accounts exactly for datagrams the kernel dropped.
+//! `UDP_GRO` socket, the drop counter accounts exactly for datagrams the kernel dropped, and each
+//! datagram names its source.
 
 use std::io::ErrorKind;
 use std::net::UdpSocket;
@@ -154,4 +155,31 @@ fn the_drop_counter_accounts_for_every_datagram_the_kernel_dropped() {
     let last = batch.iter().next().unwrap();
     assert_eq!(last.len(), 4);
     assert_eq!(received + last.drops() as usize, SENT);
+}
+
+#[test]
+fn each_datagram_names_its_source() {
+    for ipv6 in [false, true] {
+        let (rx, tx) = pair(ipv6);
+        let other = UdpSocket::bind(if ipv6 { "[::1]:0" } else { "127.0.0.1:0" }).unwrap();
+        other.connect(rx.local_addr().unwrap()).unwrap();
+        tx.send(b"one").unwrap();
+        other.send(b"two").unwrap();
+        tx.send(b"three").unwrap();
+        let mut batch = DatagramBatch::new(8, 8);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            batch.recv(&rx).unwrap();
+            got.extend(batch.iter().map(|d| (d.bytes().to_vec(), d.source())));
+        }
+        let (a, b) = (tx.local_addr().unwrap(), other.local_addr().unwrap());
+        assert_eq!(
+            got,
+            vec![
+                (b"one".to_vec(), Some(a)),
+                (b"two".to_vec(), Some(b)),
+                (b"three".to_vec(), Some(a)),
+            ]
+        );
+    }
 }

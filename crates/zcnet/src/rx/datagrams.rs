@@ -11,7 +11,7 @@
 //! say), `UDP_GRO` datagrams carry their segment size, `SO_RXQ_OVFL` the socket's drop counter.
 
 use std::io;
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 
 use crate::sys::datagram::{self, CONTROL_WORDS, Received};
@@ -117,8 +117,15 @@ impl<'a> Datagram<'a> {
         }
     }
 
+    /// Where the datagram came from.
+    pub fn source(&self) -> Option<SocketAddr> {
+        self.received.source
+    }
+
     /// The socket's count of dropped datagrams when this one was queued (only on a socket with
-    /// [`count_drops`] on; 0 otherwise, and until the first drop).
+    /// [`count_drops`] on; 0 otherwise, and until the first drop). The kernel counts what it
+    /// dropped as it was queued: a GRO-coalesced datagram (a whole GSO send on loopback) dropped
+    /// counts once, however many datagrams it held.
     pub fn drops(&self) -> u32 {
         self.received.drops
     }
@@ -132,7 +139,8 @@ pub fn set_gro(socket: &UdpSocket, on: bool) -> io::Result<()> {
 }
 
 /// Has the kernel report the socket's drop counter with each datagram (`SO_RXQ_OVFL`), read with
-/// [`Datagram::drops`]: datagrams dropped because the receive buffer was full, among others.
+/// [`Datagram::drops`]: datagrams (coalesced ones counting once) dropped because the receive
+/// buffer was full, among others.
 pub fn count_drops(socket: &UdpSocket) -> io::Result<()> {
     set_int_option(socket.as_fd(), libc::SOL_SOCKET, datagram::SO_RXQ_OVFL, 1)
 }

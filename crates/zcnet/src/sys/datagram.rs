@@ -12,9 +12,13 @@
 //!   message whose `int` is the segment size; every segment but the last has that size.
 //! - With `SO_RXQ_OVFL` set (asm-generic/socket.h), `sock_recv_drops` adds a `SOL_SOCKET/SO_RXQ_OVFL`
 //!   `u32`: the socket's drop counter (`sk_drops`) when the datagram was queued — only when nonzero.
+//!   It counts socket buffers, not datagrams: a coalesced GRO datagram dropped whole counts once.
+//! - `recvmmsg` writes each datagram's source address into `msg_name` (a `sockaddr_in` or
+//!   `sockaddr_in6`, per the socket's family) and its length into `msg_namelen`.
 
 use std::io;
 use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::errqueue::ControlMessages;
@@ -42,6 +46,37 @@ pub struct Received {
     pub segment_size: Option<usize>,
     /// The socket's drop counter when the datagram was queued (`SO_RXQ_OVFL`; 0 when absent).
     pub drops: u32,
+    /// Where the datagram came from (`msg_name`).
+    pub source: Option<SocketAddr>,
+}
+
+/// The address in `name` (`len` bytes of it written by the kernel), when it is IPv4 or IPv6.
+fn source_of(name: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    let len = len as usize;
+    match i32::from(name.ss_family) {
+        libc::AF_INET if len >= mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the kernel wrote a `sockaddr_in` (family AF_INET, length checked) at the start
+            // of the storage, which is larger than and aligned for it.
+            let sin =
+                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::new(
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into(),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 if len >= mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for a `sockaddr_in6` (family AF_INET6, length checked).
+            let sin6 =
+                unsafe { &*(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
 /// Decodes one message's control data (`SOL_UDP/UDP_GRO`, `SOL_SOCKET/SO_RXQ_OVFL`) into `r`.
@@ -83,6 +118,8 @@ pub fn recv_batch(
     assert!(data.len() >= count * room && control.len() >= count * CONTROL_WORDS);
     let data_base = data.as_mut_ptr();
     let control_base = control.as_mut_ptr();
+    // SAFETY: `sockaddr_storage` is plain old data; all-zero is valid.
+    let mut names: Vec<libc::sockaddr_storage> = vec![unsafe { mem::zeroed() }; count];
     let mut iov: Vec<libc::iovec> = (0..count)
         .map(|i| libc::iovec {
             // SAFETY: `i * room` is at most `data.len()` (asserted above): in bounds or one past.
@@ -92,10 +129,13 @@ pub fn recv_batch(
         .collect();
     let mut hdrs: Vec<libc::mmsghdr> = iov
         .iter_mut()
+        .zip(names.iter_mut())
         .enumerate()
-        .map(|(i, v)| {
-            // SAFETY: `msghdr` is plain old data; all-zero (no name) is valid.
+        .map(|(i, (v, name))| {
+            // SAFETY: `msghdr` is plain old data; all-zero is valid.
             let mut h: libc::msghdr = unsafe { mem::zeroed() };
+            h.msg_name = (name as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = v;
             h.msg_iovlen = 1;
             // SAFETY: `i * CONTROL_WORDS` is inside `control` (asserted above).
@@ -107,8 +147,9 @@ pub fn recv_batch(
             }
         })
         .collect();
-    // SAFETY: every header points at one live iovec covering `room` writable bytes of `data` and at
-    // `CONTROL_WORDS * 8` writable, `cmsghdr`-aligned bytes of `control`; all outlive the call, and
+    // SAFETY: every header points at one live iovec covering `room` writable bytes of `data`, at
+    // `CONTROL_WORDS * 8` writable, `cmsghdr`-aligned bytes of `control` and at one writable
+    // `sockaddr_storage` of `names` (its size in `msg_namelen`); all outlive the call, and
     // `count` is the number of headers.
     let n = syscall!(recvmmsg(
         fd.as_raw_fd(),
@@ -126,6 +167,7 @@ pub fn recv_batch(
         }
         *r = Received {
             len: h.msg_len as usize,
+            source: source_of(&names[i], h.msg_hdr.msg_namelen),
             ..Received::default()
         };
         let words = &control[i * CONTROL_WORDS..(i + 1) * CONTROL_WORDS];

@@ -1,0 +1,445 @@
+//! The UDP receiver of `zcnet bench udp` against faults and hostile peers, over loopback: loss
+//! counted per datagram under GSO while the receiver is stopped, a run bound to its sender's
+//! address (a spoofed end datagram ignored), hostile header datagrams rejected before anything is
+//! sized by them, Ctrl-C honoured while datagrams flow, and a stopped receiver child ending the
+//! one-process bench.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use common::{ZCNET, json_lines, json_rows, sigint, u};
+use serde_json::Value;
+use testnet::{VethConfig, VethPair};
+
+/// The header datagram of a UDP run (crate::wire's layout): magic, bench, mode, verify, unit,
+/// duration in ms, bytes.
+fn header(bench: u8, mode: u8, unit: u32) -> Vec<u8> {
+    let mut b = b"ZCNETBH1".to_vec();
+    b.extend([bench, mode, 1, 0]);
+    b.extend(unit.to_le_bytes());
+    b.extend(1000u64.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b
+}
+
+/// The end datagram: magic, datagrams, bytes.
+fn end(datagrams: u64, bytes: u64) -> Vec<u8> {
+    let mut b = b"ZCNETEN1".to_vec();
+    b.extend(datagrams.to_le_bytes());
+    b.extend(bytes.to_le_bytes());
+    b
+}
+
+/// Data datagram `seq` of a run with units of `unit` bytes: its sequence number, then the pattern.
+fn data(seq: u64, unit: usize) -> Vec<u8> {
+    let mut b: Vec<u8> = (0..unit).map(|i| b'a' + (i % 26) as u8).collect();
+    b[..8].copy_from_slice(&seq.to_le_bytes());
+    b
+}
+
+/// A `bench udp --listen` receiver on a loopback port, its announced address and its stdout.
+struct Listener {
+    child: Child,
+    addr: SocketAddr,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Listener {
+    fn start(extra: &[&str]) -> Listener {
+        Listener::start_with(Command::new(ZCNET), "127.0.0.1:0", extra)
+    }
+
+    /// A receiver started by `cmd` (this binary, perhaps in a namespace) on `addr`.
+    fn start_with(mut cmd: Command, addr: &str, extra: &[&str]) -> Listener {
+        let mut child = cmd
+            .args(["bench", "udp", "--listen", addr, "--json"])
+            .args(["--interval", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the receiver");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+        let addr = announced["listening"].as_str().unwrap().parse().unwrap();
+        Listener {
+            child,
+            addr,
+            stdout,
+        }
+    }
+
+    /// The next row the receiver prints.
+    fn row(&mut self) -> Value {
+        let mut line = String::new();
+        assert!(
+            self.stdout.read_line(&mut line).unwrap() > 0,
+            "receiver ended"
+        );
+        json_lines(&line).remove(0)
+    }
+
+    /// Waits at most `limit` for the receiver to exit; kills it (it is this test's) if it did not.
+    fn exit_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+/// A loopback UDP socket connected to `to`.
+fn socket_to(to: SocketAddr) -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(to).unwrap();
+    s
+}
+
+/// `zcnet bench udp --connect addr` with `args`; returns its exit status and rows.
+fn connect(addr: SocketAddr, args: &[&str]) -> (ExitStatus, Vec<Value>) {
+    let out = Command::new(ZCNET)
+        .args(["bench", "udp", "--connect", &addr.to_string(), "--json"])
+        .args(["--interval", "0"])
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status, json_rows(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The receiver process of a one-process bench `parent`: its only child, once started.
+fn receiver_child(parent: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = std::fs::read_dir(format!("/proc/{parent}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .map(|p| p.parse::<u32>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .next();
+        if let Some(pid) = children {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no receiver process started");
+        sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    testnet::run_checked("kill", &[sig, &pid.to_string()]).expect("kill");
+}
+
+/// With GSO each queued datagram holds 40 segments, and a receiver that stops drops whole queued
+/// datagrams: the socket's drop counter (`SO_RXQ_OVFL`) counts each once. Loss must be counted in
+/// datagrams from the sequence numbers (sent − received), and a verified run that lost some fails.
+#[test]
+fn gso_loss_is_counted_per_datagram_and_fails_a_verified_run() {
+    let child = Command::new(ZCNET)
+        .args(["bench", "udp", "--gso", "1400", "--mode", "copy"])
+        .args(["--duration", "2", "--json", "--interval", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let receiver = receiver_child(child.id());
+    sleep(Duration::from_millis(700));
+    // Stopped for 300 ms while the sender floods: its queue fills and the kernel drops.
+    signal(receiver, "-STOP");
+    sleep(Duration::from_millis(300));
+    signal(receiver, "-CONT");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+    let row = rows.last().unwrap_or_else(|| panic!("no row: {stderr}"));
+    let (sent, received) = (u(row, "sent_datagrams"), u(row, "received_datagrams"));
+    let (lost, duplicated) = (u(row, "lost"), u(row, "duplicated"));
+    eprintln!(
+        "sent {sent}, received {received}, lost {lost}, duplicated {duplicated}, socket drops {}",
+        u(row, "rx_socket_drops")
+    );
+    assert!(lost > 0, "the stopped receiver lost nothing? {row}");
+    assert_eq!(lost, sent - (received - duplicated), "{row}");
+    assert_eq!(sent, u(row, "bytes") / 56000 * 40, "{row}");
+    assert!(!out.status.success(), "a verified run lost data: {row}");
+    assert!(stderr.contains("datagrams lost"), "{stderr}");
+}
+
+/// Loss made in the network, not at the socket: an nftables rule in the receiving namespace drops
+/// one UDP packet in 25 (a GSO send may cross the veth as one packet and go whole). The receiver's
+/// count of lost datagrams is what the sender sent less what arrived, and the verified run fails.
+#[test]
+fn network_drops_under_gso_are_counted_per_datagram() {
+    let test = "network_drops_under_gso_are_counted_per_datagram";
+    if !testnet::privileged(test) {
+        return;
+    }
+    if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        testnet::skip(test, "nft (the nftables package) is not installed");
+        return;
+    }
+    let pair = VethPair::new(VethConfig::default()).expect("veth harness");
+    pair.pin_b_neighbours().expect("static neighbours");
+    let nft = |rule: &str| pair.b.exec("nft", &[rule]).expect("nft");
+    nft("add table inet zcnet_loss");
+    nft("add chain inet zcnet_loss input { type filter hook input priority 0; }");
+    nft("add rule inet zcnet_loss input meta l4proto udp numgen inc mod 25 == 7 counter drop");
+    let mut l = Listener::start_with(
+        pair.b.command(ZCNET),
+        &format!("{}:0", pair.b_v4),
+        &["--once"],
+    );
+    let out = pair
+        .a
+        .command(ZCNET)
+        .args(["bench", "udp", "--connect", &l.addr.to_string(), "--json"])
+        .args([
+            "--gso",
+            "1400",
+            "--mode",
+            "copy",
+            "--duration",
+            "0.5",
+            "--interval",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    let (sent, received) = (u(&row, "sent_datagrams"), u(&row, "datagrams"));
+    let lost = u(&row, "lost");
+    eprintln!(
+        "sent {sent}, received {received}, lost {lost}, socket drops {}, nft: {}",
+        u(&row, "socket_drops"),
+        pair.b
+            .exec("nft", &["list chain inet zcnet_loss input"])
+            .unwrap_or_default()
+    );
+    assert!(lost > 0, "nothing dropped? {row}");
+    assert_eq!(lost, sent - (received - u(&row, "duplicated")), "{row}");
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
+}
+
+/// A run is bound to the address its header came from: an end datagram from another port is
+/// counted as foreign and does not end it; every datagram of the run is counted and verified.
+#[test]
+fn a_spoofed_end_datagram_from_another_port_is_ignored() {
+    let mut l = Listener::start(&["--once"]);
+    let sender = socket_to(l.addr);
+    let spoofer = socket_to(l.addr);
+    let unit = 1000;
+    sender.send(&header(2, 0, unit as u32)).unwrap();
+    let mut seq = 0;
+    for _ in 0..100 {
+        sender.send(&data(seq, unit)).unwrap();
+        seq += 1;
+    }
+    spoofer.send(&end(seq, seq * unit as u64)).unwrap();
+    sleep(Duration::from_millis(100));
+    for _ in 0..100 {
+        sender.send(&data(seq, unit)).unwrap();
+        seq += 1;
+    }
+    sleep(Duration::from_millis(100));
+    sender.send(&end(seq, seq * unit as u64)).unwrap();
+    let row = l.row();
+    assert_eq!(
+        l.exit_within(Duration::from_secs(5)).map(|s| s.success()),
+        Some(true)
+    );
+    assert_eq!(u(&row, "datagrams"), 200, "{row}");
+    assert_eq!(u(&row, "sent_datagrams"), 200, "{row}");
+    assert_eq!(u(&row, "foreign"), 1, "{row}");
+    assert_eq!((u(&row, "lost"), u(&row, "data_errors")), (0, 0), "{row}");
+    assert_eq!(
+        row["peer"],
+        sender.local_addr().unwrap().to_string(),
+        "{row}"
+    );
+    assert_eq!(row["end"], "end datagram", "{row}");
+}
+
+/// Loss, duplication and reordering are counted apart from the sequence numbers: a repeated
+/// datagram does not make up for a lost one.
+#[test]
+fn a_duplicate_does_not_hide_a_loss() {
+    let mut l = Listener::start(&["--once"]);
+    let sender = socket_to(l.addr);
+    let unit = 500;
+    sender.send(&header(2, 0, unit as u32)).unwrap();
+    // 0..100 sent: 50 lost, 10 twice, 99 before 98.
+    let mut order: Vec<u64> = (0..98).filter(|&n| n != 50).collect();
+    order.extend([10, 99, 98]);
+    for n in order {
+        sender.send(&data(n, unit)).unwrap();
+    }
+    sleep(Duration::from_millis(100));
+    sender.send(&end(100, 100 * unit as u64)).unwrap();
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(u(&row, "datagrams"), 100, "{row}");
+    let counts = [u(&row, "lost"), u(&row, "duplicated"), u(&row, "reordered")];
+    assert_eq!(counts, [1, 1, 1], "{row}");
+    assert_eq!(row["complete"], false, "{row}");
+    // A verified run that lost a datagram fails the receiver.
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
+}
+
+/// Hostile header and end datagrams against a live `--listen`: each is rejected before anything is
+/// sized by it (the receiver stays small), and a valid run after it verifies.
+#[test]
+fn hostile_header_datagrams_are_rejected_and_the_next_run_verifies() {
+    let mut truncated = header(2, 0, 1400);
+    truncated.pop();
+    let mut long = header(2, 0, 1400);
+    long.push(0);
+    let hostile: Vec<(&str, Vec<u8>)> = vec![
+        ("unit 0xFFFFFFFF", header(2, 0, u32::MAX)),
+        ("unit 65508", header(2, 0, 65_508)),
+        ("unit 0", header(2, 0, 0)),
+        ("unit 7", header(2, 0, 7)),
+        ("a tcp header", header(1, 0, 1400)),
+        ("bench 9", header(9, 0, 1400)),
+        ("mode 7", header(2, 7, 1400)),
+        ("31 bytes", truncated),
+        ("33 bytes", long),
+        ("a short end", end(1, 1)[..20].to_vec()),
+    ];
+    let mut l = Listener::start(&[]);
+    let attacker = socket_to(l.addr);
+    for (what, datagram) in &hostile {
+        attacker.send(datagram).unwrap();
+        let (status, sent) = connect(l.addr, &["--mode", "copy", "--duration", "0.2"]);
+        assert!(status.success(), "{what}: sender {status}");
+        let row = l.row();
+        assert_eq!(u(&row, "rejected"), 1, "{what}: {row}");
+        assert_eq!(row["verified"], true, "{what}: {row}");
+        assert_eq!(u(&row, "data_errors"), 0, "{what}: {row}");
+        assert_eq!(u(&row, "sent_bytes"), u(&sent[0], "bytes"), "{what}: {row}");
+        assert_eq!(
+            u(&row, "lost"),
+            u(&row, "sent_datagrams") - (u(&row, "datagrams") - u(&row, "duplicated")),
+            "{what}: {row}"
+        );
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", l.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        peak_kib < 256 << 10,
+        "the receiver peaked at {peak_kib} KiB"
+    );
+    sigint(&l.child);
+    assert!(l.exit_within(Duration::from_secs(2)).is_some());
+}
+
+/// Ctrl-C reaches a `--listen` receiver that never finds its socket quiet: it ends within a
+/// second, its row marked interrupted.
+#[test]
+fn sigint_ends_a_listener_while_datagrams_flow() {
+    let mut l = Listener::start(&[]);
+    let mut flood = Command::new(ZCNET)
+        .args(["bench", "udp", "--connect", &l.addr.to_string()])
+        .args(["--mode", "copy", "--duration", "20", "--no-verify"])
+        .args(["--interval", "0", "--size", "1000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    sleep(Duration::from_millis(1000));
+    sigint(&l.child);
+    let sent_at = Instant::now();
+    let status = l.exit_within(Duration::from_secs(5));
+    let took = sent_at.elapsed();
+    let _ = flood.kill();
+    let _ = flood.wait();
+    let mut rest = String::new();
+    l.stdout.read_to_string(&mut rest).unwrap();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?} after {took:?}"
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    let rows = json_rows(&rest);
+    let row = rows.last().expect("a row");
+    assert_eq!(row["interrupted"], true, "{row}");
+    assert!(u(row, "datagrams") > 0, "{row}");
+}
+
+/// The one-process bench watches its receiver process: one that is stopped and stays stopped —
+/// before it announced its port, or while datagrams flow — ends the run with an error naming that,
+/// instead of a wait without end; nothing is left running.
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench() {
+    for delay in [Duration::ZERO, Duration::from_millis(300)] {
+        let mut child = Command::new(ZCNET)
+            .args(["bench", "udp", "--mode", "copy", "--duration", "0.5"])
+            .args(["--interval", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let receiver = receiver_child(child.id());
+        sleep(delay);
+        signal(receiver, "-STOP");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            sleep(Duration::from_millis(20));
+        };
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            signal(receiver, "-KILL");
+        }
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status =
+            status.unwrap_or_else(|| panic!("hung on its receiver stopped after {delay:?}"));
+        assert!(!status.success(), "{stderr}");
+        assert!(stderr.contains("stopped"), "{stderr}");
+        let stat = std::fs::read_to_string(format!("/proc/{receiver}/stat"));
+        assert!(
+            stat.as_ref().map_or(true, |s| s.contains(") Z")),
+            "the receiver process is left: {stat:?}"
+        );
+    }
+}
