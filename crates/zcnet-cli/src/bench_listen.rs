@@ -1,26 +1,30 @@
-//! The receiving side of `zcnet bench tcp|rx --listen` (UDP's is [`crate::bench_listen_udp`]): accepts
-//! one stream after another (until Ctrl-C, or after one with `--once`) and reports what arrived —
-//! bytes, % mapped for rx, CPU per MB, and bytes that differ from the pattern when the sender asked
-//! for verification.
+//! One received TCP stream of `zcnet bench tcp|rx --listen` (UDP's runs are
+//! [`crate::bench_listen_udp`]; the accept loop that runs streams side by side is
+//! [`crate::bench_serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
+//! the pattern when the sender asked for verification — and how the stream ended.
 //!
 //! TCP streams are read with [`zcnet::rx::Receiver`] (plain `recv` for `bench tcp`, zero-copy receive
 //! for `bench rx`) with `SO_RCVLOWAT`, so that a wake-up brings a batch of bytes rather than a few
 //! segments: a blocking read per segment costs several times the CPU per MB and would cap the sender.
-//! A stream that does not open with zcnet's header (tcp_mmap, msg_zerocopy) is counted, not verified.
+//!
+//! A stream that does not open with zcnet's magic (tcp_mmap, msg_zerocopy) is counted, not verified.
+//! One that opens with it but whose header is out of bounds ([`Header::decode`]) is malformed: it is
+//! ended before anything is sized by it. Nothing a peer does ends more than its own stream: a reset,
+//! a malformed or truncated header, silence past the idle timeout each end the stream with
+//! [`Ended`] and a reason.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::thread;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
+use crate::bench_serve::Watch;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
-use crate::wire::{self, HEADER_LEN, Header, Verifier};
+use crate::wire::{self, HEADER_LEN, Header, Rejected, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
 pub(crate) const WAKE: Duration = Duration::from_millis(200);
@@ -43,28 +47,62 @@ pub fn announce(addr: SocketAddr, json: bool) {
     }
 }
 
-/// Waits for the next connection, or `None` once interrupted.
-pub fn accept(listener: &TcpListener) -> Result<Option<TcpStream>> {
-    listener.set_nonblocking(true)?;
-    loop {
-        if interrupted() {
-            return Ok(None);
+/// How a received stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The peer closed it (FIN) after everything its header announced.
+    Closed,
+    /// The peer closed it within its header, or before the bytes its header announced.
+    Truncated,
+    /// The peer reset it (`ECONNRESET`, or `ENOTCONN` for a connection reset before it was read).
+    Reset,
+    /// The peer stopped answering TCP keepalive probes (`ETIMEDOUT`): it vanished.
+    Keepalive,
+    /// No bytes arrived for the idle timeout.
+    Idle,
+    /// It opened with zcnet's magic but its header was out of bounds.
+    Malformed,
+    /// Ctrl-C.
+    Interrupted,
+    /// Refused at accept: the receiver already took its most streams at once.
+    Refused,
+    /// Any other error of the receiving socket.
+    Error,
+}
+
+impl Ended {
+    /// The name rows carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ended::Closed => "closed",
+            Ended::Truncated => "truncated",
+            Ended::Reset => "reset",
+            Ended::Keepalive => "keepalive",
+            Ended::Idle => "idle",
+            Ended::Malformed => "malformed",
+            Ended::Interrupted => "interrupted",
+            Ended::Refused => "refused",
+            Ended::Error => "error",
         }
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stream.set_nonblocking(false)?;
-                return Ok(Some(stream));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(e).context("accept"),
+    }
+
+    /// How a receive error ended a stream.
+    fn of_error(kind: ErrorKind) -> Ended {
+        match kind {
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::NotConnected
+            | ErrorKind::BrokenPipe => Ended::Reset,
+            ErrorKind::TimedOut => Ended::Keepalive,
+            _ => Ended::Error,
         }
     }
 }
 
 /// What one received TCP stream brought.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct StreamReport {
-    /// The zcnet header, or `None` for a foreign sender.
+    /// The zcnet header, or `None` for a foreign sender (or a stream that ended before one).
     pub header: Option<Header>,
     /// Payload bytes (after the header).
     pub bytes: u64,
@@ -80,92 +118,235 @@ pub struct StreamReport {
     pub first_error: Option<u64>,
     /// Why the receiver read with plain `recv`, if it did.
     pub fallback: Option<String>,
-    /// Whether Ctrl-C cut the stream short.
-    pub interrupted: bool,
+    /// How the stream ended (`None` only before it is received).
+    pub ended: Option<Ended>,
+    /// Why it ended otherwise than closed whole, in words.
+    pub reason: Option<String>,
 }
 
-/// Reads one stream to its end with `config`, printing interval lines through `ticker`.
+impl StreamReport {
+    /// A stream that ended before it was read (refused, or its socket could not be set up).
+    pub fn ended_early(ended: Ended, reason: String) -> StreamReport {
+        StreamReport {
+            ended: Some(ended),
+            reason: Some(reason),
+            ..StreamReport::default()
+        }
+    }
+
+    /// Whether Ctrl-C cut the stream short.
+    pub fn interrupted(&self) -> bool {
+        self.ended == Some(Ended::Interrupted)
+    }
+
+    /// Whether the stream arrived whole: closed by its peer after every byte its header announced
+    /// (a header that announces none: a duration-bound sender, whose close is its end).
+    pub fn complete(&self) -> bool {
+        self.ended == Some(Ended::Closed)
+            && self
+                .header
+                .is_none_or(|h| h.bytes == 0 || h.bytes == self.bytes)
+    }
+
+    /// Why a stream whose sender asked for verification did not verify (it did not arrive whole, or
+    /// bytes differ); `None` for one that did, one not asked to verify, or one cut short by Ctrl-C.
+    pub fn failure(&self) -> Option<String> {
+        if !self.header.is_some_and(|h| h.verify) || self.interrupted() {
+            return None;
+        }
+        if !self.complete() {
+            let ended = self.ended.map_or("?", Ended::name);
+            return Some(match &self.reason {
+                Some(why) => format!("ended {ended}: {why}"),
+                None => format!("ended {ended}"),
+            });
+        }
+        match self.data_errors {
+            Some(n) if n > 0 => Some(format!(
+                "{n} bytes differ from what was sent, the first at offset {}",
+                self.first_error.unwrap_or(0)
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The opening of a stream and its payload so far: the header once decided, then the pattern
+/// checked when asked.
+#[derive(Default)]
+struct Reading {
+    /// The first bytes, up to [`HEADER_LEN`], until the header is decided.
+    opening: Vec<u8>,
+    decided: bool,
+    header: Option<Header>,
+    verifier: Option<Verifier>,
+    payload: u64,
+}
+
+impl Reading {
+    /// Takes in the next bytes of the stream; fails with the reason when its header is malformed.
+    fn take(&mut self, chunk: &[u8]) -> Result<(), String> {
+        let mut data = chunk;
+        if !self.decided {
+            let take = (HEADER_LEN - self.opening.len()).min(data.len());
+            self.opening.extend_from_slice(&data[..take]);
+            let seen = self.opening.len().min(wire::MAGIC.len());
+            if self.opening.len() < HEADER_LEN && self.opening[..seen] == wire::MAGIC[..seen] {
+                return Ok(());
+            }
+            self.decided = true;
+            match Header::decode(&self.opening) {
+                Ok(h) => {
+                    data = &data[take..];
+                    if h.verify {
+                        self.verifier = Some(Verifier::new(h.unit as usize));
+                    }
+                    self.header = Some(h);
+                }
+                // A foreign stream: what looked like a header is payload.
+                Err(Rejected::Foreign) => self.payload += (self.opening.len() - take) as u64,
+                Err(Rejected::Malformed(why)) => return Err(why),
+            }
+        }
+        if let Some(v) = self.verifier.as_mut() {
+            v.check_stream(self.payload, data);
+        }
+        self.payload += data.len() as u64;
+        Ok(())
+    }
+
+    /// Bytes received so far, header included.
+    fn received(&self) -> u64 {
+        let header = if self.header.is_some() { HEADER_LEN } else { 0 };
+        self.payload + (header + self.opening.len() * usize::from(!self.decided)) as u64
+    }
+
+    /// How a stream the peer closed ended: truncated within its header or before what its header
+    /// announced, otherwise closed.
+    fn closed(&self) -> (Ended, Option<String>) {
+        if !self.decided && !self.opening.is_empty() {
+            return (
+                Ended::Truncated,
+                Some(format!(
+                    "closed within its {HEADER_LEN}-byte header, after {} bytes",
+                    self.opening.len()
+                )),
+            );
+        }
+        match self.header.map(|h| h.bytes) {
+            Some(announced) if announced != 0 && self.payload < announced => (
+                Ended::Truncated,
+                Some(format!(
+                    "closed after {} of the {announced} bytes its header announced",
+                    self.payload
+                )),
+            ),
+            Some(announced) if announced != 0 && self.payload > announced => (
+                Ended::Closed,
+                Some(format!(
+                    "{} bytes arrived, more than the {announced} its header announced",
+                    self.payload
+                )),
+            ),
+            _ => (Ended::Closed, None),
+        }
+    }
+}
+
+/// Reads one stream to its end with `config`, printing interval lines through `ticker`. Whatever the
+/// peer does ends only this stream, reported in [`StreamReport::ended`]: a `watch` (kept by the
+/// accept loop) ends it from outside when it stays idle or on Ctrl-C, even while the receiver waits
+/// in `poll` for a zero-copy receive.
 pub fn receive_stream(
     stream: TcpStream,
     config: RxConfig,
     ticker: &mut Ticker,
-) -> Result<StreamReport> {
-    stream.set_read_timeout(Some(WAKE))?;
+    watch: Option<&Watch>,
+) -> StreamReport {
     ticker.restart();
-    let before = resource_usage(UsageOf::Thread)?;
+    let before = resource_usage(UsageOf::Thread).unwrap_or_default();
     let start = Instant::now();
-    let mut rx = Receiver::new(stream, config).context("setting up the receiver")?;
-    let mut opening = Vec::with_capacity(HEADER_LEN);
-    let mut header = None;
-    let mut decided = false;
-    let mut verifier: Option<Verifier> = None;
-    let mut payload = 0u64;
-    let mut cut_short = false;
+    let mut reading = Reading::default();
+    let mut report = StreamReport::default();
+    let setup = stream
+        .set_read_timeout(Some(WAKE))
+        .map_err(|e| (e.kind(), e.to_string()))
+        .and_then(|()| {
+            Receiver::new(stream, config).map_err(|e| (e.kind(), in_flag_words(&e.to_string())))
+        });
+    let (ended, reason) = match setup {
+        Err((kind, why)) => (
+            Ended::of_error(kind),
+            Some(format!("setting up the receiver: {why}")),
+        ),
+        Ok(mut rx) => {
+            let end = read_to_end(&mut rx, &mut reading, ticker, watch);
+            report.stats = *rx.stats();
+            report.fallback = rx.fallback().map(|f| in_flag_words(&f.to_string()));
+            end
+        }
+    };
+    report.seconds = start.elapsed().as_secs_f64();
+    report.usage = resource_usage(UsageOf::Thread)
+        .map(|u| u.since(&before))
+        .unwrap_or_default();
+    report.header = reading.header;
+    report.bytes = reading.payload;
+    report.data_errors = reading.verifier.as_ref().map(|v| v.errors);
+    report.first_error = reading.verifier.as_ref().and_then(|v| v.first_error);
+    report.ended = Some(ended);
+    report.reason = reason;
+    report
+}
+
+/// Receives until the stream ends, saying how and why.
+fn read_to_end(
+    rx: &mut Receiver,
+    reading: &mut Reading,
+    ticker: &mut Ticker,
+    watch: Option<&Watch>,
+) -> (Ended, Option<String>) {
+    // What the watch decided comes first: the socket it shut down then reads as closed.
+    let stopped = || watch.and_then(Watch::stopped);
     loop {
         let chunk = match rx.recv() {
             Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(e) if woke_up(e.kind()) => {
+            Ok(None) => return stopped().unwrap_or_else(|| reading.closed()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                if let Some(end) = stopped() {
+                    return end;
+                }
                 if interrupted() {
-                    cut_short = true;
-                    break;
+                    return (Ended::Interrupted, None);
                 }
                 continue;
             }
-            Err(e) => return Err(e).context("receiving the bench stream"),
+            Err(e) => {
+                let why = format!(
+                    "{} after {} bytes",
+                    in_flag_words(&e.to_string()),
+                    reading.received()
+                );
+                return stopped().unwrap_or((Ended::of_error(e.kind()), Some(why)));
+            }
         };
-        let mut data: &[u8] = &chunk;
-        if !decided {
-            let take = (HEADER_LEN - opening.len()).min(data.len());
-            opening.extend_from_slice(&data[..take]);
-            let seen = opening.len().min(wire::MAGIC.len());
-            if opening.len() < HEADER_LEN && opening[..seen] == wire::MAGIC[..seen] {
-                continue;
-            }
-            decided = true;
-            header = Header::decode(&opening);
-            match header {
-                Some(h) => {
-                    data = &data[take..];
-                    if h.verify {
-                        verifier = Some(Verifier::new(h.unit as usize));
-                    }
-                }
-                // A foreign stream: what looked like a header is payload.
-                None => payload += (opening.len() - take) as u64,
-            }
+        if let Some(w) = watch {
+            w.heard();
         }
-        if let Some(v) = verifier.as_mut() {
-            v.check_stream(payload, data);
+        if let Err(why) = reading.take(&chunk) {
+            return (Ended::Malformed, Some(why));
         }
-        payload += data.len() as u64;
         drop(chunk);
-        ticker.tick(payload);
+        ticker.tick(reading.payload);
         if interrupted() {
-            cut_short = true;
-            break;
+            return (Ended::Interrupted, None);
         }
     }
-    if !decided {
-        payload += opening.len() as u64;
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let usage = resource_usage(UsageOf::Thread)?.since(&before);
-    Ok(StreamReport {
-        header,
-        bytes: payload,
-        stats: *rx.stats(),
-        seconds,
-        usage,
-        data_errors: verifier.as_ref().map(|v| v.errors),
-        first_error: verifier.as_ref().and_then(|v| v.first_error),
-        fallback: rx.fallback().map(|f| in_flag_words(&f.to_string())),
-        interrupted: cut_short,
-    })
 }
 
 /// The receiver's row for one stream.
 pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
+    let complete = r.complete();
     object(json!({
         "bench": bench,
         "role": "receiver",
@@ -174,6 +355,7 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "sender_mode": r.header.map(|h| h.mode_name()),
         "zcnet_header": r.header.is_some(),
         "bytes": r.bytes,
+        "announced_bytes": r.header.map(|h| h.bytes).filter(|&b| b > 0),
         "seconds": r.seconds,
         "gbit_per_s": gbit_per_s(r.bytes, r.seconds),
         "cpu_user_s": r.usage.user.as_secs_f64(),
@@ -183,10 +365,13 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "mapped_bytes": r.stats.mapped_bytes,
         "mapped_pct": mapped_pct(r.stats.mapped_bytes, r.bytes),
         "fallback": r.fallback,
-        "verified": r.data_errors.is_some(),
+        "verified": r.data_errors.is_some() && complete,
         "data_errors": r.data_errors,
         "first_error": r.first_error,
-        "interrupted": r.interrupted,
+        "ended": r.ended.map(Ended::name),
+        "complete": complete,
+        "reason": r.reason,
+        "interrupted": r.interrupted(),
     }))
 }
 

@@ -242,7 +242,7 @@ fn udp_header(b: &[u8], len: usize) -> Result<Header, String> {
     if len != HEADER_LEN {
         return Err(format!("{len} bytes, not {HEADER_LEN}"));
     }
-    let h = Header::decode(b).ok_or("malformed (bench, mode or unit)")?;
+    let h = Header::decode(b).map_err(|e| e.to_string())?;
     if h.bench != Bench::Udp {
         return Err(format!("a {:?} header", h.bench));
     }

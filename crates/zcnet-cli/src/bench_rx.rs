@@ -18,7 +18,8 @@ use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::bench_apart::ApartFlags;
-use crate::bench_listen::{self, mapped_pct};
+use crate::bench_listen::{self, Ended, mapped_pct};
+use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::wire::{self, Bench, Header};
@@ -107,6 +108,8 @@ pub struct RxArgs {
     connect: Option<String>,
     #[command(flatten)]
     apart: ApartFlags,
+    #[command(flatten)]
+    serve: ServeFlags,
 }
 
 /// Where sender and receiver connect.
@@ -163,20 +166,28 @@ struct Measured {
 }
 
 fn receive(server: TcpStream, config: RxConfig, ticker: &mut Ticker) -> anyhow::Result<Measured> {
-    let report = bench_listen::receive_stream(server, config, ticker)?;
+    let report = bench_listen::receive_stream(server, config, ticker, None);
+    if !report.complete() && !report.interrupted() {
+        bail!(
+            "the stream ended {}: {}",
+            report.ended.map_or("?", Ended::name),
+            report.reason.as_deref().unwrap_or("?")
+        );
+    }
     if let Some(errors) = report.data_errors.filter(|&n| n > 0) {
         bail!(
             "{errors} received bytes differ from what was sent (the first at offset {:?})",
             report.first_error
         );
     }
+    let interrupted = report.interrupted();
     Ok(Measured {
         bytes: report.bytes,
         stats: report.stats,
         seconds: report.seconds,
         usage: report.usage,
         fallback: report.fallback,
-        interrupted: report.interrupted,
+        interrupted,
     })
 }
 
@@ -324,12 +335,13 @@ fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
     }
 }
 
-fn receiver_ticker(args: &RxArgs, mode: ModeArg) -> Ticker {
-    Ticker::new(
-        args.interval,
-        json!({"bench": "rx", "mode": mode_name(mode)}),
-        args.json,
-    )
+/// Interval lines of the receiver in `mode` (of its stream from `peer`, when several may run at once).
+fn receiver_ticker(args: &RxArgs, mode: ModeArg, peer: Option<SocketAddr>) -> Ticker {
+    let mut label = json!({"bench": "rx", "mode": mode_name(mode)});
+    if let Some(peer) = peer {
+        label["peer"] = json!(peer.to_string());
+    }
+    Ticker::new(args.interval, label, args.json)
 }
 
 /// One connection: a sender process sends `--mib`; this thread receives it in `mode`.
@@ -352,7 +364,7 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
         .stderr(Stdio::piped())
         .spawn()
         .context("starting the sender process")?;
-    let mut ticker = receiver_ticker(args, mode);
+    let mut ticker = receiver_ticker(args, mode, None);
     let received =
         accept(&listener, &mut child).and_then(|server| receive(server, config, &mut ticker));
     if received.is_err() {
@@ -432,26 +444,32 @@ fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--listen`: one stream after another, each received in the next `--mode` in turn.
+/// `--listen`: streams side by side ([`bench_serve::serve`]), each received in the next `--mode` in
+/// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or
+/// had wrong bytes.
 fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     let addr = bench_send::listen_addr(spec, args.ipv6)?;
     let listener = sender::bind_page_mss(addr).with_context(|| format!("listening on {addr}"))?;
     bench_listen::announce(listener.local_addr()?, args.json);
-    for &mode in args.mode.iter().cycle() {
-        let Some(stream) = bench_listen::accept(&listener)? else {
-            break;
-        };
-        let peer = stream.peer_addr()?;
-        let mut ticker = receiver_ticker(args, mode);
-        let report = bench_listen::receive_stream(stream, rx_config(args, mode), &mut ticker)?;
-        let mut row = bench_listen::stream_row("rx", peer, &report);
-        row.insert("mode".into(), json!(mode_name(mode)));
-        print_rows(&[row], LISTEN_COLUMNS, args.json);
-        if args.apart.stop_after(report.interrupted) {
-            break;
+    let how = Serving {
+        rows: Rows {
+            bench: "rx",
+            columns: LISTEN_COLUMNS,
+            json: args.json,
+        },
+        once: args.apart.once,
+        flags: &args.serve,
+        judge: true,
+    };
+    let mut modes = args.mode.iter().cycle();
+    bench_serve::serve(&listener, &how, |peer| {
+        let mode = modes.next().copied().unwrap_or(ModeArg::Copy);
+        StreamSetup {
+            config: rx_config(args, mode),
+            ticker: receiver_ticker(args, mode, Some(peer)),
+            fields: object(json!({"mode": mode_name(mode)})),
         }
-    }
-    Ok(())
+    })
 }
 
 const LISTEN_COLUMNS: &[Column] = &[
@@ -464,6 +482,7 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("cpu_us_per_mb", "usec/MB"),
     ("ctx_switches", "c-switches"),
     ("data_errors", "data errors"),
+    ("ended", "ended"),
 ];
 
 fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {

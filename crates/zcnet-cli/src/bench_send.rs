@@ -32,6 +32,7 @@ use crate::bench_apart::ApartFlags;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
+use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
@@ -94,6 +95,8 @@ struct Common {
 pub struct TcpArgs {
     #[command(flatten)]
     common: Common,
+    #[command(flatten)]
+    serve: ServeFlags,
 }
 
 /// Where UDP datagrams go.
@@ -424,13 +427,13 @@ fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
     )
 }
 
-/// Interval lines of a `--listen` receiver.
-fn receiver_ticker(common: &Common, bench: &str) -> Ticker {
-    Ticker::new(
-        common.interval,
-        json!({"bench": bench, "role": "receiver"}),
-        common.json,
-    )
+/// Interval lines of a `--listen` receiver (of its stream from `peer`, when several may run at once).
+fn receiver_ticker(common: &Common, bench: &str, peer: Option<SocketAddr>) -> Ticker {
+    let mut label = json!({"bench": bench, "role": "receiver"});
+    if let Some(peer) = peer {
+        label["peer"] = json!(peer.to_string());
+    }
+    Ticker::new(common.interval, label, common.json)
 }
 
 fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
@@ -838,7 +841,7 @@ fn receiver_role(common: &Common) -> Result<Option<SocketAddr>> {
 pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let common = &args.common;
     if let Some(addr) = receiver_role(common)? {
-        return listen_tcp(addr, common);
+        return listen_tcp(addr, common, &args.serve);
     }
     let size = common.size.unwrap_or(64 << 10);
     flags::at_most(
@@ -868,6 +871,15 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         let (row, received) = peer.merge_into(sent, "tcp", mode)?;
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+        if received.get("complete").and_then(Value::as_bool) == Some(false) {
+            let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
+            bail!(
+                "tcp {}: the receiver's stream ended {}: {}",
+                mode.name(),
+                field("ended"),
+                field("reason")
+            );
+        }
         if got != sent {
             bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
         }
@@ -911,8 +923,11 @@ fn send_tcp(
     Ok(row)
 }
 
-/// `bench tcp --listen`: one stream after another, a row for each.
-fn listen_tcp(addr: SocketAddr, common: &Common) -> Result<()> {
+/// `bench tcp --listen`: streams side by side ([`bench_serve::serve`]), a row for each. Fails at its
+/// end when a stream whose sender asked for verification did not arrive whole or had wrong bytes (the
+/// one-process mode's receiver leaves that judgement to the bench that started it, which reads its
+/// row).
+fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<()> {
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     bench_listen::announce(listener.local_addr()?, common.json);
     let config = RxConfig {
@@ -921,17 +936,21 @@ fn listen_tcp(addr: SocketAddr, common: &Common) -> Result<()> {
         low_water: Some(TCP_READ),
         ..RxConfig::default()
     };
-    while let Some(stream) = bench_listen::accept(&listener)? {
-        let peer = stream.peer_addr()?;
-        let mut ticker = receiver_ticker(common, "tcp");
-        let report = bench_listen::receive_stream(stream, config.clone(), &mut ticker)?;
-        let row = bench_listen::stream_row("tcp", peer, &report);
-        print_rows(&[row], RECEIVER_COLUMNS, common.json);
-        if common.apart.stop_after(report.interrupted) {
-            break;
-        }
-    }
-    Ok(())
+    let how = Serving {
+        rows: Rows {
+            bench: "tcp",
+            columns: RECEIVER_COLUMNS,
+            json: common.json,
+        },
+        once: common.apart.once,
+        flags: serve,
+        judge: !common.exit_with_parent,
+    };
+    bench_serve::serve(&listener, &how, |peer| StreamSetup {
+        config: config.clone(),
+        ticker: receiver_ticker(common, "tcp", Some(peer)),
+        fields: Row::new(),
+    })
 }
 
 /// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
@@ -953,6 +972,7 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
     ("data_errors", "data errors"),
+    ("ended", "ended"),
 ];
 
 /// Ends this process when standard input closes: the one-process mode's receiver must not outlive
@@ -1116,7 +1136,7 @@ fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
     let mut shortfalls = Vec::new();
     loop {
         let report =
-            bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp"))?;
+            bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp", None))?;
         let Some(report) = report else { break };
         let row = bench_listen_udp::datagram_row(local, &report);
         print_rows(&[row], RECEIVER_COLUMNS, common.json);

@@ -59,6 +59,32 @@ pub struct Header {
 /// Mode names in header order.
 pub const MODES: [&str; 3] = ["copy", "zerocopy", "auto"];
 
+/// Largest pattern unit a header may announce: the largest write of any zcnet sender (`bench rx
+/// --write-kib`, 64 MiB). A verifier's memory does not grow with the unit ([`Verifier`]).
+pub const MAX_UNIT: u32 = 64 << 20;
+
+/// Longest duration a header may announce: one day, the longest `--duration`.
+pub const MAX_DURATION_MS: u64 = 86_400_000;
+
+/// Why the opening bytes of a stream are not a [`Header`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected {
+    /// They do not open with [`MAGIC`]: a foreign sender (tcp_mmap, msg_zerocopy, `--raw`), whose
+    /// bytes are payload.
+    Foreign,
+    /// They open with [`MAGIC`] but a field is out of bounds (the reason says which).
+    Malformed(String),
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejected::Foreign => f.write_str("no zcnet header"),
+            Rejected::Malformed(why) => write!(f, "malformed header: {why}"),
+        }
+    }
+}
+
 impl Header {
     /// The header's bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
@@ -73,28 +99,51 @@ impl Header {
         b
     }
 
-    /// The header in `b`, or `None` when `b` does not open with [`MAGIC`] or is malformed.
-    pub fn decode(b: &[u8]) -> Option<Header> {
-        if b.len() < HEADER_LEN || &b[..8] != MAGIC {
-            return None;
+    /// The header in `b`: [`Rejected::Foreign`] when `b` does not open with [`MAGIC`],
+    /// [`Rejected::Malformed`] when it does but a field is out of bounds — every field is checked
+    /// here, before a receiver sizes anything by it.
+    pub fn decode(b: &[u8]) -> Result<Header, Rejected> {
+        if b.len() < MAGIC.len() || &b[..MAGIC.len()] != MAGIC {
+            return Err(Rejected::Foreign);
+        }
+        let malformed = |why: String| Err(Rejected::Malformed(why));
+        if b.len() < HEADER_LEN {
+            return malformed(format!("{} bytes, not {HEADER_LEN}", b.len()));
         }
         let bench = match b[8] {
             1 => Bench::Tcp,
             2 => Bench::Udp,
             3 => Bench::Rx,
-            _ => return None,
+            other => return malformed(format!("bench {other} (1 tcp, 2 udp, 3 rx)")),
         };
-        let unit = u32::from_le_bytes(b[12..16].try_into().ok()?);
-        if unit == 0 || usize::from(b[9]) >= MODES.len() {
-            return None;
+        if usize::from(b[9]) >= MODES.len() {
+            return malformed(format!("mode {} (0 copy, 1 zerocopy, 2 auto)", b[9]));
         }
-        Some(Header {
+        if b[10] > 1 || b[11] != 0 {
+            return malformed(format!(
+                "flag bytes {} {} (verify 0 or 1, then 0)",
+                b[10], b[11]
+            ));
+        }
+        let unit = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+        if !(1..=MAX_UNIT).contains(&unit) {
+            return malformed(format!(
+                "unit {unit} outside 1..={MAX_UNIT} (the largest write of a zcnet sender)"
+            ));
+        }
+        let duration_ms = u64::from_le_bytes(b[16..24].try_into().expect("8 bytes"));
+        if duration_ms > MAX_DURATION_MS {
+            return malformed(format!(
+                "duration {duration_ms} ms above {MAX_DURATION_MS} (one day, the longest --duration)"
+            ));
+        }
+        Ok(Header {
             bench,
             mode: b[9],
-            verify: b[10] != 0,
+            verify: b[10] == 1,
             unit,
-            duration_ms: u64::from_le_bytes(b[16..24].try_into().ok()?),
-            bytes: u64::from_le_bytes(b[24..32].try_into().ok()?),
+            duration_ms,
+            bytes: u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")),
         })
     }
 
@@ -172,13 +221,17 @@ pub fn fill(buf: &mut [u8], unit: usize) {
     }
 }
 
-/// Checks received bytes against the pattern, wherever they fall in the stream.
+/// Bytes of the pattern a [`Verifier`] compares at once.
+const SPAN: usize = 64 << 10;
+
+/// Checks received bytes against the pattern, wherever they fall in the stream, in memory that does
+/// not grow with the unit: within a unit the pattern repeats every 26 bytes, so one alphabet run of
+/// [`SPAN`] bytes holds every window of up to [`SPAN`] bytes that does not cross a unit's end.
 #[derive(Debug)]
 pub struct Verifier {
-    /// One unit followed by its first bytes again, so that any window of up to `unit` bytes starting
-    /// anywhere in a unit is one contiguous slice.
-    expected: Vec<u8>,
-    unit: usize,
+    /// `a..z` repeated over 26 + [`SPAN`] bytes.
+    alphabet: Vec<u8>,
+    unit: u64,
     /// Bytes that differed from the pattern.
     pub errors: u64,
     /// Offset (in the payload) of the first differing byte.
@@ -188,13 +241,10 @@ pub struct Verifier {
 impl Verifier {
     /// A verifier for units of `unit` bytes.
     pub fn new(unit: usize) -> Verifier {
-        let unit = unit.max(1);
-        let mut expected = vec![0u8; 2 * unit];
-        fill(&mut expected[..unit], unit);
-        expected.copy_within(..unit, unit);
+        let alphabet = (0..26 + SPAN).map(|i| b'a' + (i % 26) as u8).collect();
         Verifier {
-            expected,
-            unit,
+            alphabet,
+            unit: unit.max(1) as u64,
             errors: 0,
             first_error: None,
         }
@@ -203,25 +253,42 @@ impl Verifier {
     /// Checks `data`, found at payload offset `offset` of a stream.
     pub fn check_stream(&mut self, offset: u64, data: &[u8]) {
         let mut at = offset;
-        for piece in data.chunks(self.unit) {
-            let start = (at % self.unit as u64) as usize;
-            let want = &self.expected[start..start + piece.len()];
-            if piece != want {
-                let errors = count_errors(at, piece, want, &mut self.first_error);
-                self.errors += errors;
-            }
-            at += piece.len() as u64;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let in_unit = at % self.unit;
+            let n = rest
+                .len()
+                .min((self.unit - in_unit).min(SPAN as u64) as usize);
+            let (piece, tail) = rest.split_at(n);
+            self.check_within_unit(at, in_unit, piece);
+            at += n as u64;
+            rest = tail;
         }
     }
 
     /// Checks one datagram (each starts at the beginning of a unit, and opens with its sequence
-    /// number: [`stamp`]): the pattern after the number.
+    /// number: [`stamp`]): the pattern after the number; bytes past the unit's end all differ.
     pub fn check_sequenced(&mut self, offset: u64, datagram: &[u8]) {
         let at = SEQ_LEN.min(datagram.len());
-        let want = &self.expected[at..datagram.len().min(self.unit).max(at)];
-        if &datagram[at..] != want {
-            let offset = offset + at as u64;
-            self.errors += count_errors(offset, &datagram[at..], want, &mut self.first_error);
+        let end = datagram.len().min(self.unit as usize).max(at);
+        for (i, piece) in datagram[at..end].chunks(SPAN).enumerate() {
+            let in_unit = (at + i * SPAN) as u64;
+            self.check_within_unit(offset + in_unit, in_unit, piece);
+        }
+        let past = &datagram[end..];
+        if !past.is_empty() {
+            self.errors += past.len() as u64;
+            self.first_error.get_or_insert(offset + end as u64);
+        }
+    }
+
+    /// Checks `piece` (at most [`SPAN`] bytes, not crossing a unit's end), found at payload offset
+    /// `offset`, `in_unit` bytes into its unit.
+    fn check_within_unit(&mut self, offset: u64, in_unit: u64, piece: &[u8]) {
+        let start = (in_unit % 26) as usize;
+        let want = &self.alphabet[start..start + piece.len()];
+        if piece != want {
+            self.errors += count_errors(offset, piece, want, &mut self.first_error);
         }
     }
 }
@@ -253,14 +320,57 @@ mod tests {
             duration_ms: 2000,
             bytes: 1 << 30,
         };
-        assert_eq!(Header::decode(&h.encode()), Some(h));
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
         assert_eq!(h.mode_name(), "zerocopy");
         // msg_zerocopy's payload and tcp_mmap's random bytes are not headers.
         let mut foreign = [0u8; HEADER_LEN];
         fill(&mut foreign, 65435);
-        assert_eq!(Header::decode(&foreign), None);
+        assert_eq!(Header::decode(&foreign), Err(Rejected::Foreign));
         assert_eq!(decode_end(&encode_end(3, 4200)), Some((3, 4200)));
         assert_eq!(decode_end(&foreign[..END_LEN]), None);
+    }
+
+    #[test]
+    fn every_field_is_bounded_before_use() {
+        let good = Header {
+            bench: Bench::Tcp,
+            mode: 0,
+            verify: true,
+            unit: MAX_UNIT,
+            duration_ms: MAX_DURATION_MS,
+            bytes: u64::MAX,
+        }
+        .encode();
+        assert!(Header::decode(&good).is_ok());
+        let with = |at: usize, bytes: &[u8]| {
+            let mut b = good;
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            b
+        };
+        for (hostile, names) in [
+            (with(12, &u32::MAX.to_le_bytes()), "unit 4294967295"),
+            (with(12, &(MAX_UNIT + 1).to_le_bytes()), "unit 67108865"),
+            (with(12, &0u32.to_le_bytes()), "unit 0"),
+            (with(8, &[0]), "bench 0"),
+            (with(8, &[4]), "bench 4"),
+            (with(9, &[3]), "mode 3"),
+            (with(10, &[2]), "flag bytes 2 0"),
+            (with(11, &[1]), "flag bytes 1 1"),
+            (
+                with(16, &u64::MAX.to_le_bytes()),
+                "duration 18446744073709551615",
+            ),
+        ] {
+            match Header::decode(&hostile) {
+                Err(Rejected::Malformed(why)) => assert!(why.contains(names), "{why}"),
+                other => panic!("{names}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            Header::decode(&good[..20]),
+            Err(Rejected::Malformed(_))
+        ));
+        assert_eq!(Header::decode(&good[..5]), Err(Rejected::Foreign));
     }
 
     #[test]
@@ -283,6 +393,24 @@ mod tests {
         assert_eq!(d.errors, 0);
         d.check_sequenced(0, &stream[1..11]);
         assert!(d.errors > 0);
+        // Units longer than the verifier's span, and a piece crossing units.
+        let unit = 3 * SPAN + 5;
+        let mut long = vec![0u8; 2 * unit + 7];
+        fill(&mut long[..unit], unit);
+        fill(&mut long[unit..], unit);
+        let mut v = Verifier::new(unit);
+        v.check_stream(0, &long[..SPAN + 3]);
+        v.check_stream((SPAN + 3) as u64, &long[SPAN + 3..]);
+        assert_eq!(v.errors, 0);
+        long[unit + 1] ^= 1;
+        v.check_stream(0, &long);
+        assert_eq!((v.errors, v.first_error), (1, Some(unit as u64 + 1)));
+        let mut d = Verifier::new(unit);
+        d.check_sequenced(0, &long[..unit]);
+        assert_eq!(d.errors, 0);
+        // A datagram longer than its unit: every byte past the unit differs.
+        d.check_sequenced(0, &long[..unit + 4]);
+        assert_eq!((d.errors, d.first_error), (4, Some(unit as u64)));
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! The accept loop of `zcnet bench tcp|rx --listen`, which serves as `iperf3 -s` does: streams side
+//! by side, each on a thread of its own (so that its CPU time is its thread's), up to
+//! `--max-streams` at once; a stream that brings no bytes for `--idle-timeout` is ended and
+//! reported, and TCP keepalive on every accepted socket finds a peer that vanished. Nothing a peer
+//! does ends the receiver: each stream ends with a row saying how ([`Ended`]).
+
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::net::sockopt;
+use zcnet::rx::RxConfig;
+
+use crate::bench_listen::{Ended, StreamReport, receive_stream, stream_row};
+use crate::flags;
+use crate::live::{Ticker, interrupted};
+use crate::report::{Column, Row, emit, print_rows};
+
+/// `--max-streams` and `--idle-timeout` of `bench tcp|rx --listen`.
+#[derive(Debug, clap::Args)]
+pub struct ServeFlags {
+    /// With --listen: streams received at once; a connection beyond them is closed at once and
+    /// reported as refused.
+    #[arg(long, default_value_t = 16, value_parser = flags::count, requires = "listen")]
+    pub max_streams: u32,
+    /// With --listen: seconds a stream may bring no bytes before it is ended and reported as idle (0:
+    /// never; TCP keepalive still ends a stream whose peer vanished).
+    #[arg(long, default_value_t = 30.0, value_parser = flags::interval, requires = "listen")]
+    pub idle_timeout: f64,
+}
+
+/// TCP keepalive on accepted sockets: the first probe after this much silence…
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// …then one every this long…
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// …and the kernel resets the connection (`ETIMEDOUT`) after this many unanswered.
+const KEEPALIVE_PROBES: u32 = 3;
+
+/// How often the accept loop looks at its streams (idle, Ctrl-C) while no connection comes.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// How a listener prints the row of each stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Rows {
+    /// `tcp` or `rx`, for rows and messages.
+    pub bench: &'static str,
+    /// The columns of its text rows.
+    pub columns: &'static [Column],
+    pub json: bool,
+}
+
+impl Rows {
+    /// Prints a stream's row, and in text a line saying why it ended otherwise than whole.
+    fn print(self, peer: SocketAddr, r: &StreamReport, fields: Row) {
+        let mut row = stream_row(self.bench, peer, r);
+        row.extend(fields);
+        print_rows(&[row], self.columns, self.json);
+        if !self.json
+            && let Some(why) = &r.reason
+        {
+            let ended = r.ended.map_or("?", Ended::name);
+            emit(&format!("the stream from {peer} ended {ended}: {why}\n"));
+        }
+    }
+}
+
+/// How a listener serves its streams.
+pub struct Serving<'a> {
+    pub rows: Rows,
+    /// `--once`: stop after the first stream.
+    pub once: bool,
+    pub flags: &'a ServeFlags,
+    /// Whether to fail at the end when a stream asked to verify did not (the one-process mode's
+    /// receiver leaves that to the bench that started it, which reads its rows).
+    pub judge: bool,
+}
+
+/// What one stream is received with.
+pub struct StreamSetup {
+    pub config: RxConfig,
+    pub ticker: Ticker,
+    /// Fields added to the stream's row.
+    pub fields: Row,
+}
+
+/// What the accept loop keeps of a stream being received, to end it from outside: the receiving
+/// thread may wait in `poll` without a timeout (a zero-copy receive), so ending it takes its socket
+/// switched to non-blocking and shut down for reading, after which the receiver's next call returns.
+pub struct Watch {
+    socket: TcpStream,
+    since: Instant,
+    /// Milliseconds from `since` to the last bytes.
+    last: AtomicU64,
+    /// How the watch ended the stream, and why, once it has.
+    stop: Mutex<Option<(Ended, String)>>,
+}
+
+impl Watch {
+    fn new(stream: &TcpStream) -> std::io::Result<Watch> {
+        Ok(Watch {
+            socket: stream.try_clone()?,
+            since: Instant::now(),
+            last: AtomicU64::new(0),
+            stop: Mutex::new(None),
+        })
+    }
+
+    /// Records that bytes arrived now.
+    pub fn heard(&self) {
+        let ms = self.since.elapsed().as_millis() as u64;
+        self.last.store(ms, Ordering::Relaxed);
+    }
+
+    fn silent_for(&self) -> Duration {
+        self.since
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)))
+    }
+
+    /// Ends the stream as `ended` (the first ending stays).
+    fn end(&self, ended: Ended, reason: String) {
+        let mut stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        if stop.is_none() {
+            *stop = Some((ended, reason));
+            let _ = self.socket.set_nonblocking(true);
+            let _ = self.socket.shutdown(Shutdown::Read);
+        }
+    }
+
+    /// How the watch ended the stream, if it did.
+    pub fn stopped(&self) -> Option<(Ended, Option<String>)> {
+        let stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        stop.as_ref().map(|(e, why)| (*e, Some(why.clone())))
+    }
+}
+
+/// A stream being received on its thread.
+struct Active {
+    thread: JoinHandle<Option<String>>,
+    watch: Arc<Watch>,
+    peer: SocketAddr,
+}
+
+/// Serves `listener` until Ctrl-C (or after one stream with `--once`): each accepted stream is
+/// received on a thread of its own with what `setup` gives for it, and reported in a row when it
+/// ends. Fails at the end (when `judge`) naming the streams whose sender asked for verification
+/// that did not arrive whole or had bytes that differ.
+pub fn serve(
+    listener: &TcpListener,
+    how: &Serving,
+    mut setup: impl FnMut(SocketAddr) -> StreamSetup,
+) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    let idle =
+        (how.flags.idle_timeout > 0.0).then(|| Duration::from_secs_f64(how.flags.idle_timeout));
+    let mut active: Vec<Active> = Vec::new();
+    let mut failures = Vec::new();
+    let mut accepted = false;
+    loop {
+        reap(&mut active, &mut failures, how.rows.bench);
+        let stopping = interrupted();
+        for a in &active {
+            if stopping {
+                a.watch.end(Ended::Interrupted, "Ctrl-C".into());
+            } else if let Some(limit) = idle.filter(|&d| a.watch.silent_for() >= d) {
+                a.watch.end(
+                    Ended::Idle,
+                    format!("no bytes for {} s", limit.as_secs_f64()),
+                );
+            }
+        }
+        if stopping || (how.once && accepted) {
+            if active.is_empty() {
+                break;
+            }
+            thread::sleep(WATCH_EVERY);
+            continue;
+        }
+        let Some((stream, peer)) = next_connection(listener) else {
+            continue;
+        };
+        accepted = true;
+        if active.len() >= how.flags.max_streams as usize {
+            let why = format!(
+                "{} streams are being received (--max-streams)",
+                active.len()
+            );
+            how.rows.print(
+                peer,
+                &StreamReport::ended_early(Ended::Refused, why),
+                Row::new(),
+            );
+            continue;
+        }
+        let StreamSetup {
+            config,
+            ticker,
+            fields,
+        } = setup(peer);
+        match start(stream, peer, config, ticker, fields, how.rows) {
+            Ok(a) => active.push(a),
+            Err((why, fields)) => {
+                how.rows
+                    .print(peer, &StreamReport::ended_early(Ended::Error, why), fields)
+            }
+        }
+    }
+    if how.judge && !failures.is_empty() {
+        let n = failures.len();
+        let shown: Vec<String> = failures.into_iter().take(10).collect();
+        let more = if n > shown.len() {
+            format!("; and {} more", n - shown.len())
+        } else {
+            String::new()
+        };
+        bail!(
+            "{} streams asked to verify did not arrive whole and clean: {}{more}",
+            how.rows.bench,
+            shown.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Joins the streams whose threads have ended, collecting the failures they report.
+fn reap(active: &mut Vec<Active>, failures: &mut Vec<String>, bench: &str) {
+    let mut i = 0;
+    while i < active.len() {
+        if !active[i].thread.is_finished() {
+            i += 1;
+            continue;
+        }
+        let a = active.swap_remove(i);
+        match a.thread.join() {
+            Ok(failure) => failures.extend(failure),
+            Err(_) => failures.push(format!(
+                "the {bench} stream from {}: its receiving thread panicked",
+                a.peer
+            )),
+        }
+    }
+}
+
+/// The next connection, waiting at most [`WATCH_EVERY`]. An accept error ends no more than that
+/// connection: a peer gone before it was accepted is skipped; any other error (out of descriptors,
+/// memory) is named on standard error and the listener goes on after a pause.
+fn next_connection(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
+    let timeout = Timespec::try_from(WATCH_EVERY).ok()?;
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    if poll(&mut fds, Some(&timeout)).ok()? == 0 {
+        return None;
+    }
+    match listener.accept() {
+        Ok(accepted) => Some(accepted),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::Interrupted
+                    | std::io::ErrorKind::ConnectionAborted
+            ) =>
+        {
+            None
+        }
+        Err(e) => {
+            eprintln!("zcnet: accept: {e}; the listener goes on");
+            thread::sleep(Duration::from_secs(1));
+            None
+        }
+    }
+}
+
+/// Readies an accepted socket (blocking, TCP keepalive) and starts its receiving thread; on failure,
+/// why and the row's fields back.
+fn start(
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: RxConfig,
+    mut ticker: Ticker,
+    fields: Row,
+    rows: Rows,
+) -> std::result::Result<Active, (String, Row)> {
+    let ready = stream
+        .set_nonblocking(false)
+        .and_then(|()| keepalive(&stream))
+        .and_then(|()| Watch::new(&stream));
+    let watch = match ready {
+        Ok(w) => Arc::new(w),
+        Err(e) => return Err((format!("setting up the accepted socket: {e}"), fields)),
+    };
+    let bench = rows.bench;
+    let theirs = Arc::clone(&watch);
+    let spawned = thread::Builder::new()
+        .name(format!("{bench} {peer}"))
+        .spawn(move || {
+            let r = receive_stream(stream, config, &mut ticker, Some(&theirs));
+            rows.print(peer, &r, fields);
+            r.failure()
+                .map(|why| format!("the {bench} stream from {peer}: {why}"))
+        });
+    match spawned {
+        Ok(thread) => Ok(Active {
+            thread,
+            watch,
+            peer,
+        }),
+        Err(e) => Err((format!("starting its thread: {e}"), Row::new())),
+    }
+}
+
+/// Turns on TCP keepalive: a peer that vanished without a reset (a host down, a cable out) ends its
+/// stream with `ETIMEDOUT` after [`KEEPALIVE_IDLE`] + [`KEEPALIVE_PROBES`] × [`KEEPALIVE_INTERVAL`] of
+/// silence instead of pinning its thread.
+fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
+    sockopt::set_socket_keepalive(stream, true)?;
+    sockopt::set_tcp_keepidle(stream, KEEPALIVE_IDLE)?;
+    sockopt::set_tcp_keepintvl(stream, KEEPALIVE_INTERVAL)?;
+    sockopt::set_tcp_keepcnt(stream, KEEPALIVE_PROBES)?;
+    Ok(())
+}
