@@ -5,7 +5,7 @@
 //! does ends the receiver: each stream ends with a row saying how ([`Ended`]).
 
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -97,6 +97,9 @@ pub struct Watch {
     last: AtomicU64,
     /// How the watch ended the stream, and why, once it has.
     stop: Mutex<Option<(Ended, String)>>,
+    /// Whether the stream has been received (set before its row is printed, so that a peer that
+    /// reads the row finds the stream's slot free).
+    received: AtomicBool,
 }
 
 impl Watch {
@@ -106,6 +109,7 @@ impl Watch {
             since: Instant::now(),
             last: AtomicU64::new(0),
             stop: Mutex::new(None),
+            received: AtomicBool::new(false),
         })
     }
 
@@ -184,11 +188,12 @@ pub fn serve(
             continue;
         };
         accepted = true;
-        if active.len() >= how.flags.max_streams as usize {
-            let why = format!(
-                "{} streams are being received (--max-streams)",
-                active.len()
-            );
+        let busy = active
+            .iter()
+            .filter(|a| !a.watch.received.load(Ordering::Acquire))
+            .count();
+        if busy >= how.flags.max_streams as usize {
+            let why = format!("{busy} streams are being received (--max-streams)");
             how.rows.print(
                 peer,
                 &StreamReport::ended_early(Ended::Refused, why),
@@ -298,6 +303,7 @@ fn start(
         .name(format!("{bench} {peer}"))
         .spawn(move || {
             let r = receive_stream(stream, config, &mut ticker, Some(&theirs));
+            theirs.received.store(true, Ordering::Release);
             rows.print(peer, &r, fields);
             r.failure()
                 .map(|why| format!("the {bench} stream from {peer}: {why}"))

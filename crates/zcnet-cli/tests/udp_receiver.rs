@@ -13,7 +13,7 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, json_rows, sigint, u};
+use common::{ZCNET, json_lines, json_rows, sigint, start_listener, u};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -57,19 +57,11 @@ impl Listener {
 
     /// A receiver started by `cmd` (this binary, perhaps in a namespace) on `addr`.
     fn start_with(mut cmd: Command, addr: &str, extra: &[&str]) -> Listener {
-        let mut child = cmd
-            .args(["bench", "udp", "--listen", addr, "--json"])
-            .args(["--interval", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the receiver");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
-        let addr = announced["listening"].as_str().unwrap().parse().unwrap();
+        let (child, addr, stdout) = start_listener(
+            cmd.args(["bench", "udp", "--listen", addr, "--json"])
+                .args(["--interval", "0"])
+                .args(extra),
+        );
         Listener {
             child,
             addr,

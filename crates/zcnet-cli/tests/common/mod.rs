@@ -2,8 +2,9 @@
 //! JSON lines it prints (rows, and interval lines while a bench runs).
 #![allow(dead_code)]
 
-use std::io::Read;
-use std::process::{Child, Command, Output};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -67,4 +68,20 @@ pub fn interrupt_and_finish(child: Child, mut stdout: impl Read) -> String {
     let out = child.wait_with_output().expect("wait");
     succeeded(&out, "the interrupted run");
     rest
+}
+
+/// Starts a `--listen … --json` receiver with `cmd`; returns it, the address it announced on its
+/// first line, and the rest of its stdout.
+pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildStdout>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the receiver");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+    let addr = announced["listening"].as_str().unwrap().parse().unwrap();
+    (child, addr, stdout)
 }
