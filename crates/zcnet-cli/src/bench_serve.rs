@@ -162,7 +162,7 @@ pub fn serve(
     let idle =
         (how.flags.idle_timeout > 0.0).then(|| Duration::from_secs_f64(how.flags.idle_timeout));
     let mut active: Vec<Active> = Vec::new();
-    let mut failures = Vec::new();
+    let mut failures = Failures::default();
     let mut accepted = false;
     loop {
         reap(&mut active, &mut failures, how.rows.bench);
@@ -214,25 +214,43 @@ pub fn serve(
             }
         }
     }
-    if how.judge && !failures.is_empty() {
-        let n = failures.len();
-        let shown: Vec<String> = failures.into_iter().take(10).collect();
-        let more = if n > shown.len() {
-            format!("; and {} more", n - shown.len())
+    if how.judge && failures.count > 0 {
+        let more = failures.count - failures.first.len() as u64;
+        let more = if more > 0 {
+            format!("; and {more} more")
         } else {
             String::new()
         };
         bail!(
             "{} streams asked to verify did not arrive whole and clean: {}{more}",
             how.rows.bench,
-            shown.join("; ")
+            failures.first.join("; ")
         );
     }
     Ok(())
 }
 
+/// The streams asked to verify that did not: how many, and the first few named (a receiver that runs
+/// for months keeps no more).
+#[derive(Default)]
+struct Failures {
+    count: u64,
+    first: Vec<String>,
+}
+
+impl Failures {
+    const NAMED: usize = 10;
+
+    fn add(&mut self, failure: String) {
+        self.count += 1;
+        if self.first.len() < Failures::NAMED {
+            self.first.push(failure);
+        }
+    }
+}
+
 /// Joins the streams whose threads have ended, collecting the failures they report.
-fn reap(active: &mut Vec<Active>, failures: &mut Vec<String>, bench: &str) {
+fn reap(active: &mut Vec<Active>, failures: &mut Failures, bench: &str) {
     let mut i = 0;
     while i < active.len() {
         if !active[i].thread.is_finished() {
@@ -241,8 +259,8 @@ fn reap(active: &mut Vec<Active>, failures: &mut Vec<String>, bench: &str) {
         }
         let a = active.swap_remove(i);
         match a.thread.join() {
-            Ok(failure) => failures.extend(failure),
-            Err(_) => failures.push(format!(
+            Ok(failure) => failure.into_iter().for_each(|f| failures.add(f)),
+            Err(_) => failures.add(format!(
                 "the {bench} stream from {}: its receiving thread panicked",
                 a.peer
             )),

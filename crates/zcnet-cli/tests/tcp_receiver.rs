@@ -13,8 +13,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_rows, sigint, start_listener, stdout_of, u};
+use common::{ZCNET, json_rows, privileged_with_nft, sigint, start_listener, stdout_of, u};
 use serde_json::Value;
+use testnet::{VethConfig, VethPair};
 
 /// Longest wait for a row: every stream here ends within the idle timeout, far below this.
 const ROW_WAIT: Duration = Duration::from_secs(30);
@@ -32,11 +33,18 @@ struct Receiver {
 }
 
 impl Receiver {
+    /// A receiver on a loopback port, with an idle timeout of [`IDLE`].
     fn start(bench: &str, extra: &[&str]) -> Receiver {
+        let mut args = vec!["--idle-timeout", IDLE];
+        args.extend(extra);
+        Receiver::start_with(Command::new(ZCNET), bench, "127.0.0.1:0", &args)
+    }
+
+    /// A receiver started by `cmd` (this binary, perhaps in a namespace) on `addr`.
+    fn start_with(mut cmd: Command, bench: &str, addr: &str, extra: &[&str]) -> Receiver {
         let (child, addr, stdout) = start_listener(
-            Command::new(ZCNET)
-                .args(["bench", bench, "--listen", "127.0.0.1:0", "--json"])
-                .args(["--interval", "0", "--idle-timeout", IDLE])
+            cmd.args(["bench", bench, "--listen", addr, "--json"])
+                .args(["--interval", "0"])
                 .args(extra),
         );
         let (tx, lines) = mpsc::channel();
@@ -58,7 +66,17 @@ impl Receiver {
     /// The first row (read so far or to come) that `matches`, within [`ROW_WAIT`]; the receiver must
     /// still be running.
     fn row(&mut self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + ROW_WAIT;
+        self.row_within(ROW_WAIT, what, matches)
+    }
+
+    /// [`Receiver::row`] within `wait`.
+    fn row_within(
+        &mut self,
+        wait: Duration,
+        what: &str,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + wait;
         loop {
             if let Some(i) = self.pending.iter().position(&matches) {
                 return self.pending.remove(i);
@@ -338,4 +356,48 @@ fn streams_beyond_max_streams_are_refused_and_reported() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A peer that vanishes mid-stream (an nftables rule in the receiver's namespace drops everything it
+/// sends from then on, as a host gone down would) is found by TCP keepalive, with the idle timeout
+/// off: its stream ends as `keepalive` and the receiver lives on.
+#[test]
+fn a_vanished_peer_is_found_by_keepalive() {
+    let test = "a_vanished_peer_is_found_by_keepalive";
+    if !privileged_with_nft(test) {
+        return;
+    }
+    let pair = VethPair::new(VethConfig::default()).expect("veth harness");
+    let mut rx = Receiver::start_with(
+        pair.b.command(ZCNET),
+        "tcp",
+        &format!("{}:0", pair.b_v4),
+        &["--idle-timeout", "0"],
+    );
+    let addr = rx.addr;
+    let mut peer = pair.a.run(|| TcpStream::connect(addr)).expect("connect");
+    let local = peer.local_addr().unwrap();
+    let unit = 4096;
+    peer.write_all(&[header(1, 0, unit as u32, 1 << 20), pattern(unit, unit)].concat())
+        .unwrap();
+    let nft = |rule: &str| pair.b.exec("nft", &[rule]).expect("nft");
+    nft("add table inet zcnet_gone");
+    nft("add chain inet zcnet_gone input { type filter hook input priority 0; }");
+    nft(&format!(
+        "add rule inet zcnet_gone input ip saddr {} drop",
+        pair.a_v4
+    ));
+    // 10 s of silence, then 3 probes 5 s apart.
+    let row = rx.row_within(Duration::from_secs(60), "the vanished peer", |r| {
+        r["peer"] == local.to_string().as_str()
+    });
+    assert_eq!(row["ended"], "keepalive", "{row}");
+    assert_eq!(row["complete"], false, "{row}");
+    assert_eq!(row["verified"], false, "{row}");
+    assert!(
+        rx.child.try_wait().unwrap().is_none(),
+        "the receiver lives on"
+    );
+    drop(peer);
+    rx.stop();
 }

@@ -8,12 +8,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, json_rows, sigint, start_listener, u};
+use common::{ZCNET, json_lines, json_rows, privileged_with_nft, sigint, start_listener, u};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -179,14 +178,7 @@ fn gso_loss_is_counted_per_datagram_and_fails_a_verified_run() {
 #[test]
 fn network_drops_under_gso_are_counted_per_datagram() {
     let test = "network_drops_under_gso_are_counted_per_datagram";
-    if !testnet::privileged(test) {
-        return;
-    }
-    if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
-        .iter()
-        .any(|p| Path::new(p).exists())
-    {
-        testnet::skip(test, "nft (the nftables package) is not installed");
+    if !privileged_with_nft(test) {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth harness");

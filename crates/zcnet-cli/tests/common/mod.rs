@@ -85,3 +85,19 @@ pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildS
     let addr = announced["listening"].as_str().unwrap().parse().unwrap();
     (child, addr, stdout)
 }
+
+/// Whether `test` may run with nftables rules in its namespaces: privileged, and `nft` installed
+/// (otherwise it prints why it skips, as [`testnet::privileged`] does).
+pub fn privileged_with_nft(test: &str) -> bool {
+    if !testnet::privileged(test) {
+        return false;
+    }
+    if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+    {
+        testnet::skip(test, "nft (the nftables package) is not installed");
+        return false;
+    }
+    true
+}
