@@ -448,6 +448,7 @@ fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
 /// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or
 /// had wrong bytes.
 fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
+    args.serve.check()?;
     let addr = bench_send::listen_addr(spec, args.ipv6)?;
     let listener = sender::bind_page_mss(addr).with_context(|| format!("listening on {addr}"))?;
     bench_listen::announce(listener.local_addr()?, args.json);

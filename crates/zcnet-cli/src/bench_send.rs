@@ -928,6 +928,7 @@ fn send_tcp(
 /// one-process mode's receiver leaves that judgement to the bench that started it, which reads its
 /// row).
 fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<()> {
+    serve.check()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     bench_listen::announce(listener.local_addr()?, common.json);
     let config = RxConfig {

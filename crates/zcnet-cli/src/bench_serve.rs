@@ -33,6 +33,21 @@ pub struct ServeFlags {
     pub idle_timeout: f64,
 }
 
+/// Most `--max-streams`: each stream takes a thread, two descriptors and its receive buffer or window.
+const MAX_STREAMS: u64 = 1024;
+
+impl ServeFlags {
+    /// Fails with a usage error when a flag is out of its range.
+    pub fn check(&self) -> Result<()> {
+        flags::at_most(
+            "--max-streams",
+            u64::from(self.max_streams),
+            MAX_STREAMS,
+            "a thread, two descriptors and a receive buffer each",
+        )
+    }
+}
+
 /// TCP keepalive on accepted sockets: the first probe after this much silence…
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 /// …then one every this long…
