@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -136,13 +136,24 @@ impl Receiver {
     }
 
     /// Stops the receiver with Ctrl-C: it fails naming the streams asked to verify that did not.
-    fn stop(self) {
-        sigint(&self.child);
-        let out = self.child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+    fn stop(mut self) {
+        let (status, stderr) = self.interrupt();
+        assert_eq!(status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("did not arrive whole"), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+
+    /// Sends Ctrl-C and waits for the receiver's exit; returns its status and standard error.
+    fn interrupt(&mut self) -> (ExitStatus, String) {
+        sigint(&self.child);
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (self.child.wait().unwrap(), stderr)
     }
 
     /// The receiver's resident memory, in KiB (`VmRSS` of /proc/PID/status).
@@ -153,6 +164,16 @@ impl Receiver {
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap()
+    }
+}
+
+impl Drop for Receiver {
+    /// A test that failed midway leaves no receiver running: it is ours, stopped by its pid.
+    fn drop(&mut self) {
+        if self.child.try_wait().is_ok_and(|s| s.is_none()) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -349,13 +370,8 @@ fn streams_beyond_max_streams_are_refused_and_reported() {
     ended.sort();
     assert_eq!(ended, ["idle", "refused"]);
     rx.valid_stream("tcp", "a refused stream");
-    sigint(&rx.child);
-    let out = rx.child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (status, stderr) = rx.interrupt();
+    assert!(status.success(), "{stderr}");
 }
 
 /// A peer that vanishes mid-stream (an nftables rule in the receiver's namespace drops everything it
