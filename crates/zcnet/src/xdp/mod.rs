@@ -39,7 +39,7 @@ pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
 pub use live::host_traffic;
 pub use mode::{BoundMode, Mode};
-pub use packet::Packet;
+pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;

@@ -805,6 +805,18 @@ mod tests {
         let mut copy = Vec::new();
         h.umem.copy_packet(&packet, &mut copy);
         assert_eq!(copy.len(), packet.len());
+        // Rewriting the packet's bytes and lengths leaves its continuation marks as they were.
+        let mut packet = packet;
+        for (i, mut frame) in packet.frames_mut().enumerate() {
+            frame.bytes_mut(&mut h.umem).fill(i as u8);
+            assert!(frame.set_len(50));
+        }
+        let conts: Vec<bool> = packet.frames().iter().map(Frame::continues).collect();
+        assert_eq!(conts, [true, true, false]);
+        assert_eq!(packet.len(), 150);
+        copy.clear();
+        h.umem.copy_packet(&packet, &mut copy);
+        assert_eq!(copy, [[0u8; 50], [1; 50], [2; 50]].concat());
         assert_eq!(h.receive_packets(8, &mut packets), 0);
         assert!(
             packets.is_empty(),
