@@ -252,3 +252,20 @@ fn small_requests_get_answers_with_the_default_config() {
         assert_eq!(server.join().unwrap(), Ok(ROUNDS), "{ip}");
     }
 }
+
+/// A window no address space holds is refused as a setup error, not rounded with a wrapping
+/// multiplication into some other size.
+#[test]
+fn an_unaddressable_window_is_refused() {
+    for window in [usize::MAX, usize::MAX - 1, usize::MAX - 4000] {
+        let (_client, server) = sender::connect_page_mss(V4).expect("loopback pair");
+        let config = RxConfig {
+            window,
+            ..RxConfig::default()
+        };
+        match Receiver::new(server, config) {
+            Ok(_) => panic!("a receiver with a {window}-byte window"),
+            Err(err) => assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}"),
+        }
+    }
+}

@@ -173,7 +173,16 @@ impl Receiver {
                 )),
             ),
             RxMode::ZeroCopy => {
-                let len = config.window.max(1).div_ceil(page) * page;
+                let len = config
+                    .window
+                    .max(1)
+                    .checked_next_multiple_of(page)
+                    .ok_or_else(|| {
+                        setup(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("a window of {} bytes is not addressable", config.window),
+                        ))
+                    })?;
                 match SocketMapping::new(stream.as_fd(), len) {
                     Ok(window) => (Some(window), None),
                     Err(e) => (

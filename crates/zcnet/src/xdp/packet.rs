@@ -50,7 +50,7 @@ impl Packet {
     /// }
     /// ```
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0596
     /// fn split(packet: &mut zcnet::xdp::Packet) {
     ///     for mut frame in packet.frames_mut() {
     ///         frame.set_continues(false); // error[E0596]: cannot borrow data in dereference as mutable
