@@ -2,7 +2,7 @@
 //! loopback with an MSS of one page or over a veth pair whose MTU leaves one page of payload per
 //! segment, the sender in a process of its own; or the two sides apart with `--listen`/`--connect`.
 //! Prints what tcp_mmap prints for each receive mode. The receiver runs with the library's
-//! `RxConfig::default()` unless `--window-kib`/`--rcvlowat-kib` say otherwise.
+//! `RxConfig::bulk()` unless `--window-kib`/`--rcvlowat-kib` say otherwise.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -82,7 +82,7 @@ pub struct RxArgs {
     #[arg(long, value_parser = flags::size)]
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
-    /// (0: the kernel default of one byte) [default: the library's, RxConfig::default()].
+    /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
     #[arg(long)]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
@@ -309,7 +309,7 @@ impl Totals {
 
 /// The receiver's configuration for `mode`: the library's defaults unless a flag says otherwise.
 fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
-    let defaults = RxConfig::default();
+    let defaults = RxConfig::bulk();
     let low_water = match args.rcvlowat_kib {
         None => defaults.low_water,
         Some(0) => None,

@@ -84,6 +84,19 @@ fn ovs_local_port_upcalls_carry_every_byte_and_flows_turn_misses_into_hits() {
                 assert_eq!(dp.info().unwrap().stats.n_hit, hits + 1, "{len}: a hit");
             }
             assert!(dp.flows().unwrap().len() >= 4);
+            // A packet longer than an attribute's 16-bit length can say is refused before it is
+            // sent, not sent with a wrapped length.
+            let (_, key, _) = {
+                port.send(&frame(200, 2000)).unwrap();
+                next_miss(&mut upcalls)
+            };
+            let err = dp.execute(&vec![0; 65_532], &key, &[]).unwrap_err();
+            assert_eq!(
+                (err.call(), err.raw_os_error()),
+                ("OVS_PACKET_CMD_EXECUTE", None),
+                "{err}"
+            );
+            assert!(err.to_string().contains("65531"), "{err}");
             dp.delete().unwrap();
             assert!(
                 ovs::datapaths().unwrap().iter().all(|d| d.name != name),

@@ -183,3 +183,76 @@ fn each_datagram_names_its_source() {
         );
     }
 }
+
+/// Sends one datagram per entry of `lens` and receives them all with `batch`, checking each one's
+/// length and kept bytes against what was sent.
+fn round_trip(batch: &mut DatagramBatch, lens: &[usize]) {
+    let (rx, tx) = pair(false);
+    for (i, &len) in lens.iter().enumerate() {
+        tx.send(&datagram(len, i as u8)).unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < lens.len() {
+        let n = batch.recv(&rx).unwrap();
+        assert!((1..=batch.capacity()).contains(&n), "{n}");
+        got.extend(collect(batch));
+    }
+    for (i, ((len, kept, _), &sent)) in got.iter().zip(lens).enumerate() {
+        assert_eq!(*len, sent, "full length of datagram {i}");
+        let want = datagram(sent, i as u8);
+        assert_eq!(
+            kept[..],
+            want[..sent.min(batch.keep())],
+            "kept bytes of {i}"
+        );
+    }
+}
+
+#[test]
+fn a_keep_whose_product_overflows_is_capped_not_wrapped() {
+    // (1 << 62) + 8 times 4 wraps to 32 bytes: the batch must not hand the kernel 4 slots of
+    // 2^62 bytes over a 32-byte buffer. It keeps whole datagrams (65535 at most) instead.
+    let mut batch = DatagramBatch::new(4, (1 << 62) + 8);
+    assert_eq!((batch.capacity(), batch.keep()), (4, 65535));
+    round_trip(&mut batch, &[100, 65507, 0, 3000, 64]);
+    for (capacity, keep) in [
+        (usize::MAX, usize::MAX),
+        (1 << 62, 2),
+        (0, 1 << 62),
+        (usize::MAX / 2 + 1, 2),
+    ] {
+        let batch = DatagramBatch::new(capacity, keep);
+        assert!((1..=1024).contains(&batch.capacity()), "{capacity}");
+        assert!(batch.keep() <= 65535, "{keep}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever capacity and keep a caller passes (hostile ones included), the batch keeps what it
+    /// says and every datagram arrives with its full length and its first `keep()` bytes.
+    #[test]
+    fn any_capacity_and_keep_receive_correctly(
+        capacity in proptest::prop_oneof![
+            0usize..70,
+            proptest::prelude::Just(usize::MAX),
+            proptest::prelude::Just(1usize << 62),
+            proptest::prelude::Just(1025usize),
+        ],
+        keep in proptest::prop_oneof![
+            0usize..2000,
+            proptest::prelude::Just(usize::MAX),
+            proptest::prelude::Just(1usize << 62),
+            proptest::prelude::Just((1usize << 62) + 8),
+            proptest::prelude::Just(65535usize),
+            proptest::prelude::Just(65536usize),
+        ],
+        lens in proptest::collection::vec(0usize..4000, 1..12),
+    ) {
+        let mut batch = DatagramBatch::new(capacity, keep);
+        proptest::prop_assert_eq!(batch.capacity(), capacity.clamp(1, 1024));
+        proptest::prop_assert_eq!(batch.keep(), keep.min(65535));
+        round_trip(&mut batch, &lens);
+    }
+}

@@ -206,3 +206,66 @@ fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
     assert_eq!(got.stats.zerocopy_calls, 0);
     assert_eq!(got.stats.recv_bytes, 1 << 20);
 }
+
+/// A request/response exchange of small messages with the default configuration: each request (far
+/// less than a window) must reach the receiver while its sender waits for the answer. A low-water
+/// mark by default would leave the receiver waiting for bytes that never come; the client's read
+/// timeout bounds that wait (generously) so the test fails instead of hanging, and its close then
+/// ends the receiver's wait.
+#[test]
+fn small_requests_get_answers_with_the_default_config() {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    const ROUNDS: u8 = 20;
+    const REQUEST: usize = 100;
+    for ip in [V4, V6] {
+        let (mut client, server) = sender::connect_page_mss(ip).expect("loopback pair");
+        client
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut rx = Receiver::new(server, RxConfig::default()).expect("receiver");
+        let server = thread::spawn(move || -> Result<u8, String> {
+            for round in 0..ROUNDS {
+                let mut request = Vec::new();
+                while request.len() < REQUEST {
+                    match rx.recv().map_err(|e| e.to_string())? {
+                        Some(chunk) => request.extend_from_slice(&chunk),
+                        None => return Err(format!("round {round}: the stream ended")),
+                    }
+                }
+                assert_eq!(request, vec![round; REQUEST]);
+                rx.stream().write_all(&[round]).map_err(|e| e.to_string())?;
+            }
+            Ok(ROUNDS)
+        });
+        for round in 0..ROUNDS {
+            client.write_all(&[round; REQUEST]).unwrap();
+            let mut answer = [0u8; 1];
+            if let Err(e) = client.read_exact(&mut answer) {
+                drop(client);
+                let _ = server.join();
+                panic!("{ip} round {round}: no answer ({e}): the receiver waited for more");
+            }
+            assert_eq!(answer, [round]);
+        }
+        drop(client);
+        assert_eq!(server.join().unwrap(), Ok(ROUNDS), "{ip}");
+    }
+}
+
+/// A window no address space holds is refused as a setup error, not rounded with a wrapping
+/// multiplication into some other size.
+#[test]
+fn an_unaddressable_window_is_refused() {
+    for window in [usize::MAX, usize::MAX - 1, usize::MAX - 4000] {
+        let (_client, server) = sender::connect_page_mss(V4).expect("loopback pair");
+        let config = RxConfig {
+            window,
+            ..RxConfig::default()
+        };
+        match Receiver::new(server, config) {
+            Ok(_) => panic!("a receiver with a {window}-byte window"),
+            Err(err) => assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}"),
+        }
+    }
+}

@@ -90,9 +90,14 @@ fn receive_all(config: UmemConfig) {
 
 /// [`receive_all`] with a socket bound on `pair.a_if` queue 0.
 fn receive_all_on(pair: &VethPair, mut umem: Umem, mut socket: Socket) {
-    assert_eq!(socket.mode(), BoundMode::Copy);
     assert_eq!(socket.fill(&mut umem, u32::MAX).expect("fill"), 2048);
-    let (_program, link) = redirect_to(pair, &socket);
+    receive_every_frame(pair, &mut umem, &mut socket);
+}
+
+/// [`receive_all_on`] with the queue's fill ring already filled.
+fn receive_every_frame(pair: &VethPair, umem: &mut Umem, socket: &mut Socket) {
+    assert_eq!(socket.mode(), BoundMode::Copy);
+    let (_program, link) = redirect_to(pair, socket);
     let spec = frames(pair, false);
     let sender = thread::scope(|s| {
         let sender = s.spawn(|| send_from_b(pair, spec, 100));
@@ -101,7 +106,7 @@ fn receive_all_on(pair: &VethPair, mut umem: Umem, mut socket: Socket) {
         let mut frames = Vec::new();
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
             socket.wait_rx(100).expect("poll");
-            let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx ring");
+            let invalid = socket.receive(umem, 64, &mut frames).expect("rx ring");
             assert_eq!(invalid, 0, "kernel descriptors are valid");
             for frame in &frames {
                 if let Some((PORT, payload)) = udp_payload(umem.bytes(frame)) {
@@ -109,7 +114,7 @@ fn receive_all_on(pair: &VethPair, mut umem: Umem, mut socket: Socket) {
                     record(&mut seen, payload);
                 }
             }
-            socket.fill_with(&mut umem, &mut frames).expect("refill");
+            socket.fill_with(umem, &mut frames).expect("refill");
             for frame in frames.drain(..) {
                 umem.release(frame);
             }
@@ -185,6 +190,64 @@ fn a_dropped_socket_frees_its_queue_and_its_frames() {
     receive_all_on(&pair, umem, socket);
 }
 
+/// Sockets of a UMEM on one queue share the queue's fill and completion rings, which outlive any one
+/// of them: with the queue's first socket dropped, the second receives every frame into what the
+/// first lent the fill ring, recycles through the same ring, sends and reclaims; once it is dropped
+/// too, every frame comes back when the UMEM binds the queue again.
+#[test]
+fn a_shared_queue_keeps_working_when_its_first_socket_is_dropped() {
+    if !testnet::privileged("a_shared_queue_keeps_working_when_its_first_socket_is_dropped") {
+        return;
+    }
+    let pair = VethPair::one_queue().expect("veth pair");
+    let (mut umem, mut second, total) = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let total = umem.frame_count() as usize;
+        let mut first = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind");
+        let second = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("shared bind");
+        assert!(!first.shares_umem() && second.shares_umem());
+        assert_eq!(first.fill(&mut umem, u32::MAX).expect("fill"), 2048);
+        // On the first socket's tx ring, never sent: copy mode sends only when woken.
+        let mut frame = umem.alloc().expect("frame");
+        assert!(frame.set_len(60));
+        let mut tx = vec![frame];
+        assert_eq!(first.transmit(&mut umem, &mut tx).expect("tx"), 1);
+        drop(first);
+        (umem, second, total)
+    });
+    receive_every_frame(&pair, &mut umem, &mut second);
+    // The second socket sends through its own tx ring and reclaims through the queue's completion
+    // ring.
+    let mut frame = umem.alloc().expect("frame");
+    assert!(frame.set_len(60));
+    umem.bytes_mut(&mut frame).fill(0xff);
+    let mut tx = vec![frame];
+    assert_eq!(second.transmit(&mut umem, &mut tx).expect("tx"), 1);
+    let deadline = Instant::now() + PATIENCE;
+    let mut reclaimed = 0;
+    while reclaimed == 0 && Instant::now() < deadline {
+        second.wake_tx().expect("wake");
+        let (done, invalid) = second.reclaim(&mut umem, 8).expect("reclaim");
+        assert_eq!(invalid, 0);
+        reclaimed += done;
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(reclaimed, 1, "the sent frame came back");
+    drop(second);
+    pair.a.run(|| {
+        let again = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind again");
+        assert!(
+            !again.shares_umem(),
+            "registered anew: no socket used it any more"
+        );
+        assert_eq!(
+            umem.free_frames(),
+            total,
+            "the fill ring's frames and the closed socket's unsent one came back"
+        );
+    });
+}
+
 /// Failed binds, first or sharing, leave the UMEM as it was: the next bind works and receives.
 #[test]
 fn a_failed_bind_leaves_the_umem_reusable() {
@@ -205,7 +268,7 @@ fn a_failed_bind_leaves_the_umem_reusable() {
         let err = Socket::bind(&mut umem, &pair.a_if, 7, Mode::Copy).expect_err("no queue 7");
         assert!(err.to_string().contains("XDP_SHARED_UMEM"), "{err}");
         let sharing = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("shared bind");
-        assert!(sharing.shares_umem() && !sharing.has_own_fill_ring());
+        assert!(sharing.shares_umem());
         drop(sharing);
         assert_eq!(umem.free_frames(), total);
         (umem, socket)
@@ -356,10 +419,6 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
         "inherited from the UMEM's first socket"
     );
     rx_socket.fill(&mut umem, u32::MAX).expect("fill");
-    let err = tx_socket
-        .fill(&mut umem, 1)
-        .expect_err("the queue's rings are rx_socket's");
-    assert!(err.to_string().contains("shares the fill ring"), "{err}");
     let (_program, _link) = redirect_to(&pair, &rx_socket);
     let listener = pair.b.run(|| {
         packet::open(
@@ -387,11 +446,12 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
             forwarded += u64::from(tx_socket.transmit(&mut umem, &mut frames).expect("tx"));
             assert!(frames.is_empty(), "tx ring as large as the rx batch");
             tx_socket.wake_tx().expect("wake");
-            // The tx socket's frames complete on the queue's completion ring (rx_socket's).
-            let (done, invalid) = rx_socket.reclaim(&mut umem, 64).expect("reclaim");
+            // The tx socket's frames complete on the queue's completion ring, which both sockets
+            // share: either reclaims and fills.
+            let (done, invalid) = tx_socket.reclaim(&mut umem, 64).expect("reclaim");
             assert_eq!(invalid, 0);
             if done > 0 {
-                rx_socket.fill(&mut umem, done).expect("fill");
+                tx_socket.fill(&mut umem, done).expect("fill");
             }
             // Collect what came back to b.
             while let Ok(n) = packet::recv_nonblocking(listener.as_fd(), &mut buf) {
@@ -416,8 +476,8 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
     assert_all_arrived(&seen, FRAMES);
 }
 
-/// One UMEM shared by sockets on two queues: the second socket gets fill and completion rings of its
-/// own (the kernel requires them on another queue), each socket's fill ring serves its queue, and
+/// One UMEM shared by sockets on two queues: each queue gets fill and completion rings of its own (the
+/// kernel requires them on another queue), each socket's fill ring serves its queue, and
 /// every frame arrives once, intact, whichever queue it came through.
 #[test]
 fn a_umem_shared_across_two_queues_receives_on_both() {
@@ -447,10 +507,6 @@ fn a_umem_shared_across_two_queues_receives_on_both() {
             .expect("attach");
         (umem, sockets, program, link)
     });
-    assert!(
-        sockets.iter().all(Socket::has_own_fill_ring),
-        "one pool per queue"
-    );
     assert!(!sockets[0].shares_umem() && sockets[1].shares_umem());
     for socket in &mut sockets {
         assert_eq!(socket.fill(&mut umem, 2048).expect("fill"), 2048);

@@ -72,7 +72,7 @@ impl Client {
         call: &'static str,
     ) -> Result<(), OvsError> {
         let seq = self.sock.next_seq();
-        let (head, pad) = req.finish_with_trailer(seq, ty, trailer.len());
+        let (head, pad) = req.finish_with_trailer(seq, ty, trailer.len()).call(call)?;
         self.sock
             .send_gathered(&[&head, trailer, &[0u8; 3][..pad]])
             .call(call)?;

@@ -450,7 +450,7 @@ mod tests {
                 },
             ],
         );
-        let msg = req.finish(1);
+        let msg = req.finish(1).unwrap();
         let body = &msg[crate::sys::netlink::NLMSG_HDRLEN + crate::sys::netlink::GENL_HDRLEN..];
         let attrs: Vec<_> = Attributes::new(body).map(Result::unwrap).collect();
         assert_eq!(attrs.len(), 1);

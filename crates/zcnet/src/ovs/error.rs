@@ -38,6 +38,10 @@ impl OvsError {
             Some(libc::EEXIST) => "something of that name exists already",
             Some(libc::EBUSY) => "the device belongs to another master (bridge, bond or datapath)",
             Some(libc::EINVAL) => "the kernel rejected the request's attributes",
+            None if self.source.kind() == io::ErrorKind::InvalidInput => {
+                "netlink cannot carry it: an attribute (a packet to execute included) holds at most \
+                 65531 bytes"
+            }
             _ => "see the errno",
         }
     }

@@ -28,7 +28,9 @@ fn upcall_message(packet: &[u8], unaligned: bool) -> Vec<u8> {
             .attr(key_attr::ETHERTYPE, &0x0800u16.to_be_bytes())
             .attr(key_attr::UDP, &[0x30, 0x39, 0, 7]);
     });
-    let (mut msg, pad) = req.finish_with_trailer(0, packet_attr::PACKET, packet.len());
+    let (mut msg, pad) = req
+        .finish_with_trailer(0, packet_attr::PACKET, packet.len())
+        .unwrap();
     msg.extend_from_slice(packet);
     if unaligned {
         let len = msg.len() as u32;
@@ -155,7 +157,7 @@ fn trailing_bytes_and_wrong_shapes_are_rejected() {
     let mut keyless = Request::new(FAMILY, 0, packet_cmd::MISS, 1).header(&[0; 4]);
     keyless.attr(packet_attr::PACKET, &frame(60));
     assert!(matches!(
-        parse_upcall(&keyless.finish(0), FAMILY),
+        parse_upcall(&keyless.finish(0).unwrap(), FAMILY),
         Err(ParseError::Missing("OVS_PACKET_ATTR_KEY"))
     ));
     let mut wrong_size = Request::new(FAMILY, 0, packet_cmd::MISS, 1).header(&[0; 4]);
@@ -164,7 +166,7 @@ fn trailing_bytes_and_wrong_shapes_are_rejected() {
     });
     wrong_size.attr(packet_attr::PACKET, &frame(60));
     assert!(matches!(
-        parse_upcall(&wrong_size.finish(0), FAMILY),
+        parse_upcall(&wrong_size.finish(0).unwrap(), FAMILY),
         Err(ParseError::KeyAttribute(key_attr::IPV4))
     ));
 }
@@ -175,7 +177,7 @@ fn action_upcalls_carry_userdata() {
     req.attr(packet_attr::KEY | NLA_F_NESTED, &[])
         .attr(packet_attr::USERDATA, &42u64.to_ne_bytes())
         .attr(packet_attr::PACKET, &frame(64));
-    let msg = req.finish(0);
+    let msg = req.finish(0).unwrap();
     let up = parse_upcall(&msg, FAMILY).unwrap();
     assert_eq!(up.kind, UpcallKind::Action);
     assert_eq!(up.userdata, Some(&42u64.to_ne_bytes()[..]));

@@ -14,7 +14,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 
-use crate::sys::datagram::{self, CONTROL_WORDS, Received};
+use crate::sys::datagram::{self, CONTROL_WORDS, MAX_BATCH, MAX_DATAGRAM, Received};
 use crate::sys::socket::set_int_option;
 
 /// Buffers for receiving up to `capacity` datagrams per call, keeping at most `keep` bytes of each.
@@ -28,13 +28,22 @@ pub struct DatagramBatch {
 }
 
 impl DatagramBatch {
-    /// Room for `capacity` datagrams per [`recv`](Self::recv) (at least one), copying at most `keep`
-    /// bytes of each (0: none; 65535: every UDP datagram whole).
+    /// Room for `capacity` datagrams per [`recv`](Self::recv), copying at most `keep` bytes of each
+    /// (0: none; 65535: every UDP datagram whole).
+    ///
+    /// Both are capped at what the kernel can use: `capacity` to 1 ..= 1024 (`recvmmsg` takes at
+    /// most `UIO_MAXIOV` messages per call) and `keep` to 65535 (no UDP datagram is longer), so the
+    /// buffers are at most 64 MiB whatever the arguments; [`capacity`](Self::capacity) and
+    /// [`keep`](Self::keep) say what was granted.
     pub fn new(capacity: usize, keep: usize) -> DatagramBatch {
-        let capacity = capacity.max(1);
+        let capacity = capacity.clamp(1, MAX_BATCH);
+        let keep = keep.min(MAX_DATAGRAM);
+        let bytes = capacity
+            .checked_mul(keep)
+            .expect("at most MAX_BATCH * MAX_DATAGRAM bytes");
         DatagramBatch {
             keep,
-            data: vec![0; capacity * keep],
+            data: vec![0; bytes],
             control: vec![0; capacity * CONTROL_WORDS],
             got: vec![Received::default(); capacity],
             filled: 0,
@@ -44,6 +53,11 @@ impl DatagramBatch {
     /// Bytes kept of each datagram.
     pub fn keep(&self) -> usize {
         self.keep
+    }
+
+    /// Most datagrams one [`recv`](Self::recv) takes.
+    pub fn capacity(&self) -> usize {
+        self.got.len()
     }
 
     /// Receives the next batch: waits for one datagram as the socket says (its read timeout, or not at
@@ -66,9 +80,9 @@ impl DatagramBatch {
     /// The datagrams of the last [`recv`](Self::recv), in arrival order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Datagram<'_>> + '_ {
         self.got[..self.filled].iter().enumerate().map(|(i, r)| {
-            let start = i * self.keep;
+            let slot = datagram::slot(&self.data, self.keep, i).unwrap_or_default();
             Datagram {
-                bytes: &self.data[start..start + r.len.min(self.keep)],
+                bytes: &slot[..r.len.min(slot.len())],
                 received: *r,
             }
         })

@@ -50,8 +50,8 @@ pub struct RxConfig {
     pub release: Release,
     /// `SO_RCVLOWAT` to set: a blocking receive then waits until this many bytes are queued (or the
     /// stream ends), so each wake-up maps a whole window instead of a few segments (on loopback this
-    /// halves the CPU per MB). A peer that sends less and then waits for an answer would stall: set
-    /// `None` for request/response protocols.
+    /// halves the CPU per MB). Only for bulk streams: a peer that sends less and then waits for an
+    /// answer would stall, so the default is `None` ([`RxConfig::bulk`] sets one window).
     pub low_water: Option<usize>,
     /// Give up zero-copy and use plain `recv` once this many bytes arrived without a single page mapped
     /// (`None`: never give up). A sender whose pages cannot map costs an extra call per read otherwise.
@@ -59,11 +59,12 @@ pub struct RxConfig {
 }
 
 impl Default for RxConfig {
-    /// Zero-copy with a 512 KiB window and a low-water mark of the same size (tcp_mmap's settings: the
-    /// kernel then wakes the receiver once per window), a 256 KiB copy buffer, copybuf off (as in
-    /// tcp_mmap: measured on loopback with one page per segment, copybuf copied ~0.1% of a stream the
-    /// next call would have mapped; unaligned bytes are read with `recv` instead), pages zapped on
-    /// release, and a fallback to `recv` after 4 MiB with nothing mapped.
+    /// Zero-copy with a 512 KiB window (tcp_mmap's), no low-water mark (a receive returns what is
+    /// queued, so a request/response exchange of small messages never waits for bytes that will not
+    /// come), a 256 KiB copy buffer, copybuf off (as in tcp_mmap: measured on loopback with one page
+    /// per segment, copybuf copied ~0.1% of a stream the next call would have mapped; unaligned bytes
+    /// are read with `recv` instead), pages zapped on release, and a fallback to `recv` after 4 MiB
+    /// with nothing mapped.
     fn default() -> RxConfig {
         RxConfig {
             mode: RxMode::ZeroCopy,
@@ -71,8 +72,22 @@ impl Default for RxConfig {
             copy_buffer: 256 << 10,
             copybuf: false,
             release: Release::Zap,
-            low_water: Some(512 << 10),
+            low_water: None,
             give_up_after: Some(4 << 20),
+        }
+    }
+}
+
+impl RxConfig {
+    /// The default with tcp_mmap's low-water mark of one window (512 KiB), for a stream known to be
+    /// bulk (the sender keeps sending until it ends): the kernel then wakes the receiver once per
+    /// window. Never for a request/response protocol, whose receiver would wait for 512 KiB that
+    /// never come.
+    pub fn bulk() -> RxConfig {
+        let config = RxConfig::default();
+        RxConfig {
+            low_water: Some(config.window),
+            ..config
         }
     }
 }
@@ -158,7 +173,16 @@ impl Receiver {
                 )),
             ),
             RxMode::ZeroCopy => {
-                let len = config.window.max(1).div_ceil(page) * page;
+                let len = config
+                    .window
+                    .max(1)
+                    .checked_next_multiple_of(page)
+                    .ok_or_else(|| {
+                        setup(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("a window of {} bytes is not addressable", config.window),
+                        ))
+                    })?;
                 match SocketMapping::new(stream.as_fd(), len) {
                     Ok(window) => (Some(window), None),
                     Err(e) => (

@@ -426,10 +426,15 @@ pub fn prog_load(
     license: &CStr,
     name: &str,
 ) -> Result<OwnedFd, LoadError> {
+    // Checked, not truncated: the kernel would read a different count than the slice holds.
+    let insn_cnt = u32::try_from(insns.len()).map_err(|_| LoadError {
+        error: io::Error::from_raw_os_error(libc::E2BIG),
+        verifier_log: String::new(),
+    })?;
     let load = |log: Option<&mut Vec<u8>>| {
         let mut attr = ProgLoadAttr {
             prog_type,
-            insn_cnt: insns.len() as u32,
+            insn_cnt,
             insns: insns.as_ptr() as u64,
             license: license.as_ptr() as u64,
             prog_flags,
@@ -439,7 +444,8 @@ pub fn prog_load(
         };
         if let Some(buf) = log {
             attr.log_level = 1;
-            attr.log_size = buf.len() as u32;
+            // Never more than the buffer holds (a longer buffer is offered in part).
+            attr.log_size = u32::try_from(buf.len()).unwrap_or(u32::MAX);
             attr.log_buf = buf.as_mut_ptr() as u64;
         }
         // SAFETY: `insns` (insn_cnt entries), `license` (NUL-terminated) and the log buffer (log_size

@@ -99,6 +99,24 @@ fn decode_control(control: &[u8], r: &mut Received) {
     }
 }
 
+/// The longest UDP datagram (its 16-bit length field): no slot needs more room.
+pub const MAX_DATAGRAM: usize = 65_535;
+
+/// Most messages one `recvmmsg` takes (`UIO_MAXIOV`: the kernel cuts a longer vector to this).
+pub const MAX_BATCH: usize = 1024;
+
+/// Slot `i` of `data` cut into slots of `room` bytes: `data[i * room..(i + 1) * room]`, computed
+/// with checked arithmetic: `None` for a slot that would end past `data` (or past `usize::MAX`).
+pub fn slot(data: &[u8], room: usize, i: usize) -> Option<&[u8]> {
+    let start = i.checked_mul(room)?;
+    data.get(start..start.checked_add(room)?)
+}
+
+/// Whether `len` holds `count` slots of `per` (checked: an overflowing product does not fit).
+fn fits(len: usize, count: usize, per: usize) -> bool {
+    count.checked_mul(per).is_some_and(|need| need <= len)
+}
+
 /// Receives up to `got.len()` datagrams on `fd` with one `recvmmsg(MSG_TRUNC | MSG_WAITFORONE)`:
 /// datagram `i` copies at most `room` bytes into `data[i * room..]` and its control messages into
 /// `control[i * CONTROL_WORDS..]`; `got[i]` says what arrived. Returns how many datagrams arrived
@@ -106,7 +124,9 @@ fn decode_control(control: &[u8], r: &mut Received) {
 /// passed or it is non-blocking, `EINTR` when a signal arrived). A message whose control data the
 /// kernel had to cut (`MSG_CTRUNC`) fails the call, since its segment size may be lost.
 ///
-/// Panics when `data` or `control` is shorter than `got.len()` slots.
+/// Sizes are checked here, not trusted: `InvalidInput` when `got` is empty or longer than
+/// [`MAX_BATCH`], or when `data` or `control` is shorter than `got.len()` slots (the products
+/// computed with `checked_mul`, so no wrapped size ever reaches the kernel).
 pub fn recv_batch(
     fd: BorrowedFd<'_>,
     data: &mut [u8],
@@ -115,42 +135,67 @@ pub fn recv_batch(
     got: &mut [Received],
 ) -> io::Result<usize> {
     let count = got.len();
-    assert!(data.len() >= count * room && control.len() >= count * CONTROL_WORDS);
-    let data_base = data.as_mut_ptr();
-    let control_base = control.as_mut_ptr();
+    if count == 0
+        || count > MAX_BATCH
+        || !fits(data.len(), count, room)
+        || !fits(control.len(), count, CONTROL_WORDS)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "recvmmsg: {count} slots of {room} bytes do not fit {} bytes of data and {} \
+                 control words (1 to {MAX_BATCH} slots)",
+                data.len(),
+                control.len()
+            ),
+        ));
+    }
+    // One iovec per slot, each over its own disjoint part of `data` (empty ones at its start when
+    // `room` is 0); `fits` guarantees `count` of them.
+    let mut iov: Vec<libc::iovec> = match room {
+        0 => vec![
+            libc::iovec {
+                iov_base: data.as_mut_ptr().cast(),
+                iov_len: 0,
+            };
+            count
+        ],
+        _ => data
+            .chunks_exact_mut(room)
+            .take(count)
+            .map(|slot| libc::iovec {
+                iov_base: slot.as_mut_ptr().cast(),
+                iov_len: slot.len(),
+            })
+            .collect(),
+    };
     // SAFETY: `sockaddr_storage` is plain old data; all-zero is valid.
     let mut names: Vec<libc::sockaddr_storage> = vec![unsafe { mem::zeroed() }; count];
-    let mut iov: Vec<libc::iovec> = (0..count)
-        .map(|i| libc::iovec {
-            // SAFETY: `i * room` is at most `data.len()` (asserted above): in bounds or one past.
-            iov_base: unsafe { data_base.add(i * room) }.cast(),
-            iov_len: room,
-        })
-        .collect();
     let mut hdrs: Vec<libc::mmsghdr> = iov
         .iter_mut()
         .zip(names.iter_mut())
-        .enumerate()
-        .map(|(i, (v, name))| {
+        .zip(control.chunks_exact_mut(CONTROL_WORDS))
+        .map(|((v, name), words)| {
             // SAFETY: `msghdr` is plain old data; all-zero is valid.
             let mut h: libc::msghdr = unsafe { mem::zeroed() };
             h.msg_name = (name as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = v;
             h.msg_iovlen = 1;
-            // SAFETY: `i * CONTROL_WORDS` is inside `control` (asserted above).
-            h.msg_control = unsafe { control_base.add(i * CONTROL_WORDS) }.cast();
-            h.msg_controllen = (CONTROL_WORDS * 8) as _;
+            h.msg_control = words.as_mut_ptr().cast();
+            h.msg_controllen = mem::size_of_val(words) as _;
             libc::mmsghdr {
                 msg_hdr: h,
                 msg_len: 0,
             }
         })
         .collect();
-    // SAFETY: every header points at one live iovec covering `room` writable bytes of `data`, at
-    // `CONTROL_WORDS * 8` writable, `cmsghdr`-aligned bytes of `control` and at one writable
-    // `sockaddr_storage` of `names` (its size in `msg_namelen`); all outlive the call, and
-    // `count` is the number of headers.
+    // The kernel reads `count` headers: there must be that many (`fits` guarantees it).
+    assert_eq!(hdrs.len(), count, "one header per slot");
+    // SAFETY: every header points at one live iovec covering `iov_len` writable bytes inside
+    // `data`, at `CONTROL_WORDS * 8` writable, `cmsghdr`-aligned bytes inside `control` and at one
+    // writable `sockaddr_storage` of `names` (its size in `msg_namelen`); all outlive the call, and
+    // `count` (at most `MAX_BATCH`) is the number of headers.
     let n = syscall!(recvmmsg(
         fd.as_raw_fd(),
         hdrs.as_mut_ptr(),
@@ -158,7 +203,13 @@ pub fn recv_batch(
         libc::MSG_TRUNC | libc::MSG_WAITFORONE,
         std::ptr::null_mut(),
     ))? as usize;
-    for (i, (r, h)) in got.iter_mut().zip(&hdrs[..n]).enumerate() {
+    let n = n.min(count);
+    for (((r, h), name), words) in got
+        .iter_mut()
+        .zip(&hdrs[..n])
+        .zip(&names)
+        .zip(control.chunks_exact(CONTROL_WORDS))
+    {
         if h.msg_hdr.msg_flags & libc::MSG_CTRUNC != 0 {
             return Err(io::Error::other(
                 "recvmmsg: MSG_CTRUNC (the socket has more control messages enabled than a \
@@ -167,14 +218,14 @@ pub fn recv_batch(
         }
         *r = Received {
             len: h.msg_len as usize,
-            source: source_of(&names[i], h.msg_hdr.msg_namelen),
+            source: source_of(name, h.msg_hdr.msg_namelen),
             ..Received::default()
         };
-        let words = &control[i * CONTROL_WORDS..(i + 1) * CONTROL_WORDS];
         // SAFETY: `words` is `CONTROL_WORDS` initialised u64s borrowed for this statement; u8 has
         // no alignment or validity requirements.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 8 * words.len()) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), mem::size_of_val(words))
+        };
         let len = h.msg_hdr.msg_controllen.min(bytes.len());
         decode_control(&bytes[..len], r);
     }
@@ -185,6 +236,82 @@ pub fn recv_batch(
 mod tests {
     use super::*;
     use crate::sys::errqueue::ControlBuf;
+    use std::os::fd::AsFd;
+
+    /// A bound, non-blocking UDP socket with nothing queued.
+    fn idle_socket() -> std::net::UdpSocket {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+        s.set_nonblocking(true).expect("non-blocking");
+        s
+    }
+
+    proptest::proptest! {
+        /// Slots never overlap, never reach past the data and never wrap, whatever the room.
+        #[test]
+        fn slots_stay_inside_the_data(
+            len in 0usize..4096,
+            room in proptest::prop_oneof![
+                0usize..600,
+                proptest::prelude::Just(usize::MAX),
+                proptest::prelude::Just(1usize << 62),
+                proptest::prelude::Just((1usize << 62) + 8),
+                proptest::prelude::Just(usize::MAX / 2 + 1),
+            ],
+        ) {
+            let data = vec![0u8; len];
+            // Every index names an empty slot when `room` is 0.
+            let whole = len.checked_div(room);
+            let k = whole.unwrap_or(7);
+            for i in [0, 1, 2, k.saturating_sub(1), k, usize::MAX / 2, usize::MAX] {
+                let got = slot(&data, room, i);
+                proptest::prop_assert_eq!(got.is_some(), whole.is_none_or(|w| i < w), "slot {}", i);
+                if let Some(got) = got {
+                    proptest::prop_assert_eq!(got.len(), room);
+                    let start = got.as_ptr() as usize - data.as_ptr() as usize;
+                    proptest::prop_assert_eq!(start, i * room);
+                }
+            }
+        }
+
+        /// Hostile slot counts and sizes are refused before any pointer is made: a clean
+        /// `InvalidInput`, never a wrapped size, a panic or a write past the buffers.
+        #[test]
+        fn hostile_sizes_are_refused(
+            count in proptest::prop_oneof![0usize..4, proptest::prelude::Just(MAX_BATCH + 1)],
+            room in proptest::prop_oneof![
+                proptest::prelude::Just(usize::MAX),
+                proptest::prelude::Just(1usize << 62),
+                proptest::prelude::Just((1usize << 62) + 8),
+                proptest::prelude::Just(usize::MAX / 3 + 1),
+                65usize..100_000,
+            ],
+            data_len in 0usize..64,
+            control_short in proptest::prelude::any::<bool>(),
+        ) {
+            let socket = idle_socket();
+            let mut data = vec![0u8; data_len];
+            let words = if control_short { count.saturating_sub(1) } else { count };
+            let mut control = vec![0u64; words * CONTROL_WORDS];
+            let mut got = vec![Received::default(); count];
+            let err = recv_batch(socket.as_fd(), &mut data, room, &mut control, &mut got)
+                .expect_err("no room for the slots");
+            proptest::prop_assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn sizes_that_fit_reach_the_kernel() {
+        // The checks refuse only what does not fit: an empty, idle socket then says EAGAIN.
+        let socket = idle_socket();
+        for (count, room) in [(1, 0), (4, 16), (MAX_BATCH, 1)] {
+            let mut data = vec![0u8; count * room];
+            let mut control = vec![0u64; count * CONTROL_WORDS];
+            let mut got = vec![Received::default(); count];
+            let err = recv_batch(socket.as_fd(), &mut data, room, &mut control, &mut got)
+                .expect_err("nothing queued");
+            assert_eq!(err.kind(), io::ErrorKind::WouldBlock, "{count} x {room}");
+        }
+    }
 
     #[test]
     fn control_data_decodes_segment_size_and_drops() {

@@ -91,9 +91,26 @@ pub struct NetdevXdp {
 
 /// A generic netlink request under construction: `nlmsghdr`, `genlmsghdr`, an optional family header
 /// (OVS's `struct ovs_header`), then 4-byte-aligned attributes, possibly nested.
+///
+/// Lengths are checked, never wrapped: an attribute (nested ones included) longer than `nla_len`'s
+/// 16 bits can say, or a message longer than `nlmsg_len`'s 32 bits, makes [`Request::finish`] fail
+/// with `InvalidInput` instead of sending a length the kernel would misread.
 #[derive(Debug, Clone)]
 pub struct Request {
     buf: Vec<u8>,
+    /// The length of the first attribute too long for `nla_len`, if any.
+    too_long: Option<usize>,
+}
+
+/// An attribute of `len` bytes (header included) too long for `nla_len` (u16).
+fn attribute_too_long(len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "netlink attribute of {len} bytes (header included): nla_len holds at most {}",
+            u16::MAX
+        ),
+    )
 }
 
 impl Request {
@@ -104,7 +121,10 @@ impl Request {
         buf[4..6].copy_from_slice(&family.to_ne_bytes());
         buf[6..8].copy_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
         buf.extend_from_slice(&[cmd, version, 0, 0]);
-        Request { buf }
+        Request {
+            buf,
+            too_long: None,
+        }
     }
 
     /// Appends a family's fixed header (bytes placed right after the `genlmsghdr`).
@@ -118,10 +138,20 @@ impl Request {
         self.buf.resize(align4(self.buf.len()), 0);
     }
 
-    /// Appends attribute `ty` with `payload`, padded to 4 bytes.
+    /// `nla_len` for an attribute of `len` bytes (header included): the length, or 0 with the
+    /// request marked as failed when it does not fit 16 bits.
+    fn nla_len(&mut self, len: usize) -> u16 {
+        u16::try_from(len).unwrap_or_else(|_| {
+            self.too_long.get_or_insert(len);
+            0
+        })
+    }
+
+    /// Appends attribute `ty` with `payload`, padded to 4 bytes. A payload longer than 65531 bytes
+    /// fails the request (see [`Request::finish`]).
     pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Request {
-        self.buf
-            .extend_from_slice(&((NLA_HDRLEN + payload.len()) as u16).to_ne_bytes());
+        let len = self.nla_len(NLA_HDRLEN.saturating_add(payload.len()));
+        self.buf.extend_from_slice(&len.to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
         self.buf.extend_from_slice(payload);
         self.pad();
@@ -148,36 +178,58 @@ impl Request {
         self.buf
             .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
         fill(self);
-        let len = (self.buf.len() - start) as u16;
+        let len = self.nla_len(self.buf.len() - start);
         self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
         self
     }
 
-    /// The finished message with sequence number `seq` and its length field set.
-    pub fn finish(mut self, seq: u32) -> Vec<u8> {
-        let total = self.buf.len() as u32;
+    /// The finished message with sequence number `seq` and its length field set; `InvalidInput`
+    /// when an attribute was too long for `nla_len` or the message for `nlmsg_len`.
+    pub fn finish(self, seq: u32) -> io::Result<Vec<u8>> {
+        let len = self.buf.len();
+        self.finish_as(seq, len)
+    }
+
+    /// The message with `nlmsg_len` set to `total` (the head and whatever the caller sends after it).
+    fn finish_as(mut self, seq: u32, total: usize) -> io::Result<Vec<u8>> {
+        if let Some(len) = self.too_long {
+            return Err(attribute_too_long(len));
+        }
+        let total = u32::try_from(total).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "netlink message of {total} bytes: nlmsg_len holds at most {}",
+                    u32::MAX
+                ),
+            )
+        })?;
         self.buf[0..4].copy_from_slice(&total.to_ne_bytes());
         self.buf[8..12].copy_from_slice(&seq.to_ne_bytes());
-        self.buf
+        Ok(self.buf)
     }
 
     /// The finished message followed by one more attribute `ty` whose payload (`trailer`) the caller
     /// sends from its own memory (scatter-gather): returns the head bytes and the padding to send after
-    /// the trailer. The trailer must be the last part of the message.
+    /// the trailer. The trailer must be the last part of the message. `InvalidInput` as for
+    /// [`Request::finish`], also when the trailer is longer than 65531 bytes.
     pub fn finish_with_trailer(
         mut self,
         seq: u32,
         ty: u16,
         trailer_len: usize,
-    ) -> (Vec<u8>, usize) {
-        self.buf
-            .extend_from_slice(&((NLA_HDRLEN + trailer_len) as u16).to_ne_bytes());
+    ) -> io::Result<(Vec<u8>, usize)> {
+        let len = self.nla_len(NLA_HDRLEN.saturating_add(trailer_len));
+        self.buf.extend_from_slice(&len.to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
+        if let Some(len) = self.too_long {
+            return Err(attribute_too_long(len));
+        }
+        // The trailer fits nla_len (at most 65531 bytes): no overflow below.
         let pad = align4(trailer_len) - trailer_len;
-        let total = (self.buf.len() + trailer_len + pad) as u32;
-        let mut head = self.finish(seq);
-        head[0..4].copy_from_slice(&total.to_ne_bytes());
-        (head, pad)
+        let total = self.buf.len() + trailer_len + pad;
+        let head = self.finish_as(seq, total)?;
+        Ok((head, pad))
     }
 }
 
@@ -411,7 +463,7 @@ impl GenlSocket {
     /// another sequence number (left over from an earlier, interrupted request) are skipped.
     pub fn request(&mut self, request: Request) -> io::Result<Vec<Reply>> {
         let seq = self.next_seq();
-        let mut req = request.finish(seq);
+        let mut req = request.finish(seq)?;
         let flags = u16::from_ne_bytes([req[6], req[7]]) | libc::NLM_F_ACK as u16;
         req[6..8].copy_from_slice(&flags.to_ne_bytes());
         self.send_gathered(&[&req])?;
@@ -517,6 +569,7 @@ pub fn parse_netdev(genl_payload: &[u8]) -> NetdevXdp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn header_layouts_match_linux_netlink_h() {
@@ -533,7 +586,7 @@ mod tests {
     fn request_round_trips_through_the_parser() {
         let mut req = Request::new(0x10, 1, 3, 1);
         req.attr(2, b"netdev\0").attr(1, &[1, 2]);
-        let req = req.finish(7);
+        let req = req.finish(7).unwrap();
         assert_eq!(req.len() % 4, 0);
         let msgs = messages(&req).unwrap();
         assert_eq!(msgs.len(), 1);
@@ -548,7 +601,7 @@ mod tests {
         let mut req = Request::new(30, 0, 1, 1);
         req.u32(NETDEV_A_DEV_IFINDEX, 4)
             .attr(NETDEV_A_DEV_XDP_FEATURES, &feats);
-        let req = req.finish(1);
+        let req = req.finish(1).unwrap();
         let msgs = messages(&req).unwrap();
         let dev = parse_netdev(msgs[0].payload);
         assert_eq!(dev.ifindex, 4);
@@ -558,9 +611,72 @@ mod tests {
         );
     }
 
+    /// Payload lengths around and far beyond what `nla_len` holds, hostile ones included.
+    fn payload_len() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            0usize..16,
+            65_500usize..65_600,
+            Just(65_531usize),
+            Just(65_532usize),
+            Just(1usize << 20),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// An attribute (plain, nested or the trailer) fits `nla_len` and round-trips, or fails the
+        /// request: a length is never wrapped into 16 bits.
+        #[test]
+        fn attribute_lengths_fit_or_fail(
+            plain in payload_len(),
+            nested in payload_len(),
+            trailer in prop_oneof![payload_len(), Just(usize::MAX), Just(1usize << 62)],
+        ) {
+            let fits = |payload: usize| {
+                payload
+                    .checked_add(NLA_HDRLEN)
+                    .is_some_and(|len| len <= usize::from(u16::MAX))
+            };
+            let mut req = Request::new(0x10, 1, 3, 1);
+            req.attr(1, &vec![7; plain]);
+            req.nested(2, |r| {
+                r.attr(3, &vec![8; nested]);
+            });
+            let nested_fits =
+                fits(nested) && NLA_HDRLEN + align4(NLA_HDRLEN + nested) <= usize::from(u16::MAX);
+            let whole = req.clone().finish(9);
+            prop_assert_eq!(whole.is_ok(), fits(plain) && nested_fits);
+            match whole {
+                Ok(msg) => {
+                    let msgs = messages(&msg).unwrap();
+                    let attrs: Vec<_> = attributes(msgs[0].payload).collect();
+                    prop_assert_eq!(attrs.len(), 2);
+                    prop_assert_eq!(attrs[0].1.len(), plain);
+                    let inner: Vec<_> = Attributes::new(attrs[1].1).map(Result::unwrap).collect();
+                    prop_assert_eq!(inner[0].1.len(), nested);
+                }
+                Err(e) => prop_assert_eq!(e.kind(), io::ErrorKind::InvalidInput),
+            }
+            match req.finish_with_trailer(9, 4, trailer) {
+                Ok((head, pad)) => {
+                    prop_assert!(fits(plain) && nested_fits && fits(trailer));
+                    let total = u32::from_ne_bytes(head[0..4].try_into().unwrap()) as usize;
+                    prop_assert_eq!(total, head.len() + trailer + pad);
+                    let len = u16::from_ne_bytes([head[head.len() - 4], head[head.len() - 3]]);
+                    prop_assert_eq!(usize::from(len), NLA_HDRLEN + trailer);
+                }
+                Err(e) => {
+                    prop_assert!(!(fits(plain) && nested_fits && fits(trailer)));
+                    prop_assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+                }
+            }
+        }
+    }
+
     #[test]
     fn malformed_lengths_are_rejected_not_trusted() {
-        let mut req = Request::new(0x10, 1, 3, 1).finish(7);
+        let mut req = Request::new(0x10, 1, 3, 1).finish(7).unwrap();
         req[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert!(messages(&req).is_err());
         let bogus_attr = [0u8, 0, 0, 0, 200, 0, 1, 0];

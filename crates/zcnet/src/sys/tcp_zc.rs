@@ -111,7 +111,9 @@ impl SocketMapping {
         // tcp_mmap's does: a window of up to that size then lies under a single page table, which the
         // kernel walks once per receive to insert pages and once per release to zap them.
         let align = page_size() / mem::size_of::<u64>() * page_size();
-        let reserved = len + align;
+        let reserved = len
+            .checked_add(align)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) overlaps no Rust memory; `fd` is open.
         let base = unsafe {
             libc::mmap(
@@ -276,6 +278,34 @@ pub fn max_segment(fd: BorrowedFd<'_>) -> io::Result<i32> {
 mod tests {
     use super::*;
     use std::mem::offset_of;
+    use std::os::fd::AsFd;
+
+    /// Windows whose reservation (the window plus one alignment unit) would pass `usize::MAX` are
+    /// refused, not reserved with a wrapped length; so are empty windows, those that are not whole
+    /// pages, and those larger than the address space can map (ENOMEM).
+    #[test]
+    fn unaddressable_windows_are_refused() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let page = page_size();
+        for len in [
+            0,
+            1,
+            page + 1,
+            usize::MAX,
+            usize::MAX - page + 1,
+            usize::MAX / 2 + 1,
+            1 << 62,
+        ] {
+            let err = SocketMapping::new(client.as_fd(), len)
+                .err()
+                .unwrap_or_else(|| panic!("a {len}-byte window was mapped"));
+            assert!(
+                matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOMEM)),
+                "{len}: {err}"
+            );
+        }
+    }
 
     /// Offsets from `struct tcp_zerocopy_receive` in linux/tcp.h (Linux 5.11 and later).
     #[test]

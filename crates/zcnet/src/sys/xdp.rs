@@ -398,7 +398,11 @@ impl<S: RingWord> RingMmap<S> {
         entries: u32,
     ) -> io::Result<RingMmap<S>> {
         let off = kind.offsets(offsets);
-        let len = off.desc as usize + entries as usize * mem::size_of::<S>();
+        // Checked: the offsets come from the kernel, `entries` from the caller.
+        let len = usize::try_from(off.desc)
+            .ok()
+            .and_then(|desc| desc.checked_add((entries as usize).checked_mul(mem::size_of::<S>())?))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         let map = Mmap::shared(fd, len, kind.page_offset())?;
         RingMmap::over(map, off, entries)
     }

@@ -14,8 +14,9 @@
 //! - [`Socket`]: one kernel socket, [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or
 //!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::fallback`]);
 //!   [`probe_zero_copy`] asks just that question. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
-//!   with the same one; dropping a socket unbinds its queue, and the frames lent there come back
-//!   when the UMEM binds that queue again.
+//!   with the same one; the sockets on one queue share its fill and completion rings, which stay
+//!   open while any of them lives. Dropping the last socket of a queue unbinds it, and the frames
+//!   lent there come back when the UMEM binds that queue again.
 //! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
 //!   in several frames ([`Socket::receive_packets`]).
 //!
@@ -30,6 +31,7 @@ mod live;
 mod mode;
 mod packet;
 mod program;
+mod queue;
 mod ring;
 mod socket;
 mod stats;
@@ -39,7 +41,7 @@ pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
 pub use live::host_traffic;
 pub use mode::{BoundMode, Mode};
-pub use packet::Packet;
+pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;

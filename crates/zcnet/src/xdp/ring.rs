@@ -259,13 +259,21 @@ impl<T: Entry> Consumer<T> {
     /// Entries ready to read, refreshing the producer index when the cached one shows fewer than
     /// `wanted`.
     pub fn available(&mut self, wanted: u32) -> u32 {
-        let ready = self.producer.wrapping_sub(self.consumer);
+        let ready = self.cached_ready();
         if ready >= wanted {
             return ready;
         }
         // Acquire pairs with the producer's Release store: the slots it published are visible.
         self.producer = self.ring.producer().load(Ordering::Acquire);
-        // A hostile producer index more than a ring ahead is clamped: we never read past one ring.
+        self.cached_ready()
+    }
+
+    /// Entries ready as the cached indices show them. A producer index the kernel never could have
+    /// written (more than a ring ahead of our consumer index, or behind it) is clamped to one ring
+    /// every time it is used — the one read at construction and the one kept from the last refresh
+    /// included — so no batch ever reads past one ring or runs the consumer index past the producer's
+    /// by more than a ring.
+    fn cached_ready(&self) -> u32 {
         self.producer
             .wrapping_sub(self.consumer)
             .min(self.entries())
@@ -442,9 +450,49 @@ mod tests {
         let (_p, mut c) = pair::<u64>(4, 0);
         c.ring.producer().store(1000, Ordering::Release);
         assert_eq!(c.peek(u32::MAX).len(), 4);
+        // The cached index stays hostile: a later batch that the cached view seems to cover (no
+        // refresh) is clamped too.
+        assert_eq!(c.peek(500).len(), 4);
+        // So is an index read when the consumer half is made.
+        let mut fresh = Consumer::<u64>::new(c.ring.clone());
+        assert_eq!(fresh.peek(500).len(), 4);
+        assert_eq!(fresh.available(1), 4);
     }
 
     proptest! {
+        /// Whatever indices a hostile kernel writes, whenever it writes them, and however many entries
+        /// the caller asks for (0, 1, `u32::MAX`...): no batch or reservation exceeds one ring, and
+        /// every index stays within one ring of the other side's.
+        #[test]
+        fn hostile_indices_never_exceed_one_ring(
+            start in any::<u32>(),
+            ops in proptest::collection::vec(
+                (0u8..4, prop_oneof![any::<u32>(), 0u32..10, Just(u32::MAX), Just(1u32 << 31)]),
+                1..64,
+            ),
+        ) {
+            let (mut p, mut c) = pair::<u64>(8, start);
+            let ring = c.ring.clone();
+            for (op, value) in ops {
+                match op {
+                    0 => ring.producer().store(start.wrapping_add(value), Ordering::Release),
+                    1 => ring.consumer().store(start.wrapping_add(value), Ordering::Release),
+                    2 => {
+                        let b = c.peek(value);
+                        prop_assert!(b.len() <= 8 && b.len() <= value);
+                        let before = b.consumer.consumer;
+                        b.release();
+                        prop_assert!(c.consumer.wrapping_sub(before) <= 8);
+                    }
+                    _ => {
+                        let r = p.reserve(value);
+                        prop_assert!(r.len() <= 8 && r.len() <= value);
+                        prop_assert!(r.len() <= r.producer.cached_free());
+                    }
+                }
+            }
+        }
+
         /// Random batch sizes from a random starting index behave like a FIFO of capacity `entries`.
         #[test]
         fn ring_is_a_bounded_fifo(start in any::<u32>(), ops in proptest::collection::vec((any::<bool>(), 0u32..12), 1..64)) {

@@ -1,6 +1,6 @@
 //! AF_XDP sockets: one kernel socket each, bound to one queue of an interface in zero-copy or copy
-//! mode, with its rx and tx rings (and, for the first socket of its UMEM on a queue, that queue's fill
-//! and completion rings), wakeups and statistics.
+//! mode, with its rx and tx rings, the queue's fill and completion rings (shared by every socket of
+//! its UMEM there), wakeups and statistics.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -10,11 +10,10 @@ use super::error::{Error, Result};
 use super::mode::{BoundMode, Mode};
 use super::packet::Packet;
 use super::program::interface_index;
+use super::queue::{Queue, Through};
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
-use super::umem::{
-    Frame, FrameSize, Inherited, Pool, QueuePlace, Sharing, Umem, UmemConfig, XSK_PRIVILEGE,
-};
+use super::umem::{Frame, FrameSize, QueuePlace, Sharing, Umem, UmemConfig, XSK_PRIVILEGE};
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
@@ -54,27 +53,25 @@ impl Default for SocketConfig {
 
 /// An AF_XDP socket bound to one queue of one interface: the only owner of its kernel socket. Dropping
 /// it closes the socket and unmaps its rings, which unbinds it from its queue (the kernel frees the
-/// queue for a new bind a moment later).
+/// queue for a new bind a moment later, once no socket of its UMEM is bound there).
 ///
-/// The first socket of a UMEM on a queue sets up the queue's fill and completion rings and owns them;
-/// a socket sharing the UMEM on the same queue shares them too (the kernel gives a queue one pool):
-/// fill and reclaim through the queue's first socket. Once every socket of a queue has closed, the
-/// frames lent there come back to the UMEM's free list when the UMEM binds that queue again (the bind
-/// succeeding proves that the kernel let go of them).
+/// Every socket of a UMEM on a queue shares the queue's fill and completion rings (the kernel gives a
+/// queue one pool): any of them fills ([`Socket::fill`], [`Socket::fill_with`]) and reclaims
+/// ([`Socket::reclaim`]) for all, and the rings stay open while any of them lives, whichever closes
+/// first. Once every socket of a queue has closed, the frames lent there come back to the UMEM's
+/// free list when the UMEM binds that queue again (the bind succeeding proves that the kernel let go
+/// of them).
 ///
 /// Frames reach its rx ring only when an XDP program redirects them to it: attach
 /// [`crate::xdp::XdpProgram::redirect_to_xsk`] and insert the socket into its map at the queue index.
 #[derive(Debug)]
 pub struct Socket {
     // Fields drop in order: the ring mappings and the descriptor go first, which releases the kernel
-    // socket, and only then the pool, whose last holder hands the pool's frames back to the UMEM.
+    // socket, and only then the queue, whose last holder closes the queue's rings.
     rx: Option<Consumer<Desc>>,
     tx: Option<Producer<Desc>>,
-    /// The queue's fill and completion rings, when this socket set up its queue's pool.
-    fill: Option<Producer<u64>>,
-    completion: Option<Consumer<u64>>,
-    fd: Arc<OwnedFd>,
-    pool: Arc<Pool>,
+    fd: OwnedFd,
+    queue_rings: Arc<Queue>,
     iface: String,
     queue: u32,
     mode: BoundMode,
@@ -109,7 +106,7 @@ fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
 }
 
 /// Why [`Mode::Auto`] copies after the zero-copy bind with `flags` failed with `errno`.
-fn copy_remedy(errno: i32, flags: u16) -> &'static str {
+pub(super) fn copy_remedy(errno: i32, flags: u16) -> &'static str {
     match errno {
         libc::EOPNOTSUPP if flags & XDP_USE_SG != 0 => {
             "the driver has no AF_XDP zero-copy, or none for multi-buffer: bound in copy mode"
@@ -123,7 +120,7 @@ fn copy_remedy(errno: i32, flags: u16) -> &'static str {
 }
 
 /// Maps ring `kind` of `entries` slots (none for 0).
-fn map_ring<S: RingWord>(
+pub(super) fn map_ring<S: RingWord>(
     fd: BorrowedFd<'_>,
     kind: RingKind,
     offsets: &xdp_mmap_offsets,
@@ -133,14 +130,6 @@ fn map_ring<S: RingWord>(
         0 => Ok(None),
         n => RingMmap::map(fd, kind, offsets, n).map(|ring| Some(Arc::new(ring))),
     }
-}
-
-/// A socket sharing its queue's pool has neither fill nor completion ring: the queue's first has.
-fn shared_rings(ring: &str, iface: &str, queue: u32) -> Error {
-    Error::usage(format!(
-        "the AF_XDP socket on {iface} queue {queue} shares the {ring} ring of the first socket of \
-         its UMEM on that queue: use that socket"
-    ))
 }
 
 fn no_ring(ring: &str, iface: &str) -> Error {
@@ -168,6 +157,40 @@ fn bind_retrying_busy(mut bind: impl FnMut() -> std::io::Result<()>) -> std::io:
     }
 }
 
+/// Binds `fd` to queue `queue` of `iface` (index `ifindex`) with `flags` (and the socket `shared`
+/// names, with `XDP_SHARED_UMEM`), retrying `EBUSY` for a moment; the error names the flags and what
+/// the errno usually means.
+pub(super) fn bind_on_queue(
+    fd: BorrowedFd<'_>,
+    iface: &str,
+    ifindex: u32,
+    queue: u32,
+    flags: u16,
+    shared: Option<BorrowedFd<'_>>,
+) -> Result<()> {
+    bind_retrying_busy(|| sys::bind(fd, ifindex, queue, flags, shared)).map_err(|e| {
+        let hint = bind_hint(e.raw_os_error(), flags);
+        Error::from_errno(
+            format!("bind {} on {iface} queue {queue}", flag_names(flags)),
+            e,
+            XSK_PRIVILEGE,
+            hint,
+        )
+    })
+}
+
+/// A new, unbound AF_XDP socket.
+pub(super) fn create_socket() -> Result<OwnedFd> {
+    sys::socket().map_err(|e| {
+        Error::from_errno(
+            "create AF_XDP socket",
+            e,
+            XSK_PRIVILEGE,
+            "the kernel lacks AF_XDP (CONFIG_XDP_SOCKETS)",
+        )
+    })
+}
+
 fn flag_names(flags: u16) -> String {
     let names = [
         (XDP_SHARED_UMEM, "XDP_SHARED_UMEM"),
@@ -188,14 +211,14 @@ impl Socket {
     /// Binds a new socket with `umem` to queue `queue` of `iface` (in the calling thread's network
     /// namespace) with rx and tx rings of 2048 entries and need_wakeup. The first socket of a UMEM
     /// registers it; later ones share it (`XDP_SHARED_UMEM`) and inherit its mode, need_wakeup and
-    /// multi-buffer setting. On a queue no socket of the UMEM is bound to, the socket gets that queue's
-    /// fill and completion rings ([`Socket::fill`], [`Socket::fill_with`], [`Socket::reclaim`]); on a
-    /// queue that has them, it shares them.
+    /// multi-buffer setting. The first socket of the UMEM on a queue opens that queue's fill and
+    /// completion rings ([`Socket::fill`], [`Socket::fill_with`], [`Socket::reclaim`]); later ones on
+    /// that queue share them.
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
 
-    /// [`Socket::bind`] with explicit ring sizes and options. A failed bind closes the socket it
+    /// [`Socket::bind`] with explicit ring sizes and options. A failed bind closes the sockets it
     /// created and leaves `umem` as it was.
     pub fn bind_with(
         umem: &mut Umem,
@@ -207,14 +230,25 @@ impl Socket {
         let ifindex = interface_index(iface)?;
         let place = QueuePlace::here(ifindex, queue);
         let sharing = umem.sharing_for(place);
-        let fd = Arc::new(sys::socket().map_err(|e| {
-            Error::from_errno(
-                "create AF_XDP socket",
-                e,
-                XSK_PRIVILEGE,
-                "the kernel lacks AF_XDP (CONFIG_XDP_SOCKETS)",
-            )
-        })?);
+        let shares_umem = !matches!(sharing, Sharing::Register);
+        let (queue_rings, opened) = match sharing {
+            Sharing::Queue(open) => (open, false),
+            Sharing::Share { with } => {
+                let through = Through::Share(&with);
+                let at = (iface, ifindex, queue, place);
+                let opened =
+                    Queue::open(umem, through, at, config.need_wakeup, config.multi_buffer);
+                (Arc::new(opened?), true)
+            }
+            Sharing::Register => {
+                let at = (iface, ifindex, queue, place);
+                let through = Through::Register(mode);
+                let opened =
+                    Queue::open(umem, through, at, config.need_wakeup, config.multi_buffer);
+                (Arc::new(opened?), true)
+            }
+        };
+        let fd = create_socket()?;
         let setup = |what: &str, e| {
             Error::from_errno(
                 format!("{what} of AF_XDP socket for {iface}"),
@@ -223,19 +257,9 @@ impl Socket {
                 "",
             )
         };
-        let shared_pool = matches!(sharing, Sharing::Share { pool: Some(_), .. });
-        if let Sharing::Register = sharing {
-            umem.register_on(fd.as_fd())?;
-        }
-        let (fill_size, completion_size) = match shared_pool {
-            true => (0, 0),
-            false => umem.ring_sizes(),
-        };
         for (kind, size) in [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
-            (RingKind::Fill, fill_size),
-            (RingKind::Completion, completion_size),
         ] {
             if size > 0 {
                 sys::set_ring_size(fd.as_fd(), kind, size)
@@ -249,95 +273,30 @@ impl Socket {
         let tx = map_ring(fd.as_fd(), RingKind::Tx, &offsets, config.tx_size)
             .map_err(|e| setup("map tx ring", e))?
             .map(Producer::new);
-        let fill = map_ring(fd.as_fd(), RingKind::Fill, &offsets, fill_size)
-            .map_err(|e| setup("map fill ring", e))?
-            .map(Producer::new);
-        let completion = map_ring(fd.as_fd(), RingKind::Completion, &offsets, completion_size)
-            .map_err(|e| setup("map completion ring", e))?
-            .map(Consumer::new);
-        let bind = |flags: u16, shared: Option<BorrowedFd<'_>>| {
-            bind_retrying_busy(|| sys::bind(fd.as_fd(), ifindex, queue, flags, shared)).map_err(
-                |e| {
-                    let hint = bind_hint(e.raw_os_error(), flags);
-                    Error::from_errno(
-                        format!("bind {} on {iface} queue {queue}", flag_names(flags)),
-                        e,
-                        XSK_PRIVILEGE,
-                        hint,
-                    )
-                },
-            )
-        };
-        let (inherited, fallback) = match &sharing {
-            Sharing::Share {
-                with, inherited, ..
-            } => {
-                bind(XDP_SHARED_UMEM, Some(with.as_fd()))?;
-                (*inherited, None)
-            }
-            Sharing::Register => {
-                let mut extra = 0;
-                if config.need_wakeup {
-                    extra |= XDP_USE_NEED_WAKEUP;
-                }
-                if config.multi_buffer {
-                    extra |= XDP_USE_SG;
-                }
-                let (mode, fallback) = match mode {
-                    Mode::ZeroCopy => (
-                        bind(XDP_ZEROCOPY | extra, None).map(|_| BoundMode::ZeroCopy)?,
-                        None,
-                    ),
-                    Mode::Copy => (
-                        bind(XDP_COPY | extra, None).map(|_| BoundMode::Copy)?,
-                        Some(Fallback::requested(
-                            "bind in zero-copy or auto mode for zero-copy",
-                        )),
-                    ),
-                    Mode::Auto => match bind(XDP_ZEROCOPY | extra, None) {
-                        Ok(()) => (BoundMode::ZeroCopy, None),
-                        Err(zc) => {
-                            bind(XDP_COPY | extra, None)?;
-                            let errno = zc.errno().unwrap_or(0);
-                            let call = match config.multi_buffer {
-                                true => "bind XDP_ZEROCOPY|XDP_USE_SG",
-                                false => "bind XDP_ZEROCOPY",
-                            };
-                            let remedy = copy_remedy(errno, XDP_ZEROCOPY | extra);
-                            (
-                                BoundMode::Copy,
-                                Some(Fallback::refused(call, errno, remedy)),
-                            )
-                        }
-                    },
-                };
-                let inherited = Inherited {
-                    mode,
-                    need_wakeup: config.need_wakeup,
-                    multi_buffer: config.multi_buffer,
-                };
-                (inherited, fallback)
-            }
-        };
-        let shares_umem = matches!(sharing, Sharing::Share { .. });
-        let pool = match sharing {
-            Sharing::Share {
-                pool: Some(pool), ..
-            } => pool,
-            _ => umem.new_pool(place),
-        };
-        umem.joined(&fd, &pool, inherited);
+        bind_on_queue(
+            fd.as_fd(),
+            iface,
+            ifindex,
+            queue,
+            XDP_SHARED_UMEM,
+            Some(queue_rings.fd()),
+        )?;
+        if opened {
+            umem.opened(&queue_rings);
+        }
+        let inherited = queue_rings.inherited();
         Ok(Socket {
             rx,
             tx,
-            fill,
-            completion,
             fd,
-            pool,
+            fallback: match opened && !shares_umem {
+                true => queue_rings.fallback().cloned(),
+                false => None,
+            },
+            queue_rings,
             iface: iface.to_string(),
             queue,
             mode: inherited.mode,
-            fallback,
             need_wakeup: inherited.need_wakeup,
             multi_buffer: inherited.multi_buffer,
             shares_umem,
@@ -393,7 +352,7 @@ impl Socket {
     pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
-        Ok(umem.receive(rx, self.pool.tag(), max, out))
+        Ok(umem.receive(rx, self.queue_rings.tag(), max, out))
     }
 
     /// Takes whole received packets from the rx ring, up to `max` frames (more when the first packet
@@ -408,7 +367,7 @@ impl Socket {
     ) -> Result<u32> {
         self.check_umem(umem)?;
         let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
-        Ok(umem.receive_packets(rx, self.pool.tag(), max, out))
+        Ok(umem.receive_packets(rx, self.queue_rings.tag(), max, out))
     }
 
     /// Lends frames from the front of `frames` to the kernel through the tx ring and removes them from
@@ -419,14 +378,15 @@ impl Socket {
     pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
-        Ok(umem.transmit(tx, self.pool.tag(), frames))
+        Ok(umem.transmit(tx, self.queue_rings.tag(), frames))
     }
 
-    /// Moves up to `max` free frames of `umem` onto this queue's fill ring for the kernel to receive
-    /// into; returns how many.
+    /// Moves up to `max` free frames of `umem` onto this queue's fill ring (shared by every socket of
+    /// the UMEM on the queue) for the kernel to receive into; returns how many.
     pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
-        let (tag, ring) = self.own_fill_ring(umem)?;
-        Ok(umem.fill_via(ring, tag, max))
+        self.check_umem(umem)?;
+        let tag = self.queue_rings.tag();
+        Ok(umem.fill_via(&mut self.queue_rings.fill(), tag, max))
     }
 
     /// Lends frames from the front of `frames` to the kernel through this queue's fill ring (a
@@ -436,43 +396,25 @@ impl Socket {
     /// # Panics
     /// When a frame belongs to another UMEM.
     pub fn fill_with(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
-        let (tag, ring) = self.own_fill_ring(umem)?;
-        Ok(umem.fill_with_via(ring, tag, frames))
+        self.check_umem(umem)?;
+        let tag = self.queue_rings.tag();
+        Ok(umem.fill_with_via(&mut self.queue_rings.fill(), tag, frames))
     }
 
-    /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring) back
-    /// onto `umem`'s free list. Returns the number reclaimed and the number of completion entries that
-    /// did not name a frame lent on this queue (skipped).
+    /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring, shared
+    /// by every socket of the UMEM on the queue: it returns what any of them sent) back onto `umem`'s
+    /// free list. Returns the number reclaimed and the number of completion entries that did not name
+    /// a frame lent on this queue (skipped).
     pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
         self.check_umem(umem)?;
-        let ring = self
-            .completion
-            .as_mut()
-            .ok_or_else(|| shared_rings("completion", &self.iface, self.queue))?;
-        let tag = self.pool.tag();
-        Ok(umem.reclaim_via(ring, tag, max))
+        let tag = self.queue_rings.tag();
+        Ok(umem.reclaim_via(&mut self.queue_rings.completion(), tag, max))
     }
 
-    /// Whether the fill ring asks for a wakeup (`poll`/`recvfrom`) before the kernel will use it
-    /// (false for a socket without a fill ring of its own).
+    /// Whether the queue's fill ring asks for a wakeup (`poll`/`recvfrom`) before the kernel will use
+    /// it.
     pub fn fill_needs_wakeup(&self) -> bool {
-        self.fill.as_ref().is_some_and(Producer::needs_wakeup)
-    }
-
-    /// Whether this socket has its queue's fill and completion rings (it is the first socket of its
-    /// UMEM on its queue).
-    pub fn has_own_fill_ring(&self) -> bool {
-        self.fill.is_some()
-    }
-
-    /// This queue's fill ring and its pool's tag, once `umem` is checked to be the socket's.
-    fn own_fill_ring(&mut self, umem: &Umem) -> Result<(u32, &mut Producer<u64>)> {
-        self.check_umem(umem)?;
-        let ring = self
-            .fill
-            .as_mut()
-            .ok_or_else(|| shared_rings("fill", &self.iface, self.queue))?;
-        Ok((self.pool.tag(), ring))
+        self.queue_rings.fill().needs_wakeup()
     }
 
     fn check_umem(&self, umem: &Umem) -> Result<()> {

@@ -17,7 +17,7 @@
 //!   new pool (`EBUSY` until then). So the frames lent to a pool whose sockets all closed come back to
 //!   the free list when this UMEM binds that queue again: the bind succeeding proves the teardown.
 
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use super::error::{Error, Result};
 use super::mode::BoundMode;
 use super::packet::Packet;
+use super::queue::Queue;
 use super::ring::{Consumer, Desc, Producer};
 pub use crate::sys::frame_area::Frame;
 use crate::sys::frame_area::FrameArea;
@@ -116,10 +117,11 @@ struct ClosedPool {
     place: QueuePlace,
 }
 
-/// One kernel buffer pool of a UMEM: the fill and completion rings of one queue and every socket bound
-/// there. Each of those sockets holds it and drops it last, after closing its kernel socket; when the
-/// last one did, the pool reports itself closed to its UMEM, which takes its frames back once the
-/// queue is bound again.
+/// One kernel buffer pool of a UMEM, as its frame bookkeeping knows it: the tag of the frames lent on
+/// one queue. The queue's [`Queue`] holds it and drops it last, after closing the queue's rings and
+/// anchor socket (every socket bound there holds the queue and closes its own kernel socket first);
+/// the pool then reports itself closed to its UMEM, which takes its frames back once the queue is
+/// bound again.
 #[derive(Debug)]
 pub(crate) struct Pool {
     tag: u32,
@@ -150,27 +152,15 @@ impl Drop for Pool {
     }
 }
 
-/// A bound socket of the UMEM, as the UMEM knows it (it owns nothing of the socket).
-#[derive(Debug)]
-struct Member {
-    fd: Weak<OwnedFd>,
-    pool: Weak<Pool>,
-    place: QueuePlace,
-    inherited: Inherited,
-}
-
 /// How a new socket gets to the UMEM.
 #[derive(Debug)]
 pub(crate) enum Sharing {
-    /// No socket uses the UMEM: register it on the new socket, which sets up its queue's pool.
+    /// No socket uses the UMEM: open its queue registering it there.
     Register,
-    /// Bind with `XDP_SHARED_UMEM` naming `with`, a bound socket of this UMEM; `pool` is that
-    /// socket's pool when it is bound to the same queue (the new socket shares it and its rings).
-    Share {
-        with: Arc<OwnedFd>,
-        pool: Option<Arc<Pool>>,
-        inherited: Inherited,
-    },
+    /// The UMEM is in use on other queues only: open this queue sharing it through `with`.
+    Share { with: Arc<Queue> },
+    /// The queue is open: bind there, sharing its rings.
+    Queue(Arc<Queue>),
 }
 
 /// A frame area for AF_XDP sockets. Every frame is in one place: the free list, a [`Frame`] token
@@ -179,8 +169,9 @@ pub(crate) enum Sharing {
 /// that pool does not hold (a bug or a hostile kernel) is counted as invalid and never becomes a
 /// second token for the same memory.
 ///
-/// The UMEM owns no kernel socket: each [`Socket`](crate::xdp::Socket) owns its own, and the first one
-/// bound registers the area on it. When every socket of a queue has closed, the frames lent there come
+/// The UMEM owns no kernel socket: each [`Socket`](crate::xdp::Socket) owns its own, and each queue's
+/// rings belong to a socket of that queue's own (shared by the sockets bound there); the first queue
+/// opened registers the area. When every socket of a queue has closed, the frames lent there come
 /// back to the free list as soon as this UMEM binds that queue again (which proves the kernel let go
 /// of them).
 #[derive(Debug)]
@@ -190,7 +181,8 @@ pub struct Umem {
     huge_pages: bool,
     /// Tells this UMEM's sockets apart from other UMEMs' (a socket only carries its UMEM's frames).
     id: u64,
-    members: Vec<Member>,
+    /// The queues open with this UMEM (each held by the sockets bound there).
+    queues: Vec<Weak<Queue>>,
     inbox: Arc<Inbox>,
     /// Closed pools whose frames wait for proof that the kernel let go of them.
     quarantined: Vec<ClosedPool>,
@@ -221,7 +213,7 @@ impl Umem {
             config,
             huge_pages: false,
             id: NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed),
-            members: Vec::new(),
+            queues: Vec::new(),
             inbox: Arc::default(),
             quarantined: Vec::new(),
             next_pool: 0,
@@ -237,30 +229,17 @@ impl Umem {
         (self.config.fill_size, self.config.completion_size)
     }
 
-    /// How a socket binding to `place` gets to this UMEM: sharing the pool of a socket bound there,
-    /// sharing the UMEM through a socket bound elsewhere, or registering it anew.
+    /// How a socket binding to `place` gets to this UMEM: through the queue open there, sharing the
+    /// UMEM through a queue open elsewhere, or registering it anew.
     pub(crate) fn sharing_for(&mut self, place: QueuePlace) -> Sharing {
         self.collect_closed();
-        self.members.retain(|m| m.fd.strong_count() > 0);
-        let live = |m: &Member| Some((m.fd.upgrade()?, m.pool.upgrade()?, m.inherited));
-        if let Some((with, pool, inherited)) = self
-            .members
-            .iter()
-            .filter(|m| m.place == place)
-            .find_map(live)
-        {
-            return Sharing::Share {
-                with,
-                pool: Some(pool),
-                inherited,
-            };
+        self.queues.retain(|q| q.strong_count() > 0);
+        let live: Vec<Arc<Queue>> = self.queues.iter().filter_map(Weak::upgrade).collect();
+        if let Some(queue) = live.iter().find(|q| q.place() == place) {
+            return Sharing::Queue(queue.clone());
         }
-        match self.members.iter().find_map(live) {
-            Some((with, _, inherited)) => Sharing::Share {
-                with,
-                pool: None,
-                inherited,
-            },
+        match live.into_iter().next() {
+            Some(with) => Sharing::Share { with },
             None => Sharing::Register,
         }
     }
@@ -300,14 +279,9 @@ impl Umem {
         })
     }
 
-    /// Records a socket bound with this UMEM, so later ones can share it through it.
-    pub(crate) fn joined(&mut self, fd: &Arc<OwnedFd>, pool: &Arc<Pool>, inherited: Inherited) {
-        self.members.push(Member {
-            fd: Arc::downgrade(fd),
-            pool: Arc::downgrade(pool),
-            place: pool.place,
-            inherited,
-        });
+    /// Records a queue opened with this UMEM, so later sockets bind there or share the UMEM through it.
+    pub(crate) fn opened(&mut self, queue: &Arc<Queue>) {
+        self.queues.push(Arc::downgrade(queue));
     }
 
     /// Moves pools whose sockets all closed to the quarantine, where their frames wait for their
@@ -805,6 +779,18 @@ mod tests {
         let mut copy = Vec::new();
         h.umem.copy_packet(&packet, &mut copy);
         assert_eq!(copy.len(), packet.len());
+        // Rewriting the packet's bytes and lengths leaves its continuation marks as they were.
+        let mut packet = packet;
+        for (i, mut frame) in packet.frames_mut().enumerate() {
+            frame.bytes_mut(&mut h.umem).fill(i as u8);
+            assert!(frame.set_len(50));
+        }
+        let conts: Vec<bool> = packet.frames().iter().map(Frame::continues).collect();
+        assert_eq!(conts, [true, true, false]);
+        assert_eq!(packet.len(), 150);
+        copy.clear();
+        h.umem.copy_packet(&packet, &mut copy);
+        assert_eq!(copy, [[0u8; 50], [1; 50], [2; 50]].concat());
         assert_eq!(h.receive_packets(8, &mut packets), 0);
         assert!(
             packets.is_empty(),
