@@ -31,6 +31,13 @@ impl From<DispatchArg> for Dispatch {
     }
 }
 
+fn dispatch_name(d: Dispatch) -> &'static str {
+    match d {
+        Dispatch::PerVport => "per-vport",
+        Dispatch::PerCpu => "per-CPU",
+    }
+}
+
 /// Whether `e`, from creating a per-CPU datapath, says the kernel has no per-CPU dispatch: a kernel
 /// before 5.16 refuses the unknown user feature with `EOPNOTSUPP`.
 fn per_cpu_unsupported(e: &OvsError) -> bool {
@@ -72,7 +79,8 @@ fn report(switch: &mut LearningSwitch) {
                 user_features,
                 dispatch,
             } => eprintln!(
-                "switch: the datapath's user features became {user_features:#x}: upcall socket registered for {dispatch:?} dispatch"
+                "switch: the datapath's user features became {user_features:#x}: upcall socket registered for {} dispatch",
+                dispatch_name(dispatch)
             ),
             SwitchEvent::Failed(e) => eprintln!("switch: {e} (going on)"),
         }
@@ -115,9 +123,9 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         .collect();
     let features = switch.datapath().info()?.user_features;
     println!(
-        "switch {name}: ports {}, user features {features:#x} ({:?} dispatch), at most {} MACs and {} flows, idle flows deleted after {} s; Ctrl-C ends it and deletes the datapath",
+        "switch {name}: ports {}, user features {features:#x} ({} dispatch), at most {} MACs and {} flows, idle flows deleted after {} s; Ctrl-C ends it and deletes the datapath",
         ports.join(" "),
-        switch.dispatch().0,
+        dispatch_name(switch.dispatch().0),
         limits.max_macs,
         limits.max_flows,
         args.flow_idle

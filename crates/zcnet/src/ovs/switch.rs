@@ -201,7 +201,10 @@ impl LearningSwitch {
 
     /// What the switch did so far.
     pub fn counters(&self) -> SwitchCounters {
-        self.core.counters
+        SwitchCounters {
+            macs_evicted: self.core.forwarding.macs.evicted(),
+            ..self.core.counters
+        }
     }
 
     /// The dispatch the switch's socket is registered for, and the user features it last read.
@@ -257,7 +260,6 @@ impl LearningSwitch {
             self.core.handle(&up);
             handled += 1;
         }
-        self.core.counters.macs_evicted = self.core.forwarding.macs.evicted();
         Ok(handled)
     }
 }

@@ -2,7 +2,7 @@
 //! flows the switch installed, each capped with least-recently-used eviction, and the idle-flow rule
 //! driven by the packet counts of flow dumps.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -156,32 +156,27 @@ impl FlowTable {
         )
     }
 
-    /// Takes a dump of the datapath's flows, (key, packet count) at `now`: a flow whose count grew
-    /// was hit; a flow not recorded is adopted (installed by an earlier upcall of the same flow, or
-    /// before a restart of the record); a recorded flow missing from the dump is forgotten. Returns
-    /// the flows to delete: idle for the idle time, or beyond the limit.
+    /// Takes a dump of the datapath's flows, (key, packet count) at `now`: a recorded flow whose
+    /// count grew was hit; a recorded flow missing from the dump is forgotten (deleted by another
+    /// tool); flows the switch did not install are left alone. Returns the recorded flows idle for the
+    /// idle time, forgotten and to be deleted.
     pub(crate) fn sweep<'a>(
         &mut self,
         dump: impl IntoIterator<Item = (&'a [u8], u64)>,
         now: Instant,
     ) -> Vec<Vec<u8>> {
-        let mut seen = std::collections::HashSet::new();
-        let mut delete = Vec::new();
+        let mut seen = HashSet::new();
         for (key, packets) in dump {
             let key = key.to_vec();
-            match self.lru.get_mut(&key) {
-                Some(u) if u.packets == packets => {}
-                Some(_) | None => {
-                    delete.extend(self.lru.put(
-                        key.clone(),
-                        FlowUse {
-                            packets,
-                            last_hit: now,
-                        },
-                    ));
+            if let Some(u) = self.lru.get_mut(&key) {
+                if u.packets != packets {
+                    *u = FlowUse {
+                        packets,
+                        last_hit: now,
+                    };
                 }
+                seen.insert(key);
             }
-            seen.insert(key);
         }
         let stale: Vec<Vec<u8>> = self
             .lru
@@ -192,13 +187,13 @@ impl FlowTable {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        for key in stale {
-            self.lru.remove(&key);
-            if seen.contains(&key) {
-                delete.push(key);
-            }
-        }
-        delete
+        stale
+            .into_iter()
+            .filter(|key| {
+                self.lru.remove(key);
+                seen.contains(key)
+            })
+            .collect()
     }
 
     /// Flow `key` was deleted from the datapath.
@@ -251,21 +246,24 @@ mod tests {
     }
 
     #[test]
-    fn a_dump_adopts_unknown_flows_forgets_vanished_ones_and_evicts_beyond_the_limit() {
+    fn a_dump_leaves_flows_of_other_tools_alone_and_forgets_vanished_ones() {
         let limits = SwitchLimits {
             max_flows: 2,
+            flow_idle: Duration::from_secs(10),
             ..SwitchLimits::default()
         };
         let mut flows = FlowTable::new(&limits);
         let t0 = Instant::now();
         flows.installing(&[1], t0);
-        let delete = flows.sweep([(&[1u8][..], 0), (&[2][..], 0), (&[3][..], 0)], t0);
+        flows.installing(&[2], t0);
+        let later = t0 + Duration::from_secs(60);
+        let delete = flows.sweep([(&[1u8][..], 0), (&[3][..], 0), (&[4][..], 0)], later);
         assert_eq!(
             delete,
             vec![vec![1u8]],
-            "the oldest goes when a third is adopted"
+            "only the switch's own idle flow; 2 vanished"
         );
-        assert!(flows.sweep([(&[3u8][..], 0)], t0).is_empty(), "2 vanished");
-        assert_eq!(flows.len(), 1);
+        assert_eq!(flows.len(), 0);
+        assert!(flows.installing(&[5], later).is_empty());
     }
 }
