@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-/// The switch's bounds.
+/// The switch's bounds (a limit of 0 counts as 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchLimits {
     /// MAC addresses remembered; learning one more forgets the least recently seen.
