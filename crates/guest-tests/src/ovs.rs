@@ -8,13 +8,19 @@
 //! 3. the later datagrams of those flows are hits: the datapath's hit counter covers them;
 //! 4. while the switch stops reading and the peer floods, the datapath counts lost upcalls and the
 //!    upcall socket reports the overflow;
-//! 5. after the run no datapath, vport or flow remains.
+//! 5. after another netlink client turns on per-CPU upcall dispatch as `ovs-dpctl` does on opening a
+//!    datapath (user features 0x1 become 0x9, no per-CPU sockets named), the switch registers its
+//!    socket for per-CPU dispatch, and with its flows deleted the peer's last echoes miss and are all
+//!    forwarded without a lost upcall;
+//! 6. after the run no datapath, vport or flow remains.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use zcnet::ovs::{self, DatapathConfig, Dispatch, LearningSwitch, Upcall, UpcallKind};
+use zcnet::ovs::{
+    self, DatapathConfig, Dispatch, LearningSwitch, SwitchLimits, Upcall, UpcallKind,
+};
 
 use crate::outcome::Outcome;
 use crate::ovs_frame;
@@ -101,7 +107,8 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         unaligned: true,
         dispatch: Dispatch::PerVport,
     };
-    let mut switch = LearningSwitch::new(&name, config, &devices).context("create the switch")?;
+    let mut switch = LearningSwitch::new(&name, config, &devices, SwitchLimits::default())
+        .context("create the switch")?;
     switch.upcall_socket().set_queue_bytes(QUEUE)?;
     let info = switch.datapath().info()?;
     outcome.check(
@@ -161,7 +168,24 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         ),
     );
 
-    // Phase 3: serve until the peer's final datagram has been through, then tear down.
+    // Phase 3: another client turns on per-CPU dispatch, as ovs-dpctl does when it opens a datapath;
+    // the switch must follow before the peer's last echoes (it waits after the flood), which miss
+    // again once the flows are deleted.
+    let per_cpu = DatapathConfig {
+        dispatch: Dispatch::PerCpu,
+        ..config
+    }
+    .user_features();
+    ovs::set_user_features(switch.datapath().ifindex(), per_cpu)
+        .context("set the user features from a second client")?;
+    let followed = serve_until(&mut switch, &mut misses, PHASE, |sw, _| {
+        Ok(sw.counters().dispatch_changes > 0)
+    })?;
+    let (dispatch, features_read) = switch.dispatch();
+    switch.datapath().delete_flows(None)?;
+    let at_change = switch.datapath().info()?.stats;
+
+    // Phase 4: serve until the peer's final datagram has been through, then tear down.
     let finished = serve_until(&mut switch, &mut misses, PHASE, |_, m| Ok(m.done_seen))?;
     serve_until(&mut switch, &mut misses, Duration::from_secs(3), |_, _| {
         Ok(false)
@@ -188,6 +212,24 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             v.port_no, v.name, v.stats.rx_packets, v.stats.tx_packets
         );
     }
+    outcome.check(
+        "follows-dispatch",
+        followed
+            && dispatch == Dispatch::PerCpu
+            && features_read == per_cpu
+            && info.stats.n_missed > at_change.n_missed
+            && info.stats.n_lost == at_change.n_lost
+            && counters.failed_calls == 0,
+        &format!(
+            "a second client set user features {per_cpu:#x}: the switch read {features_read:#x} and registered for {dispatch:?} dispatch ({} change(s)); since then missed {} -> {}, lost {} -> {}; failed calls {}",
+            counters.dispatch_changes,
+            at_change.n_missed,
+            info.stats.n_missed,
+            at_change.n_lost,
+            info.stats.n_lost,
+            counters.failed_calls
+        ),
+    );
     outcome.check(
         "final-datagram",
         finished,

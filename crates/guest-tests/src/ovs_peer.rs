@@ -22,8 +22,9 @@ const FIRST_ANSWER: Duration = Duration::from_secs(300);
 const ECHO_WAIT: Duration = Duration::from_secs(20);
 /// Pause after the first phase, so that the switch sees its hits and stops reading.
 const BEFORE_FLOOD: Duration = Duration::from_secs(4);
-/// Pause after the flood, so that the switch sees the loss and drains its queue.
-const AFTER_FLOOD: Duration = Duration::from_secs(10);
+/// Pause after the flood, so that the switch sees the loss, drains its queue, and follows the
+/// datapath's dispatch changed by a second client.
+const AFTER_FLOOD: Duration = Duration::from_secs(20);
 
 /// Sends datagram `seq` of `len` from `sock` and waits for its echo; true when it came back intact.
 fn round_trip(

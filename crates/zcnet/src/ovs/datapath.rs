@@ -181,6 +181,23 @@ fn list(client: &mut Client) -> Result<Vec<DatapathInfo>, OvsError> {
     Ok(replies.iter().filter_map(datapath_info).collect())
 }
 
+/// Sets the user features of the datapath whose internal device has `ifindex`, from a client of its
+/// own, as another tool opening the datapath does (`ovs-dpctl` turns on
+/// `OVS_DP_F_DISPATCH_UPCALL_PER_CPU` without naming per-CPU sockets). Needs CAP_NET_ADMIN.
+pub fn set_user_features(ifindex: i32, user_features: u32) -> Result<(), OvsError> {
+    let mut client = Client::open()?;
+    let mut req = client.request(Family::Datapath, 0, cmd::SET, ifindex);
+    req.u32(dp_attr::USER_FEATURES, user_features);
+    client.send(req, "OVS_DP_CMD_SET user features").map(drop)
+}
+
+/// `OVS_DP_ATTR_PER_CPU_PIDS` naming `port` for every CPU this process may run on (the kernel sends
+/// the upcalls of a CPU beyond the list to the pid at its index modulo the list's length).
+fn per_cpu_pids(port: u32) -> Vec<u8> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..cpus).flat_map(|_| port.to_ne_bytes()).collect()
+}
+
 /// A datapath this process created; dropping it deletes it, and with it every vport and flow.
 #[derive(Debug)]
 pub struct Datapath {
@@ -206,9 +223,7 @@ impl Datapath {
             .u32(dp_attr::UPCALL_PID, port)
             .u32(dp_attr::USER_FEATURES, config.user_features());
         if config.dispatch == Dispatch::PerCpu {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let pids: Vec<u8> = (0..cpus).flat_map(|_| port.to_ne_bytes()).collect();
-            req.attr(dp_attr::PER_CPU_PIDS, &pids);
+            req.attr(dp_attr::PER_CPU_PIDS, &per_cpu_pids(port));
         }
         let replies = client.send(req, "OVS_DP_CMD_NEW")?;
         let ifindex = replies
@@ -368,6 +383,34 @@ impl Datapath {
     /// received on port 0, `OVSP_LOCAL`).
     pub fn local_port(&self) -> Result<super::LocalPort, OvsError> {
         super::LocalPort::open(&self.name, self.ifindex)
+    }
+
+    /// Points per-CPU upcalls at this datapath's upcall socket (`OVS_DP_CMD_SET` with
+    /// `OVS_DP_ATTR_PER_CPU_PIDS`), keeping `user_features`: the kernel sets the user features to
+    /// exactly what a SET carries (none when it carries none) and takes the pids only when
+    /// `OVS_DP_F_DISPATCH_UPCALL_PER_CPU` is among them.
+    pub fn set_per_cpu_upcalls(&mut self, user_features: u32) -> Result<(), OvsError> {
+        let mut req = self
+            .client
+            .request(Family::Datapath, 0, cmd::SET, self.ifindex);
+        req.u32(dp_attr::USER_FEATURES, user_features)
+            .attr(dp_attr::PER_CPU_PIDS, &per_cpu_pids(self.upcall_port));
+        self.client
+            .send(req, "OVS_DP_CMD_SET per-CPU pids")
+            .map(drop)
+    }
+
+    /// Points the upcalls of vport `port_no` at this datapath's upcall socket (`OVS_VPORT_CMD_SET`
+    /// with `OVS_VPORT_ATTR_UPCALL_PID`: used while per-CPU dispatch is off).
+    pub fn set_vport_upcalls(&mut self, port_no: u32) -> Result<(), OvsError> {
+        let mut req = self
+            .client
+            .request(Family::Vport, 0, cmd::SET, self.ifindex);
+        req.u32(vport_attr::PORT_NO, port_no)
+            .u32(vport_attr::UPCALL_PID, self.upcall_port);
+        self.client
+            .send(req, "OVS_VPORT_CMD_SET upcall pid")
+            .map(drop)
     }
 
     fn delete_now(&mut self) -> Result<(), OvsError> {

@@ -20,16 +20,18 @@ mod error;
 mod key;
 mod local_port;
 mod switch;
+mod switch_table;
 mod upcall;
 
 pub use datapath::{
     Action, Datapath, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, VportInfo, datapaths,
-    remove_stale,
+    remove_stale, set_user_features,
 };
 pub use error::OvsError;
 pub use key::FlowKey;
 pub use local_port::LocalPort;
-pub use switch::{LearningSwitch, SwitchCounters};
+pub use switch::{LearningSwitch, SwitchCounters, SwitchEvent};
+pub use switch_table::SwitchLimits;
 pub use upcall::{
     ParseError, Received, Upcall, UpcallCounters, UpcallKind, UpcallSocket, parse_upcall,
 };
