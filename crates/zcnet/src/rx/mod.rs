@@ -32,6 +32,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod auto;
 mod chunk;
 pub mod datagrams;
 mod error;
@@ -40,6 +41,7 @@ mod receiver;
 pub mod sender;
 mod stats;
 
+pub use auto::{AutoChoice, AutoConfig, AutoReason};
 pub use chunk::{Chunk, ChunkKind};
 pub use datagrams::{Datagram, DatagramBatch};
 pub use error::{RxError, RxOp};
