@@ -17,6 +17,7 @@ use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
+use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_listen::{self, mapped_pct};
 use crate::live::{self, Ticker};
@@ -31,6 +32,8 @@ pub enum ModeArg {
     Copy,
     /// TCP_ZEROCOPY_RECEIVE into a mapped window, copybuf for the rest.
     Zerocopy,
+    /// The library's default: map or recv, whichever measures cheaper in CPU per byte.
+    Auto,
 }
 
 /// How the sender writes.
@@ -304,21 +307,33 @@ fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
         Some(0) => None,
         Some(kib) => Some(kib << 10),
     };
+    let window = args.window_kib.map_or(defaults.window, |kib| kib << 10);
+    let release = match args.release {
+        ReleaseArg::Zap => Release::Zap,
+        ReleaseArg::Lazy => Release::Lazy,
+    };
     match mode {
         ModeArg::Copy => RxConfig {
             mode: RxMode::Copy,
-            copy_buffer: args.window_kib.map_or(defaults.window, |kib| kib << 10),
+            copy_buffer: window,
             low_water,
             ..defaults
         },
         ModeArg::Zerocopy => RxConfig {
-            window: args.window_kib.map_or(defaults.window, |kib| kib << 10),
+            mode: RxMode::ZeroCopy,
+            window,
             low_water,
-            release: match args.release {
-                ReleaseArg::Zap => Release::Zap,
-                ReleaseArg::Lazy => Release::Lazy,
-            },
+            release,
             give_up_after: None,
+            ..defaults
+        },
+        // Its copy windows read as the copy mode does; it gives up mapping as the library does.
+        ModeArg::Auto => RxConfig {
+            mode: RxMode::Auto,
+            window,
+            copy_buffer: window,
+            low_water,
+            release,
             ..defaults
         },
     }
@@ -446,6 +461,7 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         let report = bench_listen::receive_stream(stream, rx_config(args, mode), &mut ticker)?;
         let mut row = bench_listen::stream_row("rx", peer, &report);
         row.insert("mode".into(), json!(mode_name(mode)));
+        row.insert("why".into(), json!(auto_why::rx_short(&report.stats)));
         print_rows(&[row], LISTEN_COLUMNS, args.json);
         if args.apart.stop_after(report.interrupted) {
             break;
@@ -464,6 +480,7 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("cpu_us_per_mb", "usec/MB"),
     ("ctx_switches", "c-switches"),
     ("data_errors", "data errors"),
+    ("why", "why"),
 ];
 
 fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
@@ -488,6 +505,9 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "zerocopy_calls": stats.zerocopy_calls,
         "recv_calls": stats.recv_calls,
         "fallback": t.fallback,
+        "auto_choice": stats.auto.as_ref().map(auto_why::rx_choice_json),
+        "cost_comparisons": stats.cost_comparisons,
+        "why": auto_why::rx_short(stats),
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
         "verified": !args.apart.no_verify,
@@ -500,6 +520,7 @@ fn mode_name(mode: ModeArg) -> &'static str {
     match mode {
         ModeArg::Copy => "copy",
         ModeArg::Zerocopy => "zerocopy",
+        ModeArg::Auto => "auto",
     }
 }
 
@@ -597,6 +618,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             ("cpu_sys_s", "sys s"),
             ("cpu_us_per_mb", "usec/MB"),
             ("ctx_switches", "c-switches"),
+            ("why", "why"),
         ],
         args.json,
     );

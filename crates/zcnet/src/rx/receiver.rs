@@ -406,7 +406,8 @@ impl Receiver {
 
     fn zerocopy(&mut self) -> Result<Step, RxError> {
         // Bytes read while mapping was tried (not those of RxMode::Auto's copy windows).
-        let tried = self.stats.copied_bytes() - self.auto.as_ref().map_or(0, AutoProbe::copied_aside);
+        let tried =
+            self.stats.copied_bytes() - self.auto.as_ref().map_or(0, AutoProbe::copied_aside);
         if let Some(limit) = self.config.give_up_after
             && self.stats.mapped_bytes == 0
             && tried >= limit
