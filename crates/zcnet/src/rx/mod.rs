@@ -12,6 +12,11 @@
 //! MSG_ZEROCOPY sender and an MSS of one page ([`sender`] sets it); a plain `send()` sender's pages never
 //! map, and the receiver then falls back to `recv` with the reason recorded ([`crate::Fallback`]).
 //!
+//! Mapping saves the copy but costs page-table work, which can cost more than the copy (on a VM whose
+//! page tables are virtualised). The default mode, [`RxMode::Auto`], maps or copies, whichever costs
+//! the receiving thread less CPU time per byte on the stream, measured as it goes; [`RxStats::auto`]
+//! says what it chose and why ([`AutoChoice`]).
+//!
 //! For UDP, [`DatagramBatch`] ([`datagrams`]) takes a batch of datagrams per call and copies only the
 //! bytes the caller keeps, while still counting each datagram's full length.
 //!

@@ -79,11 +79,12 @@ pub struct RxConfig {
 }
 
 impl Default for RxConfig {
-    /// Auto ([`RxMode::Auto`], measured in windows of 4 MiB) with a 512 KiB window and a low-water mark of the same size (tcp_mmap's settings: the
+    /// Auto with a 512 KiB window and a low-water mark of the same size (tcp_mmap's settings: the
     /// kernel then wakes the receiver once per window), a 256 KiB copy buffer, copybuf off (as in
     /// tcp_mmap: measured on loopback with one page per segment, copybuf copied ~0.1% of a stream the
     /// next call would have mapped; unaligned bytes are read with `recv` instead), pages zapped on
-    /// release, and a fallback to `recv` after 4 MiB with nothing mapped.
+    /// release, and a fallback to `recv` after 4 MiB with nothing mapped. [`RxMode::Auto`] measures
+    /// in windows of 4 MiB ([`AutoConfig::default`]).
     fn default() -> RxConfig {
         RxConfig {
             mode: RxMode::Auto,
@@ -406,8 +407,8 @@ impl Receiver {
 
     fn zerocopy(&mut self) -> Result<Step, RxError> {
         // Bytes read while mapping was tried (not those of RxMode::Auto's copy windows).
-        let tried =
-            self.stats.copied_bytes() - self.auto.as_ref().map_or(0, AutoProbe::copied_aside);
+        let aside = self.auto.as_ref().map_or(0, AutoProbe::copied_aside);
+        let tried = self.stats.copied_bytes().saturating_sub(aside);
         if let Some(limit) = self.config.give_up_after
             && self.stats.mapped_bytes == 0
             && tried >= limit
