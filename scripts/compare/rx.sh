@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# zcnet's zero-copy receiver at its DEFAULT settings (`zcnet bench rx --listen --mode zerocopy`, i.e.
-# RxConfig::default()) against `tcp_mmap -s -z -M 4108`, both fed by the same sender (zcnet's
+# zcnet's zero-copy receiver at its default settings but for the mode (`zcnet bench rx --listen --mode
+# zerocopy`: RxConfig::default() with RxMode::ZeroCopy, whose default is Auto) against `tcp_mmap -s -z -M 4108`, both fed by the same sender (zcnet's
 # MSG_ZEROCOPY sender with --raw, RX_MIB MiB per connection): Gbit/s, CPU per MiB and % mapped, as
 # tcp_mmap prints them. Also checks the byte counts of zcnet's sender into `tcp_mmap -s` (with and
 # without -z) and of tcp_mmap's own -z sender (32 GiB, once) into zcnet's receiver.
@@ -35,7 +35,7 @@ tcp_mmap_receive() {
 		END { print mb, pct, gbit, us }' "$SCRATCH/mm")
 }
 
-# zc_receive MIB: zcnet's receiver at its defaults; sets ZR_MB ZR_PCT ZR_GBIT ZR_US (µs per MiB).
+# zc_receive MIB: zcnet's zero-copy receiver at its defaults; sets ZR_MB ZR_PCT ZR_GBIT ZR_US (µs per MiB).
 zc_receive() {
 	local port
 	port="$(free_port)"

@@ -1,8 +1,55 @@
 //! Why `--mode auto` sent the way it did, from the sender's [`AutoChoice`] and counters: a few words
-//! for the table's "why" column, a sentence for the line under the table, and an object for JSON.
+//! for the table's "why" column, a sentence for the line under the table, and an object for JSON; and
+//! the same words and object for the receiver's auto mode (`bench rx`, [`RxStats::auto`]).
 
 use serde_json::{Value, json};
+use zcnet::rx::{self, RxStats};
 use zcnet::tx::{AutoChoice, AutoReason, Mode, TxStats};
+
+/// The "why" column of a measured choice.
+fn measured_short(mode: &str, zc_ns_per_kb: u64, copy_ns_per_kb: u64) -> String {
+    format!("{mode}: zc {zc_ns_per_kb} copy {copy_ns_per_kb} us/MB")
+}
+
+/// The JSON object of a measured choice.
+fn measured_json(mode: &str, zc_ns_per_kb: u64, copy_ns_per_kb: u64) -> Value {
+    json!({
+        "mode": mode,
+        "reason": "cheaper_per_byte",
+        "zc_ns_per_kb": zc_ns_per_kb,
+        "copy_ns_per_kb": copy_ns_per_kb,
+    })
+}
+
+/// The "why" column of `bench rx`: the way the receiver's auto mode chose and the deciding fact.
+pub fn rx_short(s: &RxStats) -> Option<String> {
+    let choice = s.auto?;
+    let mode = choice.mode.name();
+    Some(match choice.reason {
+        rx::AutoReason::Refused => format!("{mode}: mapping refused"),
+        rx::AutoReason::NothingMapped => format!("{mode}: nothing mapped"),
+        rx::AutoReason::Unmeasured => format!("{mode}: unmeasured"),
+        rx::AutoReason::CheaperPerByte {
+            zc_ns_per_kb,
+            copy_ns_per_kb,
+        } => measured_short(mode, zc_ns_per_kb, copy_ns_per_kb),
+    })
+}
+
+/// The receiver's choice as a JSON object: `{"mode", "reason"}` and, when measured, the two costs.
+pub fn rx_choice_json(choice: &rx::AutoChoice) -> Value {
+    let mode = choice.mode.name();
+    let reason = match choice.reason {
+        rx::AutoReason::CheaperPerByte {
+            zc_ns_per_kb,
+            copy_ns_per_kb,
+        } => return measured_json(mode, zc_ns_per_kb, copy_ns_per_kb),
+        rx::AutoReason::Refused => "refused",
+        rx::AutoReason::NothingMapped => "nothing_mapped",
+        rx::AutoReason::Unmeasured => "unmeasured",
+    };
+    json!({"mode": mode, "reason": reason})
+}
 
 /// The "why" column: the mode auto chose and the deciding fact.
 pub fn short(s: &TxStats) -> Option<String> {
@@ -16,7 +63,7 @@ pub fn short(s: &TxStats) -> Option<String> {
         AutoReason::CheaperPerByte {
             zc_ns_per_kb,
             copy_ns_per_kb,
-        } => format!("{mode}: zc {zc_ns_per_kb} copy {copy_ns_per_kb} us/MB"),
+        } => measured_short(mode, zc_ns_per_kb, copy_ns_per_kb),
     })
 }
 
@@ -83,12 +130,7 @@ pub fn choice_json(choice: &AutoChoice) -> Value {
         AutoReason::CheaperPerByte {
             zc_ns_per_kb,
             copy_ns_per_kb,
-        } => json!({
-            "mode": mode,
-            "reason": "cheaper_per_byte",
-            "zc_ns_per_kb": zc_ns_per_kb,
-            "copy_ns_per_kb": copy_ns_per_kb,
-        }),
+        } => measured_json(mode, zc_ns_per_kb, copy_ns_per_kb),
         other => json!({
             "mode": mode,
             "reason": match other {
@@ -159,5 +201,40 @@ mod tests {
             assert_eq!(choice_json(&s.auto.unwrap())["mode"], "copy");
         }
         assert_eq!(short(&TxStats::default()), None);
+    }
+
+    #[test]
+    fn the_receivers_choice_has_words_and_an_object() {
+        let mut s = RxStats::default();
+        assert_eq!(rx_short(&s), None);
+        s.auto = Some(rx::AutoChoice {
+            mode: zcnet::rx::RxMode::Copy,
+            reason: rx::AutoReason::CheaperPerByte {
+                zc_ns_per_kb: 140,
+                copy_ns_per_kb: 80,
+            },
+        });
+        assert_eq!(rx_short(&s).unwrap(), "copy: zc 140 copy 80 us/MB");
+        assert_eq!(
+            rx_choice_json(&s.auto.unwrap()),
+            json!({"mode": "copy", "reason": "cheaper_per_byte", "zc_ns_per_kb": 140,
+                   "copy_ns_per_kb": 80})
+        );
+        for (reason, words, name) in [
+            (rx::AutoReason::Refused, "copy: mapping refused", "refused"),
+            (
+                rx::AutoReason::NothingMapped,
+                "copy: nothing mapped",
+                "nothing_mapped",
+            ),
+        ] {
+            let choice = rx::AutoChoice {
+                mode: zcnet::rx::RxMode::Copy,
+                reason,
+            };
+            s.auto = Some(choice);
+            assert_eq!(rx_short(&s).unwrap(), words);
+            assert_eq!(rx_choice_json(&choice)["reason"], name);
+        }
     }
 }

@@ -21,6 +21,7 @@ use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
+use crate::auto_why;
 use crate::bench_serve::Watch;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
@@ -365,6 +366,7 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "mapped_bytes": r.stats.mapped_bytes,
         "mapped_pct": mapped_pct(r.stats.mapped_bytes, r.bytes),
         "fallback": r.fallback,
+        "why": auto_why::rx_short(&r.stats),
         "verified": r.data_errors.is_some() && complete,
         "data_errors": r.data_errors,
         "first_error": r.first_error,

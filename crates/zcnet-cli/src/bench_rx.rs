@@ -17,6 +17,7 @@ use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
+use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_listen::{self, Ended, mapped_pct};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
@@ -32,6 +33,8 @@ pub enum ModeArg {
     Copy,
     /// TCP_ZEROCOPY_RECEIVE into a mapped window, copybuf for the rest.
     Zerocopy,
+    /// The library's default: map or recv, whichever measures cheaper in CPU per byte.
+    Auto,
 }
 
 /// How the sender writes.
@@ -315,21 +318,33 @@ fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
         Some(0) => None,
         Some(kib) => Some(kib << 10),
     };
+    let window = args.window_kib.map_or(defaults.window, |kib| kib << 10);
+    let release = match args.release {
+        ReleaseArg::Zap => Release::Zap,
+        ReleaseArg::Lazy => Release::Lazy,
+    };
     match mode {
         ModeArg::Copy => RxConfig {
             mode: RxMode::Copy,
-            copy_buffer: args.window_kib.map_or(defaults.window, |kib| kib << 10),
+            copy_buffer: window,
             low_water,
             ..defaults
         },
         ModeArg::Zerocopy => RxConfig {
-            window: args.window_kib.map_or(defaults.window, |kib| kib << 10),
+            mode: RxMode::ZeroCopy,
+            window,
             low_water,
-            release: match args.release {
-                ReleaseArg::Zap => Release::Zap,
-                ReleaseArg::Lazy => Release::Lazy,
-            },
+            release,
             give_up_after: None,
+            ..defaults
+        },
+        // Its copy windows read as the copy mode does; it gives up mapping as the library does.
+        ModeArg::Auto => RxConfig {
+            mode: RxMode::Auto,
+            window,
+            copy_buffer: window,
+            low_water,
+            release,
             ..defaults
         },
     }
@@ -484,6 +499,7 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("ctx_switches", "c-switches"),
     ("data_errors", "data errors"),
     ("ended", "ended"),
+    ("why", "why"),
 ];
 
 fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
@@ -508,6 +524,9 @@ fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
         "zerocopy_calls": stats.zerocopy_calls,
         "recv_calls": stats.recv_calls,
         "fallback": t.fallback,
+        "auto_choice": stats.auto.as_ref().map(auto_why::rx_choice_json),
+        "cost_comparisons": stats.cost_comparisons,
+        "why": auto_why::rx_short(stats),
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
         "verified": !args.apart.no_verify,
@@ -520,6 +539,7 @@ fn mode_name(mode: ModeArg) -> &'static str {
     match mode {
         ModeArg::Copy => "copy",
         ModeArg::Zerocopy => "zerocopy",
+        ModeArg::Auto => "auto",
     }
 }
 
@@ -617,6 +637,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             ("cpu_sys_s", "sys s"),
             ("cpu_us_per_mb", "usec/MB"),
             ("ctx_switches", "c-switches"),
+            ("why", "why"),
         ],
         args.json,
     );

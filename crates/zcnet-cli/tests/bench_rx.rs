@@ -74,3 +74,32 @@ fn veth_rows_for_both_modes_v6() {
     check_rows(&rows, "veth", 8 << 20);
     assert!(rows[1]["mapped_bytes"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn auto_rows_say_what_auto_chose_and_why() {
+    // A plain sender's pages never map: auto gives up mapping after 4 MiB and says so.
+    let rows = bench_rows(&[
+        "--mode", "auto", "--mib", "8", "--rounds", "1", "--sender", "copy",
+    ]);
+    assert_eq!(rows[0]["mode"], "auto");
+    assert_eq!(rows[0]["bytes"], 8 << 20);
+    assert_eq!(
+        rows[0]["auto_choice"]["reason"], "nothing_mapped",
+        "{}",
+        rows[0]
+    );
+    assert_eq!(rows[0]["why"], "copy: nothing mapped");
+    // A MSG_ZEROCOPY sender's do: 32 MiB is eight windows of 4 MiB, enough for one comparison.
+    let rows = bench_rows(&[
+        "--mode", "auto", "--mib", "32", "--rounds", "1", "--sender", "zerocopy",
+    ]);
+    let row = &rows[0];
+    assert_eq!(row["auto_choice"]["reason"], "cheaper_per_byte", "{row}");
+    assert!(row["cost_comparisons"].as_u64().unwrap() >= 1, "{row}");
+    assert!(row["mapped_bytes"].as_u64().unwrap() > 0, "{row}");
+    let why = row["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("zerocopy: zc ") || why.starts_with("copy: zc "),
+        "{why}"
+    );
+}

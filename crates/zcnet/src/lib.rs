@@ -53,12 +53,15 @@
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
+//! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
+//!   and [`rx`].
 //! - `sys` (private to the crate): the kernel boundary; the only module with `unsafe` code.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+mod cost;
 mod fallback;
 pub mod ovs;
 pub mod probe;

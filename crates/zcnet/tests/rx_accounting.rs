@@ -1,6 +1,7 @@
 //! Property test of the chunk and offset accounting against a model of the byte stream: for random
 //! write sizes (with MSG_EOR records), plain or MSG_ZEROCOPY senders, windows, copy buffers, copybuf,
-//! release policy, low-water mark and blocking mode, the chunks a receiver hands out tile the sent
+//! release policy, low-water mark, blocking mode, zero-copy or auto mode (with windows so small that
+//! it switches between mapping and copying every few chunks), the chunks a receiver hands out tile the sent
 //! stream exactly, in order, each within the bound of its kind, and the stats count every byte once.
 
 mod rx_util;
@@ -10,7 +11,7 @@ use std::thread;
 
 use proptest::prelude::*;
 use rx_util::{SendWith, send_writes};
-use zcnet::rx::{ChunkKind, Receiver, Release, RxConfig, RxStats, sender};
+use zcnet::rx::{AutoConfig, ChunkKind, Receiver, Release, RxConfig, RxMode, RxStats, sender};
 
 const PAGE: usize = 4096;
 
@@ -40,6 +41,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::of(0u64..(256 << 10)),
         any::<bool>(),
         any::<bool>(),
+        prop::option::of(1u64..(64 << 10)),
     )
         .prop_map(
             |(
@@ -53,18 +55,24 @@ fn case() -> impl Strategy<Value = Case> {
                 give_up,
                 nonblocking,
                 zerocopy,
+                auto_window,
             )| {
                 Case {
                     writes,
                     v6,
                     config: RxConfig {
+                        mode: auto_window.map_or(RxMode::ZeroCopy, |_| RxMode::Auto),
+                        auto: AutoConfig {
+                            window_bytes: auto_window.unwrap_or(0),
+                            compare_every: 1,
+                            max_compare_every: 2,
+                        },
                         window: pages * PAGE,
                         copy_buffer,
                         copybuf,
                         release: if lazy { Release::Lazy } else { Release::Zap },
                         low_water,
                         give_up_after: give_up,
-                        ..RxConfig::default()
                     },
                     nonblocking,
                     with: if zerocopy {
@@ -183,6 +191,7 @@ fn mapped_chunks_take_part_in_the_accounting() {
         writes: writes.repeat(8),
         v6: false,
         config: RxConfig {
+            mode: RxMode::ZeroCopy,
             window: 8 * PAGE,
             copy_buffer: 3000,
             ..RxConfig::default()

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::thread;
 
 use rx_util::{ALL_PATTERNS, Pattern, SendWith, send_pattern, stream_bytes, transfer};
-use zcnet::rx::{Receiver, Release, RxConfig, RxMode, sender};
+use zcnet::rx::{AutoChoice, AutoReason, Receiver, Release, RxConfig, RxMode, sender};
 use zcnet::{Cause, Fallback};
 
 const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -59,6 +59,7 @@ fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
 #[test]
 fn nothing_mapped_falls_back_to_recv_and_records_why() {
     let config = RxConfig {
+        mode: RxMode::ZeroCopy,
         give_up_after: Some(1 << 20),
         ..RxConfig::default()
     };
@@ -94,6 +95,7 @@ fn copy_mode_reads_with_recv_only() {
 #[test]
 fn lazy_release_and_low_water_keep_the_stream_intact() {
     let config = RxConfig {
+        mode: RxMode::ZeroCopy,
         release: Release::Lazy,
         low_water: Some(64 << 10),
         window: 256 << 10,
@@ -205,6 +207,14 @@ fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
     );
     assert_eq!(got.stats.zerocopy_calls, 0);
     assert_eq!(got.stats.recv_bytes, 1 << 20);
+    // The default mode is auto, which says it copies and why.
+    assert_eq!(
+        rx.stats().auto,
+        Some(AutoChoice {
+            mode: RxMode::Copy,
+            reason: AutoReason::Refused
+        })
+    );
 }
 
 /// A request/response exchange of small messages with the default configuration: each request (far

@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 
 use rx_util::{ALL_PATTERNS, Pattern, Received, SendWith, transfer};
 use testnet::{VethConfig, VethPair};
-use zcnet::rx::{RxConfig, sender};
+use zcnet::rx::{RxConfig, RxMode, sender};
 
 /// A veth pair for `v6` and a connected (client in `a`, server in `b`) pair across it.
 fn veth_pair(v6: bool) -> VethPair {
@@ -84,6 +84,7 @@ fn zerocopy_sender_over_veth_maps_pages_v4_and_v6() {
         ] {
             for copybuf in [true, false] {
                 let config = RxConfig {
+                    mode: RxMode::ZeroCopy,
                     copybuf,
                     ..RxConfig::default()
                 };

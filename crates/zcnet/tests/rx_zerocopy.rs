@@ -7,7 +7,7 @@ mod rx_util;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rx_util::{ALL_PATTERNS, Pattern, Received, SendWith, transfer};
-use zcnet::rx::{Release, RxConfig, sender};
+use zcnet::rx::{Release, RxConfig, RxMode, sender};
 
 fn run(ip: IpAddr, pattern: Pattern, config: RxConfig) -> Received {
     let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
@@ -28,6 +28,7 @@ fn zerocopy_sender_pages_map_and_every_pattern_arrives_intact() {
         for pattern in ALL_PATTERNS {
             for (copybuf, release) in [(true, Release::Zap), (false, Release::Lazy)] {
                 let config = RxConfig {
+                    mode: RxMode::ZeroCopy,
                     copybuf,
                     release,
                     ..RxConfig::default()

@@ -5,7 +5,7 @@ use std::io;
 use std::net::{IpAddr, TcpStream};
 use std::thread;
 
-use super::{Receiver, RxConfig, RxError, RxOp, RxStats, sender};
+use super::{Receiver, RxConfig, RxError, RxMode, RxOp, RxStats, sender};
 
 /// Connects a loopback pair on `ip` with one page of payload per segment
 /// ([`sender::connect_page_mss`]), lets `send` write into the client end (dropping it ends the
@@ -19,6 +19,7 @@ where
     let (client, server) =
         sender::connect_page_mss(ip).map_err(|e| RxError::new(RxOp::Setup, e))?;
     let config = RxConfig {
+        mode: RxMode::ZeroCopy,
         give_up_after: None,
         ..RxConfig::default()
     };

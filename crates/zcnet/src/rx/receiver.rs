@@ -7,20 +7,38 @@ use std::net::TcpStream;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 
+use super::auto::{AutoConfig, AutoProbe, AutoReason};
 use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
 use crate::Fallback;
+use crate::cost::CpuStamp;
 use crate::sys::socket::set_int_option;
 use crate::sys::tcp_zc::{
     self, SocketMapping, TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT, ZerocopyOutcome,
 };
 
-/// Whether a [`Receiver`] tries zero-copy receive at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether a [`Receiver`] maps received pages, copies them, or measures which costs less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RxMode {
     /// Map pages with `TCP_ZEROCOPY_RECEIVE`, copying only what cannot be mapped.
     ZeroCopy,
     /// Plain `recv` into the copy buffer (the baseline).
     Copy,
+    /// Map or copy, whichever costs the receiving thread less CPU time per byte, measured on the
+    /// stream ([`RxConfig::auto`], [`super::AutoChoice`]); copy where mapping cannot work. Mapping is
+    /// not always cheaper: where page tables are virtualised (a VM) mapping and zapping pages can cost
+    /// more than copying them.
+    Auto,
+}
+
+impl RxMode {
+    /// The mode's name as the CLI and JSON output spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxMode::Copy => "copy",
+            RxMode::ZeroCopy => "zerocopy",
+            RxMode::Auto => "auto",
+        }
+    }
 }
 
 /// What happens to mapped pages when their [`Chunk`] is dropped.
@@ -37,8 +55,10 @@ pub enum Release {
 /// How a [`Receiver`] is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxConfig {
-    /// Zero-copy or plain copies.
+    /// Zero-copy, plain copies, or measured (default [`RxMode::Auto`]).
     pub mode: RxMode,
+    /// The measurement of [`RxMode::Auto`].
+    pub auto: AutoConfig,
     /// Size of the mapped window in bytes, rounded up to whole pages: the most one call can map.
     pub window: usize,
     /// Size of the copy buffer that `recv` reads into, in bytes.
@@ -59,15 +79,16 @@ pub struct RxConfig {
 }
 
 impl Default for RxConfig {
-    /// Zero-copy with a 512 KiB window (tcp_mmap's), no low-water mark (a receive returns what is
+    /// Auto with a 512 KiB window (tcp_mmap's), no low-water mark (a receive returns what is
     /// queued, so a request/response exchange of small messages never waits for bytes that will not
     /// come), a 256 KiB copy buffer, copybuf off (as in tcp_mmap: measured on loopback with one page
     /// per segment, copybuf copied ~0.1% of a stream the next call would have mapped; unaligned bytes
     /// are read with `recv` instead), pages zapped on release, and a fallback to `recv` after 4 MiB
-    /// with nothing mapped.
+    /// with nothing mapped. [`RxMode::Auto`] measures in windows of 4 MiB ([`AutoConfig::default`]).
     fn default() -> RxConfig {
         RxConfig {
-            mode: RxMode::ZeroCopy,
+            mode: RxMode::Auto,
+            auto: AutoConfig::default(),
             window: 512 << 10,
             copy_buffer: 256 << 10,
             copybuf: false,
@@ -137,6 +158,8 @@ pub struct Receiver {
     socket_error: Option<i32>,
     fallback: Option<Fallback>,
     copybuf_refused: Option<i32>,
+    /// [`RxMode::Auto`]'s measurement.
+    auto: Option<AutoProbe>,
     stats: RxStats,
 }
 
@@ -172,7 +195,7 @@ impl Receiver {
                     "choose RxMode::ZeroCopy to map received pages",
                 )),
             ),
-            RxMode::ZeroCopy => {
+            RxMode::ZeroCopy | RxMode::Auto => {
                 let len = config
                     .window
                     .max(1)
@@ -198,7 +221,8 @@ impl Receiver {
         };
         let copybuf_len = if config.copybuf { page - 1 } else { 0 };
         let buf = vec![0u8; config.copy_buffer.max(copybuf_len).max(1)];
-        Ok(Receiver {
+        let auto = (config.mode == RxMode::Auto).then(|| AutoProbe::new(config.auto));
+        let mut rx = Receiver {
             window,
             stream,
             config,
@@ -213,19 +237,28 @@ impl Receiver {
             socket_error: None,
             fallback,
             copybuf_refused: None,
+            auto,
             stats: RxStats::default(),
-        })
+        };
+        if rx.window.is_none()
+            && let Some(auto) = rx.auto.as_mut()
+        {
+            auto.give_up(AutoReason::Refused);
+        }
+        rx.report_auto();
+        Ok(rx)
     }
 
     /// The next chunk of the stream, `Ok(None)` at its end. Blocks on a blocking socket until data
     /// arrives; never blocks on a non-blocking one.
     pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        self.auto_boundary();
         loop {
             let step = if !self.pending.is_empty() {
                 Step::Chunk(ChunkKind::Copybuf, mem::replace(&mut self.pending, 0..0))
             } else if self.eof {
                 Step::End
-            } else if self.skip > 0 || self.window.is_none() {
+            } else if self.skip > 0 || self.window.is_none() || self.auto_copies() {
                 self.read_copy()?
             } else {
                 self.zerocopy()?
@@ -255,7 +288,8 @@ impl Receiver {
         self.offset
     }
 
-    /// Why this receiver reads with plain `recv`, or `None` while it uses zero-copy receive.
+    /// Why this receiver reads with plain `recv` for good, or `None` while it may map pages (in
+    /// [`RxMode::Auto`], [`RxStats::auto`] says which way it measured cheaper).
     pub fn fallback(&self) -> Option<&Fallback> {
         self.fallback.as_ref()
     }
@@ -300,6 +334,9 @@ impl Receiver {
         let offset = self.offset;
         self.offset += range.len() as u64;
         self.stats.chunks += 1;
+        if let Some(auto) = self.auto.as_mut() {
+            auto.on_chunk(range.len());
+        }
         Chunk {
             rx: self,
             kind,
@@ -342,17 +379,64 @@ impl Receiver {
         Ok(Step::End)
     }
 
-    fn fall_back(&mut self, why: Fallback) {
+    /// Whether [`RxMode::Auto`] reads the current window with plain `recv`.
+    fn auto_copies(&self) -> bool {
+        self.auto.as_ref().is_some_and(AutoProbe::copying)
+    }
+
+    /// Between two chunks: closes [`RxMode::Auto`]'s window if it is full and takes the way the next
+    /// one asks for. A chunk borrows the receiver, so none is outstanding here; the boundary waits for
+    /// the copybuf bytes pending to be handed out. Bytes the kernel said to skip are read with `recv`
+    /// whichever way comes next, and a `recv` that ends inside a page makes the next
+    /// `TCP_ZEROCOPY_RECEIVE` map nothing and say how many bytes to skip: the stream stays in order.
+    fn auto_boundary(&mut self) {
+        let Some(auto) = self.auto.as_mut() else {
+            return;
+        };
+        if !auto.due() || !self.pending.is_empty() {
+            return;
+        }
+        let was_copying = auto.copying();
+        auto.close(CpuStamp::now());
+        if !was_copying && auto.copying() {
+            // Pages a lazily released chunk left mapped are zapped now rather than held through the
+            // copy windows; a blocking `recv` honours SO_RCVLOWAT by itself.
+            self.wait_first = false;
+            if !self.window_clean
+                && let Some(window) = self.window.as_mut()
+            {
+                self.window_clean = window.release().is_ok();
+                self.stats.zaps += 1;
+            }
+        }
+        self.report_auto();
+    }
+
+    fn report_auto(&mut self) {
+        if let Some(auto) = &self.auto {
+            self.stats.auto = Some(auto.choice());
+            self.stats.cost_comparisons = auto.comparisons();
+        }
+    }
+
+    fn fall_back(&mut self, why: Fallback, reason: AutoReason) {
         self.fallback = Some(why);
         self.window = None;
+        if let Some(auto) = self.auto.as_mut() {
+            auto.give_up(reason);
+        }
+        self.report_auto();
     }
 
     fn zerocopy(&mut self) -> Result<Step, RxError> {
+        // Bytes read while mapping was tried (not those of RxMode::Auto's copy windows).
+        let aside = self.auto.as_ref().map_or(0, AutoProbe::copied_aside);
+        let tried = self.stats.copied_bytes().saturating_sub(aside);
         if let Some(limit) = self.config.give_up_after
             && self.stats.mapped_bytes == 0
-            && self.stats.copied_bytes() >= limit
+            && tried >= limit
         {
-            self.fall_back(nothing_mapped(self.stats.copied_bytes()));
+            self.fall_back(nothing_mapped(tried), AutoReason::NothingMapped);
             return Ok(Step::Again);
         }
         let use_extensions = self.copybuf_refused.is_none();
@@ -383,11 +467,10 @@ impl Receiver {
                     Ok(Step::Again)
                 }
                 Some(errno @ (libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EINVAL)) => {
-                    self.fall_back(Fallback::refused(
-                        "getsockopt TCP_ZEROCOPY_RECEIVE",
-                        errno,
-                        REFUSED_REMEDY,
-                    ));
+                    self.fall_back(
+                        Fallback::refused("getsockopt TCP_ZEROCOPY_RECEIVE", errno, REFUSED_REMEDY),
+                        AutoReason::Refused,
+                    );
                     Ok(Step::Again)
                 }
                 // Nothing queued and no more will come; `recv` tells a clean end from a reset.

@@ -1,4 +1,7 @@
-//! Receive counters: how many bytes arrived mapped and how many copied, and the calls it took.
+//! Receive counters: how many bytes arrived mapped and how many copied, the calls it took, and what
+//! the auto mode chose.
+
+use super::AutoChoice;
 
 /// What a [`Receiver`](super::Receiver) has received and how.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,6 +23,11 @@ pub struct RxStats {
     pub zaps: u64,
     /// Chunks handed out.
     pub chunks: u64,
+    /// Comparisons of the CPU cost per byte of mapped receive and `recv` that
+    /// [`RxMode::Auto`](super::RxMode::Auto) finished.
+    pub cost_comparisons: u64,
+    /// What [`RxMode::Auto`](super::RxMode::Auto) does and why (`None` in the other modes).
+    pub auto: Option<AutoChoice>,
 }
 
 impl RxStats {
@@ -43,7 +51,8 @@ impl RxStats {
 }
 
 impl std::ops::AddAssign for RxStats {
-    /// Adds another receiver's counters (e.g. to total several connections).
+    /// Adds another receiver's counters (e.g. to total several connections); its auto choice, if it has
+    /// one, replaces this one's.
     fn add_assign(&mut self, other: RxStats) {
         self.mapped_bytes += other.mapped_bytes;
         self.copybuf_bytes += other.copybuf_bytes;
@@ -53,6 +62,8 @@ impl std::ops::AddAssign for RxStats {
         self.polls += other.polls;
         self.zaps += other.zaps;
         self.chunks += other.chunks;
+        self.cost_comparisons += other.cost_comparisons;
+        self.auto = other.auto.or(self.auto);
     }
 }
 

@@ -29,7 +29,6 @@
 
 mod buffer;
 mod claim;
-mod cost;
 mod error;
 pub mod errqueue;
 #[cfg(test)]

@@ -6,11 +6,11 @@
 //! sends, switches to copying after a run of copied completions and probes again later with a growing
 //! interval, and backs off after `ENOBUFS` (the optmem or locked-memory limit was hit). Where the
 //! completions are not copied, [`Mode::Auto`] also measures: it compares the sending thread's CPU
-//! time per byte of each mode in windows and keeps the cheaper (see [`super::cost`]);
+//! time per byte of each mode in windows and keeps the cheaper (see [`crate::cost`]);
 //! [`Policy::choice`] says what it chose and why.
 
-use super::cost::{CostProbe, CpuStamp, Side, WindowMeter};
 use super::stats::TxStats;
+use crate::cost::{CostProbe, CpuStamp, Side, WindowMeter};
 
 /// Which sends use MSG_ZEROCOPY.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -164,6 +164,18 @@ pub enum AutoReason {
     },
 }
 
+/// Whether a send decided as `decision` belongs in a measured window of `side`: the side's own sends
+/// and those both sides copy alike (small, empty); a send copied for another reason (copied
+/// completions, `ENOBUFS`, no zero-copy) spoils the window.
+fn admits(side: Side, decision: Decision) -> bool {
+    match decision {
+        Decision::ZeroCopy => side == Side::ZeroCopy,
+        Decision::Copy(CopyReason::Cheaper) => side == Side::Copy,
+        Decision::Copy(CopyReason::Small | CopyReason::Empty) => true,
+        Decision::Copy(_) => false,
+    }
+}
+
 /// The per-sender decision state.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -245,7 +257,7 @@ impl Policy {
             return;
         }
         self.refused |= decision == Decision::Copy(CopyReason::Unsupported);
-        if self.measuring() && self.meter.count(decision, bytes) {
+        if self.measuring() && self.meter.count(admits(self.meter.side, decision), bytes) {
             if let Some(window) = self.meter.close(CpuStamp::now()) {
                 self.cost.on_window(window);
             }
@@ -479,6 +491,22 @@ mod tests {
                 .iter()
                 .all(|d| *d == Decision::ZeroCopy)
         );
+    }
+
+    #[test]
+    fn windows_admit_their_own_sends_and_those_both_sides_copy() {
+        use CopyReason::*;
+        for side in [Side::ZeroCopy, Side::Copy] {
+            assert!(admits(side, Decision::Copy(Small)));
+            assert!(admits(side, Decision::Copy(Empty)));
+            for spoiler in [Copied, Enobufs, Unsupported, Mode] {
+                assert!(!admits(side, Decision::Copy(spoiler)), "{spoiler:?}");
+            }
+        }
+        assert!(admits(Side::ZeroCopy, Decision::ZeroCopy));
+        assert!(!admits(Side::Copy, Decision::ZeroCopy));
+        assert!(admits(Side::Copy, Decision::Copy(Cheaper)));
+        assert!(!admits(Side::ZeroCopy, Decision::Copy(Cheaper)));
     }
 
     #[test]

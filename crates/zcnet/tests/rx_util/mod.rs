@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
-use zcnet::rx::{Chunk, ChunkKind, Receiver, RxConfig, RxStats, sender};
+use zcnet::rx::{Chunk, ChunkKind, Receiver, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
 
 /// How the sender cuts the stream into writes.
@@ -250,6 +250,7 @@ pub fn transfer(
 /// do not map still exercises `TCP_ZEROCOPY_RECEIVE`), with or without copybuf.
 pub fn keep_trying(copybuf: bool) -> RxConfig {
     RxConfig {
+        mode: RxMode::ZeroCopy,
         copybuf,
         give_up_after: None,
         ..RxConfig::default()

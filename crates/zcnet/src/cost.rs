@@ -1,36 +1,36 @@
-//! The auto mode's measured choice: which of zero-copy and copy costs the sending thread less CPU time
-//! per byte on this path, now.
+//! The measured choice between zero-copy and copy, shared by the sender's and the receiver's auto
+//! modes: which of the two costs the thread doing the I/O less CPU time per byte on this path, now.
 //!
-//! Completions flagged *copied* prove zero-copy useless, but completions that are not copied do not
-//! prove it useful: pinning pages and reading completions can cost more than the copy they save (small
-//! GSO segments into a device that frees them at once, a fast memcpy). So the sends of [`Mode::Auto`]
-//! at or above the threshold are timed in windows of [`PolicyConfig::window_bytes`] bytes with the
-//! thread's CPU clock, and now and then two windows of each mode are compared in the order
-//! *settled, other, other, settled* (so that a steady drift of the host's load weighs on both alike).
-//! The mode in use is kept unless the other costs at least a [`MARGIN_DIVISOR`]th less in two
-//! comparisons in a row (the second follows the first at once, so that one burst of noise on a shared
-//! host does not move the sender); after a comparison that keeps the mode the next comes twice as many
-//! windows later (up to [`PolicyConfig::max_compare_every`]), so probing the worse mode costs little on
-//! a steady path.
+//! Whether zero-copy pays depends on the host, not only on what the kernel allows: pinning or mapping
+//! pages, reading completions and flushing TLBs can cost more than the copy they save (a fast memcpy,
+//! page tables virtualised by a hypervisor). So an auto mode cuts its stream into windows of about
+//! `window_bytes` bytes, times each with the thread's CPU clock ([`WindowMeter`]), and now and then
+//! compares two windows of each mode in the order *settled, other, other, settled* (so that a steady
+//! drift of the host's load weighs on both alike) ([`CostProbe`]). The mode in use is kept unless the
+//! other costs at least a [`MARGIN_DIVISOR`]th less in two comparisons in a row (the second follows
+//! the first at once, so that one burst of noise on a shared host does not move it); after a
+//! comparison that keeps the mode the next comes twice as many windows later (up to
+//! `max_compare_every`), so probing the dearer mode costs little on a steady path.
+//!
+//! What a window holds is the caller's business: the sender's windows are bytes sent
+//! ([`crate::tx::PolicyConfig`]), the receiver's bytes handed out ([`crate::rx::AutoConfig`]); a window
+//! the caller marks unsound is thrown away.
 //!
 //! Kernel behaviour relied on: `CLOCK_THREAD_CPUTIME_ID` counts the calling thread's time in user mode
-//! and in system calls, including the transmit work the kernel does inside `sendmsg` (and, on a local
-//! path, the receive work it runs on the way); it is brought up to date when read.
-//!
-//! [`Mode::Auto`]: super::Mode::Auto
-//! [`PolicyConfig::window_bytes`]: super::PolicyConfig::window_bytes
-//! [`PolicyConfig::max_compare_every`]: super::PolicyConfig::max_compare_every
+//! and in system calls — the transmit work the kernel does inside `sendmsg` (and, on a local path, the
+//! receive work it runs on the way), the page mapping and zapping of `TCP_ZEROCOPY_RECEIVE` and
+//! `madvise`, the copy of `recv` — but not the time it sleeps waiting for data; it is brought up to
+//! date when read. The thread's other work between two readings (another connection served by the
+//! same thread) counts too, alike for both modes on a steady load.
 
 use std::thread::{self, ThreadId};
 use std::time::Duration;
-
-use super::policy::{CopyReason, Decision};
 
 /// The other mode is taken when it costs less than `1 - 1/MARGIN_DIVISOR` of the settled one (~3%):
 /// closer figures are within the noise of a shared host, and staying then costs less than the margin.
 pub(crate) const MARGIN_DIVISOR: u64 = 32;
 
-/// The two ways to send a large buffer.
+/// The two ways to move the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     ZeroCopy,
@@ -42,18 +42,6 @@ impl Side {
         match self {
             Side::ZeroCopy => Side::Copy,
             Side::Copy => Side::ZeroCopy,
-        }
-    }
-
-    /// Whether a send decided as `decision` belongs in a window of this side: the side's own sends and
-    /// those both sides copy alike (small, empty); a send copied for another reason (copied completions,
-    /// `ENOBUFS`, no zero-copy) spoils the window.
-    fn admits(self, decision: Decision) -> bool {
-        match decision {
-            Decision::ZeroCopy => self == Side::ZeroCopy,
-            Decision::Copy(CopyReason::Cheaper) => self == Side::Copy,
-            Decision::Copy(CopyReason::Small | CopyReason::Empty) => true,
-            Decision::Copy(_) => false,
         }
     }
 }
@@ -74,9 +62,18 @@ impl CpuStamp {
             cpu,
         })
     }
+
+    /// A reading of `cpu` on the calling thread: a synthetic clock for tests.
+    #[cfg(test)]
+    pub(crate) fn at(cpu: Duration) -> Option<CpuStamp> {
+        Some(CpuStamp {
+            thread: thread::current().id(),
+            cpu,
+        })
+    }
 }
 
-/// One measured window: the CPU time the sending thread spent on `bytes` bytes sent one way.
+/// One measured window: the CPU time the thread spent on `bytes` bytes moved one way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
     pub(crate) side: Side,
@@ -84,14 +81,15 @@ pub(crate) struct Window {
     pub(crate) cpu: Duration,
 }
 
-/// Cuts the sends into windows of about `window_bytes` bytes and times each with the CPU clock read at
-/// its two ends. A window is thrown away when a send in it does not belong to its side, when its two
-/// readings come from different threads (the sender moved) or when a reading failed.
+/// Cuts the stream into windows of about `window_bytes` bytes and times each with the CPU clock read
+/// at its two ends. A window is thrown away when the caller counted bytes in it that do not belong to
+/// its side, when its two readings come from different threads (the sender or receiver moved) or when
+/// a reading failed.
 #[derive(Debug, Clone)]
 pub(crate) struct WindowMeter {
     window_bytes: u64,
     start: Option<CpuStamp>,
-    /// The side the window's sends are meant to take (set by the caller when a window opens).
+    /// The side the window's bytes are meant to take (set by the caller when a window opens).
     pub(crate) side: Side,
     bytes: u64,
     spoiled: bool,
@@ -108,15 +106,20 @@ impl WindowMeter {
         }
     }
 
-    /// Counts a send of `bytes` decided as `decision`; `true` when the window is full — and before
-    /// the very first window — so the caller reads the clock and calls [`WindowMeter::close`].
-    pub(crate) fn count(&mut self, decision: Decision, bytes: usize) -> bool {
-        if self.start.is_none() {
-            return true;
+    /// Counts `bytes` moved, `admitted` if they went the window's side (or a way both sides go
+    /// alike); returns [`WindowMeter::due`].
+    pub(crate) fn count(&mut self, admitted: bool, bytes: usize) -> bool {
+        if self.start.is_some() {
+            self.spoiled |= !admitted;
+            self.bytes += bytes as u64;
         }
-        self.spoiled |= !self.side.admits(decision);
-        self.bytes += bytes as u64;
-        self.bytes >= self.window_bytes
+        self.due()
+    }
+
+    /// `true` when the window is full — and before the very first window, or after a failed
+    /// reading — so the caller reads the clock and calls [`WindowMeter::close`].
+    pub(crate) fn due(&self) -> bool {
+        self.start.is_none() || self.bytes >= self.window_bytes
     }
 
     /// Ends the window at `now` (and opens the next there); returns it if it is sound.
@@ -425,20 +428,18 @@ mod tests {
     }
 
     fn stamp(cpu_us: u64) -> Option<CpuStamp> {
-        Some(CpuStamp {
-            thread: thread::current().id(),
-            cpu: Duration::from_micros(cpu_us),
-        })
+        CpuStamp::at(Duration::from_micros(cpu_us))
     }
 
     #[test]
     fn meter_cuts_windows_by_bytes_and_times_them() {
         let mut m = WindowMeter::new(100, Side::ZeroCopy);
-        // The first send opens the first window; its own bytes are not in it.
-        assert!(m.count(Decision::ZeroCopy, 60));
+        // Due before the first window; bytes counted before it opens are not in it.
+        assert!(m.due());
+        assert!(m.count(true, 60));
         assert_eq!(m.close(stamp(10)), None);
-        assert!(!m.count(Decision::ZeroCopy, 60));
-        assert!(m.count(Decision::Copy(CopyReason::Small), 60));
+        assert!(!m.count(true, 60));
+        assert!(m.count(true, 60));
         assert_eq!(
             m.close(stamp(35)),
             Some(Window {
@@ -447,33 +448,28 @@ mod tests {
                 cpu: Duration::from_micros(25)
             })
         );
+        assert!(!m.due());
     }
 
     #[test]
     fn meter_drops_spoiled_windows() {
         let mut m = WindowMeter::new(100, Side::Copy);
-        m.count(Decision::Copy(CopyReason::Cheaper), 1);
+        m.count(true, 1);
         m.close(stamp(0));
-        for spoiler in [
-            Decision::ZeroCopy,
-            Decision::Copy(CopyReason::Copied),
-            Decision::Copy(CopyReason::Enobufs),
-            Decision::Copy(CopyReason::Unsupported),
-        ] {
-            m.count(spoiler, 1);
-            assert!(m.count(Decision::Copy(CopyReason::Cheaper), 100));
-            assert_eq!(m.close(stamp(5)), None, "{spoiler:?}");
-        }
+        m.count(false, 1);
+        assert!(m.count(true, 100));
+        assert_eq!(m.close(stamp(5)), None, "spoiled");
         // The next window is sound again.
-        assert!(m.count(Decision::Copy(CopyReason::Cheaper), 100));
+        assert!(m.count(true, 100));
         assert!(m.close(stamp(9)).is_some());
         // A window that ends on another thread, or whose clock failed, is dropped.
-        assert!(m.count(Decision::Copy(CopyReason::Cheaper), 100));
+        assert!(m.count(true, 100));
         let elsewhere = thread::spawn(|| stamp(20)).join().unwrap();
         assert_eq!(m.close(elsewhere), None);
-        assert!(m.count(Decision::Copy(CopyReason::Cheaper), 100));
+        assert!(m.count(true, 100));
         assert_eq!(m.close(None), None);
-        assert!(m.count(Decision::Copy(CopyReason::Cheaper), 100));
+        assert!(m.due(), "due again after a failed reading");
+        assert!(m.count(true, 100));
         assert_eq!(m.close(stamp(30)), None, "no start after a failed reading");
     }
 
