@@ -84,7 +84,8 @@ pub(crate) fn send_hint(errno: Option<i32>) -> &'static str {
         }
         Some(libc::ECONNREFUSED) => "nothing listens at the destination",
         Some(libc::ETIMEDOUT) => {
-            "no send-buffer space within the send timeout: the peer is not reading"
+            "no send-buffer space within the send timeout: the peer is not reading, or the path \
+             drops what is sent (TCP_INFO tells them apart: a zero window is a peer not reading)"
         }
         _ => "see sendmsg(2)",
     }
