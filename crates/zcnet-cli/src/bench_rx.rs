@@ -409,6 +409,12 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
         }
         Ok(m) => m,
         Err(e) => {
+            // A sender that died (its connection reset) is the cause to report.
+            if let Ok(Some(status)) = child.try_wait()
+                && !status.success()
+            {
+                return Err(child.failure(&format!("failed ({status})")));
+            }
             child.abandon();
             return Err(e);
         }
@@ -614,6 +620,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         64 << 10,
         "64 MiB per write",
     )?;
+    mib_bytes(args.mib)?;
     if let Some(kib) = args.window_kib {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }

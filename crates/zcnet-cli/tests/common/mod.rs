@@ -3,7 +3,10 @@
 #![allow(dead_code)]
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Child, Command, Output};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -67,4 +70,41 @@ pub fn interrupt_and_finish(child: Child, mut stdout: impl Read) -> String {
     let out = child.wait_with_output().expect("wait");
     succeeded(&out, "the interrupted run");
     rest
+}
+
+/// The only child process of process `parent` (a one-process bench's other side), once started.
+pub fn only_child(parent: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = std::fs::read_dir(format!("/proc/{parent}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .map(|p| p.parse::<u32>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .next();
+        if let Some(pid) = children {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no child process started");
+        sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `test` may change a namespace's firewall: privileged (else it skips), and nft installed.
+pub fn nft_usable(test: &str) -> bool {
+    if !testnet::privileged(test) {
+        return false;
+    }
+    if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        testnet::skip(test, "nft (the nftables package) is not installed");
+        return false;
+    }
+    true
 }
