@@ -85,7 +85,7 @@ pub struct RxArgs {
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
     /// (0: the kernel default of one byte) [default: the library's, RxConfig::default()].
-    #[arg(long)]
+    #[arg(long, value_parser = flags::size_or_zero)]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).
@@ -621,6 +621,9 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         "64 MiB per write",
     )?;
     mib_bytes(args.mib)?;
+    if let Some(kib) = args.rcvlowat_kib {
+        flags::at_most("--rcvlowat-kib", kib as u64, 1 << 20, "1 GiB")?;
+    }
     if let Some(kib) = args.window_kib {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }

@@ -237,33 +237,57 @@ fn loopback(ipv6: bool) -> IpAddr {
     }
 }
 
-/// The address of `--listen [ADDR:]PORT` (a bare port listens on every address).
+/// The address of `--listen [ADDR:]PORT` (a bare port, or `:PORT`, listens on every address; an IPv6
+/// address goes in brackets, `[::1]:5201`).
 pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     if let Ok(addr) = spec.parse::<SocketAddr>() {
         return Ok(addr);
     }
-    match spec.trim_start_matches(':').parse::<u16>() {
+    let usage = |why: &str| -> anyhow::Error {
+        UsageError(format!(
+            "--listen {spec:?}: {why}, e.g. 5201, 0.0.0.0:5201 or [::1]:5201"
+        ))
+        .into()
+    };
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Err(usage(&format!("{ip} has no port: use [ADDR]:PORT")));
+    }
+    let port = spec.strip_prefix(':').unwrap_or(spec);
+    match port.parse::<u16>() {
         Ok(port) if ipv6 => Ok(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)),
         Ok(port) => Ok(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)),
-        Err(_) => Err(UsageError(format!(
-            "--listen {spec:?}: expected [ADDR:]PORT, e.g. 5201, 0.0.0.0:5201 or [::]:5201"
-        ))
-        .into()),
+        Err(_) => Err(usage("expected [ADDR:]PORT")),
     }
 }
 
-/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6).
+/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6): a usage error without a
+/// port, an error naming the host when the name does not resolve.
 pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Err(UsageError(format!(
+            "--connect {spec:?}: {ip} has no port: use HOST:PORT (e.g. [::1]:5201)"
+        ))
+        .into());
+    }
+    let port_ok = spec
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !port_ok {
+        return Err(UsageError(format!(
+            "--connect {spec:?}: expected HOST:PORT (e.g. 192.0.2.1:5201, [::1]:5201)"
+        ))
+        .into());
+    }
     let addrs: Vec<SocketAddr> = spec
         .to_socket_addrs()
-        .map_err(|e| UsageError(format!("--connect {spec:?}: expected HOST:PORT ({e})")))?
+        .with_context(|| format!("--connect {spec:?}: the host name did not resolve"))?
         .collect();
     addrs
         .iter()
         .find(|a| a.is_ipv6() == ipv6)
         .or(addrs.first())
         .copied()
-        .ok_or_else(|| UsageError(format!("--connect {spec:?}: no address")).into())
+        .with_context(|| format!("--connect {spec:?}: the host name has no address"))
 }
 
 /// What one timed run measured on the sending thread.

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use zcnet::ovs::{self, DatapathConfig, Dispatch, LearningSwitch};
 
+use crate::report::outln;
+
 /// `--dispatch`: how the kernel picks the socket for an upcall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DispatchArg {
@@ -49,7 +51,7 @@ pub struct SwitchArgs {
 pub fn run(args: SwitchArgs) -> Result<()> {
     let interrupted = testnet::termination_flag()?;
     for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
-        println!("removed datapath {name} left by a run that is gone");
+        outln!("removed datapath {name} left by a run that is gone");
     }
     let name = format!("zc{}-sw", std::process::id());
     let devices: Vec<&str> = args.ports.iter().map(String::as_str).collect();
@@ -65,7 +67,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         .map(|(no, dev)| format!("{dev}={no}"))
         .collect();
     let features = switch.datapath().info()?.user_features;
-    println!(
+    outln!(
         "switch {name}: ports {}, user features {features:#x}; Ctrl-C ends it and deletes the datapath",
         ports.join(" ")
     );
@@ -80,7 +82,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         if tick.elapsed() >= Duration::from_secs(1) {
             let secs = tick.elapsed().as_secs_f64();
             let stats = switch.datapath().info()?.stats;
-            println!(
+            outln!(
                 "{:>5.0}s upcalls/s {:>8.0} flows {:>6} hits {:>10} missed {:>8} lost {:>8} overflows {}",
                 start.elapsed().as_secs_f64(),
                 handled_since as f64 / secs,
@@ -96,7 +98,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     }
     let counters = switch.counters();
     if let Ok(i) = switch.datapath().info() {
-        println!(
+        outln!(
             "final: hits {} missed {} lost {} flows {}; installed {} flows, flooded {} packets",
             i.stats.n_hit,
             i.stats.n_missed,
@@ -107,6 +109,6 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         );
     }
     drop(switch);
-    println!("datapath {name} deleted with its ports and flows");
+    outln!("datapath {name} deleted with its ports and flows");
     Ok(())
 }
