@@ -446,6 +446,12 @@ fn row<S: ZcSocket>(
         "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
         "why": auto_why::short(s),
         "auto_reason": auto_why::sentence(s),
+        "enobufs_reason": (s.copy_enobufs > 0).then(|| format!(
+            "{} of {} sends copied: {}",
+            s.copy_enobufs,
+            s.calls,
+            zcnet::tx::enobufs_reason()
+        )),
     });
     object(v)
 }
@@ -756,6 +762,14 @@ fn print_summary(rows: &[Row], common: &Common) {
                 report::emit(&format!("auto: {why}\n"));
             }
         }
+    }
+    // Said once even under --json: a run that copied for want of locked memory must not pass for
+    // a zero-copy one.
+    if let Some(why) = rows
+        .iter()
+        .find_map(|row| row.get("enobufs_reason").and_then(Value::as_str))
+    {
+        eprintln!("zcnet: {why}");
     }
 }
 
