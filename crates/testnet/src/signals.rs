@@ -71,10 +71,22 @@ extern "C" fn on_termination(sig: libc::c_int) {
 }
 
 fn install() {
+    arm_removal();
+}
+
+/// The handler that removes the registered namespaces and ends the process of its signal.
+pub(crate) fn removal_handler() -> libc::sighandler_t {
+    on_termination as extern "C" fn(libc::c_int) as libc::sighandler_t
+}
+
+/// Makes SIGINT and SIGTERM remove the registered namespaces and end the process. Async-signal-safe
+/// (only `sigemptyset` and `sigaction`): [`crate::termination_flag`]'s handler calls it on the first
+/// signal, so that a second one ends the process without leaving namespaces behind.
+pub(crate) fn arm_removal() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `sigaction` is plain old data; all-zero is a valid starting value.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_termination as extern "C" fn(libc::c_int) as usize;
+        action.sa_sigaction = removal_handler();
         // SAFETY: `action` is a valid sigaction whose handler only makes async-signal-safe calls; a
         // null old-action pointer is allowed.
         unsafe {

@@ -1,6 +1,8 @@
 //! Termination requests: SIGINT and SIGTERM turned into a flag that long-running loops poll, so that
 //! they stop, release what they hold (an XDP link, a UMEM) and report, as xdpsock does on Ctrl-C.
-//! (For benchmarks and tools; not to be combined with namespaces, whose own handler removes them.)
+//! The first signal only sets the flag; a second one removes this process's namespaces (see
+//! [`crate::signals`]) and ends the process of that signal, so that a run stuck past its first Ctrl-C
+//! still leaves nothing behind.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -13,6 +15,8 @@ static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
 extern "C" fn on_termination(_sig: libc::c_int) {
     // An atomic store is async-signal-safe.
     REQUESTED.store(true, Ordering::Relaxed);
+    // So is sigaction: the next SIGINT or SIGTERM removes the namespaces and ends the process.
+    crate::signals::arm_removal();
 }
 
 fn install() -> Result<(), i32> {
@@ -20,8 +24,6 @@ fn install() -> Result<(), i32> {
         // SAFETY: `sigaction` is plain old data; all-zero is a valid starting value.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_termination as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SA_RESETHAND: a second signal finds the default action and ends the process at once.
-        action.sa_flags = libc::SA_RESETHAND;
         // SAFETY: `action` is a valid sigaction whose handler only stores to an atomic; a null
         // old-action pointer is allowed.
         if unsafe { libc::sigaction(sig, &action, std::ptr::null_mut()) } != 0 {
@@ -34,7 +36,8 @@ fn install() -> Result<(), i32> {
 }
 
 /// Installs (once per process) SIGINT and SIGTERM handlers that set a flag, and returns the flag.
-/// The first signal only sets it; a second one terminates the process the default way.
+/// The first signal only sets it; a second one removes this process's namespaces and terminates the
+/// process the default way.
 pub fn termination_flag() -> io::Result<&'static AtomicBool> {
     match INSTALLED.get_or_init(install) {
         Ok(()) => Ok(&REQUESTED),
@@ -47,7 +50,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sigterm_sets_the_flag_and_rearms_the_default() {
+    fn sigterm_sets_the_flag_and_arms_the_removal() {
         let flag = termination_flag().unwrap();
         assert!(!flag.load(Ordering::Relaxed));
         // SAFETY: raising a signal whose handler was installed above; it only stores to an atomic.
@@ -59,8 +62,8 @@ mod tests {
         assert_eq!(rc, 0);
         assert_eq!(
             old.sa_sigaction,
-            libc::SIG_DFL,
-            "SA_RESETHAND restores the default action"
+            crate::signals::removal_handler(),
+            "the second signal removes the namespaces and ends the process"
         );
         // Leave SIGINT handled by the flag (the test harness is not interrupted here).
     }

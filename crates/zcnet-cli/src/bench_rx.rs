@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,11 @@ use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_listen::{self, Ended, mapped_pct};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
+use crate::child::Watched;
+use crate::flags::UsageError;
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::wire::{self, Bench, Header};
 use crate::{bench_send, flags};
 
@@ -86,7 +89,7 @@ pub struct RxArgs {
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
     /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
-    #[arg(long)]
+    #[arg(long, value_parser = flags::size_or_zero)]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).
@@ -113,6 +116,8 @@ pub struct RxArgs {
     apart: ApartFlags,
     #[command(flatten)]
     serve: ServeFlags,
+    #[command(flatten)]
+    timeouts: TcpTimeouts,
 }
 
 /// Where sender and receiver connect.
@@ -201,15 +206,46 @@ struct SenderCounts {
     copy_calls: u64,
 }
 
-/// Sends `total` bytes of the pattern (units of `write` bytes) after `header`, if any; the header
-/// goes as a record of its own (`MSG_EOR`) so that the payload behind it stays page-aligned.
+/// How a `--connect` sender's stream ended: what it did, and why it ended early, if it did.
+#[derive(Default)]
+struct Sent {
+    counts: SenderCounts,
+    /// Payload bytes handed to the kernel.
+    bytes: u64,
+    interrupted: bool,
+    /// What the [`SendWatch`] saw when it ended a stream the peer stopped taking.
+    stalled: Option<String>,
+}
+
+/// Sends `total` bytes of the pattern (units of `write` bytes) after `header`, if any, under a
+/// [`SendWatch`]; the header goes as a record of its own (`MSG_EOR`) so that the payload behind it
+/// stays page-aligned.
 fn send_all(
     client: TcpStream,
-    sender: SenderArg,
-    total: u64,
-    write: usize,
+    (sender, total, write): (SenderArg, u64, usize),
     header: Option<Header>,
-) -> anyhow::Result<SenderCounts> {
+    timeouts: &TcpTimeouts,
+) -> anyhow::Result<Sent> {
+    let watch = SendWatch::start(&client, timeouts)?;
+    let mut sent = Sent::default();
+    let result = send_pieces(client, (sender, total, write), header, &mut sent);
+    sent.interrupted = live::interrupted();
+    if let Err(e) = result {
+        match watch.stop() {
+            Some(Stop::Interrupted) => sent.interrupted = true,
+            Some(Stop::Stalled(why)) => sent.stalled = Some(why),
+            None => return Err(e),
+        }
+    }
+    Ok(sent)
+}
+
+fn send_pieces(
+    client: TcpStream,
+    (sender, total, write): (SenderArg, u64, usize),
+    header: Option<Header>,
+    sent: &mut Sent,
+) -> anyhow::Result<()> {
     if let Some(h) = header {
         sender::send_record(&client, &h.encode()).context("sending the stream header")?;
     }
@@ -221,7 +257,7 @@ fn send_all(
             (n > 0).then_some(n)
         })
     };
-    let (client, counts) = match sender {
+    let client = match sender {
         SenderArg::Copy => {
             let mut buf = vec![0u8; write];
             wire::fill(&mut buf, write);
@@ -231,8 +267,9 @@ fn send_all(
                     break;
                 }
                 client.write_all(&buf[..n]).context("send")?;
+                sent.bytes += n as u64;
             }
-            (client, SenderCounts::default())
+            client
         }
         SenderArg::Zerocopy => {
             // Filled once below: the buffers keep the pattern from one send to the next.
@@ -252,28 +289,33 @@ fn send_all(
             if let Err(why) = tx.zerocopy_status() {
                 bail!("MSG_ZEROCOPY sender: {why}");
             }
-            for n in pieces() {
-                if live::interrupted() {
-                    break;
-                }
-                let mut buf = loop {
-                    if let Some(buf) = pool.take() {
-                        break buf;
+            let sending = (|| {
+                for n in pieces() {
+                    if live::interrupted() {
+                        break;
                     }
-                    tx.wait_completions(COMPLETION_WAIT)?;
-                };
-                buf.set_len(n);
-                tx.send(buf)?;
-            }
-            let counts = SenderCounts {
+                    let mut buf = loop {
+                        if let Some(buf) = pool.take() {
+                            break buf;
+                        }
+                        tx.wait_completions(COMPLETION_WAIT)?;
+                    };
+                    buf.set_len(n);
+                    tx.send(buf)?;
+                }
+                Ok::<_, zcnet::tx::TxError>(())
+            })();
+            sent.bytes = tx.stats().bytes;
+            sent.counts = SenderCounts {
                 zerocopy_calls: tx.stats().zc_calls,
                 copy_calls: tx.stats().copy_calls,
             };
-            (tx.close(COMPLETION_WAIT)?, counts)
+            sending?;
+            tx.close(COMPLETION_WAIT)?
         }
     };
     client.shutdown(std::net::Shutdown::Write)?;
-    Ok(counts)
+    Ok(())
 }
 
 /// Longest wait for MSG_ZEROCOPY completions before the run fails.
@@ -359,10 +401,11 @@ fn receiver_ticker(args: &RxArgs, mode: ModeArg, peer: Option<SocketAddr>) -> Ti
     Ticker::new(args.interval, label, args.json)
 }
 
-/// One connection: a sender process sends `--mib`; this thread receives it in `mode`.
+/// One connection: a sender process sends `--mib`; this thread receives it in `mode`. The sender
+/// is watched: one that stops or dies ends the run with its state and standard error.
 fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measured, SenderCounts)> {
     let config = rx_config(args, mode);
-    let total = args.mib << 20;
+    let total = mib_bytes(args.mib)?;
     let listener = path.listen(args.ipv6)?;
     let mut command = path.sender_command()?;
     command
@@ -370,34 +413,55 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
         .arg(listener.local_addr()?.to_string())
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
-        .args(["--write-kib", &args.write_kib.to_string()]);
+        .args(["--write-kib", &args.write_kib.to_string()])
+        .args(args.timeouts.args());
     if args.apart.no_verify {
         command.arg("--no-verify");
     }
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting the sender process")?;
+    let mut child = Watched::spawn(&mut command, "the sender process")?;
+    let server = match accept(&listener, &mut child) {
+        Ok(server) => server,
+        Err(e) => return Err(child.failure(&format!("{e:#}"))),
+    };
+    let guard = child.guard(&server)?;
     let mut ticker = receiver_ticker(args, mode, None);
-    let received =
-        accept(&listener, &mut child).and_then(|server| receive(server, config, &mut ticker));
-    if received.is_err() {
-        // The sender is ours (started above); stop it by its pid before reporting.
-        let _ = child.kill();
+    let received = receive(server, config, &mut ticker);
+    if let Some(why) = guard.finish() {
+        return Err(child.failure(&why));
     }
-    let output = child.wait_with_output()?;
-    let measured = received?;
-    if measured.interrupted {
-        return Ok((measured, SenderCounts::default()));
+    let measured = match received {
+        Ok(m) if m.interrupted => {
+            child.abandon();
+            return Ok((m, SenderCounts::default()));
+        }
+        Ok(m) => m,
+        Err(e) => {
+            // A sender that died (its connection reset) is the cause to report.
+            if let Ok(Some(status)) = child.try_wait()
+                && !status.success()
+            {
+                return Err(child.failure(&format!("failed ({status})")));
+            }
+            child.abandon();
+            return Err(e);
+        }
+    };
+    let deadline = Instant::now() + COMPLETION_WAIT;
+    let mut report = None;
+    loop {
+        match child.next_line(deadline) {
+            Ok(Some(line)) => report = Some(line),
+            Ok(None) => break,
+            Err(why) => return Err(child.failure(&why)),
+        }
     }
-    if !output.status.success() {
-        bail!(
-            "sender process: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+    match child.wait(deadline) {
+        Ok(status) if status.success() => {}
+        Ok(status) => return Err(child.failure(&format!("failed ({status})"))),
+        Err(why) => return Err(child.failure(&why)),
     }
-    let sent: Value = serde_json::from_slice(&output.stdout).context("sender's report")?;
+    let sent: Value =
+        serde_json::from_str(report.as_deref().unwrap_or("")).context("the sender's report")?;
     let count = |key: &str| sent.get(key).and_then(Value::as_u64).unwrap_or(0);
     if measured.bytes != total && !live::interrupted() {
         bail!("received {} bytes of {total}", measured.bytes);
@@ -412,7 +476,7 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
 }
 
 /// Accepts the sender's connection, failing if the sender process exits first.
-fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream> {
+fn accept(listener: &TcpListener, child: &mut Watched) -> anyhow::Result<TcpStream> {
     listener.set_nonblocking(true)?;
     let deadline = Instant::now() + COMPLETION_WAIT;
     loop {
@@ -423,10 +487,10 @@ fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if let Some(status) = child.try_wait()? {
-                    bail!("the sender process exited before connecting ({status})");
+                    bail!("exited before connecting ({status})");
                 }
                 if Instant::now() > deadline {
-                    bail!("the sender process did not connect within {COMPLETION_WAIT:?}");
+                    bail!("did not connect within {COMPLETION_WAIT:?}");
                 }
                 thread::sleep(Duration::from_millis(1));
             }
@@ -435,10 +499,22 @@ fn accept(listener: &TcpListener, child: &mut Child) -> anyhow::Result<TcpStream
     }
 }
 
+/// `--mib` in bytes (`--mib` of 2^44 or more would not fit in 64 bits).
+fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
+    mib.checked_mul(1 << 20).ok_or_else(|| {
+        UsageError(format!(
+            "--mib {mib} is above the limit of {} (bytes must fit in 64 bits)",
+            u64::MAX >> 20
+        ))
+        .into()
+    })
+}
+
 /// `--connect`: connects, sends `--mib` (after the header unless `--raw`), reports its counts.
 fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
+    let total = mib_bytes(args.mib)?;
     let addr = bench_send::connect_addr(spec, args.ipv6)?;
-    let client = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    let client = args.timeouts.connect(addr)?;
     let write = args.write_kib << 10;
     let header = (!args.apart.raw).then_some(Header {
         bench: Bench::Rx,
@@ -449,13 +525,21 @@ fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         verify: !args.apart.no_verify,
         unit: write as u32,
         duration_ms: 0,
-        bytes: args.mib << 20,
+        bytes: total,
     });
-    let counts = send_all(client, args.sender, args.mib << 20, write, header)?;
+    let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
     report::emit(&format!(
         "{}\n",
-        json!({"zerocopy_calls": counts.zerocopy_calls, "copy_calls": counts.copy_calls})
+        json!({"bytes": sent.bytes, "zerocopy_calls": sent.counts.zerocopy_calls,
+               "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
+               "stalled": sent.stalled})
     ));
+    if let Some(why) = sent.stalled {
+        bail!(
+            "the stream stopped after {} of {total} bytes: {why}",
+            sent.bytes
+        );
+    }
     Ok(())
 }
 
@@ -576,6 +660,10 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         64 << 10,
         "64 MiB per write",
     )?;
+    mib_bytes(args.mib)?;
+    if let Some(kib) = args.rcvlowat_kib {
+        flags::at_most("--rcvlowat-kib", kib as u64, 1 << 20, "1 GiB")?;
+    }
     if let Some(kib) = args.window_kib {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }

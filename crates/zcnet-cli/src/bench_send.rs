@@ -9,13 +9,12 @@
 //! kernel does not copy zero-copy sends. Each mode gets a fresh socket (MSG_ZEROCOPY ids start at 0
 //! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::wire`].
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
 };
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,9 +32,11 @@ use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
+use crate::child::Watched;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches.
@@ -97,6 +98,8 @@ pub struct TcpArgs {
     common: Common,
     #[command(flatten)]
     serve: ServeFlags,
+    #[command(flatten)]
+    timeouts: TcpTimeouts,
 }
 
 /// Where UDP datagrams go.
@@ -237,33 +240,57 @@ fn loopback(ipv6: bool) -> IpAddr {
     }
 }
 
-/// The address of `--listen [ADDR:]PORT` (a bare port listens on every address).
+/// The address of `--listen [ADDR:]PORT` (a bare port, or `:PORT`, listens on every address; an IPv6
+/// address goes in brackets, `[::1]:5201`).
 pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     if let Ok(addr) = spec.parse::<SocketAddr>() {
         return Ok(addr);
     }
-    match spec.trim_start_matches(':').parse::<u16>() {
+    let usage = |why: &str| -> anyhow::Error {
+        UsageError(format!(
+            "--listen {spec:?}: {why}, e.g. 5201, 0.0.0.0:5201 or [::1]:5201"
+        ))
+        .into()
+    };
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Err(usage(&format!("{ip} has no port: use [ADDR]:PORT")));
+    }
+    let port = spec.strip_prefix(':').unwrap_or(spec);
+    match port.parse::<u16>() {
         Ok(port) if ipv6 => Ok(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)),
         Ok(port) => Ok(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)),
-        Err(_) => Err(UsageError(format!(
-            "--listen {spec:?}: expected [ADDR:]PORT, e.g. 5201, 0.0.0.0:5201 or [::]:5201"
-        ))
-        .into()),
+        Err(_) => Err(usage("expected [ADDR:]PORT")),
     }
 }
 
-/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6).
+/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6): a usage error without a
+/// port, an error naming the host when the name does not resolve.
 pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Err(UsageError(format!(
+            "--connect {spec:?}: {ip} has no port: use HOST:PORT (e.g. [::1]:5201)"
+        ))
+        .into());
+    }
+    let port_ok = spec
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !port_ok {
+        return Err(UsageError(format!(
+            "--connect {spec:?}: expected HOST:PORT (e.g. 192.0.2.1:5201, [::1]:5201)"
+        ))
+        .into());
+    }
     let addrs: Vec<SocketAddr> = spec
         .to_socket_addrs()
-        .map_err(|e| UsageError(format!("--connect {spec:?}: expected HOST:PORT ({e})")))?
+        .with_context(|| format!("--connect {spec:?}: the host name did not resolve"))?
         .collect();
     addrs
         .iter()
         .find(|a| a.is_ipv6() == ipv6)
         .or(addrs.first())
         .copied()
-        .ok_or_else(|| UsageError(format!("--connect {spec:?}: no address")).into())
+        .with_context(|| format!("--connect {spec:?}: the host name has no address"))
 }
 
 /// What one timed run measured on the sending thread.
@@ -271,15 +298,19 @@ struct Measured {
     seconds: f64,
     usage: ResourceUsage,
     interrupted: bool,
+    /// Why the [`SendWatch`] ended the run for want of progress.
+    stalled: Option<String>,
 }
 
-fn sender_config(mode: Mode, common: &Common) -> SenderConfig {
+/// The sender's configuration; `send_timeout` is the library's wait for buffer space (none for TCP,
+/// which a [`SendWatch`] watches instead).
+fn sender_config(mode: Mode, common: &Common, send_timeout: Option<Duration>) -> SenderConfig {
     SenderConfig {
         policy: PolicyConfig {
             threshold: common.threshold,
             ..PolicyConfig::with_mode(mode)
         },
-        send_timeout: Some(COMPLETION_WAIT),
+        send_timeout,
         ..Default::default()
     }
 }
@@ -306,40 +337,52 @@ type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
 
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
+/// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far.
 fn timed<S: ZcSocket>(
     tx: &mut ApiSender<S>,
     pool: &BufferPool,
     (size, stamp): (usize, Stamp<'_>),
     duration: Duration,
-    ticker: &mut Ticker,
+    (ticker, watch): (&mut Ticker, Option<&SendWatch>),
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut interrupted = false;
-    while start.elapsed() < duration {
-        if live::interrupted() {
-            interrupted = true;
-            break;
-        }
-        let mut buf = match pool.take() {
-            Some(b) => b,
-            None => {
-                tx.wait_completions(Duration::from_millis(100))?;
-                continue;
+    let sent = (|| {
+        while start.elapsed() < duration {
+            if live::interrupted() {
+                interrupted = true;
+                break;
             }
-        };
-        buf.set_len(size);
-        stamp(&mut buf);
-        tx.send(buf)?;
-        ticker.tick(tx.stats().bytes);
+            let mut buf = match pool.take() {
+                Some(b) => b,
+                None => {
+                    tx.wait_completions(Duration::from_millis(100))?;
+                    continue;
+                }
+            };
+            buf.set_len(size);
+            stamp(&mut buf);
+            tx.send(buf)?;
+            ticker.tick(tx.stats().bytes);
+        }
+        tx.flush(COMPLETION_WAIT)
+    })();
+    let mut stalled = None;
+    if let Err(e) = sent {
+        match watch.and_then(SendWatch::stop) {
+            Some(Stop::Interrupted) => interrupted = true,
+            Some(Stop::Stalled(why)) => stalled = Some(why),
+            None => return Err(e),
+        }
     }
-    tx.flush(COMPLETION_WAIT)?;
     let seconds = start.elapsed().as_secs_f64();
     let usage = resource_usage(UsageOf::Thread)?.since(&before);
     Ok(Measured {
         seconds,
         usage,
         interrupted,
+        stalled,
     })
 }
 
@@ -354,11 +397,11 @@ fn measure<S: ZcSocket>(
     dst: SocketAddr,
     (mode, api): (Mode, Api),
     (size, stamp): (usize, Stamp<'_>),
-    common: &Common,
+    (common, watch): (&Common, Option<&SendWatch>),
 ) -> Result<Row> {
     let mut ticker = ticker(common, bench, mode);
     let duration = Duration::from_secs_f64(common.duration);
-    let m = timed(tx, pool, (size, stamp), duration, &mut ticker)
+    let m = timed(tx, pool, (size, stamp), duration, (&mut ticker, watch))
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
     Ok(row(bench, path, dst, (mode, api), size, &m, tx))
 }
@@ -400,11 +443,18 @@ fn row<S: ZcSocket>(
         "zerocopy": tx.zerocopy(),
         "registered": tx.registered(),
         "interrupted": m.interrupted,
+        "stalled": m.stalled,
         "copy_cheaper": s.copy_cheaper,
         "cost_comparisons": s.cost_comparisons,
         "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
         "why": auto_why::short(s),
         "auto_reason": auto_why::sentence(s),
+        "enobufs_reason": (s.copy_enobufs > 0).then(|| format!(
+            "{} of {} sends copied: {}",
+            s.copy_enobufs,
+            s.calls,
+            zcnet::tx::enobufs_reason()
+        )),
     });
     object(v)
 }
@@ -455,11 +505,7 @@ fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
 /// receiving namespace and in a process group of its own (Ctrl-C reaches only this process, which
 /// then ends the stream so that the receiver reports what arrived).
 struct Peer {
-    child: Child,
-    /// Held open: the receiver exits when it closes (if this process dies).
-    stdin: Option<ChildStdin>,
-    /// The lines of its standard output.
-    lines: mpsc::Receiver<std::io::Result<String>>,
+    child: Watched,
     addr: SocketAddr,
 }
 
@@ -474,84 +520,18 @@ impl Peer {
         if common.ipv6 {
             cmd.arg("--ipv6");
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .context("starting the receiver process")?;
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().context("receiver's output")?);
-        // Read on a thread of its own, so that every wait for a line is bounded and watches the
-        // process.
-        let (lines_tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in stdout.lines() {
-                if line.is_err() || lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut peer = Peer {
-            child,
-            stdin,
-            lines,
-            addr: SocketAddr::new(net.dst, 0),
-        };
-        let addr = match peer.next_line(Instant::now() + REPORT_WAIT) {
+        cmd.stdin(Stdio::piped()).process_group(0);
+        let mut child = Watched::spawn(&mut cmd, "the receiver process")?;
+        let addr = match child.next_line(Instant::now() + REPORT_WAIT) {
             Ok(Some(line)) => serde_json::from_str::<Value>(&line)
                 .ok()
                 .and_then(|v| v.get("listening")?.as_str()?.parse().ok()),
             Ok(None) => None,
-            Err(why) => return Err(peer.failure(&why)),
+            Err(why) => return Err(child.failure(&why)),
         };
         match addr {
-            Some(addr) => {
-                peer.addr = addr;
-                Ok(peer)
-            }
-            None => Err(peer.failure("did not start")),
-        }
-    }
-
-    /// The receiver's next line of output (`None` at its end), waiting until `deadline`; fails,
-    /// saying why, when the deadline passes or the receiver stays stopped (SIGSTOP, a debugger) for
-    /// [`STOPPED_WAIT`].
-    fn next_line(&mut self, deadline: Instant) -> std::result::Result<Option<String>, String> {
-        let mut stopped_since: Option<Instant> = None;
-        loop {
-            match self.lines.recv_timeout(Duration::from_millis(100)) {
-                Ok(Ok(line)) => return Ok(Some(line)),
-                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            if process_stopped(self.child.id()) {
-                if stopped_since.get_or_insert_with(Instant::now).elapsed() > STOPPED_WAIT {
-                    return Err(format!(
-                        "was stopped (by a signal or a debugger) for over {STOPPED_WAIT:?}"
-                    ));
-                }
-            } else {
-                stopped_since = None;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("did not report within {REPORT_WAIT:?}"));
-            }
-        }
-    }
-
-    fn failure(mut self, what: &str) -> anyhow::Error {
-        // The receiver is ours (started above): stop it by its pid.
-        let _ = self.child.kill();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        let _ = self.child.wait();
-        match err.trim() {
-            "" => anyhow::anyhow!("the receiver process {what} (it wrote nothing on stderr)"),
-            err => anyhow::anyhow!("the receiver process {what}: {err}"),
+            Some(addr) => Ok(Peer { child, addr }),
+            None => Err(child.failure("did not start")),
         }
     }
 
@@ -562,7 +542,7 @@ impl Peer {
         let deadline = Instant::now() + REPORT_WAIT;
         let mut last = None;
         loop {
-            match self.next_line(deadline) {
+            match self.child.next_line(deadline) {
                 Ok(Some(line)) => {
                     if let Ok(Value::Object(row)) = serde_json::from_str::<Value>(&line)
                         && row.get("role").and_then(Value::as_str) == Some("receiver")
@@ -571,21 +551,22 @@ impl Peer {
                     }
                 }
                 Ok(None) => break,
-                Err(why) => return Err(self.failure(&why)),
+                Err(why) => return Err(self.child.failure(&why)),
             }
         }
-        let status = self.child.wait()?;
-        drop(self.stdin.take());
+        let status = match self.child.wait(deadline) {
+            Ok(status) => status,
+            Err(why) => return Err(self.child.failure(&why)),
+        };
         match last {
             Some(row) if status.success() => Ok(row),
-            _ => Err(self.failure(&format!("failed ({status})"))),
+            _ => Err(self.child.failure(&format!("failed ({status})"))),
         }
     }
 
     /// Stops the receiver (the run failed on this side).
-    fn abandon(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn abandon(self) {
+        self.child.abandon();
     }
 
     /// The sender's row of a run `sent` to this receiver, with the receiver's findings added, and
@@ -609,19 +590,6 @@ impl Peer {
 /// Longest wait for the receiver's report once the sender is done: its stream ends within a few
 /// seconds (a UDP run after two silent seconds at most).
 const REPORT_WAIT: Duration = Duration::from_secs(10);
-
-/// How long the receiver may stay stopped before the run ends.
-const STOPPED_WAIT: Duration = Duration::from_secs(2);
-
-/// Whether process `pid` is stopped (state `T`, or `t`: stopped by a tracer), from
-/// `/proc/PID/stat`, whose third field, after the parenthesised command name, is the state.
-fn process_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| matches!(state, 'T' | 't'))
-    })
-}
 
 /// Adds the receiver's findings to the sender's row.
 fn merge_receiver(row: &mut Row, peer: &Row) {
@@ -798,26 +766,51 @@ fn print_summary(rows: &[Row], common: &Common) {
             }
         }
     }
+    // Said once even under --json: a run that copied for want of locked memory must not pass for
+    // a zero-copy one.
+    if let Some(why) = rows
+        .iter()
+        .find_map(|row| row.get("enobufs_reason").and_then(Value::as_str))
+    {
+        eprintln!("zcnet: {why}");
+    }
 }
 
 fn is_interrupted(row: &Row) -> bool {
     row.get("interrupted").and_then(Value::as_bool) == Some(true)
 }
 
+/// Why the run of `row` stalled (see [`SendWatch`]), if it did.
+fn stalled(row: &Row) -> Option<&str> {
+    row.get("stalled").and_then(Value::as_str)
+}
+
 /// Runs `one_run` for every (round, mode, api) of the [`schedule`], stopping after a run that was
-/// interrupted, and prints the summary of the rows (each with its round).
+/// interrupted or stalled, and prints the summary of the rows (each with its round); a stalled run
+/// then fails the bench with what was seen.
 fn run_rounds(common: &Common, mut one_run: impl FnMut(Mode, Api) -> Result<Row>) -> Result<()> {
     let mut rows = Vec::new();
     for (round, mode, api) in schedule(common) {
         let mut row = one_run(mode, api)?;
         row.insert("round".into(), json!(round));
-        let stop = is_interrupted(&row);
+        let stop = is_interrupted(&row) || stalled(&row).is_some();
         rows.push(row);
         if stop {
             break;
         }
     }
     print_summary(&rows, common);
+    if let Some(row) = rows.last()
+        && let Some(why) = stalled(row)
+    {
+        let name = |key| row.get(key).and_then(Value::as_str).unwrap_or("?");
+        bail!(
+            "the {} {} run stopped after {} bytes: {why}",
+            name("api"),
+            name("mode"),
+            row.get("bytes").and_then(Value::as_u64).unwrap_or(0)
+        );
+    }
     Ok(())
 }
 
@@ -850,13 +843,13 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         MAX_TCP_SIZE,
         "the bench keeps 64 buffers of --size",
     )?;
+    let timeouts = &args.timeouts;
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
         return run_rounds(common, |mode, api| {
-            let stream =
-                TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-            send_tcp(stream, "remote", (mode, api), size, common)
+            let stream = timeouts.connect(addr)?;
+            send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
         });
     }
     let net = Net::new(common, false)?;
@@ -865,9 +858,15 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
         let sent = net
-            .in_sender(|| TcpStream::connect(addr))
-            .with_context(|| format!("connecting to {addr}"))
-            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, common));
+            .in_sender(|| timeouts.connect(addr))
+            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, (common, timeouts)));
+        if let Ok(row) = &sent
+            && row.get("stalled").is_some_and(|v| !v.is_null())
+        {
+            // The watch reset the connection: the receiver has nothing whole to report.
+            peer.abandon();
+            return sent;
+        }
         let (row, received) = peer.merge_into(sent, "tcp", mode)?;
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
@@ -887,23 +886,26 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     })
 }
 
-/// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`.
+/// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`,
+/// under a [`SendWatch`]: a stream the peer stops taking, or that Ctrl-C interrupts, ends with the
+/// row of what was sent, marked `stalled` (with what was seen) or `interrupted`.
 fn send_tcp(
     mut stream: TcpStream,
     path: &str,
     (mode, api): (Mode, Api),
     size: usize,
-    common: &Common,
+    (common, timeouts): (&Common, &TcpTimeouts),
 ) -> Result<Row> {
     let dst = stream.peer_addr()?;
+    let watch = SendWatch::start(&stream, timeouts)?;
     if !common.apart.raw {
         stream
             .write_all(&header(Bench::Tcp, mode, size, common).encode())
             .context("sending the stream header")?;
     }
     let pool = new_pool(size, size, common.huge_pages)?;
-    let mut tx = ApiSender::new(api, stream, sender_config(mode, common), &pool)?;
-    let row = measure(
+    let mut tx = ApiSender::new(api, stream, sender_config(mode, common, None), &pool)?;
+    let mut row = measure(
         &mut tx,
         &pool,
         "tcp",
@@ -911,15 +913,40 @@ fn send_tcp(
         dst,
         (mode, api),
         (size, &mut |_| {}),
-        common,
+        (common, Some(&watch)),
     )?;
-    let stream = tx.close(COMPLETION_WAIT)?;
-    stream.shutdown(std::net::Shutdown::Write)?;
-    // Wait (bounded) for the receiver to close, so that every byte is counted before the next mode
-    // starts.
-    stream.set_read_timeout(Some(COMPLETION_WAIT))?;
+    if watch.stop().is_some() {
+        return Ok(row);
+    }
+    let closed = tx.close(COMPLETION_WAIT);
+    let stream = match closed.and_then(|s| Ok(s.shutdown(std::net::Shutdown::Write).map(|()| s)?)) {
+        Ok(stream) => stream,
+        Err(e) => match watch.stop() {
+            Some(Stop::Interrupted) => {
+                row.insert("interrupted".into(), json!(true));
+                return Ok(row);
+            }
+            Some(Stop::Stalled(why)) => {
+                row.insert("stalled".into(), json!(why));
+                return Ok(row);
+            }
+            None => return Err(e),
+        },
+    };
+    drop(watch);
+    // Wait (bounded, and no longer once Ctrl-C came) for the receiver to close, so that every byte
+    // is counted before the next mode starts.
+    stream.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let deadline = Instant::now() + COMPLETION_WAIT;
     let mut sink = [0u8; 64];
-    while matches!((&stream).read(&mut sink), Ok(n) if n > 0) {}
+    while Instant::now() < deadline && !live::interrupted() {
+        match (&stream).read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
     Ok(row)
 }
 
@@ -1098,7 +1125,8 @@ fn send_udp(
         }
     }
     let pool = new_pool(size, unit, common.huge_pages)?;
-    let mut tx = ApiSender::new(api, socket, sender_config(mode, common), &pool)?;
+    let config = sender_config(mode, common, Some(COMPLETION_WAIT));
+    let mut tx = ApiSender::new(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;
     // Each datagram (GSO segment) of a run with the header opens with its sequence number.
     let mut next = 0u64;
@@ -1108,7 +1136,16 @@ fn send_udp(
         }
     };
     let send = (size, &mut stamp as Stamp<'_>);
-    let row = measure(&mut tx, &pool, "udp", path, dest, (mode, api), send, common)?;
+    let row = measure(
+        &mut tx,
+        &pool,
+        "udp",
+        path,
+        dest,
+        (mode, api),
+        send,
+        (common, None),
+    )?;
     let bytes = tx.stats().bytes;
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);

@@ -50,7 +50,7 @@ pub struct BenchXdpArgs {
     #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
     pub size: usize,
     /// Packets per receive batch.
-    #[arg(long, default_value_t = 64, value_parser = crate::flags::count)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::batch)]
     pub batch: u32,
     /// AF_XDP mode (veth only does copy; auto says so).
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
@@ -61,7 +61,7 @@ pub struct BenchXdpArgs {
     /// After a partial batch, the AF_XDP receivers sleep this many microseconds to let frames gather
     /// (0: poll for every wakeup). TPACKET_V3 gathers frames the same way, in blocks retired after
     /// 10 ms.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = crate::flags::coalesce_us)]
     pub coalesce_us: u64,
     /// How the generator's frames reach the receiving interface.
     #[arg(long, value_enum, default_value_t = Feed::Xdp)]

@@ -95,6 +95,50 @@ pub fn size(s: &str) -> Result<usize, String> {
     Ok(n as usize)
 }
 
+/// A byte size as [`size`] takes, or 0.
+pub fn size_or_zero(s: &str) -> Result<usize, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    size(s)
+}
+
+/// Descriptors per AF_XDP ring operation or packets per `recvmmsg`/`sendmmsg` batch: 1 to 2048 (the
+/// rings the benches set up hold 2048).
+pub fn batch(s: &str) -> Result<u32, String> {
+    let n = whole(s)?;
+    if n > 2048 {
+        return Err("must be at most 2048 (the size of the rings)".into());
+    }
+    Ok(n as u32)
+}
+
+/// An interface queue: 0 to 65535 (the kernel's AF_XDP bind keeps a queue id in 16 bits, so a larger
+/// one would name another queue).
+pub fn queue(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a queue number from 0 to 65535".to_string())?;
+    if n > u32::from(u16::MAX) {
+        return Err("must be at most 65535".into());
+    }
+    Ok(n)
+}
+
+/// Microseconds of the AF_XDP receivers' coalescing sleep: 0 to 1000000 (one second: a run checks
+/// Ctrl-C and its end between sleeps).
+pub fn coalesce_us(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected whole microseconds".to_string())?;
+    if n > 1_000_000 {
+        return Err("must be at most 1000000 (one second)".into());
+    }
+    Ok(n)
+}
+
 /// A count (batch, rounds, connections, MiB) of at least one, fitting in `u32`.
 pub fn count(s: &str) -> Result<u32, String> {
     let n = whole(s)?;
@@ -146,5 +190,13 @@ mod tests {
             assert!(count64(bad).is_err(), "{bad:?}");
         }
         assert_eq!(segment("1400"), Ok(1400));
+        assert_eq!(size_or_zero("0"), Ok(0));
+        assert!(size_or_zero("-1").is_err());
+        assert_eq!(batch("2048"), Ok(2048));
+        assert!(batch("1G").is_err());
+        assert_eq!(queue("65535"), Ok(65535));
+        assert!(queue("65536").is_err());
+        assert_eq!(coalesce_us("0"), Ok(0));
+        assert!(coalesce_us("4294967295").is_err());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod auto_why;
 mod bench_apart;
@@ -16,10 +16,12 @@ mod bench_serve;
 mod bench_upcall;
 mod bench_vsock;
 mod bench_xdp;
+mod child;
 mod flags;
 mod live;
 mod probe_cmd;
 mod report;
+mod send_watch;
 mod switch_cmd;
 mod wire;
 mod xdp_cmd;
@@ -64,8 +66,22 @@ enum Bench {
     Upcall(bench_upcall::UpcallArgs),
 }
 
+/// Lets every option that takes a value take a negative number (`--size -1`), so that the value's
+/// parser refuses it naming the flag rather than clap reading it as an unknown flag.
+fn negatives_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|arg| {
+        if arg.get_action().takes_values() {
+            arg.allow_negative_numbers(true)
+        } else {
+            arg
+        }
+    })
+    .mut_subcommands(negatives_are_values)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = negatives_are_values(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Probe(args) => probe_cmd::run(args),
         Command::Bench(Bench::Tcp(args)) => bench_send::run_tcp(args),
@@ -78,6 +94,8 @@ fn main() -> ExitCode {
         Command::Switch(args) => switch_cmd::run(args),
     };
     match result {
+        // The error was reported when the write failed.
+        Ok(()) if report::output_failed() => ExitCode::FAILURE,
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<xdp_cmd::Refused>() => {
             eprintln!("zcnet: refused: {e}");

@@ -4,6 +4,7 @@
 //! source of truth) and hands them here with the columns the table shows.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value};
 use zcnet::probe::ResourceUsage;
@@ -33,16 +34,34 @@ pub fn print_rows(rows: &[Row], columns: &[Column], json: bool) {
     emit(&table(rows, columns));
 }
 
+/// Whether writing the output failed (not counting a closed pipe).
+static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
+
 /// Writes `text` to standard output and flushes it. A closed pipe (`zcnet … | head`) is not an error:
-/// the run goes on, cleans up and exits normally, its further output discarded; other write errors are
-/// reported once on standard error.
+/// the run goes on, cleans up and exits normally, its further output discarded; other write errors
+/// (a full disk, `> /dev/full`) are reported once on standard error, and the run then exits 1 (see
+/// [`output_failed`]).
 pub fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
+        && !OUTPUT_FAILED.swap(true, Ordering::Relaxed)
     {
-        eprintln!("zcnet: writing the output: {e}");
+        eprintln!("zcnet: error: writing the output: {e}");
     }
+}
+
+/// `println!` through [`emit`]: a failed write is reported and fails the run, never a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::report::emit(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// Whether a write of [`emit`] failed: the run's figures did not all reach their reader.
+pub fn output_failed() -> bool {
+    OUTPUT_FAILED.load(Ordering::Relaxed)
 }
 
 /// Renders an aligned text table; numbers are right-aligned, floats shown with 3 significant decimals.

@@ -13,6 +13,8 @@ use zcnet::ovs::{
     self, DatapathConfig, Dispatch, LearningSwitch, OvsError, SwitchEvent, SwitchLimits,
 };
 
+use crate::report::outln;
+
 /// `--dispatch`: how the kernel picks the socket for an upcall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DispatchArg {
@@ -91,7 +93,7 @@ fn report(switch: &mut LearningSwitch) {
 pub fn run(args: SwitchArgs) -> Result<()> {
     let interrupted = testnet::termination_flag()?;
     for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
-        println!("removed datapath {name} left by a run that is gone");
+        outln!("removed datapath {name} left by a run that is gone");
     }
     let name = format!("zc{}-sw", std::process::id());
     let devices: Vec<&str> = args.ports.iter().map(String::as_str).collect();
@@ -122,7 +124,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         .map(|(no, dev)| format!("{dev}={no}"))
         .collect();
     let features = switch.datapath().info()?.user_features;
-    println!(
+    outln!(
         "switch {name}: ports {}, user features {features:#x} ({} dispatch), at most {} MACs and {} flows, idle flows deleted after {} s; Ctrl-C ends it and deletes the datapath",
         ports.join(" "),
         dispatch_name(switch.dispatch().0),
@@ -150,7 +152,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
                 }
             };
             let (macs, _) = switch.table_sizes();
-            println!(
+            outln!(
                 "{:>5.0}s upcalls/s {:>8.0} flows {:>6} hits {:>10} missed {:>8} lost {:>8} overflows {} macs {macs} failed calls {}",
                 start.elapsed().as_secs_f64(),
                 handled_since as f64 / secs,
@@ -167,7 +169,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     }
     let counters = switch.counters();
     if let Ok(i) = switch.datapath().info() {
-        println!(
+        outln!(
             "final: hits {} missed {} lost {} flows {}; installed {} flows, flooded {} packets; evicted {} MACs and {} flows, {} idle flows deleted; dispatch changes {}, failed calls {}",
             i.stats.n_hit,
             i.stats.n_missed,
@@ -183,7 +185,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
         );
     }
     drop(switch);
-    println!("datapath {name} deleted with its ports and flows");
+    outln!("datapath {name} deleted with its ports and flows");
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use zcnet::xdp::{
     XdpLink, XdpProgram,
 };
 
+use crate::flags::UsageError;
 use crate::report::{self, Row};
 use crate::xdp_meter::Meter;
 
@@ -73,8 +74,8 @@ pub struct XdpArgs {
     /// Interface to run on.
     #[arg(long)]
     pub iface: String,
-    /// Queue of the interface.
-    #[arg(long, default_value_t = 0)]
+    /// Queue of the interface (0 to 65535: the kernel keeps a queue id in 16 bits).
+    #[arg(long, default_value_t = 0, value_parser = crate::flags::queue)]
     pub queue: u32,
     /// AF_XDP data path.
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
@@ -93,7 +94,7 @@ pub struct XdpArgs {
     #[arg(long, value_enum, default_value_t = AttachArg::Driver)]
     pub attach: AttachArg,
     /// Descriptors handled per ring operation.
-    #[arg(long, default_value_t = 64, value_parser = crate::flags::count)]
+    #[arg(long, default_value_t = 64, value_parser = crate::flags::batch)]
     pub batch: u32,
     /// Seconds to run.
     #[arg(long, default_value_t = 10.0, value_parser = crate::flags::duration)]
@@ -416,6 +417,28 @@ pub fn interface_mac(iface: &str) -> Result<[u8; 6]> {
     parse_mac(&text)
 }
 
+/// Smallest `--size` of txpush: the Ethernet, IPv4 and UDP headers and 12 bytes of payload.
+const MIN_TX_FRAME: usize = testnet::frame::UDP_HEADERS + 12;
+
+/// Largest `--size` of txpush: one UMEM frame (`FrameSize::Half`, 2048 bytes).
+const MAX_TX_FRAME: usize = 2048;
+
+/// Refuses, as usage errors, the txpush flags no frame can be built from.
+fn check_txpush(t: &TxpushArgs) -> Result<()> {
+    if !(MIN_TX_FRAME..=MAX_TX_FRAME).contains(&t.size) {
+        return Err(UsageError(format!(
+            "--size {}: a txpush frame is {MIN_TX_FRAME} to {MAX_TX_FRAME} bytes (the headers, \
+             and at most one UMEM frame)",
+            t.size
+        ))
+        .into());
+    }
+    if let Err(e) = parse_mac(&t.dst_mac) {
+        return Err(UsageError(format!("--dst-mac: {e:#}")).into());
+    }
+    Ok(())
+}
+
 /// Runs an AF_XDP application.
 pub fn run(cmd: XdpCommand) -> Result<()> {
     let (name, args) = match &cmd {
@@ -426,6 +449,9 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     // Ctrl-C or SIGTERM ends the run early but cleanly: the summary is printed and dropping the
     // link detaches the program (a second signal, or SIGKILL, ends the process at once; the kernel
     // then detaches the program as it closes the link).
+    if let XdpCommand::Txpush(t) = &cmd {
+        check_txpush(t)?;
+    }
     let receives = !matches!(cmd, XdpCommand::Txpush(_));
     let takes_host_traffic = !receives || args.matching == MatchArg::All;
     if takes_host_traffic

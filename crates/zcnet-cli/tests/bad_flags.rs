@@ -57,20 +57,159 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "upcall", "--interval", "nan"], "--interval"),
     (&["xdp", "txpush", "--iface", "lo", "--size", "0"], "--size"),
     (&["xdp", "rxdrop", "--iface", "lo", "--queue=-1"], "--queue"),
+    // Negative values given as a separate word: the value's parser names the flag.
+    (&["bench", "tcp", "--size", "-1"], "--size"),
+    (&["bench", "tcp", "--duration", "-5"], "--duration"),
+    (&["bench", "rx", "--rounds", "-1"], "--rounds"),
+    (&["bench", "xdp", "--batch", "-1"], "--batch"),
+    (&["bench", "vsock", "--bytes", "-1"], "--bytes"),
+    (
+        &["xdp", "rxdrop", "--iface", "lo", "--queue", "-1"],
+        "--queue",
+    ),
+    (&["bench", "xdp", "--coalesce-us", "-1"], "--coalesce-us"),
+    // Values that wrapped, truncated or allocated without bound.
+    (&["bench", "rx", "--mib", "17592186044416"], "--mib"),
+    (&["bench", "rx", "--mib", "16777216G"], "--mib"),
+    (
+        &["xdp", "rxdrop", "--iface", "lo", "--queue", "65536"],
+        "--queue",
+    ),
+    (
+        &["xdp", "l2fwd", "--iface", "lo", "--queue", "4294967296"],
+        "--queue",
+    ),
+    (
+        &["bench", "xdp", "--coalesce-us", "4294967295"],
+        "--coalesce-us",
+    ),
+    (
+        &["bench", "xdp", "--coalesce-us", "1000001"],
+        "--coalesce-us",
+    ),
+    (&["bench", "xdp", "--batch", "1G"], "--batch"),
+    (
+        &["xdp", "rxdrop", "--iface", "lo", "--batch", "1G"],
+        "--batch",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--batch", "1G"],
+        "--batch",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--batch", "4096"],
+        "--batch",
+    ),
+    (&["bench", "rx", "--rcvlowat-kib", "1G"], "--rcvlowat-kib"),
+    (&["bench", "rx", "--rcvlowat-kib", "x"], "--rcvlowat-kib"),
+    (&["bench", "rx", "--rcvlowat-kib=-1"], "--rcvlowat-kib"),
+    // txpush: every usage error exits 2.
+    (
+        &["xdp", "txpush", "--iface", "lo", "--size", "1048576"],
+        "--size",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--size", "2049"],
+        "--size",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--size", "53"],
+        "--size",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--dst-mac", "zz"],
+        "--dst-mac",
+    ),
+    // Addresses.
+    (&["bench", "tcp", "--listen", "::1"], "--listen"),
+    (&["bench", "rx", "--listen", "::1"], "--listen"),
+    (&["bench", "udp", "--listen", "::1"], "--listen"),
+    (&["bench", "tcp", "--listen", "::"], "--listen"),
+    (&["bench", "tcp", "--connect", "::1"], "--connect"),
+    (&["bench", "rx", "--connect", "host:99999"], "--connect"),
+    // Timeouts of the TCP senders.
+    (
+        &["bench", "tcp", "--connect-timeout", "0"],
+        "--connect-timeout",
+    ),
+    (&["bench", "tcp", "--send-timeout", "-1"], "--send-timeout"),
+    (&["bench", "rx", "--send-timeout", "inf"], "--send-timeout"),
+    (
+        &["bench", "rx", "--connect-timeout", "nan"],
+        "--connect-timeout",
+    ),
 ];
+
+/// Runs zcnet with `args` under a 1 GiB address-space limit: a value that made it allocate without
+/// bound would abort instead of giving a usage error.
+fn zcnet_limited(args: &[&str]) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"ulimit -v 1048576 && exec "$0" "$@""#])
+        .arg(env!("CARGO_BIN_EXE_zcnet"))
+        .args(args);
+    cmd
+}
 
 #[test]
 fn bad_values_are_usage_errors_naming_the_flag() {
     let mut failures = Vec::new();
     for (args, flag) in TABLE {
-        let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-            .args(*args)
-            .output()
-            .expect("run zcnet");
+        let out = zcnet_limited(args).output().expect("run zcnet");
         let err = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(2) || !err.contains(flag) || err.contains("panicked") {
             failures.push(format!("{args:?}: {} {err}", out.status));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `--listen` takes an IPv6 address with its port in brackets, and means it.
+#[test]
+fn listen_takes_a_bracketed_ipv6_address() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["bench", "tcp", "--listen", "[::1]:0", "--json", "--once"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run zcnet");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // The receiver is this test's: stop it by its pid.
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    let addr: std::net::SocketAddr = v["listening"].as_str().unwrap().parse().unwrap();
+    assert_eq!(addr.ip(), std::net::Ipv6Addr::LOCALHOST, "{line}");
+}
+
+/// A host name that does not resolve is named as such (not as a malformed HOST:PORT).
+#[test]
+fn an_unresolved_host_name_is_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["bench", "tcp", "--connect", "nohost.invalid:1"])
+        .output()
+        .expect("run zcnet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("did not resolve"), "{err}");
+}
+
+/// Output that cannot be written (a full device) fails the run.
+#[test]
+fn a_full_output_device_fails_the_run() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args(["bench", "tcp", "--mode", "copy", "--duration", "0.2"])
+        .stdout(full)
+        .output()
+        .expect("run zcnet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("writing the output"), "{err}");
 }

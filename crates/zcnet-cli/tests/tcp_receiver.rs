@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_rows, privileged_with_nft, sigint, start_listener, stdout_of, u};
+use common::{ZCNET, json_rows, nft_usable, sigint, start_listener, stdout_of, u};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -380,7 +380,7 @@ fn streams_beyond_max_streams_are_refused_and_reported() {
 #[test]
 fn a_vanished_peer_is_found_by_keepalive() {
     let test = "a_vanished_peer_is_found_by_keepalive";
-    if !privileged_with_nft(test) {
+    if !nft_usable(test) {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth harness");

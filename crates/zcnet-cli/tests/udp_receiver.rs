@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, json_rows, privileged_with_nft, sigint, start_listener, u};
+use common::{ZCNET, json_lines, json_rows, nft_usable, only_child, sigint, start_listener, u};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -111,28 +111,6 @@ fn connect(addr: SocketAddr, args: &[&str]) -> (ExitStatus, Vec<Value>) {
     (out.status, json_rows(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// The receiver process of a one-process bench `parent`: its only child, once started.
-fn receiver_child(parent: u32) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let children = std::fs::read_dir(format!("/proc/{parent}/task"))
-            .unwrap()
-            .flatten()
-            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-            .flat_map(|c| {
-                c.split_whitespace()
-                    .map(|p| p.parse::<u32>().unwrap())
-                    .collect::<Vec<_>>()
-            })
-            .next();
-        if let Some(pid) = children {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "no receiver process started");
-        sleep(Duration::from_millis(10));
-    }
-}
-
 fn signal(pid: u32, sig: &str) {
     testnet::run_checked("kill", &[sig, &pid.to_string()]).expect("kill");
 }
@@ -149,7 +127,7 @@ fn gso_loss_is_counted_per_datagram_and_fails_a_verified_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let receiver = receiver_child(child.id());
+    let receiver = only_child(child.id());
     sleep(Duration::from_millis(700));
     // Stopped for 300 ms while the sender floods: its queue fills and the kernel drops.
     signal(receiver, "-STOP");
@@ -178,7 +156,7 @@ fn gso_loss_is_counted_per_datagram_and_fails_a_verified_run() {
 #[test]
 fn network_drops_under_gso_are_counted_per_datagram() {
     let test = "network_drops_under_gso_are_counted_per_datagram";
-    if !privileged_with_nft(test) {
+    if !nft_usable(test) {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth harness");
@@ -391,7 +369,7 @@ fn a_stopped_receiver_process_ends_the_one_process_bench() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let receiver = receiver_child(child.id());
+        let receiver = only_child(child.id());
         sleep(delay);
         signal(receiver, "-STOP");
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -299,6 +299,35 @@ fn rxdrop_prints_statistics_every_second() {
     assert!(counted <= total && counted > 0, "{counted} of {total}");
 }
 
+/// `zcnet bench xdp` for 30 s with `extra`, interval objects every 0.2 s: the child, its pid and its
+/// standard output.
+fn bench_xdp_json(
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    u32,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(ZCNET)
+        .args([
+            "bench",
+            "xdp",
+            "--duration",
+            "30",
+            "--json",
+            "--interval",
+            "0.2",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zcnet bench xdp");
+    let pid = child.id();
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    (child, pid, stdout)
+}
+
 /// `zcnet bench xdp --json` prints interval objects while a path runs (the frames of each interval,
 /// adding up to no more than the path's row), and Ctrl-C mid-run stops it: exit 0, the row of the path that ran
 /// marked interrupted, no row of a path that did not, and nothing left behind — the process is gone,
@@ -308,15 +337,7 @@ fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
     if !testnet::privileged("bench_xdp_prints_intervals_and_stops_cleanly_on_sigint") {
         return;
     }
-    let mut child = Command::new(ZCNET)
-        .args(["bench", "xdp", "--app", "rxdrop,txpush", "--duration", "30"])
-        .args(["--json", "--interval", "0.2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn zcnet bench xdp");
-    let pid = child.id();
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let (child, pid, mut stdout) = bench_xdp_json(&["--app", "rxdrop,txpush"]);
     let mut intervals = Vec::new();
     while intervals.len() < 3 {
         let mut line = String::new();
@@ -345,5 +366,29 @@ fn bench_xdp_prints_intervals_and_stops_cleanly_on_sigint() {
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "process left"
+    );
+}
+
+/// A second Ctrl-C right after the first ends `bench xdp` at once and still removes its namespaces.
+#[test]
+fn bench_xdp_second_sigint_leaves_no_namespace() {
+    if !testnet::privileged("bench_xdp_second_sigint_leaves_no_namespace") {
+        return;
+    }
+    let (mut child, pid, mut stdout) =
+        bench_xdp_json(&["--app", "rxdrop", "--coalesce-us", "1000000"]);
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read a line");
+    assert!(!line.is_empty(), "bench ended before its first interval");
+    sigint(&child);
+    // Apart, so that the two are not merged into one pending signal.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    sigint(&child);
+    child.wait().expect("wait");
+    let prefix = format!("zc{pid}-");
+    let namespaces = testnet::run_checked("ip", &["netns", "list"]).expect("ip netns list");
+    assert!(
+        !namespaces.lines().any(|l| l.starts_with(&prefix)),
+        "namespaces left: {namespaces}"
     );
 }

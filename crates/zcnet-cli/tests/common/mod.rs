@@ -4,7 +4,10 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -86,15 +89,36 @@ pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildS
     (child, addr, stdout)
 }
 
-/// Whether `test` may run with nftables rules in its namespaces: privileged, and `nft` installed
-/// (otherwise it prints why it skips, as [`testnet::privileged`] does).
-pub fn privileged_with_nft(test: &str) -> bool {
+/// The only child process of process `parent` (a one-process bench's other side), once started.
+pub fn only_child(parent: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children = std::fs::read_dir(format!("/proc/{parent}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .map(|p| p.parse::<u32>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .next();
+        if let Some(pid) = children {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no child process started");
+        sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether `test` may change a namespace's firewall: privileged (else it skips), and nft installed.
+pub fn nft_usable(test: &str) -> bool {
     if !testnet::privileged(test) {
         return false;
     }
     if !["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
         .iter()
-        .any(|p| std::path::Path::new(p).exists())
+        .any(|p| Path::new(p).exists())
     {
         testnet::skip(test, "nft (the nftables package) is not installed");
         return false;

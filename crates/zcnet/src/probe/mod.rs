@@ -15,6 +15,9 @@ mod vsock;
 
 /// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
 pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
+/// How a TCP connection's sending side fares (`TCP_INFO`), for telling a stalled peer from a lossy
+/// path.
+pub use crate::sys::socket::{TcpSendState, tcp_send_state};
 
 use std::fmt;
 use std::io;

@@ -40,12 +40,22 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
                 s.copied_ids
             ),
         ),
+        Ok(s) if s.copy_enobufs > 0 => Finding::new(
+            feature,
+            Support::No,
+            format!(
+                "no zero-copy send happened ({} of {} sends copied): {}",
+                s.copy_enobufs,
+                s.calls,
+                crate::tx::enobufs_reason()
+            ),
+        ),
         Ok(s) => Finding::new(
             feature,
             Support::No,
             format!(
-                "no zero-copy send happened ({} copies: {:?})",
-                s.copy_calls, s
+                "no zero-copy send happened ({} of {} sends copied, none refused)",
+                s.copy_calls, s.calls
             ),
         ),
     }

@@ -88,11 +88,8 @@ pub fn socket_identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// Whether a TCP socket has never had data written to it: no data segment ever left it
-/// (`tcpi_data_segs_out`, retransmissions included) and none waits to be sent
-/// (`tcpi_notsent_bytes`), both from `TCP_INFO` (Linux 4.6+). `Ok(false)` when the kernel's
-/// `tcp_info` is too short to say.
-pub fn tcp_nothing_written(fd: BorrowedFd<'_>) -> io::Result<bool> {
+/// The socket's `TCP_INFO` and how many bytes of it the kernel filled in (older kernels fill less).
+fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<(libc::tcp_info, usize)> {
     // SAFETY: `tcp_info` is plain old data; all-zero is a valid value.
     let mut info: libc::tcp_info = unsafe { mem::zeroed() };
     let mut len = mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -104,8 +101,56 @@ pub fn tcp_nothing_written(fd: BorrowedFd<'_>) -> io::Result<bool> {
         (&mut info as *mut libc::tcp_info).cast(),
         &mut len,
     ))?;
+    Ok((info, len as usize))
+}
+
+/// Whether a TCP socket has never had data written to it: no data segment ever left it
+/// (`tcpi_data_segs_out`, retransmissions included) and none waits to be sent
+/// (`tcpi_notsent_bytes`), both from `TCP_INFO` (Linux 4.6+). `Ok(false)` when the kernel's
+/// `tcp_info` is too short to say.
+pub fn tcp_nothing_written(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let (info, len) = tcp_info(fd)?;
     let needed = mem::offset_of!(libc::tcp_info, tcpi_data_segs_out) + mem::size_of::<u32>();
-    Ok(len as usize >= needed && info.tcpi_data_segs_out == 0 && info.tcpi_notsent_bytes == 0)
+    Ok(len >= needed && info.tcpi_data_segs_out == 0 && info.tcpi_notsent_bytes == 0)
+}
+
+/// How a TCP connection's sending side is faring, from `TCP_INFO`: what a sender that stopped
+/// making progress needs to tell a peer that does not read from a path that drops its segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpSendState {
+    /// Bytes the peer acknowledged (`tcpi_bytes_acked`, Linux 4.1+): grows while data flows.
+    pub bytes_acked: u64,
+    /// Segments sent and not yet acknowledged (`tcpi_unacked`).
+    pub unacked: u32,
+    /// Bytes written but not yet sent (`tcpi_notsent_bytes`, Linux 4.6+).
+    pub notsent_bytes: u32,
+    /// The peer's last advertised receive window, scaled (`tcpi_snd_wnd`, Linux 5.4+): 0 when the
+    /// peer's receive buffer is full, that is when it does not read.
+    pub snd_wnd: Option<u32>,
+    /// Retransmissions of the connection so far (`tcpi_total_retrans`).
+    pub total_retrans: u32,
+    /// Milliseconds since the last ACK arrived (`tcpi_last_ack_recv`).
+    pub ms_since_ack: u32,
+    /// Whether the connection is still established (`tcpi_state` is `TCP_ESTABLISHED`).
+    pub established: bool,
+}
+
+/// `TCP_ESTABLISHED` of the kernel's `include/net/tcp_states.h` (libc does not define it).
+const TCP_ESTABLISHED: u8 = 1;
+
+/// The [`TcpSendState`] of a TCP socket (`getsockopt(TCP_INFO)`).
+pub fn tcp_send_state(fd: BorrowedFd<'_>) -> io::Result<TcpSendState> {
+    let (info, len) = tcp_info(fd)?;
+    let snd_wnd_end = mem::offset_of!(libc::tcp_info, tcpi_snd_wnd) + mem::size_of::<u32>();
+    Ok(TcpSendState {
+        bytes_acked: info.tcpi_bytes_acked,
+        unacked: info.tcpi_unacked,
+        notsent_bytes: info.tcpi_notsent_bytes,
+        snd_wnd: (len >= snd_wnd_end).then_some(info.tcpi_snd_wnd),
+        total_retrans: info.tcpi_total_retrans,
+        ms_since_ack: info.tcpi_last_ack_recv,
+        established: info.tcpi_state == TCP_ESTABLISHED,
+    })
 }
 
 /// Which task's resource usage [`resource_usage`] reports.

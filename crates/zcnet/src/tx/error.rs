@@ -70,6 +70,23 @@ impl TxError {
     }
 }
 
+/// Why MSG_ZEROCOPY sends were refused with `ENOBUFS`, naming this process's locked-memory limit:
+/// the kernel charges the pages a zero-copy send pins to the sender's `RLIMIT_MEMLOCK` unless it has
+/// `CAP_IPC_LOCK` (`mm_account_pinned_pages`), and the send's notification to the socket's option
+/// memory (`net.core.optmem_max`); either refusal is `ENOBUFS`, and the sender then copies.
+pub fn enobufs_reason() -> String {
+    let limit = match crate::sys::socket::memlock_limit() {
+        Ok((Some(soft), _)) => format!("{} KiB", soft >> 10),
+        Ok((None, _)) => "unlimited".into(),
+        Err(_) => "unknown".into(),
+    };
+    format!(
+        "MSG_ZEROCOPY refused with ENOBUFS: the pages a zero-copy send pins count against the \
+         locked-memory limit (RLIMIT_MEMLOCK, {limit} here: raise it with `ulimit -l` or \
+         limits.conf, or grant CAP_IPC_LOCK), its notification against net.core.optmem_max"
+    )
+}
+
 pub(crate) fn send_hint(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::ECONNRESET | libc::EPIPE) => {
@@ -80,11 +97,13 @@ pub(crate) fn send_hint(errno: Option<i32>) -> &'static str {
             "the kernel rejected the message (a GSO segment size beyond the MTU or too many segments)"
         }
         Some(libc::ENOBUFS) => {
-            "out of socket memory: raise net.core.optmem_max or send less at once"
+            "out of socket memory or locked memory: raise net.core.optmem_max or RLIMIT_MEMLOCK \
+             (`ulimit -l`), or send less at once"
         }
         Some(libc::ECONNREFUSED) => "nothing listens at the destination",
         Some(libc::ETIMEDOUT) => {
-            "no send-buffer space within the send timeout: the peer is not reading"
+            "no send-buffer space within the send timeout: the peer is not reading, or the path \
+             drops what is sent (TCP_INFO tells them apart: a zero window is a peer not reading)"
         }
         _ => "see sendmsg(2)",
     }

@@ -44,8 +44,8 @@ pub mod vsock;
 
 pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
-pub use error::TxError;
 pub(crate) use error::send_hint;
+pub use error::{TxError, enobufs_reason};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 pub use sender::{Sender, SenderConfig};

@@ -98,6 +98,14 @@ impl UringError {
 impl fmt::Display for UringError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // The rings are charged to the locked-memory limit of a user without CAP_IPC_LOCK,
+            // and setup fails with ENOMEM when it is used up.
+            UringError::Setup { source } if source.raw_os_error() == Some(libc::ENOMEM) => write!(
+                f,
+                "io_uring_setup: {} (the rings are charged to locked memory and RLIMIT_MEMLOCK is \
+                 used up: raise it (`ulimit -l`, limits.conf memlock) or run with CAP_IPC_LOCK)",
+                error_name(source)
+            ),
             UringError::Setup { source } => write!(
                 f,
                 "io_uring_setup: {} (no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 \
@@ -166,5 +174,22 @@ impl From<UringError> for io::Error {
             UringError::TooLong { .. } => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_enomem_names_the_locked_memory_limit() {
+        let enomem = UringError::Setup {
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        };
+        assert!(enomem.to_string().contains("RLIMIT_MEMLOCK"), "{enomem}");
+        let enosys = UringError::Setup {
+            source: io::Error::from_raw_os_error(libc::ENOSYS),
+        };
+        assert!(enosys.to_string().contains("kernel 6.0+"), "{enosys}");
     }
 }

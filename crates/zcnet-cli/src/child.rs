@@ -1,0 +1,187 @@
+//! A process of this binary that a one-process bench starts for the other side of its stream (the
+//! `bench tcp|udp` receiver, the `bench rx` sender), watched so that no wait for it is unbounded: its
+//! output is read on a thread of its own, a child stopped (SIGSTOP, a debugger) for
+//! [`STOPPED_WAIT`] ends the run, and a failed child's error names its exit status and carries its
+//! standard error.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{Shutdown, TcpStream};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// How long the child may stay stopped before the run ends.
+pub const STOPPED_WAIT: Duration = Duration::from_secs(2);
+
+/// A started child, its standard output read line by line.
+#[derive(Debug)]
+pub struct Watched {
+    child: Child,
+    /// Held open when piped: a child run with `--exit-with-parent` exits when it closes.
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<std::io::Result<String>>,
+    /// What the child is, for messages ("the receiver process").
+    what: &'static str,
+}
+
+impl Watched {
+    /// Starts `cmd` with standard output and error piped (standard input as `cmd` sets it).
+    pub fn spawn(cmd: &mut Command, what: &'static str) -> Result<Watched> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {what}"))?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().context("the child's output")?);
+        let (lines_tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.lines() {
+                if line.is_err() || lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Watched {
+            child,
+            stdin,
+            lines,
+            what,
+        })
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's next line of output (`None` at its end), waiting until `deadline`; fails, saying
+    /// why, when the deadline passes or the child stays stopped for [`STOPPED_WAIT`].
+    pub fn next_line(&mut self, deadline: Instant) -> std::result::Result<Option<String>, String> {
+        let mut stopped = StoppedFor::default();
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(Ok(line)) => return Ok(Some(line)),
+                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            stopped.check(self.id())?;
+            if Instant::now() > deadline {
+                return Err("did not report in time".into());
+            }
+        }
+    }
+
+    /// Waits for the child to exit (its output read to the end first), failing as
+    /// [`next_line`](Self::next_line) does.
+    pub fn wait(&mut self, deadline: Instant) -> std::result::Result<ExitStatus, String> {
+        let mut stopped = StoppedFor::default();
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return Ok(status);
+            }
+            stopped.check(self.id())?;
+            if Instant::now() > deadline {
+                return Err("did not exit in time".into());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the child has exited, and how.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    /// Watches the child while this process reads `stream` from it: a child stopped for
+    /// [`STOPPED_WAIT`] gets `stream` shut down, so that the read ends; [`StreamGuard::finish`] says
+    /// whether that happened.
+    pub fn guard(&self, stream: &TcpStream) -> std::io::Result<StreamGuard> {
+        let stream = stream.try_clone()?;
+        let pid = self.id();
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut stopped = StoppedFor::default();
+                while !done.load(Ordering::Relaxed) {
+                    if let Err(why) = stopped.check(pid) {
+                        let _ = stream.shutdown(Shutdown::Both);
+                        return Some(why);
+                    }
+                    thread::sleep(Duration::from_millis(100));
+                }
+                None
+            })
+        };
+        Ok(StreamGuard { done, thread })
+    }
+
+    /// Ends the child (it is ours: stopped by its pid) and turns `what` happened into the run's
+    /// error, with the child's standard error.
+    pub fn failure(mut self, what: &str) -> anyhow::Error {
+        let _ = self.child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        drop(self.stdin.take());
+        match err.trim() {
+            "" => anyhow::anyhow!("{} {what} (it wrote nothing on stderr)", self.what),
+            err => anyhow::anyhow!("{} {what}: {err}", self.what),
+        }
+    }
+
+    /// Ends the child (the run failed on this side).
+    pub fn abandon(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The watch of [`Watched::guard`].
+#[derive(Debug)]
+pub struct StreamGuard {
+    done: Arc<AtomicBool>,
+    thread: thread::JoinHandle<Option<String>>,
+}
+
+impl StreamGuard {
+    /// Ends the watch; why the stream was shut down, if it was.
+    pub fn finish(self) -> Option<String> {
+        self.done.store(true, Ordering::Relaxed);
+        self.thread.join().ok().flatten()
+    }
+}
+
+/// Since when a child has been stopped.
+#[derive(Default)]
+struct StoppedFor(Option<Instant>);
+
+impl StoppedFor {
+    fn check(&mut self, pid: u32) -> std::result::Result<(), String> {
+        if !process_stopped(pid) {
+            self.0 = None;
+        } else if self.0.get_or_insert_with(Instant::now).elapsed() > STOPPED_WAIT {
+            return Err(format!(
+                "was stopped (by a signal or a debugger) for over {STOPPED_WAIT:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether process `pid` is stopped (state `T`, or `t`: stopped by a tracer), from
+/// `/proc/PID/stat`, whose third field, after the parenthesised command name, is the state.
+pub fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| matches!(state, 'T' | 't'))
+    })
+}

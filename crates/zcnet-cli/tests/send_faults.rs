@@ -1,0 +1,234 @@
+//! TCP senders against peers and paths that stop taking data: a peer that never reads, a DROP rule
+//! in the middle of a stream, a SYN that is dropped, Ctrl-C while a send blocks, and the one-process
+//! `bench rx` whose sender process is stopped or killed. Each must end within a generous bound
+//! (these check that nothing hangs; the figures are not timed) with a reason naming what was seen.
+
+mod common;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::{self, sleep};
+use std::time::{Duration, Instant};
+
+use common::{ZCNET, json_lines, nft_usable, only_child, sigint};
+use testnet::{VethConfig, VethPair};
+
+/// Far above every timeout the tests pass (1 to 2 s): only a hang reaches it.
+const HANG: Duration = Duration::from_secs(40);
+
+/// A listener that accepts connections and never reads them (held until the test ends).
+fn deaf_listener() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// A listener that reads and discards everything from each connection.
+fn draining_listener(listener: TcpListener) {
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut stream: TcpStream = stream;
+                let mut buf = vec![0u8; 1 << 16];
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+}
+
+/// Waits for `child` at most [`HANG`] (killing it, this test's own, if it is still running), and
+/// returns its output with how long it took.
+fn finish_within(mut child: Child, what: &str) -> (Output, Duration) {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > HANG {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} still running after {HANG:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        sleep(Duration::from_millis(20));
+    }
+    (child.wait_with_output().unwrap(), start.elapsed())
+}
+
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `zcnet bench tcp --connect` and `zcnet bench rx --connect` to `addr`, with `extra` flags.
+fn senders(addr: SocketAddr, extra: &[&str]) -> [(&'static str, Vec<String>); 2] {
+    let args = |bench: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["bench"]
+            .iter()
+            .chain(bench)
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--connect".into(), addr.to_string()]);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    [
+        (
+            "bench tcp",
+            args(&["tcp", "--mode", "copy", "--duration", "60", "--json"]),
+        ),
+        ("bench rx", args(&["rx", "--mib", "100000"])),
+    ]
+}
+
+/// The summary a stopped sender prints: the rows of `bench tcp --json`, the line of `bench rx
+/// --connect`; the last one's field `field`.
+fn summary_field(out: &Output, field: &str) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines = json_lines(&stdout);
+    let last = lines
+        .last()
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    last[field].clone()
+}
+
+#[test]
+fn a_peer_that_never_reads_ends_the_send_with_zero_window() {
+    let addr = deaf_listener();
+    for (what, args) in senders(addr, &["--send-timeout", "1"]) {
+        let (out, _) = finish_within(spawn(Command::new(ZCNET).args(&args)), what);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains("zero window"), "{what}: {err}");
+        let stalled = summary_field(&out, "stalled");
+        assert!(
+            stalled.as_str().is_some_and(|s| s.contains("zero window")),
+            "{what}: {stalled}"
+        );
+    }
+}
+
+#[test]
+fn sigint_ends_a_send_blocked_on_a_deaf_peer_with_a_summary() {
+    let addr = deaf_listener();
+    for (what, args) in senders(addr, &["--send-timeout", "60"]) {
+        let child = spawn(Command::new(ZCNET).args(&args));
+        // Long enough for the socket buffers to fill and the send to block.
+        sleep(Duration::from_millis(1500));
+        sigint(&child);
+        let (out, took) = finish_within(child, what);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {err}");
+        assert_eq!(summary_field(&out, "interrupted"), true, "{what}");
+        // A bound for a hang, far above the expected quarter of a second.
+        assert!(took < Duration::from_secs(10), "{what} took {took:?}");
+    }
+}
+
+/// A veth pair and a listener in its receiving namespace, when `test` may use nft (else it skips).
+fn pair_with_listener(test: &str) -> Option<(VethPair, TcpListener)> {
+    if !nft_usable(test) {
+        return None;
+    }
+    let pair = VethPair::new(VethConfig::default()).expect("veth harness");
+    let ip = pair.b_v4;
+    let listener = pair.b.run(|| TcpListener::bind((ip, 0))).unwrap();
+    Some((pair, listener))
+}
+
+/// An nftables table in `pair`'s receiving namespace that drops the TCP segments `what` matches.
+fn drop_tcp(pair: &VethPair, what: &str) {
+    let nft = |rule: &str| pair.b.exec("nft", &[rule]).expect("nft");
+    nft("add table inet zcnet_hole");
+    nft("add chain inet zcnet_hole input { type filter hook input priority 0; }");
+    nft(&format!(
+        "add rule inet zcnet_hole input {what} counter drop"
+    ));
+}
+
+#[test]
+fn a_drop_rule_mid_stream_ends_the_send_with_no_ack_progress() {
+    let Some((pair, listener)) =
+        pair_with_listener("a_drop_rule_mid_stream_ends_the_send_with_no_ack_progress")
+    else {
+        return;
+    };
+    let addr = listener.local_addr().unwrap();
+    draining_listener(listener);
+    for (what, args) in senders(addr, &["--send-timeout", "2"]) {
+        let child = spawn(pair.a.command(ZCNET).args(&args));
+        sleep(Duration::from_millis(700));
+        drop_tcp(&pair, "meta l4proto tcp");
+        let (out, _) = finish_within(child, what);
+        pair.b
+            .exec("nft", &["delete table inet zcnet_hole"])
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(
+            err.contains("no ACK") && err.contains("black hole"),
+            "{what}: {err}"
+        );
+        assert!(summary_field(&out, "stalled").is_string(), "{what}");
+    }
+}
+
+#[test]
+fn a_black_holed_syn_ends_the_connect_within_its_timeout() {
+    let Some((pair, listener)) =
+        pair_with_listener("a_black_holed_syn_ends_the_connect_within_its_timeout")
+    else {
+        return;
+    };
+    let addr = listener.local_addr().unwrap();
+    drop_tcp(&pair, "tcp flags & (syn | ack) == syn");
+    for (what, args) in senders(addr, &["--connect-timeout", "1"]) {
+        let (out, _) = finish_within(spawn(pair.a.command(ZCNET).args(&args)), what);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains("--connect-timeout 1"), "{what}: {err}");
+    }
+    drop(listener);
+}
+
+#[test]
+fn a_stopped_or_killed_sender_process_ends_the_one_process_bench_rx() {
+    for (signal, expect) in [("-STOP", "stopped"), ("-KILL", "SIGKILL")] {
+        let child = spawn(Command::new(ZCNET).args([
+            "bench",
+            "rx",
+            "--mode",
+            "copy",
+            "--rounds",
+            "1",
+            "--mib",
+            "1000000",
+            "--interval",
+            "0",
+        ]));
+        let sender = only_child(child.id());
+        sleep(Duration::from_millis(300));
+        testnet::run_checked("kill", &[signal, &sender.to_string()]).expect("kill");
+        let (out, _) = finish_within(child, "bench rx");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
+        assert!(
+            err.contains("the sender process") && err.contains(expect),
+            "{signal}: {err}"
+        );
+        let stat = std::fs::read_to_string(format!("/proc/{sender}/stat"));
+        assert!(
+            stat.as_ref().map_or(true, |s| s.contains(") Z")),
+            "the sender process is left: {stat:?}"
+        );
+    }
+}
