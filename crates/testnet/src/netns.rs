@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::command::{run_checked, system_command};
 use crate::{signals, sweep};
@@ -63,6 +64,21 @@ impl Netns {
         let mut full = vec!["-n", self.name.as_str()];
         full.extend_from_slice(args);
         run_checked("ip", &full)
+    }
+
+    /// `ip -d link show IFACE` once no XDP program shows on it, or after two seconds. Closing a BPF
+    /// link's last descriptor detaches its program, but a child that another thread of this process
+    /// forks at that moment holds a copy of every descriptor until it execs (close-on-exec), which
+    /// under load can take a while.
+    pub fn link_once_xdp_detached(&self, iface: &str) -> io::Result<String> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let shown = self.ip(&["-d", "link", "show", iface])?;
+            if !shown.contains("prog/xdp") || Instant::now() > deadline {
+                return Ok(shown);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Runs `program args…` inside this namespace and returns its standard output.

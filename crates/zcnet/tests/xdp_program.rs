@@ -2,7 +2,7 @@
 
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testnet::VethPair;
 use testnet::frame::{UdpFrame, check_payload};
@@ -13,20 +13,6 @@ use zcnet::xdp::{AttachMode, FrameMatch, ProgramKind, XdpProgram, interface_inde
 fn link_details(ns: &testnet::Netns, iface: &str) -> String {
     ns.ip(&["-d", "link", "show", iface])
         .expect("ip -d link show")
-}
-
-/// `ip -d link show IF` once the program is gone, or after two seconds. Closing the link's last
-/// descriptor detaches the program, but a child that another test forks at that moment holds a copy of
-/// every descriptor until it execs (close-on-exec), which under load can take a while.
-fn detached(ns: &testnet::Netns, iface: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let shown = link_details(ns, iface);
-        if !shown.contains("prog/xdp") || Instant::now() > deadline {
-            return shown;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -52,7 +38,10 @@ fn drop_program_attaches_in_driver_mode_and_detaches_on_drop() {
         "driver mode is shown as `xdp`: {shown}"
     );
     drop(link);
-    let shown = detached(&pair.a, &pair.a_if);
+    let shown = pair
+        .a
+        .link_once_xdp_detached(&pair.a_if)
+        .expect("ip -d link show");
     assert!(!shown.contains("prog/xdp"), "still attached: {shown}");
 }
 
@@ -92,7 +81,10 @@ fn redirect_program_attaches_in_generic_mode_and_detaches_on_drop() {
         .expect("datagram passed by the fallback");
     assert_eq!(&buf[..n], b"through XDP_PASS");
     drop(link);
-    let shown = detached(&pair.b, &pair.b_if);
+    let shown = pair
+        .b
+        .link_once_xdp_detached(&pair.b_if)
+        .expect("ip -d link show");
     assert!(!shown.contains("prog/xdp"), "still attached: {shown}");
 }
 

@@ -127,13 +127,8 @@ fn receive_every_frame(pair: &VethPair, umem: &mut Umem, socket: &mut Socket) {
     assert_eq!(stats.invalid_descs(), 0, "{stats:?}");
     assert_eq!(stats.rx_dropped, 0, "{stats:?}");
     drop(link);
-    assert!(
-        !pair
-            .a
-            .ip(&["-d", "link", "show", &pair.a_if])
-            .expect("ip")
-            .contains("prog/xdp")
-    );
+    let shown = pair.a.link_once_xdp_detached(&pair.a_if).expect("ip");
+    assert!(!shown.contains("prog/xdp"), "still attached: {shown}");
 }
 
 /// Dropping a socket unbinds its queue while its UMEM lives: a socket of another UMEM binds that
