@@ -147,6 +147,15 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         ),
     );
 
+    // A packet longer than an attribute's 16-bit length can say is refused before anything is sent
+    // (no errno: the kernel never saw it), never sent with a wrapped length.
+    let refused = switch.datapath().execute(&vec![0; 65_532], &[], &[]);
+    outcome.check(
+        "execute-too-long",
+        matches!(&refused, Err(e) if e.raw_os_error().is_none() && e.to_string().contains("65531")),
+        &format!("a 65532-byte packet given to execute: {refused:?}"),
+    );
+
     // Phase 2: stop reading while the peer floods.
     switch.upcall_socket().set_queue_bytes(SMALL_QUEUE)?;
     let start = Instant::now();
