@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use super::vsock::{SOL_VSOCK, VSOCK_RECVERR};
-use crate::tx::{CompletionTracker, Loan};
+use crate::tx::{CompletionTracker, Lent};
 
 /// `SO_EE_ORIGIN_ZEROCOPY` (linux/errqueue.h): the error-queue entry is a MSG_ZEROCOPY completion.
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
@@ -408,13 +408,13 @@ pub fn send_copy(
 /// used only when the kernel took no id).
 pub(crate) fn send_lent(
     fd: BorrowedFd<'_>,
-    tracker: &mut CompletionTracker<Loan>,
-    loan: Loan,
+    tracker: &mut CompletionTracker<Lent>,
+    loan: Lent,
     range: Range<usize>,
     dest: Option<&SockAddr>,
     control: &ControlBuf,
 ) -> (u32, io::Result<usize>) {
-    let data: *const [u8] = &loan.as_bytes()[range];
+    let data: *const [u8] = &loan.0.as_bytes()[range];
     let id = tracker.register(loan);
     // SAFETY: `data` points into the loan's bytes, which stay allocated and unchanged while the tracker
     // holds its clone of the loan (see above), that is until the completion of `id`.

@@ -61,3 +61,7 @@ impl SendBuf for Arc<Vec<u8>> {
 /// every outstanding id that covers part of it. The container is dropped — a [`PooledBuf`] goes back to
 /// its pool — when the last holder lets go.
 pub(crate) type Loan = Arc<dyn SendBuf>;
+
+/// What a zero-copy send keeps until its completion: its loan, and the locked memory its pages are
+/// charged to.
+pub(crate) type Lent = (Loan, super::budget::Charge<'static>);

@@ -27,6 +27,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod budget;
 mod buffer;
 mod claim;
 mod error;
@@ -42,8 +43,9 @@ mod tracker;
 mod unsent;
 pub mod vsock;
 
-pub(crate) use buffer::Loan;
+pub use budget::{Charge, MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
+pub(crate) use buffer::{Lent, Loan};
 pub(crate) use error::send_hint;
 pub use error::{TxError, enobufs_reason};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};

@@ -125,6 +125,9 @@ pub enum CopyReason {
     Copied,
     /// Backing off after `ENOBUFS`.
     Enobufs,
+    /// The process's locked-memory budget ([`crate::tx::MemlockBudget`]) had no room for the send's
+    /// pages: copied instead of being refused with `ENOBUFS` ([`crate::tx::memlock_reason`]).
+    Memlock,
     /// The socket does not support zero-copy (`SO_ZEROCOPY` failed).
     Unsupported,
     /// [`Mode::Auto`] measured copying to cost less CPU per byte than zero-copy.
@@ -325,7 +328,16 @@ impl Policy {
         }
     }
 
-    /// Takes in an `ENOBUFS` from a zero-copy send: copy for the back-off interval.
+    /// Takes in that every zero-copy send completed (no pages are pinned any more): an `ENOBUFS`
+    /// back-off ends, since the locked memory and notification memory it ran out of are free again.
+    pub fn on_drained(&mut self) {
+        if self.copy_reason == CopyReason::Enobufs {
+            self.copy_until = self.copy_until.min(self.now);
+        }
+    }
+
+    /// Takes in an `ENOBUFS` from a zero-copy send: copy for the back-off interval, or until
+    /// [`Policy::on_drained`].
     pub fn on_enobufs(&mut self) {
         let until = self.now + self.config.enobufs_backoff;
         if until > self.copy_until {
@@ -393,6 +405,11 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(p.decide(100), Decision::Copy(CopyReason::Enobufs));
         }
+        assert_eq!(p.decide(100), Decision::ZeroCopy);
+        // The back-off ends once every loan completed.
+        p.on_enobufs();
+        assert_eq!(p.decide(100), Decision::Copy(CopyReason::Enobufs));
+        p.on_drained();
         assert_eq!(p.decide(100), Decision::ZeroCopy);
         // Copied completions do not switch modes outside Auto.
         p.on_completion(true, 1000);
@@ -499,7 +516,7 @@ mod tests {
         for side in [Side::ZeroCopy, Side::Copy] {
             assert!(admits(side, Decision::Copy(Small)));
             assert!(admits(side, Decision::Copy(Empty)));
-            for spoiler in [Copied, Enobufs, Unsupported, Mode] {
+            for spoiler in [Copied, Enobufs, Memlock, Unsupported, Mode] {
                 assert!(!admits(side, Decision::Copy(spoiler)), "{spoiler:?}");
             }
         }

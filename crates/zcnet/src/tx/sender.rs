@@ -6,7 +6,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::buffer::{Loan, SendBuf};
+use super::budget::MemlockBudget;
+use super::buffer::{Lent, Loan, SendBuf};
 use super::claim::{Claim, Refused};
 use super::error::TxError;
 use super::policy::{CopyReason, Decision, Policy, PolicyConfig};
@@ -101,7 +102,7 @@ impl From<TxError> for Stop {
 pub struct Sender<S: ZcSocket> {
     /// Present until [`Sender::close`] takes it.
     socket: Option<S>,
-    tracker: CompletionTracker<Loan>,
+    tracker: CompletionTracker<Lent>,
     policy: Policy,
     stats: TxStats,
     control: ControlBuf,
@@ -298,12 +299,23 @@ impl<S: ZcSocket> Sender<S> {
                 Some(reason) => Decision::Copy(reason),
                 None => self.decide(data.len()),
             };
-            let zc = decision == Decision::ZeroCopy;
-            let piece = if zc && self.get_ref().is_stream() {
+            let mut piece = if decision == Decision::ZeroCopy && self.get_ref().is_stream() {
                 data.len().min(self.get_ref().max_zerocopy_piece())
             } else {
                 data.len()
             };
+            let charge = match decision {
+                Decision::ZeroCopy => MemlockBudget::global().try_charge(piece),
+                Decision::Copy(_) => None,
+            };
+            let decision = match (decision, &charge) {
+                (Decision::ZeroCopy, None) => {
+                    piece = data.len();
+                    Decision::Copy(CopyReason::Memlock)
+                }
+                (d, _) => d,
+            };
+            let zc = decision == Decision::ZeroCopy;
             let mut control = ControlBuf::default();
             if let Some(seg) = self.gso_segment.filter(|&s| piece > usize::from(s)) {
                 control
@@ -311,12 +323,12 @@ impl<S: ZcSocket> Sender<S> {
                     .expect("one UDP_SEGMENT fits the control buffer");
             }
             let fd = self.socket.as_ref().expect("present until close()").fd();
-            let (id, res) = if zc {
+            let (id, res) = if let Some(charge) = charge {
                 let loan: Loan = Arc::clone(buf) as Loan;
                 let (id, res) = errqueue::send_lent(
                     fd,
                     &mut self.tracker,
-                    loan,
+                    (loan, charge),
                     off..off + piece,
                     dest,
                     &control,
@@ -473,6 +485,9 @@ impl<S: ZcSocket> Sender<S> {
                     None => {}
                 }
             }
+        }
+        if self.tracker.outstanding() == 0 {
+            self.policy.on_drained();
         }
         if let Some(id) = self.tracker.unregistered_id()
             && self.zerocopy.is_ok()

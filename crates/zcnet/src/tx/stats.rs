@@ -25,6 +25,9 @@ pub struct TxStats {
     pub copy_copied: u64,
     /// Copied while backing off after `ENOBUFS` (including the resend of the refused bytes).
     pub copy_enobufs: u64,
+    /// Copied because the locked-memory budget had no room for the send's pages (see
+    /// [`crate::tx::memlock_reason`]).
+    pub copy_memlock: u64,
     /// Copied because the socket does not support zero-copy.
     pub copy_unsupported: u64,
     /// Copied because the auto mode measured copying to cost less CPU per byte.
@@ -59,9 +62,9 @@ pub struct TxStats {
 
 impl TxStats {
     /// Sends copied although the mode would have used zero-copy: after copied completions, during
-    /// `ENOBUFS` back-off, or because the socket lacks zero-copy.
+    /// `ENOBUFS` back-off, for want of locked memory, or because the socket lacks zero-copy.
     pub fn fallbacks(&self) -> u64 {
-        self.copy_copied + self.copy_enobufs + self.copy_unsupported
+        self.copy_copied + self.copy_enobufs + self.copy_memlock + self.copy_unsupported
     }
 
     pub(crate) fn count_copy(&mut self, reason: CopyReason) {
@@ -71,6 +74,7 @@ impl TxStats {
             CopyReason::Small => &mut self.copy_small,
             CopyReason::Copied => &mut self.copy_copied,
             CopyReason::Enobufs => &mut self.copy_enobufs,
+            CopyReason::Memlock => &mut self.copy_memlock,
             CopyReason::Unsupported => &mut self.copy_unsupported,
             CopyReason::Cheaper => &mut self.copy_cheaper,
         };
