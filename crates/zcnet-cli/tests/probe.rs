@@ -41,6 +41,12 @@ fn json_names_the_kernel_and_every_host_feature() {
             .unwrap()
             .contains("net.core.optmem_max")
     );
+    let budget = finding(&report, "limit.memlock_budget", None);
+    let reason = budget["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("in use") && reason.contains("256 connections with 256 KiB in flight"),
+        "{budget}"
+    );
     let lo = finding(&report, "iface", Some("lo"));
     assert!(lo["reason"].as_str().unwrap().contains("mtu 65536"), "{lo}");
     for row in report["features"].as_array().unwrap() {

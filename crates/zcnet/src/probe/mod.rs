@@ -164,7 +164,55 @@ fn limits() -> Vec<Finding> {
         std::fs::read_to_string("/proc/sys/net/core/optmem_max"),
         |v| format!("net.core.optmem_max = {} bytes", v.trim()),
     );
-    vec![memlock, optmem]
+    vec![memlock, memlock_budget(), optmem]
+}
+
+/// Connections, in-flight window per connection and send size of the example the budget line sizes.
+const BUDGET_EXAMPLE: (u64, u64, usize) = (256, 256 << 10, 64 << 10);
+
+/// The senders' locked-memory budget ([`crate::tx::MemlockBudget`]): its limit, what is in use, and
+/// what [`BUDGET_EXAMPLE`]'s connections need; partial when they would not all fit (sends past the
+/// budget are copied).
+fn memlock_budget() -> Finding {
+    let b = crate::tx::MemlockBudget::global();
+    let (conns, window, size) = BUDGET_EXAMPLE;
+    let need = b.needed(conns, window, size);
+    let kib = |v: u64| format!("{} KiB", v >> 10);
+    let example = format!(
+        "{conns} connections with {} in flight in {} sends need {}",
+        kib(window),
+        kib(size as u64),
+        kib(need)
+    );
+    match b.usable() {
+        None => Finding::new(
+            "limit.memlock_budget",
+            Support::Yes,
+            format!(
+                "senders may pin without bound (CAP_IPC_LOCK or no RLIMIT_MEMLOCK); {} in use; {example}",
+                kib(b.in_use())
+            ),
+        ),
+        Some(usable) => Finding::new(
+            "limit.memlock_budget",
+            if need <= usable {
+                Support::Yes
+            } else {
+                Support::Partial
+            },
+            format!(
+                "senders may pin {} of RLIMIT_MEMLOCK {} ({} in use); {example}{}",
+                kib(usable),
+                kib(b.limit().unwrap_or(usable)),
+                kib(b.in_use()),
+                if need > usable {
+                    ": sends past the budget are copied (raise `ulimit -l` or grant CAP_IPC_LOCK)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+    }
 }
 #[cfg(test)]
 mod tests {
