@@ -17,8 +17,8 @@ use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, memlock_limit,
 };
 use crate::tx::{
-    BufferPool, Completion, CompletionTracker, CopyReason, Decision, Loan, Mode, Policy,
-    PolicyConfig, SendBuf, TxStats, ZcSocket,
+    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, Loan, MemlockBudget,
+    Mode, Policy, PolicyConfig, SendBuf, TxStats, ZcSocket,
 };
 
 /// How a [`UringSender`] behaves.
@@ -78,6 +78,8 @@ struct Pending {
     decision: Option<Decision>,
     /// The request in flight: its `user_data` and how it sends.
     request: Option<(u64, SendKind)>,
+    /// The locked memory charged for its next zero-copy request, moved to that request's id.
+    charge: Option<Charge<'static>>,
     done: bool,
 }
 
@@ -89,6 +91,7 @@ impl Pending {
             forced: None,
             decision: None,
             request: None,
+            charge: None,
             done: false,
         }
     }
@@ -132,7 +135,7 @@ pub struct UringSender<S: ZcSocket> {
     /// Present until [`UringSender::close`] takes it.
     socket: Option<S>,
     /// One id per zero-copy request, holding the loans it sends.
-    tracker: CompletionTracker<Vec<Loan>>,
+    tracker: CompletionTracker<(Vec<Loan>, Vec<Charge<'static>>)>,
     policy: Policy,
     stats: TxStats,
     config: UringConfig,
@@ -437,9 +440,17 @@ impl<S: ZcSocket> UringSender<S> {
         for p in self.queue.range_mut(..take) {
             if p.decision.is_none() {
                 let left = p.len() - p.sent;
-                p.decision = Some(match p.forced.take() {
+                let decision = match p.forced.take() {
                     Some(reason) => Decision::Copy(reason),
                     None => Self::decide(&mut self.policy, &self.zerocopy, left),
+                };
+                p.charge = match decision {
+                    Decision::ZeroCopy => MemlockBudget::global().try_charge(left),
+                    Decision::Copy(_) => None,
+                };
+                p.decision = Some(match decision {
+                    Decision::ZeroCopy if p.charge.is_none() => Decision::Copy(CopyReason::Memlock),
+                    d => d,
                 });
             }
         }
@@ -460,16 +471,23 @@ impl<S: ZcSocket> UringSender<S> {
             return Ok(());
         };
         let chain_len = last.parts.end;
+        let mut charges = Vec::with_capacity(planned.len());
+        for request in &planned {
+            let parts = self.queue.range_mut(request.parts.clone());
+            charges.push(parts.filter_map(|p| p.charge.take()).collect::<Vec<_>>());
+        }
+        let mut charges = charges.into_iter();
         let mut heads = Vec::with_capacity(planned.len());
         let mut ranges: Vec<Vec<(&Queued, Range<usize>)>> = Vec::with_capacity(planned.len());
         for request in &planned {
+            let charge = charges.next().unwrap_or_default();
             let head = if parts[request.parts.start].zc {
                 let loans: Vec<Loan> = self
                     .queue
                     .range(request.parts.clone())
                     .map(|p| loan(&p.buf))
                     .collect();
-                let id = self.tracker.register(loans);
+                let id = self.tracker.register((loans, charge));
                 let kind = SendKind::ZeroCopy {
                     report_usage: self.report_usage,
                     vectored_fixed: self.vectored_fixed,
@@ -579,6 +597,9 @@ impl<S: ZcSocket> UringSender<S> {
                 failure.unsent.extend(unsent);
             }
             self.chain_len = 0;
+        }
+        if self.tracker.outstanding() == 0 {
+            self.policy.on_drained();
         }
         self.stats.set_tracker(self.tracker.counts());
         self.policy.report(&mut self.stats);
