@@ -3,16 +3,21 @@
 //! with setpriv). The process-wide budget (`zcnet::tx::MemlockBudget`) keeps the pages pinned by
 //! zero-copy sends under the limit: once it is spent, sends are copied (`copy_memlock`, whose reason
 //! names the limit and the remedy); once the loans drain, sends go zero-copy again. Every byte arrives
-//! and is verified.
+//! and is verified. Then io_uring senders, with the budget held all but one page by the test (as
+//! another user of the process's locked memory would): every send is copied, and after the test lets
+//! go, sends go zero-copy again.
 
 mod tx_common;
+mod uring_common;
 
 use std::net::{Shutdown, TcpListener};
 use std::process::Command;
 use std::time::Duration;
 
 use tx_common::{Checksum, fill, sender_config, tcp_pair};
+use uring_common::config;
 use zcnet::tx::{MemlockBudget, Mode, TcpSender, TxStats, memlock_reason};
+use zcnet::uring::UringTcpSender;
 
 /// Set in the child process, which runs the senders under the lowered limit.
 const CHILD: &str = "ZCNET_TX_MEMLOCK_CHILD";
@@ -27,7 +32,8 @@ const ROUNDS: usize = 8;
 #[test]
 fn senders_keep_to_the_locked_memory_budget_and_resume_zero_copy() {
     if std::env::var_os(CHILD).is_some() {
-        return child();
+        child();
+        return uring_child();
     }
     let script = format!(r#"ulimit -l {LIMIT_KIB} && exec "$0" "$@""#);
     let exe = std::env::current_exe().unwrap();
@@ -64,16 +70,21 @@ fn total(txs: &[TcpSender], field: fn(&TxStats) -> u64) -> u64 {
     txs.iter().map(|tx| field(tx.stats())).sum()
 }
 
-/// Sends `ROUNDS` buffers on every connection, round-robin, each the pattern at its stream position.
-fn phase(txs: &mut [TcpSender], sent: &mut [Checksum]) {
+/// Sends `ROUNDS` buffers on every connection, round-robin, each the pattern at its stream position:
+/// `send(k, buf)` sends on connection `k`.
+fn rounds(sent: &mut [Checksum], mut send: impl FnMut(usize, Vec<u8>)) {
     for _ in 0..ROUNDS {
-        for (tx, sum) in txs.iter_mut().zip(sent.iter_mut()) {
+        for (k, sum) in sent.iter_mut().enumerate() {
             let mut buf = vec![0u8; SEND];
             fill(&mut buf, sum.len);
             sum.update(&buf);
-            tx.send(buf).expect("send");
+            send(k, buf);
         }
     }
+}
+
+fn phase(txs: &mut [TcpSender], sent: &mut [Checksum]) {
+    rounds(sent, |k, buf| txs[k].send(buf).expect("send"));
 }
 
 fn child() {
@@ -124,6 +135,65 @@ fn child() {
         stats(|s| s.copy_memlock),
         stats(|s| s.enobufs),
         stats(|s| s.copy_enobufs),
+    );
+    for ((tx, sink), sum) in txs.into_iter().zip(sinks).zip(sent) {
+        let stream = tx.close(Duration::from_secs(30)).expect("close");
+        stream.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(sink.join().expect("sink"), sum, "bytes lost or changed");
+    }
+    assert_eq!(budget.in_use(), 0);
+}
+
+/// io_uring connections (each has a ring of its own).
+const URING_CONNECTIONS: usize = 16;
+
+/// Sends `ROUNDS` buffers on every io_uring connection, round-robin, and waits until every
+/// notification came back.
+fn uring_phase(txs: &mut [UringTcpSender], sent: &mut [Checksum]) {
+    rounds(sent, |k, buf| txs[k].send(buf).expect("send"));
+    for tx in txs.iter_mut() {
+        tx.flush(Duration::from_secs(30)).expect("flush");
+    }
+}
+
+fn uring_child() {
+    let budget = MemlockBudget::global();
+    let usable = budget.usable().expect("a limited budget");
+    let (mut txs, mut sinks) = (Vec::new(), Vec::new());
+    for _ in 0..URING_CONNECTIONS {
+        let (stream, sink) = tcp_pair(TcpListener::bind("127.0.0.1:0").unwrap());
+        txs.push(UringTcpSender::new(stream, config(Mode::ZeroCopy)).expect("io_uring sender"));
+        sinks.push(sink);
+    }
+    let mut sent = vec![Checksum::default(); URING_CONNECTIONS];
+    let zc = |txs: &[UringTcpSender]| txs.iter().map(|t| t.stats().zc_calls).sum::<u64>();
+    let memlock = |txs: &[UringTcpSender]| txs.iter().map(|t| t.stats().copy_memlock).sum::<u64>();
+
+    // All but one page of the budget held elsewhere: no 64 KiB send (18 pages) fits.
+    let held = budget
+        .try_charge(usable as usize - 3 * 4096)
+        .expect("the budget is free");
+    assert!(usable - budget.in_use() < budget.pages_for(SEND));
+    uring_phase(&mut txs, &mut sent);
+    assert_eq!(zc(&txs), 0, "a zero-copy send beyond the budget");
+    let copied = memlock(&txs);
+    // Counted per request, which may gather several buffers of a stream.
+    assert!(
+        copied >= URING_CONNECTIONS as u64,
+        "{copied} copied requests"
+    );
+    drop(held);
+
+    uring_phase(&mut txs, &mut sent);
+    let resumed = zc(&txs);
+    assert!(
+        resumed > 0,
+        "zero-copy did not resume once the budget was free"
+    );
+    println!(
+        "MEMLOCK-RUN io_uring connections {URING_CONNECTIONS}: budget held: copy_memlock \
+         {copied}; released: zc_calls {resumed}, enobufs {}",
+        txs.iter().map(|t| t.stats().enobufs).sum::<u64>()
     );
     for ((tx, sink), sum) in txs.into_iter().zip(sinks).zip(sent) {
         let stream = tx.close(Duration::from_secs(30)).expect("close");
