@@ -114,6 +114,12 @@ pub fn sentence(s: &TxStats) -> Option<String> {
             )
         }
     };
+    if s.copy_memlock > 0 {
+        text.push_str(&format!(
+            "; {:.1}% copied for want of locked memory (RLIMIT_MEMLOCK)",
+            share(s.copy_memlock)
+        ));
+    }
     if s.copy_enobufs > 0 {
         text.push_str(&format!(
             "; {:.1}% copied while backing off after ENOBUFS",

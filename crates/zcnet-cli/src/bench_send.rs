@@ -455,6 +455,12 @@ fn row<S: ZcSocket>(
             s.calls,
             zcnet::tx::enobufs_reason()
         )),
+        "memlock_reason": (s.copy_memlock > 0).then(|| format!(
+            "{} of {} sends copied: {}",
+            s.copy_memlock,
+            s.calls,
+            zcnet::tx::memlock_reason()
+        )),
     });
     object(v)
 }
@@ -768,11 +774,13 @@ fn print_summary(rows: &[Row], common: &Common) {
     }
     // Said once even under --json: a run that copied for want of locked memory must not pass for
     // a zero-copy one.
-    if let Some(why) = rows
-        .iter()
-        .find_map(|row| row.get("enobufs_reason").and_then(Value::as_str))
-    {
-        eprintln!("zcnet: {why}");
+    for reason in ["memlock_reason", "enobufs_reason"] {
+        if let Some(why) = rows
+            .iter()
+            .find_map(|row| row.get(reason).and_then(Value::as_str))
+        {
+            eprintln!("zcnet: {why}");
+        }
     }
 }
 

@@ -40,6 +40,16 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
                 s.copied_ids
             ),
         ),
+        Ok(s) if s.copy_memlock > 0 => Finding::new(
+            feature,
+            Support::No,
+            format!(
+                "no zero-copy send happened ({} of {} sends copied): {}",
+                s.copy_memlock,
+                s.calls,
+                crate::tx::memlock_reason()
+            ),
+        ),
         Ok(s) if s.copy_enobufs > 0 => Finding::new(
             feature,
             Support::No,
