@@ -528,10 +528,18 @@ impl<S: ZcSocket> UringSender<S> {
             })
             .collect();
         if let Err(source) = self.ring.push_chain(socket.fd(), &requests) {
-            // Nothing was queued: give the ids back, newest first.
-            for &(user_data, _) in heads.iter().rev() {
-                if user_data & COPY_TAG == 0 {
-                    self.tracker.cancel_last();
+            // Nothing was queued: give the ids back, newest first, and the charges to the sends
+            // still decided zero-copy.
+            drop(requests);
+            drop(ranges);
+            for (request, &(user_data, _)) in planned.iter().zip(&heads).rev() {
+                if user_data & COPY_TAG == 0
+                    && let Some((_, charges)) = self.tracker.cancel_last()
+                {
+                    let parts = self.queue.range_mut(request.parts.clone());
+                    for (p, charge) in parts.zip(charges) {
+                        p.charge = Some(charge);
+                    }
                 }
             }
             return Err(UringError::Enter { source });
