@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
 use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender};
+use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::auto_why;
 use crate::bench_apart::ApartFlags;
@@ -275,7 +275,7 @@ fn send_pieces(
             // Filled once below: the buffers keep the pattern from one send to the next.
             let pool = BufferPool::new_keeping_contents(PoolConfig {
                 buf_size: write,
-                count: 16,
+                count: buffers_in_flight(write),
                 huge_pages: false,
             })
             .context("send buffer pool")?;
@@ -316,6 +316,17 @@ fn send_pieces(
     };
     client.shutdown(std::net::Shutdown::Write)?;
     Ok(())
+}
+
+/// Buffers the zero-copy sender keeps in flight: 16, or as many sends of `write` bytes as the
+/// process's locked-memory budget can pin at once (at least 2), so that under a normal user's limit
+/// every send still goes zero-copy and its pages map on the receiver.
+fn buffers_in_flight(write: usize) -> usize {
+    let budget = MemlockBudget::global();
+    match budget.usable() {
+        None => 16,
+        Some(usable) => (usable / budget.pages_for(write)).clamp(2, 16) as usize,
+    }
 }
 
 /// Longest wait for MSG_ZEROCOPY completions before the run fails.
