@@ -21,7 +21,6 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use super::vsock::{SOL_VSOCK, VSOCK_RECVERR};
-use crate::tx::{CompletionTracker, Lent};
 
 /// `SO_EE_ORIGIN_ZEROCOPY` (linux/errqueue.h): the error-queue entry is a MSG_ZEROCOPY completion.
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
@@ -397,27 +396,39 @@ pub fn send_copy(
     unsafe { send_msg(fd, data, dest, control, libc::MSG_DONTWAIT) }
 }
 
-/// `sendmsg(MSG_ZEROCOPY)` of `loan.as_bytes()[range]`, the loan first registered in `tracker` under
-/// the id the send takes (the tracker's next id). Returns that id and the kernel's answer; on failure
-/// the registration stays for the caller to settle (a failed call may or may not have taken the id).
+/// A loan whose bytes stay allocated and unchanged as long as it lives (moving it moves no byte).
+pub(crate) trait StableBytes {
+    /// The loan's bytes.
+    fn stable_bytes(&self) -> &[u8];
+}
+
+/// Where [`send_lent`] leaves a loan: the keeper holds it — and so its bytes — until the kernel's
+/// completion of the id it returns, the id the send takes (MSG_ZEROCOPY numbers sends in order).
+pub(crate) trait LoanKeeper<L> {
+    /// Keeps `loan` under the id the next zero-copy send on the socket takes; returns that id.
+    fn keep(&mut self, loan: L) -> u32;
+}
+
+/// `sendmsg(MSG_ZEROCOPY)` of `loan.stable_bytes()[range]`, the loan first handed to `keeper` under
+/// the id the send takes. Returns that id and the kernel's answer; on failure the loan stays with the
+/// keeper for the caller to settle (a failed call may or may not have taken the id).
 ///
 /// The kernel reads the pages after the call returns, until the id's completion: that is sound
-/// because a [`SendBuf`]'s bytes cannot change or move while any clone of the loan lives, and the
-/// tracker keeps its clone until it consumes the completion of that id (or hands it back through
-/// [`CompletionTracker::abandon`], whose items the sender leaks, or [`CompletionTracker::cancel_last`],
-/// used only when the kernel took no id).
-pub(crate) fn send_lent(
+/// because a [`StableBytes`] loan's bytes cannot change or move while it lives, and a
+/// [`LoanKeeper`] keeps it until the completion of that id (or until the caller knows the kernel took
+/// no id).
+pub(crate) fn send_lent<L: StableBytes>(
     fd: BorrowedFd<'_>,
-    tracker: &mut CompletionTracker<Lent>,
-    loan: Lent,
+    keeper: &mut impl LoanKeeper<L>,
+    loan: L,
     range: Range<usize>,
     dest: Option<&SockAddr>,
     control: &ControlBuf,
 ) -> (u32, io::Result<usize>) {
-    let data: *const [u8] = &loan.0.as_bytes()[range];
-    let id = tracker.register(loan);
-    // SAFETY: `data` points into the loan's bytes, which stay allocated and unchanged while the tracker
-    // holds its clone of the loan (see above), that is until the completion of `id`.
+    let data: *const [u8] = &loan.stable_bytes()[range];
+    let id = keeper.keep(loan);
+    // SAFETY: `data` points into the loan's bytes, which stay allocated and unchanged while the keeper
+    // holds the loan (see above), that is until the completion of `id`.
     let res = unsafe {
         send_msg(
             fd,

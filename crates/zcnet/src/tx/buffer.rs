@@ -65,3 +65,10 @@ pub(crate) type Loan = Arc<dyn SendBuf>;
 /// What a zero-copy send keeps until its completion: its loan, and the locked memory its pages are
 /// charged to.
 pub(crate) type Lent = (Loan, super::budget::Charge<'static>);
+
+/// A [`SendBuf`]'s bytes cannot change or move while any clone of its loan lives (see the module docs).
+impl crate::sys::errqueue::StableBytes for Lent {
+    fn stable_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}

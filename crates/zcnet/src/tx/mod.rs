@@ -44,8 +44,8 @@ mod unsent;
 pub mod vsock;
 
 pub use budget::{Charge, MemlockBudget, memlock_reason};
+pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
-pub(crate) use buffer::{Lent, Loan};
 pub(crate) use error::send_hint;
 pub use error::{TxError, enobufs_reason};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};

@@ -184,6 +184,15 @@ fn overlap(a: std::ops::Range<u64>, b: std::ops::Range<u64>) -> u64 {
     a.end.min(b.end).saturating_sub(a.start.max(b.start))
 }
 
+/// The tracker keeps a registered item until the completion of its id consumes it, or hands it back
+/// through [`CompletionTracker::abandon`] (whose items the sender leaks) or
+/// [`CompletionTracker::cancel_last`] (used only when the kernel took no id).
+impl<T> crate::sys::errqueue::LoanKeeper<T> for CompletionTracker<T> {
+    fn keep(&mut self, loan: T) -> u32 {
+        self.register(loan)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
