@@ -1,8 +1,10 @@
 # shellcheck shell=bash
-# zcnet's zero-copy receiver at its default settings but for the mode (`zcnet bench rx --listen --mode
-# zerocopy`: RxConfig::default() with RxMode::ZeroCopy, whose default is Auto) against `tcp_mmap -s -z -M 4108`, both fed by the same sender (zcnet's
-# MSG_ZEROCOPY sender with --raw, RX_MIB MiB per connection): Gbit/s, CPU per MiB and % mapped, as
-# tcp_mmap prints them. Also checks the byte counts of zcnet's sender into `tcp_mmap -s` (with and
+# What pays on this host for TCP receive, from the kernel's tool and zcnet side by side: five receivers
+# fed alike by zcnet's MSG_ZEROCOPY sender (--raw, RX_MIB MiB per connection, MSS 4108 so that pages
+# map): `tcp_mmap -s` (copy) and `tcp_mmap -s -z` (mapped) with `-M 4108`, and zcnet's receiver at its
+# defaults in each mode (`zcnet bench rx --listen --mode copy|zerocopy|auto`). Per round and as means:
+# Gbit/s, CPU per MiB and % mapped, the mapped/copy cost ratio of each tool, and auto against the
+# cheaper of tcp_mmap's two. Also checks the byte counts of zcnet's sender into tcp_mmap (with and
 # without -z) and of tcp_mmap's own -z sender (32 GiB, once) into zcnet's receiver.
 
 RX_MIB="${RX_MIB:-1024}"
@@ -35,47 +37,84 @@ tcp_mmap_receive() {
 		END { print mb, pct, gbit, us }' "$SCRATCH/mm")
 }
 
-# zc_receive MIB: zcnet's zero-copy receiver at its defaults; sets ZR_MB ZR_PCT ZR_GBIT ZR_US (µs per MiB).
+# zc_receive MODE MIB: zcnet's receiver at its defaults but for the mode; sets ZR_MB ZR_PCT ZR_GBIT
+# ZR_US (µs per MiB) and ZR_WHY (auto's choice and its reason, "-" for the fixed modes).
 zc_receive() {
 	local port
 	port="$(free_port)"
-	"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode zerocopy --no-verify --interval 0 \
+	"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode "$1" --no-verify --interval 0 \
 		--json >"$SCRATCH/zr" &
 	local pid=$!
 	sleep 0.3
-	zc_sender "$port" "$1"
+	zc_sender "$port" "$2"
 	wait "$pid"
-	read -r ZR_MB ZR_PCT ZR_GBIT ZR_US < <(python3 -c '
+	read -r ZR_MB ZR_PCT ZR_GBIT ZR_US ZR_WHY < <(python3 -c '
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])][-1]
-print("%g %.4f %.4f %.2f" % (r["bytes"] / 2**20, r["mapped_pct"], r["gbit_per_s"], r["cpu_us_per_mb"] * 1.048576))' "$SCRATCH/zr")
+why = r.get("why") or "-"
+print("%g %.4f %.4f %.2f %s" % (r["bytes"] / 2**20, r["mapped_pct"], r["gbit_per_s"],
+      r["cpu_us_per_mb"] * 1.048576, why.replace(" ", "_")))' "$SCRATCH/zr")
 }
 
 declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
 mean() { awk -v a="${total[$1]}" -v n="$ROUNDS" 'BEGIN { printf "%.4f\n", a / n }'; }
+lesser() { awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'; }
 
-for round in $(seq 1 "$ROUNDS"); do
-	run_ref() { tcp_mmap_receive -z "$RX_MIB"; }
-	run_zc() { zc_receive "$RX_MIB"; }
-	in_order "$round" run_ref run_zc
-	pair_line "round $round receiver Gbit/s" "$ZR_GBIT" "$MM_GBIT"
-	pair_line "round $round receiver usec per MiB" "$ZR_US" "$MM_US"
-	pair_line "round $round receiver % mapped" "$ZR_PCT" "$MM_PCT"
-	check_equal "zcnet rx --connect -> tcp_mmap -s -z (MiB)" "$RX_MIB" "$MM_MB"
+# One receiver of the five, by name; its figures go into the totals under that name.
+# shellcheck disable=SC2317 # called by name below
+receive() {
+	case "$1" in
+	mm_copy) tcp_mmap_receive "" "$RX_MIB" ;;
+	mm_map) tcp_mmap_receive -z "$RX_MIB" ;;
+	zc_copy | zc_map | zc_auto)
+		local mode=${1#zc_}
+		[ "$mode" = map ] && mode=zerocopy
+		zc_receive "$mode" "$RX_MIB"
+		MM_MB=$ZR_MB MM_PCT=$ZR_PCT MM_GBIT=$ZR_GBIT MM_US=$ZR_US
+		;;
+	esac
+	[ "$1" = zc_auto ] && echo "round $round auto chose: ${ZR_WHY//_/ }"
+	case "$1" in
+	mm_copy) check_equal "zcnet rx --connect -> tcp_mmap -s (MiB)" "$RX_MIB" "$MM_MB" ;;
+	mm_map) check_equal "zcnet rx --connect -> tcp_mmap -s -z (MiB)" "$RX_MIB" "$MM_MB" ;;
+	esac
 	for v in GBIT US PCT; do
-		zr="ZR_$v"
-		mm="MM_$v"
-		add "zr_$v" "${!zr}"
-		add "mm_$v" "${!mm}"
+		local f="MM_$v"
+		add "$1_$v" "${!f}"
 	done
-done
-pair_line "mean of rounds receiver Gbit/s" "$(mean zr_GBIT)" "$(mean mm_GBIT)"
-pair_line "mean of rounds receiver usec per MiB" "$(mean zr_US)" "$(mean mm_US)"
-pair_line "mean of rounds receiver % mapped" "$(mean zr_PCT)" "$(mean mm_PCT)"
+	eval "last_$1=$MM_US"
+}
 
-tcp_mmap_receive "" 64
-check_equal "zcnet rx --connect -> tcp_mmap -s (MiB)" 64 "$MM_MB"
+# Each round runs the five receivers, fed alike, in an order turned by one from the round before.
+receivers=(mm_copy zc_copy mm_map zc_map zc_auto)
+for round in $(seq 1 "$ROUNDS"); do
+	n=${#receivers[@]}
+	for i in $(seq 0 $((n - 1))); do
+		receive "${receivers[$(((i + round - 1) % n))]}"
+	done
+	# shellcheck disable=SC2154 # set by receive through eval
+	{
+		pair_line "round $round copy usec per MiB" "$last_zc_copy" "$last_mm_copy"
+		pair_line "round $round mapped usec per MiB" "$last_zc_map" "$last_mm_map"
+		pair_line "round $round auto vs cheaper usec per MiB" "$last_zc_auto" \
+			"$(lesser "$last_mm_copy" "$last_mm_map")"
+		echo "round $round mapped/copy usec per MiB: zcnet $(ratio "$last_zc_map" "$last_zc_copy")" \
+			" tcp_mmap $(ratio "$last_mm_map" "$last_mm_copy")"
+	}
+done
+for v in GBIT US PCT; do
+	unit="Gbit/s"
+	[ "$v" = US ] && unit="usec per MiB"
+	[ "$v" = PCT ] && unit="% mapped"
+	pair_line "mean copy $unit" "$(mean "zc_copy_$v")" "$(mean "mm_copy_$v")"
+	pair_line "mean mapped $unit" "$(mean "zc_map_$v")" "$(mean "mm_map_$v")"
+	pair_line "mean auto vs tcp_mmap -z $unit" "$(mean "zc_auto_$v")" "$(mean "mm_map_$v")"
+done
+echo "mean mapped/copy usec per MiB: zcnet $(ratio "$(mean zc_map_US)" "$(mean zc_copy_US)")" \
+	" tcp_mmap $(ratio "$(mean mm_map_US)" "$(mean mm_copy_US)")"
+pair_line "mean auto vs cheaper usec per MiB" "$(mean zc_auto_US)" \
+	"$(lesser "$(mean mm_copy_US)" "$(mean mm_map_US)")"
 
 # tcp_mmap's client always sends 32 GiB (FILE_SZ), without a header: counted, not verified.
 port="$(free_port)"
