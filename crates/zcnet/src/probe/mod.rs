@@ -147,8 +147,9 @@ fn limits() -> Vec<Finding> {
         |(soft, hard)| {
             let show =
                 |v: Option<u64>| v.map_or("unlimited".to_string(), |b| format!("{} KiB", b / 1024));
-            let exempt = if sys::socket::effective_uid() == 0 {
-                " (root: exempt)"
+            // The budget reads the capability, not the uid: root without CAP_IPC_LOCK is charged.
+            let exempt = if soft.is_some() && crate::tx::MemlockBudget::global().limit().is_none() {
+                " (CAP_IPC_LOCK: exempt)"
             } else {
                 ""
             };
