@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::error::{Error, Result};
 use super::mode::{BoundMode, Mode};
 use super::ring::{Consumer, Producer};
-use super::socket::{bind_on_queue, copy_remedy, create_socket, map_ring};
-use super::umem::{Inherited, Pool, QueuePlace, Umem, XSK_PRIVILEGE};
+use super::socket::{bind_on_queue, copy_remedy, create_socket, map_ring, setup_error, size_rings};
+use super::umem::{Inherited, Pool, QueuePlace, Umem};
 use crate::fallback::Fallback;
 use crate::sys::xdp::{
-    self as sys, RingKind, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
+    RingKind, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
 };
 
 /// Entries of the anchor's rx ring: the least a bound socket may have. It never receives.
@@ -65,28 +65,18 @@ impl Queue {
         multi_buffer: bool,
     ) -> Result<Queue> {
         let anchor = create_socket()?;
-        let setup = |what: &str, e| {
-            Error::from_errno(
-                format!("{what} of the AF_XDP queue socket for {iface} queue {queue}"),
-                e,
-                XSK_PRIVILEGE,
-                "",
-            )
-        };
+        let name = format!("the AF_XDP queue socket for {iface} queue {queue}");
+        let setup = |what: &str, e| setup_error(&name, what, e);
         if let Through::Register(_) = through {
             umem.register_on(anchor.as_fd())?;
         }
         let (fill_size, completion_size) = umem.ring_sizes();
-        for (kind, size) in [
+        let rings = [
             (RingKind::Rx, ANCHOR_RX_ENTRIES),
             (RingKind::Fill, fill_size),
             (RingKind::Completion, completion_size),
-        ] {
-            sys::set_ring_size(anchor.as_fd(), kind, size)
-                .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
-        }
-        let offsets =
-            sys::mmap_offsets(anchor.as_fd()).map_err(|e| setup("read ring offsets", e))?;
+        ];
+        let offsets = size_rings(anchor.as_fd(), &name, &rings)?;
         let fill = map_ring(anchor.as_fd(), RingKind::Fill, &offsets, fill_size)
             .map_err(|e| setup("map fill ring", e))?
             .map(Producer::new);

@@ -132,6 +132,25 @@ pub(super) fn map_ring<S: RingWord>(
     }
 }
 
+/// Sizes `rings` on the fresh AF_XDP socket `fd` (a ring of size 0 is left out) and reads where they
+/// map; a failure says which step failed on which socket (`socket`, e.g. "AF_XDP socket for veth0").
+pub(super) fn size_rings(
+    fd: BorrowedFd<'_>,
+    socket: &str,
+    rings: &[(RingKind, u32)],
+) -> Result<xdp_mmap_offsets> {
+    for &(kind, size) in rings.iter().filter(|(_, size)| *size > 0) {
+        sys::set_ring_size(fd, kind, size)
+            .map_err(|e| setup_error(socket, &format!("set {kind:?} ring size {size}"), e))?;
+    }
+    sys::mmap_offsets(fd).map_err(|e| setup_error(socket, "read ring offsets", e))
+}
+
+/// The error of setup step `what` of `socket`.
+pub(super) fn setup_error(socket: &str, what: &str, e: std::io::Error) -> Error {
+    Error::from_errno(format!("{what} of {socket}"), e, XSK_PRIVILEGE, "")
+}
+
 fn no_ring(ring: &str, iface: &str) -> Error {
     Error::usage(format!(
         "the AF_XDP socket on {iface} has no {ring} ring (SocketConfig::{ring}_size 0)"
@@ -249,24 +268,13 @@ impl Socket {
             }
         };
         let fd = create_socket()?;
-        let setup = |what: &str, e| {
-            Error::from_errno(
-                format!("{what} of AF_XDP socket for {iface}"),
-                e,
-                XSK_PRIVILEGE,
-                "",
-            )
-        };
-        for (kind, size) in [
+        let name = format!("AF_XDP socket for {iface}");
+        let setup = |what: &str, e| setup_error(&name, what, e);
+        let rings = [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
-        ] {
-            if size > 0 {
-                sys::set_ring_size(fd.as_fd(), kind, size)
-                    .map_err(|e| setup(&format!("set {kind:?} ring size {size}"), e))?;
-            }
-        }
-        let offsets = sys::mmap_offsets(fd.as_fd()).map_err(|e| setup("read ring offsets", e))?;
+        ];
+        let offsets = size_rings(fd.as_fd(), &name, &rings)?;
         let rx = map_ring(fd.as_fd(), RingKind::Rx, &offsets, config.rx_size)
             .map_err(|e| setup("map rx ring", e))?
             .map(Consumer::new);
