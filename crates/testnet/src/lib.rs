@@ -6,9 +6,9 @@
 //! behind is removed by [`sweep`], which runs before the first namespace of every process is created.
 //! Nothing is ever attached to an interface of the host's own namespace.
 //!
-//! It also holds what only zcnet's tests and benchmarks need: UDP frame builders ([`frame`]), the
-//! AF_PACKET sockets and rings AF_XDP is compared with ([`sys::packet`]; `sys` and the signal
-//! handler hold this crate's only `unsafe` code), and CPU placement ([`cpu`]).
+//! It also holds what only zcnet's tests and benchmarks need: UDP frame builders ([`frame`]) and CPU
+//! placement ([`cpu`]). (The AF_PACKET sockets and rings AF_XDP is compared with are zcnet's own,
+//! `zcnet::packet`.) The signal handler holds this crate's only `unsafe` code.
 //!
 //! Creating namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); tests call
 //! [`privileged`] first, which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands
@@ -24,7 +24,6 @@ mod netns;
 mod privilege;
 mod signals;
 mod sweep;
-pub mod sys;
 mod termination;
 mod veth;
 mod vsock_check;

@@ -29,8 +29,8 @@ use anyhow::{Context, Result};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
 use testnet::frame::{MIN_PAYLOAD, UDP_HEADERS, UdpFrame, udp_payload};
-use testnet::sys::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use testnet::{VethConfig, VethPair, cpu};
+use zcnet::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::live::{self, Ticker};
@@ -441,7 +441,8 @@ fn udp_receiver(ctx: &Ctx, run: &Run, forward: bool) -> Result<Received> {
         rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 4 << 20)?;
         Ok((s, udp_rcvbuf_errors()?))
     })?;
-    let mut batch = RecvBatch::new(args.batch as usize, 2048);
+    // One recvmmsg takes at most RecvBatch::MAX datagrams; --batch may ask more of AF_XDP's rings.
+    let mut batch = RecvBatch::new((args.batch as usize).min(RecvBatch::MAX), 2048)?;
     let packets = run.count_packets(ctx, || match batch.recv(socket.as_fd()) {
         Ok(n) if !forward => Ok(n as u64),
         Ok(n) => sent_unless_enobufs(batch.send(socket.as_fd(), n)),

@@ -64,6 +64,7 @@ pub mod aio;
 mod cost;
 mod fallback;
 pub mod ovs;
+pub mod packet;
 pub mod probe;
 pub mod rx;
 mod sys;

@@ -11,9 +11,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use testnet::frame::{UDP_HEADERS, udp_payload};
-use testnet::sys::packet;
 use testnet::{VethConfig, VethPair};
 use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
+use zcnet::packet;
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, Mode, Packet, Socket, SocketConfig, Umem, UmemConfig,
     interface_index,

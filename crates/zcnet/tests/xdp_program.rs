@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use testnet::VethPair;
 use testnet::frame::{UdpFrame, check_payload};
-use testnet::sys::packet;
+use zcnet::packet;
 use zcnet::xdp::{AttachMode, FrameMatch, ProgramKind, XdpProgram, interface_index};
 
 /// `ip -d link show IF` in the namespace that holds it.

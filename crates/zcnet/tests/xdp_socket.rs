@@ -12,8 +12,8 @@ mod xdp_common;
 
 use testnet::VethPair;
 use testnet::frame::{UdpFrame, swap_macs, udp_payload};
-use testnet::sys::packet;
 use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
+use zcnet::packet;
 use zcnet::xdp::{
     AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
     XdpLink, XdpProgram, interface_index, probe_zero_copy,

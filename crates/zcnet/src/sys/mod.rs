@@ -12,8 +12,8 @@
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
-//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (raw
-//! AF_PACKET sockets), `netlink`
+//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
+//! sockets and rings), `netlink`
 //! (generic netlink: netdev and the OVS families), `ovs` (Open vSwitch datapath UAPI), `link`
 //! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
