@@ -788,7 +788,12 @@ fn print_summary(rows: &[Row], common: &Common) {
     if !common.json {
         for row in rows {
             if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
-                report::emit(&format!("auto: {why}\n"));
+                // A sweep names the size each line is about.
+                let at = match row.get("size").and_then(Value::as_u64) {
+                    Some(size) if !common.sizes.is_empty() => format!(" at {}", sweep::human(size)),
+                    _ => String::new(),
+                };
+                report::emit(&format!("auto{at}: {why}\n"));
             }
         }
     }
