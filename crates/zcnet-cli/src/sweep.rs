@@ -226,7 +226,7 @@ pub fn finish(rows: &[Row], swept: &Swept<'_>, json: bool, plot: Option<&Path>) 
             ));
         } else {
             report::emit(&format!(
-                "{}: CPU per MB of zerocopy against copy at each size\n",
+                "{} (zerocopy's CPU per MB against copy's, size by size)\n",
                 c.sentence(several)
             ));
         }
