@@ -435,3 +435,63 @@ fn a_sweep_plot_renders_in_headless_chromium_as_a_picture() {
     assert!(near([31, 119, 180]), "no line of copy's colour");
     assert!(near([214, 39, 40]), "no line of zerocopy's colour");
 }
+
+/// A bad list is a usage error (exit status 2) naming `--sizes` and what is wrong with it, as the
+/// bench's single-size flag would be.
+#[test]
+fn bad_size_lists_say_what_is_wrong() {
+    let table: &[(&[&str], &str)] = &[
+        (
+            &["tcp", "--sizes", "1K", "--size", "4K"],
+            "'--sizes <SIZES>' cannot be used with '--size <SIZE>'",
+        ),
+        (
+            &["rx", "--sizes", "4K", "--write-kib", "4"],
+            "'--sizes <SIZES>' cannot be used with '--write-kib",
+        ),
+        (
+            &["vsock", "--sizes", "4K", "--buf-size", "4K"],
+            "'--sizes <SIZES>' cannot be used with '--buf-size",
+        ),
+        (
+            &["tcp", "--sizes", ""],
+            "invalid value '' for '--sizes <SIZES>'",
+        ),
+        (
+            &["tcp", "--sizes", "1K,0"],
+            "invalid value '0' for '--sizes <SIZES>': must be at least 1",
+        ),
+        (&["tcp", "--sizes", "1K,4K,1K"], "--sizes lists 1K twice"),
+        (
+            &["tcp", "--sizes", "1K,32M"],
+            "--sizes 33554432 is above the limit of 16777216",
+        ),
+        (
+            &["udp", "--gso", "1400", "--sizes", "1K,90000"],
+            "--sizes 90000 is above the limit of 89600",
+        ),
+        (
+            &["udp", "--sizes", "1K,65536"],
+            "--sizes 65536 is above the limit of 65507",
+        ),
+        (
+            &["rx", "--sizes", "1500"],
+            "--sizes 1500: the sender writes whole KiB",
+        ),
+        (
+            &["rx", "--sizes", "4K,128M"],
+            "--sizes 134217728 is above the limit of 67108864",
+        ),
+        (&["tcp", "--plot", "x.svg"], "--sizes <SIZES>"),
+    ];
+    for (args, says) in table {
+        let out = Command::new(ZCNET)
+            .arg("bench")
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
