@@ -354,6 +354,8 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "peer": peer.to_string(),
         "ip": if peer.is_ipv6() { "v6" } else { "v4" },
         "sender_mode": r.header.map(|h| h.mode_name()),
+        // The unit of the sender's pattern: its bytes per send (tcp) or per write (rx).
+        "size": r.header.map(|h| h.unit),
         "zcnet_header": r.header.is_some(),
         "bytes": r.bytes,
         "announced_bytes": r.header.map(|h| h.bytes).filter(|&b| b > 0),

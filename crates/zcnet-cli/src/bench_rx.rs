@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use crate::flags::UsageError;
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
+use crate::sweep::{self, Swept};
 use crate::wire::{self, Bench, Header};
 use crate::{bench_send, flags};
 
@@ -84,6 +86,25 @@ pub struct RxArgs {
     /// Bytes per write of the sender, in KiB.
     #[arg(long, default_value_t = 512, value_parser = flags::size)]
     write_kib: usize,
+    /// The sender's write sizes to sweep instead of one --write-kib, comma-separated, in bytes with
+    /// K and M suffixes (e.g. 4K,16K,64K,256K; whole KiB, at most 64M): every --mode receives --mib
+    /// written in pieces of every size, the order of the modes reversed from one size (and round)
+    /// to the next; a row per size and mode, then the size from which zerocopy costs less CPU per MB
+    /// than copy. The size is the sender's because the receiver's reads are the same whatever it is:
+    /// what changes with it is how the sender's pages land in the segments that arrive (a zero-copy
+    /// sender's pages map only when it writes whole pages). With --connect: one stream per --mode at
+    /// each size for --rounds rounds, to a --listen receiver with the same --mode.
+    #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["write_kib", "listen"])]
+    sizes: Vec<usize>,
+    /// With --sizes: draw Gbit/s and CPU per MB of the receiver against the size, a line per mode,
+    /// into FILE.svg (not with --connect: the receiver measures).
+    #[arg(
+        long,
+        value_name = "FILE.svg",
+        requires = "sizes",
+        conflicts_with = "connect"
+    )]
+    plot: Option<PathBuf>,
     /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
     #[arg(long, value_parser = flags::size)]
     window_kib: Option<usize>,
@@ -412,9 +433,14 @@ fn receiver_ticker(args: &RxArgs, mode: ModeArg, peer: Option<SocketAddr>) -> Ti
     Ticker::new(args.interval, label, args.json)
 }
 
-/// One connection: a sender process sends `--mib`; this thread receives it in `mode`. The sender
-/// is watched: one that stops or dies ends the run with its state and standard error.
-fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measured, SenderCounts)> {
+/// One connection: a sender process sends `--mib` in writes of `write` bytes (whole KiB); this
+/// thread receives it in `mode`. The sender is watched: one that stops or dies ends the run with its
+/// state and standard error.
+fn run_one(
+    args: &RxArgs,
+    path: &Path,
+    (mode, write): (ModeArg, usize),
+) -> anyhow::Result<(Measured, SenderCounts)> {
     let config = rx_config(args, mode);
     let total = mib_bytes(args.mib)?;
     let listener = path.listen(args.ipv6)?;
@@ -424,7 +450,7 @@ fn run_one(args: &RxArgs, path: &Path, mode: ModeArg) -> anyhow::Result<(Measure
         .arg(listener.local_addr()?.to_string())
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
-        .args(["--write-kib", &args.write_kib.to_string()])
+        .args(["--write-kib", &(write >> 10).to_string()])
         .args(args.timeouts.args());
     if args.apart.no_verify {
         command.arg("--no-verify");
@@ -521,12 +547,27 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
     })
 }
 
-/// `--connect`: connects, sends `--mib` (after the header unless `--raw`), reports its counts.
-fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
-    let total = mib_bytes(args.mib)?;
+/// `--connect`: connects, sends `--mib` (after the header unless `--raw`), reports its counts; with
+/// `--sizes`, one stream per `--mode` at each size of each round, in the sweep's order.
+fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
     let addr = bench_send::connect_addr(spec, args.ipv6)?;
+    if args.sizes.is_empty() {
+        return send_stream(args, addr, sizes[0]).map(drop);
+    }
+    for (_, size, modes) in sweep::schedule(args.rounds, sizes, &args.mode) {
+        for _ in modes {
+            if send_stream(args, addr, size)?.interrupted {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One stream of `--connect`: `--mib` in writes of `write` bytes, then its line of counts.
+fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<Sent> {
+    let total = mib_bytes(args.mib)?;
     let client = args.timeouts.connect(addr)?;
-    let write = args.write_kib << 10;
     let header = (!args.apart.raw).then_some(Header {
         bench: Bench::Rx,
         mode: match args.sender {
@@ -541,17 +582,18 @@ fn run_sender(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
     report::emit(&format!(
         "{}\n",
-        json!({"bytes": sent.bytes, "zerocopy_calls": sent.counts.zerocopy_calls,
+        json!({"role": "sender", "size": write, "bytes": sent.bytes,
+               "zerocopy_calls": sent.counts.zerocopy_calls,
                "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
                "stalled": sent.stalled})
     ));
-    if let Some(why) = sent.stalled {
+    if let Some(why) = &sent.stalled {
         bail!(
             "the stream stopped after {} of {total} bytes: {why}",
             sent.bytes
         );
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// `--listen`: streams side by side ([`bench_serve::serve`]), each received in the next `--mode` in
@@ -586,6 +628,7 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
 const LISTEN_COLUMNS: &[Column] = &[
     ("mode", "mode"),
     ("peer", "peer"),
+    ("size", "write size"),
     ("bytes", "bytes"),
     ("mapped_pct", "% mapped"),
     ("seconds", "seconds"),
@@ -597,13 +640,14 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("why", "why"),
 ];
 
-fn row(args: &RxArgs, path: &Path, mode: ModeArg, t: &Totals) -> Row {
+fn row(args: &RxArgs, path: &Path, (mode, size): (ModeArg, usize), t: &Totals) -> Row {
     let stats = &t.stats;
     let row = json!({
         "bench": "rx",
         "path": path.name(),
         "ip": if args.ipv6 { "v6" } else { "v4" },
         "mode": mode_name(mode),
+        "size": size,
         "sender_mode": sender_name(args.sender),
         "rounds": t.connections,
         "bytes": t.bytes,
@@ -645,11 +689,15 @@ fn sender_name(sender: SenderArg) -> &'static str {
     }
 }
 
-/// tcp_mmap's summary line for one row.
-fn tcp_mmap_line(row: &Row) -> String {
+/// tcp_mmap's summary line for one row (naming the sender's write size in a sweep).
+fn tcp_mmap_line(row: &Row, sweep: bool) -> String {
     let num = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let writes = match row.get("size").and_then(Value::as_u64) {
+        Some(size) if sweep => format!(" ({} writes)", sweep::human(size)),
+        _ => String::new(),
+    };
     format!(
-        "{} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
+        "{}{writes} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
          sys:{:.3}, {:.2} usec per MB, {} c-switches",
         row.get("mode").and_then(Value::as_str).unwrap_or("?"),
         num("bytes") / (1 << 20) as f64,
@@ -663,14 +711,32 @@ fn tcp_mmap_line(row: &Row) -> String {
     )
 }
 
-/// Runs every requested receive mode over one path and prints a row for each.
+/// Largest write of the sender: 64 MiB.
+const MAX_WRITE: u64 = 64 << 20;
+
+/// The sender's write sizes in bytes: `--sizes` (each whole KiB, as the sender takes them in
+/// `--write-kib`), or `--write-kib`'s.
+fn write_sizes(args: &RxArgs) -> anyhow::Result<Vec<usize>> {
+    let single = (args.write_kib << 10, "--write-kib");
+    sweep::sizes(&args.sizes, single, |flag, bytes| {
+        if flag == "--write-kib" {
+            let kib = (bytes >> 10) as u64;
+            return flags::at_most(flag, kib, MAX_WRITE >> 10, "64 MiB per write");
+        }
+        if bytes % 1024 != 0 {
+            return Err(UsageError(format!(
+                "{flag} {bytes}: the sender writes whole KiB (as --write-kib takes them)"
+            ))
+            .into());
+        }
+        flags::at_most(flag, bytes as u64, MAX_WRITE, "64 MiB per write")
+    })
+}
+
+/// Runs every requested receive mode over one path (at every size of `--sizes`) and prints a row
+/// for each.
 pub fn run(args: RxArgs) -> anyhow::Result<()> {
-    flags::at_most(
-        "--write-kib",
-        args.write_kib as u64,
-        64 << 10,
-        "64 MiB per write",
-    )?;
+    let sizes = write_sizes(&args)?;
     mib_bytes(args.mib)?;
     if let Some(kib) = args.rcvlowat_kib {
         flags::at_most("--rcvlowat-kib", kib as u64, 1 << 20, "1 GiB")?;
@@ -680,7 +746,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     }
     if let Some(spec) = &args.connect {
         live::watch_interrupts()?;
-        return run_sender(&args, spec);
+        return run_sender(&args, spec, &sizes);
     }
     if let Some(spec) = &args.listen {
         live::watch_interrupts()?;
@@ -701,26 +767,31 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     };
     // After the veth harness, whose own Ctrl-C handler this replaces (see bench_send::run_tcp).
     live::watch_interrupts()?;
-    // Modes alternate within each round, so that a noisy neighbour hits them alike.
-    let mut totals: Vec<Totals> = args.mode.iter().map(|_| Totals::default()).collect();
-    for _ in 0..args.rounds.max(1) {
-        for (&mode, total) in args.mode.iter().zip(&mut totals) {
-            let (measured, sent) = run_one(&args, &path, mode)?;
-            total.add(measured, sent);
+    // The order of the modes alternates from one round (and size) to the next, so that a noisy
+    // neighbour hits them alike.
+    let mut totals: Vec<((usize, ModeArg), Totals)> = sizes
+        .iter()
+        .flat_map(|&size| {
+            args.mode
+                .iter()
+                .map(move |&mode| ((size, mode), Totals::default()))
+        })
+        .collect();
+    'sweep: for (_, size, modes) in sweep::schedule(args.rounds, &sizes, &args.mode) {
+        for mode in modes {
+            let (measured, sent) = run_one(&args, &path, (mode, size))?;
+            if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, mode)) {
+                total.add(measured, sent);
+            }
             if live::interrupted() {
-                break;
+                break 'sweep;
             }
         }
-        if live::interrupted() {
-            break;
-        }
     }
-    let rows: Vec<Row> = args
-        .mode
+    let rows: Vec<Row> = totals
         .iter()
-        .zip(&totals)
         .filter(|(_, t)| t.connections > 0)
-        .map(|(&mode, t)| row(&args, &path, mode, t))
+        .map(|&((size, mode), ref t)| row(&args, &path, (mode, size), t))
         .collect();
     print_rows(
         &rows,
@@ -728,6 +799,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             ("path", "path"),
             ("mode", "mode"),
             ("sender_mode", "sender"),
+            ("size", "write size"),
             ("bytes", "bytes"),
             ("mapped_pct", "% mapped"),
             ("seconds", "seconds"),
@@ -742,8 +814,16 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     );
     if !args.json {
         for row in &rows {
-            report::emit(&format!("{}\n", tcp_mmap_line(row)));
+            report::emit(&format!("{}\n", tcp_mmap_line(row, !args.sizes.is_empty())));
         }
+    }
+    if !args.sizes.is_empty() {
+        let swept = Swept {
+            bench: "rx",
+            path: path.name(),
+            size_means: "bytes per write of the sender",
+        };
+        sweep::finish(&rows, &swept, args.json, args.plot.as_deref())?;
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
 };
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,6 +38,7 @@ use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
+use crate::sweep::{self, Swept};
 use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches.
@@ -45,6 +47,16 @@ struct Common {
     /// Bytes per send call (K, M suffixes allowed).
     #[arg(long, value_parser = flags::size)]
     size: Option<usize>,
+    /// Send sizes to sweep instead of one --size, comma-separated (e.g. 1K,4K,16K,64K,256K): every
+    /// --mode runs at every size, the order of the modes reversed from one size (and round) to the
+    /// next; a row per size and mode, then the size from which zerocopy costs less CPU per MB than
+    /// copy. Each size is the bytes of one send, within --size's limits (udp --gso: the bytes of one
+    /// send, cut into --gso segments, the last one shorter; at most 64 segments and 65507 bytes).
+    #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["size", "listen"])]
+    sizes: Vec<usize>,
+    /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
+    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
+    plot: Option<PathBuf>,
     /// Seconds each mode runs.
     #[arg(long, default_value_t = 2.0, value_parser = flags::duration)]
     duration: f64,
@@ -627,19 +639,19 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
     }
 }
 
-/// Every (round, mode, api) in the order they run: `--mode`'s order, reversed on even rounds, so that
-/// a noisy neighbour hits every mode alike; the APIs of each mode side by side.
-fn schedule(common: &Common) -> Vec<(u32, Mode, Api)> {
-    (1..=common.rounds)
-        .flat_map(|round| {
-            let mut modes = common.mode.clone();
-            if round % 2 == 0 {
-                modes.reverse();
-            }
+/// Every (round, size, mode, api) in the order they run: the [`sweep::schedule`] of `sizes` (one
+/// size: `--mode`'s order, reversed on even rounds), so that a noisy neighbour hits every mode alike;
+/// the APIs of each mode side by side.
+fn schedule(common: &Common, sizes: &[usize]) -> Vec<(u32, usize, Mode, Api)> {
+    sweep::schedule(common.rounds, sizes, &common.mode)
+        .into_iter()
+        .flat_map(|(round, size, modes)| {
             let apis = common.api.clone();
-            modes
-                .into_iter()
-                .flat_map(move |mode| apis.clone().into_iter().map(move |api| (round, mode, api)))
+            modes.into_iter().flat_map(move |mode| {
+                apis.clone()
+                    .into_iter()
+                    .map(move |api| (round, size, mode, api))
+            })
         })
         .collect()
 }
@@ -647,10 +659,10 @@ fn schedule(common: &Common) -> Vec<(u32, Mode, Api)> {
 /// The totals over every round of each api and mode, and auto against the better of copy and
 /// zerocopy of the same api.
 fn totals(rows: &[Row]) -> Vec<Row> {
-    let mut groups: Vec<(&Value, &str)> = Vec::new();
+    let mut groups: Vec<(&Value, &str, &Value)> = Vec::new();
     for row in rows {
         if let Some(mode) = row.get("mode").and_then(Value::as_str) {
-            let group = (&row["api"], mode);
+            let group = (&row["api"], mode, &row["size"]);
             if !groups.contains(&group) {
                 groups.push(group);
             }
@@ -659,10 +671,10 @@ fn totals(rows: &[Row]) -> Vec<Row> {
     let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     let mut out: Vec<Row> = groups
         .iter()
-        .map(|&(api, mode)| {
+        .map(|&(api, mode, size)| {
             let of_group = rows
                 .iter()
-                .filter(|r| r["api"] == *api && r["mode"] == mode);
+                .filter(|r| r["api"] == *api && r["mode"] == mode && r["size"] == *size);
             let (mut bytes, mut seconds, mut cpu) = (0.0, 0.0, 0.0);
             for r in of_group {
                 bytes += num(r, "bytes");
@@ -675,6 +687,7 @@ fn totals(rows: &[Row]) -> Vec<Row> {
                 "path": rows[0]["path"],
                 "api": api,
                 "mode": mode,
+                "size": size,
                 "bytes": bytes as u64,
                 "seconds": seconds,
                 "gbit_per_s": if seconds > 0.0 { bytes * 8.0 / seconds / 1e9 } else { 0.0 },
@@ -683,8 +696,11 @@ fn totals(rows: &[Row]) -> Vec<Row> {
         })
         .collect();
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-    for (api, _) in groups.iter().filter(|(_, mode)| *mode == "auto") {
-        let total = |m: &str| out.iter().find(|r| r["api"] == **api && r["mode"] == m);
+    for (api, _, size) in groups.iter().filter(|(_, mode, _)| *mode == "auto") {
+        let total = |m: &str| {
+            out.iter()
+                .find(|r| r["api"] == **api && r["mode"] == m && r["size"] == **size)
+        };
         let (Some(auto), Some(copy), Some(zc)) = (total("auto"), total("copy"), total("zerocopy"))
         else {
             continue;
@@ -693,10 +709,10 @@ fn totals(rows: &[Row]) -> Vec<Row> {
         let best_cost = num(copy, "cpu_us_per_mb").min(num(zc, "cpu_us_per_mb"));
         let vs_best_gbit = ratio(num(auto, "gbit_per_s"), best_rate);
         let vs_best_cpu = ratio(num(auto, "cpu_us_per_mb"), best_cost);
-        let (rate, cost) = auto_vs_best_per_round(rows, api);
+        let (rate, cost) = auto_vs_best_per_round(rows, api, size);
         let row = out
             .iter_mut()
-            .find(|r| r["api"] == **api && r["mode"] == "auto")
+            .find(|r| r["api"] == **api && r["mode"] == "auto" && r["size"] == **size)
             .expect("found above");
         row.insert("auto_vs_best_gbit".into(), json!(vs_best_gbit));
         row.insert("auto_vs_best_cpu".into(), json!(vs_best_cpu));
@@ -706,18 +722,21 @@ fn totals(rows: &[Row]) -> Vec<Row> {
     out
 }
 
-/// Auto rows of `api` against the better of copy and zerocopy of the same round and api, round by
-/// round: its throughput over the higher one, its CPU per MB over the lower one.
-fn auto_vs_best_per_round(rows: &[Row], api: &Value) -> (Vec<f64>, Vec<f64>) {
+/// Auto rows of `api` and `size` against the better of copy and zerocopy of the same round, api and
+/// size, round by round: its throughput over the higher one, its CPU per MB over the lower one.
+fn auto_vs_best_per_round(rows: &[Row], api: &Value, size: &Value) -> (Vec<f64>, Vec<f64>) {
     let num = |row: &Row, key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     let (mut rate, mut cost) = (Vec::new(), Vec::new());
     for auto in rows
         .iter()
-        .filter(|r| r["mode"] == "auto" && r["api"] == *api)
+        .filter(|r| r["mode"] == "auto" && r["api"] == *api && r["size"] == *size)
     {
         let of = |mode: &str| {
             rows.iter().find(|r| {
-                r["mode"] == mode && r.get("round") == auto.get("round") && r["api"] == auto["api"]
+                r["mode"] == mode
+                    && r.get("round") == auto.get("round")
+                    && r["api"] == auto["api"]
+                    && r["size"] == auto["size"]
             })
         };
         let (Some(copy), Some(zc)) = (of("copy"), of("zerocopy")) else {
@@ -748,6 +767,7 @@ const TOTAL_COLUMNS: &[Column] = &[
     ("path", "path"),
     ("api", "api"),
     ("mode", "total of rounds"),
+    ("size", "size"),
     ("bytes", "bytes"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
@@ -768,7 +788,12 @@ fn print_summary(rows: &[Row], common: &Common) {
     if !common.json {
         for row in rows {
             if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
-                report::emit(&format!("auto: {why}\n"));
+                // A sweep names the size each line is about.
+                let at = match row.get("size").and_then(Value::as_u64) {
+                    Some(size) if !common.sizes.is_empty() => format!(" at {}", sweep::human(size)),
+                    _ => String::new(),
+                };
+                report::emit(&format!("auto{at}: {why}\n"));
             }
         }
     }
@@ -793,13 +818,17 @@ fn stalled(row: &Row) -> Option<&str> {
     row.get("stalled").and_then(Value::as_str)
 }
 
-/// Runs `one_run` for every (round, mode, api) of the [`schedule`], stopping after a run that was
-/// interrupted or stalled, and prints the summary of the rows (each with its round); a stalled run
-/// then fails the bench with what was seen.
-fn run_rounds(common: &Common, mut one_run: impl FnMut(Mode, Api) -> Result<Row>) -> Result<()> {
+/// Runs `one_run` for every (round, size, mode, api) of the [`schedule`] of `sizes`, stopping after a
+/// run that was interrupted or stalled, and prints the summary of the rows (each with its round) —
+/// with `--sizes`, then the crossover and the `--plot`; a stalled run then fails the bench with what
+/// was seen.
+fn run_rounds(
+    (common, bench, sizes): (&Common, &str, &[usize]),
+    mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
+) -> Result<()> {
     let mut rows = Vec::new();
-    for (round, mode, api) in schedule(common) {
-        let mut row = one_run(mode, api)?;
+    for (round, size, mode, api) in schedule(common, sizes) {
+        let mut row = one_run(size, mode, api)?;
         row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row) || stalled(&row).is_some();
         rows.push(row);
@@ -808,6 +837,15 @@ fn run_rounds(common: &Common, mut one_run: impl FnMut(Mode, Api) -> Result<Row>
         }
     }
     print_summary(&rows, common);
+    if !common.sizes.is_empty() {
+        let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
+        let swept = Swept {
+            bench,
+            path,
+            size_means: "bytes per send",
+        };
+        sweep::finish(&rows, &swept, common.json, common.plot.as_deref())?;
+    }
     if let Some(row) = rows.last()
         && let Some(why) = stalled(row)
     {
@@ -844,25 +882,27 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     if let Some(addr) = receiver_role(common)? {
         return listen_tcp(addr, common, &args.serve);
     }
-    let size = common.size.unwrap_or(64 << 10);
-    flags::at_most(
-        "--size",
-        size as u64,
-        MAX_TCP_SIZE,
-        "the bench keeps 64 buffers of --size",
-    )?;
+    let single = (common.size.unwrap_or(64 << 10), "--size");
+    let sizes = sweep::sizes(&common.sizes, single, |flag, size| {
+        flags::at_most(
+            flag,
+            size as u64,
+            MAX_TCP_SIZE,
+            "the bench keeps 64 buffers of a send's size",
+        )
+    })?;
     let timeouts = &args.timeouts;
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
-        return run_rounds(common, |mode, api| {
+        return run_rounds((common, "tcp", &sizes), |size, mode, api| {
             let stream = timeouts.connect(addr)?;
             send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
         });
     }
     let net = Net::new(common, false)?;
     live::watch_interrupts()?;
-    run_rounds(common, |mode, api| {
+    run_rounds((common, "tcp", &sizes), |size, mode, api| {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
         let sent = net
@@ -1027,51 +1067,54 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     if let Some(addr) = receiver_role(common)? {
         return listen_udp(addr, common);
     }
-    let size = common.size.unwrap_or(match args.gso {
+    let single = common.size.unwrap_or(match args.gso {
         Some(seg) => usize::from(seg) * 40,
         None => 1400,
     });
-    let unit = match args.gso {
-        Some(seg) => {
+    // The bytes of each datagram: a GSO segment, or the whole send.
+    let unit = |size: usize| args.gso.map_or(size, usize::from);
+    let sizes = sweep::sizes(&common.sizes, (single, "--size"), |flag, size| {
+        if let Some(seg) = args.gso {
             flags::at_most(
-                "--size",
+                flag,
                 size as u64,
                 u64::from(seg) * MAX_GSO_SEGMENTS,
                 "one GSO send carries at most 64 segments of --gso",
             )?;
-            usize::from(seg)
         }
-        None => size,
-    };
-    flags::at_most(
-        "--size",
-        size as u64,
-        MAX_UDP_PAYLOAD,
-        "the largest UDP payload",
-    )?;
-    if unit < wire::SEQ_LEN && !common.apart.raw {
-        return Err(UsageError(format!(
-            "--size {unit}: each datagram carries its {}-byte sequence number (or use --raw)",
-            wire::SEQ_LEN
-        ))
-        .into());
-    }
+        flags::at_most(
+            flag,
+            size as u64,
+            MAX_UDP_PAYLOAD,
+            "the largest UDP payload",
+        )?;
+        if unit(size) < wire::SEQ_LEN && !common.apart.raw {
+            return Err(UsageError(format!(
+                "{flag} {}: each datagram carries its {}-byte sequence number (or use --raw)",
+                unit(size),
+                wire::SEQ_LEN
+            ))
+            .into());
+        }
+        Ok(())
+    })?;
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
-        return run_rounds(common, |mode, api| {
+        return run_rounds((common, "udp", &sizes), |size, mode, api| {
             let bind: SocketAddr = match dest {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            send_udp(socket, dest, "remote", (mode, api), size, unit, &args)
+            send_udp(socket, dest, "remote", (mode, api), size, unit(size), &args)
         });
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
     let mut shortfalls = Vec::new();
-    run_rounds(common, |mode, api| {
+    run_rounds((common, "udp", &sizes), |size, mode, api| {
+        let unit = unit(size);
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -1209,8 +1252,8 @@ mod tests {
 
     fn run(round: u32, mode: &str, gbit: f64, cpu: f64) -> Row {
         object(
-            json!({"round": round, "api": "sendmsg", "mode": mode, "gbit_per_s": gbit,
-                      "cpu_us_per_mb": cpu}),
+            json!({"round": round, "api": "sendmsg", "mode": mode, "size": 1024,
+                      "gbit_per_s": gbit, "cpu_us_per_mb": cpu}),
         )
     }
 
@@ -1226,7 +1269,7 @@ mod tests {
             // A round cut short (Ctrl-C) before copy and zerocopy ran is left out.
             run(3, "auto", 1.0, 1000.0),
         ];
-        let (rate, cost) = auto_vs_best_per_round(&rows, &json!("sendmsg"));
+        let (rate, cost) = auto_vs_best_per_round(&rows, &json!("sendmsg"), &json!(1024));
         assert_eq!(rate, vec![0.9, 1.5]);
         assert_eq!(cost, vec![1.1, 0.9]);
         assert_eq!(median(rate), Some(1.2));

@@ -11,6 +11,7 @@
 //! loopback transport (the `vsock_loopback` module): where there is none it fails before connecting.
 
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,7 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::sweep::{self, Swept};
 
 /// Buffers in the send pool: enough to keep the sender busy while completions are on their way.
 const POOL_BUFFERS: usize = 16;
@@ -46,6 +48,16 @@ pub struct VsockArgs {
     /// sizes run one after the other.
     #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K")]
     buf_size: Vec<u64>,
+    /// Buffer sizes to sweep, comma-separated (e.g. 4K,16K,64K,256K; at most 1G): bytes per send() as
+    /// --buf-size, every --mode at every size with the order of the modes reversed from one size to
+    /// the next; a row per size and mode, then the size from which zerocopy costs less CPU per MB
+    /// than copy.
+    #[arg(long, value_delimiter = ',', value_parser = crate::flags::size, conflicts_with_all = ["buf_size", "listen"])]
+    sizes: Vec<usize>,
+    /// With --sizes: draw Gbit/s and CPU per MB of the sender against the size, a line per mode,
+    /// into FILE.svg.
+    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
+    plot: Option<PathBuf>,
     /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
     #[arg(long, value_parser = crate::flags::count64, default_value = "16M")]
     bytes: u64,
@@ -112,6 +124,14 @@ pub fn run(args: VsockArgs) -> Result<()> {
     if args.listen {
         return listen(&args, ty);
     }
+    let sizes = if args.sizes.is_empty() {
+        args.buf_size
+            .iter()
+            .map(|&b| usize::try_from(b).context("--buf-size does not fit in memory"))
+            .collect::<Result<Vec<usize>>>()?
+    } else {
+        sweep::sizes(&args.sizes, (0, "--buf-size"), |_, _| Ok(()))?
+    };
     if args.sender.is_none() {
         vsock::loopback_available().map_err(|reason| {
             anyhow::anyhow!(
@@ -132,22 +152,28 @@ pub fn run(args: VsockArgs) -> Result<()> {
     // that needs cleaning up and may be blocked in accept.
     crate::live::watch_interrupts()?;
     let mut rows = Vec::new();
-    for &buf_size in &args.buf_size {
-        let size = usize::try_from(buf_size).context("--buf-size does not fit in memory")?;
-        for &mode in &args.mode {
+    // The order of the modes alternates from one size to the next (see sweep::schedule).
+    'sweep: for (_, size, modes) in sweep::schedule(1, &sizes, &args.mode) {
+        for mode in modes {
             let mut row = run_one(ty, mode, size, &args)
                 .with_context(|| format!("vsock {} {size}-byte sends", mode.name()))?;
             row.insert("emulated_cpu".into(), Value::Bool(emulated));
             rows.push(row);
             if crate::live::interrupted() {
-                break;
+                break 'sweep;
             }
-        }
-        if crate::live::interrupted() {
-            break;
         }
     }
     print_rows(&rows, COLUMNS, args.json);
+    if !args.sizes.is_empty() {
+        let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
+        let swept = Swept {
+            bench: "vsock",
+            path,
+            size_means: "bytes per send",
+        };
+        sweep::finish(&rows, &swept, args.json, args.plot.as_deref())?;
+    }
     Ok(())
 }
 
@@ -331,6 +357,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "type": type_name(ty),
         "mode": mode.name(),
         "buf_size": size,
+        "size": size,
         "vsk_size": args.vsk_size,
         "bytes": sent.bytes,
         "seconds": sent.seconds,

@@ -57,6 +57,36 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "upcall", "--interval", "nan"], "--interval"),
     (&["xdp", "txpush", "--iface", "lo", "--size", "0"], "--size"),
     (&["xdp", "rxdrop", "--iface", "lo", "--queue=-1"], "--queue"),
+    // Size sweeps: each size bounded as the bench's single size is, no size twice, and not with the
+    // single-size flag.
+    (&["bench", "tcp", "--sizes", "0"], "--sizes"),
+    (&["bench", "tcp", "--sizes", ""], "--sizes"),
+    (&["bench", "tcp", "--sizes", "1K,,4K"], "--sizes"),
+    (&["bench", "tcp", "--sizes", "1K,4K,1K"], "--sizes"),
+    (&["bench", "tcp", "--sizes", "1K,32M"], "--sizes"),
+    (
+        &["bench", "tcp", "--sizes", "1K", "--size", "4K"],
+        "--sizes",
+    ),
+    (&["bench", "tcp", "--plot", "x.svg"], "--sizes"),
+    (&["bench", "udp", "--sizes", "1K,70000"], "--sizes"),
+    (&["bench", "udp", "--sizes", "4,1K"], "--sizes"),
+    (
+        &["bench", "udp", "--gso", "1400", "--sizes", "1K,90000"],
+        "--sizes",
+    ),
+    (&["bench", "rx", "--sizes", "1500"], "--sizes"),
+    (&["bench", "rx", "--sizes", "128M"], "--sizes"),
+    (
+        &["bench", "rx", "--sizes", "4K", "--write-kib", "4"],
+        "--sizes",
+    ),
+    (
+        &["bench", "vsock", "--sizes", "4K", "--buf-size", "4K"],
+        "--sizes",
+    ),
+    (&["bench", "vsock", "--sizes", "4K,4K"], "--sizes"),
+    (&["bench", "vsock", "--sizes", "2G"], "--sizes"),
     // Negative values given as a separate word: the value's parser names the flag.
     (&["bench", "tcp", "--size", "-1"], "--size"),
     (&["bench", "tcp", "--duration", "-5"], "--duration"),
