@@ -63,6 +63,10 @@ pub struct BenchXdpArgs {
     /// 10 ms.
     #[arg(long, default_value_t = 1000, value_parser = crate::flags::coalesce_us)]
     pub coalesce_us: u64,
+    /// Paths to run, in this order (comma-separated names of the rows' `path`, e.g.
+    /// tpacket_v3,af_xdp) [default: every path of each --app].
+    #[arg(long = "path", value_delimiter = ',')]
+    pub paths: Vec<String>,
     /// How the generator's frames reach the receiving interface.
     #[arg(long, value_enum, default_value_t = Feed::Xdp)]
     pub feed: Feed,
@@ -602,6 +606,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
             ],
             BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
         };
+        let paths = chosen(paths, &args.paths)?;
         // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
         let _sink = match app {
             BenchApp::Rxdrop => None,
@@ -643,6 +648,31 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         print_receiver_ratio(&rows, args.feed);
     }
     Ok(())
+}
+
+/// The paths of `--path`, in its order (all of `paths` without it); a name that is not among them is a
+/// usage error.
+fn chosen<'a>(paths: Vec<(&'a str, Path)>, names: &[String]) -> Result<Vec<(&'a str, Path)>> {
+    if names.is_empty() {
+        return Ok(paths);
+    }
+    names
+        .iter()
+        .map(|name| {
+            paths
+                .iter()
+                .find(|(n, _)| *n == name.as_str())
+                .copied()
+                .ok_or_else(|| {
+                    let known: Vec<&str> = paths.iter().map(|(n, _)| *n).collect();
+                    crate::flags::UsageError(format!(
+                        "--path {name}: not a path of this app (its paths: {})",
+                        known.join(", ")
+                    ))
+                    .into()
+                })
+        })
+        .collect()
 }
 
 /// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.
