@@ -479,8 +479,8 @@ fn xdp_why(rows: &[Row], c: &Comparison) -> String {
         }
     };
     format!(
-        "{how}; CPU time of the receiving threads (application, NAPI, ksoftirqd) per packet, at \
-         {:.3} Mpps against {:.3} (the one-core generator sets the rate)",
+        "{how}; CPU time of the receiving threads (application, NAPI, ksoftirqd) per packet, \
+         received at {:.3} Mpps against {:.3} from a generator on the other CPU",
         mpps(c.zerocopy),
         mpps(c.copy)
     )
@@ -501,6 +501,39 @@ mod tests {
             Some("EACCES")
         );
         assert_eq!(errno_in("the bench did not report in time"), None);
+    }
+
+    /// The `zcnet …` commands of `text`: each backquoted one, or the part of a shell line from
+    /// `zcnet` to the next `;`.
+    fn commands_in(text: &str) -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter_map(|quoted| {
+                let from = quoted.find("zcnet ")?;
+                Some(quoted[from..].split(';').next()?.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_command_a_path_names_is_one_zcnet_takes() {
+        use clap::Parser;
+        for spec in PATHS {
+            let mut commands: Vec<String> = spec.runs.iter().map(|r| command_line(r)).collect();
+            let remote = commands_in(spec.remote.1);
+            assert!(!remote.is_empty(), "{}", spec.name);
+            commands.extend(remote);
+            for command in commands {
+                let args = command
+                    .split_whitespace()
+                    .map(|a| a.replace("PEER", "192.0.2.1").replace("HOST", "192.0.2.2"))
+                    .map(|a| a.replace("IFACE", "eth9"));
+                if let Err(e) = crate::Cli::try_parse_from(args) {
+                    panic!("{}: {command}: {e}", spec.name);
+                }
+            }
+        }
     }
 
     #[test]
