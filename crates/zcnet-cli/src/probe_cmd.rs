@@ -43,7 +43,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let findings = probe(&opts);
     let rows: Vec<Row> = findings.iter().map(row).collect();
-    let measured = args.measure.then(crate::probe_measure::run);
+    let measured = args.measure.then(crate::probe_measure::run).transpose()?;
     if args.json {
         let kernel = findings
             .iter()

@@ -13,6 +13,7 @@ use rustix::thread::{CapabilitySet, capabilities};
 use serde_json::{Value, json};
 
 use crate::child::Watched;
+use crate::live;
 use crate::measure_verdict::{Comparison, MARGIN_PCT, PER_MB};
 use crate::report::{Row, outln};
 
@@ -156,6 +157,8 @@ enum Unmeasured {
     },
     /// The runs gave no rows of one of the two modes.
     NoRows { command: String },
+    /// Ctrl-C (SIGINT or SIGTERM) stopped the probe before or during this path.
+    Interrupted,
 }
 
 impl Unmeasured {
@@ -173,6 +176,7 @@ impl Unmeasured {
                 "remedy": self.remedy(),
             }),
             Unmeasured::NoRows { .. } => json!({"kind": "no_rows", "remedy": self.remedy()}),
+            Unmeasured::Interrupted => json!({"kind": "interrupted", "remedy": self.remedy()}),
         }
     }
 
@@ -185,6 +189,7 @@ impl Unmeasured {
             Unmeasured::Failed { command, .. } | Unmeasured::NoRows { command } => {
                 format!("run `{command}` alone to see its whole output")
             }
+            Unmeasured::Interrupted => "run `zcnet probe --measure` again".into(),
         }
     }
 
@@ -198,6 +203,7 @@ impl Unmeasured {
             } => format!("{errno}: {error}"),
             Unmeasured::Failed { error, .. } => error.clone(),
             Unmeasured::NoRows { .. } => "the bench reported no rows of one of the modes".into(),
+            Unmeasured::Interrupted => "interrupted".into(),
         };
         format!("not measured: {what}; {}", self.remedy())
     }
@@ -296,7 +302,18 @@ fn measure(spec: &PathSpec) -> Value {
             return Err(Unmeasured::Capabilities(lacking));
         }
         for (i, args) in spec.runs.iter().enumerate() {
+            if live::interrupted() {
+                return Err(Unmeasured::Interrupted);
+            }
             rows.extend(bench_rows(args, i + 1)?);
+        }
+        // A run cut short by Ctrl-C (which reaches the bench too) measured less than its time.
+        if live::interrupted()
+            || rows
+                .iter()
+                .any(|r| r.get("interrupted") == Some(&json!(true)))
+        {
+            return Err(Unmeasured::Interrupted);
         }
         spec.compare.verdict(&rows).ok_or(Unmeasured::NoRows {
             command: commands.join("; "),
@@ -335,15 +352,32 @@ fn measure(spec: &PathSpec) -> Value {
     })
 }
 
-/// Measures every path, one after another (never two at once: they would share the CPUs).
-pub fn run() -> Value {
+/// Measures every path, one after another (never two at once: they would share the CPUs). Ctrl-C
+/// (SIGINT, SIGTERM) ends the path that runs and leaves the rest unmeasured, each saying so.
+pub fn run() -> anyhow::Result<Value> {
+    live::watch_interrupts()?;
     let start = Instant::now();
-    let paths: Vec<Value> = PATHS.iter().map(measure).collect();
-    json!({
+    let paths: Vec<Value> = PATHS
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            // On standard error, so that standard output stays one table or one JSON object.
+            if !live::interrupted() {
+                eprintln!(
+                    "zcnet: measuring {} ({} of {})",
+                    spec.name,
+                    i + 1,
+                    PATHS.len()
+                );
+            }
+            measure(spec)
+        })
+        .collect();
+    Ok(json!({
         "margin_pct": MARGIN_PCT,
         "seconds": start.elapsed().as_secs_f64(),
         "paths": paths,
-    })
+    }))
 }
 
 /// Prints the verdicts of [`run`] for people.

@@ -4,8 +4,8 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -238,4 +238,41 @@ fn without_capabilities_the_root_only_paths_name_what_they_lack() {
         assert_eq!(p["measured"], true, "{p}");
         check_verdict(p);
     }
+}
+
+#[test]
+fn ctrl_c_ends_the_measure_and_every_path_left_says_so() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(ZCNET)
+        .args(["probe", "--measure", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zcnet probe --measure");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("zcnet: measuring tcp_send") {
+        line.clear();
+        let n = stderr.read_line(&mut line).expect("read standard error");
+        assert!(n > 0, "the probe ended before measuring");
+    }
+    // Only the probe gets the signal (a terminal's Ctrl-C would reach its bench too): the bench
+    // that runs ends in its time, and the probe then stops.
+    common::sigint(&child);
+    let mut rest = String::new();
+    stderr
+        .read_to_string(&mut rest)
+        .expect("read standard error");
+    let out = child.wait_with_output().expect("wait");
+    common::succeeded(&out, "the interrupted probe");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let first = path(&report, "tcp_send");
+    assert_eq!(first["not_measured"]["kind"], "interrupted", "{first}");
+    for name in PATHS {
+        let p = path(&report, name);
+        check_unmeasured(p);
+        let kind = text(&p["not_measured"], "kind");
+        assert!(["interrupted", "capability"].contains(&kind), "{p}");
+    }
+    assert!(!rest.contains("measuring tcp_receive"), "{rest}");
 }
