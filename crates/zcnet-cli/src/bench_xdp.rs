@@ -556,6 +556,9 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ))
         .into());
     }
+    for app in &args.app {
+        chosen(app_paths(*app), &args.paths)?;
+    }
     let pair = VethPair::new(VethConfig {
         queues: 1,
         ..VethConfig::default()
@@ -593,20 +596,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     };
     let mut rows = Vec::new();
     for app in &args.app {
-        let paths: Vec<(&str, Path)> = match app {
-            BenchApp::Rxdrop => vec![
-                ("af_xdp", af_xdp),
-                ("tpacket_v3", tpacket_v3),
-                ("recvmmsg", recvmmsg),
-            ],
-            BenchApp::Txpush => vec![
-                ("af_xdp", af_xdp_txpush),
-                ("af_packet_tx_ring", tx_ring),
-                ("sendmmsg", sendmmsg),
-            ],
-            BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
-        };
-        let paths = chosen(paths, &args.paths)?;
+        let paths = chosen(app_paths(*app), &args.paths)?;
         // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
         let _sink = match app {
             BenchApp::Rxdrop => None,
@@ -648,6 +638,23 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         print_receiver_ratio(&rows, args.feed);
     }
     Ok(())
+}
+
+/// The paths `app` compares, by name.
+fn app_paths(app: BenchApp) -> Vec<(&'static str, Path)> {
+    match app {
+        BenchApp::Rxdrop => vec![
+            ("af_xdp", af_xdp),
+            ("tpacket_v3", tpacket_v3),
+            ("recvmmsg", recvmmsg),
+        ],
+        BenchApp::Txpush => vec![
+            ("af_xdp", af_xdp_txpush),
+            ("af_packet_tx_ring", tx_ring),
+            ("sendmmsg", sendmmsg),
+        ],
+        BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
+    }
 }
 
 /// The paths of `--path`, in its order (all of `paths` without it); a name that is not among them is a
