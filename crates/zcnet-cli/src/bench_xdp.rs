@@ -63,6 +63,10 @@ pub struct BenchXdpArgs {
     /// 10 ms.
     #[arg(long, default_value_t = 1000, value_parser = crate::flags::coalesce_us)]
     pub coalesce_us: u64,
+    /// Paths to run, in this order (comma-separated names of the rows' `path`, e.g.
+    /// tpacket_v3,af_xdp) [default: every path of each --app].
+    #[arg(long = "path", value_delimiter = ',')]
+    pub paths: Vec<String>,
     /// How the generator's frames reach the receiving interface.
     #[arg(long, value_enum, default_value_t = Feed::Xdp)]
     pub feed: Feed,
@@ -553,6 +557,9 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         ))
         .into());
     }
+    for app in &args.app {
+        chosen(app_paths(*app), &args.paths)?;
+    }
     let pair = VethPair::new(VethConfig {
         queues: 1,
         ..VethConfig::default()
@@ -590,19 +597,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     };
     let mut rows = Vec::new();
     for app in &args.app {
-        let paths: Vec<(&str, Path)> = match app {
-            BenchApp::Rxdrop => vec![
-                ("af_xdp", af_xdp),
-                ("tpacket_v3", tpacket_v3),
-                ("recvmmsg", recvmmsg),
-            ],
-            BenchApp::Txpush => vec![
-                ("af_xdp", af_xdp_txpush),
-                ("af_packet_tx_ring", tx_ring),
-                ("sendmmsg", sendmmsg),
-            ],
-            BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
-        };
+        let paths = chosen(app_paths(*app), &args.paths)?;
         // Transmitting paths send into an XDP drop program on the peer, the cheapest sink.
         let _sink = match app {
             BenchApp::Rxdrop => None,
@@ -644,6 +639,48 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
         print_receiver_ratio(&rows, args.feed);
     }
     Ok(())
+}
+
+/// The paths `app` compares, by name.
+fn app_paths(app: BenchApp) -> Vec<(&'static str, Path)> {
+    match app {
+        BenchApp::Rxdrop => vec![
+            ("af_xdp", af_xdp),
+            ("tpacket_v3", tpacket_v3),
+            ("recvmmsg", recvmmsg),
+        ],
+        BenchApp::Txpush => vec![
+            ("af_xdp", af_xdp_txpush),
+            ("af_packet_tx_ring", tx_ring),
+            ("sendmmsg", sendmmsg),
+        ],
+        BenchApp::L2fwd => vec![("af_xdp", af_xdp_l2fwd), ("mmsg_forwarder", mmsg_forwarder)],
+    }
+}
+
+/// The paths of `--path`, in its order (all of `paths` without it); a name that is not among them is a
+/// usage error.
+fn chosen<'a>(paths: Vec<(&'a str, Path)>, names: &[String]) -> Result<Vec<(&'a str, Path)>> {
+    if names.is_empty() {
+        return Ok(paths);
+    }
+    names
+        .iter()
+        .map(|name| {
+            paths
+                .iter()
+                .find(|(n, _)| *n == name.as_str())
+                .copied()
+                .ok_or_else(|| {
+                    let known: Vec<&str> = paths.iter().map(|(n, _)| *n).collect();
+                    crate::flags::UsageError(format!(
+                        "--path {name}: not a path of this app (its paths: {})",
+                        known.join(", ")
+                    ))
+                    .into()
+                })
+        })
+        .collect()
 }
 
 /// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.

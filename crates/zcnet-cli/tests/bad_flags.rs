@@ -36,6 +36,7 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "xdp", "--size", "1515"], "--size"),
     (&["bench", "xdp", "--interval=-1"], "--interval"),
     (&["bench", "xdp", "--feed", "nic"], "--feed"),
+    (&["bench", "xdp", "--path", "af_xdp,nope"], "--path"),
     (&["bench", "vsock", "--bytes", "0"], "--bytes"),
     (&["bench", "vsock", "--buf-size", "12Q"], "--buf-size"),
     (&["bench", "vsock", "--vsk-size=-1"], "--vsk-size"),
