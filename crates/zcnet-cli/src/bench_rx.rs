@@ -101,6 +101,7 @@ pub struct RxArgs {
     #[arg(
         long,
         value_name = "FILE.svg",
+        value_parser = flags::output_file,
         requires = "sizes",
         conflicts_with = "connect"
     )]

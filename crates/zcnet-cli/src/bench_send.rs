@@ -55,7 +55,7 @@ struct Common {
     #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["size", "listen"])]
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
-    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
+    #[arg(long, value_name = "FILE.svg", value_parser = flags::output_file, requires = "sizes")]
     plot: Option<PathBuf>,
     /// Seconds each mode runs.
     #[arg(long, default_value_t = 2.0, value_parser = flags::duration)]

@@ -15,6 +15,9 @@ use crate::flags::UsageError;
 use crate::plot;
 use crate::report::{self, Row};
 
+/// The most sizes one sweep takes: a sweep runs every mode at each, so it stays minutes long.
+pub const MAX_SIZES: usize = 64;
+
 /// The sizes a bench runs: every size of `--sizes`, each checked by `check` under that flag's name
 /// (as the bench checks its single-size flag), none twice; or, without `--sizes`, the one `single`
 /// size, checked under `single_flag`.
@@ -26,6 +29,13 @@ pub fn sizes(
     if listed.is_empty() {
         check(single_flag, single)?;
         return Ok(vec![single]);
+    }
+    if listed.len() > MAX_SIZES {
+        return Err(UsageError(format!(
+            "--sizes lists {} sizes; at most {MAX_SIZES}",
+            listed.len()
+        ))
+        .into());
     }
     for (i, &size) in listed.iter().enumerate() {
         if listed[..i].contains(&size) {

@@ -483,11 +483,27 @@ fn bad_size_lists_say_what_is_wrong() {
             "--sizes 134217728 is above the limit of 67108864",
         ),
         (&["tcp", "--plot", "x.svg"], "--sizes <SIZES>"),
+        // Refused before the sweep runs, not after it.
+        (
+            &["udp", "--sizes", "1K", "--plot", "/nonexistent/x.svg"],
+            "invalid value '/nonexistent/x.svg' for '--plot <FILE.svg>': cannot write",
+        ),
+        (
+            &["rx", "--sizes", "4K", "--plot", "/proc/x.svg"],
+            "for '--plot <FILE.svg>': cannot write",
+        ),
     ];
+    let many: Vec<String> = (1..=65).map(|k| format!("{k}K")).collect();
+    let many = many.join(",");
+    let too_many = ["tcp", "--sizes", many.as_str()];
+    let table = table
+        .iter()
+        .copied()
+        .chain([(&too_many[..], "--sizes lists 65 sizes; at most 64")]);
     for (args, says) in table {
         let out = Command::new(ZCNET)
             .arg("bench")
-            .args(*args)
+            .args(args)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
