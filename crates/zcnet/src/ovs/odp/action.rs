@@ -170,9 +170,6 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
                 return None;
             };
             let prob = u32_of(prob)?;
-            if probability(&format!("{:.1}", percent(prob)))? != prob {
-                return None;
-            }
             format!(
                 "sample(sample={:.1}%,actions({}))",
                 percent(prob),
@@ -209,20 +206,25 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
         a::METER => format!("meter({})", u32_of(p)?),
         a::CLONE => format!("clone({})", format_actions(p)),
         a::CHECK_PKT_LEN => {
-            let [
-                (pkt_len::PKT_LEN, len),
-                (pkt_len::IF_GREATER, gt),
-                (pkt_len::IF_LESS_EQUAL, le),
-            ] = attrs(p)?[..]
-            else {
-                return None;
-            };
-            let len: [u8; 2] = len.try_into().ok()?;
+            // The kernel dumps the less-or-equal branch before the greater one; either order reads.
+            let (mut len, mut gt, mut le) = (None, None, None);
+            for (t, v) in attrs(p)? {
+                let slot = match t {
+                    pkt_len::PKT_LEN => &mut len,
+                    pkt_len::IF_GREATER => &mut gt,
+                    pkt_len::IF_LESS_EQUAL => &mut le,
+                    _ => return None,
+                };
+                if slot.replace(v).is_some() {
+                    return None;
+                }
+            }
+            let len: [u8; 2] = len?.try_into().ok()?;
             format!(
                 "check_pkt_len(size={},gt({}),le({}))",
                 u16::from_ne_bytes(len),
-                format_actions(gt),
-                format_actions(le)
+                format_actions(gt?),
+                format_actions(le?)
             )
         }
         a::DEC_TTL => {
@@ -325,12 +327,14 @@ fn percent(prob: u32) -> f64 {
     100.0 * f64::from(prob) / f64::from(u32::MAX)
 }
 
-/// OVS's reading of `sample=P%`: the fraction of `u32::MAX`, truncated.
+/// `sample=P%` read as OVS reads it: the fraction of `u32::MAX`, rounded (50.0% is 0x80000000).
+/// The text keeps a tenth of a percent, so a probability between two such steps reads back as the
+/// nearest step.
 fn probability(pct: &str) -> Option<u32> {
     let p: f64 = pct.parse().ok()?;
     (0.0..=100.0)
         .contains(&p)
-        .then(|| (p / 100.0 * f64::from(u32::MAX)) as u32)
+        .then(|| (p / 100.0 * f64::from(u32::MAX)).round() as u32)
 }
 
 /// Parses an action list (`drop` or `a,b,…`) into action attributes.
@@ -575,10 +579,11 @@ fn parse_action(w: &mut AttrWriter, s: &str) -> Result<(), OdpParseError> {
                     .and_then(parse_actions)
             };
             let (gt, le) = (inner(gt, "gt(")?, inner(le, "le(")?);
+            // In the order the kernel dumps them.
             w.nest(a::CHECK_PKT_LEN, |w| {
                 w.put(pkt_len::PKT_LEN, &size.to_ne_bytes())?;
-                w.put(pkt_len::IF_GREATER, &gt)?;
-                w.put(pkt_len::IF_LESS_EQUAL, &le)
+                w.put(pkt_len::IF_LESS_EQUAL, &le)?;
+                w.put(pkt_len::IF_GREATER, &gt)
             })
         }
         "dec_ttl" => {

@@ -217,6 +217,9 @@ const TCP_FLAG_BITS: &[&str] = &["fin", "syn", "rst", "psh", "ack", "urg", "ece"
 /// The bits of a be16 `tcp_flags` that are flags.
 const TCP_FLAGS_MASK: u64 = 0x0fff;
 
+/// `OVS_KEY_ATTR_TUNNEL_INFO`: the last key attribute Open vSwitch 3.1 knows.
+const LAST_KNOWN_TO_OVS: u16 = 31;
+
 /// The nested attributes (their masks nest too).
 fn is_nested(ty: u16) -> bool {
     matches!(ty, k::ENCAP | k::TUNNEL | k::NSH)
@@ -246,7 +249,9 @@ pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
             Some(None) => true,
             None => false,
         };
-        if !wildcard || is_nested(ty) {
+        // Open vSwitch 3.1 prints an attribute beyond those it knows (`ipv6_exthdrs`, 32, which
+        // Linux 6.12 dumps for IPv6 flows) even when its mask is all zeros; so does zcnet.
+        if !wildcard || is_nested(ty) || ty > LAST_KNOWN_TO_OVS {
             let zeros;
             let m = match m {
                 Some(Some(m)) => Some(m),

@@ -16,6 +16,7 @@ const LINES: &[&str] = &[
     "in_port(1),eth(),eth_type(0x0806),arp(sip=10.0.0.1,op=1,sha=02:00:00:00:00:01), actions:userspace(pid=4242,userdata(0102030405060708),actions),2,3",
     "in_port(4),eth(),eth_type(0x0800),ipv4(proto=1,frag=no),icmp(type=8,code=0), actions:set(ipv4(src=10.0.0.1,dst=10.0.0.2,proto=1,tos=0,ttl=64,frag=no)),set(eth(src=02:00:00:00:00:05)),push_vlan(tpid=0x88a8,vid=7,pcp=1),trunc(100),sample(sample=50.0%,actions(1)),hash(l4(7)),check_pkt_len(size=200,gt(1),le(drop)),clone(pop_eth,push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)),meter(3),dec_ttl(le_1(drop)),ct_clear,pop_nsh(),push_mpls(label=5,tc=1,ttl=64,bos=1,eth_type=0x8847),pop_mpls(eth_type=0x800),psample(group=3,cookie=0xa1b2),action40(01 02 03),drop(2)",
     "key31(01 00/ff 00),in_port(1), actions:3",
+    "in_port(1),eth(),eth_type(0x86dd),ipv6(src=fe80::1,frag=no),key32(00 00/00 00), actions:0",
 ];
 
 #[test]
@@ -50,6 +51,29 @@ fn exact_keys_print_every_field_and_unknown_attributes_raw() {
     acts.put(a::OUTPUT, &[1, 2]).unwrap();
     assert_eq!(format_actions(&acts.buf), "action99,action1(01 02)");
     assert_eq!(parse_actions("action99,action1(01 02)").unwrap(), acts.buf);
+}
+
+/// Action bytes as Linux 6.12 dumped them for flows `ovs-dpctl add-flow` made (seen in the guest run):
+/// a 50% sample (OVS rounds to 0x80000000) and a check_pkt_len whose less-or-equal branch comes first.
+#[test]
+fn actions_as_the_kernel_dumps_them_print_as_ovs_does() {
+    let hex = |s: &str| super::text::parse_raw_hex(s).unwrap();
+    let sample = hex("18 00 06 00 08 00 01 00 00 00 00 80 0c 00 02 00 08 00 01 00 00 00 00 00");
+    assert_eq!(format_actions(&sample), "sample(sample=50.0%,actions(0))");
+    assert_eq!(
+        parse_actions("sample(sample=50.0%,actions(0))").unwrap(),
+        sample
+    );
+    let check =
+        hex("1c 00 15 00 06 00 01 00 c8 00 00 00 04 00 03 00 0c 00 02 00 08 00 01 00 00 00 00 00");
+    assert_eq!(
+        format_actions(&check),
+        "check_pkt_len(size=200,gt(0),le(drop))"
+    );
+    assert_eq!(
+        parse_actions("check_pkt_len(size=200,gt(0),le(drop))").unwrap(),
+        check
+    );
 }
 
 #[test]
@@ -191,11 +215,16 @@ fn scalar_attr() -> impl Strategy<Value = (u16, Vec<u8>, Vec<u8>)> {
             (v & m).to_be_bytes().to_vec(),
             m.to_be_bytes().to_vec()
         )),
-        (proptest::collection::vec(any::<u8>(), 0..9), any::<u8>()).prop_map(|(v, b)| {
-            let m: Vec<u8> = v.iter().map(|x| x ^ b).collect();
-            let v = v.iter().zip(&m).map(|(a, b)| a & b).collect();
-            (31, v, m)
-        }),
+        (
+            proptest::sample::select(vec![31u16, 32, 40]),
+            proptest::collection::vec(any::<u8>(), 0..9),
+            any::<u8>()
+        )
+            .prop_map(|(ty, v, b)| {
+                let m: Vec<u8> = v.iter().map(|x| x ^ b).collect();
+                let v = v.iter().zip(&m).map(|(a, b)| a & b).collect();
+                (ty, v, m)
+            }),
     ]
 }
 
@@ -205,9 +234,9 @@ fn key_attrs() -> impl Strategy<Value = Vec<(u16, Vec<u8>, Vec<u8>)>> {
         attrs
             .into_iter()
             // A key holds each attribute once; one whose mask is all zeros is not printed (except
-            // `eth()`).
+            // `eth()` and the attributes beyond those OVS 3.1 knows).
             .filter(|(ty, _, m)| {
-                (*ty == k::ETHERNET || m.iter().any(|b| *b != 0)) && seen.insert(*ty)
+                (*ty == k::ETHERNET || *ty >= 32 || m.iter().any(|b| *b != 0)) && seen.insert(*ty)
             })
             .collect()
     })
@@ -362,8 +391,8 @@ fn action_list() -> impl Strategy<Value = Vec<u8>> {
                 (any::<u16>(), inner.clone(), inner).prop_map(|(size, gt, le)| {
                     let mut w = AttrWriter::default();
                     w.put(1, &size.to_ne_bytes()).unwrap();
-                    w.put(2, &gt).unwrap();
                     w.put(3, &le).unwrap();
+                    w.put(2, &gt).unwrap();
                     put(a::CHECK_PKT_LEN, w.buf)
                 }),
             ],
