@@ -13,8 +13,10 @@
 //!    socket for per-CPU dispatch; a second `dump-dps` opens it while it is registered per CPU (the
 //!    default switch's state), and with its flows deleted the peer's last echoes miss and are all
 //!    forwarded without a lost upcall;
-//! 6. after the run no datapath, vport or flow remains;
-//! 7. the switch's bounds on a datapath of their own (see `ovs_bounds`).
+//! 6. Open vSwitch's `ovs-dpctl show` and `dump-flows` read the switch's datapath, ports, flows and
+//!    counters as zcnet does;
+//! 7. after the run no datapath, vport or flow remains;
+//! 8. the switch's bounds on a datapath of their own (see `ovs_bounds`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -237,6 +239,57 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             "ovs: port {} {}: rx {} tx {} packets",
             v.port_no, v.name, v.stats.rx_packets, v.stats.tx_packets
         );
+    }
+    // Open vSwitch's ovs-dpctl reads the switch's datapath, ports, flows and counters as zcnet does
+    // (the traffic has ended: nothing moves between the reads).
+    let without_used = |line: &str| match line.find(", used:") {
+        Some(i) => {
+            let rest = &line[i + 2..];
+            let end = rest.find(", ").map_or(rest.len(), |e| e + 2);
+            format!("{}, {}", &line[..i], &rest[end..])
+        }
+        None => line.to_string(),
+    };
+    let now = ovs::monotonic_ms();
+    let mut zc_lines: Vec<String> = flows.iter().map(|f| without_used(&f.line(now))).collect();
+    let mut ovs_lines: Vec<String> = ovs_dpctl(&["dump-flows", &name])?
+        .lines()
+        .map(without_used)
+        .collect();
+    zc_lines.sort();
+    ovs_lines.sort();
+    let shown = ovs_dpctl(&["show", &name])?;
+    let lookups = format!(
+        "lookups: hit:{} missed:{} lost:{}",
+        info.stats.n_hit, info.stats.n_missed, info.stats.n_lost
+    );
+    let flow_count = format!("flows: {}", info.stats.n_flows);
+    let ports_alike = vports
+        .iter()
+        .all(|v| shown.contains(&format!("port {}: {}", v.port_no, v.name)));
+    let first_difference = zc_lines
+        .iter()
+        .zip(&ovs_lines)
+        .find(|(a, b)| a != b)
+        .map(|(a, b)| format!("zcnet: {a}\novs-dpctl: {b}"));
+    outcome.check(
+        "ovs-dpctl-reads-switch",
+        zc_lines == ovs_lines
+            && !zc_lines.is_empty()
+            && shown.contains(&lookups)
+            && shown.contains(&flow_count)
+            && ports_alike,
+        &format!(
+            "ovs-dpctl show has `{lookups}`, `{flow_count}` and the {} ports: {}; {} flow lines (packets and bytes included) read the same through ovs-dpctl dump-flows as through zcnet ({} from ovs-dpctl){}",
+            vports.len(),
+            shown.contains(&lookups) && shown.contains(&flow_count) && ports_alike,
+            zc_lines.len(),
+            ovs_lines.len(),
+            first_difference.map_or(String::new(), |d| format!("; first difference:\n{d}"))
+        ),
+    );
+    if let Some(line) = zc_lines.first() {
+        println!("ovs: e.g. {line}");
     }
     outcome.check(
         "follows-dispatch",

@@ -280,7 +280,8 @@ pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
 pub(crate) fn format_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> String {
     typed_attr(ty, v, m).unwrap_or_else(|| {
         let mut s = format!("key{ty}({}", text::raw_hex(v));
-        if let Some(m) = m.filter(|m| !all(m, 0xff)) {
+        // OVS 3.1 cannot tell an exact mask of an attribute it does not know: it always writes one.
+        if let Some(m) = m.filter(|m| ty > LAST_KNOWN_TO_OVS || !all(m, 0xff)) {
             let _ = write!(s, "/{}", text::raw_hex(m));
         }
         s + ")"
@@ -330,6 +331,13 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> Option<String> {
                 hex(u16::from_ne_bytes([m[0], m[1]]).into())
             })
         }
+        k::CT_LABELS if v.len() == 16 => {
+            // OVS reads the 16 bytes as one native-endian 128-bit number and prints it in hex.
+            let n = |b: &[u8]| u128::from_ne_bytes(b.try_into().unwrap_or_default());
+            scalar("ct_label", hex128(n(v)), |m| {
+                hex128(u128::from_ne_bytes(m.try_into().unwrap_or_default()))
+            })
+        }
         k::VLAN if v.len() == 2 => Some(format!(
             "vlan({})",
             vlan_tci(be(v) as u16, m.map_or(0xffff, |m| be(m) as u16))
@@ -349,6 +357,15 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> Option<String> {
             flags_text(TCP_FLAG_BITS, flags, mask, max).map(|s| format!("tcp_flags({s})"))
         }
         _ => None,
+    }
+}
+
+/// `%#x` of a 128-bit number.
+fn hex128(v: u128) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
     }
 }
 
@@ -498,6 +515,7 @@ fn ty_of(name: &str) -> Option<u16> {
             (k::CT_ZONE, "ct_zone"),
             (k::VLAN, "vlan"),
             (k::CT_STATE, "ct_state"),
+            (k::CT_LABELS, "ct_label"),
             (k::TCP_FLAGS, "tcp_flags"),
         ])
         .find(|(_, n)| *n == name)
@@ -568,6 +586,23 @@ fn parse_body(ty: u16, name: &str, body: &str) -> Result<(Vec<u8>, Vec<u8>), Odp
                 (v as u16).to_be_bytes().to_vec(),
                 (m as u16).to_be_bytes().to_vec(),
             ))
+        }
+        k::CT_LABELS => {
+            let (v, m) = scalar_parts(&c, body)?;
+            let n = |s: &str| {
+                let s = s.strip_prefix("0x")?;
+                u128::from_str_radix(s, 16).ok()
+            };
+            let v = c.parse(v, "a 128-bit hex number", |s| {
+                if s == "0" { Some(0) } else { n(s) }
+            })?;
+            let m = match m {
+                Some(m) => c.parse(m, "a 128-bit hex number", |s| {
+                    if s == "0" { Some(0) } else { n(s) }
+                })?,
+                None => u128::MAX,
+            };
+            Ok(((v & m).to_ne_bytes().to_vec(), m.to_ne_bytes().to_vec()))
         }
         k::CT_ZONE => {
             let (v, m) = scalar(16, 0xffff)?;

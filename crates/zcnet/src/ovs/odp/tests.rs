@@ -16,7 +16,9 @@ const LINES: &[&str] = &[
     "in_port(1),eth(),eth_type(0x0806),arp(sip=10.0.0.1,op=1,sha=02:00:00:00:00:01), actions:userspace(pid=4242,userdata(0102030405060708),actions),2,3",
     "in_port(4),eth(),eth_type(0x0800),ipv4(proto=1,frag=no),icmp(type=8,code=0), actions:set(ipv4(src=10.0.0.1,dst=10.0.0.2,proto=1,tos=0,ttl=64,frag=no)),set(eth(src=02:00:00:00:00:05)),push_vlan(tpid=0x88a8,vid=7,pcp=1),trunc(100),sample(sample=50.0%,actions(1)),hash(l4(7)),check_pkt_len(size=200,gt(1),le(drop)),clone(pop_eth,push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)),meter(3),dec_ttl(le_1(drop)),ct_clear,pop_nsh(),push_mpls(label=5,tc=1,ttl=64,bos=1,eth_type=0x8847),pop_mpls(eth_type=0x800),psample(group=3,cookie=0xa1b2),action40(01 02 03),drop(2)",
     "key31(01 00/ff 00),in_port(1), actions:3",
+    "ct_label(0x1000000000000000000000000000002/0xff00000000000000000000000000ffff),ct_mark(0),in_port(1), actions:3",
     "in_port(1),eth(),eth_type(0x86dd),ipv6(src=fe80::1,frag=no),key32(00 00/00 00), actions:0",
+    "in_port(1),eth(),eth_type(0x86dd),ipv6(src=fe80::1,frag=no),key32(00 00/ff ff),icmpv6(type=133,code=0), actions:2",
 ];
 
 #[test]
@@ -205,6 +207,11 @@ fn scalar_attr() -> impl Strategy<Value = (u16, Vec<u8>, Vec<u8>)> {
                 m.to_be_bytes().to_vec(),
             )
         }),
+        (any::<u128>(), prop_oneof![Just(u128::MAX), any::<u128>()]).prop_map(|(v, m)| (
+            k::CT_LABELS,
+            (v & m).to_ne_bytes().to_vec(),
+            m.to_ne_bytes().to_vec()
+        )),
         (any::<u8>(), prop_oneof![Just(u32::MAX), 1..=255u32]).prop_map(|(v, m)| (
             k::CT_STATE,
             (u32::from(v) & m).to_ne_bytes().to_vec(),
