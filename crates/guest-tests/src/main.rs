@@ -12,6 +12,7 @@ mod nic;
 mod nic_uring;
 mod outcome;
 mod ovs;
+mod ovs_bounds;
 mod ovs_frame;
 mod ovs_peer;
 mod ovs_wire;

@@ -8,11 +8,15 @@
 //! 3. the later datagrams of those flows are hits: the datapath's hit counter covers them;
 //! 4. while the switch stops reading and the peer floods, the datapath counts lost upcalls and the
 //!    upcall socket reports the overflow;
-//! 5. after another netlink client turns on per-CPU upcall dispatch as `ovs-dpctl` does on opening a
-//!    datapath (user features 0x1 become 0x9, no per-CPU sockets named), the switch registers its
-//!    socket for per-CPU dispatch, and with its flows deleted the peer's last echoes miss and are all
+//! 5. after Open vSwitch's `ovs-dpctl dump-dps` opens the datapath, turning on per-CPU upcall
+//!    dispatch (user features 0x1 become 0x9, no per-CPU sockets named), the switch registers its
+//!    socket for per-CPU dispatch; a second `dump-dps` opens it while it is registered per CPU (the
+//!    default switch's state), and with its flows deleted the peer's last echoes miss and are all
 //!    forwarded without a lost upcall;
-//! 6. after the run no datapath, vport or flow remains.
+//! 6. Open vSwitch's `ovs-dpctl show` and `dump-flows` read the switch's datapath, ports, flows and
+//!    counters as zcnet does;
+//! 7. after the run no datapath, vport or flow remains;
+//! 8. the switch's bounds on a datapath of their own (see `ovs_bounds`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -74,6 +78,20 @@ impl Misses {
     fn complete(&self) -> bool {
         self.intact.len() == 2 * FRAME_LENGTHS.len()
     }
+}
+
+/// Runs Open vSwitch's `ovs-dpctl` (packed into the initramfs by vm/run-suite) and returns its output.
+fn ovs_dpctl(args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("ovs-dpctl")
+        .args(args)
+        .output()
+        .context("run ovs-dpctl")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "ovs-dpctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Serves upcalls until `done` says so or `limit` passes; true if `done` did.
@@ -177,21 +195,22 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         ),
     );
 
-    // Phase 3: another client turns on per-CPU dispatch, as ovs-dpctl does when it opens a datapath;
-    // the switch must follow before the peer's last echoes (it waits after the flood), which miss
-    // again once the flows are deleted.
+    // Phase 3: Open vSwitch's own `ovs-dpctl dump-dps` opens the datapath, which turns on per-CPU
+    // dispatch; the switch must follow before the peer's last echoes (it waits after the flood),
+    // which miss again once the flows are deleted. A second `dump-dps` then opens it while the
+    // switch is registered per CPU, as the default switch is: its per-CPU sockets must stay.
     let per_cpu = DatapathConfig {
         dispatch: Dispatch::PerCpu,
         ..config
     }
     .user_features();
-    ovs::set_user_features(switch.datapath().ifindex(), per_cpu)
-        .context("set the user features from a second client")?;
+    let dps = ovs_dpctl(&["dump-dps"])?;
     let followed = serve_until(&mut switch, &mut misses, PHASE, |sw, _| {
         Ok(sw.counters().dispatch_changes > 0)
     })?;
     let (dispatch, features_read) = switch.dispatch();
     switch.datapath().delete_flows(None)?;
+    ovs_dpctl(&["dump-dps"])?;
     let at_change = switch.datapath().info()?.stats;
 
     // Phase 4: serve until the peer's final datagram has been through, then tear down.
@@ -221,6 +240,57 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             v.port_no, v.name, v.stats.rx_packets, v.stats.tx_packets
         );
     }
+    // Open vSwitch's ovs-dpctl reads the switch's datapath, ports, flows and counters as zcnet does
+    // (the traffic has ended: nothing moves between the reads).
+    let without_used = |line: &str| match line.find(", used:") {
+        Some(i) => {
+            let rest = &line[i + 2..];
+            let end = rest.find(", ").map_or(rest.len(), |e| e + 2);
+            format!("{}, {}", &line[..i], &rest[end..])
+        }
+        None => line.to_string(),
+    };
+    let now = ovs::monotonic_ms();
+    let mut zc_lines: Vec<String> = flows.iter().map(|f| without_used(&f.line(now))).collect();
+    let mut ovs_lines: Vec<String> = ovs_dpctl(&["dump-flows", &name])?
+        .lines()
+        .map(without_used)
+        .collect();
+    zc_lines.sort();
+    ovs_lines.sort();
+    let shown = ovs_dpctl(&["show", &name])?;
+    let lookups = format!(
+        "lookups: hit:{} missed:{} lost:{}",
+        info.stats.n_hit, info.stats.n_missed, info.stats.n_lost
+    );
+    let flow_count = format!("flows: {}", info.stats.n_flows);
+    let ports_alike = vports
+        .iter()
+        .all(|v| shown.contains(&format!("port {}: {}", v.port_no, v.name)));
+    let first_difference = zc_lines
+        .iter()
+        .zip(&ovs_lines)
+        .find(|(a, b)| a != b)
+        .map(|(a, b)| format!("zcnet: {a}\novs-dpctl: {b}"));
+    outcome.check(
+        "ovs-dpctl-reads-switch",
+        zc_lines == ovs_lines
+            && !zc_lines.is_empty()
+            && shown.contains(&lookups)
+            && shown.contains(&flow_count)
+            && ports_alike,
+        &format!(
+            "ovs-dpctl show has `{lookups}`, `{flow_count}` and the {} ports: {}; {} flow lines (packets and bytes included) read the same through ovs-dpctl dump-flows as through zcnet ({} from ovs-dpctl){}",
+            vports.len(),
+            shown.contains(&lookups) && shown.contains(&flow_count) && ports_alike,
+            zc_lines.len(),
+            ovs_lines.len(),
+            first_difference.map_or(String::new(), |d| format!("; first difference:\n{d}"))
+        ),
+    );
+    if let Some(line) = zc_lines.first() {
+        println!("ovs: e.g. {line}");
+    }
     outcome.check(
         "follows-dispatch",
         followed
@@ -230,7 +300,8 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             && info.stats.n_lost == at_change.n_lost
             && counters.failed_calls == 0,
         &format!(
-            "a second client set user features {per_cpu:#x}: the switch read {features_read:#x} and registered for {dispatch:?} dispatch ({} change(s)); since then missed {} -> {}, lost {} -> {}; failed calls {}",
+            "ovs-dpctl dump-dps ({}) set user features {per_cpu:#x}: the switch read {features_read:#x} and registered for {dispatch:?} dispatch ({} change(s)); after a second dump-dps, missed {} -> {}, lost {} -> {}; failed calls {}",
+            dps.trim(),
             counters.dispatch_changes,
             at_change.n_missed,
             info.stats.n_missed,
@@ -264,5 +335,6 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             vports.len()
         ),
     );
+    crate::ovs_bounds::run(&mut outcome, &ports[ports.len() - 1])?;
     Ok(outcome)
 }

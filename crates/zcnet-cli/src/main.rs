@@ -17,6 +17,7 @@ mod bench_upcall;
 mod bench_vsock;
 mod bench_xdp;
 mod child;
+mod dp_cmd;
 mod flags;
 mod live;
 mod measure_verdict;
@@ -52,6 +53,9 @@ enum Command {
     Xdp(xdp_cmd::XdpCommand),
     /// Run an L2 learning switch on the Open vSwitch kernel datapath over the given ports.
     Switch(switch_cmd::SwitchArgs),
+    /// Show any Open vSwitch datapath's ports and flows, add and delete flows, in ovs-dpctl's text.
+    #[command(subcommand)]
+    Dp(dp_cmd::DpCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Upcall(args)) => bench_upcall::run(args),
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Switch(args) => switch_cmd::run(args),
+        Command::Dp(cmd) => dp_cmd::run(cmd),
     };
     match result {
         // The error was reported when the write failed.

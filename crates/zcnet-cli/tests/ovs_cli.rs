@@ -1,6 +1,8 @@
-//! `zcnet switch` and `zcnet bench upcall` end to end on this host: without the openvswitch module
-//! both stop with the reason and the remedy (the guest suite runs them against a datapath, and
-//! interrupts the bench mid-run); with it, the bench prints interval lines and its four rows.
+//! `zcnet switch`, `zcnet bench upcall` and `zcnet dp` end to end on this host: without the
+//! openvswitch module they stop with the reason and the remedy (the guest suite runs them against a
+//! datapath, beside Open vSwitch's `ovs-dpctl`, and interrupts the bench mid-run); with it, the bench
+//! prints interval lines and its four rows. `zcnet dp add-flow` refuses bad flow text, naming where,
+//! before it opens anything.
 
 use std::process::Command;
 
@@ -35,7 +37,7 @@ fn switch_needs_a_port() {
 }
 
 #[test]
-fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows() {
+fn without_the_module_the_commands_say_why_and_with_it_the_bench_has_four_rows() {
     let (support, reason) = datapath_row();
     if reason.starts_with("no ovs_datapath family") {
         assert_eq!(support, "no");
@@ -43,6 +45,8 @@ fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows(
             &["switch", "--port", "lo", "--duration", "1"][..],
             &["bench", "upcall", "--duration", "1"][..],
             &["bench", "upcall", "--interval", "0.2", "--json"][..],
+            &["dp", "show"][..],
+            &["dp", "dump-flows", "zcnone"][..],
         ] {
             let out = zcnet(args);
             let err = String::from_utf8_lossy(&out.stderr);
@@ -56,7 +60,7 @@ fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows(
     }
     if support != "yes" {
         return testnet::skip(
-            "without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows",
+            "without_the_module_the_commands_say_why_and_with_it_the_bench_has_four_rows",
             &reason,
         );
     }
@@ -83,4 +87,24 @@ fn without_the_module_both_commands_say_why_and_with_it_the_bench_has_four_rows(
     assert!(rows.iter().all(|r| r["missed"].as_u64() > Some(0)));
     assert!(intervals.len() >= 4, "{intervals:?}");
     assert!(intervals.iter().all(|r| r["upcalls"].is_u64()));
+}
+
+#[test]
+fn dp_reads_flow_text_before_opening_anything() {
+    let out = zcnet(&[
+        "dp",
+        "add-flow",
+        "zcnone",
+        "in_port(1),eth(),eth_type(0x0800),ipv4(src=10.0.0.300)",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("flow text at byte") && err.contains("10.0.0.300"),
+        "{err}"
+    );
+    let out = zcnet(&["dp", "add-flow", "zcnone", "in_port(1)", "frobnicate(3)"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown action"), "{err}");
 }

@@ -1,5 +1,6 @@
-//! A datapath: created with chosen user features and upcall dispatch, its stats, its vports, its flows,
-//! packets executed on it; deleted (with everything in it) when the owner drops it.
+//! A datapath: created with chosen user features and upcall dispatch (and deleted, with everything in
+//! it, when its creator drops it), or opened by name or ifindex without taking it over; its stats,
+//! vports, flows with their masks and actions, packets executed on it.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use crate::sys::ovs::{
 
 use super::client::{Client, Family, reply_body};
 use super::error::OvsError;
+use super::odp::{DpFlow, tcp_flags_text};
 use super::upcall::UpcallSocket;
 
 /// How the kernel chooses the socket an upcall goes to.
@@ -66,6 +68,8 @@ pub struct DatapathInfo {
     pub stats: OvsDpStats,
     /// `OVS_DP_F_*` bits in effect.
     pub user_features: u32,
+    /// Mask lookups (`n_mask_hit`) and masks in use (`n_masks`) from `OVS_DP_ATTR_MEGAFLOW_STATS`.
+    pub masks: Option<(u64, u32)>,
 }
 
 /// A vport as `OVS_VPORT_CMD_GET` describes it.
@@ -84,10 +88,58 @@ pub struct VportInfo {
 /// An installed flow as a dump describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowInfo {
-    /// The flow's key attributes.
+    /// The flow's key attributes (masked, as the kernel keeps them).
     pub key: Vec<u8>,
+    /// Its mask attributes (`None`: the dump carried none, an exact match).
+    pub mask: Option<Vec<u8>>,
+    /// Its action attributes (empty: drop).
+    pub actions: Vec<u8>,
     /// Packets and bytes that hit it.
     pub stats: OvsFlowStats,
+    /// `CLOCK_MONOTONIC` milliseconds when a packet last hit it (`None`: never).
+    pub used_ms: Option<u64>,
+    /// TCP flags of the packets that hit it, OR'd.
+    pub tcp_flags: u8,
+    /// The id it was installed with (`OVS_FLOW_ATTR_UFID`), if any.
+    pub ufid: Option<Vec<u8>>,
+}
+
+impl FlowInfo {
+    /// Its match and actions.
+    pub fn flow(&self) -> DpFlow {
+        DpFlow {
+            key: self.key.clone(),
+            mask: self.mask.clone(),
+            actions: self.actions.clone(),
+        }
+    }
+
+    /// The line `ovs-dpctl dump-flows` prints for it, `used` measured from `now_ms`
+    /// (`CLOCK_MONOTONIC` milliseconds): `KEY, packets:N, bytes:N, used:T[, flags:F], actions:A`.
+    pub fn line(&self, now_ms: u64) -> String {
+        let flow = self.flow();
+        let used = match self.used_ms {
+            Some(t) => format!("{:.3}s", now_ms.saturating_sub(t) as f64 / 1000.0),
+            None => "never".into(),
+        };
+        let flags = if self.tcp_flags == 0 {
+            String::new()
+        } else {
+            format!(", flags:{}", tcp_flags_text(self.tcp_flags.into()))
+        };
+        format!(
+            "{}, packets:{}, bytes:{}, used:{used}{flags}, actions:{}",
+            flow.key_text(),
+            self.stats.n_packets,
+            self.stats.n_bytes,
+            flow.actions_text()
+        )
+    }
+}
+
+/// Milliseconds of `CLOCK_MONOTONIC` now, the clock of [`FlowInfo::used_ms`].
+pub fn monotonic_ms() -> u64 {
+    crate::sys::socket::monotonic_time().map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What to do with a packet.
@@ -137,9 +189,14 @@ fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
         ifindex: header.dp_ifindex,
         stats: OvsDpStats::default(),
         user_features: 0,
+        masks: None,
     };
     for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
         match ty {
+            dp_attr::MEGAFLOW_STATS if p.len() >= 12 => {
+                let hit = u64::from_ne_bytes(p[..8].try_into().ok()?);
+                info.masks = Some((hit, u32_of(&p[8..12])?));
+            }
             dp_attr::NAME => info.name = string_of(p),
             dp_attr::STATS => info.stats = OvsDpStats::read(p)?,
             dp_attr::USER_FEATURES => info.user_features = u32_of(p)?,
@@ -147,6 +204,32 @@ fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
         }
     }
     Some(info)
+}
+
+fn flow_info(reply: &crate::sys::netlink::Reply) -> Option<FlowInfo> {
+    let (_, attrs) = reply_body(reply)?;
+    let mut flow = FlowInfo {
+        key: Vec::new(),
+        mask: None,
+        actions: Vec::new(),
+        stats: OvsFlowStats::default(),
+        used_ms: None,
+        tcp_flags: 0,
+        ufid: None,
+    };
+    for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
+        match ty {
+            flow_attr::KEY => flow.key = p.to_vec(),
+            flow_attr::MASK => flow.mask = Some(p.to_vec()),
+            flow_attr::ACTIONS => flow.actions = p.to_vec(),
+            flow_attr::STATS => flow.stats = OvsFlowStats::read(p)?,
+            flow_attr::USED => flow.used_ms = Some(u64::from_ne_bytes(p.try_into().ok()?)),
+            flow_attr::TCP_FLAGS => flow.tcp_flags = *p.first()?,
+            flow_attr::UFID => flow.ufid = Some(p.to_vec()),
+            _ => {}
+        }
+    }
+    Some(flow)
 }
 
 fn vport_info(reply: &crate::sys::netlink::Reply) -> Option<VportInfo> {
@@ -198,13 +281,24 @@ fn per_cpu_pids(port: u32) -> Vec<u8> {
     (0..cpus).flat_map(|_| port.to_ne_bytes()).collect()
 }
 
-/// A datapath this process created; dropping it deletes it, and with it every vport and flow.
+/// A datapath this process created — dropping it deletes it, and with it every vport and flow — or
+/// one it opened, which dropping leaves alone.
 #[derive(Debug)]
 pub struct Datapath {
     client: Client,
     name: String,
     ifindex: i32,
+    /// Netlink port id the vports it adds send upcalls to (0 for an opened datapath: no upcalls).
     upcall_port: u32,
+    /// Delete it on drop.
+    owned: bool,
+}
+
+fn invalid(call: &'static str, what: &'static str) -> OvsError {
+    OvsError::new(
+        call,
+        std::io::Error::new(std::io::ErrorKind::InvalidData, what),
+    )
 }
 
 impl Datapath {
@@ -241,6 +335,39 @@ impl Datapath {
             name: name.to_string(),
             ifindex,
             upcall_port: port,
+            owned: true,
+        })
+    }
+
+    /// Opens the existing datapath `name` (made by zcnet, `ovs-dpctl` or ovs-vswitchd) without taking
+    /// it over: dropping the handle leaves it, [`Datapath::delete`] deletes it. Reading works for
+    /// every user; changing flows or ports needs CAP_NET_ADMIN. `ENODEV`: no datapath of that name.
+    pub fn open(name: &str) -> Result<Datapath, OvsError> {
+        let client = Client::open()?;
+        let mut req = client.request(Family::Datapath, 0, cmd::GET, 0);
+        req.string(dp_attr::NAME, name);
+        Self::opened(client, req)
+    }
+
+    /// Opens the existing datapath whose internal device has `ifindex` (see [`Datapath::open`]).
+    pub fn open_ifindex(ifindex: i32) -> Result<Datapath, OvsError> {
+        let client = Client::open()?;
+        let req = client.request(Family::Datapath, 0, cmd::GET, ifindex);
+        Self::opened(client, req)
+    }
+
+    fn opened(mut client: Client, req: Request) -> Result<Datapath, OvsError> {
+        let replies = client.send(req, "OVS_DP_CMD_GET")?;
+        let info = replies
+            .iter()
+            .find_map(datapath_info)
+            .ok_or_else(|| invalid("OVS_DP_CMD_GET", "no datapath in reply"))?;
+        Ok(Datapath {
+            client,
+            name: info.name,
+            ifindex: info.ifindex,
+            upcall_port: 0,
+            owned: false,
         })
     }
 
@@ -332,7 +459,7 @@ impl Datapath {
         self.client.send(req, "OVS_FLOW_CMD_DEL").map(drop)
     }
 
-    /// Every installed flow with its counters.
+    /// Every installed flow with its mask, actions and counters.
     pub fn flows(&mut self) -> Result<Vec<FlowInfo>, OvsError> {
         let req = self.client.request(
             Family::Flow,
@@ -341,24 +468,54 @@ impl Datapath {
             self.ifindex,
         );
         let replies = self.client.send(req, "OVS_FLOW_CMD_GET dump")?;
-        Ok(replies
-            .iter()
-            .filter_map(|r| {
-                let (_, attrs) = reply_body(r)?;
-                let mut flow = FlowInfo {
-                    key: Vec::new(),
-                    stats: OvsFlowStats::default(),
-                };
-                for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
-                    match ty {
-                        flow_attr::KEY => flow.key = p.to_vec(),
-                        flow_attr::STATS => flow.stats = OvsFlowStats::read(p)?,
-                        _ => {}
-                    }
-                }
-                Some(flow)
-            })
-            .collect())
+        Ok(replies.iter().filter_map(flow_info).collect())
+    }
+
+    /// Installs `flow` (key, mask and actions as given; an existing flow of that match gets the
+    /// new actions). The key is masked first, as the kernel keeps it, so that the key a dump prints
+    /// deletes the flow again.
+    pub fn install(&mut self, flow: &DpFlow) -> Result<(), OvsError> {
+        let mut req = self.client.request(Family::Flow, 0, cmd::NEW, self.ifindex);
+        req.attr(
+            flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED,
+            &flow.key,
+        );
+        if let Some(mask) = &flow.mask {
+            req.attr(flow_attr::MASK | crate::sys::netlink::NLA_F_NESTED, mask);
+        }
+        req.attr(
+            flow_attr::ACTIONS | crate::sys::netlink::NLA_F_NESTED,
+            &flow.actions,
+        );
+        self.client.send(req, "OVS_FLOW_CMD_NEW").map(drop)
+    }
+
+    /// Deletes the installed flow whose match prints as `flow`'s does (as `ovs-dpctl dump-flows`
+    /// shows it): by its UFID when it was installed with one, else by its key. The kernel finds a
+    /// flow by key only through the key it was installed with, which for a flow installed unmasked
+    /// by another tool differs from the masked key a dump shows; the UFID avoids that.
+    /// `ENOENT` when no flow matches.
+    pub fn remove(&mut self, flow: &DpFlow) -> Result<(), OvsError> {
+        let want = flow.key_text();
+        let found = self
+            .flows()?
+            .into_iter()
+            .find(|f| f.flow().key_text() == want)
+            .ok_or_else(|| {
+                OvsError::new(
+                    "OVS_FLOW_CMD_DEL",
+                    std::io::Error::from_raw_os_error(libc::ENOENT),
+                )
+            })?;
+        let mut req = self.client.request(Family::Flow, 0, cmd::DEL, self.ifindex);
+        match &found.ufid {
+            Some(ufid) => req.attr(flow_attr::UFID, ufid),
+            None => req.attr(
+                flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED,
+                &found.key,
+            ),
+        };
+        self.client.send(req, "OVS_FLOW_CMD_DEL").map(drop)
     }
 
     /// Applies `actions` to `packet` (`OVS_PACKET_CMD_EXECUTE`) with the metadata of `key` (an upcall's
@@ -420,7 +577,8 @@ impl Datapath {
         self.client.send(req, "OVS_DP_CMD_DEL").map(drop)
     }
 
-    /// Deletes the datapath now (dropping it does the same, ignoring errors).
+    /// Deletes the datapath now, with its vports and flows (dropping a datapath this process created
+    /// does the same, ignoring errors; dropping an opened one does not).
     pub fn delete(mut self) -> Result<(), OvsError> {
         let result = self.delete_now();
         self.ifindex = 0;
@@ -430,7 +588,7 @@ impl Datapath {
 
 impl Drop for Datapath {
     fn drop(&mut self) {
-        if self.ifindex != 0 {
+        if self.owned && self.ifindex != 0 {
             let _ = self.delete_now();
         }
     }

@@ -19,17 +19,21 @@ mod datapath;
 mod error;
 mod key;
 mod local_port;
+mod odp;
 mod switch;
 mod switch_table;
 mod upcall;
 
 pub use datapath::{
     Action, Datapath, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, VportInfo, datapaths,
-    remove_stale, set_user_features,
+    monotonic_ms, remove_stale, set_user_features,
 };
 pub use error::OvsError;
 pub use key::FlowKey;
 pub use local_port::LocalPort;
+pub use odp::{
+    DpFlow, OdpParseError, format_actions, format_key, parse_actions, parse_key, tcp_flags_text,
+};
 pub use switch::{LearningSwitch, SwitchCounters, SwitchEvent};
 pub use switch_table::SwitchLimits;
 pub use upcall::{

@@ -105,8 +105,14 @@ pub mod flow_attr {
     pub const ACTIONS: u16 = 2;
     /// `OVS_FLOW_ATTR_STATS`: `struct ovs_flow_stats`.
     pub const STATS: u16 = 3;
+    /// `OVS_FLOW_ATTR_TCP_FLAGS`: u8, the TCP flags of the packets that hit the flow, OR'd.
+    pub const TCP_FLAGS: u16 = 4;
+    /// `OVS_FLOW_ATTR_USED`: u64 milliseconds of `CLOCK_MONOTONIC` when a packet last hit it.
+    pub const USED: u16 = 5;
     /// `OVS_FLOW_ATTR_MASK`: nested `OVS_KEY_ATTR_*`; absent = exact match.
     pub const MASK: u16 = 7;
+    /// `OVS_FLOW_ATTR_UFID`: 1-16 bytes naming the flow, given when it was installed.
+    pub const UFID: u16 = 9;
 }
 
 /// `enum ovs_packet_attr`.
@@ -127,11 +133,11 @@ pub mod packet_attr {
     pub const HASH: u16 = 11;
 }
 
-/// `enum ovs_key_attr` (the ones zcnet reads).
+/// `enum ovs_key_attr`.
 pub mod key_attr {
     /// `OVS_KEY_ATTR_ENCAP`: nested, inside a VLAN tag.
     pub const ENCAP: u16 = 1;
-    /// `OVS_KEY_ATTR_PRIORITY`: u32.
+    /// `OVS_KEY_ATTR_PRIORITY`: u32 skb priority.
     pub const PRIORITY: u16 = 2;
     /// `OVS_KEY_ATTR_IN_PORT`: u32 datapath port number.
     pub const IN_PORT: u16 = 3;
@@ -151,22 +157,100 @@ pub mod key_attr {
     pub const UDP: u16 = 10;
     /// `OVS_KEY_ATTR_ICMP`: `struct ovs_key_icmp`.
     pub const ICMP: u16 = 11;
+    /// `OVS_KEY_ATTR_ICMPV6`: `struct ovs_key_icmpv6`.
+    pub const ICMPV6: u16 = 12;
     /// `OVS_KEY_ATTR_ARP`: `struct ovs_key_arp`.
     pub const ARP: u16 = 13;
+    /// `OVS_KEY_ATTR_ND`: `struct ovs_key_nd`.
+    pub const ND: u16 = 14;
     /// `OVS_KEY_ATTR_SKB_MARK`: u32.
     pub const SKB_MARK: u16 = 15;
+    /// `OVS_KEY_ATTR_TUNNEL`: nested `OVS_TUNNEL_KEY_ATTR_*`.
+    pub const TUNNEL: u16 = 16;
+    /// `OVS_KEY_ATTR_SCTP`: `struct ovs_key_sctp`.
+    pub const SCTP: u16 = 17;
+    /// `OVS_KEY_ATTR_TCP_FLAGS`: be16.
+    pub const TCP_FLAGS: u16 = 18;
+    /// `OVS_KEY_ATTR_DP_HASH`: u32.
+    pub const DP_HASH: u16 = 19;
     /// `OVS_KEY_ATTR_RECIRC_ID`: u32.
     pub const RECIRC_ID: u16 = 20;
-    /// `OVS_KEY_ATTR_CT_STATE`: u32.
+    /// `OVS_KEY_ATTR_MPLS`: array of `struct ovs_key_mpls`.
+    pub const MPLS: u16 = 21;
+    /// `OVS_KEY_ATTR_CT_STATE`: u32 of `OVS_CS_F_*`.
     pub const CT_STATE: u16 = 22;
+    /// `OVS_KEY_ATTR_CT_ZONE`: u16.
+    pub const CT_ZONE: u16 = 23;
+    /// `OVS_KEY_ATTR_CT_MARK`: u32.
+    pub const CT_MARK: u16 = 24;
+    /// `OVS_KEY_ATTR_CT_LABELS`: 16 bytes.
+    pub const CT_LABELS: u16 = 25;
+    /// `OVS_KEY_ATTR_CT_ORIG_TUPLE_IPV4`: `struct ovs_key_ct_tuple_ipv4`.
+    pub const CT_ORIG_TUPLE_IPV4: u16 = 26;
+    /// `OVS_KEY_ATTR_CT_ORIG_TUPLE_IPV6`: `struct ovs_key_ct_tuple_ipv6`.
+    pub const CT_ORIG_TUPLE_IPV6: u16 = 27;
+    /// `OVS_KEY_ATTR_NSH`: nested `OVS_NSH_KEY_ATTR_*`.
+    pub const NSH: u16 = 28;
+    /// `OVS_KEY_ATTR_PACKET_TYPE`: be32.
+    pub const PACKET_TYPE: u16 = 29;
+    /// `OVS_KEY_ATTR_ND_EXTENSIONS`: `struct ovs_key_nd_extensions`.
+    pub const ND_EXTENSIONS: u16 = 30;
+    /// `OVS_KEY_ATTR_IPV6_EXTHDRS`: `struct ovs_key_ipv6_exthdrs` (Linux 6.0).
+    pub const IPV6_EXTHDRS: u16 = 32;
 }
 
-/// `enum ovs_action_attr` (the ones zcnet builds).
+/// `enum ovs_action_attr`.
 pub mod action_attr {
     /// `OVS_ACTION_ATTR_OUTPUT`: u32 port number.
     pub const OUTPUT: u16 = 1;
     /// `OVS_ACTION_ATTR_USERSPACE`: nested `OVS_USERSPACE_ATTR_*`.
     pub const USERSPACE: u16 = 2;
+    /// `OVS_ACTION_ATTR_SET`: one nested key attribute.
+    pub const SET: u16 = 3;
+    /// `OVS_ACTION_ATTR_PUSH_VLAN`: `struct ovs_action_push_vlan`.
+    pub const PUSH_VLAN: u16 = 4;
+    /// `OVS_ACTION_ATTR_POP_VLAN`: no argument.
+    pub const POP_VLAN: u16 = 5;
+    /// `OVS_ACTION_ATTR_SAMPLE`: nested `OVS_SAMPLE_ATTR_*`.
+    pub const SAMPLE: u16 = 6;
+    /// `OVS_ACTION_ATTR_RECIRC`: u32 recirculation id.
+    pub const RECIRC: u16 = 7;
+    /// `OVS_ACTION_ATTR_HASH`: `struct ovs_action_hash`.
+    pub const HASH: u16 = 8;
+    /// `OVS_ACTION_ATTR_PUSH_MPLS`: `struct ovs_action_push_mpls`.
+    pub const PUSH_MPLS: u16 = 9;
+    /// `OVS_ACTION_ATTR_POP_MPLS`: be16 ethertype.
+    pub const POP_MPLS: u16 = 10;
+    /// `OVS_ACTION_ATTR_SET_MASKED`: one nested key attribute: value then mask.
+    pub const SET_MASKED: u16 = 11;
+    /// `OVS_ACTION_ATTR_CT`: nested `OVS_CT_ATTR_*`.
+    pub const CT: u16 = 12;
+    /// `OVS_ACTION_ATTR_TRUNC`: u32 maximum length.
+    pub const TRUNC: u16 = 13;
+    /// `OVS_ACTION_ATTR_PUSH_ETH`: `struct ovs_action_push_eth`.
+    pub const PUSH_ETH: u16 = 14;
+    /// `OVS_ACTION_ATTR_POP_ETH`: no argument.
+    pub const POP_ETH: u16 = 15;
+    /// `OVS_ACTION_ATTR_CT_CLEAR`: no argument.
+    pub const CT_CLEAR: u16 = 16;
+    /// `OVS_ACTION_ATTR_PUSH_NSH`: nested `OVS_NSH_KEY_ATTR_*`.
+    pub const PUSH_NSH: u16 = 17;
+    /// `OVS_ACTION_ATTR_POP_NSH`: no argument.
+    pub const POP_NSH: u16 = 18;
+    /// `OVS_ACTION_ATTR_METER`: u32 meter id.
+    pub const METER: u16 = 19;
+    /// `OVS_ACTION_ATTR_CLONE`: nested actions.
+    pub const CLONE: u16 = 20;
+    /// `OVS_ACTION_ATTR_CHECK_PKT_LEN`: nested `OVS_CHECK_PKT_LEN_ATTR_*`.
+    pub const CHECK_PKT_LEN: u16 = 21;
+    /// `OVS_ACTION_ATTR_ADD_MPLS`: `struct ovs_action_add_mpls`.
+    pub const ADD_MPLS: u16 = 22;
+    /// `OVS_ACTION_ATTR_DEC_TTL`: nested `OVS_DEC_TTL_ATTR_*`.
+    pub const DEC_TTL: u16 = 23;
+    /// `OVS_ACTION_ATTR_DROP`: u32 error code (Linux 6.4).
+    pub const DROP: u16 = 24;
+    /// `OVS_ACTION_ATTR_PSAMPLE`: nested `OVS_PSAMPLE_ATTR_*` (Linux 6.11).
+    pub const PSAMPLE: u16 = 25;
 }
 
 /// `enum ovs_userspace_attr`.

@@ -219,12 +219,22 @@ pub fn resource_usage(of: UsageOf) -> io::Result<ResourceUsage> {
 /// `getrusage`, whose figures advance at scheduler ticks, the kernel brings the running thread's
 /// runtime up to date before answering, so two readings a few milliseconds apart differ by what ran.
 pub fn thread_cpu_time() -> io::Result<Duration> {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `CLOCK_MONOTONIC` now: the clock the Open vSwitch datapath stamps a flow's last use with
+/// (`OVS_FLOW_ATTR_USED`, milliseconds).
+pub fn monotonic_time() -> io::Result<Duration> {
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+fn clock(id: libc::clockid_t) -> io::Result<Duration> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a live, writable `timespec`.
-    syscall!(clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts))?;
+    syscall!(clock_gettime(id, &mut ts))?;
     Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 

@@ -1,0 +1,140 @@
+//! The learning switch's bounds, checked in the guest after the main Open vSwitch run, on a datapath
+//! of its own whose one port is `device`:
+//! 1. `serve` keeps its deadline under a sustained flood of misses: frames from a pool of random
+//!    source and destination MACs are sent into the datapath through its local port for
+//!    [`FLOOD`] by a second thread, while every `serve(SLICE)` returns within a generous bound; the
+//!    MAC table and the installed flows stay under the small limits given;
+//! 2. a kernel call refused mid-serve is reported and survived: a second client opens the datapath by
+//!    name and deletes it under the switch, after which `serve` still returns `Ok`, counts failed
+//!    calls and reports them as events naming the call and errno.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use zcnet::ovs::{Datapath, DatapathConfig, Dispatch, LearningSwitch, SwitchEvent, SwitchLimits};
+
+use crate::outcome::Outcome;
+
+/// How long the flood lasts.
+const FLOOD: Duration = Duration::from_secs(8);
+/// At most this many frames are sent.
+const MAX_FRAMES: u64 = 1_000_000;
+/// Each `serve` call's timeout.
+const SLICE: Duration = Duration::from_millis(300);
+/// What a `serve` call may take beyond its timeout (one upcall's handling, in an emulated guest).
+const SLACK: Duration = Duration::from_secs(3);
+/// MACs in the flood's pool: many more than the switch may remember.
+const POOL: u64 = 2000;
+const LIMITS: SwitchLimits = SwitchLimits {
+    max_macs: 64,
+    max_flows: 16,
+    flow_idle: Duration::from_secs(10),
+};
+
+/// xorshift64: a reproducible stream of MAC indices.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn mac(i: u64) -> [u8; 6] {
+    let b = i.to_be_bytes();
+    [0x02, 0x5a, b[4], b[5], b[6], b[7]]
+}
+
+fn frame(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes()); // local experimental ethertype
+    f
+}
+
+/// Runs both checks.
+pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
+    let name = format!("zc{}-b", std::process::id());
+    let config = DatapathConfig {
+        unaligned: true,
+        dispatch: Dispatch::PerVport,
+    };
+    let mut switch = LearningSwitch::new(&name, config, &[device], LIMITS)
+        .context("create the bounded switch")?;
+    let port = switch.datapath().local_port()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let flood = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < FLOOD && n < MAX_FRAMES {
+                let (s, d) = (next(&mut state) % POOL, next(&mut state) % POOL);
+                if port.send(&frame(mac(s), mac(d))).is_ok() {
+                    n += 1;
+                }
+            }
+            sent.store(n, Ordering::Relaxed);
+        })
+    };
+    let mut slowest = Duration::ZERO;
+    let mut handled = 0;
+    let mut over_limits = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < FLOOD {
+        let t = Instant::now();
+        handled += switch.serve(SLICE, |_| {})?;
+        slowest = slowest.max(t.elapsed());
+        let (macs, flows) = switch.table_sizes();
+        let installed = switch.datapath().flows()?.len();
+        if macs > LIMITS.max_macs || flows > LIMITS.max_flows || installed > LIMITS.max_flows {
+            over_limits.push((macs, flows, installed));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    flood.join().ok();
+    let c = switch.counters();
+    outcome.check(
+        "serve-deadline",
+        slowest <= SLICE + SLACK && handled > 0 && over_limits.is_empty(),
+        &format!(
+            "{} frames of random MACs flooded for {FLOOD:?}: {handled} misses handled, the slowest serve({SLICE:?}) took {slowest:?} (bound {:?}); MACs evicted {}, flows installed {}, evicted {}; over the limits {over_limits:?}",
+            sent.load(Ordering::Relaxed),
+            SLICE + SLACK,
+            c.macs_evicted,
+            c.flows_installed,
+            c.flows_evicted
+        ),
+    );
+
+    // A second client deletes the datapath under the switch.
+    Datapath::open(&name)?.delete()?;
+    let before = switch.counters().failed_calls;
+    let mut served = Ok(0);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(2500) && served.is_ok() {
+        served = switch.serve(SLICE, |_| {});
+    }
+    let failed = switch.counters().failed_calls - before;
+    let events: Vec<String> = switch
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SwitchEvent::Failed(e) => Some(e.to_string()),
+            SwitchEvent::Dispatch { .. } => None,
+        })
+        .collect();
+    outcome.check(
+        "failed-call-survived",
+        served.is_ok() && failed > 0 && events.iter().any(|e| e.contains("ENODEV")),
+        &format!(
+            "with {name} deleted by a second client, serve returned {served:?}; {failed} failed call(s), first reported: {:?}",
+            events.first()
+        ),
+    );
+    Ok(())
+}
