@@ -27,6 +27,7 @@
 
 mod error;
 mod frame_match;
+pub mod headers;
 mod live;
 mod mode;
 mod packet;
