@@ -36,6 +36,7 @@ mod queue;
 mod ring;
 mod socket;
 mod stats;
+mod udp_endpoint;
 mod umem;
 
 pub use error::{Error, Result};
@@ -46,4 +47,5 @@ pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
+pub use udp_endpoint::{Datagram, EndpointConfig, EndpointStats, Received, UdpEndpoint};
 pub use umem::{Frame, FrameSize, Umem, UmemConfig};
