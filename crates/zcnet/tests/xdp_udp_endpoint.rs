@@ -1,6 +1,8 @@
 //! `xdp::UdpEndpoint` on a veth pair: datagrams from a kernel UDP socket in the peer namespace arrive
-//! intact with their source, frames that are not good datagrams for the endpoint are counted and
-//! dropped, and everything else (ARP, neighbour discovery, ICMP) still reaches the kernel's stack.
+//! intact with their source and the endpoint's echoes reach that socket intact (the kernel drops a
+//! datagram with a wrong checksum, so an arrival proves them right); frames that are not good
+//! datagrams for the endpoint are counted and dropped; everything else (ARP, neighbour discovery,
+//! ICMP) still reaches the kernel's stack; what cannot be sent is refused with its reason.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 use testnet::{Offloads, VethConfig, VethPair};
 use zcnet::packet;
 use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
-use zcnet::xdp::{EndpointConfig, Mode, UdpEndpoint, interface_index};
+use zcnet::xdp::{EndpointConfig, Mode, SendError, UdpEndpoint, interface_index};
 
 /// The endpoint's port.
 const PORT: u16 = 9300;
@@ -84,17 +86,40 @@ fn datagrams_from_the_peer_arrive_intact(test: &str, family_v6: bool) {
     let sender = pair
         .b
         .run(|| UdpSocket::bind((peer, 0)).expect("bind sender"));
+    sender.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let from = sender.local_addr().expect("addr");
     let to = SocketAddr::new(local, PORT);
     let mut got = Vec::new();
-    // Send in rounds of 32, collecting as they arrive, so that no ring overflows.
+    let mut echoes = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    // Send in rounds of 32, collecting and answering as they arrive, so that no ring overflows.
     for round in (0..COUNT).step_by(32) {
         let end = (round + 32).min(COUNT);
         for seq in round..end {
             sender.send_to(&payload(seq, max), to).expect("send");
         }
-        got.extend(receive(&mut endpoint, end - got.len()));
+        let arrived = receive(&mut endpoint, end - got.len());
+        let mut batch = endpoint.send_batch();
+        for (bytes, source) in &arrived {
+            batch
+                .push(*source, bytes.len(), |buf| buf.copy_from_slice(bytes))
+                .expect("echo");
+        }
+        assert_eq!(batch.flush().expect("flush"), arrived.len());
+        for _ in 0..arrived.len() {
+            let (n, replier) = sender.recv_from(&mut buf).expect("an echo arrives");
+            assert_eq!(replier, to, "the echo comes from the endpoint's address");
+            echoes.push(buf[..n].to_vec());
+        }
+        got.extend(arrived);
     }
+    let mut echoed = vec![false; COUNT];
+    for bytes in &echoes {
+        let seq = sequence_of(bytes, max).expect("an echo arrived changed");
+        assert!(!echoed[seq], "echo {seq} arrived twice");
+        echoed[seq] = true;
+    }
+    assert_eq!(endpoint.stats().sent, COUNT as u64);
     let mut seen = vec![false; COUNT];
     for (bytes, source) in &got {
         assert_eq!(*source, from, "source address");
@@ -117,13 +142,19 @@ fn datagrams_from_the_peer_arrive_intact(test: &str, family_v6: bool) {
 }
 
 #[test]
-fn ipv4_datagrams_from_the_peer_arrive_intact() {
-    datagrams_from_the_peer_arrive_intact("ipv4_datagrams_from_the_peer_arrive_intact", false);
+fn ipv4_datagrams_arrive_intact_and_echoes_reach_the_peer() {
+    datagrams_from_the_peer_arrive_intact(
+        "ipv4_datagrams_arrive_intact_and_echoes_reach_the_peer",
+        false,
+    );
 }
 
 #[test]
-fn ipv6_datagrams_from_the_peer_arrive_intact() {
-    datagrams_from_the_peer_arrive_intact("ipv6_datagrams_from_the_peer_arrive_intact", true);
+fn ipv6_datagrams_arrive_intact_and_echoes_reach_the_peer() {
+    datagrams_from_the_peer_arrive_intact(
+        "ipv6_datagrams_arrive_intact_and_echoes_reach_the_peer",
+        true,
+    );
 }
 
 #[test]
@@ -175,4 +206,45 @@ fn bad_frames_are_counted_and_dropped() {
         "{stats:?}"
     );
     assert_eq!(stats.received, 1);
+}
+
+#[test]
+fn what_cannot_be_sent_is_refused_with_its_reason() {
+    if !testnet::privileged("what_cannot_be_sent_is_refused_with_its_reason") {
+        return;
+    }
+    let pair = pair();
+    let mut endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
+    let peer = SocketAddr::new(IpAddr::V4(pair.b_v4), PORT);
+    let max = endpoint.max_payload(peer.ip());
+    assert_eq!(max, 1500 - 20 - 8);
+    let mut send = |to: SocketAddr, len: usize| endpoint.send(to, len, |buf| buf.fill(7));
+    match send(peer, max + 1) {
+        Err(SendError::TooLong { len, max: m }) => assert_eq!((len, m), (max + 1, max)),
+        other => panic!("over the MTU: {other:?}"),
+    }
+    match send("192.0.2.1:9".parse().expect("literal"), 10) {
+        Err(SendError::NoRoute { source, .. }) => {
+            assert_eq!(source.raw_os_error(), Some(libc::ENETUNREACH), "{source}")
+        }
+        other => panic!("no route: {other:?}"),
+    }
+    match send(SocketAddr::new(IpAddr::V4(pair.a_v4), 9), 10) {
+        Err(SendError::OtherInterface { oif: 1, .. }) => {}
+        other => panic!("own address, through lo: {other:?}"),
+    }
+    match send("10.77.0.50:9".parse().expect("literal"), 10) {
+        Err(SendError::Unresolved {
+            state: None,
+            next_hop,
+        }) => {
+            assert_eq!(next_hop, "10.77.0.50".parse::<IpAddr>().expect("literal"))
+        }
+        other => panic!("no neighbour entry: {other:?}"),
+    }
+    match send(SocketAddr::new(IpAddr::V6(pair.b_v6), 9), 10) {
+        Err(SendError::FamilyMismatch { .. }) => {}
+        other => panic!("IPv6 from an IPv4 endpoint: {other:?}"),
+    }
+    assert_eq!(endpoint.stats().sent, 0);
 }

@@ -127,6 +127,20 @@ impl Request {
         }
     }
 
+    /// A route netlink request (`NETLINK_ROUTE`) of message type `kind` (`RTM_GET*`) with `NLM_F_*`
+    /// `flags` beyond `NLM_F_REQUEST`: no `genlmsghdr`, the family header `header` (`struct rtmsg`,
+    /// `struct ndmsg`, …) right after the `nlmsghdr`.
+    pub fn rtnetlink(kind: u16, flags: u16, header: &[u8]) -> Request {
+        let mut buf = vec![0u8; NLMSG_HDRLEN];
+        buf[4..6].copy_from_slice(&kind.to_ne_bytes());
+        buf[6..8].copy_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
+        let request = Request {
+            buf,
+            too_long: None,
+        };
+        request.header(header)
+    }
+
     /// Appends a family's fixed header (bytes placed right after the `genlmsghdr`).
     pub fn header(mut self, bytes: &[u8]) -> Request {
         self.buf.extend_from_slice(bytes);
@@ -362,7 +376,18 @@ pub struct GenlSocket {
 impl GenlSocket {
     /// Opens a generic netlink socket and binds it to a port id the kernel chooses.
     pub fn open() -> io::Result<GenlSocket> {
-        let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_GENERIC)?;
+        GenlSocket::open_protocol(libc::NETLINK_GENERIC)
+    }
+
+    /// Opens a route netlink socket (`NETLINK_ROUTE`) with the same request path, for
+    /// [`Request::rtnetlink`] requests; its replies carry their family header where a genl reply has
+    /// its `genlmsghdr` ([`Reply::payload`]).
+    pub fn open_route() -> io::Result<GenlSocket> {
+        GenlSocket::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    fn open_protocol(protocol: i32) -> io::Result<GenlSocket> {
+        let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, protocol)?;
         // SAFETY: all-zero is a valid `sockaddr_nl` (family set below, pid 0 = kernel chooses).
         let mut addr: libc::sockaddr_nl = unsafe { mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;

@@ -14,15 +14,22 @@
 //!   counts as bad checksums; turn transmit checksum offload off on such a sender
 //!   (`ethtool -K IF tx off`).
 //! - Each queue's frames come back to that queue's fill ring (see [`Socket`]).
+//! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
+//!   where (see the `route` module: next hops are looked up over route netlink and cached for a
+//!   second, and an unresolved neighbour is an error, never an ARP request of the endpoint's own).
+//!   Datagrams are sent with don't-fragment and never larger than the interface MTU.
 
 use std::mem;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
 
 use super::error::{Error, Result};
 use super::frame_match::FrameMatch;
-use super::headers::{self, Malformed, UdpFrame};
+use super::headers::{self, ETH_HLEN, Malformed, Path, UdpFrame};
 use super::mode::Mode;
-use super::program::{AttachMode, XdpLink, XdpProgram};
+use super::program::{AttachMode, XdpLink, XdpProgram, interface_index};
+use super::route::Routes;
+use super::send_error::SendError;
 use super::socket::Socket;
 use super::umem::{Frame, Umem, UmemConfig};
 use crate::sys::socket::poll_any;
@@ -65,6 +72,8 @@ pub struct EndpointStats {
     pub bad_checksum: u64,
     /// Well-formed datagrams dropped because they were addressed to another address or port.
     pub not_for_us: u64,
+    /// Datagrams handed to the kernel for sending.
+    pub sent: u64,
     /// Descriptors the rx rings carried that named no frame lent to the kernel (never delivered).
     pub invalid_descs: u64,
 }
@@ -87,6 +96,13 @@ pub struct UdpEndpoint {
     scratch: Vec<Frame>,
     /// Accepted datagrams: socket index, frame, parsed headers; reused across calls.
     accepted: Vec<(usize, Frame, UdpFrame)>,
+    routes: Routes,
+    mtu: usize,
+    mac: [u8; 6],
+    /// The next IPv4 identification.
+    next_id: u16,
+    /// Built datagrams waiting for the tx ring.
+    pending: Vec<Frame>,
 }
 
 impl UdpEndpoint {
@@ -97,6 +113,14 @@ impl UdpEndpoint {
         let Some(&highest) = config.queues.iter().max() else {
             return Err(Error::usage(format!(
                 "a UDP endpoint on {iface} needs at least one queue"
+            )));
+        };
+        let ifindex = interface_index(iface)?;
+        let mut routes = Routes::open(ifindex)?;
+        let device = routes.link(iface)?;
+        let Some(mac) = device.mac else {
+            return Err(Error::usage(format!(
+                "{iface} has no Ethernet address: a UDP endpoint needs an Ethernet interface"
             )));
         };
         let mut umem = Umem::new(config.umem)?;
@@ -121,6 +145,11 @@ impl UdpEndpoint {
             stats: EndpointStats::default(),
             scratch: Vec::new(),
             accepted: Vec::new(),
+            routes,
+            mtu: device.mtu as usize,
+            mac,
+            next_id: 0,
+            pending: Vec::new(),
         })
     }
 
@@ -220,6 +249,122 @@ impl UdpEndpoint {
         outcome.map(|()| batch)
     }
 
+    /// The longest payload one datagram to `to`'s family carries: the interface MTU less the IP
+    /// and UDP headers, and no more than a UMEM frame holds.
+    pub fn max_payload(&self, to: IpAddr) -> usize {
+        let headers = headers::headers_len(to);
+        let by_mtu = (self.mtu + ETH_HLEN).saturating_sub(headers);
+        let by_frame = (self.umem.frame_size() as usize).saturating_sub(headers);
+        by_mtu.min(by_frame)
+    }
+
+    /// Sends one datagram of `len` payload bytes to `to`; `write` fills the payload in place, in the
+    /// UMEM frame that goes to the kernel (no copy). A batch of one ([`UdpEndpoint::send_batch`]).
+    pub fn send(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        let mut batch = self.send_batch();
+        batch.push(to, len, write)?;
+        batch.flush().map(drop)
+    }
+
+    /// A batch of datagrams to send: each [`SendBatch::push`] builds one in a frame, and
+    /// [`SendBatch::flush`] (or dropping the batch) hands them all to the tx ring with one wakeup.
+    pub fn send_batch(&mut self) -> SendBatch<'_> {
+        SendBatch { endpoint: self }
+    }
+
+    /// Takes back the frames the kernel finished sending (every queue's completion ring).
+    pub fn reclaim(&mut self) -> Result<()> {
+        for socket in &mut self.sockets {
+            socket.reclaim(&mut self.umem, u32::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// A free frame, reclaiming sent ones when the free list is empty.
+    fn free_frame(&mut self) -> std::result::Result<Frame, SendError> {
+        if let Some(frame) = self.umem.alloc() {
+            return Ok(frame);
+        }
+        self.reclaim()?;
+        self.umem.alloc().ok_or(SendError::NoFrame)
+    }
+
+    /// Builds a datagram to `to` in a frame and queues it for [`UdpEndpoint::flush`].
+    fn build(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        let local = self.local.ip();
+        if !local.is_unspecified() && local.is_ipv4() != to.is_ipv4() {
+            return Err(SendError::FamilyMismatch { local, to: to.ip() });
+        }
+        let max = self.max_payload(to.ip());
+        if len > max {
+            return Err(SendError::TooLong { len, max });
+        }
+        let hop = self.routes.hop(to.ip(), Instant::now())?;
+        let src = match (local.is_unspecified(), hop.src) {
+            (false, _) => local,
+            (true, Some(src)) => src,
+            (true, None) => {
+                return Err(SendError::NoRoute {
+                    to: to.ip(),
+                    source: std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL),
+                });
+            }
+        };
+        let path = Path {
+            src_mac: self.mac,
+            dst_mac: hop.mac,
+            src: SocketAddr::new(src, self.local.port()),
+            dst: to,
+        };
+        let mut frame = self.free_frame()?;
+        let buffer = self.umem.buffer_mut(&mut frame);
+        let hlen = headers::headers_len(to.ip());
+        write(&mut buffer[hlen..hlen + len]);
+        self.next_id = self.next_id.wrapping_add(1);
+        let built = headers::write_udp(buffer, &path, len, self.next_id)
+            .map(|frame_len| frame.set_len(frame_len as u32));
+        if built != Ok(true) {
+            self.umem.release(frame);
+            return Err(SendError::TooLong { len, max });
+        }
+        self.pending.push(frame);
+        Ok(())
+    }
+
+    /// Hands the queued datagrams to the first queue's tx ring and wakes the kernel; when the ring
+    /// is full, reclaims and wakes again, a bounded number of times. Returns how many went.
+    fn flush(&mut self) -> std::result::Result<usize, SendError> {
+        let queued = self.pending.len();
+        let socket = &mut self.sockets[0];
+        for _ in 0..FLUSH_ATTEMPTS {
+            socket.transmit(&mut self.umem, &mut self.pending)?;
+            socket.wake_tx()?;
+            if self.pending.is_empty() {
+                break;
+            }
+            socket.reclaim(&mut self.umem, u32::MAX)?;
+        }
+        let sent = queued - self.pending.len();
+        self.stats.sent += sent as u64;
+        if self.pending.is_empty() {
+            return Ok(sent);
+        }
+        for frame in self.pending.drain(..) {
+            self.umem.release(frame);
+        }
+        Err(SendError::NoFrame)
+    }
+
     /// Gives `frames` back to the fill ring of socket `index`'s queue. The ring has room for every
     /// frame the queue lent (it is as large as the frames filled at bind), so none is left over;
     /// should one be (a bug), it goes to the free list rather than leak.
@@ -230,6 +375,49 @@ impl UdpEndpoint {
         let _ = self.sockets[index].fill_with(&mut self.umem, &mut frames);
         for frame in frames {
             self.umem.release(frame);
+        }
+    }
+}
+
+/// How often [`UdpEndpoint::flush`] tries a full tx ring before it gives up.
+const FLUSH_ATTEMPTS: usize = 64;
+
+/// Datagrams built for sending ([`UdpEndpoint::send_batch`]), handed to the kernel by
+/// [`SendBatch::flush`] or when the batch drops.
+#[derive(Debug)]
+#[must_use = "a batch sends when flushed or dropped"]
+pub struct SendBatch<'e> {
+    endpoint: &'e mut UdpEndpoint,
+}
+
+impl SendBatch<'_> {
+    /// Builds a datagram of `len` payload bytes to `to` in a UMEM frame: `write` fills the payload
+    /// in place, then the Ethernet, IP and UDP headers and checksums are written in front of it.
+    /// Refuses (and builds nothing) what cannot be sent: a payload over
+    /// [`UdpEndpoint::max_payload`], no route, a route through another interface, an unresolved
+    /// next hop, a destination of the other family, or no free frame.
+    pub fn push(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        self.endpoint.build(to, len, write)
+    }
+
+    /// Hands every built datagram to the tx ring and wakes the kernel; returns how many went. When
+    /// the ring stays full the rest are dropped (their frames freed) and the error is
+    /// [`SendError::NoFrame`].
+    pub fn flush(self) -> std::result::Result<usize, SendError> {
+        self.endpoint.flush()
+    }
+}
+
+impl Drop for SendBatch<'_> {
+    fn drop(&mut self) {
+        if !self.endpoint.pending.is_empty() {
+            // Dropping without flush sends what was built; a failure frees the frames (see flush).
+            let _ = self.endpoint.flush();
         }
     }
 }
