@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use testnet::{Offloads, VethConfig, VethPair};
 use zcnet::packet;
 use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
-use zcnet::xdp::{EndpointConfig, Mode, SendError, UdpEndpoint, interface_index};
+use zcnet::xdp::{
+    EndpointConfig, FrameSize, Mode, NEXT_HOP_TTL, SendError, UdpEndpoint, UmemConfig,
+    interface_index,
+};
 
 /// The endpoint's port.
 const PORT: u16 = 9300;
@@ -23,7 +26,13 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
 /// then carry only the pseudo-header sum: see the endpoint's docs).
 fn pair() -> VethPair {
+    pair_with_queues(1)
+}
+
+/// [`pair`] with `queues` queues per end.
+fn pair_with_queues(queues: u32) -> VethPair {
     VethPair::new(VethConfig {
+        queues,
         offloads: Offloads {
             tx_checksum: false,
             ..Offloads::default()
@@ -33,11 +42,36 @@ fn pair() -> VethPair {
     .expect("veth pair")
 }
 
-/// The endpoint on `a`'s end at `ip`.
+/// For a privileged `test`: a one-queue [`pair`] and the endpoint on `a`'s IPv4 address.
+fn v4_endpoint(test: &str) -> Option<(VethPair, UdpEndpoint)> {
+    if !testnet::privileged(test) {
+        return None;
+    }
+    let pair = pair();
+    let endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
+    Some((pair, endpoint))
+}
+
+/// The endpoint on `a`'s end at `ip`, queue 0.
 fn bind(pair: &VethPair, ip: IpAddr) -> UdpEndpoint {
+    bind_queues(pair, ip, vec![0])
+}
+
+/// The endpoint on `queues` of `a`'s end at `ip`, with a UMEM so small (64 frames per queue's fill
+/// ring, 64 more for sending) that a frame it failed to give back would soon stop the traffic.
+fn bind_queues(pair: &VethPair, ip: IpAddr, queues: Vec<u32>) -> UdpEndpoint {
     pair.a.run(|| {
+        let frames = 64 * (queues.len() as u32 + 1);
         let config = EndpointConfig {
             mode: Mode::Copy,
+            queues,
+            umem: UmemConfig {
+                frame_size: FrameSize::Half,
+                frame_count: frames,
+                fill_size: 64,
+                completion_size: 64,
+                ..UmemConfig::default()
+            },
             ..EndpointConfig::default()
         };
         UdpEndpoint::bind(&pair.a_if, SocketAddr::new(ip, PORT), config).expect("bind endpoint")
@@ -159,11 +193,9 @@ fn ipv6_datagrams_arrive_intact_and_echoes_reach_the_peer() {
 
 #[test]
 fn bad_frames_are_counted_and_dropped() {
-    if !testnet::privileged("bad_frames_are_counted_and_dropped") {
+    let Some((pair, mut endpoint)) = v4_endpoint("bad_frames_are_counted_and_dropped") else {
         return;
-    }
-    let pair = pair();
-    let mut endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
+    };
     let path = Path {
         src_mac: pair.mac(&pair.b_if).expect("mac"),
         dst_mac: pair.mac(&pair.a_if).expect("mac"),
@@ -187,34 +219,42 @@ fn bad_frames_are_counted_and_dropped() {
         ..path
     };
     let not_for_us = good(&other_host, b"to another address");
-    let fine = good(&path, b"the one good datagram");
-    pair.b.run(|| {
-        let fd = packet::open(interface_index(&pair.b_if).expect("ifindex"), 0).expect("socket");
-        for frame in [&bad_checksum, &bad_length, &not_for_us, &fine] {
-            packet::send(fd.as_fd(), frame).expect("send");
-        }
+    // Eight rounds of 30 bad frames and one good one: far more bad frames than the 64 the fill ring
+    // holds, so each must go back to it for the good ones to arrive.
+    const ROUNDS: u64 = 8;
+    let fd = pair.b.run(|| {
+        packet::open(interface_index(&pair.b_if).expect("ifindex"), 0).expect("packet socket")
     });
-    let got = receive(&mut endpoint, 1);
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!(got[0].0, b"the one good datagram");
-    assert_eq!(got[0].1, path.src);
-    // Whatever else arrived has been taken by now (the good frame was sent last, on one queue).
+    for round in 0..ROUNDS {
+        for _ in 0..10 {
+            for frame in [&bad_checksum, &bad_length, &not_for_us] {
+                packet::send(fd.as_fd(), frame).expect("send");
+            }
+        }
+        let fine = good(&path, format!("good datagram {round}").as_bytes());
+        packet::send(fd.as_fd(), &fine).expect("send");
+        let got = receive(&mut endpoint, 1);
+        assert_eq!(got.len(), 1, "round {round}: {got:?}");
+        assert_eq!(got[0].0, format!("good datagram {round}").as_bytes());
+        assert_eq!(got[0].1, path.src);
+    }
+    // The bad frames of each round were taken with (before) its good one, on the one queue.
     let stats = endpoint.stats();
+    let each = ROUNDS * 10;
     assert_eq!(
         (stats.bad_checksum, stats.malformed, stats.not_for_us),
-        (1, 1, 1),
+        (each, each, each),
         "{stats:?}"
     );
-    assert_eq!(stats.received, 1);
+    assert_eq!(stats.received, ROUNDS);
 }
 
 #[test]
 fn what_cannot_be_sent_is_refused_with_its_reason() {
-    if !testnet::privileged("what_cannot_be_sent_is_refused_with_its_reason") {
+    let Some((pair, mut endpoint)) = v4_endpoint("what_cannot_be_sent_is_refused_with_its_reason")
+    else {
         return;
-    }
-    let pair = pair();
-    let mut endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
+    };
     let peer = SocketAddr::new(IpAddr::V4(pair.b_v4), PORT);
     let max = endpoint.max_payload(peer.ip());
     assert_eq!(max, 1500 - 20 - 8);
@@ -247,4 +287,82 @@ fn what_cannot_be_sent_is_refused_with_its_reason() {
         other => panic!("IPv6 from an IPv4 endpoint: {other:?}"),
     }
     assert_eq!(endpoint.stats().sent, 0);
+}
+
+#[test]
+fn a_changed_neighbour_is_followed() {
+    let Some((pair, mut endpoint)) = v4_endpoint("a_changed_neighbour_is_followed") else {
+        return;
+    };
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind peer"));
+    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let echo_once = |endpoint: &mut UdpEndpoint, text: &[u8]| {
+        peer.send_to(text, to).expect("send");
+        let got = receive(endpoint, 1);
+        assert_eq!(got.len(), 1, "{got:?}");
+        endpoint
+            .send(got[0].1, text.len(), |buf| buf.copy_from_slice(text))
+            .expect("echo");
+        let mut buf = [0u8; 64];
+        let n = peer.recv(&mut buf).expect("the echo arrives");
+        assert_eq!(&buf[..n], text);
+    };
+    echo_once(&mut endpoint, b"before");
+    // The peer takes a new MAC address and `a`'s neighbour entry follows (as the stack's would once
+    // it learns of it); a frame to the old address would be dropped by the peer as not its own.
+    let new_mac = "02:7a:00:00:00:02";
+    pair.b
+        .ip(&["link", "set", &pair.b_if, "address", new_mac])
+        .expect("set address");
+    let neigh = [
+        "neigh",
+        "replace",
+        &pair.b_v4.to_string(),
+        "lladdr",
+        new_mac,
+        "dev",
+        &pair.a_if,
+        "nud",
+        "reachable",
+    ];
+    pair.a.ip(&neigh).expect("neigh replace");
+    std::thread::sleep(NEXT_HOP_TTL + Duration::from_millis(100));
+    echo_once(&mut endpoint, b"after");
+}
+
+#[test]
+fn two_queues_serve_one_endpoint() {
+    if !testnet::privileged("two_queues_serve_one_endpoint") {
+        return;
+    }
+    let pair = pair_with_queues(2);
+    let mut endpoint = bind_queues(&pair, IpAddr::V4(pair.a_v4), vec![0, 1]);
+    assert_eq!(endpoint.sockets().len(), 2);
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    // Several source ports, so that the peer's transmit queue choice spreads them.
+    let senders: Vec<UdpSocket> = (0..8)
+        .map(|_| {
+            pair.b
+                .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind sender"))
+        })
+        .collect();
+    let mut expected = Vec::new();
+    let mut got = Vec::new();
+    for round in 0..8 {
+        for (i, sender) in senders.iter().enumerate() {
+            let text = format!("round {round} from sender {i}");
+            sender.send_to(text.as_bytes(), to).expect("send");
+            expected.push((text.into_bytes(), sender.local_addr().expect("addr")));
+        }
+        let arrived = receive(&mut endpoint, senders.len());
+        assert_eq!(arrived.len(), senders.len(), "round {round}");
+        got.extend(arrived);
+    }
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "every datagram intact, from its sender");
+    assert_eq!(endpoint.stats().received, expected.len() as u64);
 }

@@ -23,9 +23,10 @@ use super::send_error::SendError;
 use crate::sys::netlink::GenlSocket;
 use crate::sys::rtnetlink::{self, Link};
 
-/// How long a looked-up next hop is used before it is looked up again: a changed route or neighbour
-/// (the peer's MAC address changed) is followed within this time.
-pub(crate) const HOP_TTL: Duration = Duration::from_secs(1);
+/// How long a [`UdpEndpoint`](super::UdpEndpoint) uses a looked-up next hop before it looks it up
+/// again: a changed route or neighbour entry (the peer's MAC address changed) is followed within
+/// this time.
+pub const NEXT_HOP_TTL: Duration = Duration::from_secs(1);
 
 /// `NUD_*` states whose link-layer address the kernel itself would send to.
 const USABLE: u16 = libc::NUD_REACHABLE
@@ -70,17 +71,17 @@ impl Routes {
         })
     }
 
-    /// The next hop for `to`: cached for [`HOP_TTL`], else looked up (failures are not cached).
+    /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).
     pub(crate) fn hop(&mut self, to: IpAddr, now: Instant) -> std::result::Result<Hop, SendError> {
         if let Some(&(hop, at)) = self.cache.get(&to)
-            && now.duration_since(at) < HOP_TTL
+            && now.duration_since(at) < NEXT_HOP_TTL
         {
             return Ok(hop);
         }
         let hop = self.look_up(to)?;
         if self.cache.len() > 4096 {
             self.cache
-                .retain(|_, (_, at)| now.duration_since(*at) < HOP_TTL);
+                .retain(|_, (_, at)| now.duration_since(*at) < NEXT_HOP_TTL);
         }
         self.cache.insert(to, (hop, now));
         Ok(hop)
