@@ -20,6 +20,12 @@
 //! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
 //!   in several frames ([`Socket::receive_packets`]).
 //!
+//! - [`UdpEndpoint`]: UDP on AF_XDP for applications — one local address and port served from
+//!   queues of an interface, datagrams received with their payloads in the UMEM frames and
+//!   checksums verified, sent with payloads written in place and headers, checksums and the next hop
+//!   (route and neighbour tables over route netlink) filled in; [`headers`] parses and builds the
+//!   Ethernet, IPv4/IPv6 and UDP headers it uses.
+//!
 //! A receiver, in short: `Umem::new`, `Socket::bind`, `socket.fill(&mut umem, n)`, attach
 //! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: other frames go on to the stack) and insert
 //! the socket into its map, then loop on `socket.receive(&mut umem, n, &mut frames)`, reading each
