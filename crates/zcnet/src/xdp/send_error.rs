@@ -60,6 +60,14 @@ pub enum SendError {
     /// Every UMEM frame is in use (in flight or held by received batches): reclaim, or drop
     /// batches, and retry.
     NoFrame,
+    /// The tx ring stayed full while the kernel was woken and completions reclaimed, again and
+    /// again: `sent` datagrams of the batch went, `dropped` were dropped (their frames freed).
+    TxRingFull {
+        /// Datagrams of the batch handed to the kernel.
+        sent: usize,
+        /// Datagrams dropped.
+        dropped: usize,
+    },
     /// A lookup or ring operation failed.
     Xdp(Error),
 }
@@ -104,6 +112,11 @@ impl fmt::Display for SendError {
             SendError::NoFrame => f.write_str(
                 "every UMEM frame is in use (ENOBUFS; reclaim sent frames or drop received \
                  batches, then retry)",
+            ),
+            SendError::TxRingFull { sent, dropped } => write!(
+                f,
+                "the tx ring stayed full: {sent} datagrams sent, {dropped} dropped (EAGAIN; send \
+                 smaller batches, or retry)"
             ),
             SendError::Xdp(e) => e.fmt(f),
         }

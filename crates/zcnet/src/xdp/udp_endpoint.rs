@@ -94,6 +94,8 @@ pub struct UdpEndpoint {
     stats: EndpointStats,
     /// Frames taken from the rx rings, reused across calls.
     scratch: Vec<Frame>,
+    /// Frames on their way back to a fill ring, reused across calls.
+    returning: Vec<Frame>,
     /// Accepted datagrams: socket index, frame, parsed headers; reused across calls.
     accepted: Vec<(usize, Frame, UdpFrame)>,
     routes: Routes,
@@ -144,6 +146,7 @@ impl UdpEndpoint {
             local,
             stats: EndpointStats::default(),
             scratch: Vec::new(),
+            returning: Vec::new(),
             accepted: Vec::new(),
             routes,
             mtu: device.mtu as usize,
@@ -203,6 +206,7 @@ impl UdpEndpoint {
     pub fn receive(&mut self, max: usize) -> Result<Received<'_>> {
         let mut frames = mem::take(&mut self.scratch);
         let mut accepted = mem::take(&mut self.accepted);
+        let mut rejected = mem::take(&mut self.returning);
         let mut outcome = Ok(());
         for index in 0..self.sockets.len() {
             let left = max.saturating_sub(accepted.len());
@@ -218,7 +222,6 @@ impl UdpEndpoint {
                     break;
                 }
             }
-            let mut rejected = Vec::new();
             for frame in frames.drain(..) {
                 match headers::parse(self.umem.bytes(&frame)) {
                     Ok(udp) if self.accepts(udp.dst) => {
@@ -238,10 +241,11 @@ impl UdpEndpoint {
                     }
                 }
             }
-            self.refill(index, rejected);
+            self.refill(index, &mut rejected);
         }
         self.stats.received += accepted.len() as u64;
         self.scratch = frames;
+        self.returning = rejected;
         let batch = Received {
             endpoint: self,
             datagrams: accepted,
@@ -359,21 +363,28 @@ impl UdpEndpoint {
         if self.pending.is_empty() {
             return Ok(sent);
         }
+        let dropped = self.pending.len();
         for frame in self.pending.drain(..) {
             self.umem.release(frame);
         }
-        Err(SendError::NoFrame)
+        Err(SendError::TxRingFull { sent, dropped })
     }
 
-    /// Gives `frames` back to the fill ring of socket `index`'s queue. The ring has room for every
-    /// frame the queue lent (it is as large as the frames filled at bind), so none is left over;
-    /// should one be (a bug), it goes to the free list rather than leak.
-    fn refill(&mut self, index: usize, mut frames: Vec<Frame>) {
+    /// Gives `frames` (emptied) back to the fill ring of socket `index`'s queue, and wakes the
+    /// kernel when the ring asks for it (need_wakeup). The ring has room for every frame the queue
+    /// lent (it is as large as the frames filled at bind), so none is left over; should one be (a
+    /// bug), it goes to the free list rather than leak.
+    fn refill(&mut self, index: usize, frames: &mut Vec<Frame>) {
         if frames.is_empty() {
             return;
         }
-        let _ = self.sockets[index].fill_with(&mut self.umem, &mut frames);
-        for frame in frames {
+        let socket = &mut self.sockets[index];
+        let _ = socket.fill_with(&mut self.umem, frames);
+        if socket.fill_needs_wakeup() {
+            // A failed wakeup leaves the flag set: the next `wait` polls again.
+            let _ = socket.wait_rx(0);
+        }
+        for frame in frames.drain(..) {
             self.umem.release(frame);
         }
     }
@@ -407,7 +418,7 @@ impl SendBatch<'_> {
 
     /// Hands every built datagram to the tx ring and wakes the kernel; returns how many went. When
     /// the ring stays full the rest are dropped (their frames freed) and the error is
-    /// [`SendError::NoFrame`].
+    /// [`SendError::TxRingFull`].
     pub fn flush(self) -> std::result::Result<usize, SendError> {
         self.endpoint.flush()
     }
@@ -478,16 +489,21 @@ impl Received<'_> {
 
 impl Drop for Received<'_> {
     fn drop(&mut self) {
+        // The datagrams are grouped by queue, in queue order (as `receive` took them).
         let mut datagrams = mem::take(&mut self.datagrams);
-        let mut by_queue: Vec<Vec<Frame>> = (0..self.endpoint.sockets.len())
-            .map(|_| Vec::new())
-            .collect();
+        let mut frames = mem::take(&mut self.endpoint.returning);
+        let mut queue = None;
         for (index, frame, _) in datagrams.drain(..) {
-            by_queue[index].push(frame);
+            if let Some(previous) = queue.filter(|&q| q != index) {
+                self.endpoint.refill(previous, &mut frames);
+            }
+            queue = Some(index);
+            frames.push(frame);
         }
-        for (index, frames) in by_queue.into_iter().enumerate() {
-            self.endpoint.refill(index, frames);
+        if let Some(last) = queue {
+            self.endpoint.refill(last, &mut frames);
         }
+        self.endpoint.returning = frames;
         self.endpoint.accepted = datagrams;
     }
 }
