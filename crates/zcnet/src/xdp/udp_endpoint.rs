@@ -83,6 +83,26 @@ pub struct EndpointStats {
 /// Binding attaches a redirect program for the port ([`FrameMatch::UdpPort`]), binds one socket per
 /// queue with a shared UMEM and fills each queue's fill ring. Dropping the endpoint detaches the
 /// program (traffic to the port goes back to the stack) and closes the sockets.
+///
+/// An echo server (payloads are read in the UMEM, copied once into the answer's frame):
+///
+/// ```no_run
+/// use zcnet::xdp::{EndpointConfig, UdpEndpoint};
+/// let mut endpoint = UdpEndpoint::bind("veth0", "10.0.0.1:9000".parse()?, EndpointConfig::default())?;
+/// let mut answers = Vec::new();
+/// loop {
+///     endpoint.wait(-1)?;
+///     let batch = endpoint.receive(64)?;
+///     answers.extend(batch.iter().map(|d| (d.source, d.payload.to_vec())));
+///     drop(batch); // the frames go back to the fill ring
+///     let mut send = endpoint.send_batch();
+///     for (to, payload) in answers.drain(..) {
+///         send.push(to, payload.len(), |buf| buf.copy_from_slice(&payload))?;
+///     }
+///     send.flush()?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct UdpEndpoint {
     // Fields drop in order: the link first, so no frame is redirected to a closing socket.
@@ -117,6 +137,16 @@ impl UdpEndpoint {
                 "a UDP endpoint on {iface} needs at least one queue"
             )));
         };
+        let filled = u64::from(config.umem.fill_size) * config.queues.len() as u64;
+        if u64::from(config.umem.frame_count) <= filled {
+            return Err(Error::usage(format!(
+                "a UMEM of {} frames for {} queues whose fill rings take {} each leaves none to \
+                 send: give it more frames",
+                config.umem.frame_count,
+                config.queues.len(),
+                config.umem.fill_size
+            )));
+        }
         let ifindex = interface_index(iface)?;
         let mut routes = Routes::open(ifindex)?;
         let device = routes.link(iface)?;
@@ -505,5 +535,26 @@ impl Drop for Received<'_> {
         }
         self.endpoint.returning = frames;
         self.endpoint.accepted = datagrams;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_umem_with_no_frame_left_to_send_is_refused_before_anything_is_bound() {
+        let config = EndpointConfig {
+            queues: vec![0, 1],
+            umem: UmemConfig {
+                frame_count: 128,
+                fill_size: 64,
+                ..UmemConfig::default()
+            },
+            ..EndpointConfig::default()
+        };
+        let err = UdpEndpoint::bind("lo", "127.0.0.1:9".parse().unwrap(), config).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::EINVAL), "{err}");
+        assert!(err.to_string().contains("leaves none to send"), "{err}");
     }
 }
