@@ -60,11 +60,22 @@ fn bind(pair: &VethPair, ip: IpAddr) -> UdpEndpoint {
 /// The endpoint on `queues` of `a`'s end at `ip`, with a UMEM so small (64 frames per queue's fill
 /// ring, 64 more for sending) that a frame it failed to give back would soon stop the traffic.
 fn bind_queues(pair: &VethPair, ip: IpAddr, queues: Vec<u32>) -> UdpEndpoint {
+    bind_with(pair, ip, queues, None)
+}
+
+/// [`bind_queues`] with busy polling set as `busy_poll` says.
+fn bind_with(
+    pair: &VethPair,
+    ip: IpAddr,
+    queues: Vec<u32>,
+    busy_poll: Option<(i32, i32)>,
+) -> UdpEndpoint {
     pair.a.run(|| {
         let frames = 64 * (queues.len() as u32 + 1);
         let config = EndpointConfig {
             mode: Mode::Copy,
             queues,
+            busy_poll,
             umem: UmemConfig {
                 frame_size: FrameSize::Half,
                 frame_count: frames,
@@ -367,7 +378,8 @@ fn two_queues_serve_one_endpoint() {
         return;
     }
     let pair = pair_with_queues(2);
-    let mut endpoint = bind_queues(&pair, IpAddr::V4(pair.a_v4), vec![0, 1]);
+    // With preferred busy polling: the sockets take the option, and traffic still flows.
+    let mut endpoint = bind_with(&pair, IpAddr::V4(pair.a_v4), vec![0, 1], Some((50, 8)));
     assert_eq!(endpoint.sockets().len(), 2);
     let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
     // Several source ports, so that the peer's transmit queue choice spreads them.
@@ -425,4 +437,33 @@ fn an_unspecified_address_serves_both_families() {
         let (n, replier) = socket.recv_from(&mut buf).expect("the answer arrives");
         assert_eq!((&buf[..n], replier), (&payload[..], to));
     }
+}
+
+#[test]
+fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("dropping_the_endpoint_gives_the_port_back_to_the_stack")
+    else {
+        return;
+    };
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let kernel = pair
+        .a
+        .run(|| UdpSocket::bind(to).expect("bind the same port in the stack"));
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind peer"));
+    peer.send_to(b"to the endpoint", to).expect("send");
+    let got = receive(&mut endpoint, 1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, b"to the endpoint");
+    drop(endpoint);
+    peer.send_to(b"to the stack", to).expect("send");
+    kernel.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let mut buf = [0u8; 64];
+    // The kernel socket never saw the endpoint's datagram: the first it reads is the later one.
+    let n = kernel
+        .recv(&mut buf)
+        .expect("the stack receives once the endpoint is gone");
+    assert_eq!(&buf[..n], b"to the stack");
 }

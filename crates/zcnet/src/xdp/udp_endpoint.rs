@@ -44,6 +44,9 @@ pub struct EndpointConfig {
     pub mode: Mode,
     /// How the redirect program is attached.
     pub attach: AttachMode,
+    /// Preferred busy polling on every socket, as [`Socket::set_busy_poll`] (`usecs`, `budget`):
+    /// `None` leaves the sockets interrupt-driven.
+    pub busy_poll: Option<(i32, i32)>,
     /// The UMEM shared by every queue. Each queue's fill ring is filled to its size at bind, so
     /// `frame_count` must exceed `fill_size` times the number of queues.
     pub umem: UmemConfig,
@@ -55,6 +58,7 @@ impl Default for EndpointConfig {
             queues: vec![0],
             mode: Mode::Auto,
             attach: AttachMode::Driver,
+            busy_poll: None,
             umem: UmemConfig::default(),
         }
     }
@@ -160,6 +164,9 @@ impl UdpEndpoint {
         for &queue in &config.queues {
             let mut socket = Socket::bind(&mut umem, iface, queue, config.mode)?;
             socket.fill(&mut umem, config.umem.fill_size)?;
+            if let Some((usecs, budget)) = config.busy_poll {
+                socket.set_busy_poll(usecs, budget)?;
+            }
             sockets.push(socket);
         }
         let program = XdpProgram::redirect_to_xsk(highest + 1, FrameMatch::UdpPort(local.port()))?;
