@@ -125,7 +125,7 @@ pub fn route_get(sock: &mut GenlSocket, dst: IpAddr) -> io::Result<Route> {
     Ok(route)
 }
 
-/// The neighbour entry for `ip` on interface `ifindex` (`RTM_GETNEIGH` for one entry, kernel 4.18+);
+/// The neighbour entry for `ip` on interface `ifindex` (`RTM_GETNEIGH` for one entry, no dump);
 /// `None` when there is none (`ENOENT`).
 pub fn neigh_get(sock: &mut GenlSocket, ifindex: u32, ip: IpAddr) -> io::Result<Option<Neighbour>> {
     let mut ndmsg = [0u8; NDMSG_LEN];

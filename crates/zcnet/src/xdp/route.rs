@@ -5,7 +5,7 @@
 //! - `RTM_GETROUTE` for one destination answers as the stack would route a datagram to it: the
 //!   outgoing interface (`RTA_OIF`), the gateway if any (`RTA_GATEWAY`), the preferred source
 //!   (`RTA_PREFSRC`), or `ENETUNREACH`/`EHOSTUNREACH`.
-//! - `RTM_GETNEIGH` for one address on one interface (kernel 4.18+) answers with its entry or
+//! - `RTM_GETNEIGH` without `NLM_F_DUMP`, for one address on one interface, answers with its entry or
 //!   `ENOENT`. An entry in `REACHABLE`, `STALE`, `DELAY`, `PROBE`, `PERMANENT` or `NOARP` state has
 //!   a usable link-layer address (`STALE` is what the kernel uses too, confirming it later).
 //! - A peer that sent to this host has an entry here already: the stack records the sender of an ARP

@@ -17,7 +17,9 @@
 //! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
 //!   where (see the `route` module: next hops are looked up over route netlink and cached for a
 //!   second, and an unresolved neighbour is an error, never an ARP request of the endpoint's own).
-//!   Datagrams are sent with don't-fragment and never larger than the interface MTU.
+//!   Datagrams are sent with don't-fragment and never larger than the interface MTU. The MTU and
+//!   the interface's Ethernet address are read once, at bind (`RTM_GETLINK`): bind again after
+//!   changing either.
 
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
