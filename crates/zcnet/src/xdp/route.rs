@@ -8,6 +8,11 @@
 //! - `RTM_GETNEIGH` without `NLM_F_DUMP`, for one address on one interface, answers with its entry or
 //!   `ENOENT`. An entry in `REACHABLE`, `STALE`, `DELAY`, `PROBE`, `PERMANENT` or `NOARP` state has
 //!   a usable link-layer address (`STALE` is what the kernel uses too, confirming it later).
+//! - A route netlink socket in the `RTMGRP_NEIGH`, `RTMGRP_IPV4_ROUTE`, `RTMGRP_IPV6_ROUTE`,
+//!   `RTMGRP_IPV4_IFADDR` and `RTMGRP_IPV6_IFADDR` groups gets a message for every change of a
+//!   neighbour, route or address, queued before the call that made the change returns. Any message
+//!   (or `ENOBUFS`: some were dropped) empties the cache, read once per send batch; the TTL bounds
+//!   how long an answer is kept all the same.
 //! - A peer that sent to this host has an entry here already: the stack records the sender of an ARP
 //!   request or neighbour solicitation for one of its addresses. AF_XDP sends never confirm or
 //!   refresh entries, so an entry the stack does not use ages to `STALE` (still usable) and may be
@@ -24,8 +29,9 @@ use crate::sys::netlink::GenlSocket;
 use crate::sys::rtnetlink::{self, Link};
 
 /// How long a [`UdpEndpoint`](super::UdpEndpoint) uses a looked-up next hop before it looks it up
-/// again: a changed route or neighbour entry (the peer's MAC address changed) is followed within
-/// this time.
+/// again, even when no change was announced: a changed route or neighbour entry (the peer's MAC
+/// address changed) is followed from the next send batch on, when the kernel announces it, and
+/// within this time in any case.
 pub const NEXT_HOP_TTL: Duration = Duration::from_secs(1);
 
 /// `NUD_*` states whose link-layer address the kernel itself would send to.
@@ -47,6 +53,10 @@ pub(crate) struct Hop {
 #[derive(Debug)]
 pub(crate) struct Routes {
     socket: GenlSocket,
+    /// Announcements of neighbour, route and address changes.
+    changes: GenlSocket,
+    /// Receive buffer for `changes`.
+    buf: Vec<u8>,
     ifindex: u32,
     cache: HashMap<IpAddr, (Hop, Instant)>,
 }
@@ -57,8 +67,22 @@ impl Routes {
     pub(crate) fn open(ifindex: u32) -> Result<Routes> {
         let socket = GenlSocket::open_route()
             .map_err(|e| Error::new("open a route netlink socket", e, ""))?;
+        let groups = libc::RTMGRP_NEIGH
+            | libc::RTMGRP_IPV4_ROUTE
+            | libc::RTMGRP_IPV6_ROUTE
+            | libc::RTMGRP_IPV4_IFADDR
+            | libc::RTMGRP_IPV6_IFADDR;
+        let changes = GenlSocket::open_route_listener(groups as u32).map_err(|e| {
+            Error::new(
+                "open a route netlink socket for change announcements",
+                e,
+                "",
+            )
+        })?;
         Ok(Routes {
             socket,
+            changes,
+            buf: vec![0; 16 * 1024],
             ifindex,
             cache: HashMap::new(),
         })
@@ -69,6 +93,25 @@ impl Routes {
         rtnetlink::link_get(&mut self.socket, self.ifindex).map_err(|e| {
             Error::from_errno(format!("read the MTU and address of {iface}"), e, "", "")
         })
+    }
+
+    /// Reads the change announcements queued so far; any (or lost ones) empties the cache.
+    pub(crate) fn refresh(&mut self) -> Result<()> {
+        let mut changed = false;
+        loop {
+            match self.changes.recv_nonblocking(&mut self.buf) {
+                Ok(Some(_)) => changed = true,
+                Ok(None) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => changed = true,
+                Err(e) => {
+                    return Err(Error::new("read route netlink announcements", e, ""));
+                }
+            }
+        }
+        if changed {
+            self.cache.clear();
+        }
+        Ok(())
     }
 
     /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).

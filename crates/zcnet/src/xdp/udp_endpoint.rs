@@ -15,8 +15,9 @@
 //!   (`ethtool -K IF tx off`).
 //! - Each queue's frames come back to that queue's fill ring (see [`Socket`]).
 //! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
-//!   where (see the `route` module: next hops are looked up over route netlink and cached for a
-//!   second, and an unresolved neighbour is an error, never an ARP request of the endpoint's own).
+//!   where (see the `route` module: next hops are looked up over route netlink and cached until
+//!   the kernel announces a change, or for a second at most, and an unresolved neighbour is an
+//!   error, never an ARP request of the endpoint's own).
 //!   Datagrams are sent with don't-fragment and never larger than the interface MTU. The MTU and
 //!   the interface's Ethernet address are read once, at bind (`RTM_GETLINK`): bind again after
 //!   changing either.
@@ -317,7 +318,10 @@ impl UdpEndpoint {
     /// A batch of datagrams to send: each [`SendBatch::push`] builds one in a frame, and
     /// [`SendBatch::flush`] (or dropping the batch) hands them all to the tx ring with one wakeup.
     pub fn send_batch(&mut self) -> SendBatch<'_> {
-        SendBatch { endpoint: self }
+        SendBatch {
+            endpoint: self,
+            refreshed: false,
+        }
     }
 
     /// Takes back the frames the kernel finished sending (every queue's completion ring).
@@ -438,6 +442,8 @@ const FLUSH_ATTEMPTS: usize = 64;
 #[must_use = "a batch sends when flushed or dropped"]
 pub struct SendBatch<'e> {
     endpoint: &'e mut UdpEndpoint,
+    /// Whether the route and neighbour changes announced before the batch were read.
+    refreshed: bool,
 }
 
 impl SendBatch<'_> {
@@ -452,6 +458,10 @@ impl SendBatch<'_> {
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> std::result::Result<(), SendError> {
+        if !self.refreshed {
+            self.endpoint.routes.refresh()?;
+            self.refreshed = true;
+        }
         self.endpoint.build(to, len, write)
     }
 
