@@ -14,7 +14,7 @@
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `ovs` (Open vSwitch datapath UAPI), `link`
+//! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
 //! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
 
@@ -53,6 +53,7 @@ pub(crate) mod packet;
 pub(crate) mod pages;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
+pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
 #[cfg(feature = "io-uring")]

@@ -127,6 +127,20 @@ impl Request {
         }
     }
 
+    /// A route netlink request (`NETLINK_ROUTE`) of message type `kind` (`RTM_GET*`) with `NLM_F_*`
+    /// `flags` beyond `NLM_F_REQUEST`: no `genlmsghdr`, the family header `header` (`struct rtmsg`,
+    /// `struct ndmsg`, …) right after the `nlmsghdr`.
+    pub fn rtnetlink(kind: u16, flags: u16, header: &[u8]) -> Request {
+        let mut buf = vec![0u8; NLMSG_HDRLEN];
+        buf[4..6].copy_from_slice(&kind.to_ne_bytes());
+        buf[6..8].copy_from_slice(&(flags | libc::NLM_F_REQUEST as u16).to_ne_bytes());
+        let request = Request {
+            buf,
+            too_long: None,
+        };
+        request.header(header)
+    }
+
     /// Appends a family's fixed header (bytes placed right after the `genlmsghdr`).
     pub fn header(mut self, bytes: &[u8]) -> Request {
         self.buf.extend_from_slice(bytes);
@@ -362,10 +376,30 @@ pub struct GenlSocket {
 impl GenlSocket {
     /// Opens a generic netlink socket and binds it to a port id the kernel chooses.
     pub fn open() -> io::Result<GenlSocket> {
-        let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_GENERIC)?;
+        GenlSocket::open_protocol(libc::NETLINK_GENERIC, 0)
+    }
+
+    /// Opens a route netlink socket (`NETLINK_ROUTE`) with the same request path, for
+    /// [`Request::rtnetlink`] requests; its replies carry their family header where a genl reply has
+    /// its `genlmsghdr` ([`Reply::payload`]).
+    pub fn open_route() -> io::Result<GenlSocket> {
+        GenlSocket::open_protocol(libc::NETLINK_ROUTE, 0)
+    }
+
+    /// Opens a route netlink socket that joins the multicast `groups` (`RTMGRP_*` bits): the
+    /// kernel queues a message on it for every change in those tables, before the call making the
+    /// change returns; read them with [`GenlSocket::recv_nonblocking`] (`ENOBUFS` when some were
+    /// dropped for lack of queue space).
+    pub fn open_route_listener(groups: u32) -> io::Result<GenlSocket> {
+        GenlSocket::open_protocol(libc::NETLINK_ROUTE, groups)
+    }
+
+    fn open_protocol(protocol: i32, groups: u32) -> io::Result<GenlSocket> {
+        let fd = super::socket::socket(libc::AF_NETLINK, libc::SOCK_RAW, protocol)?;
         // SAFETY: all-zero is a valid `sockaddr_nl` (family set below, pid 0 = kernel chooses).
         let mut addr: libc::sockaddr_nl = unsafe { mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = groups;
         let mut len = mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
         // SAFETY: `addr` is a live `sockaddr_nl` and `len` its exact size.
         syscall!(bind(

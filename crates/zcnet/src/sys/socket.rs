@@ -22,11 +22,32 @@ pub fn socket(domain: i32, kind: i32, protocol: i32) -> io::Result<OwnedFd> {
 /// A signal handled while waiting makes `poll` fail with `EINTR` (whatever `SA_RESTART` says); the
 /// call is repeated with the time left until the deadline, so signals never stretch the wait.
 pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
-    let mut pfd = libc::pollfd {
+    let mut pfd = [libc::pollfd {
         fd: fd.as_raw_fd(),
         events,
         revents: 0,
-    };
+    }];
+    poll_all(&mut pfd, timeout_ms)?;
+    Ok(pfd[0].revents)
+}
+
+/// [`poll`] over several descriptors at once: waits up to `timeout_ms` until `events` (or an error)
+/// is ready on any of `fds`; returns whether one is.
+pub fn poll_any(fds: &[BorrowedFd<'_>], events: i16, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events,
+            revents: 0,
+        })
+        .collect();
+    poll_all(&mut pfds, timeout_ms)?;
+    Ok(pfds.iter().any(|p| p.revents != 0))
+}
+
+/// `poll(2)` on `pfds`, repeated after `EINTR` with the time left until the deadline.
+fn poll_all(pfds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<()> {
     let deadline = u64::try_from(timeout_ms)
         .ok()
         .map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -35,10 +56,10 @@ pub fn poll(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16>
             None => -1,
             Some(d) => poll_ms(d.saturating_duration_since(Instant::now())),
         };
-        // SAFETY: `pfd` is one live pollfd and the count passed is 1.
-        syscall!(poll(&mut pfd, 1, wait_ms))
-    })?;
-    Ok(pfd.revents)
+        // SAFETY: `pfds` is a live, writable slice of pollfds and the count passed is its length.
+        syscall!(poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms))
+    })
+    .map(drop)
 }
 
 /// `left` in whole milliseconds for `poll`, rounded up so that a wait never ends before its deadline

@@ -20,6 +20,12 @@
 //! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
 //!   in several frames ([`Socket::receive_packets`]).
 //!
+//! - [`UdpEndpoint`]: UDP on AF_XDP for applications — one local address and port served from
+//!   queues of an interface, datagrams received with their payloads in the UMEM frames and
+//!   checksums verified, sent with payloads written in place and headers, checksums and the next hop
+//!   (route and neighbour tables over route netlink) filled in; [`headers`] parses and builds the
+//!   Ethernet, IPv4/IPv6 and UDP headers it uses.
+//!
 //! A receiver, in short: `Umem::new`, `Socket::bind`, `socket.fill(&mut umem, n)`, attach
 //! `XdpProgram::redirect_to_xsk` (with a [`FrameMatch`]: other frames go on to the stack) and insert
 //! the socket into its map, then loop on `socket.receive(&mut umem, n, &mut frames)`, reading each
@@ -27,14 +33,18 @@
 
 mod error;
 mod frame_match;
+pub mod headers;
 mod live;
 mod mode;
 mod packet;
 mod program;
 mod queue;
 mod ring;
+mod route;
+mod send_error;
 mod socket;
 mod stats;
+mod udp_endpoint;
 mod umem;
 
 pub use error::{Error, Result};
@@ -43,6 +53,9 @@ pub use live::host_traffic;
 pub use mode::{BoundMode, Mode};
 pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
+pub use route::NEXT_HOP_TTL;
+pub use send_error::SendError;
 pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
+pub use udp_endpoint::{Datagram, EndpointConfig, EndpointStats, Received, SendBatch, UdpEndpoint};
 pub use umem::{Frame, FrameSize, Umem, UmemConfig};

@@ -1,0 +1,140 @@
+//! Why [`UdpEndpoint`](super::UdpEndpoint) refused or failed to send a datagram.
+
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+
+use super::error::Error;
+use crate::sys::errno::error_name;
+
+/// A datagram the endpoint cannot send, or a failure on the way.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The payload is longer than one datagram on the interface carries unfragmented (MTU less the
+    /// IP and UDP headers, and at most what a UMEM frame holds).
+    TooLong {
+        /// The payload length asked for.
+        len: usize,
+        /// The longest payload the endpoint sends to that family.
+        max: usize,
+    },
+    /// The destination's address family differs from the endpoint's bound address.
+    FamilyMismatch {
+        /// The endpoint's address.
+        local: IpAddr,
+        /// The destination.
+        to: IpAddr,
+    },
+    /// The kernel has no usable route to the destination (`RTM_GETROUTE` failed with `source`:
+    /// `ENETUNREACH` for no route, `EHOSTUNREACH` for an unreachable or prohibited one).
+    NoRoute {
+        /// The destination.
+        to: IpAddr,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// The kernel routes the destination through another interface (interface index `oif`; a
+    /// local address goes through `lo`), which the endpoint's sockets cannot reach.
+    OtherInterface {
+        /// The destination.
+        to: IpAddr,
+        /// The interface the route uses.
+        oif: u32,
+    },
+    /// The route is of a kind no datagram is sent on (`rtm_type`: not `RTN_UNICAST`).
+    NotUnicast {
+        /// The destination.
+        to: IpAddr,
+        /// The route's `rtm_type`.
+        kind: u8,
+    },
+    /// The next hop has no usable neighbour entry (no link-layer address): the endpoint does not
+    /// resolve addresses itself.
+    Unresolved {
+        /// The next hop (the destination, or the route's gateway).
+        next_hop: IpAddr,
+        /// The entry's `NUD_*` state, `None` when there is no entry.
+        state: Option<u16>,
+    },
+    /// Every UMEM frame is in use (in flight or held by received batches): reclaim, or drop
+    /// batches, and retry.
+    NoFrame,
+    /// The tx ring stayed full while the kernel was woken and completions reclaimed, again and
+    /// again: `sent` datagrams of the batch went, `dropped` were dropped (their frames freed).
+    TxRingFull {
+        /// Datagrams of the batch handed to the kernel.
+        sent: usize,
+        /// Datagrams dropped.
+        dropped: usize,
+    },
+    /// A lookup or ring operation failed.
+    Xdp(Error),
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::TooLong { len, max } => write!(
+                f,
+                "payload of {len} bytes: at most {max} fit one datagram (EMSGSIZE; the interface \
+                 MTU bounds it and the endpoint never fragments)"
+            ),
+            SendError::FamilyMismatch { local, to } => write!(
+                f,
+                "cannot send to {to} from {local} (EAFNOSUPPORT; bind the endpoint to an \
+                 unspecified address to send to both families)"
+            ),
+            SendError::NoRoute { to, source } => write!(
+                f,
+                "no route to {to}: {} (add a route through the endpoint's interface)",
+                error_name(source)
+            ),
+            SendError::OtherInterface { to, oif } => write!(
+                f,
+                "the route to {to} goes through interface index {oif}, not the endpoint's \
+                 (send it with a kernel socket)"
+            ),
+            SendError::NotUnicast { to, kind } => {
+                write!(f, "the route to {to} is of type {kind}, not unicast")
+            }
+            SendError::Unresolved { next_hop, state } => {
+                write!(f, "no link-layer address for next hop {next_hop} (")?;
+                match state {
+                    Some(state) => write!(f, "neighbour state {state:#x}")?,
+                    None => f.write_str("no neighbour entry")?,
+                }
+                f.write_str(
+                    "; EHOSTUNREACH: have the kernel resolve it, e.g. by a ping or any kernel \
+                     socket send to it, or add a neighbour entry)",
+                )
+            }
+            SendError::NoFrame => f.write_str(
+                "every UMEM frame is in use (ENOBUFS; reclaim sent frames or drop received \
+                 batches, then retry)",
+            ),
+            SendError::TxRingFull { sent, dropped } => write!(
+                f,
+                "the tx ring stayed full: {sent} datagrams sent, {dropped} dropped (EAGAIN; send \
+                 smaller batches, or retry)"
+            ),
+            SendError::Xdp(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::NoRoute { source, .. } => Some(source),
+            SendError::Xdp(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for SendError {
+    fn from(e: Error) -> SendError {
+        SendError::Xdp(e)
+    }
+}

@@ -1,0 +1,579 @@
+//! A UDP endpoint on AF_XDP: one local address and port served from one or more queues of an
+//! interface, the datagrams' payloads read straight from the UMEM frames they arrived in.
+//!
+//! # Kernel behaviour relied on
+//! - The redirect program ([`FrameMatch::UdpPort`]) hands the sockets only UDP datagrams to the
+//!   endpoint's port (IPv4 without options and not a later fragment, IPv6 with UDP as the first next
+//!   header, untagged Ethernet); every other frame — ARP, neighbour discovery, ICMP, other ports —
+//!   goes on to the kernel's stack (`XDP_PASS`), so the interface keeps working for everything else.
+//! - A frame redirected to an AF_XDP socket never reaches the stack: the kernel's own UDP sockets on
+//!   that port see nothing, and nothing answers ICMP port unreachable for it.
+//! - AF_XDP delivers no checksum status with a frame, so the endpoint verifies every checksum
+//!   itself. A sender on the same host whose device offloads transmit checksums (veth by default)
+//!   sends datagrams carrying only the pseudo-header sum (`CHECKSUM_PARTIAL`), which the endpoint
+//!   counts as bad checksums; turn transmit checksum offload off on such a sender
+//!   (`ethtool -K IF tx off`).
+//! - Each queue's frames come back to that queue's fill ring (see [`Socket`]).
+//! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
+//!   where (see the `route` module: next hops are looked up over route netlink and cached until
+//!   the kernel announces a change, or for a second at most, and an unresolved neighbour is an
+//!   error, never an ARP request of the endpoint's own).
+//!   Datagrams are sent with don't-fragment and never larger than the interface MTU. The MTU and
+//!   the interface's Ethernet address are read once, at bind (`RTM_GETLINK`): bind again after
+//!   changing either.
+
+use std::mem;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use super::error::{Error, Result};
+use super::frame_match::FrameMatch;
+use super::headers::{self, ETH_HLEN, Malformed, Path, UdpFrame};
+use super::mode::Mode;
+use super::program::{AttachMode, XdpLink, XdpProgram, interface_index};
+use super::route::Routes;
+use super::send_error::SendError;
+use super::socket::Socket;
+use super::umem::{Frame, Umem, UmemConfig};
+use crate::sys::socket::poll_any;
+
+/// How to build a [`UdpEndpoint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// The queues of the interface to serve (one AF_XDP socket each, sharing one UMEM). Datagrams
+    /// that arrive on other queues go to the stack.
+    pub queues: Vec<u32>,
+    /// Zero-copy, copy, or zero-copy falling back to copy.
+    pub mode: Mode,
+    /// How the redirect program is attached.
+    pub attach: AttachMode,
+    /// Preferred busy polling on every socket, as [`Socket::set_busy_poll`] (`usecs`, `budget`):
+    /// `None` leaves the sockets interrupt-driven.
+    pub busy_poll: Option<(i32, i32)>,
+    /// The UMEM shared by every queue. Each queue's fill ring is filled to its size at bind, so
+    /// `frame_count` must exceed `fill_size` times the number of queues.
+    pub umem: UmemConfig,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> EndpointConfig {
+        EndpointConfig {
+            queues: vec![0],
+            mode: Mode::Auto,
+            attach: AttachMode::Driver,
+            busy_poll: None,
+            umem: UmemConfig::default(),
+        }
+    }
+}
+
+/// What the endpoint counted since it was bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    /// Datagrams delivered by [`UdpEndpoint::receive`].
+    pub received: u64,
+    /// Frames dropped as malformed: short, not IP, IPv4 options, fragments, not UDP, bad lengths.
+    pub malformed: u64,
+    /// Frames dropped for a bad IPv4 header or UDP checksum.
+    pub bad_checksum: u64,
+    /// Well-formed datagrams dropped because they were addressed to another address or port.
+    pub not_for_us: u64,
+    /// Datagrams handed to the kernel for sending.
+    pub sent: u64,
+    /// Descriptors the rx rings carried that named no frame lent to the kernel (never delivered).
+    pub invalid_descs: u64,
+}
+
+/// A UDP endpoint on AF_XDP: a local address and port served from queues of an interface.
+///
+/// Binding attaches a redirect program for the port ([`FrameMatch::UdpPort`]), binds one socket per
+/// queue with a shared UMEM and fills each queue's fill ring. Dropping the endpoint detaches the
+/// program (traffic to the port goes back to the stack) and closes the sockets.
+///
+/// An echo server (payloads are read in the UMEM, copied once into the answer's frame):
+///
+/// ```no_run
+/// use zcnet::xdp::{EndpointConfig, UdpEndpoint};
+/// let mut endpoint = UdpEndpoint::bind("veth0", "10.0.0.1:9000".parse()?, EndpointConfig::default())?;
+/// let mut answers = Vec::new();
+/// loop {
+///     endpoint.wait(-1)?;
+///     let batch = endpoint.receive(64)?;
+///     answers.extend(batch.iter().map(|d| (d.source, d.payload.to_vec())));
+///     drop(batch); // the frames go back to the fill ring
+///     let mut send = endpoint.send_batch();
+///     for (to, payload) in answers.drain(..) {
+///         send.push(to, payload.len(), |buf| buf.copy_from_slice(&payload))?;
+///     }
+///     send.flush()?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct UdpEndpoint {
+    // Fields drop in order: the link first, so no frame is redirected to a closing socket.
+    link: XdpLink,
+    program: XdpProgram,
+    sockets: Vec<Socket>,
+    umem: Umem,
+    local: SocketAddr,
+    stats: EndpointStats,
+    /// Frames taken from the rx rings, reused across calls.
+    scratch: Vec<Frame>,
+    /// Frames on their way back to a fill ring, reused across calls.
+    returning: Vec<Frame>,
+    /// Accepted datagrams: socket index, frame, parsed headers; reused across calls.
+    accepted: Vec<(usize, Frame, UdpFrame)>,
+    routes: Routes,
+    mtu: usize,
+    mac: [u8; 6],
+    /// The next IPv4 identification.
+    next_id: u16,
+    /// Built datagrams waiting for the tx ring.
+    pending: Vec<Frame>,
+}
+
+impl UdpEndpoint {
+    /// Binds `local` (address and port; an unspecified address takes datagrams to any address of
+    /// either family) on `iface` in the calling thread's network namespace. Needs CAP_NET_RAW,
+    /// CAP_BPF and CAP_NET_ADMIN.
+    pub fn bind(iface: &str, local: SocketAddr, config: EndpointConfig) -> Result<UdpEndpoint> {
+        let Some(&highest) = config.queues.iter().max() else {
+            return Err(Error::usage(format!(
+                "a UDP endpoint on {iface} needs at least one queue"
+            )));
+        };
+        let filled = u64::from(config.umem.fill_size) * config.queues.len() as u64;
+        if u64::from(config.umem.frame_count) <= filled {
+            return Err(Error::usage(format!(
+                "a UMEM of {} frames for {} queues whose fill rings take {} each leaves none to \
+                 send: give it more frames",
+                config.umem.frame_count,
+                config.queues.len(),
+                config.umem.fill_size
+            )));
+        }
+        let ifindex = interface_index(iface)?;
+        let mut routes = Routes::open(ifindex)?;
+        let device = routes.link(iface)?;
+        let Some(mac) = device.mac else {
+            return Err(Error::usage(format!(
+                "{iface} has no Ethernet address: a UDP endpoint needs an Ethernet interface"
+            )));
+        };
+        let mut umem = Umem::new(config.umem)?;
+        let mut sockets = Vec::with_capacity(config.queues.len());
+        for &queue in &config.queues {
+            let mut socket = Socket::bind(&mut umem, iface, queue, config.mode)?;
+            socket.fill(&mut umem, config.umem.fill_size)?;
+            if let Some((usecs, budget)) = config.busy_poll {
+                socket.set_busy_poll(usecs, budget)?;
+            }
+            sockets.push(socket);
+        }
+        let program = XdpProgram::redirect_to_xsk(highest + 1, FrameMatch::UdpPort(local.port()))?;
+        let map = program.xsk_map().expect("a redirect program has an XSKMAP");
+        for socket in &sockets {
+            map.insert(socket.queue(), socket)?;
+        }
+        let link = program.attach_to(iface, config.attach)?;
+        Ok(UdpEndpoint {
+            link,
+            program,
+            sockets,
+            umem,
+            local,
+            stats: EndpointStats::default(),
+            scratch: Vec::new(),
+            returning: Vec::new(),
+            accepted: Vec::new(),
+            routes,
+            mtu: device.mtu as usize,
+            mac,
+            next_id: 0,
+            pending: Vec::new(),
+        })
+    }
+
+    /// The local address and port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &str {
+        self.link.interface()
+    }
+
+    /// The sockets, one per queue (for their mode, fallback and kernel statistics).
+    pub fn sockets(&self) -> &[Socket] {
+        &self.sockets
+    }
+
+    /// What the endpoint counted so far.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// The loaded redirect program.
+    pub fn program(&self) -> &XdpProgram {
+        &self.program
+    }
+
+    /// Waits up to `timeout_ms` (-1 = no limit) until a frame is ready on any queue; returns whether
+    /// one is. The `poll` also wakes the driver when a fill ring asked for it.
+    pub fn wait(&self, timeout_ms: i32) -> Result<bool> {
+        let fds: Vec<_> = self.sockets.iter().map(Socket::fd).collect();
+        poll_any(&fds, libc::POLLIN, timeout_ms).map_err(|e| {
+            Error::new(
+                format!("poll the AF_XDP sockets of {}", self.interface()),
+                e,
+                "",
+            )
+        })
+    }
+
+    /// Whether `dst` is this endpoint's address and port.
+    fn accepts(&self, dst: SocketAddr) -> bool {
+        dst.port() == self.local.port()
+            && (self.local.ip().is_unspecified() || dst.ip() == self.local.ip())
+    }
+
+    /// Takes up to `max` datagrams from the queues' rx rings, without waiting. Frames that are not
+    /// well-formed UDP datagrams to this endpoint are counted ([`UdpEndpoint::stats`]) and go back
+    /// to their fill ring at once; the datagrams' frames go back when the returned batch drops.
+    pub fn receive(&mut self, max: usize) -> Result<Received<'_>> {
+        let mut frames = mem::take(&mut self.scratch);
+        let mut accepted = mem::take(&mut self.accepted);
+        let mut rejected = mem::take(&mut self.returning);
+        let mut outcome = Ok(());
+        for index in 0..self.sockets.len() {
+            let left = max.saturating_sub(accepted.len());
+            if left == 0 {
+                break;
+            }
+            let want = u32::try_from(left).unwrap_or(u32::MAX);
+            let socket = &mut self.sockets[index];
+            match socket.receive(&mut self.umem, want, &mut frames) {
+                Ok(invalid) => self.stats.invalid_descs += u64::from(invalid),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            for frame in frames.drain(..) {
+                match headers::parse(self.umem.bytes(&frame)) {
+                    Ok(udp) if self.accepts(udp.dst) => {
+                        accepted.push((index, frame, udp));
+                    }
+                    Ok(_) => {
+                        self.stats.not_for_us += 1;
+                        rejected.push(frame);
+                    }
+                    Err(Malformed::BadIpChecksum | Malformed::BadUdpChecksum) => {
+                        self.stats.bad_checksum += 1;
+                        rejected.push(frame);
+                    }
+                    Err(_) => {
+                        self.stats.malformed += 1;
+                        rejected.push(frame);
+                    }
+                }
+            }
+            self.refill(index, &mut rejected);
+        }
+        self.stats.received += accepted.len() as u64;
+        self.scratch = frames;
+        self.returning = rejected;
+        let batch = Received {
+            endpoint: self,
+            datagrams: accepted,
+        };
+        outcome.map(|()| batch)
+    }
+
+    /// The longest payload one datagram to `to`'s family carries: the interface MTU less the IP
+    /// and UDP headers, and no more than a UMEM frame holds.
+    pub fn max_payload(&self, to: IpAddr) -> usize {
+        let headers = headers::headers_len(to);
+        let by_mtu = (self.mtu + ETH_HLEN).saturating_sub(headers);
+        let by_frame = (self.umem.frame_size() as usize).saturating_sub(headers);
+        by_mtu.min(by_frame)
+    }
+
+    /// Sends one datagram of `len` payload bytes to `to`; `write` fills the payload in place, in the
+    /// UMEM frame that goes to the kernel (no copy). A batch of one ([`UdpEndpoint::send_batch`]).
+    pub fn send(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        let mut batch = self.send_batch();
+        batch.push(to, len, write)?;
+        batch.flush().map(drop)
+    }
+
+    /// A batch of datagrams to send: each [`SendBatch::push`] builds one in a frame, and
+    /// [`SendBatch::flush`] (or dropping the batch) hands them all to the tx ring with one wakeup.
+    pub fn send_batch(&mut self) -> SendBatch<'_> {
+        SendBatch {
+            endpoint: self,
+            refreshed: false,
+        }
+    }
+
+    /// Takes back the frames the kernel finished sending (every queue's completion ring).
+    pub fn reclaim(&mut self) -> Result<()> {
+        for socket in &mut self.sockets {
+            socket.reclaim(&mut self.umem, u32::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// A free frame, reclaiming sent ones when the free list is empty.
+    fn free_frame(&mut self) -> std::result::Result<Frame, SendError> {
+        if let Some(frame) = self.umem.alloc() {
+            return Ok(frame);
+        }
+        self.reclaim()?;
+        self.umem.alloc().ok_or(SendError::NoFrame)
+    }
+
+    /// Builds a datagram to `to` in a frame and queues it for [`UdpEndpoint::flush`].
+    fn build(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        let local = self.local.ip();
+        if !local.is_unspecified() && local.is_ipv4() != to.is_ipv4() {
+            return Err(SendError::FamilyMismatch { local, to: to.ip() });
+        }
+        let max = self.max_payload(to.ip());
+        if len > max {
+            return Err(SendError::TooLong { len, max });
+        }
+        let hop = self.routes.hop(to.ip(), Instant::now())?;
+        let src = match (local.is_unspecified(), hop.src) {
+            (false, _) => local,
+            (true, Some(src)) => src,
+            (true, None) => {
+                return Err(SendError::NoRoute {
+                    to: to.ip(),
+                    source: std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL),
+                });
+            }
+        };
+        let path = Path {
+            src_mac: self.mac,
+            dst_mac: hop.mac,
+            src: SocketAddr::new(src, self.local.port()),
+            dst: to,
+        };
+        let mut frame = self.free_frame()?;
+        let buffer = self.umem.buffer_mut(&mut frame);
+        let hlen = headers::headers_len(to.ip());
+        write(&mut buffer[hlen..hlen + len]);
+        self.next_id = self.next_id.wrapping_add(1);
+        let built = headers::write_udp(buffer, &path, len, self.next_id)
+            .map(|frame_len| frame.set_len(frame_len as u32));
+        if built != Ok(true) {
+            self.umem.release(frame);
+            return Err(SendError::TooLong { len, max });
+        }
+        self.pending.push(frame);
+        Ok(())
+    }
+
+    /// Hands the queued datagrams to the first queue's tx ring and wakes the kernel; when the ring
+    /// is full, reclaims and wakes again, a bounded number of times. Returns how many went.
+    fn flush(&mut self) -> std::result::Result<usize, SendError> {
+        let queued = self.pending.len();
+        let socket = &mut self.sockets[0];
+        for _ in 0..FLUSH_ATTEMPTS {
+            socket.transmit(&mut self.umem, &mut self.pending)?;
+            socket.wake_tx()?;
+            if self.pending.is_empty() {
+                break;
+            }
+            socket.reclaim(&mut self.umem, u32::MAX)?;
+        }
+        let sent = queued - self.pending.len();
+        self.stats.sent += sent as u64;
+        if self.pending.is_empty() {
+            return Ok(sent);
+        }
+        let dropped = self.pending.len();
+        for frame in self.pending.drain(..) {
+            self.umem.release(frame);
+        }
+        Err(SendError::TxRingFull { sent, dropped })
+    }
+
+    /// Gives `frames` (emptied) back to the fill ring of socket `index`'s queue, and wakes the
+    /// kernel when the ring asks for it (need_wakeup). The ring has room for every frame the queue
+    /// lent (it is as large as the frames filled at bind), so none is left over; should one be (a
+    /// bug), it goes to the free list rather than leak.
+    fn refill(&mut self, index: usize, frames: &mut Vec<Frame>) {
+        if frames.is_empty() {
+            return;
+        }
+        let socket = &mut self.sockets[index];
+        let _ = socket.fill_with(&mut self.umem, frames);
+        if socket.fill_needs_wakeup() {
+            // A failed wakeup leaves the flag set: the next `wait` polls again.
+            let _ = socket.wait_rx(0);
+        }
+        for frame in frames.drain(..) {
+            self.umem.release(frame);
+        }
+    }
+}
+
+/// How often [`UdpEndpoint::flush`] tries a full tx ring before it gives up.
+const FLUSH_ATTEMPTS: usize = 64;
+
+/// Datagrams built for sending ([`UdpEndpoint::send_batch`]), handed to the kernel by
+/// [`SendBatch::flush`] or when the batch drops.
+#[derive(Debug)]
+#[must_use = "a batch sends when flushed or dropped"]
+pub struct SendBatch<'e> {
+    endpoint: &'e mut UdpEndpoint,
+    /// Whether the route and neighbour changes announced before the batch were read.
+    refreshed: bool,
+}
+
+impl SendBatch<'_> {
+    /// Builds a datagram of `len` payload bytes to `to` in a UMEM frame: `write` fills the payload
+    /// in place, then the Ethernet, IP and UDP headers and checksums are written in front of it.
+    /// Refuses (and builds nothing) what cannot be sent: a payload over
+    /// [`UdpEndpoint::max_payload`], no route, a route through another interface, an unresolved
+    /// next hop, a destination of the other family, or no free frame.
+    pub fn push(
+        &mut self,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        if !self.refreshed {
+            self.endpoint.routes.refresh()?;
+            self.refreshed = true;
+        }
+        self.endpoint.build(to, len, write)
+    }
+
+    /// Hands every built datagram to the tx ring and wakes the kernel; returns how many went. When
+    /// the ring stays full the rest are dropped (their frames freed) and the error is
+    /// [`SendError::TxRingFull`].
+    pub fn flush(self) -> std::result::Result<usize, SendError> {
+        self.endpoint.flush()
+    }
+}
+
+impl Drop for SendBatch<'_> {
+    fn drop(&mut self) {
+        if !self.endpoint.pending.is_empty() {
+            // Dropping without flush sends what was built; a failure frees the frames (see flush).
+            let _ = self.endpoint.flush();
+        }
+    }
+}
+
+/// One datagram of a [`Received`] batch: its payload (in the UMEM frame it arrived in) and ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The payload.
+    pub payload: &'a [u8],
+    /// The sender's address and port.
+    pub source: SocketAddr,
+    /// The address and port it was sent to (the endpoint's, or one of its addresses when bound to
+    /// an unspecified one).
+    pub destination: SocketAddr,
+}
+
+/// Datagrams taken by [`UdpEndpoint::receive`]. Their payloads stay in the UMEM frames they arrived
+/// in; dropping the batch gives every frame back to its queue's fill ring.
+#[derive(Debug)]
+#[must_use = "a batch holds its frames until it drops"]
+pub struct Received<'e> {
+    endpoint: &'e mut UdpEndpoint,
+    datagrams: Vec<(usize, Frame, UdpFrame)>,
+}
+
+impl Received<'_> {
+    /// Number of datagrams.
+    pub fn len(&self) -> usize {
+        self.datagrams.len()
+    }
+
+    /// Whether the batch has no datagram.
+    pub fn is_empty(&self) -> bool {
+        self.datagrams.is_empty()
+    }
+
+    /// Datagram `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<Datagram<'_>> {
+        let (_, frame, udp) = self.datagrams.get(i)?;
+        Some(self.datagram(frame, udp))
+    }
+
+    /// The datagrams, in the order they were taken.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Datagram<'_>> + '_ {
+        self.datagrams
+            .iter()
+            .map(|(_, frame, udp)| self.datagram(frame, udp))
+    }
+
+    fn datagram(&self, frame: &Frame, udp: &UdpFrame) -> Datagram<'_> {
+        Datagram {
+            payload: &self.endpoint.umem.bytes(frame)[udp.payload_range()],
+            source: udp.src,
+            destination: udp.dst,
+        }
+    }
+}
+
+impl Drop for Received<'_> {
+    fn drop(&mut self) {
+        // The datagrams are grouped by queue, in queue order (as `receive` took them).
+        let mut datagrams = mem::take(&mut self.datagrams);
+        let mut frames = mem::take(&mut self.endpoint.returning);
+        let mut queue = None;
+        for (index, frame, _) in datagrams.drain(..) {
+            if let Some(previous) = queue.filter(|&q| q != index) {
+                self.endpoint.refill(previous, &mut frames);
+            }
+            queue = Some(index);
+            frames.push(frame);
+        }
+        if let Some(last) = queue {
+            self.endpoint.refill(last, &mut frames);
+        }
+        self.endpoint.returning = frames;
+        self.endpoint.accepted = datagrams;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_umem_with_no_frame_left_to_send_is_refused_before_anything_is_bound() {
+        let config = EndpointConfig {
+            queues: vec![0, 1],
+            umem: UmemConfig {
+                frame_count: 128,
+                fill_size: 64,
+                ..UmemConfig::default()
+            },
+            ..EndpointConfig::default()
+        };
+        let err = UdpEndpoint::bind("lo", "127.0.0.1:9".parse().unwrap(), config).unwrap_err();
+        assert_eq!(err.errno(), Some(libc::EINVAL), "{err}");
+        assert!(err.to_string().contains("leaves none to send"), "{err}");
+    }
+}

@@ -1,0 +1,469 @@
+//! `xdp::UdpEndpoint` on a veth pair: datagrams from a kernel UDP socket in the peer namespace arrive
+//! intact with their source and the endpoint's echoes reach that socket intact (the kernel drops a
+//! datagram with a wrong checksum, so an arrival proves them right); frames that are not good
+//! datagrams for the endpoint are counted and dropped; everything else (ARP, neighbour discovery,
+//! ICMP) still reaches the kernel's stack; what cannot be sent is refused with its reason.
+
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use testnet::{Offloads, VethConfig, VethPair};
+use zcnet::packet;
+use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
+use zcnet::xdp::{
+    EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint, UmemConfig, interface_index,
+};
+
+/// The endpoint's port.
+const PORT: u16 = 9300;
+/// Datagrams sent in each direction.
+const COUNT: usize = 300;
+/// Bound on every wait (never reached when things work).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
+/// then carry only the pseudo-header sum: see the endpoint's docs).
+fn pair() -> VethPair {
+    pair_with_queues(1)
+}
+
+/// [`pair`] with `queues` queues per end.
+fn pair_with_queues(queues: u32) -> VethPair {
+    VethPair::new(VethConfig {
+        queues,
+        offloads: Offloads {
+            tx_checksum: false,
+            ..Offloads::default()
+        },
+        ..VethConfig::default()
+    })
+    .expect("veth pair")
+}
+
+/// For a privileged `test`: a one-queue [`pair`] and the endpoint on `a`'s IPv4 address.
+fn v4_endpoint(test: &str) -> Option<(VethPair, UdpEndpoint)> {
+    if !testnet::privileged(test) {
+        return None;
+    }
+    let pair = pair();
+    let endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
+    Some((pair, endpoint))
+}
+
+/// The endpoint on `a`'s end at `ip`, queue 0.
+fn bind(pair: &VethPair, ip: IpAddr) -> UdpEndpoint {
+    bind_queues(pair, ip, vec![0])
+}
+
+/// The endpoint on `queues` of `a`'s end at `ip`, with a UMEM so small (64 frames per queue's fill
+/// ring, 64 more for sending) that a frame it failed to give back would soon stop the traffic.
+fn bind_queues(pair: &VethPair, ip: IpAddr, queues: Vec<u32>) -> UdpEndpoint {
+    bind_with(pair, ip, queues, None)
+}
+
+/// [`bind_queues`] with busy polling set as `busy_poll` says.
+fn bind_with(
+    pair: &VethPair,
+    ip: IpAddr,
+    queues: Vec<u32>,
+    busy_poll: Option<(i32, i32)>,
+) -> UdpEndpoint {
+    pair.a.run(|| {
+        let frames = 64 * (queues.len() as u32 + 1);
+        let config = EndpointConfig {
+            mode: Mode::Copy,
+            queues,
+            busy_poll,
+            umem: UmemConfig {
+                frame_size: FrameSize::Half,
+                frame_count: frames,
+                fill_size: 64,
+                completion_size: 64,
+                ..UmemConfig::default()
+            },
+            ..EndpointConfig::default()
+        };
+        UdpEndpoint::bind(&pair.a_if, SocketAddr::new(ip, PORT), config).expect("bind endpoint")
+    })
+}
+
+/// Payload `seq`: its length varies from 1 byte to `max`, its bytes derive from the sequence number.
+fn payload(seq: usize, max: usize) -> Vec<u8> {
+    let len = 1 + (seq * 197) % max;
+    (0..len).map(|i| (seq * 31 + i * 7) as u8).collect()
+}
+
+/// Which sequence number `bytes` is, if it is one of `payload(_, max)` intact.
+fn sequence_of(bytes: &[u8], max: usize) -> Option<usize> {
+    (0..COUNT).find(|&seq| payload(seq, max) == bytes)
+}
+
+/// Receives until `count` datagrams arrived or [`PATIENCE`] passed; returns their payloads, sources
+/// and destinations.
+fn receive(endpoint: &mut UdpEndpoint, count: usize) -> Vec<(Vec<u8>, SocketAddr, SocketAddr)> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while got.len() < count && Instant::now() < deadline {
+        endpoint.wait(50).expect("wait");
+        let batch = endpoint.receive(64).expect("receive");
+        got.extend(
+            batch
+                .iter()
+                .map(|d| (d.payload.to_vec(), d.source, d.destination)),
+        );
+    }
+    got
+}
+
+/// The largest UDP payload over a 1500-byte MTU for `ip`'s family.
+fn max_payload(ip: IpAddr) -> usize {
+    1500 - (headers::headers_len(ip) - ETH_HLEN)
+}
+
+fn datagrams_from_the_peer_arrive_intact(test: &str, family_v6: bool) {
+    if !testnet::privileged(test) {
+        return;
+    }
+    let pair = pair();
+    let (local, peer) = match family_v6 {
+        false => (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
+        true => (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
+    };
+    let mut endpoint = bind(&pair, local);
+    let max = max_payload(local);
+    let sender = pair
+        .b
+        .run(|| UdpSocket::bind((peer, 0)).expect("bind sender"));
+    sender.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let from = sender.local_addr().expect("addr");
+    let to = SocketAddr::new(local, PORT);
+    let mut got = Vec::new();
+    let mut echoes = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    // Send in rounds of 32, collecting and answering as they arrive, so that no ring overflows.
+    for round in (0..COUNT).step_by(32) {
+        let end = (round + 32).min(COUNT);
+        for seq in round..end {
+            sender.send_to(&payload(seq, max), to).expect("send");
+        }
+        let arrived = receive(&mut endpoint, end - got.len());
+        let mut batch = endpoint.send_batch();
+        for (bytes, source, _) in &arrived {
+            batch
+                .push(*source, bytes.len(), |buf| buf.copy_from_slice(bytes))
+                .expect("echo");
+        }
+        assert_eq!(batch.flush().expect("flush"), arrived.len());
+        for _ in 0..arrived.len() {
+            let (n, replier) = sender.recv_from(&mut buf).expect("an echo arrives");
+            assert_eq!(replier, to, "the echo comes from the endpoint's address");
+            echoes.push(buf[..n].to_vec());
+        }
+        got.extend(arrived);
+    }
+    let mut echoed = vec![false; COUNT];
+    for bytes in &echoes {
+        let seq = sequence_of(bytes, max).expect("an echo arrived changed");
+        assert!(!echoed[seq], "echo {seq} arrived twice");
+        echoed[seq] = true;
+    }
+    assert_eq!(endpoint.stats().sent, COUNT as u64);
+    let mut seen = vec![false; COUNT];
+    for (bytes, source, _) in &got {
+        assert_eq!(*source, from, "source address");
+        let seq = sequence_of(bytes, max).expect("a payload arrived changed");
+        assert!(!seen[seq], "sequence {seq} arrived twice");
+        seen[seq] = true;
+    }
+    let lost: Vec<usize> = (0..COUNT).filter(|&s| !seen[s]).collect();
+    assert!(lost.is_empty(), "lost: {lost:?}");
+    let stats = endpoint.stats();
+    assert_eq!(stats.received, COUNT as u64, "{stats:?}");
+    assert_eq!(stats.bad_checksum + stats.malformed, 0, "{stats:?}");
+    // ARP or neighbour discovery for the endpoint's address went to the stack (the peer could send),
+    // and so does ICMP.
+    let ping = pair
+        .b
+        .exec("ping", &["-c", "1", "-W", "5", &local.to_string()])
+        .expect("ping the endpoint's address while it is bound");
+    assert!(ping.contains("1 received"), "{ping}");
+}
+
+#[test]
+fn ipv4_datagrams_arrive_intact_and_echoes_reach_the_peer() {
+    datagrams_from_the_peer_arrive_intact(
+        "ipv4_datagrams_arrive_intact_and_echoes_reach_the_peer",
+        false,
+    );
+}
+
+#[test]
+fn ipv6_datagrams_arrive_intact_and_echoes_reach_the_peer() {
+    datagrams_from_the_peer_arrive_intact(
+        "ipv6_datagrams_arrive_intact_and_echoes_reach_the_peer",
+        true,
+    );
+}
+
+#[test]
+fn bad_frames_are_counted_and_dropped() {
+    let Some((pair, mut endpoint)) = v4_endpoint("bad_frames_are_counted_and_dropped") else {
+        return;
+    };
+    let path = Path {
+        src_mac: pair.mac(&pair.b_if).expect("mac"),
+        dst_mac: pair.mac(&pair.a_if).expect("mac"),
+        src: SocketAddr::new(IpAddr::V4(pair.b_v4), 4000),
+        dst: SocketAddr::new(IpAddr::V4(pair.a_v4), PORT),
+    };
+    let good = |path: &Path, payload: &[u8]| {
+        let hlen = headers::headers_len(path.src.ip());
+        let mut frame = vec![0u8; hlen + payload.len()];
+        frame[hlen..].copy_from_slice(payload);
+        headers::write_udp(&mut frame, path, payload.len(), 1).expect("headers");
+        frame
+    };
+    let udp_at = ETH_HLEN + IPV4_HLEN;
+    let mut bad_checksum = good(&path, b"corrupted on the way");
+    bad_checksum[udp_at + UDP_HLEN] ^= 0x40;
+    let mut bad_length = good(&path, b"a UDP length beyond the IP datagram");
+    bad_length[udp_at + 4..udp_at + 6].copy_from_slice(&1000u16.to_be_bytes());
+    let other_host = Path {
+        dst: "10.77.0.99:9300".parse().expect("literal"),
+        ..path
+    };
+    let not_for_us = good(&other_host, b"to another address");
+    let mut first_fragment = good(&path, b"the first of two fragments");
+    first_fragment[ETH_HLEN + 6] |= 0x20; // more fragments
+    // Frames the redirect program leaves to the stack: never seen, so never counted, by the endpoint.
+    let mut tagged = good(&path, b"behind a VLAN tag");
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    let mut options = good(&path, b"after IPv4 options");
+    options[ETH_HLEN] = 0x46;
+    let v6 = Path {
+        src: SocketAddr::new(IpAddr::V6(pair.b_v6), 4000),
+        dst: SocketAddr::new(IpAddr::V6(pair.a_v6), PORT),
+        ..path
+    };
+    let mut extension = good(&v6, b"behind a hop-by-hop options header");
+    extension[ETH_HLEN + 6] = 0;
+    // Eight rounds of 70 bad frames (40 of them redirected to the endpoint) and one good one: far
+    // more bad frames than the 64 the fill ring holds, so each must go back to it for the good ones
+    // to arrive.
+    const ROUNDS: u64 = 8;
+    let fd = pair.b.run(|| {
+        packet::open(interface_index(&pair.b_if).expect("ifindex"), 0).expect("packet socket")
+    });
+    for round in 0..ROUNDS {
+        for _ in 0..10 {
+            for frame in [
+                &bad_checksum,
+                &bad_length,
+                &not_for_us,
+                &first_fragment,
+                &tagged,
+                &options,
+                &extension,
+            ] {
+                packet::send(fd.as_fd(), frame).expect("send");
+            }
+        }
+        let fine = good(&path, format!("good datagram {round}").as_bytes());
+        packet::send(fd.as_fd(), &fine).expect("send");
+        let got = receive(&mut endpoint, 1);
+        assert_eq!(got.len(), 1, "round {round}: {got:?}");
+        assert_eq!(got[0].0, format!("good datagram {round}").as_bytes());
+        assert_eq!(got[0].1, path.src);
+    }
+    // The bad frames of each round were taken with (before) its good one, on the one queue.
+    let stats = endpoint.stats();
+    let each = ROUNDS * 10;
+    assert_eq!(
+        (stats.bad_checksum, stats.malformed, stats.not_for_us),
+        (each, 2 * each, each),
+        "{stats:?}"
+    );
+    assert_eq!(stats.received, ROUNDS);
+}
+
+#[test]
+fn what_cannot_be_sent_is_refused_with_its_reason() {
+    let Some((pair, mut endpoint)) = v4_endpoint("what_cannot_be_sent_is_refused_with_its_reason")
+    else {
+        return;
+    };
+    let peer = SocketAddr::new(IpAddr::V4(pair.b_v4), PORT);
+    let max = endpoint.max_payload(peer.ip());
+    assert_eq!(max, 1500 - 20 - 8);
+    let mut send = |to: SocketAddr, len: usize| endpoint.send(to, len, |buf| buf.fill(7));
+    match send(peer, max + 1) {
+        Err(SendError::TooLong { len, max: m }) => assert_eq!((len, m), (max + 1, max)),
+        other => panic!("over the MTU: {other:?}"),
+    }
+    match send("192.0.2.1:9".parse().expect("literal"), 10) {
+        Err(SendError::NoRoute { source, .. }) => {
+            assert_eq!(source.raw_os_error(), Some(libc::ENETUNREACH), "{source}")
+        }
+        other => panic!("no route: {other:?}"),
+    }
+    match send(SocketAddr::new(IpAddr::V4(pair.a_v4), 9), 10) {
+        Err(SendError::OtherInterface { oif: 1, .. }) => {}
+        other => panic!("own address, through lo: {other:?}"),
+    }
+    match send("10.77.0.50:9".parse().expect("literal"), 10) {
+        Err(SendError::Unresolved {
+            state: None,
+            next_hop,
+        }) => {
+            assert_eq!(next_hop, "10.77.0.50".parse::<IpAddr>().expect("literal"))
+        }
+        other => panic!("no neighbour entry: {other:?}"),
+    }
+    match send(SocketAddr::new(IpAddr::V6(pair.b_v6), 9), 10) {
+        Err(SendError::FamilyMismatch { .. }) => {}
+        other => panic!("IPv6 from an IPv4 endpoint: {other:?}"),
+    }
+    assert_eq!(endpoint.stats().sent, 0);
+}
+
+#[test]
+fn a_changed_neighbour_is_followed() {
+    let Some((pair, mut endpoint)) = v4_endpoint("a_changed_neighbour_is_followed") else {
+        return;
+    };
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind peer"));
+    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let echo_once = |endpoint: &mut UdpEndpoint, text: &[u8]| {
+        peer.send_to(text, to).expect("send");
+        let got = receive(endpoint, 1);
+        assert_eq!(got.len(), 1, "{got:?}");
+        endpoint
+            .send(got[0].1, text.len(), |buf| buf.copy_from_slice(text))
+            .expect("echo");
+        let mut buf = [0u8; 64];
+        let n = peer.recv(&mut buf).expect("the echo arrives");
+        assert_eq!(&buf[..n], text);
+    };
+    echo_once(&mut endpoint, b"before");
+    // The peer takes a new MAC address and `a`'s neighbour entry follows (as the stack's would once
+    // it learns of it); a frame to the old address would be dropped by the peer as not its own.
+    let new_mac = "02:7a:00:00:00:02";
+    pair.b
+        .ip(&["link", "set", &pair.b_if, "address", new_mac])
+        .expect("set address");
+    let neigh = [
+        "neigh",
+        "replace",
+        &pair.b_v4.to_string(),
+        "lladdr",
+        new_mac,
+        "dev",
+        &pair.a_if,
+        "nud",
+        "reachable",
+    ];
+    pair.a.ip(&neigh).expect("neigh replace");
+    // The kernel announced the change before `ip` returned: the next send follows it at once,
+    // without waiting for the cache's NEXT_HOP_TTL (the one send to the old address would be lost).
+    echo_once(&mut endpoint, b"after");
+}
+
+#[test]
+fn two_queues_serve_one_endpoint() {
+    if !testnet::privileged("two_queues_serve_one_endpoint") {
+        return;
+    }
+    let pair = pair_with_queues(2);
+    // With preferred busy polling: the sockets take the option, and traffic still flows.
+    let mut endpoint = bind_with(&pair, IpAddr::V4(pair.a_v4), vec![0, 1], Some((50, 8)));
+    assert_eq!(endpoint.sockets().len(), 2);
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    // Several source ports, so that the peer's transmit queue choice spreads them.
+    let senders: Vec<UdpSocket> = (0..8)
+        .map(|_| {
+            pair.b
+                .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind sender"))
+        })
+        .collect();
+    let mut expected = Vec::new();
+    let mut got = Vec::new();
+    for round in 0..8 {
+        for (i, sender) in senders.iter().enumerate() {
+            let text = format!("round {round} from sender {i}");
+            sender.send_to(text.as_bytes(), to).expect("send");
+            expected.push((text.into_bytes(), sender.local_addr().expect("addr"), to));
+        }
+        let arrived = receive(&mut endpoint, senders.len());
+        assert_eq!(arrived.len(), senders.len(), "round {round}");
+        got.extend(arrived);
+    }
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "every datagram intact, from its sender");
+    assert_eq!(endpoint.stats().received, expected.len() as u64);
+}
+
+#[test]
+fn an_unspecified_address_serves_both_families() {
+    if !testnet::privileged("an_unspecified_address_serves_both_families") {
+        return;
+    }
+    let pair = pair();
+    let mut endpoint = bind(&pair, "::".parse().expect("literal"));
+    for (local, peer) in [
+        (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
+        (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
+    ] {
+        let socket = pair
+            .b
+            .run(|| UdpSocket::bind((peer, 0)).expect("bind peer"));
+        socket.set_read_timeout(Some(PATIENCE)).expect("timeout");
+        let to = SocketAddr::new(local, PORT);
+        socket.send_to(b"to any address", to).expect("send");
+        let got = receive(&mut endpoint, 1);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let (payload, source, destination) = &got[0];
+        assert_eq!(*destination, to);
+        assert_eq!(*source, socket.local_addr().expect("addr"));
+        // The answer's source is the kernel's preferred source for the peer: the address it was sent to.
+        endpoint
+            .send(*source, payload.len(), |buf| buf.copy_from_slice(payload))
+            .expect("answer");
+        let mut buf = [0u8; 64];
+        let (n, replier) = socket.recv_from(&mut buf).expect("the answer arrives");
+        assert_eq!((&buf[..n], replier), (&payload[..], to));
+    }
+}
+
+#[test]
+fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("dropping_the_endpoint_gives_the_port_back_to_the_stack")
+    else {
+        return;
+    };
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let kernel = pair
+        .a
+        .run(|| UdpSocket::bind(to).expect("bind the same port in the stack"));
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind peer"));
+    peer.send_to(b"to the endpoint", to).expect("send");
+    let got = receive(&mut endpoint, 1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, b"to the endpoint");
+    drop(endpoint);
+    peer.send_to(b"to the stack", to).expect("send");
+    kernel.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let mut buf = [0u8; 64];
+    // The kernel socket never saw the endpoint's datagram: the first it reads is the later one.
+    let n = kernel
+        .recv(&mut buf)
+        .expect("the stack receives once the endpoint is gone");
+    assert_eq!(&buf[..n], b"to the stack");
+}
