@@ -52,7 +52,7 @@ impl UdpFrame {
         ip[10..12].copy_from_slice(&[0, 0]);
         ip[12..16].copy_from_slice(&self.src_ip.octets());
         ip[16..20].copy_from_slice(&self.dst_ip.octets());
-        let sum = ipv4_checksum(ip);
+        let sum = zcnet::xdp::headers::checksum(ip);
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
         let udp = &mut frame[ETH_HLEN + 20..UDP_HEADERS];
         udp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
@@ -62,18 +62,6 @@ impl UdpFrame {
         write_payload(&mut frame[UDP_HEADERS..], seq);
         Some(total)
     }
-}
-
-/// The one's-complement checksum of an IPv4 header whose checksum field is zero.
-pub fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// FNV-1a over `bytes`: a cheap checksum that catches reordered, shifted or corrupted bytes.
@@ -196,7 +184,7 @@ mod tests {
         assert_eq!(port, 5000);
         assert_eq!(check_payload(payload), Some(77));
         assert_eq!(
-            ipv4_checksum(&buf[ETH_HLEN..ETH_HLEN + 20]),
+            zcnet::xdp::headers::checksum(&buf[ETH_HLEN..ETH_HLEN + 20]),
             0,
             "valid header sums to 0"
         );
