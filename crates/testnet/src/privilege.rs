@@ -31,7 +31,7 @@ const MAY_SKIP: &[(&str, &str)] = &[
     // guest suite (vm/run-suite ovs), whose 6.12 kernel loads it.
     (
         "ovs_local_port_upcalls_carry_every_byte_and_flows_turn_misses_into_hits",
-        "no openvswitch module on the host; run in the guest suite (vm/run-suite ovs)",
+        "no openvswitch module on the host; the guest suite's ovs run (vm/run-suite ovs) checks upcalls and hits on a NIC and a veth port",
     ),
     // The guest suite's nic run: virtio-net on Debian's 6.12 kernel never advertises AF_XDP
     // zero-copy (kernel-facts.md), so the XDP_ZEROCOPY bind is refused there by design; the copy-mode

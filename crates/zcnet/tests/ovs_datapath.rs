@@ -56,7 +56,7 @@ fn ovs_local_port_upcalls_carry_every_byte_and_flows_turn_misses_into_hits() {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 testnet::skip(
                     TEST,
-                    "this kernel has no openvswitch module; the guest suite runs it (vm/run-suite ovs)",
+                    "this kernel has no openvswitch module; the guest suite's ovs run (vm/run-suite ovs) checks upcalls and hits on a NIC and a veth port, not the local port",
                 );
                 return;
             }
