@@ -101,7 +101,6 @@ pub struct RxArgs {
     #[arg(
         long,
         value_name = "FILE.svg",
-        value_parser = flags::output_file,
         requires = "sizes",
         conflicts_with = "connect"
     )]
@@ -719,6 +718,7 @@ const MAX_WRITE: u64 = 64 << 20;
 /// `--write-kib`), or `--write-kib`'s.
 fn write_sizes(args: &RxArgs) -> anyhow::Result<Vec<usize>> {
     let single = (args.write_kib << 10, "--write-kib");
+    sweep::check_plot(args.plot.as_deref())?;
     sweep::sizes(&args.sizes, single, |flag, bytes| {
         if flag == "--write-kib" {
             let kib = (bytes >> 10) as u64;

@@ -55,7 +55,7 @@ struct Common {
     #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["size", "listen"])]
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
-    #[arg(long, value_name = "FILE.svg", value_parser = flags::output_file, requires = "sizes")]
+    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
     plot: Option<PathBuf>,
     /// Seconds each mode runs.
     #[arg(long, default_value_t = 2.0, value_parser = flags::duration)]
@@ -883,6 +883,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         return listen_tcp(addr, common, &args.serve);
     }
     let single = (common.size.unwrap_or(64 << 10), "--size");
+    sweep::check_plot(common.plot.as_deref())?;
     let sizes = sweep::sizes(&common.sizes, single, |flag, size| {
         flags::at_most(
             flag,
@@ -1073,6 +1074,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     });
     // The bytes of each datagram: a GSO segment, or the whole send.
     let unit = |size: usize| args.gso.map_or(size, usize::from);
+    sweep::check_plot(common.plot.as_deref())?;
     let sizes = sweep::sizes(&common.sizes, (single, "--size"), |flag, size| {
         if let Some(seg) = args.gso {
             flags::at_most(

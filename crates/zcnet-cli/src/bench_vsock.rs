@@ -56,7 +56,7 @@ pub struct VsockArgs {
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB of the sender against the size, a line per mode,
     /// into FILE.svg.
-    #[arg(long, value_name = "FILE.svg", value_parser = crate::flags::output_file, requires = "sizes")]
+    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
     plot: Option<PathBuf>,
     /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
     #[arg(long, value_parser = crate::flags::count64, default_value = "16M")]
@@ -130,6 +130,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
             .map(|&b| usize::try_from(b).context("--buf-size does not fit in memory"))
             .collect::<Result<Vec<usize>>>()?
     } else {
+        sweep::check_plot(args.plot.as_deref())?;
         sweep::sizes(&args.sizes, (0, "--buf-size"), |_, _| Ok(()))?
     };
     if args.sender.is_none() {

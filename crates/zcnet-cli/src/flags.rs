@@ -159,22 +159,6 @@ pub fn segment(s: &str) -> Result<u16, String> {
     Ok(n as u16)
 }
 
-/// A file the run will write at its end (`--plot`): refused at once, before anything runs, when it
-/// cannot be created or written. A file created to find out is removed again.
-pub fn output_file(s: &str) -> Result<std::path::PathBuf, String> {
-    let path = std::path::PathBuf::from(s);
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&path)
-        .map_err(|e| format!("cannot write {s}: {e}"))?;
-    if !existed {
-        let _ = std::fs::remove_file(&path);
-    }
-    Ok(path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

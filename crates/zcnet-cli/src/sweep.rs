@@ -46,6 +46,24 @@ pub fn sizes(
     Ok(listed.to_vec())
 }
 
+/// Refuses a `--plot` file that cannot be written, before the sweep runs rather than after it (a
+/// file created to find out is removed again).
+pub fn check_plot(plot: Option<&Path>) -> Result<()> {
+    let Some(path) = plot else {
+        return Ok(());
+    };
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| UsageError(format!("--plot {}: cannot write it: {e}", path.display())))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// One step of a sweep: its round (from 1), its size, and its modes in the order they run.
 pub type Step<M> = (u32, usize, Vec<M>);
 

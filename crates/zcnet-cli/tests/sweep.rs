@@ -486,11 +486,11 @@ fn bad_size_lists_say_what_is_wrong() {
         // Refused before the sweep runs, not after it.
         (
             &["udp", "--sizes", "1K", "--plot", "/nonexistent/x.svg"],
-            "invalid value '/nonexistent/x.svg' for '--plot <FILE.svg>': cannot write",
+            "--plot /nonexistent/x.svg: cannot write it",
         ),
         (
             &["rx", "--sizes", "4K", "--plot", "/proc/x.svg"],
-            "for '--plot <FILE.svg>': cannot write",
+            "--plot /proc/x.svg: cannot write it",
         ),
     ];
     let many: Vec<String> = (1..=65).map(|k| format!("{k}K")).collect();
