@@ -59,6 +59,8 @@ print("%g %.4f %.4f %.2f %s" % (r["bytes"] / 2**20, r["mapped_pct"], r["gbit_per
 declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
 mean() { awk -v a="${total[$1]}" -v n="$ROUNDS" 'BEGIN { printf "%.4f\n", a / n }'; }
+# Each receiver's µs per MiB in the round under way, by name.
+declare -A last=()
 lesser() { awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'; }
 
 # One receiver of the five, by name; its figures go into the totals under that name.
@@ -83,7 +85,7 @@ receive() {
 		local f="MM_$v"
 		add "$1_$v" "${!f}"
 	done
-	eval "last_$1=$MM_US"
+	last[$1]=$MM_US
 }
 
 # Each round runs the five receivers, fed alike, in an order turned by one from the round before.
@@ -93,15 +95,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
 		receive "${receivers[$(((i + round - 1) % n))]}"
 	done
-	# shellcheck disable=SC2154 # set by receive through eval
-	{
-		pair_line "round $round copy usec per MiB" "$last_zc_copy" "$last_mm_copy"
-		pair_line "round $round mapped usec per MiB" "$last_zc_map" "$last_mm_map"
-		pair_line "round $round auto vs cheaper usec per MiB" "$last_zc_auto" \
-			"$(lesser "$last_mm_copy" "$last_mm_map")"
-		echo "round $round mapped/copy usec per MiB: zcnet $(ratio "$last_zc_map" "$last_zc_copy")" \
-			" tcp_mmap $(ratio "$last_mm_map" "$last_mm_copy")"
-	}
+	pair_line "round $round copy usec per MiB" "${last[zc_copy]}" "${last[mm_copy]}"
+	pair_line "round $round mapped usec per MiB" "${last[zc_map]}" "${last[mm_map]}"
+	pair_line "round $round auto vs cheaper usec per MiB" "${last[zc_auto]}" \
+		"$(lesser "${last[mm_copy]}" "${last[mm_map]}")"
+	echo "round $round mapped/copy usec per MiB: zcnet $(ratio "${last[zc_map]}" "${last[zc_copy]}")" \
+		" tcp_mmap $(ratio "${last[mm_map]}" "${last[mm_copy]}")"
 done
 for v in GBIT US PCT; do
 	unit="Gbit/s"

@@ -3,10 +3,11 @@
 
 use std::net::Ipv4Addr;
 
-/// Ethernet header length.
-pub const ETH_HLEN: usize = 14;
+pub use zcnet::xdp::headers::ETH_HLEN;
+use zcnet::xdp::headers::{IPV4_HLEN, UDP_HLEN};
+
 /// Ethernet + IPv4 (no options) + UDP header length.
-pub const UDP_HEADERS: usize = ETH_HLEN + 20 + 8;
+pub const UDP_HEADERS: usize = ETH_HLEN + IPV4_HLEN + UDP_HLEN;
 /// Smallest payload [`UdpFrame::write`] accepts: an 8-byte sequence number and a 4-byte checksum.
 pub const MIN_PAYLOAD: usize = 12;
 

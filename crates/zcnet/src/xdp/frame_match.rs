@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use super::headers;
 use crate::sys::bpf::{Insn, Reg, XDP_MD_DATA, XDP_MD_DATA_END};
 
 /// The frames a redirect program hands to the AF_XDP sockets.
@@ -26,10 +27,11 @@ impl fmt::Display for FrameMatch {
     }
 }
 
-const ETH_HLEN: i32 = 14;
-const IPV4_HLEN: i32 = 20;
-const IPV6_HLEN: i32 = 40;
-const UDP_HLEN: i32 = 8;
+// Header lengths as the program's offsets take them (see `xdp::headers`).
+const ETH_HLEN: i32 = headers::ETH_HLEN as i32;
+const IPV4_HLEN: i32 = headers::IPV4_HLEN as i32;
+const IPV6_HLEN: i32 = headers::IPV6_HLEN as i32;
+const UDP_HLEN: i32 = headers::UDP_HLEN as i32;
 const IPPROTO_UDP: i32 = 17;
 
 /// A 16-bit big-endian field as the program's `u16` load (host byte order) reads it.
