@@ -5,8 +5,10 @@
 //! [`send_copies`]). `zcnet bench xdp` measures AF_XDP against these.
 //!
 //! Every packet the kernel hands over through these is a copy (into the ring, or into the caller's
-//! buffer). Opening a packet socket needs CAP_NET_RAW. The rings check every offset the kernel wrote
-//! against the mapping before reading, and hand a block or slot back only after its last use.
+//! buffer). Opening a packet socket needs CAP_NET_RAW. Ring sizes are checked before a socket is
+//! opened (`InvalidInput`); the rx ring checks every offset and length the kernel wrote against the
+//! block it handed over before reading through it, and the rings hand a block or slot back only
+//! after its last use.
 
 pub use crate::sys::packet::{
     RecvBatch, RxRingV3, TxRingV2, open, recv_nonblocking, send, send_copies,

@@ -137,6 +137,58 @@ fn hostile_pool_sizes_are_refused_cleanly() {
     assert!(empty.take().is_none());
 }
 
+/// Buffer sizes and counts a caller could pass: small ones, the edges of a page, of `u32` and of
+/// the address space, and anything.
+fn pool_size() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        0usize..10_000,
+        Just(4096),
+        Just(4097),
+        Just(u32::MAX as usize + 1),
+        Just(isize::MAX as usize / 4096 + 1),
+        Just(usize::MAX / 2 + 1),
+        Just(usize::MAX - 4095),
+        Just(usize::MAX),
+        any::<usize>(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Whatever sizes a caller asks for, the pool holds at least that many buffers of at least that
+    /// size, or is refused cleanly (`InvalidInput`, or `OutOfMemory` when the address space or the
+    /// overcommit policy has no room): never a wrapped size or a panic. Nothing is written, so the
+    /// large pools this makes cost address space only.
+    #[test]
+    fn any_pool_size_makes_that_pool_or_a_clean_error(
+        buf_size in pool_size(),
+        count in pool_size(),
+        huge_pages in any::<bool>(),
+    ) {
+        match BufferPool::new(PoolConfig { buf_size, count, huge_pages }) {
+            Ok(pool) => {
+                prop_assert!(pool.buf_size() >= buf_size && pool.buf_size().is_multiple_of(4096));
+                prop_assert_eq!((pool.capacity(), pool.available()), (count, count));
+                if let Some(mut buf) = pool.take() {
+                    buf.set_len(usize::MAX);
+                    prop_assert_eq!(buf.len(), pool.buf_size());
+                }
+            }
+            Err(err) => prop_assert!(
+                matches!(
+                    err.kind(),
+                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::OutOfMemory
+                ),
+                "{} x {}: {}",
+                buf_size,
+                count,
+                err
+            ),
+        }
+    }
+}
+
 /// One step on a pool: what a user can do with its buffers.
 #[derive(Debug, Clone)]
 enum Op {

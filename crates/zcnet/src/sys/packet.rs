@@ -32,6 +32,11 @@ const TP_STATUS_SEND_REQUEST: u32 = 1;
 /// Where frame data starts in a TPACKET_V2 tx slot: `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`
 /// = `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))` = 32.
 const TX_DATA_OFFSET: usize = 32;
+/// The smallest TPACKET_V2 tx slot: the power of two above `TPACKET2_HDRLEN` (52), which the kernel
+/// requires a slot to hold (`packet_set_ring`).
+const TX_MIN_FRAME: u32 = 64;
+/// The frame size a TPACKET_V3 rx ring is requested with (packets are packed into blocks regardless).
+const RX_FRAME_SIZE: u32 = 2048;
 
 /// `struct tpacket_req3` (`if_packet.h`).
 #[repr(C)]
@@ -67,6 +72,8 @@ const BLOCK_FIRST_PKT: usize = 16;
 const PKT3_NEXT_OFFSET: usize = 0;
 const PKT3_SNAPLEN: usize = 12;
 const PKT3_MAC: usize = 24;
+/// Bytes of a `tpacket3_hdr` read before its packet: up to and including `tp_mac` (u16).
+const PKT3_HEADER_READ: usize = PKT3_MAC + 2;
 const PKT2_LEN: usize = 4;
 
 /// Opens a raw packet socket for `protocol` (an `ETH_P_*` value, host order) bound to interface
@@ -118,8 +125,11 @@ pub struct RxRingV3 {
 
 impl RxRingV3 {
     /// Opens a packet socket for `protocol` on `ifindex` with a ring of `block_nr` blocks of
-    /// `block_size` bytes (a multiple of the page size); a block is handed over when full or after
-    /// `retire_ms` milliseconds.
+    /// `block_size` bytes; a block is handed over when full or after `retire_ms` milliseconds.
+    ///
+    /// Sizes are checked before any socket is opened: `InvalidInput` unless `block_size` is a
+    /// multiple of the page size from one page up to `i32::MAX` (the kernel reads it as an `int`),
+    /// `block_nr` is at least 1, and the ring's 2048-byte frames number at most `u32::MAX`.
     pub fn open(
         ifindex: u32,
         protocol: u16,
@@ -127,6 +137,22 @@ impl RxRingV3 {
         block_nr: u32,
         retire_ms: u32,
     ) -> io::Result<RxRingV3> {
+        let page = super::tcp_zc::page_size();
+        let shape = (block_size as usize).is_multiple_of(page)
+            && block_size > 0
+            && block_size <= i32::MAX as u32
+            && block_nr > 0;
+        let frame_nr = (block_size / RX_FRAME_SIZE)
+            .checked_mul(block_nr)
+            .filter(|_| shape)
+            .ok_or_else(|| {
+                ring_size_error(
+                    block_nr,
+                    block_size,
+                    "blocks of whole pages, at most i32::MAX bytes, at least one block, at most \
+                     u32::MAX frames of 2048 bytes",
+                )
+            })?;
         let fd = open(ifindex, protocol)?;
         set_int_option(
             fd.as_fd(),
@@ -134,14 +160,10 @@ impl RxRingV3 {
             libc::PACKET_VERSION,
             TPACKET_V3,
         )?;
-        let frame_size = 2048;
-        let frame_nr = (block_size / frame_size)
-            .checked_mul(block_nr)
-            .ok_or_else(|| ring_size_error(block_size, block_nr))?;
         let req = TpacketReq3 {
             tp_block_size: block_size,
             tp_block_nr: block_nr,
-            tp_frame_size: frame_size,
+            tp_frame_size: RX_FRAME_SIZE,
             tp_frame_nr: frame_nr,
             tp_retire_blk_tov: retire_ms,
             ..Default::default()
@@ -157,6 +179,20 @@ impl RxRingV3 {
         })
     }
 
+    /// A ring of `block_nr` blocks of `block_size` bytes over `map`, for walking blocks a test
+    /// wrote (playing the kernel, honest or hostile) without a packet socket's ring.
+    #[cfg(test)]
+    fn over(fd: OwnedFd, map: Mmap, block_size: usize, block_nr: usize) -> RxRingV3 {
+        assert!(block_size * block_nr <= map.len());
+        RxRingV3 {
+            fd,
+            map,
+            block_size,
+            block_nr,
+            next: 0,
+        }
+    }
+
     fn status(&self, block: usize) -> &AtomicU32 {
         self.map
             .atomic_at::<AtomicU32>(block * self.block_size + BLOCK_STATUS)
@@ -165,8 +201,8 @@ impl RxRingV3 {
 
     fn read_u32(&self, offset: usize) -> Option<u32> {
         // SAFETY: block headers and packets are read only while the block's status says
-        // TP_STATUS_USER (checked by every caller before reading): the kernel writes it no more
-        // until the block is handed back.
+        // TP_STATUS_USER, and only inside that block (both checked by every caller before
+        // reading): the kernel writes it no more until the block is handed back.
         let b = unsafe { self.map.bytes(offset, 4) }?;
         Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
     }
@@ -179,38 +215,51 @@ impl RxRingV3 {
 
     /// Calls `each` with every packet of the next block the kernel has handed over, returns the block
     /// to the kernel and gives the packet count; `None` when the next block is still the kernel's.
-    /// Offsets the kernel wrote are bounds-checked: a packet outside the block ends the walk.
+    ///
+    /// Offsets and lengths the kernel wrote are checked before anything is read through them: a
+    /// packet header or packet that does not lie wholly inside the block ends the walk, so nothing
+    /// of another block (which the kernel may be writing) is ever read or borrowed.
     pub fn next_block(&mut self, mut each: impl FnMut(&[u8])) -> Option<u32> {
         let block = self.next;
         // Acquire pairs with the kernel's release of the block status: the packets are visible.
         if self.status(block).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
             return None;
         }
+        // `block < block_nr` and the mapping is `block_nr * block_size` bytes: no overflow.
         let base = block * self.block_size;
         let end = base + self.block_size;
+        // The block header lies in the block (a block is at least a page).
         let count = self.read_u32(base + BLOCK_NUM_PKTS).unwrap_or(0);
-        let mut pkt = base + self.read_u32(base + BLOCK_FIRST_PKT).unwrap_or(0) as usize;
+        let first = self.read_u32(base + BLOCK_FIRST_PKT).unwrap_or(0) as usize;
+        let inside = |from: usize, len: usize| from.checked_add(len).filter(|&e| e <= end);
+        let mut pkt = base.checked_add(first);
         let mut seen = 0;
-        while seen < count && pkt < end {
+        while seen < count
+            && let Some(at) = pkt.filter(|&at| inside(at, PKT3_HEADER_READ).is_some())
+        {
             let (Some(next), Some(snap), Some(mac)) = (
-                self.read_u32(pkt + PKT3_NEXT_OFFSET),
-                self.read_u32(pkt + PKT3_SNAPLEN),
-                self.read_u16(pkt + PKT3_MAC),
+                self.read_u32(at + PKT3_NEXT_OFFSET),
+                self.read_u32(at + PKT3_SNAPLEN),
+                self.read_u16(at + PKT3_MAC),
             ) else {
                 break;
             };
-            let start = pkt + mac as usize;
-            // SAFETY: the block's status is TP_STATUS_USER (checked above): the kernel writes it
-            // no more until `next_block` hands it back, after the last use of `data`.
-            match unsafe { self.map.bytes(start, snap as usize) } {
-                Some(data) if start + snap as usize <= end => each(data),
-                _ => break,
+            let start = at + mac as usize;
+            if inside(start, snap as usize).is_none() {
+                break;
             }
+            // SAFETY: `start..start + snap` lies inside this block (checked just above), whose
+            // status is TP_STATUS_USER (checked on entry): the kernel writes it no more until
+            // `next_block` hands it back, after the last use of `data`.
+            let Some(data) = (unsafe { self.map.bytes(start, snap as usize) }) else {
+                break;
+            };
+            each(data);
             seen += 1;
             if next == 0 {
                 break;
             }
-            pkt += next as usize;
+            pkt = at.checked_add(next as usize);
         }
         // Release: our reads of the block finish before the kernel may refill it.
         self.status(block)
@@ -240,10 +289,10 @@ impl RxRingV3 {
     }
 }
 
-fn ring_size_error(size: u32, count: u32) -> io::Error {
+fn ring_size_error(count: u32, size: u32, wanted: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!("a packet ring of {count} x {size} bytes does not fit the kernel's 32-bit sizes"),
+        format!("a packet ring of {count} x {size} bytes (wanted: {wanted})"),
     )
 }
 
@@ -267,13 +316,35 @@ pub struct TxRingV2 {
     map: Mmap,
     frame_size: usize,
     frame_nr: usize,
+    /// Bytes of frame data a slot holds: `frame_size - TX_DATA_OFFSET`, at least 32.
+    room: usize,
     next: usize,
 }
 
 impl TxRingV2 {
-    /// Opens a packet socket on `ifindex` with `frame_nr` slots of `frame_size` bytes (a power of two,
-    /// at most the page size).
+    /// Opens a packet socket on `ifindex` with `frame_nr` slots of `frame_size` bytes.
+    ///
+    /// Sizes are checked before any socket is opened: `InvalidInput` unless `frame_size` is a power
+    /// of two from 64 (the slot header and address the kernel requires) to the page size, and
+    /// `frame_nr` a nonzero multiple of the slots per page whose total fits `u32`.
     pub fn open(ifindex: u32, frame_size: u32, frame_nr: u32) -> io::Result<TxRingV2> {
+        let page = u32::try_from(super::tcp_zc::page_size()).unwrap_or(u32::MAX);
+        let shape = frame_size.is_power_of_two()
+            && (TX_MIN_FRAME..=page).contains(&frame_size)
+            && frame_nr > 0
+            && frame_nr.is_multiple_of(page / frame_size);
+        let block_nr = frame_nr
+            .checked_mul(frame_size)
+            .filter(|_| shape)
+            .ok_or_else(|| {
+                ring_size_error(
+                    frame_nr,
+                    frame_size,
+                    "slots of a power of two from 64 bytes to a page, whole pages of them, at most \
+                     u32::MAX bytes",
+                )
+            })?
+            / page;
         let fd = open(ifindex, 0)?;
         set_int_option(
             fd.as_fd(),
@@ -282,11 +353,6 @@ impl TxRingV2 {
             TPACKET_V2,
         )?;
         set_int_option(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)?;
-        let page = 4096u32;
-        let block_nr = frame_nr
-            .checked_mul(frame_size)
-            .ok_or_else(|| ring_size_error(frame_size, frame_nr))?
-            / page;
         let req = TpacketReq3 {
             tp_block_size: page,
             tp_block_nr: block_nr,
@@ -308,6 +374,7 @@ impl TxRingV2 {
             map,
             frame_size: frame_size as usize,
             frame_nr: frame_nr as usize,
+            room: frame_size as usize - TX_DATA_OFFSET,
             next: 0,
         })
     }
@@ -326,8 +393,9 @@ impl TxRingV2 {
         if self.status(slot).load(Ordering::Acquire) != TP_STATUS_AVAILABLE {
             return false;
         }
+        // `slot < frame_nr` and the mapping is `frame_nr * frame_size` bytes: no overflow.
         let base = slot * self.frame_size;
-        let room = self.frame_size - TX_DATA_OFFSET;
+        let room = self.room;
         // SAFETY: the slot's status is TP_STATUS_AVAILABLE (checked above): the kernel neither reads
         // nor writes it until the status store below hands it over, after the last use of `data`.
         let Some(data) = (unsafe { self.map.bytes_mut(base + TX_DATA_OFFSET, room) }) else {
@@ -498,6 +566,7 @@ pub fn send_copies(fd: BorrowedFd<'_>, datagram: &[u8], count: usize) -> io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::mem::offset_of;
 
     #[test]
@@ -506,6 +575,162 @@ mod tests {
         assert_eq!(offset_of!(TpacketReq3, tp_retire_blk_tov), 16);
         assert_eq!(offset_of!(TpacketReq3, tp_feature_req_word), 24);
         assert_eq!(offset_of!(TpacketStatsV3, tp_drops), 4);
+    }
+
+    /// Ring sizes a caller could pass, hostile ones included.
+    fn hostile_size() -> impl Strategy<Value = u32> {
+        prop_oneof![
+            Just(0u32),
+            Just(1),
+            Just(32),
+            Just(52),
+            Just(64),
+            Just(100),
+            Just(2048),
+            Just(4096),
+            Just(4097),
+            Just(8192),
+            Just(1 << 18),
+            Just(i32::MAX as u32),
+            Just(1 << 31),
+            Just(u32::MAX),
+            any::<u32>(),
+        ]
+    }
+
+    /// Whether `InvalidInput` came from zcnet's own check (no errno: no socket was opened).
+    fn refused_before_the_kernel(
+        res: io::Result<impl std::fmt::Debug>,
+    ) -> Result<(), TestCaseError> {
+        let err = res.expect_err("refused");
+        prop_assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{}", err);
+        prop_assert_eq!(err.raw_os_error(), None, "{}", err);
+        prop_assert!(err.to_string().contains("packet ring of"), "{}", err);
+        Ok(())
+    }
+
+    proptest! {
+        /// Hostile tx ring sizes are refused before any socket or mapping is made, as a normal
+        /// user too (only sizes of the kernel's shape reach it; those are not tried here, as a
+        /// valid one may map gigabytes).
+        #[test]
+        fn hostile_tx_ring_sizes_are_refused(frame_size in hostile_size(), frame_nr in hostile_size()) {
+            let page = super::super::tcp_zc::page_size() as u32;
+            let valid = frame_size.is_power_of_two()
+                && (64..=page).contains(&frame_size)
+                && frame_nr > 0
+                && frame_nr % (page / frame_size) == 0
+                && frame_nr.checked_mul(frame_size).is_some();
+            prop_assume!(!valid);
+            refused_before_the_kernel(TxRingV2::open(1, frame_size, frame_nr))?;
+        }
+
+        /// As above for the rx ring's block sizes and counts.
+        #[test]
+        fn hostile_rx_ring_sizes_are_refused(block_size in hostile_size(), block_nr in hostile_size()) {
+            let page = super::super::tcp_zc::page_size() as u32;
+            let valid = block_size > 0
+                && block_size % page == 0
+                && block_size <= i32::MAX as u32
+                && block_nr > 0
+                && (block_size / 2048).checked_mul(block_nr).is_some();
+            prop_assume!(!valid);
+            refused_before_the_kernel(RxRingV3::open(1, 0, block_size, block_nr, 10))?;
+        }
+
+        /// Whatever a hostile kernel writes in a block it hands over (packet count, first offset,
+        /// each packet's next offset, length and data offset), the walk reads and lends only bytes
+        /// of that block: the next block is unreadable here (PROT_NONE), so one byte read from it
+        /// would kill the test.
+        #[test]
+        fn a_hostile_block_is_walked_inside_itself(
+            count in prop_oneof![Just(0u32), 1u32..6, Just(u32::MAX), any::<u32>()],
+            first in near_block_end(),
+            packets in proptest::collection::vec((near_block_end(), near_block_end(), any::<u16>()), 0..5),
+        ) {
+            let block = super::super::tcp_zc::page_size();
+            let (mut map, _) = Mmap::anonymous(2 * block, false).expect("mmap");
+            let base = map.as_ptr() as usize;
+            let mut write = |offset: usize, bytes: &[u8]| {
+                // SAFETY: a private anonymous mapping: no kernel writes it; block 0 only.
+                unsafe { map.bytes_mut(offset, bytes.len()) }
+                    .expect("inside block 0")
+                    .copy_from_slice(bytes);
+            };
+            write(BLOCK_STATUS, &TP_STATUS_USER.to_ne_bytes());
+            write(BLOCK_NUM_PKTS, &count.to_ne_bytes());
+            write(BLOCK_FIRST_PKT, &first.to_ne_bytes());
+            let mut at = first as usize;
+            for &(next, snap, mac) in &packets {
+                if at < BLOCK_FIRST_PKT + 4 || at + PKT3_HEADER_READ > block {
+                    break;
+                }
+                write(at + PKT3_NEXT_OFFSET, &next.to_ne_bytes());
+                write(at + PKT3_SNAPLEN, &snap.to_ne_bytes());
+                write(at + PKT3_MAC, &mac.to_ne_bytes());
+                at += next as usize;
+            }
+            // SAFETY: the second block of a mapping this test owns; nothing refers to it.
+            syscall!(mprotect((base + block) as *mut libc::c_void, block, libc::PROT_NONE))
+                .expect("mprotect");
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+            let mut ring = RxRingV3::over(OwnedFd::from(socket), map, block, 2);
+            let mut lent = Vec::new();
+            let seen = ring
+                .next_block(|data| lent.push((data.as_ptr() as usize, data.len())))
+                .expect("block 0 is the user's");
+            prop_assert!(seen <= count && seen as usize == lent.len());
+            for (at, len) in lent {
+                prop_assert!(at >= base && at + len <= base + block, "{} bytes at {}", len, at - base);
+            }
+            prop_assert_eq!(ring.status(0).load(Ordering::Relaxed), TP_STATUS_KERNEL);
+        }
+    }
+
+    /// Offsets and lengths from 0 past the end of a block, and far beyond.
+    fn near_block_end() -> impl Strategy<Value = u32> {
+        let block = super::super::tcp_zc::page_size() as u32;
+        prop_oneof![
+            0u32..64,
+            (0u32..64).prop_map(move |k| block - k),
+            0..block + 64,
+            Just(u32::MAX),
+            any::<u32>(),
+        ]
+    }
+
+    #[test]
+    fn an_honest_block_yields_every_packet() {
+        let block = super::super::tcp_zc::page_size();
+        let (mut map, _) = Mmap::anonymous(block, false).expect("mmap");
+        let mut write = |offset: usize, bytes: &[u8]| {
+            // SAFETY: a private anonymous mapping: no kernel writes it.
+            unsafe { map.bytes_mut(offset, bytes.len()) }
+                .expect("inside the block")
+                .copy_from_slice(bytes);
+        };
+        write(BLOCK_STATUS, &TP_STATUS_USER.to_ne_bytes());
+        write(BLOCK_NUM_PKTS, &3u32.to_ne_bytes());
+        write(BLOCK_FIRST_PKT, &64u32.to_ne_bytes());
+        // Three packets of 10, 20 and 30 bytes, each after a 40-byte header; the last one ends
+        // exactly at the end of the block.
+        let last = block - 70;
+        for (at, next, len, fill) in [
+            (64, 100, 10u32, 1u8),
+            (164, last - 164, 20, 2),
+            (last, 0, 30, 3),
+        ] {
+            write(at + PKT3_NEXT_OFFSET, &(next as u32).to_ne_bytes());
+            write(at + PKT3_SNAPLEN, &len.to_ne_bytes());
+            write(at + PKT3_MAC, &40u16.to_ne_bytes());
+            write(at + 40, &vec![fill; len as usize]);
+        }
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let mut ring = RxRingV3::over(OwnedFd::from(socket), map, block, 1);
+        let mut got = Vec::new();
+        assert_eq!(ring.next_block(|d| got.push(d.to_vec())), Some(3));
+        assert_eq!(got, vec![vec![1u8; 10], vec![2; 20], vec![3; 30]]);
+        assert_eq!(ring.next_block(|_| {}), None, "handed back to the kernel");
     }
 
     #[test]

@@ -239,10 +239,16 @@ impl Mmap {
     }
 
     /// `count` consecutive `T`s from byte `offset`, or `None` when they do not fit or are misaligned.
+    /// The offset may come from the kernel (`XDP_MMAP_OFFSETS`) or from a packet ring's headers: it is
+    /// checked against the mapping before any address is computed from it.
     pub fn atomics_at<T: RingWord>(&self, offset: usize, count: usize) -> Option<&[T]> {
         let end = offset.checked_add(mem::size_of::<T>().checked_mul(count)?)?;
+        if end > self.len {
+            return None;
+        }
+        // `offset <= len`: the address lies inside (or just past) the mapping, so it does not wrap.
         let addr = self.ptr.as_ptr() as usize + offset;
-        if end > self.len || !addr.is_multiple_of(mem::align_of::<T>()) {
+        if !addr.is_multiple_of(mem::align_of::<T>()) {
             return None;
         }
         // SAFETY: in bounds and aligned (checked); `T` is valid for any bit pattern and made of atomics.
@@ -588,6 +594,88 @@ mod tests {
         assert!(m.atomic_at::<AtomicU64>(4).is_none(), "misaligned");
         assert!(m.atomics_at::<DescSlot>(4096 - 32, 2).is_some());
         assert!(m.atomics_at::<DescSlot>(4096 - 32, 3).is_none());
+    }
+
+    /// Offsets and lengths around the end of a 4096-byte mapping and far beyond it: those a kernel
+    /// or a caller could hand over, hostile ones included.
+    fn hostile_offset() -> impl proptest::strategy::Strategy<Value = usize> {
+        use proptest::prelude::*;
+        prop_oneof![
+            0usize..4200,
+            Just(usize::MAX),
+            Just(usize::MAX - 7),
+            Just(usize::MAX - 15),
+            Just(usize::MAX - 4095),
+            Just(1usize << 62),
+            Just(isize::MAX as usize),
+            any::<usize>(),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever offset and length are asked for, a view of a mapping is inside it or refused:
+        /// never a wrapped address, an overflow panic or a slice past its end.
+        #[test]
+        fn mmap_views_are_inside_the_mapping_or_refused(
+            offset in hostile_offset(),
+            len in hostile_offset(),
+        ) {
+            let (mut m, _) = Mmap::anonymous(4096, false).expect("mmap");
+            let base = m.as_ptr() as usize;
+            let fits = |size: usize| offset.checked_add(size).is_some_and(|end| end <= 4096);
+            // SAFETY: a private anonymous mapping: the kernel never touches it.
+            let read = unsafe { m.bytes(offset, len) }.map(|b| (b.as_ptr() as usize, b.len()));
+            proptest::prop_assert_eq!(read, fits(len).then(|| (base + offset, len)));
+            // SAFETY: as above.
+            let write = unsafe { m.bytes_mut(offset, len) }.map(|b| (b.as_ptr() as usize, b.len()));
+            proptest::prop_assert_eq!(write, fits(len).then(|| (base + offset, len)));
+            let words = m
+                .atomics_at::<AtomicU64>(offset, len)
+                .map(|w| (w.as_ptr() as usize, w.len()));
+            let word_bytes = len.checked_mul(8);
+            let expected = word_bytes
+                .filter(|&b| fits(b) && offset.is_multiple_of(8))
+                .map(|_| (base + offset, len));
+            proptest::prop_assert_eq!(words, expected);
+            let slots = m.atomics_at::<DescSlot>(offset, 1).map(|s| s.as_ptr() as usize);
+            proptest::prop_assert_eq!(slots, (fits(16) && offset.is_multiple_of(8)).then(|| base + offset));
+        }
+
+        /// Ring offsets a hostile kernel reports (`XDP_MMAP_OFFSETS`) and any slot count: the ring
+        /// is refused, or every view of it lies inside its mapping.
+        #[test]
+        fn hostile_ring_offsets_are_refused_or_inside(
+            producer in hostile_offset(),
+            consumer in hostile_offset(),
+            flags in hostile_offset(),
+            desc in hostile_offset(),
+            entries in proptest::prop_oneof![
+                proptest::prelude::Just(1u32),
+                proptest::prelude::Just(8u32),
+                proptest::prelude::Just(256u32),
+                proptest::prelude::Just(1u32 << 31),
+                proptest::prelude::any::<u32>(),
+            ],
+        ) {
+            let (map, _) = Mmap::anonymous(4096, false).expect("mmap");
+            let (base, len) = (map.as_ptr() as usize, map.len());
+            let off = xdp_ring_offset {
+                producer: producer as u64,
+                consumer: consumer as u64,
+                flags: flags as u64,
+                desc: desc as u64,
+            };
+            if let Ok(ring) = RingMmap::<DescSlot>::over(map, &off, entries) {
+                for word in [ring.producer(), ring.consumer(), ring.flags()] {
+                    let at = word.as_ptr() as usize;
+                    proptest::prop_assert!(at >= base && at + 4 <= base + len);
+                }
+                let slots = ring.slots();
+                let at = slots.as_ptr() as usize;
+                proptest::prop_assert_eq!(slots.len(), entries as usize);
+                proptest::prop_assert!(at >= base && at + 16 * slots.len() <= base + len);
+            }
+        }
     }
 
     #[test]

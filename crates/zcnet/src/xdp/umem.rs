@@ -873,6 +873,13 @@ mod tests {
 
     fn step() -> impl Strategy<Value = Step> {
         let addr = prop_oneof![0..u64::from(FRAMES * FRAME + 64), any::<u64>()];
+        let len = prop_oneof![
+            0u32..3000,
+            Just(FRAME),
+            Just(FRAME + 1),
+            Just(u32::MAX),
+            any::<u32>()
+        ];
         prop_oneof![
             Just(Step::Alloc),
             (0usize..8).prop_map(Step::Release),
@@ -883,7 +890,7 @@ mod tests {
             (0u32..6).prop_map(Step::Reclaim),
             (0u32..6).prop_map(Step::KernelReceive),
             (0u32..6).prop_map(Step::KernelComplete),
-            (addr.clone(), 0u32..3000).prop_map(|(a, l)| Step::HostileRx(a, l)),
+            (addr.clone(), len).prop_map(|(a, l)| Step::HostileRx(a, l)),
             addr.prop_map(Step::HostileCompletion),
             Just(Step::Reopen),
         ]
@@ -955,6 +962,20 @@ mod tests {
                 for (index, (&count, place)) in seen.iter().zip(places.bytes()).enumerate() {
                     let expected = if place == b'K' { 0 } else { 1 };
                     prop_assert_eq!(count, expected, "frame {} ({}) in {} places", index, place as char, count);
+                }
+                // Every token's bytes, and the buffer it lends for writing, lie in its own frame,
+                // whatever descriptor it came from.
+                for t in &mut tokens {
+                    prop_assert!(t.len() <= t.capacity());
+                    prop_assert_eq!(t.addr() % u64::from(FRAME) + u64::from(t.capacity()), u64::from(FRAME));
+                    let (read, len) = {
+                        let b = h.umem.area.bytes(t);
+                        (b.as_ptr() as usize, b.len())
+                    };
+                    prop_assert_eq!(len, t.len() as usize);
+                    let capacity = t.capacity() as usize;
+                    let write = h.umem.area.buffer_mut(t);
+                    prop_assert_eq!((write.as_ptr() as usize, write.len()), (read, capacity));
                 }
             }
             for t in tokens { h.umem.release(t); }
