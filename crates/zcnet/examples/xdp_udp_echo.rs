@@ -13,7 +13,7 @@
 //! no checksum status, and the endpoint drops what does not verify.
 
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{EndpointConfig, UdpEndpoint};
+use zcnet::xdp::{EndpointConfig, UdpEndpoint, UmemConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,7 +27,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .split(',')
         .map(str::parse)
         .collect::<Result<Vec<u32>, _>>()?;
+    // Each queue's fill ring is filled at bind: as many frames again to send with.
+    let umem = UmemConfig::default();
     let config = EndpointConfig {
+        umem: UmemConfig {
+            frame_count: umem.fill_size * (queues.len() as u32 + 1),
+            ..umem
+        },
         queues,
         ..EndpointConfig::default()
     };
