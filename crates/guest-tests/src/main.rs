@@ -21,6 +21,7 @@ mod peer;
 mod vsock;
 mod vsock_async;
 mod wire;
+mod xdp_endpoint;
 mod xdp_zc;
 
 /// zcnet's guest-kernel checks and their host-side peer.

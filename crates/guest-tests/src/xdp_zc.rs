@@ -3,8 +3,8 @@
 //! rxdrop of a burst from the peer, txpush to the peer (which verifies every datagram), an echo of a
 //! burst back to the peer (l2fwd with the addresses turned around so the host delivers it to the peer),
 //! with need_wakeup on and off, 64- and 1500-byte frames, a socket bound again right after the last
-//! one closed, and 9000-byte frames with multi-buffer ([`jumbo`]). The copy-mode run (6.12) does the
-//! rxdrop only.
+//! one closed, 9000-byte frames with multi-buffer ([`jumbo`]), and the UDP endpoint on tokio
+//! ([`crate::xdp_endpoint`]). The copy-mode run (6.12) does the rxdrop only.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use crate::{nic, wire};
 mod jumbo;
 
 /// Datagrams of each burst and of each txpush.
-const DATAGRAMS: u64 = 500;
+pub(crate) const DATAGRAMS: u64 = 500;
 /// Longest wait for frames, completions and answers.
 const WAIT: Duration = Duration::from_secs(30);
 /// txpush pacing: a group of frames, then a pause (the emulated NIC and the host's tap keep up).
@@ -78,6 +78,8 @@ pub fn run(peer: IpAddr, ip: Ipv4Addr, iface: &str) -> anyhow::Result<Outcome> {
     }
     stream += 1;
     jumbo::run(peer, iface, queues, stream, &mut outcome)?;
+    stream += 1;
+    crate::xdp_endpoint::run(peer, ip, iface, queues, stream, &mut outcome)?;
     nic::request(peer, wire::Request::Quit)?;
     Ok(outcome)
 }
@@ -356,11 +358,7 @@ fn rxdrop(
     label: &str,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let burst = wire::Request::Burst {
-        stream,
-        datagrams: DATAGRAMS,
-    };
-    nic::request(peer, burst)?;
+    request_burst(peer, stream)?;
     let mut tally = Tally::default();
     q.receive_burst(DATAGRAMS, |umem, socket, frames| {
         let mut burst = 0;
@@ -423,13 +421,7 @@ fn echo(
     label: &str,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    nic::request(
-        peer,
-        wire::Request::Burst {
-            stream,
-            datagrams: DATAGRAMS,
-        },
-    )?;
+    request_burst(peer, stream)?;
     let mut tally = Tally::default();
     let mut sent = 0u64;
     let mut back = Vec::new();
@@ -486,8 +478,18 @@ fn drain_completions(q: &mut Queues, outstanding: u64) -> anyhow::Result<u64> {
     Ok(completed)
 }
 
+/// Has the peer send a burst of [`DATAGRAMS`] datagrams of `stream` to the guest's burst port
+/// (starting a second later).
+pub(crate) fn request_burst(peer: IpAddr, stream: u32) -> anyhow::Result<()> {
+    let burst = wire::Request::Burst {
+        stream,
+        datagrams: DATAGRAMS,
+    };
+    nic::request(peer, burst).map(drop)
+}
+
 /// Asks the peer what arrived of `stream`: (verified, corrupt or duplicated).
-fn report(peer: IpAddr, stream: u32) -> anyhow::Result<(u64, u64)> {
+pub(crate) fn report(peer: IpAddr, stream: u32) -> anyhow::Result<(u64, u64)> {
     let request = wire::Request::UdpReport {
         stream,
         expected: DATAGRAMS,

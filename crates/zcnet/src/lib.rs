@@ -14,6 +14,7 @@
 //! | send UDP datagrams (optionally GSO) | [`tx::UdpSender`] | `aio::AsyncSender<UdpSocket>` |
 //! | send on an AF_VSOCK socket | [`tx::VsockSender`] | `aio::AsyncSender<VsockSocket>` |
 //! | receive a TCP stream without copying | [`rx::Receiver`] | `aio::AsyncReceiver` |
+//! | serve a UDP port over AF_XDP | [`xdp::UdpEndpoint`] | `aio::AsyncUdpEndpoint` |
 //! | receive or send raw frames on a NIC queue | [`xdp::Socket`] | — |
 //!
 //! A sender takes ownership of what it sends and gives it back only after the kernel's completion:
@@ -47,7 +48,8 @@
 //!
 //! - [`tx`]: MSG_ZEROCOPY senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking.
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
-//! - `aio` (feature `tokio`): `AsyncSender` and `AsyncReceiver` on tokio's reactor.
+//! - `aio` (feature `tokio`): `AsyncSender`, `AsyncReceiver` and `AsyncUdpEndpoint` on tokio's
+//!   reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
 //! - [`uring`]: io_uring zero-copy send (`SEND_ZC`) on the same tracker, policy and stats.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.

@@ -328,6 +328,43 @@ fn what_cannot_be_sent_is_refused_with_its_reason() {
 }
 
 #[test]
+fn a_batch_larger_than_one_copy_mode_wakeup_arrives_whole() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("a_batch_larger_than_one_copy_mode_wakeup_arrives_whole")
+    else {
+        return;
+    };
+    pair.pin_b_neighbours()
+        .expect("pin the peer's neighbour entries");
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
+    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let to = peer.local_addr().expect("addr");
+    // 60 frames in one flush: a copy-mode wakeup (`sendto`) transmits at most 32, so the flush
+    // must wake the kernel until it took them all.
+    let max = max_payload(to.ip());
+    let mut batch = endpoint.send_batch();
+    for seq in 0..60 {
+        let bytes = payload(seq, max);
+        batch
+            .push(to, bytes.len(), |buf| buf.copy_from_slice(&bytes))
+            .expect("build");
+    }
+    assert_eq!(batch.flush().expect("flush"), 60);
+    let mut seen = [false; 60];
+    let mut buf = vec![0u8; 2048];
+    for _ in 0..60 {
+        let n = peer
+            .recv(&mut buf)
+            .expect("every datagram of the batch arrives");
+        let seq = sequence_of(&buf[..n], max).expect("intact");
+        assert!(seq < 60 && !seen[seq], "datagram {seq} again");
+        seen[seq] = true;
+    }
+}
+
+#[test]
 fn a_changed_neighbour_is_followed() {
     let Some((pair, mut endpoint)) = v4_endpoint("a_changed_neighbour_is_followed") else {
         return;

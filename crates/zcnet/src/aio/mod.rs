@@ -29,12 +29,13 @@
 //! is charged to the send buffer only by its skb heads, so a zero-copy sender waits for space far less
 //! often than a copying one.
 //!
-//! Not here: an async AF_XDP socket. Its rings and frames are being rebuilt around frame ownership
-//! tokens ([`crate::xdp`]); the async wrapper (rx and fill on `EPOLLIN`, tx kicks with need_wakeup,
-//! completions on the next wake) belongs on those new types rather than on the ones being replaced.
+//! [`AsyncUdpEndpoint`] serves a UDP port over AF_XDP ([`crate::xdp::UdpEndpoint`]) from tokio: it
+//! waits for received frames on every queue's socket and for tx room on the sending one.
 
 mod receiver;
 mod sender;
+mod udp_endpoint;
 
 pub use receiver::AsyncReceiver;
 pub use sender::AsyncSender;
+pub use udp_endpoint::{AsyncUdpEndpoint, FULL_RING_TRIES};

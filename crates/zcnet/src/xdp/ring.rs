@@ -175,8 +175,7 @@ impl<T: Entry> Producer<T> {
         self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
     }
 
-    /// Number of entries published and not yet consumed (as last seen).
-    #[cfg(test)]
+    /// Number of entries published and not yet consumed (the consumer index read now).
     pub fn outstanding(&mut self) -> u32 {
         self.entries() - self.free(self.entries())
     }

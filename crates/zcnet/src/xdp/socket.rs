@@ -447,8 +447,7 @@ impl Socket {
     /// what transmits). Transient refusals (`EAGAIN`, `EBUSY`, `ENOBUFS`) are not errors: the frames
     /// stay queued for the next call.
     pub fn wake_tx(&self) -> Result<()> {
-        let needed = !self.need_wakeup || self.tx.as_ref().is_some_and(Producer::needs_wakeup);
-        if !needed {
+        if !self.tx_needs_wakeup() {
             return Ok(());
         }
         match sys::kick_tx(self.fd.as_fd()) {
@@ -464,6 +463,35 @@ impl Socket {
                 Error::from_errno(format!("wake tx on {}", self.iface), e, XSK_PRIVILEGE, "")
             }),
         }
+    }
+
+    /// Whether the kernel takes tx descriptors only when woken: always without need_wakeup, else
+    /// while the tx ring carries `XDP_RING_NEED_WAKEUP` (always so in copy mode).
+    pub(crate) fn tx_needs_wakeup(&self) -> bool {
+        !self.need_wakeup || self.tx.as_ref().is_some_and(Producer::needs_wakeup)
+    }
+
+    /// Tx descriptors published and not yet taken by the kernel.
+    pub(crate) fn tx_untaken(&mut self) -> u32 {
+        self.tx.as_mut().map_or(0, Producer::outstanding)
+    }
+
+    /// [`Socket::wake_tx`] again while the kernel takes descriptors and some are left: in copy mode
+    /// one `sendto` transmits a bounded batch (`__xsk_generic_xmit` stops after 32 frames with
+    /// `EAGAIN`) and leaves the rest in the ring until the next. Stops when the ring is empty or a
+    /// wakeup took nothing (the device or the socket's send buffer is full; the kernel wakes the
+    /// socket's writers as it frees them).
+    pub(crate) fn wake_tx_until_taken(&mut self) -> Result<()> {
+        let mut left = self.tx_untaken();
+        while left > 0 && self.tx_needs_wakeup() {
+            self.wake_tx()?;
+            let now = self.tx_untaken();
+            if now >= left {
+                break;
+            }
+            left = now;
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout_ms` (-1 = no limit) for received frames; returns whether some are ready.

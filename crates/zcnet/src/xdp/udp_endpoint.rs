@@ -244,12 +244,19 @@ impl UdpEndpoint {
     /// well-formed UDP datagrams to this endpoint are counted ([`UdpEndpoint::stats`]) and go back
     /// to their fill ring at once; the datagrams' frames go back when the returned batch drops.
     pub fn receive(&mut self, max: usize) -> Result<Received<'_>> {
+        let outcome = self.take(max);
+        let batch = self.taken();
+        outcome.map(|()| batch)
+    }
+
+    /// Moves up to `max` datagrams from the rx rings to the batch [`UdpEndpoint::taken`] hands
+    /// out (see [`UdpEndpoint::receive`]); on an error, what was taken before it stays there.
+    pub(crate) fn take(&mut self, max: usize) -> Result<()> {
         let mut frames = mem::take(&mut self.scratch);
-        let mut accepted = mem::take(&mut self.accepted);
         let mut rejected = mem::take(&mut self.returning);
         let mut outcome = Ok(());
         for index in 0..self.sockets.len() {
-            let left = max.saturating_sub(accepted.len());
+            let left = max.saturating_sub(self.accepted.len());
             if left == 0 {
                 break;
             }
@@ -265,7 +272,7 @@ impl UdpEndpoint {
             for frame in frames.drain(..) {
                 match headers::parse(self.umem.bytes(&frame)) {
                     Ok(udp) if self.accepts(udp.dst) => {
-                        accepted.push((index, frame, udp));
+                        self.accepted.push((index, frame, udp));
                     }
                     Ok(_) => {
                         self.stats.not_for_us += 1;
@@ -283,14 +290,24 @@ impl UdpEndpoint {
             }
             self.refill(index, &mut rejected);
         }
-        self.stats.received += accepted.len() as u64;
         self.scratch = frames;
         self.returning = rejected;
-        let batch = Received {
+        outcome
+    }
+
+    /// Whether [`UdpEndpoint::take`] took a datagram not yet handed out.
+    pub(crate) fn has_taken(&self) -> bool {
+        !self.accepted.is_empty()
+    }
+
+    /// The datagrams taken so far, as a batch that gives their frames back when it drops.
+    pub(crate) fn taken(&mut self) -> Received<'_> {
+        let datagrams = mem::take(&mut self.accepted);
+        self.stats.received += datagrams.len() as u64;
+        Received {
             endpoint: self,
-            datagrams: accepted,
-        };
-        outcome.map(|()| batch)
+            datagrams,
+        }
     }
 
     /// The longest payload one datagram to `to`'s family carries: the interface MTU less the IP
@@ -342,7 +359,7 @@ impl UdpEndpoint {
     }
 
     /// Builds a datagram to `to` in a frame and queues it for [`UdpEndpoint::flush`].
-    fn build(
+    pub(crate) fn build(
         &mut self,
         to: SocketAddr,
         len: usize,
@@ -388,23 +405,49 @@ impl UdpEndpoint {
         Ok(())
     }
 
-    /// Hands the queued datagrams to the first queue's tx ring and wakes the kernel; when the ring
-    /// is full, reclaims and wakes again, a bounded number of times. Returns how many went.
-    fn flush(&mut self) -> std::result::Result<usize, SendError> {
+    /// Reads the route and neighbour changes the kernel announced (before a batch is built).
+    pub(crate) fn refresh_routes(&mut self) -> std::result::Result<(), SendError> {
+        self.routes.refresh().map_err(SendError::from)
+    }
+
+    /// Whether built datagrams wait for room in the tx ring.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether the sending socket's tx ring holds descriptors the kernel takes only when woken
+    /// again.
+    pub(crate) fn tx_waits_for_wakeup(&mut self) -> bool {
+        let socket = &mut self.sockets[0];
+        socket.tx_untaken() > 0 && socket.tx_needs_wakeup()
+    }
+
+    /// One try at handing the queued datagrams to the first queue's tx ring: as many as fit go,
+    /// the kernel is woken until it takes them (see [`Socket::wake_tx_until_taken`]), and sent
+    /// frames are reclaimed when some are left; returns how many went. What did not fit stays
+    /// queued.
+    pub(crate) fn transmit_pending(&mut self) -> std::result::Result<usize, SendError> {
         let queued = self.pending.len();
         let socket = &mut self.sockets[0];
-        for _ in 0..FLUSH_ATTEMPTS {
-            socket.transmit(&mut self.umem, &mut self.pending)?;
-            socket.wake_tx()?;
-            if self.pending.is_empty() {
-                break;
-            }
+        socket.transmit(&mut self.umem, &mut self.pending)?;
+        socket.wake_tx_until_taken()?;
+        if !self.pending.is_empty() {
             socket.reclaim(&mut self.umem, u32::MAX)?;
         }
         let sent = queued - self.pending.len();
         self.stats.sent += sent as u64;
-        if self.pending.is_empty() {
-            return Ok(sent);
+        Ok(sent)
+    }
+
+    /// Hands the queued datagrams to the first queue's tx ring and wakes the kernel; when the ring
+    /// is full, reclaims and wakes again, a bounded number of times. Returns how many went.
+    fn flush(&mut self) -> std::result::Result<usize, SendError> {
+        let mut sent = 0;
+        for _ in 0..FLUSH_ATTEMPTS {
+            sent += self.transmit_pending()?;
+            if self.pending.is_empty() {
+                return Ok(sent);
+            }
         }
         let dropped = self.pending.len();
         for frame in self.pending.drain(..) {

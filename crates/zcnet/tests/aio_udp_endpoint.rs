@@ -1,0 +1,234 @@
+//! `aio::AsyncUdpEndpoint` on a veth pair: a tokio echo server on the endpoint answers a kernel UDP
+//! socket in the peer namespace, every datagram intact and answered once, although receives are
+//! dropped while they wait (a dropped receive takes no frame: one before the client starts, and one
+//! whenever a round has not arrived yet) and the UMEM is too small to hold a round's answers without
+//! waiting for sent frames; and the `xdp_udp_echo` example, run as a user runs it, answers a plain
+//! `std::net::UdpSocket` client.
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use testnet::{Offloads, VethConfig, VethPair};
+use zcnet::aio::AsyncUdpEndpoint;
+use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint, UmemConfig};
+
+/// The endpoint's port.
+const PORT: u16 = 9400;
+/// Datagrams echoed.
+const COUNT: usize = 400;
+/// Datagrams the client sends before reading their echoes.
+const ROUND: usize = 40;
+/// Bound on every wait (never reached when things work).
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
+/// then carry only the pseudo-header sum).
+fn pair() -> VethPair {
+    VethPair::new(VethConfig {
+        offloads: Offloads {
+            tx_checksum: false,
+            ..Offloads::default()
+        },
+        ..VethConfig::default()
+    })
+    .expect("veth pair")
+}
+
+/// Payload `seq`: 1 to 1400 bytes derived from the sequence number.
+fn payload(seq: usize) -> Vec<u8> {
+    let len = 1 + (seq * 397) % 1400;
+    (0..len).map(|i| (seq * 13 + i * 5) as u8).collect()
+}
+
+/// The client's side: sends [`COUNT`] datagrams to `to` in rounds of [`ROUND`], reads each round's
+/// echoes and checks that every datagram came back once, intact, from `to`.
+fn client(socket: UdpSocket, to: SocketAddr) {
+    socket.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let mut echoed = vec![false; COUNT];
+    let mut buf = vec![0u8; 2048];
+    for round in (0..COUNT).step_by(ROUND) {
+        let end = (round + ROUND).min(COUNT);
+        for seq in round..end {
+            socket.send_to(&payload(seq), to).expect("send");
+        }
+        for _ in round..end {
+            let (n, from) = socket.recv_from(&mut buf).expect("an echo arrives");
+            assert_eq!(from, to, "the echo comes from the endpoint");
+            let seq = (round..end)
+                .find(|&seq| payload(seq) == buf[..n])
+                .expect("an echo of this round, intact");
+            assert!(!echoed[seq], "datagram {seq} echoed twice");
+            echoed[seq] = true;
+        }
+    }
+}
+
+/// Up to 64 datagrams, waiting for at least one: their sources and payloads.
+async fn receive(endpoint: &mut AsyncUdpEndpoint) -> Vec<(SocketAddr, Vec<u8>)> {
+    let batch = endpoint.receive(64).await.expect("receive");
+    batch
+        .iter()
+        .map(|d| (d.source, d.payload.to_vec()))
+        .collect()
+}
+
+#[test]
+fn an_async_echo_server_answers_every_datagram_once_through_cancelled_receives() {
+    if !testnet::privileged(
+        "an_async_echo_server_answers_every_datagram_once_through_cancelled_receives",
+    ) {
+        return;
+    }
+    let pair = pair();
+    let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    // 32 frames to send with: fewer than a round's answers, so sends wait for sent frames.
+    let endpoint = pair.a.run(|| {
+        let config = EndpointConfig {
+            mode: Mode::Copy,
+            umem: UmemConfig {
+                frame_size: FrameSize::Half,
+                frame_count: 96,
+                fill_size: 64,
+                completion_size: 64,
+                ..UmemConfig::default()
+            },
+            ..EndpointConfig::default()
+        };
+        UdpEndpoint::bind(&pair.a_if, local, config).expect("bind endpoint")
+    });
+    let socket = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind client"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (stats, cancelled, client_thread) = runtime.block_on(async {
+        let mut endpoint = AsyncUdpEndpoint::new(endpoint).expect("register");
+        // Before the client sends anything, a receive can only wait: this one is dropped waiting.
+        let first = tokio::time::timeout(Duration::ZERO, receive(&mut endpoint)).await;
+        assert!(first.is_err(), "a datagram before any was sent: {first:?}");
+        let mut cancelled = 1;
+        let client_thread = std::thread::spawn(move || client(socket, local));
+        while endpoint.stats().sent < COUNT as u64 {
+            // Dropped when nothing is ready yet (it must take nothing), else its datagrams count.
+            let answers = match tokio::time::timeout(Duration::ZERO, receive(&mut endpoint)).await {
+                Ok(answers) => answers,
+                Err(_) => {
+                    cancelled += 1;
+                    tokio::time::timeout(PATIENCE, receive(&mut endpoint))
+                        .await
+                        .expect("datagrams arrive")
+                }
+            };
+            for (to, payload) in answers {
+                endpoint
+                    .send(to, payload.len(), |buf| buf.copy_from_slice(&payload))
+                    .await
+                    .expect("send");
+            }
+            tokio::time::timeout(PATIENCE, endpoint.flush())
+                .await
+                .expect("the tx ring drains")
+                .expect("flush");
+        }
+        (endpoint.stats(), cancelled, client_thread)
+    });
+    client_thread
+        .join()
+        .expect("every echo arrived intact, once");
+    println!("{stats:?}, {cancelled} receives cancelled");
+    assert_eq!(stats.received, COUNT as u64, "{stats:?}");
+    assert_eq!(stats.sent, COUNT as u64, "{stats:?}");
+    assert_eq!(stats.malformed + stats.bad_checksum, 0, "{stats:?}");
+}
+
+/// The example binary `cargo test` built beside this test.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("this test's path");
+    let built = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/release/deps")
+        .join("examples")
+        .join(name);
+    assert!(
+        built.is_file(),
+        "no {} (cargo test builds it)",
+        built.display()
+    );
+    built
+}
+
+/// Ends the example if the test fails before it exits.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+#[test]
+fn the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace() {
+    if !testnet::privileged("the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace")
+    {
+        return;
+    }
+    let pair = pair();
+    let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let exe = example("xdp_udp_echo");
+    let mut child = Reaped(
+        pair.a
+            .command(exe.to_str().expect("a UTF-8 path"))
+            .args([pair.a_if.as_str(), &local.to_string(), &COUNT.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the example"),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().expect("stdout")).lines();
+    let mut printed = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("the example ended before it was ready: {printed:?}"))
+            .expect("read the example's output");
+        let ready = line.starts_with("ready on");
+        printed.push(line);
+        if ready {
+            break;
+        }
+    }
+    let socket = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind client"));
+    let answered = std::panic::catch_unwind(|| client(socket, local));
+    if answered.is_err() {
+        let _ = child.0.kill();
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.0.wait().expect("the example exits");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.0.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read the example's errors");
+    printed.extend(rest);
+    let output = printed.join("\n");
+    println!("{output}\n{stderr}");
+    if let Err(panic) = answered {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(status.success(), "{status}: {output}\n{stderr}");
+    assert!(
+        output.contains(&format!(
+            "echoed {COUNT} datagrams: received {COUNT}, malformed 0, bad checksum 0"
+        )),
+        "{output}"
+    );
+}
