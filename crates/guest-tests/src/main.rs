@@ -1,6 +1,8 @@
 //! `zcnet-guest`: zcnet's checks that need a guest kernel, run by vm/run-suite inside a QEMU guest, and the
 //! host-side peer they stream to. Prints one PASS/FAIL/SKIP line per check; exits non-zero on any failure.
 
+#![forbid(unsafe_code)]
+
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! `zcnet`: probe what this host's kernel can do with zero-copy networking, and benchmark each path
 //! against its copying counterpart in one run.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
