@@ -32,6 +32,7 @@ use crate::bench_apart::ApartFlags;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
+use crate::bench_send_xdp::{self, XdpSend};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::child::Watched;
 use crate::flags::{self, UsageError};
@@ -64,7 +65,9 @@ struct Common {
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
     /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
-    /// registered buffers); each mode runs with each, side by side.
+    /// registered buffers), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on the sending
+    /// veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall back to
+    /// copy, saying why; no --gso); each mode runs with each, side by side.
     #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
     api: Vec<Api>,
     /// Use IPv6.
@@ -145,6 +148,7 @@ const COLUMNS: &[Column] = &[
     ("gbit_per_s", "Gbit/s"),
     ("calls", "calls"),
     ("cpu_us_per_mb", "CPU us/MB"),
+    ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("zc_ids", "zc ids"),
     ("copied_ids", "copied ids"),
     ("notifications", "notifs"),
@@ -879,6 +883,12 @@ fn receiver_role(common: &Common) -> Result<Option<SocketAddr>> {
 /// the harness the ordinary way.
 pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let common = &args.common;
+    if common.api.contains(&Api::AfXdp) {
+        return Err(UsageError(
+            "--api af_xdp: only bench udp --sink xdp-drop sends through AF_XDP".into(),
+        )
+        .into());
+    }
     if let Some(addr) = receiver_role(common)? {
         return listen_tcp(addr, common, &args.serve);
     }
@@ -1065,6 +1075,7 @@ pub(crate) fn exit_with_parent() {
 /// Runs `zcnet bench udp`.
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
+    check_af_xdp(&args)?;
     if let Some(addr) = receiver_role(common)? {
         return listen_udp(addr, common);
     }
@@ -1117,6 +1128,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     let mut shortfalls = Vec::new();
     run_rounds((common, "udp", &sizes), |size, mode, api| {
         let unit = unit(size);
+        if api == Api::AfXdp {
+            let veth = net
+                .veth
+                .as_ref()
+                .context("af_xdp runs over the veth harness")?;
+            let run = XdpSend {
+                mode,
+                size,
+                src: SocketAddr::new(net.src, 0),
+                dst: SocketAddr::new(net.dst, 9),
+                duration: Duration::from_secs_f64(common.duration),
+                raw: common.apart.raw,
+            };
+            return bench_send_xdp::send(veth, &run, ticker(common, "udp", mode));
+        }
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -1155,6 +1181,29 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `--api af_xdp` where it means nothing: it sends only in the one-process mode into
+/// `--sink xdp-drop` (the socket receiver tells control datagrams by their TTL, which the endpoint
+/// does not vary; a `--listen` receiver on AF_XDP is not built), and has no UDP GSO.
+fn check_af_xdp(args: &UdpArgs) -> Result<()> {
+    let common = &args.common;
+    if !common.api.contains(&Api::AfXdp) {
+        return Ok(());
+    }
+    let why = if args.gso.is_some() {
+        "--gso: an AF_XDP endpoint sends one frame per datagram, there is no UDP GSO"
+    } else if common.listen.is_some() {
+        "--listen: the receiver reads a UDP socket; only the sender has an af_xdp row"
+    } else if common.connect.is_some() {
+        "--connect: af_xdp sends only over the veth harness, into --sink xdp-drop"
+    } else if args.sink != Sink::XdpDrop {
+        "--sink socket: af_xdp sends only into --sink xdp-drop (the receiver tells control \
+         datagrams by their TTL, which the endpoint does not vary)"
+    } else {
+        return Ok(());
+    };
+    Err(UsageError(format!("--api af_xdp with {why}")).into())
+}
+
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
 /// end datagrams with the totals.
 fn send_udp(
@@ -1189,7 +1238,7 @@ fn send_udp(
         }
     };
     let send = (size, &mut stamp as Stamp<'_>);
-    let row = measure(
+    let mut row = measure(
         &mut tx,
         &pool,
         "udp",
@@ -1203,6 +1252,12 @@ fn send_udp(
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);
     let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
+    let cpu = row["cpu_user_s"].as_f64().unwrap_or(0.0) + row["cpu_sys_s"].as_f64().unwrap_or(0.0);
+    row.insert("datagrams".into(), json!(datagrams));
+    row.insert(
+        "cpu_ns_per_packet".into(),
+        json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
+    );
     let socket = tx.close(COMPLETION_WAIT)?;
     if !common.apart.raw {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
