@@ -137,6 +137,9 @@ pub struct UdpArgs {
     /// Receiver of the datagrams (one-process mode).
     #[arg(long, value_enum, default_value = "socket", conflicts_with_all = ["listen", "connect"])]
     sink: Sink,
+    /// With --listen --api af_xdp: the interface whose every rx queue the AF_XDP endpoint serves.
+    #[arg(long, value_name = "IF", requires = "listen")]
+    iface: Option<String>,
 }
 
 const COLUMNS: &[Column] = &[
@@ -1077,7 +1080,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
     check_af_xdp(&args)?;
     if let Some(addr) = receiver_role(common)? {
-        return listen_udp(addr, common);
+        return listen_udp(addr, common, args.iface.as_deref());
     }
     let single = common.size.unwrap_or(match args.gso {
         Some(seg) => usize::from(seg) * 40,
@@ -1181,18 +1184,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     Ok(())
 }
 
-/// Refuses `--api af_xdp` where it means nothing: it sends only in the one-process mode into
-/// `--sink xdp-drop` (the socket receiver tells control datagrams by their TTL, which the endpoint
-/// does not vary; a `--listen` receiver on AF_XDP is not built), and has no UDP GSO.
+/// Refuses `--api af_xdp` where it means nothing: a `--listen` receiver on AF_XDP needs `--iface`;
+/// a sender sends only in the one-process mode into `--sink xdp-drop` (the socket receiver tells
+/// control datagrams by their TTL, which the endpoint does not vary), and has no UDP GSO.
 fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     let common = &args.common;
     if !common.api.contains(&Api::AfXdp) {
         return Ok(());
     }
-    let why = if args.gso.is_some() {
+    let why = if common.listen.is_some() {
+        if args.iface.is_some() {
+            return Ok(());
+        }
+        "--listen and no --iface: the endpoint serves the queues of one interface"
+    } else if args.gso.is_some() {
         "--gso: an AF_XDP endpoint sends one frame per datagram, there is no UDP GSO"
-    } else if common.listen.is_some() {
-        "--listen: the receiver reads a UDP socket; only the sender has an af_xdp row"
     } else if common.connect.is_some() {
         "--connect: af_xdp sends only over the veth harness, into --sink xdp-drop"
     } else if args.sink != Sink::XdpDrop {
@@ -1271,20 +1277,44 @@ fn send_udp(
     Ok(row)
 }
 
+/// What a `bench udp --listen` receiver reads: a UDP socket, or an AF_XDP UDP endpoint
+/// (`--api af_xdp --iface IF`).
+enum UdpListener {
+    Socket(UdpSocket),
+    Endpoint(Box<zcnet::xdp::UdpEndpoint>),
+}
+
 /// `bench udp --listen`: one run after another, a row for each. Fails at its end when a run whose
 /// sender asked for verification lost datagrams, had wrong bytes or never ended (the one-process
 /// mode's receiver leaves that judgement to the bench that started it, which reads its rows).
-fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
-    let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-    bench_listen_udp::prepare(&socket)?;
-    let local = socket.local_addr()?;
+fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<()> {
+    let mut listener = match iface {
+        Some(iface) => UdpListener::Endpoint(Box::new(bench_send_xdp::bind_receiver(iface, addr)?)),
+        None => {
+            let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
+            bench_listen_udp::prepare(&socket)?;
+            UdpListener::Socket(socket)
+        }
+    };
+    let local = match &listener {
+        UdpListener::Socket(socket) => socket.local_addr()?,
+        UdpListener::Endpoint(endpoint) => endpoint.local_addr(),
+    };
     bench_listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
     loop {
-        let report =
-            bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp", None))?;
+        let ticker = || receiver_ticker(common, "udp", None);
+        let report = match &mut listener {
+            UdpListener::Socket(socket) => bench_listen_udp::receive_datagrams(socket, ticker)?,
+            UdpListener::Endpoint(endpoint) => {
+                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker)?
+            }
+        };
         let Some(report) = report else { break };
-        let row = bench_listen_udp::datagram_row(local, &report);
+        let mut row = bench_listen_udp::datagram_row(local, &report);
+        if let UdpListener::Endpoint(endpoint) = &listener {
+            bench_send_xdp::add_endpoint_fields(&mut row, endpoint);
+        }
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
         if let Some(why) = report.shortfall() {
             let from = report.peer.map_or("?".into(), |p| p.to_string());

@@ -1,6 +1,8 @@
-//! The `af_xdp` rows of `zcnet bench udp --api af_xdp --sink xdp-drop`: the same datagrams the
+//! `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
 //! socket APIs send (payload size, sequence number and pattern of [`crate::wire`]) built by a
 //! [`UdpEndpoint`] bound on the sending veth end, into the XDP drop program on the receiving end.
+//! As a `--listen` receiver (`--iface IF`): an endpoint on every rx queue of IF takes the runs the
+//! recvmmsg receiver would, and they are checked the same way (`crate::bench_listen_udp`).
 //!
 //! # Kernel behaviour relied on
 //! - veth has no AF_XDP zero-copy (`XDP_ZEROCOPY` gives `EOPNOTSUPP`): the endpoint's socket runs
@@ -168,4 +170,39 @@ fn sink_frames(veth: &VethPair) -> Result<u64> {
     links[0]["stats64"]["rx"]["packets"]
         .as_u64()
         .context("ip -s -j link show gave no rx packet count")
+}
+
+/// An endpoint receiving at `local` on every rx queue of `iface` (as many as
+/// `/sys/class/net/IF/queues/rx-*` name in this namespace), zero-copy where the driver has it.
+pub fn bind_receiver(iface: &str, local: SocketAddr) -> Result<UdpEndpoint> {
+    let dir = format!("/sys/class/net/{iface}/queues");
+    let queues = std::fs::read_dir(&dir)
+        .with_context(|| format!("listing {dir}: is {iface} an interface here?"))?
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("rx-")?
+                .parse()
+                .ok()
+        })
+        .collect::<Vec<u32>>();
+    UdpEndpoint::bind(iface, local, EndpointConfig::with_queues(queues))
+        .with_context(|| format!("binding the AF_XDP UDP endpoint at {local} on {iface}"))
+}
+
+/// The receiver row's AF_XDP fields: the api, the mode bound (and why not zero-copy), and the
+/// frames the endpoint dropped as malformed, for a bad checksum or addressed elsewhere.
+pub fn add_endpoint_fields(row: &mut Row, endpoint: &UdpEndpoint) {
+    let socket = &endpoint.sockets()[0];
+    let stats = endpoint.stats();
+    row.insert("api".into(), json!("af_xdp"));
+    row.insert("xdp_mode".into(), json!(socket.mode().as_str()));
+    row.insert(
+        "why".into(),
+        json!(socket.fallback().map(ToString::to_string)),
+    );
+    row.insert("malformed".into(), json!(stats.malformed));
+    row.insert("bad_checksum".into(), json!(stats.bad_checksum));
+    row.insert("not_for_us".into(), json!(stats.not_for_us));
 }
