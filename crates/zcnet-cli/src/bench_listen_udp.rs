@@ -41,6 +41,7 @@ use zcnet::rx::datagrams::{self, Datagram, DatagramBatch};
 use zcnet::xdp::{self, UdpEndpoint};
 
 use crate::bench_listen::{WAKE, woke_up};
+use crate::bench_send_xdp::ns_per_packet;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
 use crate::wire::{self, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
@@ -608,6 +609,10 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "seconds": r.seconds,
         "gbit_per_s": gbit_per_s(r.bytes, r.seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&r.usage, r.bytes),
+        "cpu_ns_per_packet": ns_per_packet(
+            (r.usage.user + r.usage.system).as_secs_f64(),
+            r.datagrams
+        ),
         "verified": r.data_errors.is_some(),
         "data_errors": r.data_errors,
         "end": r.end.name(),

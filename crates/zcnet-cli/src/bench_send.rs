@@ -1061,6 +1061,7 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
+    ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("data_errors", "data errors"),
     ("ended", "ended"),
 ];

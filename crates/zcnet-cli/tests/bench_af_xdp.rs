@@ -170,6 +170,7 @@ fn af_xdp_listen_receives_every_datagram_verified() {
             "{got}"
         );
         assert_eq!(u(got, "bytes"), u(got, "datagrams") * 1000, "{got}");
+        assert!(got["cpu_ns_per_packet"].as_f64().unwrap() > 0.0, "{got}");
         if u(got, "lost") == 0 {
             assert!(out.status.success(), "{got} {stderr}");
         } else {
