@@ -6,7 +6,7 @@
 use std::net::UdpSocket;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::Value;
 use zcnet::tx::{BufferPool, PooledBuf, Sender, SenderConfig, TxStats, ZcSocket};
 use zcnet::uring::{UringConfig, UringSender};
@@ -19,6 +19,10 @@ pub enum Api {
     /// io_uring `IORING_OP_SEND_ZC` from registered buffers, notifications as CQEs.
     #[value(name = "io_uring")]
     IoUring,
+    /// `zcnet::xdp::UdpEndpoint` on the sending veth end (`bench udp --sink xdp-drop` only): no
+    /// socket sender, see `crate::bench_send_xdp`.
+    #[value(name = "af_xdp")]
+    AfXdp,
 }
 
 impl Api {
@@ -27,6 +31,7 @@ impl Api {
         match self {
             Api::Sendmsg => "sendmsg",
             Api::IoUring => "io_uring",
+            Api::AfXdp => "af_xdp",
         }
     }
 }
@@ -56,6 +61,7 @@ impl<S: ZcSocket> ApiSender<S> {
                 let _ = tx.register_pool(pool);
                 ApiSender::IoUring(Box::new(tx))
             }
+            Api::AfXdp => bail!("af_xdp sends through an AF_XDP UDP endpoint, not a socket"),
         })
     }
 

@@ -38,8 +38,10 @@ use rustix::net::sockopt;
 use serde_json::{Value, json};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::datagrams::{self, Datagram, DatagramBatch};
+use zcnet::xdp::{self, UdpEndpoint};
 
 use crate::bench_listen::{WAKE, woke_up};
+use crate::bench_send_xdp::ns_per_packet;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
 use crate::wire::{self, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
@@ -258,6 +260,122 @@ fn udp_header(b: &[u8], len: usize) -> Result<Header, String> {
 /// Largest pattern unit of a UDP run: the largest UDP payload (IPv4).
 const MAX_UNIT: u32 = 65_507;
 
+/// One received datagram as a run reads it: from a UDP socket (`recvmmsg`) or from an AF_XDP
+/// [`UdpEndpoint`] (`--api af_xdp`).
+trait Incoming {
+    /// The bytes copied (all of them, or a prefix of an unverified run's datagram).
+    fn bytes(&self) -> &[u8];
+    /// The datagram's full length.
+    fn len(&self) -> usize;
+    /// The segment size of a coalesced (GRO) datagram.
+    fn segment_size(&self) -> Option<usize>;
+    /// The sender's address.
+    fn source(&self) -> Option<SocketAddr>;
+    /// The socket's drop counter when it was queued (`SO_RXQ_OVFL`; 0 where there is none).
+    fn drops(&self) -> u32;
+}
+
+impl Incoming for Datagram<'_> {
+    fn bytes(&self) -> &[u8] {
+        Datagram::bytes(self)
+    }
+    fn len(&self) -> usize {
+        Datagram::len(self)
+    }
+    fn segment_size(&self) -> Option<usize> {
+        Datagram::segment_size(self)
+    }
+    fn source(&self) -> Option<SocketAddr> {
+        Datagram::source(self)
+    }
+    fn drops(&self) -> u32 {
+        Datagram::drops(self)
+    }
+}
+
+/// A datagram of the endpoint, whose payload is read where it arrived, in its UMEM frame.
+impl Incoming for xdp::Datagram<'_> {
+    fn bytes(&self) -> &[u8] {
+        self.payload
+    }
+    fn len(&self) -> usize {
+        self.payload.len()
+    }
+    fn segment_size(&self) -> Option<usize> {
+        None
+    }
+    fn source(&self) -> Option<SocketAddr> {
+        Some(self.source)
+    }
+    fn drops(&self) -> u32 {
+        0
+    }
+}
+
+/// Where a run's datagrams come from.
+trait Source {
+    /// Waits up to [`WAKE`] for a batch of at most [`BATCH`] datagrams (read whole when `whole`)
+    /// and hands each to `take` until it says the run ended; returns how many the batch held
+    /// (`None`: the wait passed with none) and whether the run ended.
+    fn batch(
+        &mut self,
+        whole: bool,
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
+    ) -> Result<Option<(usize, bool)>>;
+}
+
+/// A UDP socket read with `recvmmsg`.
+struct SocketSource<'s> {
+    socket: &'s UdpSocket,
+    whole: DatagramBatch,
+    prefix: DatagramBatch,
+}
+
+impl Source for SocketSource<'_> {
+    fn batch(
+        &mut self,
+        whole: bool,
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
+    ) -> Result<Option<(usize, bool)>> {
+        let batch = if whole {
+            &mut self.whole
+        } else {
+            &mut self.prefix
+        };
+        let n = match batch.recv(self.socket) {
+            Ok(n) => n,
+            Err(e) if woke_up(e.kind()) => return Ok(None),
+            Err(e) => return Err(e).context("receiving bench datagrams"),
+        };
+        for d in batch.iter() {
+            if take(&d)? {
+                return Ok(Some((n, true)));
+            }
+        }
+        Ok(Some((n, false)))
+    }
+}
+
+/// An AF_XDP UDP endpoint: every datagram's payload is read in place (there is nothing to copy).
+impl Source for UdpEndpoint {
+    fn batch(
+        &mut self,
+        _whole: bool,
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
+    ) -> Result<Option<(usize, bool)>> {
+        if !self.wait(WAKE.as_millis() as i32)? {
+            return Ok(None);
+        }
+        let batch = self.receive(BATCH)?;
+        for d in batch.iter() {
+            if take(&d)? {
+                return Ok(Some((batch.len(), true)));
+            }
+        }
+        Ok(Some((batch.len(), false)))
+    }
+}
+
 /// One run being received.
 struct Run<T: FnOnce() -> Ticker> {
     report: DatagramReport,
@@ -281,7 +399,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     }
 
     /// Takes one received datagram; returns true when it ended the run.
-    fn take(&mut self, d: &Datagram<'_>) -> Result<bool> {
+    fn take(&mut self, d: &dyn Incoming) -> Result<bool> {
         let segment = d.segment_size().unwrap_or(d.len()).max(1);
         let first = wire::sequence(d.bytes());
         let mut at = 0;
@@ -290,7 +408,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         // bytes were not copied (an unverified run) are taken as following the first in sequence,
         // as a GSO send's segments and GRO's merges of one flow do.
         let mut index = 0;
-        while at < d.len() || (at == 0 && d.is_empty()) {
+        while at < d.len() || (at == 0 && d.len() == 0) {
             let len = segment.min(d.len() - at);
             let seen = d.bytes().get(at..(at + len).min(d.bytes().len()));
             let seq = first.map(|s| s.wrapping_add(index));
@@ -304,7 +422,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     }
 
     /// Counts a datagram that opened with a zcnet magic but is not what it claims, and says so.
-    fn reject(&mut self, d: &Datagram<'_>, what: &str, why: &str) {
+    fn reject(&mut self, d: &dyn Incoming, what: &str, why: &str) {
         if self.report.rejected == 0 {
             let from = d.source().map_or("?".into(), |s| s.to_string());
             eprintln!("zcnet: udp: ignored a {what} datagram from {from}: {why}");
@@ -316,7 +434,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     /// sequence number is `inferred` if its bytes do not say.
     fn part(
         &mut self,
-        d: &Datagram<'_>,
+        d: &dyn Incoming,
         seen: &[u8],
         len: usize,
         inferred: Option<u64>,
@@ -390,8 +508,28 @@ pub fn receive_datagrams(
     ticker_for: impl FnOnce() -> Ticker,
 ) -> Result<Option<DatagramReport>> {
     socket.set_read_timeout(Some(WAKE))?;
-    let mut whole = DatagramBatch::new(BATCH, WHOLE);
-    let mut prefix = DatagramBatch::new(BATCH, HEADER_LEN);
+    let mut source = SocketSource {
+        socket,
+        whole: DatagramBatch::new(BATCH, WHOLE),
+        prefix: DatagramBatch::new(BATCH, HEADER_LEN),
+    };
+    receive_run(&mut source, ticker_for)
+}
+
+/// [`receive_datagrams`] from an AF_XDP UDP endpoint (`bench udp --listen --api af_xdp`). The
+/// report's `socket_drops` stays 0: the endpoint's own counts (malformed, bad checksums) go in
+/// its row.
+pub fn receive_endpoint_datagrams(
+    endpoint: &mut UdpEndpoint,
+    ticker_for: impl FnOnce() -> Ticker,
+) -> Result<Option<DatagramReport>> {
+    receive_run(endpoint, ticker_for)
+}
+
+fn receive_run(
+    source: &mut dyn Source,
+    ticker_for: impl FnOnce() -> Ticker,
+) -> Result<Option<DatagramReport>> {
     let mut run = Run {
         report: DatagramReport::default(),
         verifier: None,
@@ -402,7 +540,7 @@ pub fn receive_datagrams(
         ticker: None,
         ticker_for: Some(ticker_for),
     };
-    'run: loop {
+    loop {
         // Checked on every pass, not only when the socket is quiet: a sender that never pauses must
         // not keep Ctrl-C, or a run's end by silence, waiting.
         if interrupted() {
@@ -414,20 +552,12 @@ pub fn receive_datagrams(
             run.report.end = RunEnd::Idle;
             break;
         }
-        let batch = if run.reads_whole() {
-            &mut whole
-        } else {
-            &mut prefix
+        let whole = run.reads_whole();
+        let Some((n, ended)) = source.batch(whole, &mut |d| run.take(d))? else {
+            continue;
         };
-        let n = match batch.recv(socket) {
-            Ok(n) => n,
-            Err(e) if woke_up(e.kind()) => continue,
-            Err(e) => return Err(e).context("receiving bench datagrams"),
-        };
-        for d in batch.iter() {
-            if run.take(&d)? {
-                break 'run;
-            }
+        if ended {
+            break;
         }
         if let Some(t) = run.ticker.as_mut() {
             t.tick(run.report.bytes);
@@ -479,6 +609,10 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "seconds": r.seconds,
         "gbit_per_s": gbit_per_s(r.bytes, r.seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&r.usage, r.bytes),
+        "cpu_ns_per_packet": ns_per_packet(
+            (r.usage.user + r.usage.system).as_secs_f64(),
+            r.datagrams
+        ),
         "verified": r.data_errors.is_some(),
         "data_errors": r.data_errors,
         "end": r.end.name(),

@@ -32,6 +32,7 @@ use crate::bench_apart::ApartFlags;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
+use crate::bench_send_xdp::{self, XdpSend};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::child::Watched;
 use crate::flags::{self, UsageError};
@@ -64,7 +65,9 @@ struct Common {
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
     /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
-    /// registered buffers); each mode runs with each, side by side.
+    /// registered buffers), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on the sending
+    /// veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall back to
+    /// copy, saying why; no --gso); each mode runs with each, side by side.
     #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
     api: Vec<Api>,
     /// Use IPv6.
@@ -134,6 +137,9 @@ pub struct UdpArgs {
     /// Receiver of the datagrams (one-process mode).
     #[arg(long, value_enum, default_value = "socket", conflicts_with_all = ["listen", "connect"])]
     sink: Sink,
+    /// With --listen --api af_xdp: the interface whose every rx queue the AF_XDP endpoint serves.
+    #[arg(long, value_name = "IF", requires = "listen")]
+    iface: Option<String>,
 }
 
 const COLUMNS: &[Column] = &[
@@ -145,6 +151,7 @@ const COLUMNS: &[Column] = &[
     ("gbit_per_s", "Gbit/s"),
     ("calls", "calls"),
     ("cpu_us_per_mb", "CPU us/MB"),
+    ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("zc_ids", "zc ids"),
     ("copied_ids", "copied ids"),
     ("notifications", "notifs"),
@@ -879,6 +886,12 @@ fn receiver_role(common: &Common) -> Result<Option<SocketAddr>> {
 /// the harness the ordinary way.
 pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let common = &args.common;
+    if common.api.contains(&Api::AfXdp) {
+        return Err(UsageError(
+            "--api af_xdp: only bench udp --sink xdp-drop sends through AF_XDP".into(),
+        )
+        .into());
+    }
     if let Some(addr) = receiver_role(common)? {
         return listen_tcp(addr, common, &args.serve);
     }
@@ -1048,6 +1061,7 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
+    ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("data_errors", "data errors"),
     ("ended", "ended"),
 ];
@@ -1065,8 +1079,9 @@ pub(crate) fn exit_with_parent() {
 /// Runs `zcnet bench udp`.
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
+    check_af_xdp(&args)?;
     if let Some(addr) = receiver_role(common)? {
-        return listen_udp(addr, common);
+        return listen_udp(addr, common, args.iface.as_deref());
     }
     let single = common.size.unwrap_or(match args.gso {
         Some(seg) => usize::from(seg) * 40,
@@ -1117,6 +1132,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     let mut shortfalls = Vec::new();
     run_rounds((common, "udp", &sizes), |size, mode, api| {
         let unit = unit(size);
+        if api == Api::AfXdp {
+            let veth = net
+                .veth
+                .as_ref()
+                .context("af_xdp runs over the veth harness")?;
+            let run = XdpSend {
+                mode,
+                size,
+                src: SocketAddr::new(net.src, 0),
+                dst: SocketAddr::new(net.dst, 9),
+                duration: Duration::from_secs_f64(common.duration),
+                raw: common.apart.raw,
+            };
+            return bench_send_xdp::send(veth, &run, ticker(common, "udp", mode));
+        }
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
             Sink::XdpDrop => None,
@@ -1155,6 +1185,32 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `--api af_xdp` where it means nothing: a `--listen` receiver on AF_XDP needs `--iface`;
+/// a sender sends only in the one-process mode into `--sink xdp-drop` (the socket receiver tells
+/// control datagrams by their TTL, which the endpoint does not vary), and has no UDP GSO.
+fn check_af_xdp(args: &UdpArgs) -> Result<()> {
+    let common = &args.common;
+    if !common.api.contains(&Api::AfXdp) {
+        return Ok(());
+    }
+    let why = if common.listen.is_some() {
+        if args.iface.is_some() {
+            return Ok(());
+        }
+        "--listen and no --iface: the endpoint serves the queues of one interface"
+    } else if args.gso.is_some() {
+        "--gso: an AF_XDP endpoint sends one frame per datagram, there is no UDP GSO"
+    } else if common.connect.is_some() {
+        "--connect: af_xdp sends only over the veth harness, into --sink xdp-drop"
+    } else if args.sink != Sink::XdpDrop {
+        "--sink socket: af_xdp sends only into --sink xdp-drop (the receiver tells control \
+         datagrams by their TTL, which the endpoint does not vary)"
+    } else {
+        return Ok(());
+    };
+    Err(UsageError(format!("--api af_xdp with {why}")).into())
+}
+
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
 /// end datagrams with the totals.
 fn send_udp(
@@ -1189,7 +1245,7 @@ fn send_udp(
         }
     };
     let send = (size, &mut stamp as Stamp<'_>);
-    let row = measure(
+    let mut row = measure(
         &mut tx,
         &pool,
         "udp",
@@ -1203,6 +1259,12 @@ fn send_udp(
     // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
     let (sends, rest) = (bytes / size as u64, bytes % size as u64);
     let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
+    let cpu = row["cpu_user_s"].as_f64().unwrap_or(0.0) + row["cpu_sys_s"].as_f64().unwrap_or(0.0);
+    row.insert("datagrams".into(), json!(datagrams));
+    row.insert(
+        "cpu_ns_per_packet".into(),
+        json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
+    );
     let socket = tx.close(COMPLETION_WAIT)?;
     if !common.apart.raw {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
@@ -1216,20 +1278,44 @@ fn send_udp(
     Ok(row)
 }
 
+/// What a `bench udp --listen` receiver reads: a UDP socket, or an AF_XDP UDP endpoint
+/// (`--api af_xdp --iface IF`).
+enum UdpListener {
+    Socket(UdpSocket),
+    Endpoint(Box<zcnet::xdp::UdpEndpoint>),
+}
+
 /// `bench udp --listen`: one run after another, a row for each. Fails at its end when a run whose
 /// sender asked for verification lost datagrams, had wrong bytes or never ended (the one-process
 /// mode's receiver leaves that judgement to the bench that started it, which reads its rows).
-fn listen_udp(addr: SocketAddr, common: &Common) -> Result<()> {
-    let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-    bench_listen_udp::prepare(&socket)?;
-    let local = socket.local_addr()?;
+fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<()> {
+    let mut listener = match iface {
+        Some(iface) => UdpListener::Endpoint(Box::new(bench_send_xdp::bind_receiver(iface, addr)?)),
+        None => {
+            let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
+            bench_listen_udp::prepare(&socket)?;
+            UdpListener::Socket(socket)
+        }
+    };
+    let local = match &listener {
+        UdpListener::Socket(socket) => socket.local_addr()?,
+        UdpListener::Endpoint(endpoint) => endpoint.local_addr(),
+    };
     bench_listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
     loop {
-        let report =
-            bench_listen_udp::receive_datagrams(&socket, || receiver_ticker(common, "udp", None))?;
+        let ticker = || receiver_ticker(common, "udp", None);
+        let report = match &mut listener {
+            UdpListener::Socket(socket) => bench_listen_udp::receive_datagrams(socket, ticker)?,
+            UdpListener::Endpoint(endpoint) => {
+                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker)?
+            }
+        };
         let Some(report) = report else { break };
-        let row = bench_listen_udp::datagram_row(local, &report);
+        let mut row = bench_listen_udp::datagram_row(local, &report);
+        if let UdpListener::Endpoint(endpoint) = &listener {
+            bench_send_xdp::add_endpoint_fields(&mut row, endpoint);
+        }
         print_rows(&[row], RECEIVER_COLUMNS, common.json);
         if let Some(why) = report.shortfall() {
             let from = report.peer.map_or("?".into(), |p| p.to_string());

@@ -22,6 +22,30 @@ const TABLE: &[(&[&str], &str)] = &[
         "--size",
     ),
     (&["bench", "udp", "--duration", "inf"], "--duration"),
+    // --api af_xdp only where it means something.
+    (&["bench", "tcp", "--api", "af_xdp"], "--api"),
+    (&["bench", "udp", "--api", "af_xdp"], "--sink"),
+    (
+        &[
+            "bench", "udp", "--api", "af_xdp", "--sink", "xdp-drop", "--gso", "1400",
+        ],
+        "--gso",
+    ),
+    (
+        &["bench", "udp", "--api", "af_xdp", "--listen", "5201"],
+        "--listen",
+    ),
+    (
+        &[
+            "bench",
+            "udp",
+            "--api",
+            "af_xdp",
+            "--connect",
+            "127.0.0.1:9",
+        ],
+        "--connect",
+    ),
     (&["bench", "rx", "--mib", "0"], "--mib"),
     (&["bench", "rx", "--rounds", "0"], "--rounds"),
     (&["bench", "rx", "--rounds=-2"], "--rounds"),

@@ -13,7 +13,7 @@
 //! no checksum status, and the endpoint drops what does not verify.
 
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{EndpointConfig, UdpEndpoint, UmemConfig};
+use zcnet::xdp::{EndpointConfig, UdpEndpoint};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,15 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(str::parse)
         .collect::<Result<Vec<u32>, _>>()?;
     // Each queue's fill ring is filled at bind: as many frames again to send with.
-    let umem = UmemConfig::default();
-    let config = EndpointConfig {
-        umem: UmemConfig {
-            frame_count: umem.fill_size * (queues.len() as u32 + 1),
-            ..umem
-        },
-        queues,
-        ..EndpointConfig::default()
-    };
+    let config = EndpointConfig::with_queues(queues);
     let endpoint = UdpEndpoint::bind(iface, local.parse()?, config)?;
     for socket in endpoint.sockets() {
         println!(

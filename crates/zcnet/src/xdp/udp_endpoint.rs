@@ -55,6 +55,22 @@ pub struct EndpointConfig {
     pub umem: UmemConfig,
 }
 
+impl EndpointConfig {
+    /// The default configuration on `queues`, with a UMEM of the default frame and ring sizes holding
+    /// as many frames as the queues' fill rings take at bind, and as many again to send with.
+    pub fn with_queues(queues: Vec<u32>) -> EndpointConfig {
+        let umem = UmemConfig::default();
+        EndpointConfig {
+            umem: UmemConfig {
+                frame_count: umem.fill_size * (queues.len() as u32 + 1),
+                ..umem
+            },
+            queues,
+            ..EndpointConfig::default()
+        }
+    }
+}
+
 impl Default for EndpointConfig {
     fn default() -> EndpointConfig {
         EndpointConfig {
