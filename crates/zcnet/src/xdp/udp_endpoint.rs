@@ -312,6 +312,7 @@ impl UdpEndpoint {
     }
 
     /// Whether [`UdpEndpoint::take`] took a datagram not yet handed out.
+    #[cfg(feature = "tokio")]
     pub(crate) fn has_taken(&self) -> bool {
         !self.accepted.is_empty()
     }
@@ -422,17 +423,20 @@ impl UdpEndpoint {
     }
 
     /// Reads the route and neighbour changes the kernel announced (before a batch is built).
+    #[cfg(feature = "tokio")]
     pub(crate) fn refresh_routes(&mut self) -> std::result::Result<(), SendError> {
         self.routes.refresh().map_err(SendError::from)
     }
 
     /// Whether built datagrams wait for room in the tx ring.
+    #[cfg(feature = "tokio")]
     pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
     /// Whether the sending socket's tx ring holds descriptors the kernel takes only when woken
     /// again.
+    #[cfg(feature = "tokio")]
     pub(crate) fn tx_waits_for_wakeup(&mut self) -> bool {
         let socket = &mut self.sockets[0];
         socket.tx_untaken() > 0 && socket.tx_needs_wakeup()
