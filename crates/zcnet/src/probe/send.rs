@@ -2,7 +2,7 @@
 //! io_uring's zero-copy send.
 
 use std::io;
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
@@ -124,8 +124,8 @@ pub(super) fn uring() -> Vec<Finding> {
         Finding::new("io_uring.send_zc_report_usage", Support::No, "no SEND_ZC")
     } else {
         let sent = (|| {
-            let listener = TcpListener::bind("127.0.0.1:0")?;
-            let client = TcpStream::connect(listener.local_addr()?)?;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let client = std::net::TcpStream::connect(listener.local_addr()?)?;
             let _server = listener.accept()?;
             sys::uring::send_zc_reporting_usage(client.as_fd(), &[0x5a; 16384])
         })();

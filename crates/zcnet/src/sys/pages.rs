@@ -141,11 +141,13 @@ impl PageArena {
     }
 
     /// The whole mapping: its start and length (what `IORING_REGISTER_BUFFERS` pins).
+    #[cfg(feature = "io-uring")]
     pub fn region(&self) -> (*const u8, usize) {
         (self.base.as_ptr().cast_const(), self.map_len)
     }
 
     /// Whether all of `bytes` lie inside the mapping.
+    #[cfg(feature = "io-uring")]
     pub fn contains(&self, bytes: &[u8]) -> bool {
         let start = self.base.as_ptr() as usize;
         let at = bytes.as_ptr() as usize;

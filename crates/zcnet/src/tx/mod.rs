@@ -44,8 +44,10 @@ mod unsent;
 pub mod vsock;
 
 pub use budget::{Charge, MemlockBudget, memlock_reason};
+#[cfg(feature = "io-uring")]
 pub(crate) use buffer::Loan;
 pub use buffer::SendBuf;
+#[cfg(feature = "io-uring")]
 pub(crate) use error::send_hint;
 pub use error::{TxError, enobufs_reason};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};

@@ -111,6 +111,7 @@ impl BufferPool {
     }
 
     /// The mapping behind the pool, for registering it with an io_uring.
+    #[cfg(feature = "io-uring")]
     pub(crate) fn arena(&self) -> &Arc<PageArena> {
         &self.arena
     }

@@ -84,6 +84,7 @@ impl<T> CompletionTracker<T> {
 
     /// Takes back the item of outstanding `id` without counting a completion: for a request the
     /// kernel finished without ever taking the buffer (an io_uring result without `F_MORE`).
+    #[cfg(feature = "io-uring")]
     pub(crate) fn withdraw(&mut self, id: u32) -> Option<T> {
         let off = id.wrapping_sub(self.base) as usize;
         let item = self.slots.get_mut(off)?.take()?;
@@ -271,6 +272,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "io-uring")]
     fn withdraw_takes_an_id_back_uncounted() {
         let mut t = CompletionTracker::new(5);
         t.register('a');
