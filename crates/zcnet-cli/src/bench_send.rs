@@ -649,18 +649,16 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
 /// Every (round, size, mode, api) in the order they run: the [`sweep::schedule`] of `sizes` (one
 /// size: `--mode`'s order, reversed on even rounds), so that a noisy neighbour hits every mode alike;
 /// the APIs of each mode side by side.
-fn schedule(common: &Common, sizes: &[usize]) -> Vec<(u32, usize, Mode, Api)> {
-    sweep::schedule(common.rounds, sizes, &common.mode)
-        .into_iter()
-        .flat_map(|(round, size, modes)| {
-            let apis = common.api.clone();
-            modes.into_iter().flat_map(move |mode| {
-                apis.clone()
-                    .into_iter()
-                    .map(move |api| (round, size, mode, api))
-            })
-        })
-        .collect()
+fn schedule<'a>(
+    common: &'a Common,
+    sizes: &'a [usize],
+) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
+    sweep::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
+        let apis = &common.api;
+        modes
+            .into_iter()
+            .flat_map(move |mode| apis.iter().map(move |&api| (round, size, mode, api)))
+    })
 }
 
 /// The totals over every round of each api and mode, and auto against the better of copy and

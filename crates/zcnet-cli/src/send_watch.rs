@@ -8,6 +8,10 @@
 //!   write queue (so MSG_ZEROCOPY completions of what it held are reported) and wakes a thread
 //!   blocked in `send`, `sendmsg` or `poll` on the same socket, whose call then fails with
 //!   `ECONNRESET`; it works from any thread, on a descriptor shared with the sender.
+//! - A non-blocking `connect` returns `EINPROGRESS` while the SYN waits for an answer; the socket
+//!   polls writable once the handshake ends, and `SO_ERROR` then holds its outcome (0, or
+//!   `ECONNREFUSED`, `EHOSTUNREACH`, …). Waiting in short polls keeps Ctrl-C heard while a SYN is
+//!   black-holed.
 //! - A peer that does not read advertises a zero window (`tcpi_snd_wnd` 0) and answers the
 //!   sender's window probes; a path that drops every segment leaves data unacknowledged, with
 //!   retransmissions and no ACK arriving (`tcpi_last_ack_recv` grows).
@@ -21,6 +25,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::io::Errno;
+use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 use zcnet::probe::{TcpSendState, tcp_send_state};
 
 use crate::flags;
@@ -40,10 +47,11 @@ pub struct TcpTimeouts {
 }
 
 impl TcpTimeouts {
-    /// Connects to `addr` within `--connect-timeout`, with a message naming what went wrong.
+    /// Connects to `addr` within `--connect-timeout`, with a message naming what went wrong; Ctrl-C
+    /// ends the wait at once.
     pub fn connect(&self, addr: SocketAddr) -> anyhow::Result<TcpStream> {
         let limit = Duration::from_secs_f64(self.connect_timeout);
-        TcpStream::connect_timeout(&addr, limit).map_err(|e| connect_error(addr, self, &e))
+        connect_watched(addr, limit).map_err(|e| connect_error(addr, self, &e))
     }
 
     /// The flags to pass on to a sender process of this binary.
@@ -57,8 +65,48 @@ impl TcpTimeouts {
     }
 }
 
+/// A blocking TCP stream to `addr`, connected within `limit`: the handshake is waited for in polls
+/// of [`LOOK_EVERY`], between which Ctrl-C ends it (`ErrorKind::Interrupted`).
+fn connect_watched(addr: SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+    let family = if addr.is_ipv6() {
+        AddressFamily::INET6
+    } else {
+        AddressFamily::INET
+    };
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let socket = net::socket_with(family, SocketType::STREAM, flags, None)?;
+    match net::connect(&socket, &addr) {
+        Ok(()) => {}
+        Err(Errno::INPROGRESS) => {
+            let start = Instant::now();
+            loop {
+                if live::interrupted() {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                let left = limit.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                let slice = Timespec::try_from(left.min(LOOK_EVERY)).map_err(io::Error::other)?;
+                let mut fds = [PollFd::new(&socket, PollFlags::OUT)];
+                match poll(&mut fds, Some(&slice)) {
+                    Ok(0) | Err(Errno::INTR) => continue,
+                    Ok(_) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            net::sockopt::socket_error(&socket)??;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let stream = TcpStream::from(socket);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
 fn connect_error(addr: SocketAddr, t: &TcpTimeouts, e: &io::Error) -> anyhow::Error {
     let why = match e.kind() {
+        io::ErrorKind::Interrupted => "interrupted (Ctrl-C) before the peer answered".into(),
         io::ErrorKind::TimedOut => format!(
             "no answer to the SYN within --connect-timeout {}s (a firewall drops it, or no host \
              has that address)",

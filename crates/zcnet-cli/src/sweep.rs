@@ -69,19 +69,21 @@ pub type Step<M> = (u32, usize, Vec<M>);
 
 /// Every size of every round, in order, each with `modes` in the order they run: `modes` as given
 /// on the first step, reversed on the next, and so on across sizes and rounds. With one size this
-/// is the benches' order of rounds: reversed on even rounds.
-pub fn schedule<M: Clone>(rounds: u32, sizes: &[usize], modes: &[M]) -> Vec<Step<M>> {
+/// is the benches' order of rounds: reversed on even rounds. Each step is made when it is due, so
+/// that `--rounds 4294967295` costs no memory before its first run.
+pub fn schedule<'a, M: Clone>(
+    rounds: u32,
+    sizes: &'a [usize],
+    modes: &'a [M],
+) -> impl Iterator<Item = Step<M>> + 'a {
     let steps = (1..=rounds).flat_map(|round| sizes.iter().map(move |&size| (round, size)));
-    steps
-        .enumerate()
-        .map(|(k, (round, size))| {
-            let mut order = modes.to_vec();
-            if k % 2 == 1 {
-                order.reverse();
-            }
-            (round, size, order)
-        })
-        .collect()
+    steps.enumerate().map(|(k, (round, size))| {
+        let mut order = modes.to_vec();
+        if k % 2 == 1 {
+            order.reverse();
+        }
+        (round, size, order)
+    })
 }
 
 /// A size as its flag would take it: `16K`, `1M`, or bytes when not a whole number of KiB.
@@ -275,7 +277,7 @@ mod tests {
 
     #[test]
     fn modes_alternate_from_one_size_and_round_to_the_next() {
-        let steps = schedule(2, &[1024, 4096], &["copy", "zerocopy", "auto"]);
+        let steps: Vec<_> = schedule(2, &[1024, 4096], &["copy", "zerocopy", "auto"]).collect();
         let orders: Vec<(u32, usize, &str)> =
             steps.iter().map(|(r, s, m)| (*r, *s, m[0])).collect();
         assert_eq!(
@@ -288,10 +290,23 @@ mod tests {
             ]
         );
         // One size: reversed on even rounds.
-        let one = schedule(3, &[64], &[1, 2]);
+        let one: Vec<_> = schedule(3, &[64], &[1, 2]).collect();
         assert_eq!(
             one.iter().map(|s| s.2.clone()).collect::<Vec<_>>(),
             vec![vec![1, 2], vec![2, 1], vec![1, 2]]
+        );
+    }
+
+    #[test]
+    fn the_largest_round_count_is_scheduled_step_by_step() {
+        let first: Vec<_> = schedule(u32::MAX, &[1024, 4096], &[1, 2]).take(3).collect();
+        assert_eq!(
+            first,
+            vec![
+                (1, 1024, vec![1, 2]),
+                (1, 4096, vec![2, 1]),
+                (2, 1024, vec![1, 2])
+            ]
         );
     }
 

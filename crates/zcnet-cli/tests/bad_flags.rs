@@ -123,6 +123,15 @@ const TABLE: &[(&[&str], &str)] = &[
         "--queue",
     ),
     (&["bench", "xdp", "--coalesce-us", "-1"], "--coalesce-us"),
+    (&["bench", "udp", "--size", "-1"], "--size"),
+    (&["bench", "xdp", "--size", "-1"], "--size"),
+    (&["bench", "upcall", "--size", "-1"], "--size"),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--size", "-1"],
+        "--size",
+    ),
+    (&["bench", "rx", "--mib", "-1"], "--mib"),
+    (&["bench", "rx", "--rcvlowat-kib", "-1"], "--rcvlowat-kib"),
     // Values that wrapped, truncated or allocated without bound.
     (&["bench", "rx", "--mib", "17592186044416"], "--mib"),
     (&["bench", "rx", "--mib", "16777216G"], "--mib"),
@@ -132,6 +141,14 @@ const TABLE: &[(&[&str], &str)] = &[
     ),
     (
         &["xdp", "l2fwd", "--iface", "lo", "--queue", "4294967296"],
+        "--queue",
+    ),
+    (
+        &["xdp", "txpush", "--iface", "lo", "--queue", "65536"],
+        "--queue",
+    ),
+    (
+        &["xdp", "l2fwd", "--iface", "lo", "--queue", "65536"],
         "--queue",
     ),
     (
@@ -153,6 +170,10 @@ const TABLE: &[(&[&str], &str)] = &[
     ),
     (
         &["xdp", "txpush", "--iface", "lo", "--batch", "4096"],
+        "--batch",
+    ),
+    (
+        &["xdp", "l2fwd", "--iface", "lo", "--batch", "1G"],
         "--batch",
     ),
     (&["bench", "rx", "--rcvlowat-kib", "1G"], "--rcvlowat-kib"),
@@ -240,31 +261,81 @@ fn listen_takes_a_bracketed_ipv6_address() {
     assert_eq!(addr.ip(), std::net::Ipv6Addr::LOCALHOST, "{line}");
 }
 
-/// A host name that does not resolve is named as such (not as a malformed HOST:PORT).
-#[test]
-fn an_unresolved_host_name_is_named() {
+/// Runs `zcnet bench ARGS` with its standard output to `stdout`: it must exit 1 saying `says`.
+fn fails_saying(args: &[&str], stdout: std::process::Stdio, says: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .args(["bench", "tcp", "--connect", "nohost.invalid:1"])
+        .arg("bench")
+        .args(args)
+        .stdout(stdout)
         .output()
         .expect("run zcnet");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("did not resolve"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
 }
 
-/// Output that cannot be written (a full device) fails the run.
+/// A host name that does not resolve is named as such (not as a malformed HOST:PORT), by every
+/// sender that connects.
+#[test]
+fn an_unresolved_host_name_is_named() {
+    for bench in ["tcp", "udp", "rx"] {
+        let args = [bench, "--connect", "nohost.invalid:1"];
+        fails_saying(&args, std::process::Stdio::null(), "did not resolve");
+    }
+}
+
+/// Output that cannot be written (a full device) fails the run, table or JSON.
 #[test]
 fn a_full_output_device_fails_the_run() {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .expect("/dev/full");
-    let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
-        .args(["bench", "tcp", "--mode", "copy", "--duration", "0.2"])
-        .stdout(full)
-        .output()
-        .expect("run zcnet");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("writing the output"), "{err}");
+    for args in [
+        &["tcp", "--mode", "copy", "--duration", "0.2"][..],
+        &["udp", "--mode", "copy", "--duration", "0.2", "--json"],
+        &["rx", "--mode", "copy", "--mib", "4", "--rounds", "1"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        fails_saying(args, full.into(), "writing the output");
+    }
+}
+
+/// `--rounds 4294967295` asks for a long run, not for memory: each round is scheduled when it is due,
+/// so the first run's interval line comes under the table's address-space limit (a schedule made
+/// ahead grew past it and aborted before the first run).
+#[test]
+fn the_largest_round_count_starts_without_allocating_ahead() {
+    let mut child = zcnet_limited(&[
+        "bench",
+        "tcp",
+        "--rounds",
+        "4294967295",
+        "--mode",
+        "copy",
+        "--duration",
+        "0.2",
+        "--interval",
+        "0.1",
+        "--json",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("run zcnet");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, first) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    // Far above the tenth of a second the line takes: only a run that never starts reaches it.
+    let line = first.recv_timeout(std::time::Duration::from_secs(60));
+    // The run is this test's: stop it by its pid.
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.unwrap_or_default();
+    let row: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("no interval line: {line:?}"));
+    assert_eq!(row["interval"], true, "{line}");
 }
