@@ -25,6 +25,7 @@ use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
+use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
 use crate::auto_why;
@@ -1103,6 +1104,14 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             MAX_UDP_PAYLOAD,
             "the largest UDP payload",
         )?;
+        if common.api.contains(&Api::AfXdp) && common.listen.is_none() {
+            flags::at_most(
+                flag,
+                size as u64,
+                af_xdp_max_payload(common.ipv6) as u64,
+                "--api af_xdp sends each datagram in one frame over the veth harness's MTU",
+            )?;
+        }
         if unit(size) < wire::SEQ_LEN && !common.apart.raw {
             return Err(UsageError(format!(
                 "{flag} {}: each datagram carries its {}-byte sequence number (or use --raw)",
@@ -1181,6 +1190,13 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The longest payload the AF_XDP endpoint sends unfragmented over the veth harness (its MTU less
+/// the IP and UDP headers).
+fn af_xdp_max_payload(ipv6: bool) -> usize {
+    let ip = if ipv6 { IPV6_HLEN } else { IPV4_HLEN };
+    VethConfig::default().mtu as usize - ip - UDP_HLEN
 }
 
 /// Refuses `--api af_xdp` where it means nothing: a `--listen` receiver on AF_XDP needs `--iface`;

@@ -46,6 +46,18 @@ const TABLE: &[(&[&str], &str)] = &[
         ],
         "--connect",
     ),
+    (
+        &[
+            "bench", "udp", "--api", "af_xdp", "--sink", "xdp-drop", "--size", "1473",
+        ],
+        "--size",
+    ),
+    (
+        &[
+            "bench", "udp", "--api", "af_xdp", "--sink", "xdp-drop", "--ipv6", "--sizes", "64,1453",
+        ],
+        "--sizes",
+    ),
     (&["bench", "rx", "--mib", "0"], "--mib"),
     (&["bench", "rx", "--rounds", "0"], "--rounds"),
     (&["bench", "rx", "--rounds=-2"], "--rounds"),

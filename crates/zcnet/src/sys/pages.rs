@@ -29,9 +29,18 @@ pub struct PageArena {
     huge_pages: Result<(), String>,
     /// Whether a new owner of a slot sees what the earlier owners left in it.
     keep_contents: bool,
-    /// The free slots, each with how far its earlier owners could write: bytes from there on are
-    /// still the mapping's zeroes.
-    free: Mutex<Vec<(u32, usize)>>,
+    /// The free slots.
+    free: Mutex<FreeSlots>,
+}
+
+/// The slots of a [`PageArena`] not handed out: those given back, each with how far its earlier
+/// owners could write (bytes from there on are still the mapping's zeroes), and the slots from
+/// `untouched` to the arena's count, never handed out. The list grows only with slots given back,
+/// so a pool of many buffers costs memory for the buffers it used, not for its count.
+#[derive(Debug, Default)]
+struct FreeSlots {
+    returned: Vec<(u32, usize)>,
+    untouched: usize,
 }
 
 // SAFETY: the mapping is owned by the arena; slot bytes are only reached through a `PageSlot`, which the
@@ -116,7 +125,7 @@ impl PageArena {
             count,
             huge_pages: huge,
             keep_contents,
-            free: Mutex::new((0..count as u32).rev().map(|i| (i, 0)).collect()),
+            free: Mutex::new(FreeSlots::default()),
         }))
     }
 
@@ -132,7 +141,8 @@ impl PageArena {
 
     /// Slots not handed out right now.
     pub fn available(&self) -> usize {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        free.returned.len() + (self.count - free.untouched)
     }
 
     /// Whether the mapping was advised onto transparent huge pages, or why not.
@@ -156,7 +166,18 @@ impl PageArena {
 
     /// Takes a free slot (length 0), or `None` when all are out.
     pub fn take(self: &Arc<Self>) -> Option<PageSlot> {
-        let (index, written) = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+        let (index, written) = {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            match free.returned.pop() {
+                Some(slot) => slot,
+                None if free.untouched < self.count => {
+                    free.untouched += 1;
+                    // `new` keeps the count within u32.
+                    ((free.untouched - 1) as u32, 0)
+                }
+                None => return None,
+            }
+        };
         Some(PageSlot {
             arena: Arc::clone(self),
             index,
@@ -272,6 +293,7 @@ impl Drop for PageSlot {
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .returned
             .push((self.index, written));
     }
 }
@@ -279,6 +301,35 @@ impl Drop for PageSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_go_out_in_order_given_back_ones_first_each_once() {
+        let count = 1 << 16;
+        let arena = PageArena::new(4096, count, false, false).unwrap();
+        assert_eq!(arena.available(), count);
+        let (a, b) = (arena.take().unwrap(), arena.take().unwrap());
+        assert_eq!((a.index, b.index), (0, 1));
+        drop(a);
+        assert_eq!(arena.available(), count - 1);
+        let again = arena.take().unwrap();
+        assert_eq!(
+            again.index, 0,
+            "a slot given back goes out before an untouched one"
+        );
+        let mut seen = vec![false; count];
+        seen[0] = true;
+        seen[1] = true;
+        let mut held = vec![again, b];
+        while let Some(slot) = arena.take() {
+            assert!(!seen[slot.index as usize], "slot {} twice", slot.index);
+            seen[slot.index as usize] = true;
+            held.push(slot);
+        }
+        assert_eq!(held.len(), count);
+        assert_eq!(arena.available(), 0);
+        drop(held);
+        assert_eq!(arena.available(), count);
+    }
 
     #[test]
     fn slots_are_page_aligned_exclusive_and_recycled() {
