@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use zcnet::ovs::{
-    self, DatapathConfig, Dispatch, LearningSwitch, SwitchLimits, Upcall, UpcallKind,
+    self, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, LearningSwitch, SwitchLimits, Upcall,
+    UpcallKind,
 };
 
 use crate::outcome::Outcome;
@@ -92,6 +93,45 @@ fn ovs_dpctl(args: &[&str]) -> anyhow::Result<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The datapath read by zcnet and by `ovs-dpctl` at one moment.
+struct Reads {
+    info: DatapathInfo,
+    flows: Vec<FlowInfo>,
+    /// `ovs-dpctl dump-flows`.
+    ovs_flows: String,
+    /// `ovs-dpctl show`.
+    ovs_show: String,
+}
+
+/// How often [`read_alike`] reads before it takes what it read.
+const READ_TRIES: u32 = 20;
+
+/// Reads the datapath of `name` through zcnet (counters and flows), then through `ovs-dpctl`
+/// (`dump-flows`, `show`), then zcnet's counters again. The traffic has ended, but a stray frame
+/// (the guest stack's router solicitations, on its ports) can move the counters between the
+/// reads: they are read again, a little later, until zcnet's two reads agree ([`READ_TRIES`] at
+/// most; the last reads are returned then, and the comparison shows what moved).
+fn read_alike(switch: &mut LearningSwitch, name: &str) -> anyhow::Result<Reads> {
+    let mut tries = 0;
+    loop {
+        let info = switch.datapath().info()?;
+        let flows = switch.datapath().flows()?;
+        let ovs_flows = ovs_dpctl(&["dump-flows", name])?;
+        let ovs_show = ovs_dpctl(&["show", name])?;
+        let after = switch.datapath().info()?;
+        tries += 1;
+        if after.stats == info.stats || tries == READ_TRIES {
+            return Ok(Reads {
+                info,
+                flows,
+                ovs_flows,
+                ovs_show,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Serves upcalls until `done` says so or `limit` passes; true if `done` did.
@@ -218,9 +258,9 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     serve_until(&mut switch, &mut misses, Duration::from_secs(3), |_, _| {
         Ok(false)
     })?;
-    let info = switch.datapath().info()?;
+    let reads = read_alike(&mut switch, &name)?;
+    let (info, flows) = (reads.info, reads.flows);
     let vports = switch.datapath().vports()?;
-    let flows = switch.datapath().flows()?;
     let upcalls = switch.upcall_counters();
     let counters = switch.counters();
     println!(
@@ -241,7 +281,7 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         );
     }
     // Open vSwitch's ovs-dpctl reads the switch's datapath, ports, flows and counters as zcnet does
-    // (the traffic has ended: nothing moves between the reads).
+    // (read at one moment: see `read_alike`).
     let without_used = |line: &str| match line.find(", used:") {
         Some(i) => {
             let rest = &line[i + 2..];
@@ -252,13 +292,10 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     };
     let now = ovs::monotonic_ms();
     let mut zc_lines: Vec<String> = flows.iter().map(|f| without_used(&f.line(now))).collect();
-    let mut ovs_lines: Vec<String> = ovs_dpctl(&["dump-flows", &name])?
-        .lines()
-        .map(without_used)
-        .collect();
+    let mut ovs_lines: Vec<String> = reads.ovs_flows.lines().map(without_used).collect();
     zc_lines.sort();
     ovs_lines.sort();
-    let shown = ovs_dpctl(&["show", &name])?;
+    let shown = reads.ovs_show;
     let lookups = format!(
         "lookups: hit:{} missed:{} lost:{}",
         info.stats.n_hit, info.stats.n_missed, info.stats.n_lost
@@ -280,12 +317,17 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
             && shown.contains(&flow_count)
             && ports_alike,
         &format!(
-            "ovs-dpctl show has `{lookups}`, `{flow_count}` and the {} ports: {}; {} flow lines (packets and bytes included) read the same through ovs-dpctl dump-flows as through zcnet ({} from ovs-dpctl){}",
+            "ovs-dpctl show has `{lookups}`, `{flow_count}` and the {} ports: {}; {} flow lines (packets and bytes included) read the same through ovs-dpctl dump-flows as through zcnet ({} from ovs-dpctl){}; ovs-dpctl: `{}`",
             vports.len(),
             shown.contains(&lookups) && shown.contains(&flow_count) && ports_alike,
             zc_lines.len(),
             ovs_lines.len(),
-            first_difference.map_or(String::new(), |d| format!("; first difference:\n{d}"))
+            first_difference.map_or(String::new(), |d| format!("; first difference:\n{d}")),
+            shown
+                .lines()
+                .find(|l| l.contains("lookups:"))
+                .unwrap_or("no lookups line")
+                .trim(),
         ),
     );
     if let Some(line) = zc_lines.first() {
