@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{BoundMode, EndpointConfig, Mode, UdpEndpoint, UmemConfig};
+use zcnet::xdp::{BoundMode, EndpointConfig, Mode, UdpEndpoint};
 
 use crate::outcome::Outcome;
 use crate::wire;
@@ -27,16 +27,9 @@ pub fn run(
     stream: u32,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    // Each queue's fill ring filled at bind, and as many frames again to send with.
-    let umem = UmemConfig::default();
     let config = EndpointConfig {
-        queues: (0..queues).collect(),
         mode: Mode::ZeroCopy,
-        umem: UmemConfig {
-            frame_count: umem.fill_size * (queues + 1),
-            ..umem
-        },
-        ..EndpointConfig::default()
+        ..EndpointConfig::with_queues((0..queues).collect())
     };
     let local = SocketAddr::new(IpAddr::V4(ip), wire::BURST_PORT);
     let endpoint = UdpEndpoint::bind(iface, local, config)

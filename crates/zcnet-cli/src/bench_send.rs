@@ -38,7 +38,7 @@ use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::child::Watched;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
-use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
+use crate::report::{self, Column, Row, cpu_share, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::sweep::{self, Swept};
 use crate::wire::{self, Bench, Header};
@@ -483,16 +483,6 @@ fn row<S: ZcSocket>(
         )),
     });
     object(v)
-}
-
-/// The share of the run's wall time the sending thread spent on a CPU: below 1 when it waited (for
-/// buffer space or completions) or, on a busy host, when other tasks had the CPU. Throughput is this
-/// share over the CPU time per byte, so rates of modes that ran with different shares differ by it.
-fn cpu_share(usage: &ResourceUsage, seconds: f64) -> f64 {
-    if seconds <= 0.0 {
-        return 0.0;
-    }
-    (usage.user + usage.system).as_secs_f64() / seconds
 }
 
 fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {

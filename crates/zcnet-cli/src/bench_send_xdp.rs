@@ -25,7 +25,7 @@ use zcnet::tx::Mode;
 use zcnet::xdp::{self, EndpointConfig, SendError, UdpEndpoint};
 
 use crate::live::{self, Ticker};
-use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
+use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
 use crate::wire;
 
 /// Datagrams built per batch (one tx ring wakeup each).
@@ -137,7 +137,7 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         "calls": calls,
         "cpu_user_s": usage.user.as_secs_f64(),
         "cpu_sys_s": usage.system.as_secs_f64(),
-        "cpu_share": if seconds > 0.0 { cpu / seconds } else { 0.0 },
+        "cpu_share": cpu_share(&usage, seconds),
         "cpu_us_per_mb": cpu_us_per_mb(&usage, bytes),
         "cpu_ns_per_packet": ns_per_packet(cpu, datagrams),
         "zerocopy": why.clone().map_or(Value::Bool(bound == "zerocopy"), Value::String),

@@ -154,6 +154,16 @@ pub fn in_flag_words(message: &str) -> String {
         })
 }
 
+/// The share of the run's wall time the sending thread spent on a CPU: below 1 when it waited (for
+/// buffer space or completions) or, on a busy host, when other tasks had the CPU. Throughput is this
+/// share over the CPU time per byte, so rates of modes that ran with different shares differ by it.
+pub fn cpu_share(usage: &ResourceUsage, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    (usage.user + usage.system).as_secs_f64() / seconds
+}
+
 /// CPU microseconds spent per megabyte (10^6 bytes) moved — the "usec per MB" of tcp_mmap and
 /// msg_zerocopy: lower is cheaper.
 pub fn cpu_us_per_mb(usage: &ResourceUsage, bytes: u64) -> f64 {

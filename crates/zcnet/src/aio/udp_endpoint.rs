@@ -172,14 +172,15 @@ impl AsyncUdpEndpoint {
                 Err(SendError::NoFrame) => {}
                 done => return done,
             }
+            // Transmitting what is queued reclaims sent frames too when some stay queued.
             if self.endpoint.has_pending() {
                 if self.endpoint.transmit_pending()? > 0 {
                     continue;
                 }
             } else {
                 self.endpoint.sockets()[0].wake_tx()?;
+                self.endpoint.reclaim()?;
             }
-            self.endpoint.reclaim()?;
             tokio::task::yield_now().await;
         }
     }
