@@ -9,7 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{ZCNET, json_rows, stdout_of, u};
+use common::{ZCNET, json_rows, modes_and_apis, stdout_of, u};
 use serde_json::Value;
 use testnet::{Offloads, VethConfig, VethPair};
 
@@ -61,12 +61,8 @@ fn af_xdp_rows_beside_the_socket_apis_every_datagram_counted() {
         "--size",
         "64",
     ]);
-    let apis: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| (r["mode"].as_str().unwrap(), r["api"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        apis,
+        modes_and_apis(&rows),
         [
             ("copy", "sendmsg"),
             ("copy", "io_uring"),
