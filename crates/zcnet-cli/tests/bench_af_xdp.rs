@@ -44,6 +44,9 @@ fn check_rows(rows: &[Value], size: u64) -> Vec<&Value> {
         assert_eq!(u(row, "lost"), 0, "{row}");
         // veth has no AF_XDP zero-copy (kernel-facts.md): every mode binds in copy mode.
         assert_eq!(row["xdp_mode"], "copy", "{row}");
+        // Copy mode hands UDP checksums to the kernel where it registers TX metadata room.
+        let offload = zcnet::xdp::probe_tx_metadata_umem().is_ok_and(|refused| refused.is_none());
+        assert_eq!(row["checksum_offload"], offload, "{row}");
     }
     af_xdp
 }

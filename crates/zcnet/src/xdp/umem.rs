@@ -300,6 +300,36 @@ impl Umem {
         self.quarantined.extend(closed);
     }
 
+    /// Reserves room for AF_XDP TX metadata (`struct xsk_tx_metadata`) before each packet to send:
+    /// frames from [`Umem::alloc`] then start that many bytes into their chunk (their capacity that
+    /// much smaller), and the registration asks the kernel for it (`XDP_UMEM_TX_METADATA_LEN`;
+    /// kernels without AF_XDP TX metadata refuse the bind with `EINVAL`). Only before the first
+    /// socket binds with this UMEM.
+    pub(crate) fn reserve_tx_metadata(&mut self) {
+        self.area.reserve_tx_metadata();
+    }
+
+    /// Bytes reserved for TX metadata before each packet to send (0: none).
+    pub(crate) fn tx_metadata_len(&self) -> u32 {
+        self.area.tx_metadata_len()
+    }
+
+    /// Asks the kernel to checksum `frame`'s packet from `csum_start` to its end, storing the sum
+    /// at `csum_start + csum_offset` (the frame goes to the tx ring with `XDP_TX_METADATA`); false,
+    /// and nothing changes, when this UMEM reserved no TX metadata.
+    ///
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub(crate) fn request_tx_checksum(
+        &mut self,
+        frame: &mut Frame,
+        csum_start: u16,
+        csum_offset: u16,
+    ) -> bool {
+        self.area
+            .request_tx_checksum(frame, csum_start, csum_offset)
+    }
+
     /// Frame size in bytes.
     pub fn frame_size(&self) -> u32 {
         self.area.frame_size()
@@ -392,7 +422,7 @@ impl Umem {
         let mut r = ring.reserve(frames.len() as u32);
         let n = r.len() as usize;
         for frame in frames.drain(..n) {
-            let (addr, _, _) = self.area.lend(frame, pool);
+            let (addr, ..) = self.area.lend(frame, pool);
             r.push(addr).expect("reserved");
         }
         r.submit()
@@ -518,9 +548,13 @@ impl Umem {
             .rposition(|f| !f.continues())
             .map_or(0, |last| last + 1);
         for frame in frames.drain(..whole) {
-            let (addr, len, continues) = self.area.lend(frame, pool);
-            r.push(Desc::new(addr, len).continuing(continues))
-                .expect("reserved");
+            let (addr, len, continues, metadata) = self.area.lend(frame, pool);
+            r.push(
+                Desc::new(addr, len)
+                    .continuing(continues)
+                    .with_tx_metadata(metadata),
+            )
+            .expect("reserved");
         }
         r.submit()
     }
