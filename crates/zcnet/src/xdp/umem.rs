@@ -563,7 +563,7 @@ impl Umem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::xdp::RingMmap;
+    use crate::sys::xdp::{RingMmap, TX_METADATA_LEN};
     use crate::xdp::ring::Entry;
     use proptest::prelude::*;
 
@@ -712,6 +712,45 @@ mod tests {
         kernel_push(&mut h.kernel_completion, &[sent[0].addr()]);
         assert_eq!(h.reclaim(4), (1, 0));
         assert_eq!(h.umem.free_frames(), FRAMES as usize);
+    }
+
+    #[test]
+    fn tx_metadata_room_comes_before_each_frame_to_send_and_its_request_goes_with_it() {
+        let mut h = harness();
+        let mut unreserved = h.umem.alloc().expect("frame");
+        assert!(
+            !h.umem.request_tx_checksum(&mut unreserved, 34, 6),
+            "no room reserved"
+        );
+        h.umem.release(unreserved);
+        h.umem.reserve_tx_metadata();
+        assert_eq!(h.umem.tx_metadata_len(), TX_METADATA_LEN);
+        let (mut asked, mut plain) = (h.umem.alloc().unwrap(), h.umem.alloc().unwrap());
+        for f in [&asked, &plain] {
+            assert_eq!(f.addr() % u64::from(FRAME), u64::from(TX_METADATA_LEN));
+            assert_eq!(f.capacity(), FRAME - TX_METADATA_LEN);
+        }
+        assert!(asked.set_len(60) && plain.set_len(61));
+        assert!(h.umem.request_tx_checksum(&mut asked, 34, 6));
+        let (a, p) = (asked.addr(), plain.addr());
+        assert_eq!(h.transmit(&mut vec![asked, plain]), 2);
+        let sent = kernel_take(&mut h.kernel_tx, 4);
+        assert_eq!(
+            sent,
+            [
+                Desc::new(a, 60).with_tx_metadata(true),
+                Desc::new(p, 61).with_tx_metadata(false)
+            ]
+        );
+        // A received frame at its chunk's start has no room in front for a request.
+        assert_eq!(h.fill(1), 1);
+        let lent = kernel_take(&mut h.kernel_fill, 4);
+        kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0], 60)]);
+        let mut got = Vec::new();
+        assert_eq!(h.receive(4, &mut got), 0);
+        let mut frame = got.pop().expect("one frame");
+        assert!(!h.umem.request_tx_checksum(&mut frame, 34, 6));
+        h.umem.release(frame);
     }
 
     #[test]
