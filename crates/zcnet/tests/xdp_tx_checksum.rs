@@ -39,7 +39,7 @@ struct Wire {
     whole: usize,
     /// Only the pseudo-header sum: completing it as a device does gives a right frame.
     pseudo_header: usize,
-    /// Neither.
+    /// Neither (to our port).
     other: usize,
 }
 
@@ -127,7 +127,11 @@ fn capture_until(capture: &OwnedFd, to: SocketAddr, total: usize, wire: &mut Wir
                 frame[at + 6..at + 8].copy_from_slice(&sum.to_be_bytes());
                 match headers::parse(frame) {
                     Ok(udp) if udp.dst == to => wire.pseudo_header += 1,
-                    _ => wire.other += 1,
+                    // A frame to our port whose sum is neither whole nor the pseudo-header's.
+                    _ if frame.get(at + 2..at + 4) == Some(&PORT.to_be_bytes()[..]) => {
+                        wire.other += 1
+                    }
+                    _ => {}
                 }
             }
             Err(_) => {}
