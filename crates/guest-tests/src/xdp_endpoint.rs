@@ -2,13 +2,16 @@
 //! on every queue of the guest's NIC takes a burst from the peer (each datagram's pattern verified
 //! in the UMEM frame it arrived in) and sends every payload on to the peer's UDP port, built in
 //! place with headers, checksums and the peer's MAC from the kernel's tables; the peer verifies each.
+//! Then `zcnet probe`'s AF_XDP TX metadata row for the NIC is held against what the guest kernel
+//! does ([`tx_metadata`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::Context;
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{BoundMode, EndpointConfig, Mode, UdpEndpoint};
+use zcnet::probe::{ProbeOptions, Support, probe};
+use zcnet::xdp::{BoundMode, Checksums, EndpointConfig, Mode, TxMetadata, UdpEndpoint};
 
 use crate::outcome::Outcome;
 use crate::wire;
@@ -69,6 +72,81 @@ pub fn run(
             stats.malformed,
             stats.bad_checksum,
             stats.sent
+        ),
+    );
+    Ok(())
+}
+
+/// `zcnet probe`'s `xdp.tx_metadata` row for `iface` against the guest kernel: the support it
+/// gives must be what the kernel's own answers make it (a UMEM registered with TX metadata room;
+/// the driver's `xsk-features`), and what it claims for copy mode must hold: an endpoint bound in
+/// copy mode offloads its UDP checksums exactly when the row says copy mode has TX metadata, and
+/// the peer verifies every one of [`DATAGRAMS`] datagrams it sends as stream `stream` (a datagram
+/// whose checksum request the kernel ignored would carry only the pseudo-header sum, and the
+/// peer's socket would drop it).
+pub fn tx_metadata(
+    peer: IpAddr,
+    iface: &str,
+    queues: u32,
+    stream: u32,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let findings = probe(&ProbeOptions {
+        ifaces: Some(vec![iface.to_string()]),
+        try_xsk_bind: false,
+    });
+    let row = findings
+        .iter()
+        .find(|f| f.feature == "xdp.tx_metadata")
+        .context("zcnet probe gave no xdp.tx_metadata row")?;
+    let kernel = TxMetadata::probe(iface).context("probe the guest kernel's TX metadata")?;
+    let expected = match (
+        kernel.checksum(BoundMode::Copy),
+        kernel.checksum(BoundMode::ZeroCopy),
+    ) {
+        (true, true) => Support::Yes,
+        (true, false) => Support::Partial,
+        (false, _) => Support::No,
+    };
+    let config = EndpointConfig {
+        mode: Mode::Copy,
+        checksums: Checksums::Offload,
+        ..EndpointConfig::with_queues((0..queues).collect())
+    };
+    let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), wire::BURST_PORT);
+    let mut endpoint = UdpEndpoint::bind(iface, local, config)
+        .with_context(|| format!("bind a copy-mode UDP endpoint on {iface}"))?;
+    let to = SocketAddr::new(peer, wire::UDP_PORT);
+    let len = 1000;
+    let mut sent = 0u64;
+    while sent < DATAGRAMS {
+        let mut batch = endpoint.send_batch();
+        // Groups of 8 with a pause: the emulated NIC and the host's tap keep up.
+        for seq in sent..(sent + 8).min(DATAGRAMS) {
+            batch.push(to, len, |buf| wire::fill_datagram(buf, stream, seq))?;
+        }
+        sent += batch.flush()? as u64;
+        std::thread::sleep(Duration::from_millis(4));
+    }
+    let (received, errors) = xdp_zc::report(peer, stream)?;
+    let offloaded = endpoint.offloads_checksums();
+    let ok = row.support == expected
+        && offloaded == (row.support != Support::No)
+        && received == DATAGRAMS
+        && errors == 0;
+    outcome.check(
+        "xdp-tx-metadata",
+        ok,
+        &format!(
+            "probe: {} ({}); the kernel: UMEM with TX metadata {:?}, xsk-features {:?} (so {}); a \
+             copy-mode endpoint {} its checksums, the peer verified {received} of {DATAGRAMS}, \
+             {errors} corrupt or duplicated",
+            row.support,
+            row.reason,
+            kernel.umem,
+            kernel.zero_copy_names(),
+            expected,
+            if offloaded { "offloaded" } else { "computed" },
         ),
     );
     Ok(())

@@ -4,7 +4,8 @@
 //! burst back to the peer (l2fwd with the addresses turned around so the host delivers it to the peer),
 //! with need_wakeup on and off, 64- and 1500-byte frames, a socket bound again right after the last
 //! one closed, 9000-byte frames with multi-buffer ([`jumbo`]), and the UDP endpoint on tokio
-//! ([`crate::xdp_endpoint`]). The copy-mode run (6.12) does the rxdrop only.
+//! ([`crate::xdp_endpoint`]), and `zcnet probe`'s TX metadata row held against the kernel
+//! ([`crate::xdp_endpoint::tx_metadata`]). The copy-mode run (6.12) does the rxdrop only.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -80,6 +81,8 @@ pub fn run(peer: IpAddr, ip: Ipv4Addr, iface: &str) -> anyhow::Result<Outcome> {
     jumbo::run(peer, iface, queues, stream, &mut outcome)?;
     stream += 1;
     crate::xdp_endpoint::run(peer, ip, iface, queues, stream, &mut outcome)?;
+    stream += 1;
+    crate::xdp_endpoint::tx_metadata(peer, iface, queues, stream, &mut outcome)?;
     nic::request(peer, wire::Request::Quit)?;
     Ok(outcome)
 }

@@ -1,7 +1,8 @@
 //! The send APIs `zcnet bench tcp|udp --api` compares side by side: MSG_ZEROCOPY `sendmsg`
 //! ([`zcnet::tx::Sender`]) and io_uring `SEND_ZC` ([`zcnet::uring::UringSender`], with the bench's
 //! pool registered for fixed sends). Both share the policy, the tracker and the stats, so one row
-//! shape serves both.
+//! shape serves both. The batched copy sender (`sendmmsg`) and the AF_XDP endpoint have rows of
+//! their own (`crate::bench_send_mmsg`, `crate::bench_send_xdp`).
 
 use std::net::UdpSocket;
 use std::time::Duration;
@@ -19,6 +20,9 @@ pub enum Api {
     /// io_uring `IORING_OP_SEND_ZC` from registered buffers, notifications as CQEs.
     #[value(name = "io_uring")]
     IoUring,
+    /// `sendmmsg(2)`, `--batch` datagrams a call, always copied (`bench udp --mode copy` only): no
+    /// socket sender, see `crate::bench_send_mmsg`.
+    Sendmmsg,
     /// `zcnet::xdp::UdpEndpoint` on the sending veth end (`bench udp --sink xdp-drop` only): no
     /// socket sender, see `crate::bench_send_xdp`.
     #[value(name = "af_xdp")]
@@ -31,6 +35,7 @@ impl Api {
         match self {
             Api::Sendmsg => "sendmsg",
             Api::IoUring => "io_uring",
+            Api::Sendmmsg => "sendmmsg",
             Api::AfXdp => "af_xdp",
         }
     }
@@ -61,6 +66,7 @@ impl<S: ZcSocket> ApiSender<S> {
                 let _ = tx.register_pool(pool);
                 ApiSender::IoUring(Box::new(tx))
             }
+            Api::Sendmmsg => bail!("sendmmsg sends batches of copies, not pooled buffers"),
             Api::AfXdp => bail!("af_xdp sends through an AF_XDP UDP endpoint, not a socket"),
         })
     }

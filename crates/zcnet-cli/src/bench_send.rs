@@ -33,6 +33,7 @@ use crate::bench_apart::ApartFlags;
 use crate::bench_api::{Api, ApiSender};
 use crate::bench_listen;
 use crate::bench_listen_udp;
+use crate::bench_send_mmsg::{self, MmsgSend};
 use crate::bench_send_xdp::{self, XdpSend};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::child::Watched;
@@ -66,9 +67,10 @@ struct Common {
     #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
     mode: Vec<Mode>,
     /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
-    /// registered buffers), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on the sending
-    /// veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall back to
-    /// copy, saying why; no --gso); each mode runs with each, side by side.
+    /// registered buffers), sendmmsg (udp only: --batch datagrams a call, always copied, so it runs
+    /// in --mode copy only; no --gso), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on
+    /// the sending veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall
+    /// back to copy, saying why; no --gso); each mode runs with each, side by side.
     #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
     api: Vec<Api>,
     /// Use IPv6.
@@ -141,6 +143,9 @@ pub struct UdpArgs {
     /// With --listen --api af_xdp: the interface whose every rx queue the AF_XDP endpoint serves.
     #[arg(long, value_name = "IF", requires = "listen")]
     iface: Option<String>,
+    /// Datagrams per sendmmsg(2) call of --api sendmmsg (1 to 1024, the kernel's UIO_MAXIOV).
+    #[arg(long, default_value_t = 32, value_parser = flags::mmsg_batch)]
+    batch: usize,
 }
 
 const COLUMNS: &[Column] = &[
@@ -639,16 +644,18 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
 
 /// Every (round, size, mode, api) in the order they run: the [`sweep::schedule`] of `sizes` (one
 /// size: `--mode`'s order, reversed on even rounds), so that a noisy neighbour hits every mode alike;
-/// the APIs of each mode side by side.
+/// the APIs of each mode side by side. `sendmmsg` always copies: it runs in copy mode only.
 fn schedule<'a>(
     common: &'a Common,
     sizes: &'a [usize],
 ) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
     sweep::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
         let apis = &common.api;
-        modes
-            .into_iter()
-            .flat_map(move |mode| apis.iter().map(move |&api| (round, size, mode, api)))
+        modes.into_iter().flat_map(move |mode| {
+            apis.iter()
+                .filter(move |&&api| api != Api::Sendmmsg || mode == Mode::Copy)
+                .map(move |&api| (round, size, mode, api))
+        })
     })
 }
 
@@ -881,6 +888,9 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         )
         .into());
     }
+    if common.api.contains(&Api::Sendmmsg) {
+        return Err(UsageError("--api sendmmsg: only bench udp sends datagrams".into()).into());
+    }
     if let Some(addr) = receiver_role(common)? {
         return listen_tcp(addr, common, &args.serve);
     }
@@ -1069,6 +1079,7 @@ pub(crate) fn exit_with_parent() {
 pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
     check_af_xdp(&args)?;
+    check_sendmmsg(&args)?;
     if let Some(addr) = receiver_role(common)? {
         return listen_udp(addr, common, args.iface.as_deref());
     }
@@ -1215,6 +1226,23 @@ fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api af_xdp with {why}")).into())
 }
 
+/// Refuses `--api sendmmsg` where it would give no row or mean something else: without `--mode
+/// copy` (it always copies), and with `--gso` (one datagram per message).
+fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
+    let common = &args.common;
+    if !common.api.contains(&Api::Sendmmsg) || common.listen.is_some() {
+        return Ok(());
+    }
+    let why = if !common.mode.contains(&Mode::Copy) {
+        "no --mode copy: sendmmsg always copies, it runs in copy mode only"
+    } else if args.gso.is_some() {
+        "--gso: the sendmmsg sender sends one datagram per message"
+    } else {
+        return Ok(());
+    };
+    Err(UsageError(format!("--api sendmmsg with {why}")).into())
+}
+
 /// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
 /// end datagrams with the totals.
 fn send_udp(
@@ -1237,6 +1265,51 @@ fn send_udp(
             wire::send_control(&socket, &h).context("sending the header datagram")?;
         }
     }
+    let (mut row, socket) = if api == Api::Sendmmsg {
+        let run = MmsgSend {
+            size,
+            batch: args.batch,
+            duration: Duration::from_secs_f64(common.duration),
+            raw: common.apart.raw,
+        };
+        let row = bench_send_mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
+        (row, socket)
+    } else {
+        send_pooled(socket, dest, path, (mode, api), (size, unit), args)?
+    };
+    let bytes = row["bytes"].as_u64().unwrap_or(0);
+    // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
+    let (sends, rest) = (bytes / size as u64, bytes % size as u64);
+    let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
+    let cpu = row["cpu_user_s"].as_f64().unwrap_or(0.0) + row["cpu_sys_s"].as_f64().unwrap_or(0.0);
+    row.insert("datagrams".into(), json!(datagrams));
+    row.insert(
+        "cpu_ns_per_packet".into(),
+        json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
+    );
+    if !common.apart.raw {
+        // Spaced out, so that a receiver still draining a full queue finds room for one of them.
+        let end = wire::encode_end(datagrams, bytes);
+        for _ in 0..END_REPEATS {
+            thread::sleep(Duration::from_millis(25));
+            // A receiver that is gone already refuses it (ECONNREFUSED): nothing is lost then.
+            let _ = wire::send_control(&socket, &end);
+        }
+    }
+    Ok(row)
+}
+
+/// The measured part of a UDP run of a pooled sender (`sendmsg`, `io_uring`): its row, and the
+/// socket back once every buffer has come back.
+fn send_pooled(
+    socket: UdpSocket,
+    dest: SocketAddr,
+    path: &str,
+    (mode, api): (Mode, Api),
+    (size, unit): (usize, usize),
+    args: &UdpArgs,
+) -> Result<(Row, UdpSocket)> {
+    let common = &args.common;
     let pool = new_pool(size, unit, common.huge_pages)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
     let mut tx = ApiSender::new(api, socket, config, &pool)?;
@@ -1249,7 +1322,7 @@ fn send_udp(
         }
     };
     let send = (size, &mut stamp as Stamp<'_>);
-    let mut row = measure(
+    let row = measure(
         &mut tx,
         &pool,
         "udp",
@@ -1259,27 +1332,7 @@ fn send_udp(
         send,
         (common, None),
     )?;
-    let bytes = tx.stats().bytes;
-    // Every send is `size` bytes, cut into datagrams of `unit` (the last one of each send shorter).
-    let (sends, rest) = (bytes / size as u64, bytes % size as u64);
-    let datagrams = sends * size.div_ceil(unit) as u64 + rest.div_ceil(unit as u64);
-    let cpu = row["cpu_user_s"].as_f64().unwrap_or(0.0) + row["cpu_sys_s"].as_f64().unwrap_or(0.0);
-    row.insert("datagrams".into(), json!(datagrams));
-    row.insert(
-        "cpu_ns_per_packet".into(),
-        json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
-    );
-    let socket = tx.close(COMPLETION_WAIT)?;
-    if !common.apart.raw {
-        // Spaced out, so that a receiver still draining a full queue finds room for one of them.
-        let end = wire::encode_end(datagrams, bytes);
-        for _ in 0..END_REPEATS {
-            thread::sleep(Duration::from_millis(25));
-            // A receiver that is gone already refuses it (ECONNREFUSED): nothing is lost then.
-            let _ = wire::send_control(&socket, &end);
-        }
-    }
-    Ok(row)
+    Ok((row, tx.close(COMPLETION_WAIT)?))
 }
 
 /// What a `bench udp --listen` receiver reads: a UDP socket, or an AF_XDP UDP endpoint

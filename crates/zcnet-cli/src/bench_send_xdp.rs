@@ -129,6 +129,7 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         "api": "af_xdp",
         "mode": run.mode.name(),
         "xdp_mode": bound,
+        "checksum_offload": endpoint.offloads_checksums(),
         "size": run.size,
         "seconds": seconds,
         "bytes": bytes,

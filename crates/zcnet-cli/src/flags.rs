@@ -113,6 +113,17 @@ pub fn batch(s: &str) -> Result<u32, String> {
     Ok(n as u32)
 }
 
+/// Datagrams per `sendmmsg(2)` call: 1 to 1024 (`UIO_MAXIOV`: the kernel takes no more in one call).
+pub fn mmsg_batch(s: &str) -> Result<usize, String> {
+    match whole(s)? {
+        0 => Err("must be at least 1".into()),
+        n if n > 1024 => {
+            Err("must be at most 1024 (UIO_MAXIOV, the most one sendmmsg takes)".into())
+        }
+        n => Ok(n as usize),
+    }
+}
+
 /// An interface queue: 0 to 65535 (the kernel's AF_XDP bind keeps a queue id in 16 bits, so a larger
 /// one would name another queue).
 pub fn queue(s: &str) -> Result<u32, String> {

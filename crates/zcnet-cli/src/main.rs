@@ -14,6 +14,7 @@ mod bench_listen;
 mod bench_listen_udp;
 mod bench_rx;
 mod bench_send;
+mod bench_send_mmsg;
 mod bench_send_xdp;
 mod bench_serve;
 mod bench_upcall;

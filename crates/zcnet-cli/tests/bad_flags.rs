@@ -58,6 +58,18 @@ const TABLE: &[(&[&str], &str)] = &[
         ],
         "--sizes",
     ),
+    // --api sendmmsg copies, one datagram per message, udp only.
+    (&["bench", "tcp", "--api", "sendmmsg"], "--api"),
+    (
+        &["bench", "udp", "--api", "sendmmsg", "--mode", "zerocopy"],
+        "--mode",
+    ),
+    (
+        &["bench", "udp", "--api", "sendmmsg", "--gso", "1400"],
+        "--gso",
+    ),
+    (&["bench", "udp", "--batch", "0"], "--batch"),
+    (&["bench", "udp", "--batch", "1025"], "--batch"),
     (&["bench", "rx", "--mib", "0"], "--mib"),
     (&["bench", "rx", "--rounds", "0"], "--rounds"),
     (&["bench", "rx", "--rounds=-2"], "--rounds"),

@@ -9,7 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{ZCNET, json_rows, stdout_of, u};
+use common::{ZCNET, json_rows, modes_and_apis, stdout_of, u};
 use serde_json::Value;
 use testnet::{Offloads, VethConfig, VethPair};
 
@@ -44,6 +44,9 @@ fn check_rows(rows: &[Value], size: u64) -> Vec<&Value> {
         assert_eq!(u(row, "lost"), 0, "{row}");
         // veth has no AF_XDP zero-copy (kernel-facts.md): every mode binds in copy mode.
         assert_eq!(row["xdp_mode"], "copy", "{row}");
+        // Copy mode hands UDP checksums to the kernel where it registers TX metadata room.
+        let offload = zcnet::xdp::probe_tx_metadata_umem().is_ok_and(|refused| refused.is_none());
+        assert_eq!(row["checksum_offload"], offload, "{row}");
     }
     af_xdp
 }
@@ -61,12 +64,8 @@ fn af_xdp_rows_beside_the_socket_apis_every_datagram_counted() {
         "--size",
         "64",
     ]);
-    let apis: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|r| (r["mode"].as_str().unwrap(), r["api"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        apis,
+        modes_and_apis(&rows),
         [
             ("copy", "sendmsg"),
             ("copy", "io_uring"),

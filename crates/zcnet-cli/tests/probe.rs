@@ -161,3 +161,30 @@ fn zero_copy_receive_maps_pages_from_a_zero_copy_sender_only() {
     assert_eq!(pcts[1], 0.0, "{row}");
     assert_eq!(row["support"], "yes", "{row}");
 }
+
+#[test]
+fn tx_metadata_row_says_what_each_mode_gets() {
+    let report = probe_json(zcnet().args(["probe", "--json", "--iface", "lo"]));
+    let row = finding(&report, "xdp.tx_metadata", Some("lo"));
+    let reason = row["reason"].as_str().unwrap();
+    // Loopback has no AF_XDP zero-copy, so no driver TX metadata either.
+    assert!(
+        reason.ends_with("zero-copy: none (no xsk zero-copy)"),
+        "{row}"
+    );
+    // Copy mode's answer is the kernel's registration of a UMEM with TX metadata room.
+    match zcnet::xdp::probe_tx_metadata_umem() {
+        Ok(None) => {
+            assert_eq!(row["support"], "partial", "{row}");
+            assert!(reason.starts_with("copy mode: a UMEM with tx_metadata_len 16 registers"));
+        }
+        Ok(Some(_)) => {
+            assert_eq!(row["support"], "no", "{row}");
+            assert!(reason.contains("refused"), "{row}");
+        }
+        Err(_) => {
+            assert_eq!(row["support"], "no", "{row}");
+            assert!(reason.starts_with("copy mode: not probed"), "{row}");
+        }
+    }
+}

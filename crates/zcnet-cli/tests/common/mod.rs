@@ -50,6 +50,27 @@ pub fn json_rows(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Each row's (mode, api), in order.
+pub fn modes_and_apis(rows: &[Value]) -> Vec<(&str, &str)> {
+    rows.iter()
+        .map(|r| (r["mode"].as_str().unwrap(), r["api"].as_str().unwrap()))
+        .collect()
+}
+
+/// Runs a verified UDP bench `cmd` and returns its rows. A run that the flood outran exits non-zero
+/// naming the loss, after its rows: that is accepted (the rows account for it), any other failure
+/// is not.
+pub fn udp_rows_allowing_loss(cmd: &mut Command) -> Vec<Value> {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() || stderr.contains("datagrams lost"),
+        "{}: {stderr}",
+        out.status
+    );
+    json_rows(&String::from_utf8_lossy(&out.stdout))
+}
+
 /// A row's unsigned field.
 pub fn u(row: &Value, field: &str) -> u64 {
     row[field]

@@ -1,5 +1,6 @@
-//! Per-interface findings: MTU and queues from sysfs, XDP features from netdev generic netlink
-//! (read-only), and, on request, an AF_XDP XDP_ZEROCOPY bind.
+//! Per-interface findings: MTU and queues from sysfs, XDP features and AF_XDP TX metadata from
+//! netdev generic netlink (read-only) and a UMEM registered with TX metadata room on a throwaway
+//! socket (see [`crate::xdp::TxMetadata`]), and, on request, an AF_XDP XDP_ZEROCOPY bind.
 
 use std::io;
 
@@ -26,6 +27,8 @@ pub(super) fn interfaces(opts: &ProbeOptions) -> Vec<Finding> {
         }
     };
     let netdev = sys::netlink::GenlSocket::open().and_then(|mut s| s.netdev_devices());
+    // The UMEM question is the kernel's, the same for every interface: asked once.
+    let umem = crate::xdp::probe_tx_metadata_umem();
     let mut out = Vec::new();
     for name in &names {
         let ifindex = match read_sys(name, "ifindex").map(|s| s.parse::<u32>()) {
@@ -52,6 +55,7 @@ pub(super) fn interfaces(opts: &ProbeOptions) -> Vec<Finding> {
             .on(name),
         );
         out.push(xdp_features(&netdev, ifindex).on(name));
+        out.push(tx_metadata(&netdev, ifindex, &umem).on(name));
         if opts.try_xsk_bind {
             out.push(xsk_zero_copy_bind(name).on(name));
         }
@@ -98,6 +102,56 @@ fn xdp_features(netdev: &io::Result<Vec<sys::netlink::NetdevXdp>>, ifindex: u32)
         support,
         format!("{list}; xsk zero-copy {zero_copy}"),
     )
+}
+
+/// AF_XDP TX metadata on one interface: what copy mode gets (the kernel's, from the UMEM
+/// registration) and what zero-copy mode gets (the driver's `xsk-features`). Yes when the driver
+/// computes checksums in zero-copy mode, partial when only copy mode has TX metadata.
+fn tx_metadata(
+    netdev: &io::Result<Vec<sys::netlink::NetdevXdp>>,
+    ifindex: u32,
+    umem: &crate::xdp::Result<Option<i32>>,
+) -> Finding {
+    use sys::netlink::{xdp_act, xsk_flags};
+    let copy = match umem {
+        Ok(None) => "copy mode: a UMEM with tx_metadata_len 16 registers: checksum offload (the \
+                     kernel's transmit path completes it), software completion timestamps"
+            .to_string(),
+        Ok(Some(errno)) => format!(
+            "copy mode: {} (a UMEM with TX metadata room refused: no TX metadata)",
+            sys::errno_name(*errno)
+        ),
+        Err(e) => format!("copy mode: not probed ({e})"),
+    };
+    let dev = netdev
+        .as_ref()
+        .ok()
+        .and_then(|devs| devs.iter().find(|d| d.ifindex == ifindex));
+    let zero_copy = match dev {
+        None => "zero-copy: not listed by netdev netlink".to_string(),
+        Some(d) if d.xdp_features & xdp_act::XSK_ZEROCOPY == 0 => {
+            "zero-copy: none (no xsk zero-copy)".to_string()
+        }
+        Some(d) => match d.xsk_features {
+            None => "zero-copy: xsk-features not reported (a kernel before 6.8)".to_string(),
+            Some(0) => {
+                "zero-copy: xsk-features none (the driver acts on no TX metadata)".to_string()
+            }
+            Some(f) => format!("zero-copy: xsk-features {}", xsk_flags::names(f).join(",")),
+        },
+    };
+    let copy_ok = matches!(umem, Ok(None));
+    let driver_checksum = dev.is_some_and(|d| {
+        d.xdp_features & xdp_act::XSK_ZEROCOPY != 0
+            && d.xsk_features
+                .is_some_and(|f| f & xsk_flags::TX_CHECKSUM != 0)
+    });
+    let support = match (copy_ok, driver_checksum) {
+        (true, true) => Support::Yes,
+        (true, false) => Support::Partial,
+        (false, _) => Support::No,
+    };
+    Finding::new("xdp.tx_metadata", support, format!("{copy}; {zero_copy}"))
 }
 
 /// Tries an XDP_ZEROCOPY bind on queue 0 (no program attached, socket closed at once).

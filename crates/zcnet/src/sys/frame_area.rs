@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::xdp::{Mmap, register_umem};
+use super::xdp::{Mmap, TX_METADATA_LEN, register_umem, write_checksum_request};
 
 /// A frame of a UMEM that user space owns: the only way to its bytes. Neither `Copy` nor `Clone`: a
 /// frame is in exactly one place — this token, the UMEM's free list, or lent to the kernel through the
@@ -40,6 +40,8 @@ pub struct Frame {
     len: u32,
     capacity: u32,
     continues: bool,
+    /// Whether a TX metadata request was written before the packet (`XDP_TX_METADATA`).
+    tx_metadata: bool,
 }
 
 impl Frame {
@@ -110,6 +112,8 @@ pub struct FrameArea {
     map: Mmap,
     id: u64,
     frame_size: u32,
+    /// Bytes of TX metadata before each packet to send ([`FrameArea::reserve_tx_metadata`]).
+    tx_metadata_len: u32,
     places: Vec<Place>,
     free: Vec<u32>,
 }
@@ -122,6 +126,7 @@ impl FrameArea {
             map,
             id: NEXT_AREA_ID.fetch_add(1, Ordering::Relaxed),
             frame_size,
+            tx_metadata_len: 0,
             places: vec![Place::Free; count as usize],
             free: (0..count).rev().collect(),
         }
@@ -152,10 +157,11 @@ impl FrameArea {
         self.places[index as usize] = Place::User;
         Some(Frame {
             area: self.id,
-            addr: self.base(index),
+            addr: self.base(index) + u64::from(self.tx_metadata_len),
             len: 0,
-            capacity: self.frame_size,
+            capacity: self.frame_size - self.tx_metadata_len,
             continues: false,
+            tx_metadata: false,
         })
     }
 
@@ -182,12 +188,50 @@ impl FrameArea {
         Some(self.base(index))
     }
 
-    /// Lends the token's frame to kernel pool `pool`; returns the packet's address, length and whether
-    /// it continues in the next frame.
-    pub fn lend(&mut self, frame: Frame, pool: u32) -> (u64, u32, bool) {
+    /// Lends the token's frame to kernel pool `pool`; returns the packet's address, length, whether
+    /// it continues in the next frame and whether it carries a TX metadata request.
+    pub fn lend(&mut self, frame: Frame, pool: u32) -> (u64, u32, bool, bool) {
         let index = self.index_of(&frame);
         self.places[index] = Place::Kernel(pool);
-        (frame.addr, frame.len, frame.continues)
+        (frame.addr, frame.len, frame.continues, frame.tx_metadata)
+    }
+
+    /// Reserves [`TX_METADATA_LEN`] bytes of TX metadata before each packet to send: frames from
+    /// [`FrameArea::alloc`] start that far into their chunk, and [`FrameArea::register`] asks the
+    /// kernel for it. Only before the area is registered.
+    pub fn reserve_tx_metadata(&mut self) {
+        self.tx_metadata_len = TX_METADATA_LEN;
+    }
+
+    /// Bytes reserved for TX metadata before each packet to send (0: none).
+    pub fn tx_metadata_len(&self) -> u32 {
+        self.tx_metadata_len
+    }
+
+    /// Asks the kernel to checksum the token's packet from `csum_start` to its end and store the
+    /// sum at `csum_start + csum_offset` (a `struct xsk_tx_metadata` before the packet, sent with
+    /// `XDP_TX_METADATA`). False, and nothing written, when no TX metadata is reserved or the
+    /// packet starts too early in its frame to have it in front.
+    pub fn request_tx_checksum(
+        &mut self,
+        frame: &mut Frame,
+        csum_start: u16,
+        csum_offset: u16,
+    ) -> bool {
+        let index = self.index_of(frame);
+        let md = u64::from(self.tx_metadata_len);
+        if md == 0 || frame.addr - self.base(index as u32) < md {
+            return false;
+        }
+        // SAFETY: the token proves its frame's place is `User`; `addr - md..addr` lies inside that
+        // frame (checked above), and `&mut self` excludes every other slice of the mapping.
+        let Some(meta) = (unsafe { self.map.bytes_mut((frame.addr - md) as usize, md as usize) })
+        else {
+            return false;
+        };
+        write_checksum_request(meta, csum_start, csum_offset);
+        frame.tx_metadata = true;
+        true
     }
 
     /// The frame index of `addr` when kernel pool `pool` holds that frame.
@@ -224,6 +268,7 @@ impl FrameArea {
             len,
             capacity: (self.base(index as u32) + frame_size - addr) as u32,
             continues,
+            tx_metadata: false,
         })
     }
 
@@ -244,7 +289,12 @@ impl FrameArea {
     /// Registers the area as the UMEM of the AF_XDP socket `fd` (`XDP_UMEM_REG`) with `headroom` bytes
     /// before each received packet.
     pub fn register(&self, fd: BorrowedFd<'_>, headroom: u32) -> io::Result<()> {
-        register_umem(fd, &self.map, self.frame_size, headroom)
+        register_umem(
+            fd,
+            &self.map,
+            self.frame_size,
+            (headroom, self.tx_metadata_len),
+        )
     }
 
     /// The packet bytes of the token's frame.

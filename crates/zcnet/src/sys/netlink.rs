@@ -22,6 +22,41 @@ pub const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
 /// `NETDEV_A_DEV_XDP_ZC_MAX_SEGS` (u32): fragments an XSK zero-copy frame may span.
 pub const NETDEV_A_DEV_XDP_ZC_MAX_SEGS: u16 = 4;
 
+/// `NETDEV_A_DEV_XSK_FEATURES` (u64 bitmask of `netdev_xsk_flags`, kernel 6.8 and later): the AF_XDP
+/// TX metadata a zero-copy driver acts on (`netdev->xsk_tx_metadata_ops`).
+pub const NETDEV_A_DEV_XSK_FEATURES: u16 = 6;
+
+/// `enum netdev_xsk_flags` bits (include/uapi/linux/netdev.h).
+pub mod xsk_flags {
+    /// `NETDEV_XSK_FLAGS_TX_TIMESTAMP`: the driver fills `XDP_TXMD_FLAGS_TIMESTAMP` requests with the
+    /// device's transmit time.
+    pub const TX_TIMESTAMP: u64 = 1 << 0;
+    /// `NETDEV_XSK_FLAGS_TX_CHECKSUM`: the device computes `XDP_TXMD_FLAGS_CHECKSUM` requests.
+    pub const TX_CHECKSUM: u64 = 1 << 1;
+    /// `NETDEV_XSK_FLAGS_TX_LAUNCH_TIME_FIFO` (Linux 6.15): the device sends a packet at its
+    /// requested launch time.
+    pub const TX_LAUNCH_TIME_FIFO: u64 = 1 << 2;
+
+    /// The names of the bits set in `mask` (the netdev spec's), unknown bits as hex.
+    pub fn names(mask: u64) -> Vec<String> {
+        const ALL: [(u64, &str); 3] = [
+            (TX_TIMESTAMP, "tx-timestamp"),
+            (TX_CHECKSUM, "tx-checksum"),
+            (TX_LAUNCH_TIME_FIFO, "tx-launch-time-fifo"),
+        ];
+        let known = ALL.iter().fold(0, |m, (bit, _)| m | bit);
+        let mut out: Vec<String> = ALL
+            .iter()
+            .filter(|(bit, _)| mask & bit != 0)
+            .map(|(_, name)| name.to_string())
+            .collect();
+        if mask & !known != 0 {
+            out.push(format!("{:#x}", mask & !known));
+        }
+        out
+    }
+}
+
 /// `enum netdev_xdp_act` bits (include/uapi/linux/netdev.h): what a driver's XDP path can do.
 pub mod xdp_act {
     /// `NETDEV_XDP_ACT_BASIC`: XDP_PASS, XDP_DROP, XDP_ABORTED, XDP_TX.
@@ -87,6 +122,9 @@ pub struct NetdevXdp {
     pub xdp_features: u64,
     /// Maximum fragments per XSK zero-copy frame (0 when absent).
     pub xdp_zc_max_segs: u32,
+    /// `netdev_xsk_flags` bitmask ([`xsk_flags`]); `None` when the kernel sends no such attribute
+    /// (before 6.8: no AF_XDP TX metadata).
+    pub xsk_features: Option<u64>,
 }
 
 /// A generic netlink request under construction: `nlmsghdr`, `genlmsghdr`, an optional family header
@@ -584,6 +622,7 @@ pub fn parse_netdev(genl_payload: &[u8]) -> NetdevXdp {
         ifindex: 0,
         xdp_features: 0,
         xdp_zc_max_segs: 0,
+        xsk_features: None,
     };
     for (ty, p) in attributes(genl_payload) {
         match (ty, p.len()) {
@@ -593,6 +632,9 @@ pub fn parse_netdev(genl_payload: &[u8]) -> NetdevXdp {
             }
             (NETDEV_A_DEV_XDP_ZC_MAX_SEGS, 4) => {
                 dev.xdp_zc_max_segs = u32::from_ne_bytes(p.try_into().expect("4"))
+            }
+            (NETDEV_A_DEV_XSK_FEATURES, 8) => {
+                dev.xsk_features = Some(u64::from_ne_bytes(p.try_into().expect("8")))
             }
             _ => {}
         }
@@ -642,6 +684,18 @@ mod tests {
         assert_eq!(
             xdp_act::names(dev.xdp_features),
             ["basic", "redirect", "xsk-zerocopy"]
+        );
+        assert_eq!(dev.xsk_features, None, "a kernel before 6.8 sends none");
+        let xsk = (xsk_flags::TX_CHECKSUM | 1 << 7).to_ne_bytes();
+        let mut req = Request::new(30, 0, 1, 1);
+        req.u32(NETDEV_A_DEV_IFINDEX, 4)
+            .attr(NETDEV_A_DEV_XSK_FEATURES, &xsk);
+        let req = req.finish(1).unwrap();
+        let dev = parse_netdev(messages(&req).unwrap()[0].payload);
+        assert_eq!(dev.xsk_features, Some(xsk_flags::TX_CHECKSUM | 1 << 7));
+        assert_eq!(
+            xsk_flags::names(dev.xsk_features.unwrap()),
+            ["tx-checksum", "0x80"]
         );
     }
 

@@ -551,6 +551,23 @@ unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result
     .map(|n| n as usize)
 }
 
+/// Sends `data` cut into datagrams of `unit` bytes (the last one shorter) on a connected socket with
+/// one `sendmmsg(2)` call, at most [`MAX_BATCH`] of them; returns how many the kernel took. A
+/// blocking socket blocks until the first one is taken; the call stops early at an error after the
+/// first datagram (sendmmsg(2)), so a short count leaves the rest for the next call.
+pub fn send_chunks(fd: BorrowedFd<'_>, data: &[u8], unit: usize) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = data
+        .chunks(unit.max(1))
+        .take(MAX_BATCH)
+        .map(|d| libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        })
+        .collect();
+    // SAFETY: every iovec covers a chunk of `data`, borrowed for the call.
+    unsafe { send_iovecs(fd, &mut iov) }
+}
+
 /// Sends `count` copies of `datagram` on a connected socket with one `sendmmsg(2)` call; returns how
 /// many the kernel took.
 pub fn send_copies(fd: BorrowedFd<'_>, datagram: &[u8], count: usize) -> io::Result<usize> {
@@ -778,5 +795,20 @@ mod tests {
         let mut copies = RecvBatch::new(4, 8).unwrap();
         assert_eq!(copies.recv(sink.as_fd()).unwrap(), 3);
         assert_eq!(copies.get(2), b"abc");
+    }
+
+    #[test]
+    fn chunks_leave_as_one_datagram_each_the_last_one_shorter() {
+        use std::net::UdpSocket;
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let data: Vec<u8> = (0..10u8).collect();
+        assert_eq!(send_chunks(tx.as_fd(), &data, 4).unwrap(), 3);
+        let mut batch = RecvBatch::new(4, 16).unwrap();
+        assert_eq!(batch.recv(rx.as_fd()).unwrap(), 3);
+        assert_eq!(batch.get(0), &data[..4]);
+        assert_eq!(batch.get(1), &data[4..8]);
+        assert_eq!(batch.get(2), &data[8..]);
     }
 }

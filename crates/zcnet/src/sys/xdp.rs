@@ -82,6 +82,31 @@ pub use libc::{
     XDP_COPY, XDP_RING_NEED_WAKEUP, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
 };
 
+/// `XDP_UMEM_TX_METADATA_LEN` (`xdp_umem_reg.flags`, `if_xdp.h`): the kernel reserves
+/// `tx_metadata_len` bytes before each transmitted packet for a `struct xsk_tx_metadata`. A kernel
+/// without AF_XDP TX metadata refuses the unknown flag (`EINVAL`, `xdp_umem_reg` checks
+/// `XDP_UMEM_FLAGS_VALID`).
+pub const XDP_UMEM_TX_METADATA_LEN: u32 = 1 << 2;
+/// `XDP_TX_METADATA` (`xdp_desc.options`): the packet's metadata lies `tx_metadata_len` bytes before
+/// its address.
+pub const XDP_TX_METADATA: u32 = 1 << 1;
+/// `XDP_TXMD_FLAGS_CHECKSUM` (`xsk_tx_metadata.flags`): checksum the bytes from `csum_start` to the
+/// packet's end and store it at `csum_start + csum_offset`.
+const XDP_TXMD_FLAGS_CHECKSUM: u64 = 1 << 1;
+/// `sizeof(struct xsk_tx_metadata)`: `u64 flags`, then a union of `{u16 csum_start; u16
+/// csum_offset}` (request) and `{u64 tx_timestamp}` (completion).
+pub const TX_METADATA_LEN: u32 = 16;
+
+/// Writes a `struct xsk_tx_metadata` requesting a transmit checksum into `meta` (its first
+/// [`TX_METADATA_LEN`] bytes): `csum_start` and `csum_offset` count from the packet's first byte.
+pub fn write_checksum_request(meta: &mut [u8], csum_start: u16, csum_offset: u16) {
+    let meta = &mut meta[..TX_METADATA_LEN as usize];
+    meta[0..8].copy_from_slice(&XDP_TXMD_FLAGS_CHECKSUM.to_ne_bytes());
+    meta[8..10].copy_from_slice(&csum_start.to_ne_bytes());
+    meta[10..12].copy_from_slice(&csum_offset.to_ne_bytes());
+    meta[12..16].fill(0);
+}
+
 const _: () = assert!(mem::size_of::<sockaddr_xdp>() == 16);
 const _: () = assert!(mem::size_of::<xdp_desc>() == 16);
 const _: () = assert!(mem::size_of::<xdp_ring_offset>() == 32);
@@ -338,21 +363,27 @@ fn get_option<T: Copy>(fd: BorrowedFd<'_>, name: libc::c_int, mut value: T) -> i
 }
 
 /// Registers `area` as the UMEM of socket `fd` (`XDP_UMEM_REG`), cut into chunks of `frame_size`
-/// bytes with `headroom` bytes reserved before each packet. The kernel pins the pages, so they stay
-/// valid for the kernel even if `area` is unmapped first.
+/// bytes with `headroom` bytes reserved before each received packet, and, when `tx_metadata_len` is
+/// not 0, that many bytes of TX metadata before each transmitted one (`XDP_UMEM_TX_METADATA_LEN`;
+/// the kernel then refuses any tx descriptor less than `tx_metadata_len` bytes into its chunk).
+/// The kernel pins the pages, so they stay valid for the kernel even if `area` is unmapped first.
 pub fn register_umem(
     fd: BorrowedFd<'_>,
     area: &Mmap,
     frame_size: u32,
-    headroom: u32,
+    (headroom, tx_metadata_len): (u32, u32),
 ) -> io::Result<()> {
     let reg = xdp_umem_reg {
         addr: area.as_ptr() as u64,
         len: area.len() as u64,
         chunk_size: frame_size,
         headroom,
-        flags: 0,
-        tx_metadata_len: 0,
+        flags: if tx_metadata_len > 0 {
+            XDP_UMEM_TX_METADATA_LEN
+        } else {
+            0
+        },
+        tx_metadata_len,
     };
     set_option(fd, libc::XDP_UMEM_REG, &reg)
 }

@@ -283,6 +283,43 @@ pub fn write_udp(
     payload_len: usize,
     id: u16,
 ) -> Result<usize, BuildError> {
+    write(frame, path, payload_len, id, UdpSum::Whole)
+}
+
+/// [`write_udp`] for a transmit checksum offload: the UDP checksum field holds only the
+/// pseudo-header sum (folded, not complemented), which the device (or the stack, for a
+/// `CHECKSUM_PARTIAL` packet) turns into the checksum by summing from the UDP header
+/// ([`udp_offset`]) to the frame's end and storing the complement at offset 6 of the UDP header.
+pub fn write_udp_for_offload(
+    frame: &mut [u8],
+    path: &Path,
+    payload_len: usize,
+    id: u16,
+) -> Result<usize, BuildError> {
+    write(frame, path, payload_len, id, UdpSum::PseudoHeader)
+}
+
+/// Where the UDP header of a datagram to or from `ip`'s family starts in its frame.
+pub fn udp_offset(ip: IpAddr) -> usize {
+    headers_len(ip) - UDP_HLEN
+}
+
+/// What goes into the UDP checksum field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UdpSum {
+    /// The checksum.
+    Whole,
+    /// The pseudo-header sum, for the device to complete.
+    PseudoHeader,
+}
+
+fn write(
+    frame: &mut [u8],
+    path: &Path,
+    payload_len: usize,
+    id: u16,
+    sum: UdpSum,
+) -> Result<usize, BuildError> {
     let (src_ip, dst_ip) = (path.src.ip(), path.dst.ip());
     if src_ip.is_ipv4() != dst_ip.is_ipv4() {
         return Err(BuildError::MixedFamilies);
@@ -333,12 +370,16 @@ pub fn write_udp(
     udp[2..4].copy_from_slice(&path.dst.port().to_be_bytes());
     udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     udp[6..8].fill(0);
-    let sum = !fold(checksum_add(
-        pseudo_header_sum(src_ip, dst_ip, udp_len),
-        udp,
-    ));
-    // A computed zero is sent as all ones (zero means "no checksum" over IPv4, invalid over IPv6).
-    let sum = if sum == 0 { 0xffff } else { sum };
+    let pseudo = pseudo_header_sum(src_ip, dst_ip, udp_len);
+    let sum = match sum {
+        UdpSum::PseudoHeader => fold(pseudo),
+        UdpSum::Whole => {
+            let sum = !fold(checksum_add(pseudo, udp));
+            // A computed zero is sent as all ones (zero means "no checksum" over IPv4, invalid over
+            // IPv6).
+            if sum == 0 { 0xffff } else { sum }
+        }
+    };
     udp[6..8].copy_from_slice(&sum.to_be_bytes());
     Ok(frame_len)
 }
@@ -398,6 +439,33 @@ mod tests {
         assert_eq!((got.src_mac, got.dst_mac), (A_MAC, B_MAC));
         assert_eq!(&frame[got.payload_range()], b"hello, world");
         assert_eq!(frame[ETH_HLEN + 8], DEFAULT_TTL);
+    }
+
+    #[test]
+    fn an_offloaded_checksum_completed_as_a_device_does_is_the_whole_one() {
+        for (src, dst) in [
+            ("10.0.0.1:4000", "10.0.0.2:9099"),
+            ("[fd00::1]:4000", "[fd00::2]:9099"),
+        ] {
+            let p = path(src, dst);
+            let payload = b"an odd-length payload";
+            let whole = built(&p, payload);
+            let hlen = headers_len(p.src.ip());
+            let mut partial = vec![0u8; whole.len()];
+            partial[hlen..].copy_from_slice(payload);
+            let len = write_udp_for_offload(&mut partial, &p, payload.len(), 7).unwrap();
+            assert_eq!(len, whole.len());
+            // As sent: only the checksum field differs, and the receiver would refuse it.
+            let at = udp_offset(p.src.ip());
+            assert_eq!(partial[..at + 6], whole[..at + 6]);
+            assert_eq!(partial[at + 8..], whole[at + 8..]);
+            assert_ne!(partial[at + 6..at + 8], whole[at + 6..at + 8]);
+            assert_eq!(parse(&partial).unwrap_err(), Malformed::BadUdpChecksum);
+            // CHECKSUM_PARTIAL's completion: sum from csum_start to the end, store the complement.
+            let sum = checksum(&partial[at..]);
+            partial[at + 6..at + 8].copy_from_slice(&sum.to_be_bytes());
+            assert_eq!(partial, whole, "{src}");
+        }
     }
 
     #[test]

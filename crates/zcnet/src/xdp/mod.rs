@@ -13,7 +13,8 @@
 //!   indices the kernel could not have written are clamped.
 //! - [`Socket`]: one kernel socket, [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or
 //!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::fallback`]);
-//!   [`probe_zero_copy`] asks just that question. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
+//!   [`probe_zero_copy`] asks just that question; [`TxMetadata`] says which AF_XDP TX metadata
+//!   (checksum, timestamp, launch time) a bound mode gets on an interface. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
 //!   with the same one; the sockets on one queue share its fill and completion rings, which stay
 //!   open while any of them lives. Dropping the last socket of a queue unbinds it, and the frames
 //!   lent there come back when the UMEM binds that queue again.
@@ -44,6 +45,7 @@ mod route;
 mod send_error;
 mod socket;
 mod stats;
+mod tx_metadata;
 mod udp_endpoint;
 mod umem;
 
@@ -57,5 +59,8 @@ pub use route::NEXT_HOP_TTL;
 pub use send_error::SendError;
 pub use socket::{Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
-pub use udp_endpoint::{Datagram, EndpointConfig, EndpointStats, Received, SendBatch, UdpEndpoint};
+pub use tx_metadata::{TxMetadata, probe_umem as probe_tx_metadata_umem};
+pub use udp_endpoint::{
+    Checksums, Datagram, EndpointConfig, EndpointStats, Received, SendBatch, UdpEndpoint,
+};
 pub use umem::{Frame, FrameSize, Umem, UmemConfig};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use crate::sys::xdp::{
-    DescSlot, RingMmap, RingWord, XDP_PKT_CONTD, XDP_RING_NEED_WAKEUP, xdp_desc,
+    DescSlot, RingMmap, RingWord, XDP_PKT_CONTD, XDP_RING_NEED_WAKEUP, XDP_TX_METADATA, xdp_desc,
 };
 
 /// A value carried by a ring: a UMEM address (fill, completion) or a descriptor (rx, tx).
@@ -50,7 +50,8 @@ impl Entry for u64 {
 pub(crate) struct Desc {
     addr: u64,
     len: u32,
-    /// Option bits (`XDP_PKT_CONTD` for multi-buffer packets; zero otherwise).
+    /// Option bits (`XDP_PKT_CONTD` for multi-buffer packets, `XDP_TX_METADATA` for a packet to
+    /// send with a TX metadata request; zero otherwise).
     options: u32,
 }
 
@@ -84,6 +85,14 @@ impl Desc {
         match continues {
             true => self.options |= XDP_PKT_CONTD,
             false => self.options &= !XDP_PKT_CONTD,
+        }
+        self
+    }
+
+    /// The same descriptor, marked as carrying TX metadata (`XDP_TX_METADATA`) when `metadata`.
+    pub fn with_tx_metadata(mut self, metadata: bool) -> Desc {
+        if metadata {
+            self.options |= XDP_TX_METADATA;
         }
         self
     }

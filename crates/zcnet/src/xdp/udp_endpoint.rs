@@ -13,6 +13,14 @@
 //!   sends datagrams carrying only the pseudo-header sum (`CHECKSUM_PARTIAL`), which the endpoint
 //!   counts as bad checksums; turn transmit checksum offload off on such a sender
 //!   (`ethtool -K IF tx off`).
+//! - UDP checksums of sent datagrams are offloaded through AF_XDP TX metadata where the sending
+//!   socket's bound mode gets them computed ([`TxMetadata`]: copy mode on a kernel that registers a
+//!   UMEM with TX metadata room; zero-copy mode on a driver whose `xsk-features` name tx-checksum):
+//!   the frame carries the pseudo-header sum and a `struct xsk_tx_metadata` checksum request 16
+//!   bytes before the packet, sent with `XDP_TX_METADATA`. In copy mode the kernel makes a
+//!   `CHECKSUM_PARTIAL` skb of it, which a veth peer delivers to local sockets as is (they trust
+//!   it) and a real device completes. Elsewhere, or with [`Checksums::Software`], the endpoint
+//!   computes them.
 //! - Each queue's frames come back to that queue's fill ring (see [`Socket`]).
 //! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
 //!   where (see the `route` module: next hops are looked up over route netlink and cached until
@@ -34,6 +42,7 @@ use super::program::{AttachMode, XdpLink, XdpProgram, interface_index};
 use super::route::Routes;
 use super::send_error::SendError;
 use super::socket::Socket;
+use super::tx_metadata::TxMetadata;
 use super::umem::{Frame, Umem, UmemConfig};
 use crate::sys::socket::poll_any;
 
@@ -53,6 +62,19 @@ pub struct EndpointConfig {
     /// The UMEM shared by every queue. Each queue's fill ring is filled to its size at bind, so
     /// `frame_count` must exceed `fill_size` times the number of queues.
     pub umem: UmemConfig,
+    /// Who computes the UDP checksums of sent datagrams.
+    pub checksums: Checksums,
+}
+
+/// Who computes the UDP checksums of the datagrams an endpoint sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checksums {
+    /// The kernel or the device, through AF_XDP TX metadata, where the bound mode gets them
+    /// computed ([`TxMetadata::checksum`], probed at bind); the endpoint elsewhere.
+    #[default]
+    Offload,
+    /// Always the endpoint (no TX metadata room is reserved in the UMEM).
+    Software,
 }
 
 impl EndpointConfig {
@@ -79,6 +101,7 @@ impl Default for EndpointConfig {
             attach: AttachMode::Driver,
             busy_poll: None,
             umem: UmemConfig::default(),
+            checksums: Checksums::Offload,
         }
     }
 }
@@ -148,6 +171,10 @@ pub struct UdpEndpoint {
     next_id: u16,
     /// Built datagrams waiting for the tx ring.
     pending: Vec<Frame>,
+    /// What TX metadata the interface's sockets get (`None`: not probed, or the probe failed).
+    tx_metadata: Option<TxMetadata>,
+    /// Whether sent datagrams carry a checksum request instead of their checksum.
+    offload_checksums: bool,
 }
 
 impl UdpEndpoint {
@@ -178,7 +205,16 @@ impl UdpEndpoint {
                 "{iface} has no Ethernet address: a UDP endpoint needs an Ethernet interface"
             )));
         };
+        // A probe that cannot run (no privilege for a throwaway socket) leaves checksums to us.
+        let tx_metadata = match config.checksums {
+            Checksums::Offload => TxMetadata::probe(iface).ok(),
+            Checksums::Software => None,
+        };
         let mut umem = Umem::new(config.umem)?;
+        let reserved = tx_metadata.is_some_and(|t| t.umem.is_ok());
+        if reserved {
+            umem.reserve_tx_metadata();
+        }
         let mut sockets = Vec::with_capacity(config.queues.len());
         for &queue in &config.queues {
             let mut socket = Socket::bind(&mut umem, iface, queue, config.mode)?;
@@ -194,6 +230,8 @@ impl UdpEndpoint {
             map.insert(socket.queue(), socket)?;
         }
         let link = program.attach_to(iface, config.attach)?;
+        let offload_checksums =
+            reserved && tx_metadata.is_some_and(|t| t.checksum(sockets[0].mode()));
         Ok(UdpEndpoint {
             link,
             program,
@@ -209,6 +247,8 @@ impl UdpEndpoint {
             mac,
             next_id: 0,
             pending: Vec::new(),
+            tx_metadata,
+            offload_checksums,
         })
     }
 
@@ -225,6 +265,18 @@ impl UdpEndpoint {
     /// The sockets, one per queue (for their mode, fallback and kernel statistics).
     pub fn sockets(&self) -> &[Socket] {
         &self.sockets
+    }
+
+    /// Whether sent datagrams have their UDP checksums computed by the kernel or the device (AF_XDP
+    /// TX metadata) rather than by the endpoint.
+    pub fn offloads_checksums(&self) -> bool {
+        self.offload_checksums
+    }
+
+    /// What AF_XDP TX metadata the interface's sockets get, as probed at bind (`None` with
+    /// [`Checksums::Software`], or when the probe could not run).
+    pub fn tx_metadata(&self) -> Option<TxMetadata> {
+        self.tx_metadata
     }
 
     /// What the endpoint counted so far.
@@ -332,7 +384,8 @@ impl UdpEndpoint {
     pub fn max_payload(&self, to: IpAddr) -> usize {
         let headers = headers::headers_len(to);
         let by_mtu = (self.mtu + ETH_HLEN).saturating_sub(headers);
-        let by_frame = (self.umem.frame_size() as usize).saturating_sub(headers);
+        let room = self.umem.frame_size() - self.umem.tx_metadata_len();
+        let by_frame = (room as usize).saturating_sub(headers);
         by_mtu.min(by_frame)
     }
 
@@ -412,9 +465,18 @@ impl UdpEndpoint {
         let hlen = headers::headers_len(to.ip());
         write(&mut buffer[hlen..hlen + len]);
         self.next_id = self.next_id.wrapping_add(1);
-        let built = headers::write_udp(buffer, &path, len, self.next_id)
+        let write_headers = match self.offload_checksums {
+            true => headers::write_udp_for_offload,
+            false => headers::write_udp,
+        };
+        let built = write_headers(buffer, &path, len, self.next_id)
             .map(|frame_len| frame.set_len(frame_len as u32));
-        if built != Ok(true) {
+        // The sum runs from the UDP header to the frame's end and goes to the header's offset 6.
+        let requested = !self.offload_checksums
+            || self
+                .umem
+                .request_tx_checksum(&mut frame, headers::udp_offset(to.ip()) as u16, 6);
+        if built != Ok(true) || !requested {
             self.umem.release(frame);
             return Err(SendError::TooLong { len, max });
         }

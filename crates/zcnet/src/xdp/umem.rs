@@ -300,6 +300,36 @@ impl Umem {
         self.quarantined.extend(closed);
     }
 
+    /// Reserves room for AF_XDP TX metadata (`struct xsk_tx_metadata`) before each packet to send:
+    /// frames from [`Umem::alloc`] then start that many bytes into their chunk (their capacity that
+    /// much smaller), and the registration asks the kernel for it (`XDP_UMEM_TX_METADATA_LEN`;
+    /// kernels without AF_XDP TX metadata refuse the bind with `EINVAL`). Only before the first
+    /// socket binds with this UMEM.
+    pub(crate) fn reserve_tx_metadata(&mut self) {
+        self.area.reserve_tx_metadata();
+    }
+
+    /// Bytes reserved for TX metadata before each packet to send (0: none).
+    pub(crate) fn tx_metadata_len(&self) -> u32 {
+        self.area.tx_metadata_len()
+    }
+
+    /// Asks the kernel to checksum `frame`'s packet from `csum_start` to its end, storing the sum
+    /// at `csum_start + csum_offset` (the frame goes to the tx ring with `XDP_TX_METADATA`); false,
+    /// and nothing changes, when this UMEM reserved no TX metadata.
+    ///
+    /// # Panics
+    /// When `frame` belongs to another UMEM.
+    pub(crate) fn request_tx_checksum(
+        &mut self,
+        frame: &mut Frame,
+        csum_start: u16,
+        csum_offset: u16,
+    ) -> bool {
+        self.area
+            .request_tx_checksum(frame, csum_start, csum_offset)
+    }
+
     /// Frame size in bytes.
     pub fn frame_size(&self) -> u32 {
         self.area.frame_size()
@@ -392,7 +422,7 @@ impl Umem {
         let mut r = ring.reserve(frames.len() as u32);
         let n = r.len() as usize;
         for frame in frames.drain(..n) {
-            let (addr, _, _) = self.area.lend(frame, pool);
+            let (addr, ..) = self.area.lend(frame, pool);
             r.push(addr).expect("reserved");
         }
         r.submit()
@@ -518,9 +548,13 @@ impl Umem {
             .rposition(|f| !f.continues())
             .map_or(0, |last| last + 1);
         for frame in frames.drain(..whole) {
-            let (addr, len, continues) = self.area.lend(frame, pool);
-            r.push(Desc::new(addr, len).continuing(continues))
-                .expect("reserved");
+            let (addr, len, continues, metadata) = self.area.lend(frame, pool);
+            r.push(
+                Desc::new(addr, len)
+                    .continuing(continues)
+                    .with_tx_metadata(metadata),
+            )
+            .expect("reserved");
         }
         r.submit()
     }
@@ -529,7 +563,7 @@ impl Umem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::xdp::RingMmap;
+    use crate::sys::xdp::{RingMmap, TX_METADATA_LEN};
     use crate::xdp::ring::Entry;
     use proptest::prelude::*;
 
@@ -678,6 +712,45 @@ mod tests {
         kernel_push(&mut h.kernel_completion, &[sent[0].addr()]);
         assert_eq!(h.reclaim(4), (1, 0));
         assert_eq!(h.umem.free_frames(), FRAMES as usize);
+    }
+
+    #[test]
+    fn tx_metadata_room_comes_before_each_frame_to_send_and_its_request_goes_with_it() {
+        let mut h = harness();
+        let mut unreserved = h.umem.alloc().expect("frame");
+        assert!(
+            !h.umem.request_tx_checksum(&mut unreserved, 34, 6),
+            "no room reserved"
+        );
+        h.umem.release(unreserved);
+        h.umem.reserve_tx_metadata();
+        assert_eq!(h.umem.tx_metadata_len(), TX_METADATA_LEN);
+        let (mut asked, mut plain) = (h.umem.alloc().unwrap(), h.umem.alloc().unwrap());
+        for f in [&asked, &plain] {
+            assert_eq!(f.addr() % u64::from(FRAME), u64::from(TX_METADATA_LEN));
+            assert_eq!(f.capacity(), FRAME - TX_METADATA_LEN);
+        }
+        assert!(asked.set_len(60) && plain.set_len(61));
+        assert!(h.umem.request_tx_checksum(&mut asked, 34, 6));
+        let (a, p) = (asked.addr(), plain.addr());
+        assert_eq!(h.transmit(&mut vec![asked, plain]), 2);
+        let sent = kernel_take(&mut h.kernel_tx, 4);
+        assert_eq!(
+            sent,
+            [
+                Desc::new(a, 60).with_tx_metadata(true),
+                Desc::new(p, 61).with_tx_metadata(false)
+            ]
+        );
+        // A received frame at its chunk's start has no room in front for a request.
+        assert_eq!(h.fill(1), 1);
+        let lent = kernel_take(&mut h.kernel_fill, 4);
+        kernel_push(&mut h.kernel_rx, &[Desc::new(lent[0], 60)]);
+        let mut got = Vec::new();
+        assert_eq!(h.receive(4, &mut got), 0);
+        let mut frame = got.pop().expect("one frame");
+        assert!(!h.umem.request_tx_checksum(&mut frame, 34, 6));
+        h.umem.release(frame);
     }
 
     #[test]
