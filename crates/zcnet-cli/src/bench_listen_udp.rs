@@ -30,6 +30,7 @@
 //! 8..=65507), is rejected before anything is sized by it, counted, and named once on standard
 //! error.
 
+use std::mem;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -363,10 +364,16 @@ impl Source for UdpEndpoint {
         _whole: bool,
         take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
     ) -> Result<Option<(usize, bool)>> {
-        if !self.wait(WAKE.as_millis() as i32)? {
-            return Ok(None);
+        // The rings are read before any wait: a busy receiver makes no system call per batch (a
+        // fill ring that needs a wakeup gets it when its frames go back).
+        let mut batch = self.receive(BATCH)?;
+        if batch.is_empty() {
+            drop(batch);
+            if !self.wait(WAKE.as_millis() as i32)? {
+                return Ok(None);
+            }
+            batch = self.receive(BATCH)?;
         }
-        let batch = self.receive(BATCH)?;
         for d in batch.iter() {
             if take(&d)? {
                 return Ok(Some((batch.len(), true)));
@@ -385,8 +392,11 @@ struct Run<T: FnOnce() -> Ticker> {
     started: Option<(Instant, ResourceUsage)>,
     /// The socket's drop counter at the run's first datagram, and at its latest.
     drops: Option<(u32, u32)>,
-    /// When the run's sender was last heard from.
+    /// When the run's sender was last heard from (the end of the batch that brought its latest
+    /// datagram: a clock read per batch, not per datagram).
     last: Instant,
+    /// A datagram of the run's sender came in the batch being taken.
+    heard: bool,
     ticker: Option<Ticker>,
     ticker_for: Option<T>,
 }
@@ -478,7 +488,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
             // A sender without zcnet's header: the run is bound to its first datagram's source.
             self.report.peer = source;
         }
-        self.last = Instant::now();
+        self.heard = true;
         if self.started.is_none() {
             self.started = Some((Instant::now(), resource_usage(UsageOf::Thread)?));
             self.ticker = self.ticker_for.take().map(|f| f());
@@ -537,6 +547,7 @@ fn receive_run(
         started: None,
         drops: None,
         last: Instant::now(),
+        heard: false,
         ticker: None,
         ticker_for: Some(ticker_for),
     };
@@ -556,6 +567,9 @@ fn receive_run(
         let Some((n, ended)) = source.batch(whole, &mut |d| run.take(d))? else {
             continue;
         };
+        if mem::take(&mut run.heard) {
+            run.last = Instant::now();
+        }
         if ended {
             break;
         }

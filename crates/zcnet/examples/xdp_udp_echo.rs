@@ -1,6 +1,8 @@
-//! A UDP echo server on AF_XDP, on tokio: zcnet's `UdpEndpoint` on an interface's queues answers
-//! every datagram to its port with the same payload, until it has answered COUNT of them or is
-//! interrupted (Ctrl-C), then prints what it counted. Any UDP client on the link can talk to it (a
+//! A UDP echo server on AF_XDP, on tokio: zcnet's `UdpEndpoint` bound once per queue of an
+//! interface ([`UdpEndpoint::bind_each_queue`]), each queue served by a task of its own on a
+//! runtime with a thread per queue, answers every datagram to its port with the same payload
+//! (through the queue it arrived on), until COUNT were answered or it is interrupted (Ctrl-C), then
+//! prints what each queue counted and the totals. Any UDP client on the link can talk to it (a
 //! plain `std::net::UdpSocket` does); everything else sent to the host still reaches its stack.
 //!
 //! ```sh
@@ -12,10 +14,16 @@
 //! transmit checksums (veth does) must turn that off (`ethtool -K IF tx off`): AF_XDP frames carry
 //! no checksum status, and the endpoint drops what does not verify.
 
-use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{EndpointConfig, UdpEndpoint};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+use tokio::sync::watch;
+use zcnet::aio::AsyncUdpEndpoint;
+use zcnet::xdp::{EndpointConfig, EndpointStats, UdpEndpoint};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (iface, local, count, queues) = match &args[..] {
         [iface, local, count] => (iface, local, count, "0"),
@@ -27,10 +35,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .split(',')
         .map(str::parse)
         .collect::<Result<Vec<u32>, _>>()?;
-    // Each queue's fill ring is filled at bind: as many frames again to send with.
-    let config = EndpointConfig::with_queues(queues);
-    let endpoint = UdpEndpoint::bind(iface, local.parse()?, config)?;
-    for socket in endpoint.sockets() {
+    let config = EndpointConfig {
+        queues,
+        ..EndpointConfig::default()
+    };
+    let endpoints = UdpEndpoint::bind_each_queue(iface, local.parse()?, config)?;
+    for endpoint in &endpoints {
+        let socket = &endpoint.sockets()[0];
         println!(
             "queue {}: {:?}{}",
             socket.queue(),
@@ -42,46 +53,93 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("ready on {iface} {local}");
-    tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(endpoints.len())
         .enable_all()
         .build()?
-        .block_on(serve(endpoint, count))
+        .block_on(serve_all(endpoints, count))
 }
 
-/// Echoes datagrams until `count` were answered or Ctrl-C, then prints the endpoint's counts.
-async fn serve(endpoint: UdpEndpoint, count: u64) -> Result<(), Box<dyn std::error::Error>> {
+/// Serves every queue's endpoint on a task of its own until `count` datagrams were answered in all
+/// or Ctrl-C, then prints each queue's counts and the totals.
+async fn serve_all(endpoints: Vec<UdpEndpoint>, count: u64) -> Result<(), BoxError> {
+    let echoed = Arc::new(AtomicU64::new(0));
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
+    let mut tasks = Vec::new();
+    for endpoint in endpoints {
+        let queue = endpoint.sockets()[0].queue();
+        let task = serve(
+            endpoint,
+            count,
+            Arc::clone(&echoed),
+            Arc::clone(&stop),
+            stopped.clone(),
+        );
+        tasks.push((queue, tokio::spawn(task)));
+    }
+    let mut all_done = stopped.clone();
+    let interrupted = tokio::select! {
+        _ = all_done.wait_for(|&done| done) => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    stop.send_replace(true);
+    let mut total = EndpointStats::default();
+    for (queue, task) in tasks {
+        let stats = task.await??;
+        println!(
+            "queue {queue}: echoed {}, received {}, malformed {}, bad checksum {}, not for us {}",
+            stats.sent, stats.received, stats.malformed, stats.bad_checksum, stats.not_for_us
+        );
+        total.sent += stats.sent;
+        total.received += stats.received;
+        total.malformed += stats.malformed;
+        total.bad_checksum += stats.bad_checksum;
+        total.not_for_us += stats.not_for_us;
+    }
+    println!(
+        "echoed {} datagrams{}: received {}, malformed {}, bad checksum {}, not for us {}",
+        total.sent,
+        if interrupted { " (interrupted)" } else { "" },
+        total.received,
+        total.malformed,
+        total.bad_checksum,
+        total.not_for_us
+    );
+    Ok(())
+}
+
+/// Echoes what one queue's endpoint receives until `count` datagrams were answered over all queues
+/// (`echoed`; the task that reaches it says so on `stop`) or `stopped` says to end; returns the
+/// endpoint's counts.
+async fn serve(
+    endpoint: UdpEndpoint,
+    count: u64,
+    echoed: Arc<AtomicU64>,
+    stop: Arc<watch::Sender<bool>>,
+    mut stopped: watch::Receiver<bool>,
+) -> Result<EndpointStats, BoxError> {
     let mut endpoint = AsyncUdpEndpoint::new(endpoint)?;
     let mut answers: Vec<(std::net::SocketAddr, Vec<u8>)> = Vec::new();
-    let mut echoed = 0;
-    let interrupted = loop {
-        if echoed >= count {
-            break false;
-        }
-        let left = usize::try_from(count - echoed).unwrap_or(usize::MAX);
+    while !*stopped.borrow() {
         tokio::select! {
             // Cancel-safe: a receive dropped here has taken no frame.
-            batch = endpoint.receive(left.min(64)) => {
+            batch = endpoint.receive(64) => {
                 let batch = batch?;
                 answers.extend(batch.iter().map(|d| (d.source, d.payload.to_vec())));
             }
-            _ = tokio::signal::ctrl_c() => break true,
+            _ = stopped.changed() => break,
         }
+        let answered = answers.len() as u64;
         for (to, payload) in answers.drain(..) {
             endpoint
                 .send(to, payload.len(), |buf| buf.copy_from_slice(&payload))
                 .await?;
         }
         endpoint.flush().await?;
-        echoed = endpoint.stats().sent;
-    };
-    let stats = endpoint.stats();
-    println!(
-        "echoed {echoed} datagrams{}: received {}, malformed {}, bad checksum {}, not for us {}",
-        if interrupted { " (interrupted)" } else { "" },
-        stats.received,
-        stats.malformed,
-        stats.bad_checksum,
-        stats.not_for_us
-    );
-    Ok(())
+        if echoed.fetch_add(answered, Ordering::Relaxed) + answered >= count {
+            stop.send_replace(true);
+        }
+    }
+    Ok(endpoint.stats())
 }

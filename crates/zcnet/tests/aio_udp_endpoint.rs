@@ -2,8 +2,8 @@
 //! socket in the peer namespace, every datagram intact and answered once, although receives are
 //! dropped while they wait (a dropped receive takes no frame: one before the client starts, and one
 //! whenever a round has not arrived yet) and the UMEM is too small to hold a round's answers without
-//! waiting for sent frames; and the `xdp_udp_echo` example, run as a user runs it, answers a plain
-//! `std::net::UdpSocket` client.
+//! waiting for sent frames; and the `xdp_udp_echo` example, run as a user runs it on both queues of
+//! a veth end (a task per queue), answers plain `std::net::UdpSocket` clients, each queue some.
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -19,6 +19,8 @@ use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint, UmemConfig};
 const PORT: u16 = 9400;
 /// Datagrams echoed.
 const COUNT: usize = 400;
+/// Clients of the example, each on a socket of its own, each sending [`COUNT`] datagrams.
+const CLIENTS: usize = 16;
 /// Datagrams the client sends before reading their echoes.
 const ROUND: usize = 40;
 /// Bound on every wait (never reached when things work).
@@ -27,7 +29,13 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
 /// then carry only the pseudo-header sum).
 fn pair() -> VethPair {
+    pair_with_queues(1)
+}
+
+/// [`pair`] with `queues` queues per end.
+fn pair_with_queues(queues: u32) -> VethPair {
     VethPair::new(VethConfig {
+        queues,
         offloads: Offloads {
             tx_checksum: false,
             ..Offloads::default()
@@ -181,13 +189,19 @@ fn the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace() {
     {
         return;
     }
-    let pair = pair();
+    let pair = pair_with_queues(2);
     let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
     let exe = example("xdp_udp_echo");
+    let total = CLIENTS * COUNT;
     let mut child = Reaped(
         pair.a
             .command(exe.to_str().expect("a UTF-8 path"))
-            .args([pair.a_if.as_str(), &local.to_string(), &COUNT.to_string()])
+            .args([
+                pair.a_if.as_str(),
+                &local.to_string(),
+                &total.to_string(),
+                "0,1",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -206,10 +220,25 @@ fn the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace() {
             break;
         }
     }
-    let socket = pair
-        .b
-        .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind client"));
-    let answered = std::panic::catch_unwind(|| client(socket, local));
+    // Clients on sockets of their own, side by side: the peer's transmit queue choice (a hash of
+    // each flow) spreads them over both of the example's queues.
+    let sockets: Vec<UdpSocket> = (0..CLIENTS)
+        .map(|_| {
+            pair.b
+                .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind client"))
+        })
+        .collect();
+    let answered = std::panic::catch_unwind(|| {
+        std::thread::scope(|s| {
+            let clients: Vec<_> = sockets
+                .into_iter()
+                .map(|socket| s.spawn(move || client(socket, local)))
+                .collect();
+            for c in clients {
+                c.join().expect("every echo arrived intact, once");
+            }
+        })
+    });
     if answered.is_err() {
         let _ = child.0.kill();
     }
@@ -227,8 +256,18 @@ fn the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace() {
     assert!(status.success(), "{status}: {output}\n{stderr}");
     assert!(
         output.contains(&format!(
-            "echoed {COUNT} datagrams: received {COUNT}, malformed 0, bad checksum 0"
+            "echoed {total} datagrams: received {total}, malformed 0, bad checksum 0"
         )),
         "{output}"
     );
+    for queue in 0..2 {
+        let line = output
+            .lines()
+            .find(|l| l.starts_with(&format!("queue {queue}: echoed")))
+            .unwrap_or_else(|| panic!("no count of queue {queue}: {output}"));
+        assert!(
+            !line.starts_with(&format!("queue {queue}: echoed 0,")),
+            "queue {queue}'s task answered nothing: {output}"
+        );
+    }
 }

@@ -504,3 +504,162 @@ fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
         .expect("the stack receives once the endpoint is gone");
     assert_eq!(&buf[..n], b"to the stack");
 }
+
+/// One endpoint per queue of a two-queue `a` end, each with its own UMEM as small as
+/// [`bind_queues`]'s per queue.
+fn bind_each_queue(pair: &VethPair) -> Vec<UdpEndpoint> {
+    pair.a.run(|| {
+        let config = EndpointConfig {
+            mode: Mode::Copy,
+            queues: vec![0, 1],
+            umem: UmemConfig {
+                frame_size: FrameSize::Half,
+                frame_count: 128,
+                fill_size: 64,
+                completion_size: 64,
+                ..UmemConfig::default()
+            },
+            ..EndpointConfig::default()
+        };
+        let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+        UdpEndpoint::bind_each_queue(&pair.a_if, to, config).expect("bind an endpoint per queue")
+    })
+}
+
+/// Sockets of the peer on `b`, enough of them that the peer's transmit queue choice (a hash of each
+/// flow) puts some on each of `a`'s two receive queues.
+fn peer_sockets(pair: &VethPair) -> Vec<UdpSocket> {
+    (0..32)
+        .map(|_| {
+            let socket = pair
+                .b
+                .run(|| UdpSocket::bind((pair.b_v4, 0)).expect("bind peer"));
+            socket.set_read_timeout(Some(PATIENCE)).expect("timeout");
+            socket
+        })
+        .collect()
+}
+
+#[test]
+fn an_endpoint_per_queue_each_on_its_own_thread_answers_every_datagram() {
+    if !testnet::privileged("an_endpoint_per_queue_each_on_its_own_thread_answers_every_datagram") {
+        return;
+    }
+    let pair = pair_with_queues(2);
+    let endpoints = bind_each_queue(&pair);
+    assert_eq!(endpoints.len(), 2);
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let peers = peer_sockets(&pair);
+    const ROUNDS: usize = 4;
+    let total = ROUNDS * peers.len();
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        // A worker per queue: echoes what its queue receives, through its own queue's socket.
+        let workers: Vec<_> = endpoints
+            .into_iter()
+            .map(|mut endpoint| {
+                let answered = &answered;
+                s.spawn(move || {
+                    let deadline = Instant::now() + PATIENCE;
+                    let mut mine = 0u64;
+                    while answered.load(std::sync::atomic::Ordering::Relaxed) < total
+                        && Instant::now() < deadline
+                    {
+                        endpoint.wait(20).expect("wait");
+                        let batch = endpoint.receive(64).expect("receive");
+                        let got: Vec<_> = batch
+                            .iter()
+                            .map(|d| (d.source, d.payload.to_vec()))
+                            .collect();
+                        drop(batch);
+                        let mut send = endpoint.send_batch();
+                        for (from, payload) in &got {
+                            send.push(*from, payload.len(), |b| b.copy_from_slice(payload))
+                                .expect("echo");
+                        }
+                        send.flush().expect("flush");
+                        mine += got.len() as u64;
+                        answered.fetch_add(got.len(), std::sync::atomic::Ordering::Relaxed);
+                    }
+                    (endpoint.sockets()[0].queue(), mine, endpoint.stats())
+                })
+            })
+            .collect();
+        for round in 0..ROUNDS {
+            for (i, peer) in peers.iter().enumerate() {
+                let text = format!("round {round} from peer {i}");
+                peer.send_to(text.as_bytes(), to).expect("send");
+                let mut buf = [0u8; 64];
+                let (n, from) = peer.recv_from(&mut buf).expect("the echo arrives");
+                assert_eq!(&buf[..n], text.as_bytes(), "the echo is intact");
+                assert_eq!(from, to);
+            }
+        }
+        let results: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect();
+        println!("per queue (queue, answered, stats): {results:?}");
+        for (queue, mine, stats) in &results {
+            assert!(*mine > 0, "queue {queue} answered nothing: {results:?}");
+            assert_eq!(stats.received, *mine);
+            assert_eq!(stats.sent, *mine, "each answered through its own queue");
+            assert_eq!(stats.malformed + stats.bad_checksum, 0);
+        }
+        assert_eq!(results.iter().map(|r| r.1).sum::<u64>(), total as u64);
+    });
+}
+
+#[test]
+fn dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_stack() {
+    if !testnet::privileged(
+        "dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_stack",
+    ) {
+        return;
+    }
+    let pair = pair_with_queues(2);
+    let mut endpoints = bind_each_queue(&pair);
+    let mut kept = endpoints.pop().expect("queue 1's endpoint");
+    drop(endpoints);
+    // The stack's own socket on the port takes what arrives on queue 0 now.
+    let stack = pair
+        .a
+        .run(|| UdpSocket::bind((pair.a_v4, PORT)).expect("bind the stack's socket"));
+    stack.set_nonblocking(true).expect("nonblocking");
+    let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let peers = peer_sockets(&pair);
+    let mut expected = Vec::new();
+    for (i, peer) in peers.iter().enumerate() {
+        let text = format!("to the port from peer {i}");
+        peer.send_to(text.as_bytes(), to).expect("send");
+        expected.push(text.into_bytes());
+    }
+    let mut by_endpoint = Vec::new();
+    let mut by_stack = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    while by_endpoint.len() + by_stack.len() < expected.len() && Instant::now() < deadline {
+        kept.wait(20).expect("wait");
+        let batch = kept.receive(64).expect("receive");
+        by_endpoint.extend(batch.iter().map(|d| d.payload.to_vec()));
+        drop(batch);
+        let mut buf = [0u8; 64];
+        while let Ok(n) = stack.recv(&mut buf) {
+            by_stack.push(buf[..n].to_vec());
+        }
+    }
+    println!(
+        "endpoint of queue 1: {}, stack: {}",
+        by_endpoint.len(),
+        by_stack.len()
+    );
+    assert!(!by_endpoint.is_empty(), "queue 1's endpoint still serves");
+    assert!(
+        !by_stack.is_empty(),
+        "queue 0's datagrams went to the stack"
+    );
+    by_endpoint.append(&mut by_stack);
+    by_endpoint.sort();
+    expected.sort();
+    assert_eq!(by_endpoint, expected, "every datagram exactly once, intact");
+    assert_eq!(kept.stats().malformed + kept.stats().bad_checksum, 0);
+}

@@ -22,7 +22,9 @@
 //!   it) and a real device completes. Elsewhere, or with [`Checksums::Software`], the endpoint
 //!   computes them.
 //! - Each queue's frames come back to that queue's fill ring (see [`Socket`]).
-//! - Sends go out through the first queue's socket; the kernel's route and neighbour tables say
+//! - An endpoint sends through the socket of its first queue. To spread sending over the queues,
+//!   bind one endpoint per queue ([`UdpEndpoint::bind_each_queue`]), each driven by a thread or
+//!   task of its own. The kernel's route and neighbour tables say
 //!   where (see the `route` module: next hops are looked up over route netlink and cached until
 //!   the kernel announces a change, or for a second at most, and an unresolved neighbour is an
 //!   error, never an ARP request of the endpoint's own).
@@ -32,6 +34,7 @@
 
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::{Error, Result};
@@ -151,9 +154,9 @@ pub struct EndpointStats {
 /// ```
 #[derive(Debug)]
 pub struct UdpEndpoint {
-    // Fields drop in order: the link first, so no frame is redirected to a closing socket.
-    link: XdpLink,
-    program: XdpProgram,
+    // Fields drop in order: the redirect first, so that (when this endpoint holds its last
+    // reference) no frame is redirected to a closing socket.
+    redirect: Arc<Redirect>,
     sockets: Vec<Socket>,
     umem: Umem,
     local: SocketAddr,
@@ -179,62 +182,79 @@ pub struct UdpEndpoint {
 
 impl UdpEndpoint {
     /// Binds `local` (address and port; an unspecified address takes datagrams to any address of
-    /// either family) on `iface` in the calling thread's network namespace. Needs CAP_NET_RAW,
+    /// either family) on `iface` in the calling thread's network namespace: one socket per queue
+    /// of `config.queues`, sharing one UMEM, served together by this endpoint. Needs CAP_NET_RAW,
     /// CAP_BPF and CAP_NET_ADMIN.
     pub fn bind(iface: &str, local: SocketAddr, config: EndpointConfig) -> Result<UdpEndpoint> {
         let Some(&highest) = config.queues.iter().max() else {
-            return Err(Error::usage(format!(
-                "a UDP endpoint on {iface} needs at least one queue"
-            )));
+            return Err(no_queue(iface));
         };
-        let filled = u64::from(config.umem.fill_size) * config.queues.len() as u64;
-        if u64::from(config.umem.frame_count) <= filled {
-            return Err(Error::usage(format!(
-                "a UMEM of {} frames for {} queues whose fill rings take {} each leaves none to \
-                 send: give it more frames",
-                config.umem.frame_count,
-                config.queues.len(),
-                config.umem.fill_size
-            )));
-        }
-        let ifindex = interface_index(iface)?;
-        let mut routes = Routes::open(ifindex)?;
-        let device = routes.link(iface)?;
-        let Some(mac) = device.mac else {
-            return Err(Error::usage(format!(
-                "{iface} has no Ethernet address: a UDP endpoint needs an Ethernet interface"
-            )));
+        let device = Device::read(iface, config.queues.len(), &config)?;
+        let mut umem = device.umem(&config)?;
+        let sockets = config
+            .queues
+            .iter()
+            .map(|&queue| open_queue(&mut umem, iface, queue, &config))
+            .collect::<Result<Vec<_>>>()?;
+        let redirect = Redirect::attach(iface, highest, local.port(), &sockets, config.attach)?;
+        Ok(UdpEndpoint::new(
+            Arc::new(redirect),
+            sockets,
+            umem,
+            local,
+            device,
+        ))
+    }
+
+    /// Binds `local` on `iface` as [`UdpEndpoint::bind`] does, but as one endpoint per queue of
+    /// `config.queues`, each with its own socket and its own UMEM of `config.umem` (so each must
+    /// hold more frames than one fill ring), all behind one redirect program. Each endpoint
+    /// receives what arrives on its queue and sends through its queue's socket, so each can be
+    /// driven by a thread or task of its own, with nothing shared between them but the program.
+    /// The program stays attached until the last of them drops; dropping one closes its socket,
+    /// which the kernel takes out of the program's map, and what arrives on its queue then goes to
+    /// the stack.
+    pub fn bind_each_queue(
+        iface: &str,
+        local: SocketAddr,
+        config: EndpointConfig,
+    ) -> Result<Vec<UdpEndpoint>> {
+        let Some(&highest) = config.queues.iter().max() else {
+            return Err(no_queue(iface));
         };
-        // A probe that cannot run (no privilege for a throwaway socket) leaves checksums to us.
-        let tx_metadata = match config.checksums {
-            Checksums::Offload => TxMetadata::probe(iface).ok(),
-            Checksums::Software => None,
-        };
-        let mut umem = Umem::new(config.umem)?;
-        let reserved = tx_metadata.is_some_and(|t| t.umem.is_ok());
-        if reserved {
-            umem.reserve_tx_metadata();
-        }
-        let mut sockets = Vec::with_capacity(config.queues.len());
+        let mut opened = Vec::with_capacity(config.queues.len());
         for &queue in &config.queues {
-            let mut socket = Socket::bind(&mut umem, iface, queue, config.mode)?;
-            socket.fill(&mut umem, config.umem.fill_size)?;
-            if let Some((usecs, budget)) = config.busy_poll {
-                socket.set_busy_poll(usecs, budget)?;
-            }
-            sockets.push(socket);
+            let device = Device::read(iface, 1, &config)?;
+            let mut umem = device.umem(&config)?;
+            let socket = open_queue(&mut umem, iface, queue, &config)?;
+            opened.push((socket, umem, device));
         }
-        let program = XdpProgram::redirect_to_xsk(highest + 1, FrameMatch::UdpPort(local.port()))?;
-        let map = program.xsk_map().expect("a redirect program has an XSKMAP");
-        for socket in &sockets {
-            map.insert(socket.queue(), socket)?;
-        }
-        let link = program.attach_to(iface, config.attach)?;
-        let offload_checksums =
-            reserved && tx_metadata.is_some_and(|t| t.checksum(sockets[0].mode()));
-        Ok(UdpEndpoint {
-            link,
-            program,
+        let sockets = opened.iter().map(|(socket, _, _)| socket);
+        let redirect = Redirect::attach(iface, highest, local.port(), sockets, config.attach)?;
+        let redirect = Arc::new(redirect);
+        Ok(opened
+            .into_iter()
+            .map(|(socket, umem, device)| {
+                UdpEndpoint::new(Arc::clone(&redirect), vec![socket], umem, local, device)
+            })
+            .collect())
+    }
+
+    fn new(
+        redirect: Arc<Redirect>,
+        sockets: Vec<Socket>,
+        umem: Umem,
+        local: SocketAddr,
+        device: Device,
+    ) -> UdpEndpoint {
+        // Checksums are offloaded when the UMEM has TX metadata room and the mode of the socket
+        // that sends gets them computed.
+        let offload_checksums = umem.tx_metadata_len() > 0
+            && device
+                .tx_metadata
+                .is_some_and(|t| t.checksum(sockets[0].mode()));
+        UdpEndpoint {
+            redirect,
             sockets,
             umem,
             local,
@@ -242,14 +262,14 @@ impl UdpEndpoint {
             scratch: Vec::new(),
             returning: Vec::new(),
             accepted: Vec::new(),
-            routes,
-            mtu: device.mtu as usize,
-            mac,
+            routes: device.routes,
+            mtu: device.mtu,
+            mac: device.mac,
             next_id: 0,
             pending: Vec::new(),
-            tx_metadata,
+            tx_metadata: device.tx_metadata,
             offload_checksums,
-        })
+        }
     }
 
     /// The local address and port.
@@ -259,7 +279,7 @@ impl UdpEndpoint {
 
     /// The interface.
     pub fn interface(&self) -> &str {
-        self.link.interface()
+        self.redirect.link.interface()
     }
 
     /// The sockets, one per queue (for their mode, fallback and kernel statistics).
@@ -286,7 +306,7 @@ impl UdpEndpoint {
 
     /// The loaded redirect program.
     pub fn program(&self) -> &XdpProgram {
-        &self.program
+        &self.redirect.program
     }
 
     /// Waits up to `timeout_ms` (-1 = no limit) until a frame is ready on any queue; returns whether
@@ -556,6 +576,105 @@ impl UdpEndpoint {
             self.umem.release(frame);
         }
     }
+}
+
+/// The redirect program of one or more endpoints on an interface, attached while any of them lives.
+#[derive(Debug)]
+struct Redirect {
+    // Fields drop in order: the link first, so no frame is redirected to a closing socket.
+    link: XdpLink,
+    program: XdpProgram,
+}
+
+impl Redirect {
+    /// Loads a program steering UDP datagrams to `port` to `sockets` (one per queue, the highest
+    /// being `highest`), and attaches it to `iface`.
+    fn attach<'s>(
+        iface: &str,
+        highest: u32,
+        port: u16,
+        sockets: impl IntoIterator<Item = &'s Socket>,
+        attach: AttachMode,
+    ) -> Result<Redirect> {
+        let program = XdpProgram::redirect_to_xsk(highest + 1, FrameMatch::UdpPort(port))?;
+        let map = program.xsk_map().expect("a redirect program has an XSKMAP");
+        for socket in sockets {
+            map.insert(socket.queue(), socket)?;
+        }
+        let link = program.attach_to(iface, attach)?;
+        Ok(Redirect { link, program })
+    }
+}
+
+/// What an endpoint reads of its interface at bind, and its route and neighbour cache.
+struct Device {
+    routes: Routes,
+    mtu: usize,
+    mac: [u8; 6],
+    /// What the interface does with AF_XDP TX metadata, when `config.checksums` asks to offload
+    /// and the probe could run.
+    tx_metadata: Option<TxMetadata>,
+}
+
+impl Device {
+    /// Reads `iface` for an endpoint serving `queues` queues from one UMEM of `config.umem`, after
+    /// checking that UMEM leaves frames to send with.
+    fn read(iface: &str, queues: usize, config: &EndpointConfig) -> Result<Device> {
+        let filled = u64::from(config.umem.fill_size) * queues as u64;
+        if u64::from(config.umem.frame_count) <= filled {
+            return Err(Error::usage(format!(
+                "a UMEM of {} frames for {queues} queue(s) whose fill rings take {} each leaves \
+                 none to send: give it more frames",
+                config.umem.frame_count, config.umem.fill_size
+            )));
+        }
+        let ifindex = interface_index(iface)?;
+        let mut routes = Routes::open(ifindex)?;
+        let link = routes.link(iface)?;
+        let Some(mac) = link.mac else {
+            return Err(Error::usage(format!(
+                "{iface} has no Ethernet address: a UDP endpoint needs an Ethernet interface"
+            )));
+        };
+        // A probe that cannot run (no privilege for a throwaway socket) leaves checksums to us.
+        let tx_metadata = match config.checksums {
+            Checksums::Offload => TxMetadata::probe(iface).ok(),
+            Checksums::Software => None,
+        };
+        Ok(Device {
+            routes,
+            mtu: link.mtu as usize,
+            mac,
+            tx_metadata,
+        })
+    }
+
+    /// A UMEM of `config.umem`, with TX metadata room before each frame to send when the kernel
+    /// registers one so.
+    fn umem(&self, config: &EndpointConfig) -> Result<Umem> {
+        let mut umem = Umem::new(config.umem)?;
+        if self.tx_metadata.is_some_and(|t| t.umem.is_ok()) {
+            umem.reserve_tx_metadata();
+        }
+        Ok(umem)
+    }
+}
+
+/// The error of an endpoint given no queue.
+fn no_queue(iface: &str) -> Error {
+    Error::usage(format!(
+        "a UDP endpoint on {iface} needs at least one queue"
+    ))
+}
+
+/// Binds a socket of `umem` to `queue` of `iface` as `config` says, and fills its fill ring.
+fn open_queue(umem: &mut Umem, iface: &str, queue: u32, config: &EndpointConfig) -> Result<Socket> {
+    let mut socket = Socket::bind(umem, iface, queue, config.mode)?;
+    socket.fill(umem, config.umem.fill_size)?;
+    if let Some((usecs, budget)) = config.busy_poll {
+        socket.set_busy_poll(usecs, budget)?;
+    }
+    Ok(socket)
 }
 
 /// How often [`UdpEndpoint::flush`] tries a full tx ring before it gives up.
