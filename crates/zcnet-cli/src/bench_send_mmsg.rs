@@ -13,11 +13,10 @@
 
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use zcnet::probe::{UsageOf, resource_usage};
 
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
@@ -40,19 +39,12 @@ pub struct MmsgSend {
 pub fn send(socket: &UdpSocket, path: &str, run: &MmsgSend, mut ticker: Ticker) -> Result<Row> {
     let mut buf = vec![0u8; run.size * run.batch];
     wire::fill(&mut buf, run.size);
-    let (mut next, mut calls, mut datagrams) = (0u64, 0u64, 0u64);
-    let before = resource_usage(UsageOf::Thread)?;
-    let start = Instant::now();
-    let mut interrupted = false;
-    while start.elapsed() < run.duration {
-        if live::interrupted() {
-            interrupted = true;
-            break;
-        }
+    let (mut next, mut datagrams) = (0u64, 0u64);
+    let timed = live::run_for(run.duration, || {
         if !run.raw {
             next = wire::stamp(&mut buf, run.size, next);
         }
-        let mut from = 0;
+        let (mut from, mut calls) = (0, 0);
         while from < buf.len() {
             let sent = match zcnet::packet::send_chunks(socket.as_fd(), &buf[from..], run.size) {
                 Ok(n) => n,
@@ -64,9 +56,9 @@ pub fn send(socket: &UdpSocket, path: &str, run: &MmsgSend, mut ticker: Ticker) 
             from += sent * run.size;
         }
         ticker.tick(datagrams * run.size as u64);
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let usage = resource_usage(UsageOf::Thread)?.since(&before);
+        Ok(calls)
+    })?;
+    let (seconds, usage) = (timed.seconds, &timed.usage);
     let bytes = datagrams * run.size as u64;
     let dst = socket.peer_addr()?;
     Ok(object(json!({
@@ -81,17 +73,17 @@ pub fn send(socket: &UdpSocket, path: &str, run: &MmsgSend, mut ticker: Ticker) 
         "seconds": seconds,
         "bytes": bytes,
         "gbit_per_s": gbit_per_s(bytes, seconds),
-        "calls": calls,
+        "calls": timed.calls,
         "cpu_user_s": usage.user.as_secs_f64(),
         "cpu_sys_s": usage.system.as_secs_f64(),
-        "cpu_share": cpu_share(&usage, seconds),
-        "cpu_us_per_mb": cpu_us_per_mb(&usage, bytes),
+        "cpu_share": cpu_share(usage, seconds),
+        "cpu_us_per_mb": cpu_us_per_mb(usage, bytes),
         "zc_ids": 0,
         "copied_ids": 0,
         "notifications": 0,
         "enobufs": 0,
         "fallbacks": 0,
         "zerocopy": "sendmmsg copies",
-        "interrupted": interrupted,
+        "interrupted": timed.interrupted,
     })))
 }

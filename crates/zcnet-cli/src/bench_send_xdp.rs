@@ -15,12 +15,11 @@
 
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use testnet::VethPair;
-use zcnet::probe::{UsageOf, resource_usage};
 use zcnet::tx::Mode;
 use zcnet::xdp::{self, EndpointConfig, SendError, UdpEndpoint};
 
@@ -83,15 +82,8 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         .with_context(|| format!("binding the AF_XDP UDP endpoint on {iface}"))?;
     let mut template = vec![0u8; run.size];
     wire::fill(&mut template, run.size);
-    let (mut next, mut calls) = (0u64, 0u64);
-    let before = resource_usage(UsageOf::Thread)?;
-    let start = Instant::now();
-    let mut interrupted = false;
-    while start.elapsed() < run.duration {
-        if live::interrupted() {
-            interrupted = true;
-            break;
-        }
+    let mut next = 0u64;
+    let timed = live::run_for(run.duration, || {
         let mut batch = endpoint.send_batch();
         for _ in 0..BATCH {
             let pushed = batch.push(run.dst, run.size, |buf| {
@@ -110,11 +102,10 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         batch
             .flush()
             .context("handing af_xdp datagrams to the kernel")?;
-        calls += 1;
         ticker.tick(endpoint.stats().sent * run.size as u64);
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let usage = resource_usage(UsageOf::Thread)?.since(&before);
+        Ok(1)
+    })?;
+    let (seconds, usage) = (timed.seconds, &timed.usage);
     let datagrams = endpoint.stats().sent;
     let bytes = datagrams * run.size as u64;
     let socket = &endpoint.sockets()[0];
@@ -135,14 +126,14 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         "bytes": bytes,
         "datagrams": datagrams,
         "gbit_per_s": gbit_per_s(bytes, seconds),
-        "calls": calls,
+        "calls": timed.calls,
         "cpu_user_s": usage.user.as_secs_f64(),
         "cpu_sys_s": usage.system.as_secs_f64(),
-        "cpu_share": cpu_share(&usage, seconds),
-        "cpu_us_per_mb": cpu_us_per_mb(&usage, bytes),
+        "cpu_share": cpu_share(usage, seconds),
+        "cpu_us_per_mb": cpu_us_per_mb(usage, bytes),
         "cpu_ns_per_packet": ns_per_packet(cpu, datagrams),
         "zerocopy": why.clone().map_or(Value::Bool(bound == "zerocopy"), Value::String),
-        "interrupted": interrupted,
+        "interrupted": timed.interrupted,
         "why": why.map(|w| format!("AF_XDP {bound}: {w}")),
     })))
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 
 use crate::report::{emit, object};
 
@@ -17,6 +18,41 @@ pub fn watch_interrupts() -> anyhow::Result<()> {
 /// Whether SIGINT or SIGTERM arrived since [`watch_interrupts`].
 pub fn interrupted() -> bool {
     termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
+}
+
+/// What [`run_for`] measured: wall time, the calling thread's CPU time, the system calls its steps
+/// counted, and whether Ctrl-C ended it early.
+#[derive(Debug)]
+pub struct Timed {
+    pub seconds: f64,
+    pub usage: ResourceUsage,
+    pub calls: u64,
+    pub interrupted: bool,
+}
+
+/// Runs `step` over and over for `duration`, or until Ctrl-C; each step returns the system calls it
+/// made.
+pub fn run_for(
+    duration: Duration,
+    mut step: impl FnMut() -> anyhow::Result<u64>,
+) -> anyhow::Result<Timed> {
+    let before = resource_usage(UsageOf::Thread)?;
+    let start = Instant::now();
+    let mut calls = 0;
+    let mut stopped = false;
+    while start.elapsed() < duration {
+        if interrupted() {
+            stopped = true;
+            break;
+        }
+        calls += step()?;
+    }
+    Ok(Timed {
+        seconds: start.elapsed().as_secs_f64(),
+        usage: resource_usage(UsageOf::Thread)?.since(&before),
+        calls,
+        interrupted: stopped,
+    })
 }
 
 fn termination_flag() -> anyhow::Result<&'static AtomicBool> {
