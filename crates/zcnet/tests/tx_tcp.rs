@@ -2,7 +2,8 @@
 //! body each: byte-exact delivery while recycling pooled buffers (registered for fixed sends on
 //! io_uring), every buffer back, every zero-copy send completed, copied ones reported copied for a
 //! local receiver; sizes around the page and the threshold; the auto policy following copied
-//! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once.
+//! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
+//! sender whose sending thread exits with sends in flight, carried on by another thread.
 
 mod tx_common;
 
@@ -14,7 +15,7 @@ use tx_common::{
     Checksum, STREAM_SIZES, assert_stream_delivered, fill, path_config, pool, send_sizes,
     sender_on, tcp_pair,
 };
-use zcnet::tx::{Mode, PolicyConfig, SendPath, SenderConfig, TxStats};
+use zcnet::tx::{Mode, PolicyConfig, SendPath, SenderConfig, TrySendError, TxStats};
 
 /// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks every byte and buffer.
 fn roundtrip(
@@ -244,6 +245,46 @@ each_path! {
         // Every send is back; the slots stay out until the last clones go.
         assert_eq!(pool.available(), pool.capacity() - frozen.len());
         drop(frozen);
+        assert_stream_delivered(sink, sent, &pool, &stats);
+    }
+}
+
+each_path! {
+    fn a_sender_whose_thread_exits_with_sends_in_flight_delivers_every_byte(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let pool = pool(64 << 10, 48);
+        let config = path_config(path, Mode::ZeroCopy);
+        // Nobody reads yet: the thread that sends exits with sends lent to the kernel (and, on
+        // io_uring, requests waiting in it for socket-buffer space); another thread goes on.
+        let (mut tx, pool, sent, rest) = std::thread::spawn(move || {
+            let mut tx = sender_on(stream, config, &pool);
+            let mut sent = Checksum::default();
+            let mut rest = None;
+            while let Some(mut buf) = pool.take() {
+                sent.fill_next(&mut buf, 64 << 10);
+                match tx.try_send(buf) {
+                    Ok(()) => {}
+                    Err(TrySendError::WouldBlock(unsent)) => {
+                        rest = Some(unsent);
+                        break;
+                    }
+                    Err(TrySendError::Failed(e)) => panic!("{e}"),
+                }
+            }
+            assert!(tx.outstanding() + tx.queued() > 0, "nothing in flight at exit");
+            (tx, pool, sent, rest)
+        })
+        .join()
+        .unwrap();
+        let sink = std::thread::spawn(move || tx_common::read_checksum(server));
+        if let Some(rest) = rest {
+            tx.send_unsent(rest).expect("the rest of the buffer the socket did not take");
+        }
+        tx.flush(Duration::from_secs(20)).expect("every completion, on the thread left");
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
         assert_stream_delivered(sink, sent, &pool, &stats);
     }
 }
