@@ -354,6 +354,7 @@ impl<S: ZcSocket> Sender<S> {
 
     /// io_uring CQEs handled so far (0 on `sendmsg`): what an event loop compares to tell whether a
     /// poll made progress.
+    #[cfg(feature = "tokio")]
     pub(crate) fn ring_cqes(&self) -> u64 {
         match &self.path {
             Path::Sendmsg(_) => 0,

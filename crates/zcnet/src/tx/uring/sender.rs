@@ -128,6 +128,7 @@ pub(crate) struct UringPath<S: ZcSocket> {
     /// buffer not sent) once the chain has finished.
     failure: Option<Failure>,
     /// CQEs handled so far: an event loop's measure of progress.
+    #[cfg(feature = "tokio")]
     cqes: u64,
 }
 
@@ -185,6 +186,7 @@ impl<S: ZcSocket> UringPath<S> {
             next_copy: 0,
             failed: HashSet::new(),
             failure: None,
+            #[cfg(feature = "tokio")]
             cqes: 0,
         }
     }
@@ -213,6 +215,7 @@ impl<S: ZcSocket> UringPath<S> {
     }
 
     /// CQEs handled so far.
+    #[cfg(feature = "tokio")]
     pub(crate) fn cqes(&self) -> u64 {
         self.cqes
     }
@@ -642,7 +645,10 @@ impl<S: ZcSocket> UringPath<S> {
     fn reap(&mut self) -> u64 {
         let mut events = Vec::new();
         self.ring.reap(|e| events.push(e));
-        self.cqes += events.len() as u64;
+        #[cfg(feature = "tokio")]
+        {
+            self.cqes += events.len() as u64;
+        }
         let mut released = 0;
         for event in events {
             match event {
