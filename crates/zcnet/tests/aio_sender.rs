@@ -167,7 +167,7 @@ async fn sixty_four_connections_over_loopback(path: SendPath) {
 
 each_path! {
 async fn sixty_four_connections_over_veth(path: SendPath) {
-    if !testnet::privileged("sixty_four_connections_over_veth") {
+    if !tx_common::privileged(path, "sixty_four_connections_over_veth") {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth pair");
@@ -264,7 +264,7 @@ async fn cancelled_sends_lose_repeat_reorder_and_release_nothing(path: SendPath)
 
 each_path! {
 async fn udp_gso_into_xdp_drop_sink_completes_not_copied(path: SendPath) {
-    if !testnet::privileged("udp_gso_into_xdp_drop_sink_completes_not_copied") {
+    if !tx_common::privileged(path, "udp_gso_into_xdp_drop_sink_completes_not_copied") {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth pair");

@@ -154,7 +154,7 @@ fn tcp_loopback_auto_says_the_kernel_copies(path: SendPath) {
 
 each_path! {
 fn auto_into_xdp_drop_sink_measures_and_says_why(path: SendPath) {
-    if !testnet::privileged("auto_into_xdp_drop_sink_measures_and_says_why") {
+    if !tx_common::privileged(path, "auto_into_xdp_drop_sink_measures_and_says_why") {
         return;
     }
     let (_pair, link, socket) = xdp_drop_sink(false);

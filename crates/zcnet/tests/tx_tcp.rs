@@ -181,7 +181,7 @@ fn veth(offloads: Offloads, v6: bool, config: SenderConfig) -> TxStats {
 
 each_path! {
     fn tcp_v4_and_v6_over_veth(path: SendPath) {
-        if !testnet::privileged("tcp_v4_and_v6_over_veth") {
+        if !tx_common::privileged(path, "tcp_v4_and_v6_over_veth") {
             return;
         }
         for v6 in [false, true] {
@@ -197,7 +197,7 @@ each_path! {
     fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte(
         path: SendPath
     ) {
-        if !testnet::privileged("tcp_over_veth_without_sg_tso_or_checksum_offload") {
+        if !tx_common::privileged(path, "tcp_over_veth_without_sg_tso_or_checksum_offload") {
             return;
         }
         for off in Offloads::each_off() {

@@ -129,7 +129,7 @@ fn veth_run(path: SendPath, offloads: Offloads, v6: bool, gso: Option<u16>) -> T
 
 each_path! {
     fn udp_v4_v6_over_veth_with_and_without_gso(path: SendPath) {
-        if !testnet::privileged("udp_v4_v6_over_veth_with_and_without_gso") {
+        if !tx_common::privileged(path, "udp_v4_v6_over_veth_with_and_without_gso") {
             return;
         }
         for v6 in [false, true] {
@@ -144,7 +144,7 @@ each_path! {
 
 each_path! {
     fn udp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte(path: SendPath) {
-        if !testnet::privileged("udp_over_veth_without_sg_tso_or_checksum_offload") {
+        if !tx_common::privileged(path, "udp_over_veth_without_sg_tso_or_checksum_offload") {
             return;
         }
         for off in Offloads::each_off() {

@@ -13,7 +13,7 @@ use zcnet::tx::Mode;
 
 each_path! {
     fn udp_into_xdp_drop_sink_is_zero_copy(path: SendPath) {
-        if !testnet::privileged("udp_into_xdp_drop_sink_is_zero_copy") {
+        if !tx_common::privileged(path, "udp_into_xdp_drop_sink_is_zero_copy") {
             return;
         }
         for v6 in [false, true] {

@@ -71,6 +71,11 @@ pub fn io_uring_available(test: &str) -> bool {
     false
 }
 
+/// [`testnet::privileged`] for the run of `test` on `path`, named so in what it prints.
+pub fn privileged(path: SendPath, test: &str) -> bool {
+    testnet::privileged(&format!("{test}::{}", path.name()))
+}
+
 /// A config on `path` with a 20 s send timeout, so a stalled test fails instead of hanging.
 pub fn path_config(path: SendPath, mode: Mode) -> SenderConfig {
     SenderConfig {
