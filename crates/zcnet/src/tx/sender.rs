@@ -70,9 +70,14 @@ pub enum SendPath {
     },
 }
 
+/// The `sendmsg` path's default [`SendPath::Sendmsg::drain_every`].
+const DRAIN_EVERY: u32 = 32;
+
 impl SendPath {
     /// `sendmsg(MSG_ZEROCOPY)` with its defaults.
-    pub const SENDMSG: SendPath = SendPath::Sendmsg { drain_every: 32 };
+    pub const SENDMSG: SendPath = SendPath::Sendmsg {
+        drain_every: DRAIN_EVERY,
+    };
     /// io_uring with its defaults.
     #[cfg(feature = "io-uring")]
     pub const IO_URING: SendPath = SendPath::IoUring {
@@ -187,7 +192,7 @@ impl<S: ZcSocket> Sender<S> {
                         path_status: Ok(()),
                     },
                     Err(e) => {
-                        let path = SendmsgPath::new(socket, &config, 32);
+                        let path = SendmsgPath::new(socket, &config, DRAIN_EVERY);
                         Sender {
                             path: Path::Sendmsg(path),
                             path_status: Err(ring_setup_fallback(&e)),
