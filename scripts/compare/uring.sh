@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# compare-references uring: zcnet's io_uring zero-copy sender (zcnet::uring, from a pool registered
-# with the ring: the `uring_send` example of crates/zcnet) against the kernel's
+# compare-references uring: zcnet's sender on its io_uring path (SendPath::IoUring, from a pool
+# registered with the ring: the `uring_send` example of crates/zcnet) against the kernel's
 # tools/testing/selftests/net/io_uring_zerocopy_tx.c (SEND_ZC from one registered buffer, 8 requests
 # per submit, MSG_WAITALL), TCP over loopback into the same receiver (the kernel's `msg_zerocopy -r`),
 # 4 KiB sends and 64 KiB ones (65435 bytes: the most the selftest sends).

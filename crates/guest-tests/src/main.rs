@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-mod lend;
 mod nic;
 mod nic_uring;
 mod outcome;

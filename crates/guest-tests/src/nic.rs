@@ -1,6 +1,7 @@
 //! The guest side of the virtio-net run: zcnet's TCP and UDP MSG_ZEROCOPY senders stream over the
 //! guest's real NIC driver to the host-side peer (which verifies every byte), then an AF_XDP socket on
-//! the NIC receives a burst the peer sends. The io_uring sender's checks are in [`crate::nic_uring`].
+//! the NIC receives a burst the peer sends. The same checks on the io_uring path are in
+//! [`crate::nic_uring`].
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
@@ -10,7 +11,6 @@ use anyhow::Context;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TcpSender, TxStats, UdpSender};
 use zcnet::xdp;
 
-use crate::lend::{self, Lender};
 use crate::outcome::Outcome;
 use crate::{nic_uring, pattern, wire};
 
@@ -40,7 +40,7 @@ pub fn run(peer: IpAddr, iface: &str) -> anyhow::Result<Outcome> {
     ] {
         let udp = |socket, _: &BufferPool| {
             let mut tx = UdpSender::new(socket, config);
-            tx.set_gso_segment(gso_segment(gso));
+            tx.set_gso_segment(gso_segment(gso))?;
             Ok(tx)
         };
         udp_stream(peer, check, gso, udp, sendmsg_ids_ok, &mut outcome)?;
@@ -86,10 +86,10 @@ fn sendmsg_ids_ok(stats: &TxStats) -> bool {
 /// Streams [`TCP_BYTES`] of pattern to the peer with the sender `make` builds (pooled buffers, lent
 /// until their completions): the peer must verify every byte, every buffer must come back, and the
 /// sender's counters must satisfy `ids_ok`. Checked as `name`.
-pub(crate) fn tcp_stream<L: Lender>(
+pub(crate) fn tcp_stream(
     peer: IpAddr,
     name: &str,
-    make: impl FnOnce(TcpStream, &BufferPool) -> anyhow::Result<L>,
+    make: impl FnOnce(TcpStream, &BufferPool) -> anyhow::Result<TcpSender>,
     ids_ok: fn(&TxStats) -> bool,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
@@ -105,7 +105,7 @@ pub(crate) fn tcp_stream<L: Lender>(
     let mut at = 0u64;
     while at < TCP_BYTES {
         let n = TCP_SEND.min((TCP_BYTES - at) as usize);
-        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+        let mut buf = tx.take_from(&pool, WAIT)?;
         buf.fill_with(n, |b| pattern::fill(b, at));
         tx.send(buf)?;
         at += n as u64;
@@ -131,11 +131,11 @@ pub(crate) fn tcp_stream<L: Lender>(
 /// Streams [`DATAGRAMS`] datagrams of UDP stream `stream` to the peer with the sender `make` builds,
 /// one datagram per send or `gso` datagrams per UDP_SEGMENT send: the peer verifies every datagram
 /// that arrives, every buffer must come back, and the counters must satisfy `ids_ok`.
-pub(crate) fn udp_stream<L: Lender>(
+pub(crate) fn udp_stream(
     peer: IpAddr,
     (name, stream): (&str, u32),
     gso: Option<usize>,
-    make: impl FnOnce(UdpSocket, &BufferPool) -> anyhow::Result<L>,
+    make: impl FnOnce(UdpSocket, &BufferPool) -> anyhow::Result<UdpSender>,
     ids_ok: fn(&TxStats) -> bool,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
@@ -152,7 +152,7 @@ pub(crate) fn udp_stream<L: Lender>(
     let mut seq = 0u64;
     while seq < DATAGRAMS {
         let count = (per_send as u64).min(DATAGRAMS - seq);
-        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+        let mut buf = tx.take_from(&pool, WAIT)?;
         buf.fill_with(count as usize * DATAGRAM, |b| {
             for (k, datagram) in b.chunks_mut(DATAGRAM).enumerate() {
                 wire::fill_datagram(datagram, stream, seq + k as u64);

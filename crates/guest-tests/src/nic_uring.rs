@@ -1,12 +1,11 @@
-//! The guest side of the virtio-net run for io_uring: zcnet's io_uring sender (`IORING_OP_SEND_ZC`
-//! from a registered pool) streams TCP and UDP (plain and GSO) over the guest's real NIC driver to the
+//! The guest side of the virtio-net run for io_uring: zcnet's sender on its io_uring path
+//! (`IORING_OP_SEND_ZC` from a registered pool) streams TCP and UDP (plain and GSO) over the guest's real NIC driver to the
 //! host-side peer, which verifies every byte; `IORING_SEND_ZC_REPORT_USAGE` must say "not copied" for
 //! every notification (the NIC sent from the lent pages).
 
 use std::net::IpAddr;
 
-use zcnet::tx::{BufferPool, Mode, TxStats, ZcSocket};
-use zcnet::uring::{UringConfig, UringSender};
+use zcnet::tx::{BufferPool, Mode, SendPath, Sender, SenderConfig, TxStats, ZcSocket};
 
 use crate::nic::{GSO_SEGMENTS, gso_segment, tcp_stream, udp_stream};
 use crate::outcome::Outcome;
@@ -29,9 +28,17 @@ pub fn run(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A sender in zero-copy mode with `pool` registered (fixed sends); an error when either is missing.
-fn sender<S: ZcSocket>(socket: S, pool: &BufferPool) -> anyhow::Result<UringSender<S>> {
-    let mut tx = UringSender::new(socket, UringConfig::with_mode(Mode::ZeroCopy))?;
+/// A sender on the io_uring path in zero-copy mode with `pool` registered (fixed sends); an error
+/// when any is missing.
+fn sender<S: ZcSocket>(socket: S, pool: &BufferPool) -> anyhow::Result<Sender<S>> {
+    let config = SenderConfig {
+        path: SendPath::IO_URING,
+        ..SenderConfig::with_mode(Mode::ZeroCopy)
+    };
+    let mut tx = Sender::new(socket, config);
+    if let Err(why) = tx.path_status() {
+        anyhow::bail!("io_uring unavailable: {why}");
+    }
     if let Err(why) = tx.zerocopy_status() {
         anyhow::bail!("io_uring zero-copy send unavailable: {why}");
     }

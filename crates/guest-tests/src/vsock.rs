@@ -15,7 +15,7 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{lend, pattern, vsock_async};
+use crate::{pattern, vsock_async};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -180,7 +180,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let (mut tx, pool) = zero_copy_sender(ty, receiver.port, size)?;
     let mut at = 0u64;
     for _ in 0..sends {
-        let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+        let mut buf = tx.take_from(&pool, WAIT)?;
         buf.fill_with(size, |b| pattern::fill(b, at));
         at += size as u64;
         tx.send(buf)?;
@@ -242,7 +242,7 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
     for _ in 0..sends {
         // Once the sender lost track, lent buffers never come back: send fresh ones (by copy).
         if tx.zerocopy_status().is_ok() {
-            let mut buf = lend::take(&pool, &mut tx, WAIT)?;
+            let mut buf = tx.take_from(&pool, WAIT)?;
             buf.fill_with(size, |b| pattern::fill(b, at));
             tx.send(buf)?;
         } else {

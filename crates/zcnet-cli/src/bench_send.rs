@@ -24,13 +24,13 @@ use serde_json::{Value, json};
 use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{RxConfig, RxMode};
-use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, SenderConfig, ZcSocket};
+use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
 use crate::auto_why;
 use crate::bench_apart::ApartFlags;
-use crate::bench_api::{Api, ApiSender};
+use crate::bench_api::{self, Api};
 use crate::bench_listen;
 use crate::bench_listen_udp;
 use crate::bench_send_mmsg::{self, MmsgSend};
@@ -364,7 +364,7 @@ type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 /// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far.
 fn timed<S: ZcSocket>(
-    tx: &mut ApiSender<S>,
+    tx: &mut Sender<S>,
     pool: &BufferPool,
     (size, stamp): (usize, Stamp<'_>),
     duration: Duration,
@@ -398,7 +398,7 @@ fn timed<S: ZcSocket>(
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
-            None => return Err(e),
+            None => return Err(e.into()),
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -415,7 +415,7 @@ fn timed<S: ZcSocket>(
 /// passed to `stamp` first) for `--duration`, with interval lines; returns the sender's row.
 #[allow(clippy::too_many_arguments)]
 fn measure<S: ZcSocket>(
-    tx: &mut ApiSender<S>,
+    tx: &mut Sender<S>,
     pool: &BufferPool,
     bench: &str,
     path: &str,
@@ -438,7 +438,7 @@ fn row<S: ZcSocket>(
     (mode, api): (Mode, Api),
     size: usize,
     m: &Measured,
-    tx: &ApiSender<S>,
+    tx: &Sender<S>,
 ) -> Row {
     let s = tx.stats();
     let v = json!({
@@ -465,8 +465,8 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": tx.zerocopy(),
-        "registered": tx.registered(),
+        "zerocopy": bench_api::zerocopy(tx),
+        "registered": bench_api::registered(tx),
         "interrupted": m.interrupted,
         "stalled": m.stalled,
         "copy_cheaper": s.copy_cheaper,
@@ -965,7 +965,7 @@ fn send_tcp(
             .context("sending the stream header")?;
     }
     let pool = new_pool(size, size, common.huge_pages)?;
-    let mut tx = ApiSender::new(api, stream, sender_config(mode, common, None), &pool)?;
+    let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
     let mut row = measure(
         &mut tx,
         &pool,
@@ -979,7 +979,7 @@ fn send_tcp(
     if watch.stop().is_some() {
         return Ok(row);
     }
-    let closed = tx.close(COMPLETION_WAIT);
+    let closed = tx.close(COMPLETION_WAIT).map_err(anyhow::Error::from);
     let stream = match closed.and_then(|s| Ok(s.shutdown(std::net::Shutdown::Write).map(|()| s)?)) {
         Ok(stream) => stream,
         Err(e) => match watch.stop() {
@@ -1312,7 +1312,7 @@ fn send_pooled(
     let common = &args.common;
     let pool = new_pool(size, unit, common.huge_pages)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
-    let mut tx = ApiSender::new(api, socket, config, &pool)?;
+    let mut tx = bench_api::sender(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;
     // Each datagram (GSO segment) of a run with the header opens with its sequence number.
     let mut next = 0u64;

@@ -1,4 +1,4 @@
-//! Streams to a TCP receiver with zcnet's io_uring zero-copy sender for a while, and prints one line:
+//! Streams to a TCP receiver with zcnet's sender on its io_uring path for a while, and prints one line:
 //! bytes sent, seconds, MB/s (MiB per second), zero-copied and copied ids.
 //!
 //! Two sources, both from a pool registered with the ring (fixed sends):
@@ -19,8 +19,7 @@
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use zcnet::tx::{BufferPool, Mode, PoolConfig};
-use zcnet::uring::{UringConfig, UringTcpSender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TcpSender};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,10 +38,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         count: 64.max((8 << 20) / size.max(1)),
         huge_pages: false,
     })?;
-    let mut tx = UringTcpSender::new(
-        TcpStream::connect(addr.as_str())?,
-        UringConfig::with_mode(Mode::ZeroCopy),
-    )?;
+    let config = SenderConfig {
+        path: SendPath::IO_URING,
+        ..SenderConfig::with_mode(Mode::ZeroCopy)
+    };
+    let mut tx = TcpSender::new(TcpStream::connect(addr.as_str())?, config);
+    // This example measures io_uring: a sender that fell back to sendmsg would measure the wrong
+    // path.
+    if let Err(why) = tx.path_status() {
+        return Err(format!("no io_uring: {why}").into());
+    }
     if let Err(why) = tx.register_pool(&pool) {
         eprintln!("unregistered buffers: {why}");
     }

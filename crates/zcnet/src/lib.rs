@@ -20,7 +20,7 @@
 //! A sender takes ownership of what it sends and gives it back only after the kernel's completion:
 //! a `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, a `bytes::Bytes` (feature `bytes`; one `Bytes` can be lent
 //! to many connections at once) or a page-aligned [`tx::PooledBuf`] from a [`tx::BufferPool`]
-//! ([`tx::BufferPool::take_or_wait`] recycles buffers as completions arrive). The async types drive
+//! ([`tx::Sender::take_from`] recycles buffers as completions arrive). The async types drive
 //! the same senders and receivers and must be created inside a tokio runtime. `examples/` has an
 //! object server (one `Bytes` per object lent to every client, async), a zero-copy receive stream
 //! hasher, and this one:
@@ -46,12 +46,12 @@
 //!
 //! # Modules
 //!
-//! - [`tx`]: MSG_ZEROCOPY senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking.
+//! - [`tx`]: zero-copy senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking,
+//!   over `sendmsg(MSG_ZEROCOPY)` or io_uring (`SEND_ZC`, feature `io-uring`), chosen in the config.
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - `aio` (feature `tokio`): `AsyncSender`, `AsyncReceiver` and `AsyncUdpEndpoint` on tokio's
 //!   reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
-//! - [`uring`]: io_uring zero-copy send (`SEND_ZC`) on the same tracker, policy and stats.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
@@ -71,8 +71,6 @@ pub mod probe;
 pub mod rx;
 mod sys;
 pub mod tx;
-#[cfg(feature = "io-uring")]
-pub mod uring;
 pub mod xdp;
 
 pub use fallback::{Cause, Fallback};

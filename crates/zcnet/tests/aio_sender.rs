@@ -1,7 +1,8 @@
-//! `AsyncSender` on tokio: 64 concurrent connections over loopback and over a veth pair between two
-//! namespaces, each stream verified byte for byte and every pooled buffer back at close; send futures
-//! cancelled at random points by a timer without losing, repeating or reordering a byte and without
-//! a buffer released early; UDP with GSO into an XDP drop sink, whose completions are not copied.
+//! `AsyncSender` on tokio, on both submission paths from one body each: 64 concurrent connections
+//! over loopback and over a veth pair between two namespaces, each stream verified byte for byte and
+//! every pooled buffer back at close; send futures cancelled at random points by a timer without
+//! losing, repeating or reordering a byte and without a buffer released early; UDP with GSO into an
+//! XDP drop sink, whose completions are not copied.
 
 mod tx_common;
 
@@ -13,9 +14,9 @@ use testnet::{VethConfig, VethPair};
 use tokio::io::AsyncReadExt;
 use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout};
-use tx_common::{Checksum, fill, pool};
+use tx_common::{Checksum, fill, path_config, pool};
 use zcnet::aio::AsyncSender;
-use zcnet::tx::{Mode, SenderConfig, TcpSender, TxStats, UdpSender};
+use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender, TxStats, UdpSender};
 use zcnet::xdp::{AttachMode, XdpProgram};
 
 /// Reads `stream` to its end, checksumming; pauses `pause` after every `pause_every` reads.
@@ -46,11 +47,11 @@ async fn read_all(stream: TcpStream, pause: Option<(u32, Duration)>) -> Checksum
 /// checksum and the sender's stats.
 async fn send_stream(
     stream: TcpStream,
-    mode: Mode,
+    config: SenderConfig,
     shared: Bytes,
     seed: u64,
 ) -> (Checksum, TxStats) {
-    let mut tx = AsyncSender::new(TcpSender::new(stream, SenderConfig::with_mode(mode))).unwrap();
+    let mut tx = AsyncSender::new(TcpSender::new(stream, config)).unwrap();
     let pool = pool(64 << 10, 8);
     let mut sum = Checksum::default();
     for i in 0..48u64 {
@@ -106,6 +107,7 @@ fn check_zero_copied(test: &str, zerocopy: &[TxStats]) {
 /// Runs `count` connections (listener from `listen`, clients from `connect`) concurrently, half
 /// zero-copy and half auto, and checks every stream; `test` names the run in what it prints.
 async fn many_connections(
+    path: SendPath,
     test: &str,
     count: usize,
     listen: impl Fn() -> TcpListener,
@@ -127,7 +129,8 @@ async fn many_connections(
         let shared = shared.clone();
         tasks.spawn(async move {
             let reader = tokio::spawn(read_all(server, None));
-            let (sent, stats) = send_stream(client, mode, shared, c as u64).await;
+            let config = path_config(path, mode);
+            let (sent, stats) = send_stream(client, config, shared, c as u64).await;
             let got = reader.await.expect("reader");
             assert_eq!(got, sent, "connection {c}: stream intact");
             (mode, stats)
@@ -149,9 +152,10 @@ async fn many_connections(
     check_zero_copied(test, &zerocopy);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixty_four_connections_over_loopback() {
+each_path! {
+async fn sixty_four_connections_over_loopback(path: SendPath) {
     many_connections(
+        path,
         "sixty_four_connections_over_loopback",
         64,
         || TcpListener::bind("127.0.0.1:0").unwrap(),
@@ -159,21 +163,24 @@ async fn sixty_four_connections_over_loopback() {
     )
     .await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixty_four_connections_over_veth() {
-    if !testnet::privileged("sixty_four_connections_over_veth") {
+each_path! {
+async fn sixty_four_connections_over_veth(path: SendPath) {
+    if !tx_common::privileged(path, "sixty_four_connections_over_veth") {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth pair");
     let b = IpAddr::V4(pair.b_v4);
     many_connections(
+        path,
         "sixty_four_connections_over_veth",
         64,
         || pair.b.run(|| TcpListener::bind((b, 0))).unwrap(),
         |addr| pair.a.run(|| TcpStream::connect(addr)).unwrap(),
     )
     .await;
+}
 }
 
 /// A xorshift64 step: the test's source of random cut points, seeded so that a failure repeats.
@@ -184,8 +191,8 @@ fn next_random(x: &mut u64) -> u64 {
     *x
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelled_sends_lose_repeat_reorder_and_release_nothing() {
+each_path! {
+async fn cancelled_sends_lose_repeat_reorder_and_release_nothing(path: SendPath) {
     // Its pool outgrows a normal user's locked-memory limit: the budget is this test's alone.
     let _turn = testnet::memlock_turn();
     // Small socket buffers at both ends, so that sends wait for space often.
@@ -203,7 +210,13 @@ async fn cancelled_sends_lose_repeat_reorder_and_release_nothing() {
     let (client, server) = (client.into_std().unwrap(), server.into_std().unwrap());
     // A reader that stalls now and then, so that timers cut sends that wait.
     let reader = tokio::spawn(read_all(server, Some((4, Duration::from_millis(3)))));
-    let config = SenderConfig::with_mode(Mode::ZeroCopy);
+    // io_uring: one send per chain, so that a send waits for the one before as a sendmsg send
+    // waits for socket-buffer space (the kernel would hold a whole batch of sends otherwise).
+    let path = match path {
+        SendPath::IoUring { ring_entries, .. } => SendPath::IoUring { batch: 1, ring_entries },
+        path => path,
+    };
+    let config = path_config(path, Mode::ZeroCopy);
     let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
     // Zero-copy data is barely charged to the send buffer (only skb heads are): a pool larger than
     // what fills it, so that sends wait for space rather than for buffers.
@@ -247,10 +260,11 @@ async fn cancelled_sends_lose_repeat_reorder_and_release_nothing() {
     assert!(stats.zc_calls > 0, "{stats:?}");
     println!("{cancelled} sends cancelled, {cut_partway} with bytes left queued; {stats:?}");
 }
+}
 
-#[tokio::test(flavor = "current_thread")]
-async fn udp_gso_into_xdp_drop_sink_completes_not_copied() {
-    if !testnet::privileged("udp_gso_into_xdp_drop_sink_completes_not_copied") {
+each_path! {
+async fn udp_gso_into_xdp_drop_sink_completes_not_copied(path: SendPath) {
+    if !tx_common::privileged(path, "udp_gso_into_xdp_drop_sink_completes_not_copied") {
         return;
     }
     let pair = VethPair::new(VethConfig::default()).expect("veth pair");
@@ -263,8 +277,8 @@ async fn udp_gso_into_xdp_drop_sink_completes_not_copied() {
     let (src, dst) = (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4));
     let socket = pair.a.run(|| UdpSocket::bind((src, 0))).unwrap();
     socket.connect(SocketAddr::new(dst, 9)).unwrap();
-    let mut udp = UdpSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
-    udp.set_gso_segment(Some(1200));
+    let mut udp = UdpSender::new(socket, path_config(path, Mode::ZeroCopy));
+    udp.set_gso_segment(Some(1200)).expect("UDP_SEGMENT");
     let mut tx = AsyncSender::new(udp).unwrap();
     let pool = pool(1200 * 40, 8);
     let work = async {
@@ -286,14 +300,15 @@ async fn udp_gso_into_xdp_drop_sink_completes_not_copied() {
     assert_eq!(stats.copied_ids, 0, "{stats:?}");
     assert_eq!(pool.available(), pool.capacity());
 }
+}
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_send_future_never_polled_sends_nothing() {
+each_path! {
+async fn a_send_future_never_polled_sends_nothing(path: SendPath) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (server, _) = listener.accept().unwrap();
     let reader = tokio::spawn(read_all(server, None));
-    let mut tx = AsyncSender::new(TcpSender::new(client, SenderConfig::default())).unwrap();
+    let mut tx = AsyncSender::new(TcpSender::new(client, path_config(path, Mode::Auto))).unwrap();
     drop(tx.send(vec![1u8; 1 << 20]));
     assert_eq!(tx.queued(), 0);
     tx.send(vec![2u8; 1 << 20]).await.expect("send");
@@ -301,4 +316,5 @@ async fn a_send_future_never_polled_sends_nothing() {
     let mut expected = Checksum::default();
     expected.update(&vec![2u8; 1 << 20]);
     assert_eq!(reader.await.expect("reader"), expected);
+}
 }

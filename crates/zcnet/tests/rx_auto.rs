@@ -206,8 +206,8 @@ fn a_request_response_exchange_does_not_stall_under_auto() {
     let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
     for round in 0..rounds {
         let request = stream_bytes(REQUESTS[round % REQUESTS.len()], round as u64);
-        let mut buf = pool
-            .take_or_wait(&mut tx, Duration::from_secs(30))
+        let mut buf = tx
+            .take_from(&pool, Duration::from_secs(30))
             .expect("a send buffer back");
         buf.fill_with(request.len(), |b| b.copy_from_slice(&request));
         tx.send(buf).expect("request");

@@ -100,7 +100,7 @@ fn a_gso_send_arrives_whole_with_its_segment_size_on_a_gro_socket() {
         let (rx, tx) = pair(ipv6);
         set_gro(&rx, true).unwrap();
         let mut sender = UdpSender::new(tx, SenderConfig::default());
-        sender.set_gso_segment(Some(1200));
+        sender.set_gso_segment(Some(1200)).expect("UDP_SEGMENT");
         // Five segments of 1200 bytes and a last one of 500.
         let sent = datagram(6500, 7);
         sender.send(sent.clone()).unwrap();

@@ -1,30 +1,28 @@
 //! The auto mode's measured choice, end to end: with the copied-completion rule off, the cost
-//! comparison switches a TCP stream (sendmsg and io_uring) and a UDP GSO flow between zero-copy and
-//! copy window after window, and every byte still arrives once and in order; on loopback the copied
-//! completions decide; into the XDP drop sink (completions not copied) the choice is measured and
-//! says so.
+//! comparison switches a TCP stream and a UDP GSO flow between zero-copy and copy window after
+//! window, and every byte still arrives once and in order; on loopback the copied completions
+//! decide; into the XDP drop sink (completions not copied) the choice is measured and says so.
+//! Each body runs on both submission paths.
 
 mod tx_common;
-mod uring_common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tx_common::{
-    Checksum, assert_stream_delivered, datagrams_of, fill, pool, take, tcp_pair, udp_sink,
-    xdp_drop_sink,
+    Checksum, assert_stream_delivered, datagrams_of, fill, pool, sender_on, take, tcp_pair,
+    udp_sink, xdp_drop_sink,
 };
 use zcnet::tx::{
-    AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SenderConfig, TcpSender, TxStats,
-    UdpSender,
+    AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SendPath, SenderConfig, TxStats,
 };
-use zcnet::uring::{UringConfig, UringTcpSender};
 
 /// Auto with small windows, a comparison every other window and, unless `copied_rule`, no switch to
 /// copying on copied completions: the measurement alone moves the sender between the modes.
-fn switching(copied_rule: bool) -> SenderConfig {
+fn switching(path: SendPath, copied_rule: bool) -> SenderConfig {
     SenderConfig {
+        path,
         policy: PolicyConfig {
             window_bytes: 256 << 10,
             compare_every: 1,
@@ -33,7 +31,6 @@ fn switching(copied_rule: bool) -> SenderConfig {
             ..PolicyConfig::with_mode(Mode::Auto)
         },
         send_timeout: Some(Duration::from_secs(20)),
-        ..Default::default()
     }
 }
 
@@ -69,11 +66,11 @@ fn assert_stream_exact(
     assert_switched_and_accounted(stats);
 }
 
-fn tcp_stream_switching_modes(ip: IpAddr) {
+fn tcp_stream_switching_modes(path: SendPath, ip: IpAddr) {
     let listener = TcpListener::bind(SocketAddr::new(ip, 0)).unwrap();
     let (stream, sink) = tcp_pair(listener);
     let pool = pool(64 << 10, 8);
-    let mut tx = TcpSender::new(stream, switching(false));
+    let mut tx = sender_on(stream, switching(path, false), &pool);
     let sent = tx_common::send_sizes(&mut tx, &pool, &SIZES, 600, |tx, b| tx.send(b));
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
@@ -81,52 +78,28 @@ fn tcp_stream_switching_modes(ip: IpAddr) {
     assert_stream_exact(sink, sent, &pool, &stats);
 }
 
-#[test]
-fn tcp_v4_stream_switching_between_measured_modes_arrives_exactly() {
-    tcp_stream_switching_modes(Ipv4Addr::LOCALHOST.into());
-}
-
-#[test]
-fn tcp_v6_stream_switching_between_measured_modes_arrives_exactly() {
-    tcp_stream_switching_modes(Ipv6Addr::LOCALHOST.into());
-}
-
-#[test]
-fn io_uring_tcp_stream_switching_between_measured_modes_arrives_exactly() {
-    if !uring_common::send_zc_available("io_uring_tcp_stream_switching_between_measured_modes") {
-        return;
+each_path! {
+    fn tcp_v4_stream_switching_between_measured_modes_arrives_exactly(path: SendPath) {
+        tcp_stream_switching_modes(path, Ipv4Addr::LOCALHOST.into());
     }
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let (stream, sink) = tcp_pair(listener);
-    let pool = pool(64 << 10, 8);
-    let config = switching(false);
-    let mut tx = UringTcpSender::new(
-        stream,
-        UringConfig {
-            policy: config.policy,
-            send_timeout: config.send_timeout,
-            ..Default::default()
-        },
-    )
-    .expect("io_uring");
-    tx.register_pool(&pool).expect("register the pool");
-    let sent = uring_common::send_sizes(&mut tx, &pool, &SIZES, 600, drop).expect("send");
-    tx.flush(Duration::from_secs(20)).expect("flush");
-    let stats = tx.stats().clone();
-    drop(tx.close(Duration::from_secs(1)).expect("close"));
-    assert_stream_exact(sink, sent, &pool, &stats);
 }
 
-#[test]
-fn udp_gso_switching_between_measured_modes_arrives_exactly() {
+each_path! {
+    fn tcp_v6_stream_switching_between_measured_modes_arrives_exactly(path: SendPath) {
+        tcp_stream_switching_modes(path, Ipv6Addr::LOCALHOST.into());
+    }
+}
+
+each_path! {
+fn udp_gso_switching_between_measured_modes_arrives_exactly(path: SendPath) {
     let tx_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let rx_socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     tx_socket.connect(rx_socket.local_addr().unwrap()).unwrap();
     let sink = udp_sink(rx_socket);
     let pool = pool(64 << 10, 8);
-    let mut tx = UdpSender::new(tx_socket, switching(false));
+    let mut tx = sender_on(tx_socket, switching(path, false), &pool);
     const SEG: u16 = 1200;
-    tx.set_gso_segment(Some(SEG));
+    tx.set_gso_segment(Some(SEG)).expect("UDP_SEGMENT");
     let mut sent = Checksum::default();
     let mut datagrams = 0;
     for _ in 0..600 {
@@ -136,7 +109,9 @@ fn udp_gso_switching_between_measured_modes_arrives_exactly() {
             3000,
             SEG as usize * 40,
         ] {
-            sink.throttle(sent.len);
+            sink.throttle_while(sent.len, || {
+                tx.poll_completions().expect("completions");
+            });
             let mut buf = take(&pool, &mut tx);
             sent.fill_next(&mut buf, size);
             datagrams += datagrams_of(size, Some(SEG));
@@ -150,13 +125,14 @@ fn udp_gso_switching_between_measured_modes_arrives_exactly() {
     assert!(stats.copy_small > 0, "{stats:?}");
     assert_switched_and_accounted(&stats);
 }
+}
 
-#[test]
-fn tcp_loopback_auto_says_the_kernel_copies() {
+each_path! {
+fn tcp_loopback_auto_says_the_kernel_copies(path: SendPath) {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let (stream, sink) = tcp_pair(listener);
     let pool = pool(64 << 10, 8);
-    let mut tx = TcpSender::new(stream, switching(true));
+    let mut tx = sender_on(stream, switching(path, true), &pool);
     let sent = tx_common::send_sizes(&mut tx, &pool, &SIZES, 300, |tx, b| tx.send(b));
     tx.flush(Duration::from_secs(20)).expect("flush");
     let stats = tx.stats().clone();
@@ -174,16 +150,17 @@ fn tcp_loopback_auto_says_the_kernel_copies() {
         "{stats:?}"
     );
 }
+}
 
-#[test]
-fn auto_into_xdp_drop_sink_measures_and_says_why() {
-    if !testnet::privileged("auto_into_xdp_drop_sink_measures_and_says_why") {
+each_path! {
+fn auto_into_xdp_drop_sink_measures_and_says_why(path: SendPath) {
+    if !tx_common::privileged(path, "auto_into_xdp_drop_sink_measures_and_says_why") {
         return;
     }
     let (_pair, link, socket) = xdp_drop_sink(false);
     let pool = pool(64 << 10, 8);
-    let mut tx = UdpSender::new(socket, switching(true));
-    tx.set_gso_segment(Some(1200));
+    let mut tx = sender_on(socket, switching(path, true), &pool);
+    tx.set_gso_segment(Some(1200)).expect("UDP_SEGMENT");
     for i in 0..2000u64 {
         let mut buf = take(&pool, &mut tx);
         buf.fill_with(1200 * 40, |b| fill(b, i));
@@ -211,4 +188,5 @@ fn auto_into_xdp_drop_sink_measures_and_says_why() {
         "auto into the XDP sink: {mode:?}, zero-copy {zc_ns_per_kb} copy {copy_ns_per_kb} ns/KB"
     );
     assert!(zc_ns_per_kb > 0 && copy_ns_per_kb > 0, "{stats:?}");
+}
 }

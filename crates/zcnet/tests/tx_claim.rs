@@ -92,8 +92,8 @@ fn one_sender(
     let zerocopy = tx.zerocopy_status().is_ok();
     let mut run = || -> Result<(), String> {
         for seq in 0..SENDS {
-            let mut buf = pool
-                .take_or_wait(&mut tx, Duration::from_secs(5))
+            let mut buf = tx
+                .take_from(&pool, Duration::from_secs(5))
                 .map_err(|e| format!("send {seq}: {e}"))?;
             let mut order = order.lock().unwrap();
             buf.fill_with(SIZE, |b| b.copy_from_slice(&content(who, seq)));

@@ -12,7 +12,8 @@ use std::time::Duration;
 use testnet::Netns;
 use tx_common::{Checksum, pool, take};
 use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, Sender, SenderConfig, TcpSender, TxStats, UdpSender, ZcSocket,
+    BufferPool, Mode, PolicyConfig, SendPath, Sender, SenderConfig, TcpSender, TxStats, UdpSender,
+    ZcSocket,
 };
 
 fn config() -> SenderConfig {
@@ -21,8 +22,12 @@ fn config() -> SenderConfig {
             enobufs_backoff: 8,
             ..PolicyConfig::with_mode(Mode::ZeroCopy)
         },
-        // Never drain opportunistically: let notifications pile up.
-        drain_every: u32::MAX,
+        // Never drain opportunistically: let notifications pile up. (The sendmsg path only: an
+        // io_uring notification is not charged to the socket's option memory, so optmem_max
+        // cannot refuse it.)
+        path: SendPath::Sendmsg {
+            drain_every: u32::MAX,
+        },
         send_timeout: Some(Duration::from_secs(20)),
     }
 }

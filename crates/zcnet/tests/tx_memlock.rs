@@ -8,16 +8,13 @@
 //! go, sends go zero-copy again.
 
 mod tx_common;
-mod uring_common;
 
 use std::net::{Shutdown, TcpListener};
 use std::process::Command;
 use std::time::Duration;
 
-use tx_common::{Checksum, fill, sender_config, tcp_pair};
-use uring_common::config;
-use zcnet::tx::{MemlockBudget, Mode, TcpSender, TxStats, memlock_reason};
-use zcnet::uring::UringTcpSender;
+use tx_common::{Checksum, fill, path_config, sender_config, tcp_pair};
+use zcnet::tx::{MemlockBudget, Mode, SendPath, TcpSender, TxStats, memlock_reason};
 
 /// Set in the child process, which runs the senders under the lowered limit.
 const CHILD: &str = "ZCNET_TX_MEMLOCK_CHILD";
@@ -149,11 +146,17 @@ const URING_CONNECTIONS: usize = 16;
 
 /// Sends `ROUNDS` buffers on every io_uring connection, round-robin, and waits until every
 /// notification came back.
-fn uring_phase(txs: &mut [UringTcpSender], sent: &mut [Checksum]) {
+fn uring_phase(txs: &mut [TcpSender], sent: &mut [Checksum]) {
     rounds(sent, |k, buf| txs[k].send(buf).expect("send"));
     for tx in txs.iter_mut() {
         tx.flush(Duration::from_secs(30)).expect("flush");
     }
+}
+
+fn io_uring_sender(stream: std::net::TcpStream) -> TcpSender {
+    let tx = TcpSender::new(stream, path_config(SendPath::IO_URING, Mode::ZeroCopy));
+    tx.path_status().expect("an io_uring sender");
+    tx
 }
 
 fn uring_child() {
@@ -162,12 +165,12 @@ fn uring_child() {
     let (mut txs, mut sinks) = (Vec::new(), Vec::new());
     for _ in 0..URING_CONNECTIONS {
         let (stream, sink) = tcp_pair(TcpListener::bind("127.0.0.1:0").unwrap());
-        txs.push(UringTcpSender::new(stream, config(Mode::ZeroCopy)).expect("io_uring sender"));
+        txs.push(io_uring_sender(stream));
         sinks.push(sink);
     }
     let mut sent = vec![Checksum::default(); URING_CONNECTIONS];
-    let zc = |txs: &[UringTcpSender]| txs.iter().map(|t| t.stats().zc_calls).sum::<u64>();
-    let memlock = |txs: &[UringTcpSender]| txs.iter().map(|t| t.stats().copy_memlock).sum::<u64>();
+    let zc = |txs: &[TcpSender]| txs.iter().map(|t| t.stats().zc_calls).sum::<u64>();
+    let memlock = |txs: &[TcpSender]| txs.iter().map(|t| t.stats().copy_memlock).sum::<u64>();
 
     // All but one page of the budget held elsewhere: no 64 KiB send (18 pages) fits.
     let held = budget

@@ -1,6 +1,7 @@
 //! Shared buffers and pool recycling: one `bytes::Bytes` lent to several connections at once is sent
-//! from the same memory by each and freed once, after the last completion; `BufferPool::take_or_wait`
-//! recycles buffers through completions and refuses to wait when nothing can come back.
+//! from the same memory by each and freed once, after the last completion; `Sender::take_from`
+//! recycles buffers through completions and refuses to wait when nothing can come back. Each body
+//! runs on both submission paths.
 
 mod tx_common;
 
@@ -10,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tx_common::{Checksum, fill, pool, tcp_pair};
-use zcnet::tx::{Mode, SenderConfig, TcpSender, TxError};
+use tx_common::{Checksum, fill, path_config, pool, tcp_pair};
+use zcnet::tx::{Mode, TcpSender, TxError};
 
 /// The memory behind a `Bytes`, counting how often it is freed.
 struct CountedOwner {
@@ -31,8 +32,11 @@ impl Drop for CountedOwner {
     }
 }
 
-#[test]
-fn one_bytes_lent_to_many_connections_is_freed_after_the_last_completion() {
+each_path! {
+fn one_bytes_lent_to_many_connections_is_freed_after_the_last_completion(path: SendPath) {
+    // 24 MiB lent at once outgrow a normal user's locked-memory limit: the budget is this test's
+    // alone (each sender must zero-copy), not shared with the other path's run of it.
+    let _turn = testnet::memlock_turn();
     const CONNECTIONS: usize = 6;
     const ROUNDS: usize = 4;
     let freed = Arc::new(AtomicUsize::new(0));
@@ -52,10 +56,7 @@ fn one_bytes_lent_to_many_connections_is_freed_after_the_last_completion() {
     let mut sinks = Vec::new();
     for _ in 0..CONNECTIONS {
         let (stream, sink) = tcp_pair(TcpListener::bind("127.0.0.1:0").unwrap());
-        senders.push(TcpSender::new(
-            stream,
-            SenderConfig::with_mode(Mode::ZeroCopy),
-        ));
+        senders.push(TcpSender::new(stream, path_config(path, Mode::ZeroCopy)));
         sinks.push(sink);
     }
     for _ in 0..ROUNDS {
@@ -81,16 +82,16 @@ fn one_bytes_lent_to_many_connections_is_freed_after_the_last_completion() {
         assert_eq!(sink.join().expect("sink"), expected);
     }
 }
+}
 
-#[test]
-fn take_or_wait_recycles_through_completions() {
+each_path! {
+fn take_from_recycles_through_completions(path: SendPath) {
     let (stream, sink) = tcp_pair(TcpListener::bind("127.0.0.1:0").unwrap());
-    let mut tx = TcpSender::new(stream, SenderConfig::with_mode(Mode::ZeroCopy));
+    let mut tx = TcpSender::new(stream, path_config(path, Mode::ZeroCopy));
     let pool = pool(64 << 10, 4);
     let mut sum = Checksum::default();
     for i in 0..200u64 {
-        let mut buf = pool
-            .take_or_wait(&mut tx, Duration::from_secs(10))
+        let mut buf = tx.take_from(&pool, Duration::from_secs(10))
             .expect("a buffer comes back");
         buf.fill_with(64 << 10, |b| fill(b, i));
         sum.update(&buf);
@@ -100,17 +101,17 @@ fn take_or_wait_recycles_through_completions() {
     assert_eq!(sink.join().expect("sink"), sum);
     assert_eq!(pool.available(), pool.capacity());
 }
+}
 
-#[test]
-fn take_or_wait_fails_at_once_when_the_sender_holds_no_buffer() {
+each_path! {
+fn take_from_fails_at_once_when_the_sender_holds_no_buffer(path: SendPath) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let mut tx = TcpSender::new(stream, SenderConfig::default());
+    let mut tx = TcpSender::new(stream, path_config(path, Mode::Auto));
     let pool = pool(4096, 1);
     let held = pool.take().expect("the only buffer");
     let started = std::time::Instant::now();
-    let err = pool
-        .take_or_wait(&mut tx, Duration::from_secs(30))
+    let err = tx.take_from(&pool, Duration::from_secs(30))
         .expect_err("nothing can come back");
     assert!(
         matches!(err, TxError::Timeout { outstanding: 0, .. }),
@@ -118,5 +119,6 @@ fn take_or_wait_fails_at_once_when_the_sender_holds_no_buffer() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(held);
-    assert!(pool.take_or_wait(&mut tx, Duration::ZERO).is_ok());
+    assert!(tx.take_from(&pool, Duration::ZERO).is_ok());
+}
 }

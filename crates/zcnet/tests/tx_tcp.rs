@@ -1,6 +1,9 @@
-//! TcpSender over loopback and the veth harness: byte-exact delivery while recycling pooled buffers,
-//! every buffer back, every zero-copy send completed; sizes around the page and the threshold; a peer
-//! that resets mid-stream; one frozen pool buffer lent to many sends at once.
+//! Sender over TCP on loopback and the veth harness (IPv4, IPv6), on both submission paths from one
+//! body each: byte-exact delivery while recycling pooled buffers (registered for fixed sends on
+//! io_uring), every buffer back, every zero-copy send completed, copied ones reported copied for a
+//! local receiver; sizes around the page and the threshold; the auto policy following copied
+//! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
+//! sender whose sending thread exits with sends in flight, carried on by another thread.
 
 mod tx_common;
 
@@ -9,23 +12,22 @@ use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
 use tx_common::{
-    Checksum, STREAM_SIZES, assert_stream_delivered, fill, pool, send_sizes, sender_config,
-    tcp_pair,
+    Checksum, STREAM_SIZES, assert_stream_delivered, fill, path_config, pool, send_sizes,
+    sender_on, tcp_pair,
 };
-use zcnet::tx::{Mode, PolicyConfig, SenderConfig, TcpSender};
+use zcnet::tx::{Mode, PolicyConfig, SendPath, SenderConfig, TrySendError, TxStats};
 
-/// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks everything the issue
-/// promises.
+/// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks every byte and buffer.
 fn roundtrip(
     stream: TcpStream,
-    sink: std::thread::JoinHandle<tx_common::Checksum>,
-    mode: Mode,
+    sink: std::thread::JoinHandle<Checksum>,
+    config: SenderConfig,
     rounds: usize,
-) -> zcnet::tx::TxStats {
+) -> TxStats {
     let pool = pool(64 << 10, 4);
-    let mut tx = TcpSender::new(stream, sender_config(mode));
-    if mode != Mode::Copy {
-        tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
+    let mut tx = sender_on(stream, config, &pool);
+    if config.policy.mode != Mode::Copy {
+        tx.zerocopy_status().expect("zero-copy on TCP");
     }
     let sent = send_sizes(&mut tx, &pool, &STREAM_SIZES, rounds, |tx, b| tx.send(b));
     tx.flush(Duration::from_secs(20)).expect("flush");
@@ -35,188 +37,254 @@ fn roundtrip(
     stats
 }
 
-fn loopback(ip: IpAddr, mode: Mode) -> zcnet::tx::TxStats {
+fn loopback(ip: IpAddr, config: SenderConfig) -> TxStats {
     let listener = TcpListener::bind(SocketAddr::new(ip, 0)).unwrap();
     let (stream, sink) = tcp_pair(listener);
-    roundtrip(stream, sink, mode, 40)
+    roundtrip(stream, sink, config, 40)
 }
 
-#[test]
-fn tcp_v4_loopback_zerocopy_delivers_every_byte_and_returns_every_buffer() {
-    let stats = loopback(IpAddr::V4(Ipv4Addr::LOCALHOST), Mode::ZeroCopy);
-    // Every send with data used MSG_ZEROCOPY but for those the locked-memory budget or ENOBUFS
-    // turned to copies; a local receiver makes the kernel copy each one.
-    assert_eq!(
-        stats.zc_calls + stats.copy_enobufs + stats.copy_memlock,
-        stats.calls
-    );
-    assert!(stats.zc_calls > 0);
-    assert_eq!(stats.copied_ids, stats.zc_calls);
-}
-
-#[test]
-fn tcp_v6_loopback_zerocopy_delivers_every_byte_and_returns_every_buffer() {
-    let stats = loopback(IpAddr::V6(Ipv6Addr::LOCALHOST), Mode::ZeroCopy);
-    assert!(stats.zc_calls > 0);
-    assert_eq!(stats.copied_ids, stats.zc_calls);
-}
-
-#[test]
-fn tcp_loopback_copy_mode_takes_no_ids() {
-    let stats = loopback(IpAddr::V4(Ipv4Addr::LOCALHOST), Mode::Copy);
-    assert_eq!((stats.zc_calls, stats.notifications), (0, 0));
-    assert_eq!(stats.copy_mode, stats.calls);
-}
-
-#[test]
-fn tcp_auto_copies_below_threshold_and_switches_after_copied_completions() {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let (stream, sink) = tcp_pair(listener);
-    let pool = pool(64 << 10, 4);
-    let cfg = SenderConfig {
-        policy: PolicyConfig {
-            copied_run: 4,
-            ..PolicyConfig::default()
-        },
-        ..sender_config(Mode::Auto)
-    };
-    let mut tx = TcpSender::new(stream, cfg);
-    // Exactly at the threshold: zero-copy; one below: copy.
-    let sent_a = send_sizes(&mut tx, &pool, &[10 * 1024 - 1, 10 * 1024], 1, |tx, b| {
-        tx.send(b)
-    });
-    assert_eq!(tx.stats().copy_small, 1);
-    assert_eq!(tx.stats().zc_calls, 1);
-    let mut sent_b = tx_common::Checksum::default();
-    for _ in 0..400 {
-        let mut buf = tx_common::take(&pool, &mut tx);
-        let pos = sent_a.len + sent_b.len;
-        buf.fill_with(64 << 10, |b| tx_common::fill(b, pos));
-        sent_b.update(&buf);
-        tx.send(buf).unwrap();
-    }
-    tx.flush(Duration::from_secs(20)).unwrap();
-    let stats = tx.stats().clone();
-    drop(tx.close(Duration::from_secs(1)).unwrap());
-    let got = sink.join().unwrap();
-    assert_eq!(got.len, sent_a.len + sent_b.len);
-    assert!(stats.policy_switches >= 1, "{stats:?}");
-    assert!(stats.copy_copied > stats.zc_calls, "{stats:?}");
-    assert_eq!(pool.available(), pool.capacity());
-}
-
-#[test]
-fn tcp_peer_reset_mid_stream_returns_an_error_and_every_buffer() {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = tx_common::resetting_peer(listener);
-    let pool = pool(64 << 10, 8);
-    let mut tx = TcpSender::new(
-        TcpStream::connect(addr).unwrap(),
-        sender_config(Mode::ZeroCopy),
-    );
-    let mut err = None;
-    for i in 0..100_000u64 {
-        let mut buf = tx_common::take(&pool, &mut tx);
-        buf.fill_with(64 << 10, |b| tx_common::fill(b, i));
-        if let Err(e) = tx.send(buf) {
-            err = Some(e);
-            break;
+each_path! {
+    fn tcp_v4_and_v6_loopback_zerocopy_delivers_every_byte_and_returns_every_buffer(
+        path: SendPath
+    ) {
+        for ip in [IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)] {
+            let stats = loopback(ip, path_config(path, Mode::ZeroCopy));
+            // Every send with data went zero-copy but for those the locked-memory budget or
+            // ENOBUFS turned to copies; a local receiver makes the kernel copy each one.
+            assert_eq!(
+                stats.zc_calls + stats.copy_empty + stats.copy_enobufs + stats.copy_memlock,
+                stats.calls,
+                "{stats:?}"
+            );
+            assert!(stats.zc_calls > 0);
+            assert_eq!(stats.copied_ids, stats.zc_calls, "{stats:?}");
         }
     }
-    peer.join().unwrap();
-    let err = err.expect("sending to a reset peer must fail");
-    let errno = err.raw_os_error();
-    assert!(
-        matches!(errno, Some(libc::ECONNRESET | libc::EPIPE)),
-        "unexpected error: {err}"
-    );
-    assert!(err.to_string().contains("flush()"), "{err}");
-    // The error hands back the buffer it did not send; dropping it returns it to the pool.
-    drop(err.into_parts().1);
-    tx.flush(Duration::from_secs(10))
-        .expect("completions after a reset");
-    assert_eq!(pool.available(), pool.capacity(), "a buffer leaked");
 }
 
-fn veth(offloads: Offloads, v6: bool, mode: Mode) -> Option<zcnet::tx::TxStats> {
+each_path! {
+    fn tcp_loopback_copy_mode_takes_no_ids(path: SendPath) {
+        let stats = loopback(IpAddr::V4(Ipv4Addr::LOCALHOST), path_config(path, Mode::Copy));
+        assert_eq!((stats.zc_calls, stats.notifications), (0, 0));
+        assert_eq!(stats.copy_mode, stats.calls);
+    }
+}
+
+each_path! {
+    fn tcp_auto_copies_below_threshold_and_switches_after_copied_completions(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let (stream, sink) = tcp_pair(listener);
+        let pool = pool(64 << 10, 4);
+        // One send per io_uring request, so that each decision follows the notifications before.
+        let path = match path {
+            SendPath::IoUring { ring_entries, .. } => SendPath::IoUring { batch: 1, ring_entries },
+            path => path,
+        };
+        let cfg = SenderConfig {
+            policy: PolicyConfig {
+                copied_run: 4,
+                ..PolicyConfig::default()
+            },
+            ..path_config(path, Mode::Auto)
+        };
+        let mut tx = sender_on(stream, cfg, &pool);
+        // Exactly at the threshold: zero-copy; one below: copy.
+        let mut sent = Checksum::default();
+        for size in [10 * 1024 - 1, 10 * 1024] {
+            let mut buf = tx_common::take(&pool, &mut tx);
+            sent.fill_next(&mut buf, size);
+            tx.send(buf).expect("send");
+        }
+        tx.flush(Duration::from_secs(20)).unwrap();
+        assert_eq!((tx.stats().copy_small, tx.stats().zc_calls), (1, 1), "{:?}", tx.stats());
+        for _ in 0..400 {
+            let mut buf = tx_common::take(&pool, &mut tx);
+            sent.fill_next(&mut buf, 64 << 10);
+            tx.send(buf).expect("send");
+        }
+        tx.flush(Duration::from_secs(20)).unwrap();
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
+        assert!(stats.policy_switches >= 1, "{stats:?}");
+        assert!(stats.copy_copied > stats.zc_calls, "{stats:?}");
+    }
+}
+
+each_path! {
+    fn tcp_peer_reset_mid_stream_returns_an_error_and_every_buffer(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = tx_common::resetting_peer(listener);
+        let pool = pool(64 << 10, 8);
+        let stream = TcpStream::connect(addr).unwrap();
+        let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
+        // The failure comes back from a send, or (io_uring) from the wait for a pool buffer that
+        // reads the failed chain's results.
+        let mut failed = None;
+        for i in 0..100_000u64 {
+            let mut buf = match tx.take_from(&pool, Duration::from_secs(10)) {
+                Ok(buf) => buf,
+                Err(e) => {
+                    failed = Some((e, None));
+                    break;
+                }
+            };
+            buf.fill_with(64 << 10, |b| fill(b, i));
+            if let Err(e) = tx.send(buf) {
+                let (e, unsent) = e.into_parts();
+                failed = Some((e, Some(unsent)));
+                break;
+            }
+        }
+        peer.join().unwrap();
+        let (error, own) = failed.expect("sending to a reset peer must fail");
+        assert!(
+            matches!(error.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)),
+            "unexpected error: {error}"
+        );
+        assert!(error.to_string().contains("flush()"), "{error}");
+        tx.flush(Duration::from_secs(10)).expect("completions after a reset");
+        assert_eq!(tx.outstanding(), 0);
+        // Every buffer is back in the pool or handed back: the call's own, and on io_uring the
+        // earlier ones its failed chain left unsent.
+        assert_eq!(
+            pool.available() + usize::from(own.is_some()) + error.unsent().len(),
+            pool.capacity(),
+            "a buffer leaked"
+        );
+        drop((error, own));
+        assert_eq!(pool.available(), pool.capacity());
+    }
+}
+
+fn veth(offloads: Offloads, v6: bool, config: SenderConfig) -> TxStats {
     let pair = VethPair::new(VethConfig {
         offloads,
         ..Default::default()
     })
     .expect("veth pair");
-    let (dst, port_ip): (IpAddr, IpAddr) = if v6 {
-        (pair.b_v6.into(), pair.b_v6.into())
+    let dst: IpAddr = if v6 {
+        pair.b_v6.into()
     } else {
-        (pair.b_v4.into(), pair.b_v4.into())
+        pair.b_v4.into()
     };
     let listener = pair
         .b
-        .run(|| TcpListener::bind(SocketAddr::new(port_ip, 0)))
+        .run(|| TcpListener::bind(SocketAddr::new(dst, 0)))
         .unwrap();
-    let addr = SocketAddr::new(dst, listener.local_addr().unwrap().port());
+    let addr = listener.local_addr().unwrap();
     let sink = tx_common::tcp_sink(listener);
     let stream = pair.a.run(|| TcpStream::connect(addr)).unwrap();
-    Some(roundtrip(stream, sink, mode, 20))
+    roundtrip(stream, sink, config, 20)
 }
 
-#[test]
-fn tcp_v4_and_v6_over_veth() {
-    if !testnet::privileged("tcp_v4_and_v6_over_veth") {
-        return;
-    }
-    for v6 in [false, true] {
-        let stats = veth(Offloads::default(), v6, Mode::ZeroCopy).unwrap();
-        assert!(stats.zc_calls > 0);
-    }
-}
-
-#[test]
-fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte() {
-    if !testnet::privileged("tcp_over_veth_without_sg_tso_or_checksum_offload") {
-        return;
-    }
-    for off in Offloads::each_off() {
-        let stats = veth(off, false, Mode::ZeroCopy).unwrap();
-        assert!(stats.zc_calls > 0, "{off:?}");
-        eprintln!(
-            "{off:?}: zc_calls {} zc_ids {} copied_ids {}",
-            stats.zc_calls, stats.zc_ids, stats.copied_ids
-        );
-        // Without TSO or checksum offload the kernel copies and says so. Without scatter-gather it
-        // linearizes in software GSO and reports only the ranges still in page frags as copied, so
-        // only delivery is checked there.
-        if off.sg {
-            assert_eq!(
-                stats.copied_ids, stats.zc_calls,
-                "{off:?}: completions must say copied"
-            );
+each_path! {
+    fn tcp_v4_and_v6_over_veth(path: SendPath) {
+        if !tx_common::privileged(path, "tcp_v4_and_v6_over_veth") {
+            return;
+        }
+        for v6 in [false, true] {
+            let stats = veth(Offloads::default(), v6, path_config(path, Mode::ZeroCopy));
+            assert!(stats.zc_calls > 0);
+            // Delivered to a socket in the peer namespace: still a local socket, so copied.
+            assert_eq!(stats.copied_ids, stats.zc_calls, "{stats:?}");
         }
     }
 }
 
-#[test]
-fn tcp_frozen_buffer_lent_to_many_sends_at_once_arrives_whole_and_returns_after_the_last() {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let (stream, sink) = tcp_pair(listener);
-    let pool = pool(64 << 10, 2);
-    let mut buf = pool.take().unwrap();
-    buf.fill_with(50_000, |b| fill(b, 7));
-    let frozen = buf.freeze();
-    let mut tx = TcpSender::new(stream, sender_config(Mode::ZeroCopy));
-    let mut sent = Checksum::default();
-    let mut most_outstanding = 0;
-    for _ in 0..1_000 {
-        sent.update(&frozen);
-        tx.send(frozen.clone()).unwrap();
-        most_outstanding = most_outstanding.max(tx.outstanding());
+each_path! {
+    fn tcp_over_veth_without_sg_tso_or_checksum_offload_still_delivers_every_byte(
+        path: SendPath
+    ) {
+        if !tx_common::privileged(path, "tcp_over_veth_without_sg_tso_or_checksum_offload") {
+            return;
+        }
+        for off in Offloads::each_off() {
+            let stats = veth(off, false, path_config(path, Mode::ZeroCopy));
+            assert!(stats.zc_calls > 0, "{off:?}");
+            // Without TSO or checksum offload the kernel copies and says so. Without
+            // scatter-gather it linearizes in software GSO and reports only the ranges still in
+            // page frags as copied, so only delivery is checked there.
+            if off.sg {
+                assert_eq!(stats.copied_ids, stats.zc_calls, "{off:?}: completions must say copied");
+            }
+        }
     }
-    tx.flush(Duration::from_secs(20)).unwrap();
-    let stats = tx.stats().clone();
-    drop(tx.close(Duration::from_secs(1)).unwrap());
-    assert!(most_outstanding > 1, "never lent to two sends at once");
-    // Every send is back; the slot stays out until the last clone goes.
-    assert_eq!(pool.available(), pool.capacity() - 1);
-    drop(frozen);
-    assert_stream_delivered(sink, sent, &pool, &stats);
+}
+
+each_path! {
+    fn tcp_frozen_buffers_lent_to_many_sends_at_once_arrive_whole_and_return_after_the_last(
+        path: SendPath
+    ) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let (stream, sink) = tcp_pair(listener);
+        let pool = pool(64 << 10, 3);
+        let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
+        // Two different payloads, each frozen once and sent over and over, interleaved.
+        let frozen: Vec<_> = [0u64, 1 << 20]
+            .into_iter()
+            .map(|pos| {
+                let mut buf = pool.take().unwrap();
+                buf.fill_with(60_000, |b| fill(b, pos));
+                buf.freeze()
+            })
+            .collect();
+        let mut sent = Checksum::default();
+        let mut most_outstanding = 0;
+        for k in 0..2_000 {
+            let buf = if k % 3 == 2 { &frozen[1] } else { &frozen[0] };
+            sent.update(buf);
+            tx.send(buf.clone()).unwrap();
+            most_outstanding = most_outstanding.max(tx.outstanding());
+        }
+        tx.flush(Duration::from_secs(20)).unwrap();
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert!(most_outstanding > 1, "never lent to two sends at once");
+        // Every send is back; the slots stay out until the last clones go.
+        assert_eq!(pool.available(), pool.capacity() - frozen.len());
+        drop(frozen);
+        assert_stream_delivered(sink, sent, &pool, &stats);
+    }
+}
+
+each_path! {
+    fn a_sender_whose_thread_exits_with_sends_in_flight_delivers_every_byte(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let pool = pool(64 << 10, 48);
+        let config = path_config(path, Mode::ZeroCopy);
+        // Nobody reads yet: the thread that sends exits with sends lent to the kernel (and, on
+        // io_uring, requests waiting in it for socket-buffer space); another thread goes on.
+        let (mut tx, pool, sent, rest) = std::thread::spawn(move || {
+            let mut tx = sender_on(stream, config, &pool);
+            let mut sent = Checksum::default();
+            let mut rest = None;
+            while let Some(mut buf) = pool.take() {
+                sent.fill_next(&mut buf, 64 << 10);
+                match tx.try_send(buf) {
+                    Ok(()) => {}
+                    Err(TrySendError::WouldBlock(unsent)) => {
+                        rest = Some(unsent);
+                        break;
+                    }
+                    Err(TrySendError::Failed(e)) => panic!("{e}"),
+                }
+            }
+            assert!(tx.outstanding() + tx.queued() > 0, "nothing in flight at exit");
+            (tx, pool, sent, rest)
+        })
+        .join()
+        .unwrap();
+        let sink = std::thread::spawn(move || tx_common::read_checksum(server));
+        if let Some(rest) = rest {
+            tx.send_unsent(rest).expect("the rest of the buffer the socket did not take");
+        }
+        tx.flush(Duration::from_secs(20)).expect("every completion, on the thread left");
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
+    }
 }

@@ -1,7 +1,7 @@
 //! Zero-copy send and receive on tokio (feature `tokio`).
 //!
 //! [`AsyncSender`] and [`AsyncReceiver`] drive the blocking [`crate::tx::Sender`] (through its
-//! non-blocking `try_send`) and [`crate::rx::Receiver`] (over a non-blocking socket) from tokio's
+//! non-blocking `try_send`, on either submission path) and [`crate::rx::Receiver`] (over a non-blocking socket) from tokio's
 //! reactor: they share the same policy, completion tracking, chunks and statistics, and park the task
 //! instead of the thread. Each registers a duplicate of its socket's descriptor with the reactor, so
 //! they must be created inside a tokio runtime.

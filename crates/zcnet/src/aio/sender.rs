@@ -1,23 +1,27 @@
-//! MSG_ZEROCOPY send on tokio: the blocking [`Sender`]'s `try_send` driven by the reactor's
-//! writable and error readiness, with a queue that makes dropped send futures harmless.
+//! Zero-copy send on tokio: the blocking [`Sender`]'s `try_send` driven by the reactor — the
+//! socket's writable and error readiness on the `sendmsg` path, the ring's readable readiness on the
+//! io_uring path — with a queue that makes dropped send futures harmless.
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use crate::sys::{errqueue, reactor};
+#[cfg(feature = "io-uring")]
+use crate::tx::SendPath;
 use crate::tx::{
     BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
     ZcSocket,
 };
 
-/// A [`Sender`] driven by tokio (see [`crate::aio`]): `send(buf).await` waits for send-buffer space,
-/// never for completions; completions are read when the socket reports error-queue readiness, every
-/// [`crate::tx::SenderConfig::drain_every`] sends, and in [`AsyncSender::flush`].
+/// A [`Sender`] driven by tokio (see [`crate::aio`]), on either submission path: `send(buf).await`
+/// waits for the kernel to take the buffer (send-buffer space, or room in the io_uring queue), never
+/// for completions; completions are read when the socket reports error-queue readiness (or the
+/// ring CQEs), as the path drains them on its own, and in [`AsyncSender::flush`].
 ///
 /// # Cancellation
 ///
@@ -85,7 +89,9 @@ impl<S: ZcSocket, B: SendBuf> Drop for InFlight<'_, S, B> {
     }
 }
 
-/// The socket's registration with the reactor, renewed when tokio's writable readiness went stale.
+/// The sender's registration with the reactor: the ring's descriptor on the io_uring path
+/// (readable while CQEs wait, see [`Sender`]'s `AsFd`), else the socket's, renewed when tokio's
+/// writable readiness went stale.
 ///
 /// mio reads an epoll event carrying both `EPOLLOUT` and `EPOLLERR` as "write closed" (what a pipe
 /// whose reader went away reports), and tokio keeps closed states until the registration ends. A
@@ -96,15 +102,27 @@ struct Readiness {
     fd: AsyncFd<OwnedFd>,
     /// The last writable wake-up also said "write closed": renew before the next wait.
     stale: bool,
+    /// The descriptor is an io_uring's.
+    ring: bool,
 }
 
 impl Readiness {
     const INTEREST: Interest = Interest::WRITABLE.add(Interest::ERROR);
 
-    fn new(socket: BorrowedFd<'_>) -> io::Result<Readiness> {
+    fn new<S: ZcSocket>(tx: &Sender<S>) -> io::Result<Readiness> {
+        #[cfg(feature = "io-uring")]
+        let ring = matches!(tx.path(), SendPath::IoUring { .. });
+        #[cfg(not(feature = "io-uring"))]
+        let ring = false;
+        let interest = if ring {
+            Interest::READABLE
+        } else {
+            Self::INTEREST
+        };
         Ok(Readiness {
-            fd: reactor::register(socket, Self::INTEREST)?,
+            fd: reactor::register(tx.as_fd(), interest)?,
             stale: false,
+            ring,
         })
     }
 
@@ -132,7 +150,7 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// [`AsyncSender::new`] with a queue of at most `limit` buffers (at least 1) of dropped send
     /// futures (see the type's docs).
     pub fn with_queue_limit(tx: Sender<S>, limit: usize) -> io::Result<AsyncSender<S>> {
-        let io = Readiness::new(tx.get_ref().fd())?;
+        let io = Readiness::new(&tx)?;
         Ok(AsyncSender {
             io,
             tx,
@@ -200,7 +218,7 @@ impl<S: ZcSocket> AsyncSender<S> {
                 Err(TxError::Timeout { .. }) => {}
                 Err(e) => return Err(e),
             }
-            completions(&io.fd, tx).await?;
+            completions(io, tx).await?;
         }
     }
 
@@ -228,14 +246,14 @@ impl<S: ZcSocket> AsyncSender<S> {
                 send_queued(&mut self.io, &mut self.tx, &mut self.queue).await?;
                 continue;
             }
-            if self.tx.outstanding() == 0 {
+            if self.tx.holds_nothing() {
                 return Err(TxError::Timeout {
                     what: "a free pool buffer",
                     outstanding: 0,
                     waited: started.elapsed(),
                 });
             }
-            completions(&self.io.fd, &mut self.tx).await?;
+            completions(&self.io, &mut self.tx).await?;
         }
     }
 
@@ -285,6 +303,9 @@ async fn send_queued<S: ZcSocket>(
 
 /// Waits until the socket may take more bytes, reading completions when the error queue signals.
 async fn writable<S: ZcSocket>(io: &mut Readiness, tx: &mut Sender<S>) -> Result<(), TxError> {
+    if io.ring {
+        return ring_ready(&io.fd, tx).await;
+    }
     io.renew_if_stale(tx.get_ref().fd())
         .map_err(|e| queue_error::<S>(e))?;
     loop {
@@ -308,12 +329,39 @@ async fn writable<S: ZcSocket>(io: &mut Readiness, tx: &mut Sender<S>) -> Result
     }
 }
 
-/// Waits for error-queue readiness and reads the completions queued.
-async fn completions<S: ZcSocket>(
-    io: &AsyncFd<OwnedFd>,
-    tx: &mut Sender<S>,
-) -> Result<(), TxError> {
+/// Waits until the ring has CQEs, reads them and submits what is queued.
+///
+/// Kernel behaviour relied on: the ring's descriptor polls readable while CQEs wait
+/// (`io_uring_poll`), and posting one wakes its pollers. The ring runs with
+/// `IORING_SETUP_COOP_TASKRUN`: a CQE is posted by task work on the thread that submitted the
+/// request, at its next entry into the kernel; a thread asleep (in `epoll_wait`, a futex) is woken
+/// for it (`TWA_SIGNAL_NO_IPI` wakes an interruptible sleep), so the edge comes whichever thread
+/// waits.
+async fn ring_ready<S: ZcSocket>(io: &AsyncFd<OwnedFd>, tx: &mut Sender<S>) -> Result<(), TxError> {
+    // A CQE comes only for a request in flight: submit what is queued first (a queue shorter than
+    // a batch waits for it), and wait only when no CQE was there to read.
+    let seen = tx.ring_cqes();
+    tx.poll_completions()?;
+    if tx.ring_cqes() != seen {
+        return Ok(());
+    }
     let mut ready = io
+        .ready(Interest::READABLE)
+        .await
+        .map_err(|source| TxError::Enter { source })?;
+    tx.poll_completions()?;
+    // A CQE posted after the read above is a newer edge, which the clear leaves set.
+    ready.clear_ready();
+    Ok(())
+}
+
+/// Waits for error-queue readiness (the ring's CQEs on io_uring) and reads the completions queued.
+async fn completions<S: ZcSocket>(io: &Readiness, tx: &mut Sender<S>) -> Result<(), TxError> {
+    if io.ring {
+        return ring_ready(&io.fd, tx).await;
+    }
+    let mut ready = io
+        .fd
         .ready(Interest::ERROR)
         .await
         .map_err(|e| queue_error::<S>(e))?;

@@ -37,7 +37,7 @@ macro_rules! syscall {
 }
 
 // Private to the crate: the library's modules export the sound wrappers users need (for example
-// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `uring::UringSender`, `xdp`).
+// `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `tx::Sender`, `xdp`).
 pub(crate) mod bpf;
 pub(crate) mod datagram;
 pub(crate) mod errno;

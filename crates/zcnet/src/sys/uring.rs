@@ -256,6 +256,16 @@ impl<T: ?Sized> SendRing<T> {
         })
     }
 
+    /// The ring's descriptor, for an event loop to poll: it is readable (`EPOLLIN`) while CQEs wait
+    /// in the completion queue or work that posts them is pending (`io_uring_poll`:
+    /// `__io_cqring_events_user` or `io_has_work`), and posting a CQE wakes its pollers
+    /// (`io_cqring_wake`, `io_poll_wq_wake` once the ring was polled).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor is the ring's own, open until `self.ring` drops, which the
+        // returned borrow cannot outlive.
+        unsafe { BorrowedFd::borrow_raw(self.ring.as_raw_fd()) }
+    }
+
     /// The zero-copy send opcodes this ring's kernel accepts (`IORING_REGISTER_PROBE`).
     pub fn zero_copy_opcodes(&self) -> io::Result<ZcOpcodes> {
         probe_opcodes(&self.ring)

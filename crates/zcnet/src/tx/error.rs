@@ -4,16 +4,30 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use super::erased::UnsentBuf;
 use crate::sys::errno::error_name;
 
-/// What went wrong in a [`crate::tx::Sender`], with the failing call, the errno name and what to do.
+/// What went wrong in a [`crate::tx::Sender`], with the failing call, the errno name and what to do,
+/// on either submission path.
+///
+/// An error never drops a buffer: the buffer of the call that fails comes back beside it
+/// ([`crate::tx::SendError`]); when an earlier queued io_uring request failed, the buffers queued
+/// before the call and not wholly sent come back inside it ([`TxError::unsent`]); after the other
+/// errors the buffers stay queued or lent, and a later call goes on with them.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TxError {
-    /// `sendmsg` failed; `sent` of `len` bytes of the buffer had been accepted before.
+    /// A send failed (`sendmsg`, or an io_uring send request); `sent` of `len` bytes of that buffer
+    /// had been accepted before. On the io_uring path the requests queued after it were not made:
+    /// `unsent` holds, in order, that buffer and every one queued after it before the call that
+    /// reports the error, none of them sent again (empty on the `sendmsg` path, which fails the
+    /// call that sends).
     Send {
+        /// The failing call (`sendmsg`, `IORING_OP_SEND_ZC`, `IORING_OP_SEND`).
+        call: &'static str,
         /// The socket kind (`TCP`, `UDP`, `AF_VSOCK`).
         socket: &'static str,
-        /// Whether the failing call used MSG_ZEROCOPY.
+        /// Whether the failing call sent zero-copy.
         zerocopy: bool,
         /// Bytes of the buffer the kernel accepted before the failure.
         sent: usize,
@@ -21,6 +35,36 @@ pub enum TxError {
         len: usize,
         /// The kernel's error.
         source: io::Error,
+        /// Earlier buffers not wholly sent, in stream order (io_uring path only).
+        unsent: Vec<UnsentBuf>,
+    },
+    /// A datagram longer than one io_uring request carries (the kernel would cut it short): refused
+    /// before anything was queued, and handed back.
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The most bytes one request carries.
+        max: usize,
+    },
+    /// Submitting or waiting on the io_uring (`io_uring_enter`) failed; what was queued stays queued.
+    Enter {
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// Setting a socket option failed.
+    SocketOption {
+        /// The option (`UDP_CORK`).
+        option: &'static str,
+        /// The kernel's error.
+        source: io::Error,
+    },
+    /// The operation needs what the sender's submission path lacks (for example `send_to`, a
+    /// destination per datagram, on the io_uring path); nothing was sent.
+    Unsupported {
+        /// The operation.
+        what: &'static str,
+        /// What to do instead.
+        remedy: &'static str,
     },
     /// Reading the error queue (`recvmsg(MSG_ERRQUEUE)`) or polling the socket failed.
     Errqueue {
@@ -47,11 +91,12 @@ pub enum TxError {
         /// Ids still outstanding.
         outstanding: usize,
     },
-    /// Completions did not arrive in time; the buffers they cover stay lent.
+    /// Completions did not arrive (or the kernel did not take queued sends) in time; the buffers they
+    /// cover stay lent or queued.
     Timeout {
         /// What was waited for.
         what: &'static str,
-        /// Ids still outstanding.
+        /// Ids (or io_uring requests) still outstanding.
         outstanding: usize,
         /// How long it waited.
         waited: Duration,
@@ -61,11 +106,37 @@ pub enum TxError {
 impl TxError {
     /// The errno of the underlying kernel error, if there is one.
     pub fn raw_os_error(&self) -> Option<i32> {
+        self.io_source().and_then(io::Error::raw_os_error)
+    }
+
+    fn io_source(&self) -> Option<&io::Error> {
         match self {
             TxError::Send { source, .. }
             | TxError::Errqueue { source, .. }
-            | TxError::Socket { source, .. } => source.raw_os_error(),
-            TxError::Timeout { .. } | TxError::LostTrack { .. } => None,
+            | TxError::Socket { source, .. }
+            | TxError::Enter { source }
+            | TxError::SocketOption { source, .. } => Some(source),
+            TxError::Timeout { .. }
+            | TxError::LostTrack { .. }
+            | TxError::TooLong { .. }
+            | TxError::Unsupported { .. } => None,
+        }
+    }
+
+    /// The earlier buffers this error hands back, in stream order: those of io_uring requests queued
+    /// before the failing call and not wholly sent ([`TxError::Send`]); none for the other errors.
+    pub fn unsent(&self) -> &[UnsentBuf] {
+        match self {
+            TxError::Send { unsent, .. } => unsent,
+            _ => &[],
+        }
+    }
+
+    /// Takes the buffers this error hands back (see [`TxError::unsent`]).
+    pub fn into_unsent(self) -> Vec<UnsentBuf> {
+        match self {
+            TxError::Send { unsent, .. } => unsent,
+            _ => Vec::new(),
         }
     }
 }
@@ -87,7 +158,7 @@ pub fn enobufs_reason() -> String {
     )
 }
 
-pub(crate) fn send_hint(errno: Option<i32>) -> &'static str {
+fn send_hint(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::ECONNRESET | libc::EPIPE) => {
             "the peer closed or reset the connection; flush() or close() returns every lent buffer"
@@ -113,18 +184,48 @@ impl fmt::Display for TxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TxError::Send {
+                call,
                 socket,
                 zerocopy,
                 sent,
                 len,
                 source,
-            } => write!(
+                unsent,
+            } => {
+                let flag = if *zerocopy && *call == "sendmsg" {
+                    "(MSG_ZEROCOPY)"
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "{call}{flag} on {socket} after {sent} of {len} bytes: {} ({})",
+                    error_name(source),
+                    send_hint(source.raw_os_error())
+                )?;
+                if !unsent.is_empty() {
+                    write!(f, "; {} earlier buffers handed back unsent", unsent.len())?;
+                }
+                Ok(())
+            }
+            TxError::TooLong { len, max } => write!(
                 f,
-                "sendmsg{} on {socket} after {sent} of {len} bytes: {} ({})",
-                if *zerocopy { "(MSG_ZEROCOPY)" } else { "" },
-                error_name(source),
-                send_hint(source.raw_os_error())
+                "a datagram of {len} bytes: one io_uring send request carries at most {max} \
+                 (the buffer is handed back unsent; send it on the sendmsg path, or less per \
+                 datagram)"
             ),
+            TxError::Enter { source } => {
+                write!(f, "io_uring_enter: {}", error_name(source))
+            }
+            TxError::SocketOption { option, source } => {
+                write!(f, "setsockopt {option}: {}", error_name(source))
+            }
+            TxError::Unsupported { what, remedy } => {
+                write!(
+                    f,
+                    "{what} is not available on this submission path: {remedy}"
+                )
+            }
             TxError::Errqueue { socket, source } => write!(
                 f,
                 "reading completions (recvmsg MSG_ERRQUEUE) on {socket}: {}",
@@ -151,8 +252,9 @@ impl fmt::Display for TxError {
                 waited,
             } => write!(
                 f,
-                "{what}: {outstanding} zero-copy ids still outstanding after {waited:?} (the peer is \
-                 not reading, or the connection stalled; their buffers stay lent to the kernel)"
+                "{what}: {outstanding} zero-copy ids or requests still outstanding after {waited:?} \
+                 (the peer is not reading, or the connection stalled; their buffers stay lent to \
+                 the kernel)"
             ),
         }
     }
@@ -160,23 +262,19 @@ impl fmt::Display for TxError {
 
 impl std::error::Error for TxError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TxError::Send { source, .. }
-            | TxError::Errqueue { source, .. }
-            | TxError::Socket { source, .. } => Some(source),
-            TxError::Timeout { .. } | TxError::LostTrack { .. } => None,
-        }
+        self.io_source()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
 impl From<TxError> for io::Error {
     fn from(e: TxError) -> io::Error {
         let kind = match &e {
-            TxError::Send { source, .. }
-            | TxError::Errqueue { source, .. }
-            | TxError::Socket { source, .. } => source.kind(),
             TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
             TxError::Timeout { .. } => io::ErrorKind::TimedOut,
+            TxError::TooLong { .. } => io::ErrorKind::InvalidInput,
+            TxError::Unsupported { .. } => io::ErrorKind::Unsupported,
+            _ => e.io_source().map_or(io::ErrorKind::Other, io::Error::kind),
         };
         io::Error::new(kind, e)
     }

@@ -13,13 +13,13 @@ use std::os::fd::AsFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{Mode, SendError, SenderConfig, TcpSender, TxError, UdpSender};
+use super::{Mode, SendError, SendPath, SenderConfig, TcpSender, TxError, UdpSender};
 use crate::sys::socket::set_int_option;
 
 /// Zero-copy, draining after every send: every entry goes through the sends' own drains.
 fn drain_after_each_send() -> SenderConfig {
     SenderConfig {
-        drain_every: 1,
+        path: SendPath::Sendmsg { drain_every: 1 },
         ..SenderConfig::with_mode(Mode::ZeroCopy)
     }
 }

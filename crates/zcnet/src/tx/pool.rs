@@ -9,9 +9,7 @@
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use super::{Sender, TxError, ZcSocket};
 use crate::sys::pages::{PageArena, PageSlot};
 
 /// How to build a [`BufferPool`].
@@ -67,32 +65,6 @@ impl BufferPool {
     /// (in the application or lent to the kernel: drain completions and retry).
     pub fn take(&self) -> Option<PooledBuf> {
         self.arena.take().map(|slot| PooledBuf { slot })
-    }
-
-    /// Takes a free buffer, reading `sender`'s completions while the pool is dry: each completion that
-    /// releases one of this pool's buffers puts it back. Waits at most `timeout`; fails with
-    /// [`TxError::Timeout`] then, and at once when `sender` has nothing outstanding (every buffer is
-    /// held elsewhere, so waiting on this sender cannot bring one back).
-    pub fn take_or_wait<S: ZcSocket>(
-        &self,
-        sender: &mut Sender<S>,
-        timeout: Duration,
-    ) -> Result<PooledBuf, TxError> {
-        let start = Instant::now();
-        loop {
-            if let Some(buf) = self.take() {
-                return Ok(buf);
-            }
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() || sender.outstanding() == 0 {
-                return Err(TxError::Timeout {
-                    what: "a free pool buffer",
-                    outstanding: sender.outstanding(),
-                    waited: start.elapsed(),
-                });
-            }
-            sender.wait_completions(left)?;
-        }
     }
 
     /// Bytes per buffer.

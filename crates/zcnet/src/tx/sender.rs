@@ -1,4 +1,6 @@
-//! The sender: one engine for every socket kind — decide, send, track, drain, flush.
+//! The public sender: one type, one contract, over the submission path its config chooses —
+//! `sendmsg(MSG_ZEROCOPY)` ([`super::sendmsg`]) or io_uring `SEND_ZC` (`super::uring`, feature
+//! `io-uring`). Each path owns its mechanism; this file only picks one and hands calls to it.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -6,43 +8,34 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::budget::MemlockBudget;
-use super::buffer::{Lent, Loan, SendBuf};
-use super::claim::{Claim, Refused};
+use super::buffer::SendBuf;
 use super::error::TxError;
-use super::policy::{CopyReason, Decision, Policy, PolicyConfig};
+use super::policy::{Mode, PolicyConfig};
+use super::pool::{BufferPool, PooledBuf};
+use super::sendmsg::SendmsgPath;
 use super::socket::ZcSocket;
 use super::stats::TxStats;
-use super::tracker::CompletionTracker;
 use super::unsent::{SendError, TrySendError, Unsent};
+#[cfg(feature = "io-uring")]
+use super::uring::UringPath;
 use crate::Fallback;
-use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
 
 /// How a [`Sender`] behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SenderConfig {
     /// The zero-copy policy.
     pub policy: PolicyConfig,
-    /// Drain the error queue after this many sends even when nothing forces it (default 32).
-    pub drain_every: u32,
-    /// Longest wait for send-buffer space before a send fails with `ETIMEDOUT` (default: none, like a
-    /// blocking socket).
+    /// How sends reach the kernel (default [`SendPath::SENDMSG`]): the one field to change to
+    /// switch from `sendmsg` to io_uring.
+    pub path: SendPath,
+    /// Longest wait for send-buffer space (`sendmsg`) or for the kernel to take queued sends
+    /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket).
     pub send_timeout: Option<Duration>,
-}
-
-impl Default for SenderConfig {
-    fn default() -> Self {
-        SenderConfig {
-            policy: PolicyConfig::default(),
-            drain_every: 32,
-            send_timeout: None,
-        }
-    }
 }
 
 impl SenderConfig {
     /// The default configuration with `mode`.
-    pub fn with_mode(mode: super::Mode) -> Self {
+    pub fn with_mode(mode: Mode) -> Self {
         SenderConfig {
             policy: PolicyConfig::with_mode(mode),
             ..Default::default()
@@ -50,178 +43,265 @@ impl SenderConfig {
     }
 }
 
-/// Longest single `poll` while waiting, so that deadlines are checked.
-const POLL_SLICE: Duration = Duration::from_millis(100);
-
-/// Pause of [`Sender::flush`] when the connection is shut down and no completion came: the ids left
-/// may still complete (a device can hold a freed packet for a while), but `poll` returns at once.
-const HANGUP_PAUSE: Duration = Duration::from_millis(10);
-
-/// Pause of a sender that does not own the socket's error queue while it waits for send-buffer
-/// space and `POLLERR` stays up: the entries are the owner's to read, and `poll` returns at once
-/// until it does.
-const FOREIGN_QUEUE_PAUSE: Duration = Duration::from_millis(1);
-
-/// Whether a send may wait for send-buffer space, and until when.
-#[derive(Debug, Clone, Copy)]
-enum Wait {
-    /// Return [`Stop::WouldBlock`] on `EAGAIN`.
-    Never,
-    /// Wait on `EAGAIN`, up to the deadline if there is one.
-    Until(Option<Instant>),
+/// How a [`Sender`]'s sends reach the kernel. Both paths share the policy, the completion tracker,
+/// the statistics and the contract of [`Sender`]; they differ in cost and in what they can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendPath {
+    /// One `sendmsg(MSG_ZEROCOPY)` per send (per piece of a stream send the kernel takes part
+    /// of), completions read from the socket's error queue.
+    Sendmsg {
+        /// Drain the error queue after this many sends even when nothing forces it (default 32).
+        drain_every: u32,
+    },
+    /// io_uring `IORING_OP_SEND_ZC` / `IORING_OP_SENDMSG_ZC` (feature `io-uring`, kernel 6.0+):
+    /// sends are queued and submitted as linked chains, notifications come as CQEs, and a
+    /// registered [`BufferPool`] ([`Sender::register_pool`]) sends without pinning pages per
+    /// request. When the ring cannot be set up the sender uses [`SendPath::SENDMSG`] instead and
+    /// [`Sender::path_status`] says why.
+    #[cfg(feature = "io-uring")]
+    IoUring {
+        /// Sends queued before they are submitted as one linked chain (default 32); on a stream
+        /// also the most buffers one request carries (up to 256 KiB and 1024 buffers).
+        batch: u32,
+        /// Submission queue entries (default 256): also the most requests in flight, results and
+        /// notifications together.
+        ring_entries: u32,
+    },
 }
 
-/// Why a send stopped before its buffer was all taken.
-#[derive(Debug)]
-enum Stop {
-    WouldBlock,
-    Failed(TxError),
-}
+/// The `sendmsg` path's default [`SendPath::Sendmsg::drain_every`].
+const DRAIN_EVERY: u32 = 32;
 
-impl From<TxError> for Stop {
-    fn from(e: TxError) -> Stop {
-        Stop::Failed(e)
+impl SendPath {
+    /// `sendmsg(MSG_ZEROCOPY)` with its defaults.
+    pub const SENDMSG: SendPath = SendPath::Sendmsg {
+        drain_every: DRAIN_EVERY,
+    };
+    /// io_uring with its defaults.
+    #[cfg(feature = "io-uring")]
+    pub const IO_URING: SendPath = SendPath::IoUring {
+        batch: 32,
+        ring_entries: 256,
+    };
+
+    /// The path's name, as rows and messages print it (`sendmsg`, `io_uring`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendPath::Sendmsg { .. } => "sendmsg",
+            #[cfg(feature = "io-uring")]
+            SendPath::IoUring { .. } => "io_uring",
+        }
     }
 }
 
-/// A MSG_ZEROCOPY sender owning socket `S` (see [`crate::tx`]). Sends never block on completions:
-/// completions are drained when the socket is not writable, every [`SenderConfig::drain_every`] sends,
-/// when the socket reports `POLLERR`, and in [`Sender::poll_completions`] / [`Sender::flush`].
+impl Default for SendPath {
+    fn default() -> Self {
+        SendPath::SENDMSG
+    }
+}
+
+/// The path a sender uses. Both variants are large (a control buffer, a ring and its queue) and
+/// of similar size; one lives in each sender, so neither is boxed.
+#[allow(clippy::large_enum_variant)]
+enum Path<S: ZcSocket> {
+    Sendmsg(SendmsgPath<S>),
+    #[cfg(feature = "io-uring")]
+    IoUring(UringPath<S>),
+}
+
+/// Runs `$body` with `$p` bound to the path in use.
+macro_rules! on_path {
+    ($path:expr, $p:ident => $body:expr) => {
+        match $path {
+            Path::Sendmsg($p) => $body,
+            #[cfg(feature = "io-uring")]
+            Path::IoUring($p) => $body,
+        }
+    };
+}
+
+/// A zero-copy sender owning socket `S` (see [`crate::tx`]), over the submission path its
+/// [`SenderConfig::path`] chooses.
 ///
-/// [`Sender::send`] waits for send-buffer space (whatever the socket's `O_NONBLOCK`);
-/// [`Sender::try_send`] never waits and hands the unsent part back on `EAGAIN`, for an event loop that
-/// polls the sender's file descriptor ([`AsFd`]).
+/// # Contract, on either path
+///
+/// - [`Sender::send`] takes the buffer and lends it to the kernel until the completions covering
+///   it arrive; it waits (bounded by [`SenderConfig::send_timeout`]) for the kernel to take it —
+///   send-buffer space for `sendmsg`, the previous chain for io_uring, which queues sends and
+///   submits them `batch` at a time. [`Sender::try_send`] never waits and hands the buffer back
+///   ([`TrySendError::WouldBlock`]) when the kernel would not take it now.
+/// - A failed or refused send hands back what was not sent: its own buffer, in the
+///   [`SendError`]; and on io_uring, where a send may report the failure of an earlier queued
+///   request, every earlier buffer not wholly sent, in order, inside the error
+///   ([`TxError::unsent`]). No byte is sent twice, nothing after a failed request goes out (a
+///   stream would skip bytes), and the sender goes on with the buffers given from then on.
+/// - [`Sender::flush`] submits what is queued and waits until every buffer is back; after any
+///   error it succeeds or returns, once, every buffer still queued. [`Sender::close`] flushes and
+///   returns the socket.
+/// - Nothing queued is ever dropped silently — except by dropping the sender itself: buffers
+///   still queued are then dropped unsent (as closing a socket drops unsent data), and lent ones
+///   stay lent forever (leaked, never reused, since the kernel may still read them). Call
+///   [`Sender::flush`] or [`Sender::close`] first.
 ///
 /// One sender owns a kernel socket: a second sender on the same socket (another descriptor of it,
 /// from `try_clone` or `dup`) sends by copy and never reads the socket's error queue, and its
-/// [`Sender::zerocopy_status`] says so ([`crate::Cause::SocketInUse`]). The owner keeps the socket
-/// until it is dropped (or [`Sender::close`]d).
-///
-/// Dropping a sender with ids outstanding keeps their buffers lent forever (they are leaked, never
-/// reused, since the kernel may still read them): call [`Sender::flush`] or [`Sender::close`] first.
+/// [`Sender::zerocopy_status`] says so ([`crate::Cause::SocketInUse`]).
 pub struct Sender<S: ZcSocket> {
-    /// Present until [`Sender::close`] takes it.
-    socket: Option<S>,
-    tracker: CompletionTracker<Lent>,
-    policy: Policy,
-    stats: TxStats,
-    control: ControlBuf,
-    zerocopy: Result<(), Fallback>,
-    config: SenderConfig,
-    since_drain: u32,
-    gso_segment: Option<u16>,
-    /// The socket's claim: only its holder numbers zero-copy sends and reads the error queue.
-    claim: Option<Claim>,
+    path: Path<S>,
+    /// Whether the configured path is the one used, or why not.
+    path_status: Result<(), Fallback>,
 }
 
 impl<S: ZcSocket> Sender<S> {
-    /// Wraps `socket`. First claims the kernel socket for this sender (no other sender of this
-    /// process may hold it: see [`Sender`]); then, unless the mode is [`super::Mode::Copy`], sets
-    /// `SO_ZEROCOPY`. When either fails the sender copies and [`Sender::zerocopy_status`] says why.
+    /// Wraps `socket`, sending on `config.path`.
     ///
-    /// Completion ids are a per-socket counter the kernel never resets, and a sender numbers its sends
-    /// from 0: a socket that already has `SO_ZEROCOPY` on may have taken ids already (wrapped before,
-    /// for example a socket a [`Sender::close`] returned, or a clone of one), so the sender never
-    /// sends it with MSG_ZEROCOPY (it copies, and the status says why) rather than misattribute a
-    /// completion — unless the kernel shows that nothing was ever sent on it: a TCP socket accepted
-    /// from a listener with `SO_ZEROCOPY` inherits the option, with its counter at 0
+    /// On the `sendmsg` path the sender first claims the kernel socket (no other sender of this
+    /// process may hold it); then, unless the mode is [`Mode::Copy`], sets `SO_ZEROCOPY`. When
+    /// either fails the sender copies and [`Sender::zerocopy_status`] says why. Completion ids are
+    /// a per-socket counter the kernel never resets, and a sender numbers its sends from 0: a
+    /// socket that already has `SO_ZEROCOPY` on may have taken ids already (wrapped before, for
+    /// example a socket a [`Sender::close`] returned, or a clone of one), so the sender never sends
+    /// it with MSG_ZEROCOPY (it copies, and the status says why) rather than misattribute a
+    /// completion — unless the kernel shows that nothing was ever sent on it: a TCP socket
+    /// accepted from a listener with `SO_ZEROCOPY` inherits the option, with its counter at 0
     /// (`sk_clone_lock` resets it), and is sent zero-copy as long as it is wrapped before anything
     /// is sent on it.
+    ///
+    /// On the io_uring path it sets up a ring; zero-copy needs `IORING_OP_SEND_ZC`, without which
+    /// the sender copies (`IORING_OP_SEND`) and [`Sender::zerocopy_status`] says why. When the ring
+    /// cannot be set up at all (`io_uring_setup`: `ENOSYS`, `EPERM` under
+    /// `kernel.io_uring_disabled`, `ENOMEM` when locked memory is used up) the sender sends on
+    /// [`SendPath::SENDMSG`] instead — every send still goes out, with MSG_ZEROCOPY — and
+    /// [`Sender::path_status`] says why and what to do.
     pub fn new(socket: S, config: SenderConfig) -> Self {
-        let claim = Claim::take(socket.fd());
-        let zerocopy = match &claim {
-            _ if config.policy.mode == super::Mode::Copy => Err(Fallback::requested(
-                "choose Mode::ZeroCopy or Mode::Auto to send with MSG_ZEROCOPY",
-            )),
-            Ok(_) => enable_zerocopy_once(&socket),
-            Err(Refused::InUse) => Err(Fallback::socket_in_use(
-                "another sender in this process owns this socket (reached through another descriptor \
-                 of it: try_clone, dup): use that sender, or one sender per socket; sends here are \
-                 copied and never read the socket's completions",
-            )),
-            Err(Refused::Identity(e)) => Err(Fallback::refused(
-                "fstat",
-                e.raw_os_error().unwrap_or(0),
-                "the socket cannot be told apart from others: sends are copied",
-            )),
-        };
-        Sender {
-            socket: Some(socket),
-            tracker: CompletionTracker::new(0),
-            policy: Policy::new(config.policy),
-            stats: TxStats::default(),
-            control: ControlBuf::default(),
-            zerocopy,
-            config,
-            since_drain: 0,
-            gso_segment: None,
-            claim: claim.ok(),
+        match config.path {
+            SendPath::Sendmsg { drain_every } => Sender {
+                path: Path::Sendmsg(SendmsgPath::new(socket, &config, drain_every)),
+                path_status: Ok(()),
+            },
+            #[cfg(feature = "io-uring")]
+            SendPath::IoUring {
+                batch,
+                ring_entries,
+            } => {
+                // The ring is set up first: on failure the socket is still here for sendmsg.
+                match UringPath::<S>::ring(ring_entries) {
+                    Ok(ring) => Sender {
+                        path: Path::IoUring(UringPath::new(socket, ring, &config, batch)),
+                        path_status: Ok(()),
+                    },
+                    Err(e) => {
+                        let path = SendmsgPath::new(socket, &config, DRAIN_EVERY);
+                        Sender {
+                            path: Path::Sendmsg(path),
+                            path_status: Err(ring_setup_fallback(&e)),
+                        }
+                    }
+                }
+            }
         }
+    }
+
+    /// The path sends take: the configured one, or [`SendPath::SENDMSG`] after a fallback (see
+    /// [`Sender::path_status`]).
+    pub fn path(&self) -> SendPath {
+        match &self.path {
+            Path::Sendmsg(p) => SendPath::Sendmsg {
+                drain_every: p.drain_every(),
+            },
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.send_path(),
+        }
+    }
+
+    /// Whether sends take the configured path, or why they fell back to `sendmsg`.
+    pub fn path_status(&self) -> Result<(), &Fallback> {
+        self.path_status.as_ref().map(|_| ())
     }
 
     /// The socket.
     pub fn get_ref(&self) -> &S {
-        self.socket
-            .as_ref()
-            .expect("the socket is present until close()")
+        on_path!(&self.path, p => p.get_ref())
     }
 
-    /// Whether zero-copy is used on the socket, or why not: refused by the kernel, copy requested, or
-    /// given up after a completion named an id the sender never registered.
+    /// Whether zero-copy is used, or why not: refused by the kernel, copy requested, or given up
+    /// after a completion named an id the sender never registered.
     pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
-        self.zerocopy.as_ref().map(|_| ())
+        on_path!(&self.path, p => p.zerocopy_status())
     }
 
-    /// The counters so far.
+    /// The counters so far (on io_uring, an id is a zero-copy request).
     pub fn stats(&self) -> &TxStats {
-        &self.stats
+        on_path!(&self.path, p => p.stats())
     }
 
     /// Zero-copy ids sent and not yet completed (their buffers are still lent).
     pub fn outstanding(&self) -> usize {
-        self.tracker.outstanding()
+        on_path!(&self.path, p => p.outstanding())
     }
 
-    /// Sends all of `buf`: on a stream socket in as many calls as the kernel needs (a partial send
-    /// continues with the remainder, in order); on a message socket as one message (datagram). Waits for
-    /// send-buffer space, up to [`SenderConfig::send_timeout`]. The buffer stays lent until the
-    /// completions covering it arrive. On failure the error hands back the part not sent.
+    /// Buffers queued and not yet wholly taken by the kernel (io_uring; always 0 on `sendmsg`,
+    /// which sends in the call).
+    pub fn queued(&self) -> usize {
+        match &self.path {
+            Path::Sendmsg(_) => 0,
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.queued(),
+        }
+    }
+
+    /// Registers `pool`'s buffers for fixed sends (io_uring: `IORING_REGISTER_BUFFERS`), so that
+    /// its buffers go out without pinning pages per request. On failure — `ENOMEM` when the pinned
+    /// pages exceed `RLIMIT_MEMLOCK` — the reason names the limit and what to raise, and sends go
+    /// on with unregistered buffers. The `sendmsg` path has no registered buffers (the kernel pins
+    /// each send's pages): it answers [`crate::Cause::Requested`], naming the io_uring path.
+    pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
+        match &mut self.path {
+            Path::Sendmsg(_) => {
+                let _ = pool;
+                Err(no_registration())
+            }
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.register_pool(pool),
+        }
+    }
+
+    /// Whether a pool is registered (fixed sends), or why not.
+    pub fn registration_status(&self) -> Result<(), Fallback> {
+        match &self.path {
+            Path::Sendmsg(_) => Err(no_registration()),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.registration_status().map_err(Clone::clone),
+        }
+    }
+
+    /// Sends all of `buf`: on a stream socket as one run of bytes, in order (in as many calls or
+    /// requests as the kernel needs); on a message socket as one message (datagram). Waits for the
+    /// kernel to take it, up to [`SenderConfig::send_timeout`]. The buffer stays lent until the
+    /// completions covering it arrive. On failure the error hands back the part not sent (see the
+    /// type's contract).
     pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
         self.send_unsent(Unsent::new(Arc::new(buf), 0))
     }
 
     /// [`Sender::send`] for the part of a buffer an earlier send did not take.
     pub fn send_unsent<B: SendBuf>(&mut self, unsent: Unsent<B>) -> Result<(), SendError<B>> {
-        self.send_blocking(unsent, None)
+        match &mut self.path {
+            Path::Sendmsg(p) => p.send_unsent(unsent),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.queue_unsent(unsent, true).map_err(|e| match e {
+                TrySendError::Failed(e) => e,
+                TrySendError::WouldBlock(_) => unreachable!("a waiting send never would block"),
+            }),
+        }
     }
 
-    /// Sends the rest of `unsent`, waiting for send-buffer space up to the configured send timeout.
-    fn send_blocking<B: SendBuf>(
-        &mut self,
-        unsent: Unsent<B>,
-        dest: Option<&SockAddr>,
-    ) -> Result<(), SendError<B>> {
-        let deadline = self.config.send_timeout.map(|t| Instant::now() + t);
-        self.send_rest(unsent, dest, Wait::Until(deadline))
-            .map_err(|(stop, unsent)| {
-                let error = match stop {
-                    Stop::Failed(e) => e,
-                    // Not returned while waiting is allowed; kept as the errno it stands for.
-                    Stop::WouldBlock => self.send_error(
-                        false,
-                        unsent.sent(),
-                        unsent.buf().as_bytes().len(),
-                        io::Error::from_raw_os_error(libc::EAGAIN),
-                    ),
-                };
-                SendError::new(error, unsent)
-            })
-    }
-
-    /// Sends `buf` without waiting: when the socket's send buffer fills (`EAGAIN`), returns
-    /// [`TrySendError::WouldBlock`] with the part not sent — all of a datagram, the rest of a stream —
-    /// to pass to [`Sender::try_send_unsent`] once the socket is writable. On failure the error hands
-    /// back the unsent part too.
+    /// Sends `buf` without waiting: when the kernel would not take it now (`sendmsg`: the socket's
+    /// send buffer is full; io_uring: `batch` sends wait for the previous chain), returns
+    /// [`TrySendError::WouldBlock`] with the part not sent — all of a datagram, the rest of a
+    /// stream — to pass to [`Sender::try_send_unsent`] once the sender's descriptor ([`AsFd`]) is
+    /// ready. On failure the error hands back the unsent part too.
     pub fn try_send<B: SendBuf>(&mut self, buf: B) -> Result<(), TrySendError<B>> {
         self.try_send_unsent(Unsent::new(Arc::new(buf), 0))
     }
@@ -231,466 +311,204 @@ impl<S: ZcSocket> Sender<S> {
         &mut self,
         unsent: Unsent<B>,
     ) -> Result<(), TrySendError<B>> {
-        self.send_rest(unsent, None, Wait::Never)
-            .map_err(|(stop, unsent)| match stop {
-                Stop::WouldBlock => TrySendError::WouldBlock(unsent),
-                Stop::Failed(e) => TrySendError::Failed(SendError::new(e, unsent)),
-            })
-    }
-
-    /// Sends `unsent`'s remaining bytes; stops with the part not sent.
-    fn send_rest<B: SendBuf>(
-        &mut self,
-        unsent: Unsent<B>,
-        dest: Option<&SockAddr>,
-        wait: Wait,
-    ) -> Result<(), (Stop, Unsent<B>)> {
-        let (buf, mut off) = unsent.into_parts();
-        let len = buf.as_bytes().len();
-        let stream = self.get_ref().is_stream();
-        loop {
-            if stream && off >= len {
-                return Ok(());
-            }
-            if off > 0 {
-                self.stats.partial_sends += 1;
-            }
-            match self.send_piece(&buf, off, dest, wait) {
-                Ok(n) => off += n,
-                Err(stop) => return Err((stop, Unsent::new(buf, off))),
-            }
-            if self.since_drain >= self.config.drain_every
-                && let Err(e) = self.drain()
-            {
-                return Err((Stop::Failed(e), Unsent::new(buf, off)));
-            }
-            if !stream {
-                return Ok(());
-            }
+        match &mut self.path {
+            Path::Sendmsg(p) => p.try_send_unsent(unsent),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.queue_unsent(unsent, false),
         }
     }
 
-    fn decide(&mut self, len: usize) -> Decision {
-        match self.policy.decide(len) {
-            Decision::ZeroCopy if self.zerocopy.is_err() => Decision::Copy(CopyReason::Unsupported),
-            Decision::ZeroCopy
-                if !self.get_ref().is_stream() && len > self.get_ref().max_zerocopy_piece() =>
-            {
-                Decision::Copy(CopyReason::Unsupported)
-            }
-            d => d,
-        }
-    }
-
-    /// One `sendmsg` of `buf[off..]` (retried on `EINTR`, on `EAGAIN` as `wait` allows, resent by copy on
-    /// `ENOBUFS`); returns the bytes the kernel took.
-    fn send_piece<B: SendBuf>(
-        &mut self,
-        buf: &Arc<B>,
-        off: usize,
-        dest: Option<&SockAddr>,
-        wait: Wait,
-    ) -> Result<usize, Stop> {
-        let total = buf.as_bytes().len();
-        let mut forced: Option<CopyReason> = None;
-        loop {
-            let data = &buf.as_bytes()[off..];
-            let decision = match forced {
-                Some(reason) => Decision::Copy(reason),
-                None => self.decide(data.len()),
-            };
-            let mut piece = if decision == Decision::ZeroCopy && self.get_ref().is_stream() {
-                data.len().min(self.get_ref().max_zerocopy_piece())
-            } else {
-                data.len()
-            };
-            let charge = match decision {
-                Decision::ZeroCopy => MemlockBudget::global().try_charge(piece),
-                Decision::Copy(_) => None,
-            };
-            let decision = match (decision, &charge) {
-                (Decision::ZeroCopy, None) => {
-                    piece = data.len();
-                    Decision::Copy(CopyReason::Memlock)
-                }
-                (d, _) => d,
-            };
-            let zc = decision == Decision::ZeroCopy;
-            let mut control = ControlBuf::default();
-            if let Some(seg) = self.gso_segment.filter(|&s| piece > usize::from(s)) {
-                control
-                    .push(libc::SOL_UDP, libc::UDP_SEGMENT, &seg.to_ne_bytes())
-                    .expect("one UDP_SEGMENT fits the control buffer");
-            }
-            let fd = self.socket.as_ref().expect("present until close()").fd();
-            let (id, res) = if let Some(charge) = charge {
-                let loan: Loan = Arc::clone(buf) as Loan;
-                let (id, res) = errqueue::send_lent(
-                    fd,
-                    &mut self.tracker,
-                    (loan, charge),
-                    off..off + piece,
-                    dest,
-                    &control,
-                );
-                (Some(id), res)
-            } else {
-                let res = errqueue::send_copy(fd, &data[..piece], dest, &control);
-                (None, res)
-            };
-            match res {
-                Ok(n) => {
-                    self.count_send(decision, n);
-                    return Ok(n);
-                }
-                Err(e) => {
-                    if let Some(id) = id {
-                        self.settle_failed_id(id)?;
-                    }
-                    match e.raw_os_error() {
-                        Some(libc::EAGAIN) => match wait {
-                            Wait::Never => return Err(Stop::WouldBlock),
-                            Wait::Until(deadline) => self.wait_writable(deadline, off, total)?,
-                        },
-                        Some(libc::EINTR) => {}
-                        Some(libc::ENOBUFS) if zc => {
-                            self.stats.enobufs += 1;
-                            self.policy.on_enobufs();
-                            forced = Some(CopyReason::Enobufs);
-                        }
-                        _ => return Err(Stop::Failed(self.send_error(zc, off, total, e))),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Settles the id registered for a zero-copy `sendmsg` that failed, from what the kernel does:
-    /// a failed stream send takes no id (TCP aborts the uarg, which rolls the socket's counter back);
-    /// a datagram freed inside a failed call took its id, and the skb's release queued its completion
-    /// before the call returned. So: drain, and give the id back unless that completion came. Should
-    /// the kernel ever have taken the id without completing it yet, its completion would later name
-    /// an id this sender never registered, which stops all releases (see [`Sender::zerocopy_status`]).
-    fn settle_failed_id(&mut self, id: u32) -> Result<(), TxError> {
-        self.drain()?;
-        if self.tracker.is_outstanding(id) {
-            self.tracker.cancel_last();
-        }
-        Ok(())
-    }
-
-    fn count_send(&mut self, decision: Decision, n: usize) {
-        self.policy.on_sent(decision, n);
-        self.stats.calls += 1;
-        self.stats.bytes += n as u64;
-        match decision {
-            Decision::ZeroCopy => self.stats.zc_calls += 1,
-            Decision::Copy(reason) => {
-                self.stats.copy_calls += 1;
-                self.stats.count_copy(reason);
-            }
-        }
-        self.since_drain += 1;
-    }
-
-    fn send_error(&self, zerocopy: bool, sent: usize, len: usize, source: io::Error) -> TxError {
-        TxError::Send {
-            socket: S::NAME,
-            zerocopy,
-            sent,
-            len,
-            source,
-        }
-    }
-
-    /// Waits for send-buffer space, draining completions on `POLLERR`; a pending socket error (a reset)
-    /// becomes the send's error.
-    fn wait_writable(
-        &mut self,
-        deadline: Option<Instant>,
-        sent: usize,
-        len: usize,
-    ) -> Result<(), TxError> {
-        self.stats.waits += 1;
-        loop {
-            let slice = match deadline {
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
-                        return Err(self.send_error(false, sent, len, e));
-                    }
-                    left.min(POLL_SLICE)
-                }
-                None => POLL_SLICE,
-            };
-            let ready = errqueue::poll_socket(self.get_ref().fd(), true, slice)
-                .map_err(|e| self.queue_error(e))?;
-            if ready.error
-                && self.drain()? == 0
-                && let Some(e) = self.take_socket_error()?
-            {
-                return Err(self.send_error(false, sent, len, e));
-            }
-            if ready.writable || ready.hangup {
-                return Ok(());
-            }
-            if ready.error && self.claim.is_none() {
-                std::thread::sleep(FOREIGN_QUEUE_PAUSE);
-            }
-        }
-    }
-
-    fn take_socket_error(&self) -> Result<Option<io::Error>, TxError> {
-        errqueue::take_socket_error(self.get_ref().fd()).map_err(|e| self.queue_error(e))
-    }
-
-    fn queue_error(&self, source: io::Error) -> TxError {
-        TxError::Errqueue {
-            socket: S::NAME,
-            source,
-        }
-    }
-
-    /// Reads every completion queued now, releasing the buffers they cover; returns the ids released.
-    /// A truncated entry (`MSG_CTRUNC`) or a failed read is an error: the completion it carried is lost.
-    /// A sender that does not own the socket reads nothing (the entries are the owner's).
-    fn drain(&mut self) -> Result<u64, TxError> {
-        self.since_drain = 0;
-        if self.claim.is_none() {
-            return Ok(0);
-        }
-        let mut released = 0;
-        loop {
-            let socket = self
-                .socket
-                .as_ref()
-                .expect("the socket is present until close()");
-            match errqueue::recv_errqueue(socket.fd(), &mut self.control) {
-                Ok(false) => break,
-                Ok(true) => {}
-                Err(e) => {
-                    self.stats.set_tracker(self.tracker.counts());
-                    return Err(self.queue_error(e));
-                }
-            }
-            for m in self.control.messages() {
-                match errqueue::decode(m.level, m.ty, m.data) {
-                    Some(ErrqueueMessage::Zerocopy(c)) => {
-                        let ids = self.tracker.complete(c, drop);
-                        self.policy.on_completion(c.copied, ids);
-                        released += ids;
-                    }
-                    Some(ErrqueueMessage::Error(_)) => self.stats.queue_errors += 1,
-                    None => {}
-                }
-            }
-        }
-        if self.tracker.outstanding() == 0 {
-            self.policy.on_drained();
-        }
-        if let Some(id) = self.tracker.unregistered_id()
-            && self.zerocopy.is_ok()
-        {
-            self.zerocopy = Err(lost_track(id));
-        }
-        self.stats.set_tracker(self.tracker.counts());
-        self.policy.report(&mut self.stats);
-        Ok(released)
-    }
-
-    /// Reads the completions queued now (without waiting); returns the number of ids released.
+    /// Reads the completions queued now (without waiting) and, on io_uring, submits what it can;
+    /// returns the number of ids released.
     pub fn poll_completions(&mut self) -> Result<u64, TxError> {
-        self.drain()
+        on_path!(&mut self.path, p => p.poll_completions())
     }
 
-    /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when a
-    /// [`super::BufferPool`] ran dry); returns the number of ids released.
+    /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
+    /// a [`BufferPool`] ran dry); returns the number of ids released.
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
-        let released = self.drain()?;
-        if released > 0 || self.outstanding() == 0 {
-            return Ok(released);
-        }
-        errqueue::poll_socket(self.get_ref().fd(), false, timeout)
-            .map_err(|e| self.queue_error(e))?;
-        self.drain()
+        on_path!(&mut self.path, p => p.wait_completions(timeout))
     }
 
-    /// Waits, up to `timeout`, until every outstanding id completed and every lent buffer is released.
-    /// Fails at once with the socket's error when `POLLERR` comes from a socket error (`SO_ERROR`, read
-    /// and cleared) rather than a completion, and with [`TxError::LostTrack`] once a completion named an
-    /// id the sender never registered (the buffers still lent then stay lent).
-    pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
+    /// A free buffer of `pool`, reading completions (and, on io_uring, submitting queued sends)
+    /// while the pool is dry: each completion that releases one of the pool's buffers puts it back.
+    /// Waits at most `timeout`; fails with [`TxError::Timeout`] then, and at once when this sender
+    /// holds none of its buffers — none queued, none lent — (every buffer is held elsewhere, so
+    /// waiting on this sender cannot bring one back).
+    pub fn take_from(
+        &mut self,
+        pool: &BufferPool,
+        timeout: Duration,
+    ) -> Result<PooledBuf, TxError> {
         let start = Instant::now();
         loop {
-            let released = self.drain()?;
-            if self.outstanding() == 0 {
-                return Ok(());
-            }
-            if let Some(id) = self.tracker.unregistered_id() {
-                return Err(TxError::LostTrack {
-                    id,
-                    outstanding: self.outstanding(),
-                });
+            if let Some(buf) = pool.take() {
+                return Ok(buf);
             }
             let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
+            if left.is_zero() || self.holds_nothing() {
                 return Err(TxError::Timeout {
-                    what: "flush",
+                    what: "a free pool buffer",
                     outstanding: self.outstanding(),
                     waited: start.elapsed(),
                 });
             }
-            if released == 0
-                && let Some(e) = self.take_socket_error()?
-            {
-                return Err(TxError::Socket {
-                    socket: S::NAME,
-                    outstanding: self.outstanding(),
-                    source: e,
-                });
-            }
-            let ready = errqueue::poll_socket(self.get_ref().fd(), false, left.min(POLL_SLICE))
-                .map_err(|e| self.queue_error(e))?;
-            if ready.hangup && !ready.error {
-                std::thread::sleep(left.min(HANGUP_PAUSE));
-            }
+            self.wait_completions(left)?;
         }
     }
 
-    /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On failure
-    /// the buffers still lent are leaked — never reused — and the error says how many. The socket
-    /// keeps `SO_ZEROCOPY` on, so a sender wrapping it again copies (see [`Sender::new`]).
+    /// io_uring CQEs handled so far (0 on `sendmsg`): what an event loop compares to tell whether a
+    /// poll made progress.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn ring_cqes(&self) -> u64 {
+        match &self.path {
+            Path::Sendmsg(_) => 0,
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.cqes(),
+        }
+    }
+
+    /// Whether no buffer sent through this sender is still queued or lent.
+    pub(crate) fn holds_nothing(&self) -> bool {
+        match &self.path {
+            Path::Sendmsg(p) => p.outstanding() == 0,
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.idle(),
+        }
+    }
+
+    /// Submits what is queued and waits, up to `timeout`, until every request finished and every
+    /// lent buffer is released. Fails with the first send error on the way (which hands back every
+    /// buffer not sent), at once with the socket's error when `POLLERR` comes from a socket error
+    /// (`sendmsg`: `SO_ERROR`, read and cleared) rather than a completion, and with
+    /// [`TxError::LostTrack`] once a completion named an id the sender never registered (the
+    /// buffers still lent then stay lent).
+    pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
+        on_path!(&mut self.path, p => p.flush(timeout))
+    }
+
+    /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On
+    /// failure the buffers still lent are leaked — never reused — and the error says how many. A
+    /// socket from the `sendmsg` path keeps `SO_ZEROCOPY` on, so a sender wrapping it again on that
+    /// path copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         self.flush(timeout)?;
-        Ok(self
-            .socket
-            .take()
-            .expect("the socket is present until close()"))
+        Ok(on_path!(self.path, p => p.into_socket()))
     }
 }
 
-/// Sets `SO_ZEROCOPY` on a socket the sender just claimed, unless it was on already and sends made
-/// before may have taken completion ids (see [`Sender::new`]).
-fn enable_zerocopy_once<S: ZcSocket>(socket: &S) -> Result<(), Fallback> {
-    let name = S::NAME;
-    match errqueue::zerocopy_enabled(socket.fd()) {
-        Ok(true) => {
-            return match socket.nothing_sent() {
-                // The kernel's counter stands at 0: the ids are the sender's to number.
-                Ok(Some(true)) => Ok(()),
-                Ok(Some(false)) => Err(Fallback::unknown_ids(
-                    format!(
-                        "SO_ZEROCOPY was already on for this {name} socket and data was sent on \
-                         it: sends made before may have taken completion ids"
-                    ),
-                    "wrap the socket before anything is sent on it (a socket accepted from a listener \
-                     with SO_ZEROCOPY inherits the option and is sent zero-copy if wrapped first), or \
-                     leave SO_ZEROCOPY off: the sender sets it; sends on this one are copied",
-                )),
-                Ok(None) => Err(Fallback::unknown_ids(
-                    format!(
-                        "SO_ZEROCOPY was already on for this {name} socket: it may have taken \
-                         completion ids before"
-                    ),
-                    "wrap a socket no sender has used, and leave SO_ZEROCOPY off: the sender sets \
-                     it; sends on this one are copied so that no completion is misattributed",
-                )),
-                Err(e) => Err(Fallback::refused(
-                    "getsockopt TCP_INFO",
-                    e.raw_os_error().unwrap_or(0),
-                    "SO_ZEROCOPY was already on and whether anything was sent is unknown: sends \
-                     are copied",
-                )),
-            };
+/// Why the sender fell back to `sendmsg`: the ring could not be set up.
+#[cfg(feature = "io-uring")]
+fn ring_setup_fallback(e: &io::Error) -> Fallback {
+    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+    let remedy = match errno {
+        // The rings are charged to the locked-memory limit of a user without CAP_IPC_LOCK, and
+        // setup fails with ENOMEM when it is used up.
+        libc::ENOMEM => {
+            "the rings are charged to locked memory and RLIMIT_MEMLOCK is used up: raise it \
+             (`ulimit -l`, limits.conf memlock) or run with CAP_IPC_LOCK; sending with sendmsg \
+             (MSG_ZEROCOPY) instead"
         }
-        Ok(false) => {}
-        Err(e) => {
-            return Err(Fallback::refused(
-                "getsockopt SO_ZEROCOPY",
-                e.raw_os_error().unwrap_or(0),
-                "sends are copied",
-            ));
+        _ => {
+            "no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 is needed; sending with \
+             sendmsg (MSG_ZEROCOPY) instead"
         }
-    }
-    errqueue::enable_zerocopy(socket.fd()).map_err(|e| {
-        Fallback::refused(
-            "setsockopt SO_ZEROCOPY",
-            e.raw_os_error().unwrap_or(0),
-            format!("no zero-copy send for this {name} socket: sends are copied"),
-        )
-    })
+    };
+    Fallback::refused("io_uring_setup", errno, remedy)
 }
 
-/// The reason a sender gives up zero-copy when a completion names id `id`, which it never registered.
-fn lost_track(id: u32) -> Fallback {
-    Fallback::observed(
-        format!(
-            "a completion named id {id}, which this sender never registered: the kernel numbered \
-             its sends differently, so which buffer a completion releases is unknown"
-        ),
-        "buffers still lent stay lent (leaked, never reused) and the socket sends by copy from now on",
+/// The `sendmsg` path's answer to a pool registration.
+fn no_registration() -> Fallback {
+    Fallback::requested(
+        "the sendmsg path has no registered buffers (the kernel pins each send's pages): choose \
+         SendPath::IoUring for fixed sends",
     )
 }
 
 impl<S: ZcSocket> AsFd for Sender<S> {
-    /// The socket's descriptor, for an event loop to poll: `POLLOUT` says [`Sender::try_send`] may take
-    /// more, `POLLERR` that completions (or a socket error) are queued for [`Sender::poll_completions`].
+    /// The descriptor whose readiness means the sender can make progress, for an event loop to
+    /// poll. `sendmsg`: the socket — `POLLOUT` says [`Sender::try_send`] may take more, `POLLERR`
+    /// that completions (or a socket error) are queued for [`Sender::poll_completions`]. io_uring:
+    /// the ring — `POLLIN` says CQEs (results, notifications) wait for
+    /// [`Sender::poll_completions`], which also submits what is queued.
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.get_ref().fd()
+        match &self.path {
+            Path::Sendmsg(p) => p.get_ref().fd(),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.ring_fd(),
+        }
     }
 }
 
 impl<S: ZcSocket + std::fmt::Debug> std::fmt::Debug for Sender<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sender")
-            .field("socket", &self.socket)
-            .field("outstanding", &self.tracker.outstanding())
-            .field("next_id", &self.tracker.next_id())
-            .field("zerocopy", &self.zerocopy)
-            .field("policy", &self.policy)
-            .field("stats", &self.stats)
+            .field("path", &self.path())
+            .field("path_status", &self.path_status)
+            .field("socket", self.get_ref())
+            .field("queued", &self.queued())
+            .field("outstanding", &self.outstanding())
+            .field("zerocopy", &self.zerocopy_status())
+            .field("registration", &self.registration_status())
+            .field("stats", self.stats())
             .finish()
     }
 }
 
-impl<S: ZcSocket> Drop for Sender<S> {
-    fn drop(&mut self) {
-        if self.socket.is_some() {
-            let _ = self.drain();
-        }
-        for loan in self.tracker.abandon() {
-            // The kernel may still read these pages: never let the memory be reused.
-            std::mem::forget(loan);
-        }
-    }
-}
-
 impl Sender<UdpSocket> {
-    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when the socket
-    /// is uncorked (`false`). Zero-copy and copied pieces mix freely; each zero-copy piece still takes
-    /// its own completion id.
-    pub fn set_cork(&mut self, cork: bool) -> io::Result<()> {
+    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when the
+    /// socket is uncorked (`false`). Zero-copy and copied pieces mix freely; each zero-copy piece
+    /// still takes its own completion id. On io_uring, corking or uncorking first submits the
+    /// queued sends and waits (bounded by the send timeout) until the kernel took them, so that
+    /// each lands in the datagram it was sent for; a send error on the way is returned (handing
+    /// back the buffers not sent) and the option left as it was.
+    pub fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
+        #[cfg(feature = "io-uring")]
+        if let Path::IoUring(p) = &mut self.path {
+            p.settle()?;
+        }
         crate::sys::socket::set_int_option(
             self.get_ref().fd(),
             libc::SOL_UDP,
             libc::UDP_CORK,
             i32::from(cork),
         )
+        .map_err(|source| TxError::SocketOption {
+            option: "UDP_CORK",
+            source,
+        })
     }
 
-    /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
-    /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
-    /// Without it a datagram larger than the path MTU is fragmented, and the kernel copies it even
-    /// with MSG_ZEROCOPY (it zero-copies only data the device checksums; completions say copied).
-    pub fn set_gso_segment(&mut self, segment: Option<u16>) {
-        self.gso_segment = segment;
+    /// Sets the GSO segment size: every datagram longer than one segment — sent from now on — goes
+    /// out as a train of up to 64 segments, split by the stack or the device (`sendmsg`: a
+    /// `UDP_SEGMENT` control message on each send; io_uring: the `UDP_SEGMENT` socket option).
+    /// `None` turns it off. Without it a datagram larger than the path MTU is fragmented, and the
+    /// kernel copies it even with zero-copy (it zero-copies only data the device checksums).
+    pub fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
+        match &mut self.path {
+            Path::Sendmsg(p) => {
+                p.set_gso_segment(segment);
+                Ok(())
+            }
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.set_gso_segment(segment),
+        }
     }
 
-    /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket; waits for
-    /// send-buffer space like [`Sender::send`].
+    /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket; waits
+    /// like [`Sender::send`]. The `sendmsg` path only: on io_uring it is refused with
+    /// [`TxError::Unsupported`], and `buf` handed back.
     pub fn send_to<B: SendBuf>(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
-        let dest = SockAddr::from(dest);
-        self.send_blocking(Unsent::new(Arc::new(buf), 0), Some(&dest))
+        match &mut self.path {
+            Path::Sendmsg(p) => p.send_to(buf, dest),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(_) => Err(SendError::new(
+                TxError::Unsupported {
+                    what: "send_to",
+                    remedy: "connect the socket and send, or use SendPath::Sendmsg",
+                },
+                Unsent::new(Arc::new(buf), 0),
+            )),
+        }
     }
 }

@@ -72,3 +72,10 @@ impl ZcSocket for VsockSocket {
         64 << 10
     }
 }
+
+/// The socket a sender holds until its `close` takes it.
+pub(crate) fn present<S>(socket: &Option<S>) -> &S {
+    socket
+        .as_ref()
+        .expect("the socket is present until close()")
+}

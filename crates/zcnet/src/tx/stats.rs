@@ -1,6 +1,6 @@
 //! Counters of everything a sender decided and everything the kernel reported.
 
-use super::policy::{AutoChoice, CopyReason};
+use super::policy::{AutoChoice, CopyReason, Decision};
 use super::tracker::TrackerCounts;
 
 /// What a sender did: sends by kind, why sends were copied, and the completions that came back.
@@ -65,6 +65,19 @@ impl TxStats {
     /// `ENOBUFS` back-off, for want of locked memory, or because the socket lacks zero-copy.
     pub fn fallbacks(&self) -> u64 {
         self.copy_copied + self.copy_enobufs + self.copy_memlock + self.copy_unsupported
+    }
+
+    /// Counts one send call (or io_uring request) that took `n` bytes, decided so.
+    pub(crate) fn count_send(&mut self, decision: Decision, n: usize) {
+        self.calls += 1;
+        self.bytes += n as u64;
+        match decision {
+            Decision::ZeroCopy => self.zc_calls += 1,
+            Decision::Copy(reason) => {
+                self.copy_calls += 1;
+                self.count_copy(reason);
+            }
+        }
     }
 
     pub(crate) fn count_copy(&mut self, reason: CopyReason) {

@@ -133,8 +133,8 @@ fn send_zerocopy(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> T
             sender::send_record(tx.get_ref(), piece).expect("send header with MSG_EOR");
             continue;
         }
-        let mut buf = pool
-            .take_or_wait(&mut tx, Duration::from_secs(20))
+        let mut buf = tx
+            .take_from(&pool, Duration::from_secs(20))
             .expect("a send buffer back from its completion");
         buf.fill_with(size, |b| b.copy_from_slice(piece));
         tx.send(buf).expect("zero-copy send");

@@ -1,5 +1,6 @@
 //! Helpers shared by the tx_* integration tests: a position-dependent byte pattern with a running
-//! checksum, a TCP sink thread, and a loop that sends through a pool as fast as completions recycle it.
+//! checksum, a TCP sink thread, a loop that sends through a pool as fast as completions recycle it,
+//! and [`each_path!`], which runs one test body on every submission path.
 #![allow(dead_code)]
 
 use std::io::Read;
@@ -8,8 +9,91 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use zcnet::tx::{
-    BufferPool, Mode, PoolConfig, PooledBuf, SendError, Sender, SenderConfig, TxStats, ZcSocket,
+    BufferPool, Mode, PoolConfig, PooledBuf, SendError, SendPath, Sender, SenderConfig, TxStats,
+    ZcSocket,
 };
+
+/// Defines one `#[test]` per submission path, `<name>::sendmsg` and `<name>::io_uring`, both
+/// running `body` with the path in `$path`: the same checks hold on either. The io_uring test
+/// [`testnet::skip`]s when this kernel has no io_uring zero-copy send (a failure under
+/// `ZCNET_PRIV_TESTS=1`).
+#[macro_export]
+macro_rules! each_path {
+    ($(#[$meta:meta])* fn $name:ident($path:ident: SendPath) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($path: zcnet::tx::SendPath) $body
+
+            #[test]
+            fn sendmsg() {
+                body(zcnet::tx::SendPath::SENDMSG);
+            }
+
+            #[test]
+            fn io_uring() {
+                let test = concat!(stringify!($name), "::io_uring");
+                if $crate::tx_common::io_uring_available(test) {
+                    body(zcnet::tx::SendPath::IO_URING);
+                }
+            }
+        }
+    };
+    // An async body, run on a two-worker tokio runtime.
+    ($(#[$meta:meta])* async fn $name:ident($path:ident: SendPath) $body:block) => {
+        $crate::each_path! {
+            $(#[$meta])*
+            fn $name(path: SendPath) {
+                async fn run($path: zcnet::tx::SendPath) $body
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime")
+                    .block_on(run(path));
+            }
+        }
+    };
+}
+
+/// Whether io_uring `SEND_ZC` works here; [`testnet::skip`]s `test` with the reason when not (a
+/// failure under `ZCNET_PRIV_TESTS=1`: CI's kernels have it).
+pub fn io_uring_available(test: &str) -> bool {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = Sender::new(socket, path_config(SendPath::IO_URING, Mode::ZeroCopy));
+    let reason = match (tx.path_status(), tx.zerocopy_status()) {
+        (Ok(()), Ok(())) => return true,
+        (Err(why), _) | (_, Err(why)) => why.to_string(),
+    };
+    testnet::skip(test, &reason);
+    false
+}
+
+/// [`testnet::privileged`] for the run of `test` on `path`, named so in what it prints.
+pub fn privileged(path: SendPath, test: &str) -> bool {
+    testnet::privileged(&format!("{test}::{}", path.name()))
+}
+
+/// A config on `path` with a 20 s send timeout, so a stalled test fails instead of hanging.
+pub fn path_config(path: SendPath, mode: Mode) -> SenderConfig {
+    SenderConfig {
+        path,
+        ..sender_config(mode)
+    }
+}
+
+/// A sender on `path` (which must be the one used), with `pool` registered for fixed sends on
+/// io_uring.
+pub fn sender_on<S: ZcSocket>(socket: S, config: SenderConfig, pool: &BufferPool) -> Sender<S> {
+    let mut tx = Sender::new(socket, config);
+    tx.path_status().expect("the configured path");
+    if matches!(config.path, SendPath::IoUring { .. }) {
+        tx.register_pool(pool).expect("register the pool");
+    }
+    tx
+}
 
 /// The page size (x86-64): sends around it start or end inside a page.
 pub const PAGE: usize = 4096;
@@ -105,7 +189,7 @@ pub fn pool(max_size: usize, count: usize) -> BufferPool {
 
 /// Takes a buffer, waiting (bounded) for completions to recycle one when the pool is dry.
 pub fn take<S: ZcSocket>(pool: &BufferPool, tx: &mut Sender<S>) -> zcnet::tx::PooledBuf {
-    pool.take_or_wait(tx, Duration::from_secs(10))
+    tx.take_from(pool, Duration::from_secs(10))
         .expect("a pool buffer within 10 s")
 }
 

@@ -1,10 +1,14 @@
-//! A buffer a [`crate::uring::UringSender`] hands back unsent, whatever its type.
+//! Buffers of any type in one queue: what the io_uring path queues, and what an error hands back
+//! unsent ([`UnsentBuf`]) whatever the type each was sent as.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::tx::{Loan, SendBuf, Unsent};
+#[cfg(feature = "io-uring")]
+use super::buffer::Loan;
+use super::buffer::SendBuf;
+use super::unsent::Unsent;
 
 /// A [`SendBuf`] that can be taken back as its own type.
 pub(crate) trait Erased: SendBuf + Any {}
@@ -15,11 +19,12 @@ impl<B: SendBuf> Erased for B {}
 pub(crate) type Queued = Arc<dyn Erased>;
 
 /// The lent form of a queued buffer, as the tracker and the ring hold it.
+#[cfg(feature = "io-uring")]
 pub(crate) fn loan(buf: &Queued) -> Loan {
     Arc::clone(buf) as Loan
 }
 
-/// A buffer the sender did not wholly send, handed back by an error: the buffer and how many of its
+/// A buffer the sender did not wholly send, handed back by an error ([`super::TxError::unsent`]): the buffer and how many of its
 /// bytes the kernel took (the front of a stream send that failed part-way; 0 for one never
 /// submitted). Dropping it drops the buffer — a pooled one goes back to its pool — once no
 /// notification still covers the part sent. [`UnsentBuf::downcast`] gives back the caller's type.
@@ -29,8 +34,15 @@ pub struct UnsentBuf {
 }
 
 impl UnsentBuf {
+    #[cfg(feature = "io-uring")]
     pub(crate) fn new(buf: Queued, sent: usize) -> Self {
         UnsentBuf { buf, sent }
+    }
+
+    /// The queued buffer.
+    #[cfg(feature = "io-uring")]
+    pub(crate) fn queued(&self) -> &Queued {
+        &self.buf
     }
 
     /// Bytes of the buffer the kernel took before the send stopped.

@@ -1,62 +1,28 @@
-//! The io_uring sender: queue sends, decide each, submit them as linked batches, and turn CQEs into
-//! completions of the shared tracker.
+//! The io_uring submission path of [`crate::tx::Sender`]: queue sends, decide each, submit them as
+//! linked batches, and turn CQEs into completions of the shared tracker.
 
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::UdpSocket;
 use std::ops::Range;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::plan::{MAX_REQUEST_LEN, Part, plan};
-use super::unsent::{Erased, Queued, loan};
-use super::{UnsentBuf, UringError};
 use crate::Fallback;
 use crate::sys::socket::{get_int_option, set_int_option};
 use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, memlock_limit,
 };
+use crate::tx::buffer::Loan;
+use crate::tx::erased::{Erased, Queued, UnsentBuf, loan};
+use crate::tx::socket::present;
 use crate::tx::{
-    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, Loan, MemlockBudget,
-    Mode, Policy, PolicyConfig, SendBuf, TxStats, ZcSocket,
+    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode,
+    Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
 };
-
-/// How a [`UringSender`] behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UringConfig {
-    /// The zero-copy policy (the same as [`crate::tx::Sender`]'s).
-    pub policy: PolicyConfig,
-    /// Sends queued before they are submitted as one linked chain (default 32); on a stream also the
-    /// most buffers one request carries (up to 256 KiB and 1024 buffers).
-    pub batch: u32,
-    /// Submission queue entries (default 256): also the most requests in flight, results and
-    /// notifications together.
-    pub ring_entries: u32,
-    /// Longest wait for the kernel to take queued sends before a send fails with a timeout (default:
-    /// none, like a blocking socket).
-    pub send_timeout: Option<Duration>,
-}
-
-impl Default for UringConfig {
-    fn default() -> Self {
-        UringConfig {
-            policy: PolicyConfig::default(),
-            batch: 32,
-            ring_entries: 256,
-            send_timeout: None,
-        }
-    }
-}
-
-impl UringConfig {
-    /// The default configuration with `mode`.
-    pub fn with_mode(mode: Mode) -> Self {
-        UringConfig {
-            policy: PolicyConfig::with_mode(mode),
-            ..Default::default()
-        }
-    }
-}
+use crate::tx::{SendError, TrySendError, Unsent};
 
 /// `user_data` bit of copy requests; zero-copy requests carry their tracker id.
 const COPY_TAG: u64 = 1 << 63;
@@ -115,30 +81,33 @@ struct Failure {
 enum Goal {
     /// Every queued send submitted.
     Submitted,
+    /// Every queued send taken whole by the kernel (its result in; notifications may follow).
+    Taken,
     /// Every request finished and every buffer back.
     Idle,
 }
 
-/// An io_uring zero-copy sender owning socket `S` (see [`crate::uring`]).
+/// The io_uring path owning socket `S` (see [`super`]).
 ///
-/// Sends are queued and submitted `batch` at a time (and by [`UringSender::submit`],
-/// [`UringSender::wait_completions`], [`UringSender::flush`]). A request that fails ends the chain:
+/// Sends are queued and submitted `batch` at a time (and by [`UringPath::poll_completions`],
+/// [`UringPath::wait_completions`], [`UringPath::flush`]). A request that fails ends the chain:
 /// nothing queued after it is sent, and the error — from the next call, once the chain has finished
-/// — hands back every buffer not wholly sent, in order ([`UringError::unsent`]); sends go on after
+/// — hands back every buffer not wholly sent, in order ([`TxError::unsent`]); sends go on after
 /// it with the buffers given from then on. No buffer is ever dropped unsent or sent twice.
 ///
 /// Dropping a sender with buffers lent keeps them lent forever (leaked, never reused, since the
 /// kernel may still read them) and drops the ones still queued unsent: call
-/// [`UringSender::flush`] or [`UringSender::close`] first.
-pub struct UringSender<S: ZcSocket> {
+/// [`UringPath::flush`] or [`UringPath::close`] first.
+pub(crate) struct UringPath<S: ZcSocket> {
     ring: SendRing<dyn Erased>,
-    /// Present until [`UringSender::close`] takes it.
+    /// Present until [`UringPath::close`] takes it.
     socket: Option<S>,
     /// One id per zero-copy request, holding the loans it sends.
     tracker: CompletionTracker<(Vec<Loan>, Vec<Charge<'static>>)>,
     policy: Policy,
     stats: TxStats,
-    config: UringConfig,
+    batch: usize,
+    send_timeout: Option<Duration>,
     zerocopy: Result<(), Fallback>,
     registration: Result<(), Fallback>,
     report_usage: bool,
@@ -158,15 +127,26 @@ pub struct UringSender<S: ZcSocket> {
     /// The first request of the chain that failed: set from its result, handed out (with every
     /// buffer not sent) once the chain has finished.
     failure: Option<Failure>,
+    /// CQEs handled so far: an event loop's measure of progress.
+    #[cfg(feature = "tokio")]
+    cqes: u64,
 }
 
-impl<S: ZcSocket> UringSender<S> {
-    /// Wraps connected `socket` with a new ring. Unless the mode is [`Mode::Copy`], zero-copy needs
-    /// `IORING_OP_SEND_ZC`; without it the sender copies and [`UringSender::zerocopy_status`] says
-    /// why. Fails when io_uring itself is unavailable.
-    pub fn new(socket: S, config: UringConfig) -> Result<Self, UringError> {
-        let ring = SendRing::new(config.ring_entries.max(2), bytes_of)
-            .map_err(|source| UringError::Setup { source })?;
+impl<S: ZcSocket> UringPath<S> {
+    /// A new ring of `ring_entries` submission entries (at least 2) for [`UringPath::new`]; fails
+    /// when io_uring itself is unavailable.
+    pub(crate) fn ring(ring_entries: u32) -> io::Result<SendRing<dyn Erased>> {
+        SendRing::new(ring_entries.max(2), bytes_of)
+    }
+
+    /// Wraps connected `socket` with `ring`. Unless the mode is [`Mode::Copy`], zero-copy needs
+    /// `IORING_OP_SEND_ZC`; without it the path copies and [`UringPath::zerocopy_status`] says why.
+    pub(crate) fn new(
+        socket: S,
+        ring: SendRing<dyn Erased>,
+        config: &SenderConfig,
+        batch: u32,
+    ) -> Self {
         let zerocopy = if config.policy.mode == Mode::Copy {
             Err(Fallback::requested("choose mode zerocopy or auto"))
         } else {
@@ -185,13 +165,14 @@ impl<S: ZcSocket> UringSender<S> {
         };
         let tcp = get_int_option(socket.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)
             .is_ok_and(|protocol| protocol == libc::IPPROTO_TCP);
-        Ok(UringSender {
+        UringPath {
             ring,
             socket: Some(socket),
             tracker: CompletionTracker::new(0),
             policy: Policy::new(config.policy),
             stats: TxStats::default(),
-            config,
+            batch: batch.max(1) as usize,
+            send_timeout: config.send_timeout,
             zerocopy,
             registration: Err(Fallback::requested(
                 "register a BufferPool (register_pool) for fixed sends",
@@ -205,33 +186,62 @@ impl<S: ZcSocket> UringSender<S> {
             next_copy: 0,
             failed: HashSet::new(),
             failure: None,
-        })
+            #[cfg(feature = "tokio")]
+            cqes: 0,
+        }
     }
 
     /// The socket.
-    pub fn get_ref(&self) -> &S {
-        self.socket
-            .as_ref()
-            .expect("the socket is present until close()")
+    pub(crate) fn get_ref(&self) -> &S {
+        present(&self.socket)
     }
 
     /// Whether zero-copy requests are used, or why not.
-    pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
+    pub(crate) fn zerocopy_status(&self) -> Result<(), &Fallback> {
         self.zerocopy.as_ref().map(|_| ())
     }
 
+    /// This path as configured.
+    pub(crate) fn send_path(&self) -> SendPath {
+        SendPath::IoUring {
+            batch: self.batch as u32,
+            ring_entries: self.ring.entries() as u32,
+        }
+    }
+
+    /// The ring's descriptor (readable while CQEs wait).
+    pub(crate) fn ring_fd(&self) -> BorrowedFd<'_> {
+        self.ring.fd()
+    }
+
+    /// CQEs handled so far.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cqes(&self) -> u64 {
+        self.cqes
+    }
+
+    /// Buffers queued and not yet wholly taken.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Nothing queued, nothing lent.
+    pub(crate) fn idle(&self) -> bool {
+        self.queue.is_empty() && self.tracker.outstanding() == 0
+    }
+
     /// Whether a pool is registered (fixed sends), or why not.
-    pub fn registration_status(&self) -> Result<(), &Fallback> {
+    pub(crate) fn registration_status(&self) -> Result<(), &Fallback> {
         self.registration.as_ref().map(|_| ())
     }
 
     /// The counters so far (ids are zero-copy requests; copied ones per `REPORT_USAGE`).
-    pub fn stats(&self) -> &TxStats {
+    pub(crate) fn stats(&self) -> &TxStats {
         &self.stats
     }
 
     /// Zero-copy ids whose notification has not arrived (their buffers are lent).
-    pub fn outstanding(&self) -> usize {
+    pub(crate) fn outstanding(&self) -> usize {
         self.tracker.outstanding()
     }
 
@@ -239,7 +249,7 @@ impl<S: ZcSocket> UringSender<S> {
     /// fixed sends, without pinning pages per request. On failure — `ENOMEM` when the pinned pages
     /// exceed `RLIMIT_MEMLOCK` — the reason names the limit and what to raise, and sends go on with
     /// unregistered buffers (copied when the kernel refuses them).
-    pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
+    pub(crate) fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
         self.registration = match self.ring.register(pool.arena()) {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -270,44 +280,112 @@ impl<S: ZcSocket> UringSender<S> {
         self.registration.clone()
     }
 
-    /// Queues all of `buf` for sending: on a stream socket as one byte run in order (one longer
-    /// than a request carries goes out in several, in order), on a datagram socket as one datagram
-    /// (or one GSO train). The buffer stays lent until the kernel took it and, for a zero-copy
-    /// request, until its notification. Submits when `batch` sends are queued.
+    /// Queues the rest of `unsent` for sending: on a stream socket as one byte run in order (one
+    /// longer than a request carries goes out in several, in order), on a datagram socket as one
+    /// datagram (or one GSO train). The buffer stays lent until the kernel took it and, for a
+    /// zero-copy request, until its notification. Submits when `batch` sends are queued; with
+    /// `wait`, waits (bounded by the send timeout) for the previous chain to finish first, without
+    /// it stops with [`TrySendError::WouldBlock`] when `batch` sends wait already.
     ///
-    /// An error of an earlier request may come back here: `buf` is then handed back with the others
-    /// not sent, last ([`UringError::unsent`]), and nothing is queued. A datagram longer than one
-    /// request carries (1 GiB) is refused with [`UringError::TooLong`], handed back. After a
-    /// [`UringError::Timeout`] or [`UringError::Enter`], `buf` stays queued.
-    pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), UringError> {
-        let buf: Queued = Arc::new(buf);
-        if let Some(mut failure) = self.take_failure() {
-            failure.unsent.push(UnsentBuf::new(buf, 0));
-            return Err(self.send_error(failure));
+    /// Every error hands the buffer back, not queued: the error of an earlier request (with the
+    /// earlier buffers not wholly sent inside it, [`TxError::unsent`]), a datagram longer than one
+    /// request carries ([`TxError::TooLong`]), a timeout or a failed `io_uring_enter` while it was
+    /// still waiting to be submitted. Once submitted it is taken: a later failure of its request
+    /// hands it back from a later call.
+    pub(crate) fn queue_unsent<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        wait: bool,
+    ) -> Result<(), TrySendError<B>> {
+        let (buf, sent) = unsent.into_parts();
+        if !wait {
+            self.reap();
+        }
+        if let Some(failure) = self.take_failure() {
+            let e = SendError::new(self.send_error(failure), Unsent::new(buf, sent));
+            return Err(TrySendError::Failed(e));
         }
         let len = buf.as_bytes().len();
         if !self.get_ref().is_stream() && len > MAX_REQUEST_LEN {
-            return Err(UringError::TooLong {
+            let e = TxError::TooLong {
                 len,
                 max: MAX_REQUEST_LEN,
-                buf: UnsentBuf::new(buf, 0),
-            });
+            };
+            return Err(TrySendError::Failed(SendError::new(
+                e,
+                Unsent::new(buf, sent),
+            )));
         }
-        self.queue.push_back(Pending::new(buf, 0));
-        if self.queue.len() - self.chain_len >= self.config.batch.max(1) as usize {
-            self.run_until(Goal::Submitted, self.config.send_timeout, "send")?;
+        if !wait && self.queue.len() - self.chain_len >= self.batch {
+            if let Err(e) = self.start_chain() {
+                return Err(TrySendError::Failed(SendError::new(
+                    e,
+                    Unsent::new(buf, sent),
+                )));
+            }
+            if self.queue.len() - self.chain_len >= self.batch {
+                return Err(TrySendError::WouldBlock(Unsent::new(buf, sent)));
+            }
         }
-        Ok(())
+        let queued: Queued = Arc::clone(&buf) as Queued;
+        self.queue.push_back(Pending::new(queued, sent));
+        if self.queue.len() - self.chain_len < self.batch {
+            return Ok(());
+        }
+        let result = if wait {
+            self.run_until(Goal::Submitted, self.send_timeout, "send")
+        } else {
+            self.start_chain()
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => match self.hand_back(e, &buf) {
+                Some((e, sent)) => Err(TrySendError::Failed(SendError::new(
+                    e,
+                    Unsent::new(buf, sent),
+                ))),
+                // Submitted: the kernel has it; the queue entries left unsubmitted by a failed
+                // `io_uring_enter` are submitted by the next call.
+                None => Ok(()),
+            },
+        }
     }
 
-    /// Submits every queued send (waiting, bounded by the send timeout, for the previous chain).
-    pub fn submit(&mut self) -> Result<(), UringError> {
-        self.run_until(Goal::Submitted, self.config.send_timeout, "submit")
+    /// Takes `buf`, the last buffer queued, back out of the queue — or out of `error`, which
+    /// gathered it with the other buffers a failed chain left unsent — unless it was submitted;
+    /// returns the error (without it) and the bytes of it sent.
+    fn hand_back<B: SendBuf>(
+        &mut self,
+        mut error: TxError,
+        buf: &Arc<B>,
+    ) -> Option<(TxError, usize)> {
+        let ours = |q: &Queued| std::ptr::addr_eq(Arc::as_ptr(q), Arc::as_ptr(buf));
+        if self.queue.len() > self.chain_len
+            && let Some(last) = self.queue.back()
+            && ours(&last.buf)
+            && last.request.is_none()
+        {
+            let last = self.queue.pop_back().expect("the last buffer");
+            return Some((error, last.sent));
+        }
+        if let TxError::Send { unsent, .. } = &mut error
+            && unsent.last().is_some_and(|u| ours(u.queued()))
+        {
+            let last = unsent.pop().expect("the last buffer");
+            return Some((error, last.sent()));
+        }
+        None
+    }
+
+    /// Submits every queued send and waits, bounded by the send timeout, until the kernel took
+    /// each (its result arrived); returns the first send error on the way.
+    pub(crate) fn settle(&mut self) -> Result<(), TxError> {
+        self.run_until(Goal::Taken, self.send_timeout, "send")
     }
 
     /// Reads the completions queued now (without waiting) and submits what it can; returns the
     /// number of ids released.
-    pub fn poll_completions(&mut self) -> Result<u64, UringError> {
+    pub(crate) fn poll_completions(&mut self) -> Result<u64, TxError> {
         let released = self.reap();
         self.start_chain()?;
         match self.take_failure() {
@@ -318,7 +396,7 @@ impl<S: ZcSocket> UringSender<S> {
 
     /// Submits what is queued and waits up to `timeout` until at least one id is released (for
     /// example when a [`BufferPool`] ran dry) or nothing is lent; returns the number released.
-    pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, UringError> {
+    pub(crate) fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         let deadline = Instant::now() + timeout;
         let mut released = 0;
         loop {
@@ -327,31 +405,26 @@ impl<S: ZcSocket> UringSender<S> {
             if let Some(failure) = self.take_failure() {
                 return Err(self.send_error(failure));
             }
-            let idle = self.queue.is_empty() && self.tracker.outstanding() == 0;
+            let idle = self.idle();
             let left = deadline.saturating_duration_since(Instant::now());
             if released > 0 || idle || left.is_zero() {
                 return Ok(released);
             }
             self.ring
                 .wait(1, Some(left.min(WAIT_SLICE)))
-                .map_err(|source| UringError::Enter { source })?;
+                .map_err(|source| TxError::Enter { source })?;
         }
     }
 
     /// Submits everything and waits, up to `timeout`, until every request finished and every lent
     /// buffer is released; returns the first send error seen on the way.
-    pub fn flush(&mut self, timeout: Duration) -> Result<(), UringError> {
+    pub(crate) fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
         self.run_until(Goal::Idle, Some(timeout), "flush")
     }
 
-    /// Flushes (bounded by `timeout`) and returns the socket. On failure the buffers still lent are
-    /// leaked — never reused — and the error says how many requests are in flight.
-    pub fn close(mut self, timeout: Duration) -> Result<S, UringError> {
-        self.flush(timeout)?;
-        Ok(self
-            .socket
-            .take()
-            .expect("the socket is present until close()"))
+    /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush).
+    pub(crate) fn into_socket(mut self) -> S {
+        self.socket.take().expect("taken once")
     }
 
     fn run_until(
@@ -359,7 +432,7 @@ impl<S: ZcSocket> UringSender<S> {
         goal: Goal,
         timeout: Option<Duration>,
         what: &'static str,
-    ) -> Result<(), UringError> {
+    ) -> Result<(), TxError> {
         let start = Instant::now();
         loop {
             self.reap();
@@ -367,6 +440,7 @@ impl<S: ZcSocket> UringSender<S> {
             let failed = self.failure.is_some() && self.chain_pending == 0;
             let reached = match goal {
                 Goal::Submitted => self.queue.len() == self.chain_len || failed,
+                Goal::Taken => self.queue.is_empty() || failed,
                 Goal::Idle => self.queue.is_empty() && self.ring.in_flight() == 0,
             };
             if reached {
@@ -379,9 +453,9 @@ impl<S: ZcSocket> UringSender<S> {
                 Some(t) => {
                     let left = t.saturating_sub(start.elapsed());
                     if left.is_zero() {
-                        return Err(UringError::Timeout {
+                        return Err(TxError::Timeout {
                             what,
-                            in_flight: self.ring.in_flight(),
+                            outstanding: self.ring.in_flight(),
                             waited: start.elapsed(),
                         });
                     }
@@ -391,7 +465,7 @@ impl<S: ZcSocket> UringSender<S> {
             };
             self.ring
                 .wait(1, Some(slice))
-                .map_err(|source| UringError::Enter { source })?;
+                .map_err(|source| TxError::Enter { source })?;
         }
     }
 
@@ -410,8 +484,13 @@ impl<S: ZcSocket> UringSender<S> {
         self.failure.take()
     }
 
-    fn send_error(&self, failure: Failure) -> UringError {
-        UringError::Send {
+    fn send_error(&self, failure: Failure) -> TxError {
+        TxError::Send {
+            call: if failure.zerocopy {
+                "IORING_OP_SEND_ZC"
+            } else {
+                "IORING_OP_SEND"
+            },
             socket: S::NAME,
             zerocopy: failure.zerocopy,
             sent: failure.sent,
@@ -427,7 +506,7 @@ impl<S: ZcSocket> UringSender<S> {
     /// split, ending the chain); the requests are linked, so they run in order, as many as the
     /// submission queue and the completion queue's room allow. They are queued all or none: a
     /// refused chain leaves no request queued and no id taken.
-    fn start_chain(&mut self) -> Result<(), UringError> {
+    fn start_chain(&mut self) -> Result<(), TxError> {
         if self.chain_pending > 0 || self.failure.is_some() {
             return Ok(());
         }
@@ -436,7 +515,7 @@ impl<S: ZcSocket> UringSender<S> {
             .entries()
             .saturating_sub(self.ring.in_flight())
             .min(self.ring.sq_space());
-        let take = self.queue.len().min(self.config.batch.max(1) as usize);
+        let take = self.queue.len().min(self.batch);
         for p in self.queue.range_mut(..take) {
             if p.decision.is_none() {
                 let left = p.len() - p.sent;
@@ -542,7 +621,7 @@ impl<S: ZcSocket> UringSender<S> {
                     }
                 }
             }
-            return Err(UringError::Enter { source });
+            return Err(TxError::Enter { source });
         }
         drop(requests);
         drop(ranges);
@@ -557,7 +636,7 @@ impl<S: ZcSocket> UringSender<S> {
             Ok(_) => {}
             // The completion queue is backed up: the entries stay queued for the next enter.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => {}
-            Err(source) => return Err(UringError::Enter { source }),
+            Err(source) => return Err(TxError::Enter { source }),
         }
         Ok(())
     }
@@ -566,6 +645,10 @@ impl<S: ZcSocket> UringSender<S> {
     fn reap(&mut self) -> u64 {
         let mut events = Vec::new();
         self.ring.reap(|e| events.push(e));
+        #[cfg(feature = "tokio")]
+        {
+            self.cqes += events.len() as u64;
+        }
         let mut released = 0;
         for event in events {
             match event {
@@ -714,15 +797,7 @@ impl<S: ZcSocket> UringSender<S> {
 
     fn count_send(&mut self, decision: Decision, n: usize) {
         self.policy.on_sent(decision, n);
-        self.stats.calls += 1;
-        self.stats.bytes += n as u64;
-        match decision {
-            Decision::ZeroCopy => self.stats.zc_calls += 1,
-            Decision::Copy(reason) => {
-                self.stats.copy_calls += 1;
-                self.stats.count_copy(reason);
-            }
-        }
+        self.stats.count_send(decision, n);
     }
 }
 
@@ -734,36 +809,18 @@ fn describe_memlock() -> String {
     }
 }
 
-impl<S: ZcSocket + std::fmt::Debug> std::fmt::Debug for UringSender<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UringSender")
-            .field("socket", &self.socket)
-            .field("ring", &self.ring)
-            .field("queued", &self.queue.len())
-            .field("outstanding", &self.tracker.outstanding())
-            .field("zerocopy", &self.zerocopy)
-            .field("registration", &self.registration)
-            .field("policy", &self.policy)
-            .field("stats", &self.stats)
-            .finish()
-    }
-}
-
-impl<S: ZcSocket> Drop for UringSender<S> {
+impl<S: ZcSocket> Drop for UringPath<S> {
     fn drop(&mut self) {
         self.reap();
-        for loan in self.tracker.abandon() {
-            // The kernel may still read these pages: never let the memory be reused.
-            std::mem::forget(loan);
-        }
+        self.tracker.leak_outstanding();
     }
 }
 
-impl UringSender<UdpSocket> {
+impl UringPath<UdpSocket> {
     /// Sets the GSO segment size on the socket (`UDP_SEGMENT` socket option): every datagram longer
     /// than one segment — sends submitted from now on — goes out as a train of up to 64 segments.
     /// `None` turns it off.
-    pub fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
+    pub(crate) fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
         set_int_option(
             self.get_ref().fd(),
             libc::SOL_UDP,

@@ -1,18 +1,19 @@
-//! Zero-copy send with io_uring (`IORING_OP_SEND_ZC`) over TCP and UDP (optionally with GSO).
+//! The io_uring submission path of [`crate::tx::Sender`] ([`crate::tx::SendPath::IoUring`]):
+//! zero-copy send with `IORING_OP_SEND_ZC` over TCP and UDP (optionally with GSO).
 //!
-//! A [`UringSender`] owns a connected socket and a ring. [`UringSender::send`] takes ownership of a
-//! byte container ([`SendBuf`](crate::tx::SendBuf), as for [`crate::tx::Sender`]) and queues it;
+//! The path owns a connected socket and a ring. A send takes ownership of a byte container
+//! ([`SendBuf`](crate::tx::SendBuf)) and queues it;
 //! queued sends are submitted in batches as one linked chain, so a stream's bytes go out in order. On
 //! a stream, consecutive buffers of a batch go out as one request (`IORING_OP_SENDMSG_ZC` with an
 //! iovec per buffer): one result and one notification for many small sends, which is what makes
 //! 4 KiB sends cheap; on a datagram socket each buffer is one `IORING_OP_SEND_ZC` (one datagram).
 //! Each zero-copy request takes an id in the same [`CompletionTracker`](crate::tx::CompletionTracker)
-//! the MSG_ZEROCOPY sender uses, and its buffer stays lent until the request's notification CQE — the
+//! the MSG_ZEROCOPY path uses, and its buffer stays lent until the request's notification CQE — the
 //! io_uring counterpart of an error-queue completion — is turned into a one-id completion range. The
 //! same [`Policy`](crate::tx::Policy) decides per send, and the same [`TxStats`](crate::tx::TxStats)
 //! count every decision, with `IORING_SEND_ZC_REPORT_USAGE` telling copied from zero-copied ids.
 //!
-//! A [`BufferPool`](crate::tx::BufferPool) registered with [`UringSender::register_pool`] is pinned
+//! A [`BufferPool`](crate::tx::BufferPool) registered with [`crate::tx::Sender::register_pool`] is pinned
 //! once (`IORING_REGISTER_BUFFERS`, the pool's mapping as buffer 0) and its buffers go out as fixed
 //! sends (vectored ones from kernel 6.15; before, they fall back to unregistered); when `RLIMIT_MEMLOCK`
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
@@ -31,42 +32,15 @@
 //!
 //! A request carries at most 1 GiB and 1024 buffers, which the kernel takes whole: a longer stream
 //! buffer goes out in several requests, in order, and a longer datagram is refused
-//! ([`UringError::TooLong`]) and handed back. When a request fails, nothing queued after it is sent,
-//! and the error hands back every buffer not wholly sent, in order ([`UringError::unsent`]).
+//! ([`crate::tx::TxError::TooLong`]) and handed back. When a request fails, nothing queued after it is sent,
+//! and the error hands back every buffer not wholly sent, in order ([`crate::tx::TxError::unsent`]).
 //!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
 //! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
 //! `MSG_EOR` ending notification stacking, a send cut at `MAX_RW_COUNT` without an error.
 //!
-//! ```no_run
-//! use std::net::TcpStream;
-//! use std::time::Duration;
-//! use zcnet::tx::{BufferPool, PoolConfig};
-//! use zcnet::uring::{UringConfig, UringSender};
-//!
-//! let pool = BufferPool::new(PoolConfig::default())?;
-//! let mut tx = UringSender::new(TcpStream::connect("127.0.0.1:9000")?, UringConfig::default())?;
-//! if let Err(why) = tx.register_pool(&pool) {
-//!     eprintln!("unregistered buffers: {why}");
-//! }
-//! let mut buf = pool.take().expect("a free buffer");
-//! buf.fill_with(64 << 10, |b| b.fill(7));
-//! tx.send(buf)?;                          // lent until its notification CQE
-//! tx.flush(Duration::from_secs(5))?;      // every buffer back in the pool
-//! println!("zero-copied ids {}, copied ids {}", tx.stats().zc_ids, tx.stats().copied_ids);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
-mod error;
 mod plan;
 mod sender;
-mod unsent;
 
-pub use error::UringError;
-pub use sender::{UringConfig, UringSender};
-pub use unsent::UnsentBuf;
-
-/// An io_uring zero-copy sender over a connected TCP stream (IPv4 or IPv6).
-pub type UringTcpSender = UringSender<std::net::TcpStream>;
-/// An io_uring zero-copy sender over a connected UDP socket (optional GSO).
-pub type UringUdpSender = UringSender<std::net::UdpSocket>;
+pub(crate) use sender::UringPath;

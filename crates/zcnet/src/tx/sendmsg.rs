@@ -1,0 +1,613 @@
+//! The `sendmsg(MSG_ZEROCOPY)` submission path of [`super::Sender`], one engine for every socket
+//! kind: decide, send, track, drain the error queue, flush.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::budget::MemlockBudget;
+use super::buffer::{Lent, Loan, SendBuf};
+use super::claim::{Claim, Refused};
+use super::error::TxError;
+use super::policy::{CopyReason, Decision, Policy};
+use super::sender::SenderConfig;
+use super::socket::{ZcSocket, present};
+use super::stats::TxStats;
+use super::tracker::CompletionTracker;
+use super::unsent::{SendError, TrySendError, Unsent};
+use crate::Fallback;
+use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
+
+/// Longest single `poll` while waiting, so that deadlines are checked.
+const POLL_SLICE: Duration = Duration::from_millis(100);
+
+/// Pause of [`SendmsgPath::flush`] when the connection is shut down and no completion came: the ids left
+/// may still complete (a device can hold a freed packet for a while), but `poll` returns at once.
+const HANGUP_PAUSE: Duration = Duration::from_millis(10);
+
+/// Pause of a sender that does not own the socket's error queue while it waits for send-buffer
+/// space and `POLLERR` stays up: the entries are the owner's to read, and `poll` returns at once
+/// until it does.
+const FOREIGN_QUEUE_PAUSE: Duration = Duration::from_millis(1);
+
+/// Whether a send may wait for send-buffer space, and until when.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// Return [`Stop::WouldBlock`] on `EAGAIN`.
+    Never,
+    /// Wait on `EAGAIN`, up to the deadline if there is one.
+    Until(Option<Instant>),
+}
+
+/// Why a send stopped before its buffer was all taken.
+#[derive(Debug)]
+enum Stop {
+    WouldBlock,
+    Failed(TxError),
+}
+
+impl From<TxError> for Stop {
+    fn from(e: TxError) -> Stop {
+        Stop::Failed(e)
+    }
+}
+
+/// The MSG_ZEROCOPY path owning socket `S` (see [`crate::tx`]). Sends never block on completions:
+/// completions are drained when the socket is not writable, every `drain_every` sends, when the
+/// socket reports `POLLERR`, and in [`SendmsgPath::poll_completions`] / [`SendmsgPath::flush`].
+///
+/// [`SendmsgPath::send`] waits for send-buffer space (whatever the socket's `O_NONBLOCK`);
+/// [`SendmsgPath::try_send`] never waits and hands the unsent part back on `EAGAIN`, for an event loop that
+/// polls the sender's file descriptor ([`AsFd`]).
+///
+/// One sender owns a kernel socket: a second sender on the same socket (another descriptor of it,
+/// from `try_clone` or `dup`) sends by copy and never reads the socket's error queue, and its
+/// [`SendmsgPath::zerocopy_status`] says so ([`crate::Cause::SocketInUse`]). The owner keeps the socket
+/// until it is dropped (or [`SendmsgPath::close`]d).
+///
+/// Dropping a sender with ids outstanding keeps their buffers lent forever (they are leaked, never
+/// reused, since the kernel may still read them): call [`SendmsgPath::flush`] or [`SendmsgPath::close`] first.
+pub(crate) struct SendmsgPath<S: ZcSocket> {
+    /// Present until [`SendmsgPath::close`] takes it.
+    socket: Option<S>,
+    tracker: CompletionTracker<Lent>,
+    policy: Policy,
+    stats: TxStats,
+    control: ControlBuf,
+    zerocopy: Result<(), Fallback>,
+    drain_every: u32,
+    send_timeout: Option<Duration>,
+    since_drain: u32,
+    gso_segment: Option<u16>,
+    /// The socket's claim: only its holder numbers zero-copy sends and reads the error queue.
+    claim: Option<Claim>,
+}
+
+impl<S: ZcSocket> SendmsgPath<S> {
+    /// Wraps `socket`. First claims the kernel socket for this sender (no other sender of this
+    /// process may hold it: see [`Sender`]); then, unless the mode is [`super::Mode::Copy`], sets
+    /// `SO_ZEROCOPY`. When either fails the sender copies and [`SendmsgPath::zerocopy_status`] says why.
+    ///
+    /// Completion ids are a per-socket counter the kernel never resets, and a sender numbers its sends
+    /// from 0: a socket that already has `SO_ZEROCOPY` on may have taken ids already (wrapped before,
+    /// for example a socket a [`SendmsgPath::close`] returned, or a clone of one), so the sender never
+    /// sends it with MSG_ZEROCOPY (it copies, and the status says why) rather than misattribute a
+    /// completion — unless the kernel shows that nothing was ever sent on it: a TCP socket accepted
+    /// from a listener with `SO_ZEROCOPY` inherits the option, with its counter at 0
+    /// (`sk_clone_lock` resets it), and is sent zero-copy as long as it is wrapped before anything
+    /// is sent on it.
+    pub(crate) fn new(socket: S, config: &SenderConfig, drain_every: u32) -> Self {
+        let claim = Claim::take(socket.fd());
+        let zerocopy = match &claim {
+            _ if config.policy.mode == super::Mode::Copy => Err(Fallback::requested(
+                "choose Mode::ZeroCopy or Mode::Auto to send with MSG_ZEROCOPY",
+            )),
+            Ok(_) => enable_zerocopy_once(&socket),
+            Err(Refused::InUse) => Err(Fallback::socket_in_use(
+                "another sender in this process owns this socket (reached through another descriptor \
+                 of it: try_clone, dup): use that sender, or one sender per socket; sends here are \
+                 copied and never read the socket's completions",
+            )),
+            Err(Refused::Identity(e)) => Err(Fallback::refused(
+                "fstat",
+                e.raw_os_error().unwrap_or(0),
+                "the socket cannot be told apart from others: sends are copied",
+            )),
+        };
+        SendmsgPath {
+            socket: Some(socket),
+            tracker: CompletionTracker::new(0),
+            policy: Policy::new(config.policy),
+            stats: TxStats::default(),
+            control: ControlBuf::default(),
+            zerocopy,
+            drain_every,
+            send_timeout: config.send_timeout,
+            since_drain: 0,
+            gso_segment: None,
+            claim: claim.ok(),
+        }
+    }
+
+    /// Sends between unforced drains of the error queue.
+    pub(crate) fn drain_every(&self) -> u32 {
+        self.drain_every
+    }
+
+    /// The socket.
+    pub(crate) fn get_ref(&self) -> &S {
+        present(&self.socket)
+    }
+
+    /// Whether zero-copy is used on the socket, or why not: refused by the kernel, copy requested, or
+    /// given up after a completion named an id the sender never registered.
+    pub(crate) fn zerocopy_status(&self) -> Result<(), &Fallback> {
+        self.zerocopy.as_ref().map(|_| ())
+    }
+
+    /// The counters so far.
+    pub(crate) fn stats(&self) -> &TxStats {
+        &self.stats
+    }
+
+    /// Zero-copy ids sent and not yet completed (their buffers are still lent).
+    pub(crate) fn outstanding(&self) -> usize {
+        self.tracker.outstanding()
+    }
+
+    /// Sends the rest of `unsent` (see [`super::Sender::send`]).
+    pub(crate) fn send_unsent<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+    ) -> Result<(), SendError<B>> {
+        self.send_blocking(unsent, None)
+    }
+
+    /// Sends the rest of `unsent`, waiting for send-buffer space up to the configured send timeout.
+    fn send_blocking<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+    ) -> Result<(), SendError<B>> {
+        let deadline = self.send_timeout.map(|t| Instant::now() + t);
+        self.send_rest(unsent, dest, Wait::Until(deadline))
+            .map_err(|(stop, unsent)| {
+                let error = match stop {
+                    Stop::Failed(e) => e,
+                    // Not returned while waiting is allowed; kept as the errno it stands for.
+                    Stop::WouldBlock => self.send_error(
+                        false,
+                        unsent.sent(),
+                        unsent.buf().as_bytes().len(),
+                        io::Error::from_raw_os_error(libc::EAGAIN),
+                    ),
+                };
+                SendError::new(error, unsent)
+            })
+    }
+
+    /// Sends the rest of `unsent` without waiting (see [`super::Sender::try_send`]).
+    pub(crate) fn try_send_unsent<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+    ) -> Result<(), TrySendError<B>> {
+        self.send_rest(unsent, None, Wait::Never)
+            .map_err(|(stop, unsent)| match stop {
+                Stop::WouldBlock => TrySendError::WouldBlock(unsent),
+                Stop::Failed(e) => TrySendError::Failed(SendError::new(e, unsent)),
+            })
+    }
+
+    /// Sends `unsent`'s remaining bytes; stops with the part not sent.
+    fn send_rest<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+        wait: Wait,
+    ) -> Result<(), (Stop, Unsent<B>)> {
+        let (buf, mut off) = unsent.into_parts();
+        let len = buf.as_bytes().len();
+        let stream = self.get_ref().is_stream();
+        loop {
+            if stream && off >= len {
+                return Ok(());
+            }
+            if off > 0 {
+                self.stats.partial_sends += 1;
+            }
+            match self.send_piece(&buf, off, dest, wait) {
+                Ok(n) => off += n,
+                Err(stop) => return Err((stop, Unsent::new(buf, off))),
+            }
+            if self.since_drain >= self.drain_every
+                && let Err(e) = self.drain()
+            {
+                return Err((Stop::Failed(e), Unsent::new(buf, off)));
+            }
+            if !stream {
+                return Ok(());
+            }
+        }
+    }
+
+    fn decide(&mut self, len: usize) -> Decision {
+        match self.policy.decide(len) {
+            Decision::ZeroCopy if self.zerocopy.is_err() => Decision::Copy(CopyReason::Unsupported),
+            Decision::ZeroCopy
+                if !self.get_ref().is_stream() && len > self.get_ref().max_zerocopy_piece() =>
+            {
+                Decision::Copy(CopyReason::Unsupported)
+            }
+            d => d,
+        }
+    }
+
+    /// One `sendmsg` of `buf[off..]` (retried on `EINTR`, on `EAGAIN` as `wait` allows, resent by copy on
+    /// `ENOBUFS`); returns the bytes the kernel took.
+    fn send_piece<B: SendBuf>(
+        &mut self,
+        buf: &Arc<B>,
+        off: usize,
+        dest: Option<&SockAddr>,
+        wait: Wait,
+    ) -> Result<usize, Stop> {
+        let total = buf.as_bytes().len();
+        let mut forced: Option<CopyReason> = None;
+        loop {
+            let data = &buf.as_bytes()[off..];
+            let decision = match forced {
+                Some(reason) => Decision::Copy(reason),
+                None => self.decide(data.len()),
+            };
+            let mut piece = if decision == Decision::ZeroCopy && self.get_ref().is_stream() {
+                data.len().min(self.get_ref().max_zerocopy_piece())
+            } else {
+                data.len()
+            };
+            let charge = match decision {
+                Decision::ZeroCopy => MemlockBudget::global().try_charge(piece),
+                Decision::Copy(_) => None,
+            };
+            let decision = match (decision, &charge) {
+                (Decision::ZeroCopy, None) => {
+                    piece = data.len();
+                    Decision::Copy(CopyReason::Memlock)
+                }
+                (d, _) => d,
+            };
+            let zc = decision == Decision::ZeroCopy;
+            let mut control = ControlBuf::default();
+            if let Some(seg) = self.gso_segment.filter(|&s| piece > usize::from(s)) {
+                control
+                    .push(libc::SOL_UDP, libc::UDP_SEGMENT, &seg.to_ne_bytes())
+                    .expect("one UDP_SEGMENT fits the control buffer");
+            }
+            let fd = self.socket.as_ref().expect("present until close()").fd();
+            let (id, res) = if let Some(charge) = charge {
+                let loan: Loan = Arc::clone(buf) as Loan;
+                let (id, res) = errqueue::send_lent(
+                    fd,
+                    &mut self.tracker,
+                    (loan, charge),
+                    off..off + piece,
+                    dest,
+                    &control,
+                );
+                (Some(id), res)
+            } else {
+                let res = errqueue::send_copy(fd, &data[..piece], dest, &control);
+                (None, res)
+            };
+            match res {
+                Ok(n) => {
+                    self.count_send(decision, n);
+                    return Ok(n);
+                }
+                Err(e) => {
+                    if let Some(id) = id {
+                        self.settle_failed_id(id)?;
+                    }
+                    match e.raw_os_error() {
+                        Some(libc::EAGAIN) => match wait {
+                            Wait::Never => return Err(Stop::WouldBlock),
+                            Wait::Until(deadline) => self.wait_writable(deadline, off, total)?,
+                        },
+                        Some(libc::EINTR) => {}
+                        Some(libc::ENOBUFS) if zc => {
+                            self.stats.enobufs += 1;
+                            self.policy.on_enobufs();
+                            forced = Some(CopyReason::Enobufs);
+                        }
+                        _ => return Err(Stop::Failed(self.send_error(zc, off, total, e))),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Settles the id registered for a zero-copy `sendmsg` that failed, from what the kernel does:
+    /// a failed stream send takes no id (TCP aborts the uarg, which rolls the socket's counter back);
+    /// a datagram freed inside a failed call took its id, and the skb's release queued its completion
+    /// before the call returned. So: drain, and give the id back unless that completion came. Should
+    /// the kernel ever have taken the id without completing it yet, its completion would later name
+    /// an id this sender never registered, which stops all releases (see [`SendmsgPath::zerocopy_status`]).
+    fn settle_failed_id(&mut self, id: u32) -> Result<(), TxError> {
+        self.drain()?;
+        if self.tracker.is_outstanding(id) {
+            self.tracker.cancel_last();
+        }
+        Ok(())
+    }
+
+    fn count_send(&mut self, decision: Decision, n: usize) {
+        self.policy.on_sent(decision, n);
+        self.stats.count_send(decision, n);
+        self.since_drain += 1;
+    }
+
+    fn send_error(&self, zerocopy: bool, sent: usize, len: usize, source: io::Error) -> TxError {
+        TxError::Send {
+            call: "sendmsg",
+            socket: S::NAME,
+            zerocopy,
+            sent,
+            len,
+            source,
+            unsent: Vec::new(),
+        }
+    }
+
+    /// Waits for send-buffer space, draining completions on `POLLERR`; a pending socket error (a reset)
+    /// becomes the send's error.
+    fn wait_writable(
+        &mut self,
+        deadline: Option<Instant>,
+        sent: usize,
+        len: usize,
+    ) -> Result<(), TxError> {
+        self.stats.waits += 1;
+        loop {
+            let slice = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
+                        return Err(self.send_error(false, sent, len, e));
+                    }
+                    left.min(POLL_SLICE)
+                }
+                None => POLL_SLICE,
+            };
+            let ready = errqueue::poll_socket(self.get_ref().fd(), true, slice)
+                .map_err(|e| self.queue_error(e))?;
+            if ready.error
+                && self.drain()? == 0
+                && let Some(e) = self.take_socket_error()?
+            {
+                return Err(self.send_error(false, sent, len, e));
+            }
+            if ready.writable || ready.hangup {
+                return Ok(());
+            }
+            if ready.error && self.claim.is_none() {
+                std::thread::sleep(FOREIGN_QUEUE_PAUSE);
+            }
+        }
+    }
+
+    fn take_socket_error(&self) -> Result<Option<io::Error>, TxError> {
+        errqueue::take_socket_error(self.get_ref().fd()).map_err(|e| self.queue_error(e))
+    }
+
+    fn queue_error(&self, source: io::Error) -> TxError {
+        TxError::Errqueue {
+            socket: S::NAME,
+            source,
+        }
+    }
+
+    /// Reads every completion queued now, releasing the buffers they cover; returns the ids released.
+    /// A truncated entry (`MSG_CTRUNC`) or a failed read is an error: the completion it carried is lost.
+    /// A sender that does not own the socket reads nothing (the entries are the owner's).
+    fn drain(&mut self) -> Result<u64, TxError> {
+        self.since_drain = 0;
+        if self.claim.is_none() {
+            return Ok(0);
+        }
+        let mut released = 0;
+        loop {
+            let socket = self
+                .socket
+                .as_ref()
+                .expect("the socket is present until close()");
+            match errqueue::recv_errqueue(socket.fd(), &mut self.control) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    self.stats.set_tracker(self.tracker.counts());
+                    return Err(self.queue_error(e));
+                }
+            }
+            for m in self.control.messages() {
+                match errqueue::decode(m.level, m.ty, m.data) {
+                    Some(ErrqueueMessage::Zerocopy(c)) => {
+                        let ids = self.tracker.complete(c, drop);
+                        self.policy.on_completion(c.copied, ids);
+                        released += ids;
+                    }
+                    Some(ErrqueueMessage::Error(_)) => self.stats.queue_errors += 1,
+                    None => {}
+                }
+            }
+        }
+        if self.tracker.outstanding() == 0 {
+            self.policy.on_drained();
+        }
+        if let Some(id) = self.tracker.unregistered_id()
+            && self.zerocopy.is_ok()
+        {
+            self.zerocopy = Err(lost_track(id));
+        }
+        self.stats.set_tracker(self.tracker.counts());
+        self.policy.report(&mut self.stats);
+        Ok(released)
+    }
+
+    /// Reads the completions queued now (without waiting); returns the number of ids released.
+    pub(crate) fn poll_completions(&mut self) -> Result<u64, TxError> {
+        self.drain()
+    }
+
+    /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when a
+    /// [`super::BufferPool`] ran dry); returns the number of ids released.
+    pub(crate) fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
+        let released = self.drain()?;
+        if released > 0 || self.outstanding() == 0 {
+            return Ok(released);
+        }
+        errqueue::poll_socket(self.get_ref().fd(), false, timeout)
+            .map_err(|e| self.queue_error(e))?;
+        self.drain()
+    }
+
+    /// Waits, up to `timeout`, until every outstanding id completed and every lent buffer is released.
+    /// Fails at once with the socket's error when `POLLERR` comes from a socket error (`SO_ERROR`, read
+    /// and cleared) rather than a completion, and with [`TxError::LostTrack`] once a completion named an
+    /// id the sender never registered (the buffers still lent then stay lent).
+    pub(crate) fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
+        let start = Instant::now();
+        loop {
+            let released = self.drain()?;
+            if self.outstanding() == 0 {
+                return Ok(());
+            }
+            if let Some(id) = self.tracker.unregistered_id() {
+                return Err(TxError::LostTrack {
+                    id,
+                    outstanding: self.outstanding(),
+                });
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(TxError::Timeout {
+                    what: "flush",
+                    outstanding: self.outstanding(),
+                    waited: start.elapsed(),
+                });
+            }
+            if released == 0
+                && let Some(e) = self.take_socket_error()?
+            {
+                return Err(TxError::Socket {
+                    socket: S::NAME,
+                    outstanding: self.outstanding(),
+                    source: e,
+                });
+            }
+            let ready = errqueue::poll_socket(self.get_ref().fd(), false, left.min(POLL_SLICE))
+                .map_err(|e| self.queue_error(e))?;
+            if ready.hangup && !ready.error {
+                std::thread::sleep(left.min(HANGUP_PAUSE));
+            }
+        }
+    }
+
+    /// The socket, no longer owned (for [`super::Sender::close`], after a flush).
+    pub(crate) fn into_socket(mut self) -> S {
+        self.socket.take().expect("taken once")
+    }
+}
+
+/// Sets `SO_ZEROCOPY` on a socket the sender just claimed, unless it was on already and sends made
+/// before may have taken completion ids (see [`SendmsgPath::new`]).
+fn enable_zerocopy_once<S: ZcSocket>(socket: &S) -> Result<(), Fallback> {
+    let name = S::NAME;
+    match errqueue::zerocopy_enabled(socket.fd()) {
+        Ok(true) => {
+            return match socket.nothing_sent() {
+                // The kernel's counter stands at 0: the ids are the sender's to number.
+                Ok(Some(true)) => Ok(()),
+                Ok(Some(false)) => Err(Fallback::unknown_ids(
+                    format!(
+                        "SO_ZEROCOPY was already on for this {name} socket and data was sent on \
+                         it: sends made before may have taken completion ids"
+                    ),
+                    "wrap the socket before anything is sent on it (a socket accepted from a listener \
+                     with SO_ZEROCOPY inherits the option and is sent zero-copy if wrapped first), or \
+                     leave SO_ZEROCOPY off: the sender sets it; sends on this one are copied",
+                )),
+                Ok(None) => Err(Fallback::unknown_ids(
+                    format!(
+                        "SO_ZEROCOPY was already on for this {name} socket: it may have taken \
+                         completion ids before"
+                    ),
+                    "wrap a socket no sender has used, and leave SO_ZEROCOPY off: the sender sets \
+                     it; sends on this one are copied so that no completion is misattributed",
+                )),
+                Err(e) => Err(Fallback::refused(
+                    "getsockopt TCP_INFO",
+                    e.raw_os_error().unwrap_or(0),
+                    "SO_ZEROCOPY was already on and whether anything was sent is unknown: sends \
+                     are copied",
+                )),
+            };
+        }
+        Ok(false) => {}
+        Err(e) => {
+            return Err(Fallback::refused(
+                "getsockopt SO_ZEROCOPY",
+                e.raw_os_error().unwrap_or(0),
+                "sends are copied",
+            ));
+        }
+    }
+    errqueue::enable_zerocopy(socket.fd()).map_err(|e| {
+        Fallback::refused(
+            "setsockopt SO_ZEROCOPY",
+            e.raw_os_error().unwrap_or(0),
+            format!("no zero-copy send for this {name} socket: sends are copied"),
+        )
+    })
+}
+
+/// The reason a sender gives up zero-copy when a completion names id `id`, which it never registered.
+fn lost_track(id: u32) -> Fallback {
+    Fallback::observed(
+        format!(
+            "a completion named id {id}, which this sender never registered: the kernel numbered \
+             its sends differently, so which buffer a completion releases is unknown"
+        ),
+        "buffers still lent stay lent (leaked, never reused) and the socket sends by copy from now on",
+    )
+}
+
+impl<S: ZcSocket> Drop for SendmsgPath<S> {
+    fn drop(&mut self) {
+        if self.socket.is_some() {
+            let _ = self.drain();
+        }
+        self.tracker.leak_outstanding();
+    }
+}
+
+impl SendmsgPath<UdpSocket> {
+    /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
+    /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
+    /// Without it a datagram larger than the path MTU is fragmented, and the kernel copies it even
+    /// with MSG_ZEROCOPY (it zero-copies only data the device checksums; completions say copied).
+    pub(crate) fn set_gso_segment(&mut self, segment: Option<u16>) {
+        self.gso_segment = segment;
+    }
+
+    /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket; waits for
+    /// send-buffer space like [`SendmsgPath::send`].
+    pub(crate) fn send_to<B: SendBuf>(
+        &mut self,
+        buf: B,
+        dest: SocketAddr,
+    ) -> Result<(), SendError<B>> {
+        let dest = SockAddr::from(dest);
+        self.send_blocking(Unsent::new(Arc::new(buf), 0), Some(&dest))
+    }
+}
