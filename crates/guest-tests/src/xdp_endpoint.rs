@@ -1,12 +1,16 @@
-//! The guest side of the AF_XDP UDP endpoint check: `aio::AsyncUdpEndpoint` bound in zero-copy mode
-//! on every queue of the guest's NIC takes a burst from the peer (each datagram's pattern verified
-//! in the UMEM frame it arrived in) and sends every payload on to the peer's UDP port, built in
-//! place with headers, checksums and the peer's MAC from the kernel's tables; the peer verifies each.
+//! The guest side of the AF_XDP UDP endpoint check: an endpoint bound in zero-copy mode on each queue
+//! of the guest's NIC (`UdpEndpoint::bind_each_queue`), each on a tokio task of its own
+//! (`aio::AsyncUdpEndpoint`), takes a burst from the peer (each datagram's pattern verified in the
+//! UMEM frame it arrived in) and sends every payload on to the peer's UDP port through its own
+//! queue, built in place with headers, checksums and the peer's MAC from the kernel's tables; the
+//! peer verifies each.
 //! Then `zcnet probe`'s AF_XDP TX metadata row for the NIC is held against what the guest kernel
 //! does ([`tx_metadata`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use zcnet::aio::AsyncUdpEndpoint;
@@ -17,11 +21,15 @@ use crate::outcome::Outcome;
 use crate::wire;
 use crate::xdp_zc::{self, DATAGRAMS};
 
+/// How long a queue's task waits for a datagram before it looks at the other queues' progress.
+const SLICE: Duration = Duration::from_millis(200);
+
 /// Longest wait for the burst's next datagram (it starts a second after the request).
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Binds the endpoint on `queues` queues of `iface` at `ip`'s burst port, in zero-copy mode, has
-/// the peer send stream `stream` and forwards it to the peer's UDP port.
+/// Binds an endpoint on each of `queues` queues of `iface` at `ip`'s burst port, in zero-copy mode
+/// (each with the default UMEM), has the peer send stream `stream` and forwards it to the peer's UDP
+/// port.
 pub fn run(
     peer: IpAddr,
     ip: Ipv4Addr,
@@ -32,19 +40,20 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let config = EndpointConfig {
         mode: Mode::ZeroCopy,
-        ..EndpointConfig::with_queues((0..queues).collect())
+        queues: (0..queues).collect(),
+        ..EndpointConfig::default()
     };
     let local = SocketAddr::new(IpAddr::V4(ip), wire::BURST_PORT);
-    let endpoint = UdpEndpoint::bind(iface, local, config)
-        .with_context(|| format!("bind a UDP endpoint at {local} on {iface}"))?;
-    let modes: Vec<String> = endpoint
-        .sockets()
+    let endpoints = UdpEndpoint::bind_each_queue(iface, local, config)
+        .with_context(|| format!("bind a UDP endpoint at {local} on each queue of {iface}"))?;
+    let modes: Vec<String> = endpoints
         .iter()
+        .flat_map(UdpEndpoint::sockets)
         .map(|s| format!("queue {} {}", s.queue(), s.mode()))
         .collect();
-    let zero_copy = endpoint
-        .sockets()
+    let zero_copy = endpoints
         .iter()
+        .flat_map(UdpEndpoint::sockets)
         .all(|s| s.mode() == BoundMode::ZeroCopy);
     xdp_zc::request_burst(peer, stream)?;
     let to = SocketAddr::new(peer, wire::UDP_PORT);
@@ -52,7 +61,20 @@ pub fn run(
         .enable_all()
         .build()
         .context("a tokio runtime")?;
-    let (tally, stats) = runtime.block_on(forward(endpoint, stream, to))?;
+    let per_queue = runtime.block_on(forward_on_each(endpoints, stream, to))?;
+    let mut tally = Tally::default();
+    let mut stats = zcnet::xdp::EndpointStats::default();
+    for (t, s) in &per_queue {
+        tally.intact += t.intact;
+        tally.other += t.other;
+        stats.malformed += s.malformed;
+        stats.bad_checksum += s.bad_checksum;
+        stats.sent += s.sent;
+    }
+    let answered: Vec<String> = per_queue
+        .iter()
+        .map(|(t, s)| format!("{} in, {} out", t.intact + t.other, s.sent))
+        .collect();
     let (received, errors) = xdp_zc::report(peer, stream)?;
     let ok = zero_copy
         && tally.intact == DATAGRAMS
@@ -63,10 +85,11 @@ pub fn run(
         "xdp-udp-endpoint",
         ok,
         &format!(
-            "{}: {} of {DATAGRAMS} burst datagrams received intact ({} not, malformed {}, bad \
-             checksum {}), {} sent on, the peer verified {received}, {errors} corrupt or \
-             duplicated",
+            "{} (per queue: {}): {} of {DATAGRAMS} burst datagrams received intact ({} not, \
+             malformed {}, bad checksum {}), {} sent on, the peer verified {received}, {errors} \
+             corrupt or duplicated",
             modes.join(", "),
+            answered.join("; "),
             tally.intact,
             tally.other,
             stats.malformed,
@@ -159,19 +182,49 @@ struct Tally {
     other: u64,
 }
 
-/// Receives the burst on the endpoint and sends each payload to `to`, until every datagram came or
-/// none came for [`WAIT`].
+/// Runs [`forward`] for each endpoint on a task of its own; returns each one's tally and counts, in
+/// queue order.
+async fn forward_on_each(
+    endpoints: Vec<UdpEndpoint>,
+    stream: u32,
+    to: SocketAddr,
+) -> anyhow::Result<Vec<(Tally, zcnet::xdp::EndpointStats)>> {
+    let arrived = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = endpoints
+        .into_iter()
+        .map(|endpoint| tokio::spawn(forward(endpoint, stream, to, Arc::clone(&arrived))))
+        .collect();
+    let mut per_queue = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        per_queue.push(task.await.context("a queue's task")??);
+    }
+    Ok(per_queue)
+}
+
+/// Receives the burst on one queue's endpoint and sends each payload to `to`, until the datagrams
+/// `arrived` on every queue make the whole burst, or none arrived on any for [`WAIT`].
 async fn forward(
     endpoint: UdpEndpoint,
     stream: u32,
     to: SocketAddr,
+    arrived: Arc<AtomicU64>,
 ) -> anyhow::Result<(Tally, zcnet::xdp::EndpointStats)> {
     let mut endpoint = AsyncUdpEndpoint::new(endpoint)?;
     let mut tally = Tally::default();
     let mut payloads = Vec::new();
-    while tally.intact + tally.other < DATAGRAMS {
-        let Ok(batch) = tokio::time::timeout(WAIT, endpoint.receive(64)).await else {
+    let (mut seen, mut since) = (0, Instant::now());
+    loop {
+        let total = arrived.load(Ordering::Relaxed);
+        if total >= DATAGRAMS {
             break;
+        }
+        if total != seen {
+            (seen, since) = (total, Instant::now());
+        } else if since.elapsed() > WAIT {
+            break;
+        }
+        let Ok(batch) = tokio::time::timeout(SLICE, endpoint.receive(64)).await else {
+            continue;
         };
         for datagram in batch?.iter() {
             match wire::check_datagram(datagram.payload) {
@@ -180,6 +233,7 @@ async fn forward(
             }
             payloads.push(datagram.payload.to_vec());
         }
+        arrived.fetch_add(payloads.len() as u64, Ordering::Relaxed);
         for payload in payloads.drain(..) {
             endpoint
                 .send(to, payload.len(), |buf| buf.copy_from_slice(&payload))
