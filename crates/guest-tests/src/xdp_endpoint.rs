@@ -67,9 +67,7 @@ pub fn run(
     for (t, s) in &per_queue {
         tally.intact += t.intact;
         tally.other += t.other;
-        stats.malformed += s.malformed;
-        stats.bad_checksum += s.bad_checksum;
-        stats.sent += s.sent;
+        stats += *s;
     }
     let answered: Vec<String> = per_queue
         .iter()

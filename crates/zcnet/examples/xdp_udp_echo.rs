@@ -91,11 +91,7 @@ async fn serve_all(endpoints: Vec<UdpEndpoint>, count: u64) -> Result<(), BoxErr
             "queue {queue}: echoed {}, received {}, malformed {}, bad checksum {}, not for us {}",
             stats.sent, stats.received, stats.malformed, stats.bad_checksum, stats.not_for_us
         );
-        total.sent += stats.sent;
-        total.received += stats.received;
-        total.malformed += stats.malformed;
-        total.bad_checksum += stats.bad_checksum;
-        total.not_for_us += stats.not_for_us;
+        total += stats;
     }
     println!(
         "echoed {} datagrams{}: received {}, malformed {}, bad checksum {}, not for us {}",

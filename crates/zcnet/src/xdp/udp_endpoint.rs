@@ -127,6 +127,18 @@ pub struct EndpointStats {
     pub invalid_descs: u64,
 }
 
+/// The counts of several endpoints (one per queue, [`UdpEndpoint::bind_each_queue`]) added up.
+impl std::ops::AddAssign for EndpointStats {
+    fn add_assign(&mut self, other: EndpointStats) {
+        self.received += other.received;
+        self.malformed += other.malformed;
+        self.bad_checksum += other.bad_checksum;
+        self.not_for_us += other.not_for_us;
+        self.sent += other.sent;
+        self.invalid_descs += other.invalid_descs;
+    }
+}
+
 /// A UDP endpoint on AF_XDP: a local address and port served from queues of an interface.
 ///
 /// Binding attaches a redirect program for the port ([`FrameMatch::UdpPort`]), binds one socket per
@@ -222,9 +234,11 @@ impl UdpEndpoint {
         let Some(&highest) = config.queues.iter().max() else {
             return Err(no_queue(iface));
         };
+        // The interface is read and probed once; each endpoint has a route cache of its own.
+        let read = Device::read(iface, 1, &config)?;
         let mut opened = Vec::with_capacity(config.queues.len());
         for &queue in &config.queues {
-            let device = Device::read(iface, 1, &config)?;
+            let device = read.again()?;
             let mut umem = device.umem(&config)?;
             let socket = open_queue(&mut umem, iface, queue, &config)?;
             opened.push((socket, umem, device));
@@ -608,6 +622,7 @@ impl Redirect {
 
 /// What an endpoint reads of its interface at bind, and its route and neighbour cache.
 struct Device {
+    ifindex: u32,
     routes: Routes,
     mtu: usize,
     mac: [u8; 6],
@@ -642,10 +657,20 @@ impl Device {
             Checksums::Software => None,
         };
         Ok(Device {
+            ifindex,
             routes,
             mtu: link.mtu as usize,
             mac,
             tx_metadata,
+        })
+    }
+
+    /// What this read found, with a route and neighbour cache of its own (for another endpoint on
+    /// the same interface).
+    fn again(&self) -> Result<Device> {
+        Ok(Device {
+            routes: Routes::open(self.ifindex)?,
+            ..*self
         })
     }
 
