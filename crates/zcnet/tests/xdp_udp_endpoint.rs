@@ -476,6 +476,39 @@ fn an_unspecified_address_serves_both_families() {
     }
 }
 
+/// A child forked from this process that never execs: it holds a duplicate of every descriptor open
+/// at the fork (the endpoint's sockets, its BPF link) until dropped (killed), as a child another
+/// thread of a program forks does for the moment between its fork and its exec.
+struct HeldFork {
+    pid: libc::pid_t,
+}
+
+impl HeldFork {
+    fn new() -> HeldFork {
+        // SAFETY: the child calls only pause(2), async-signal-safe, so forking this multi-threaded
+        // process is sound; it waits with every descriptor open until killed.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            loop {
+                // SAFETY: see above.
+                unsafe { libc::pause() };
+            }
+        }
+        assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+        HeldFork { pid }
+    }
+}
+
+impl Drop for HeldFork {
+    fn drop(&mut self) {
+        // SAFETY: `pid` is this process's own child, killed and reaped only here.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 #[test]
 fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
     let Some((pair, mut endpoint)) =
@@ -494,6 +527,8 @@ fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
     let got = receive(&mut endpoint, 1);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].0, b"to the endpoint");
+    // A child forked meanwhile keeps the endpoint's descriptors open: the port comes back all the same.
+    let fork = HeldFork::new();
     drop(endpoint);
     peer.send_to(b"to the stack", to).expect("send");
     kernel.set_read_timeout(Some(PATIENCE)).expect("timeout");
@@ -503,6 +538,7 @@ fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
         .recv(&mut buf)
         .expect("the stack receives once the endpoint is gone");
     assert_eq!(&buf[..n], b"to the stack");
+    drop(fork);
 }
 
 /// One endpoint per queue of a two-queue `a` end, each with its own UMEM as small as
@@ -620,6 +656,8 @@ fn dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_st
     let pair = pair_with_queues(2);
     let mut endpoints = bind_each_queue(&pair);
     let mut kept = endpoints.pop().expect("queue 1's endpoint");
+    // A child forked meanwhile keeps queue 0's socket open: its queue comes back all the same.
+    let fork = HeldFork::new();
     drop(endpoints);
     // The stack's own socket on the port takes what arrives on queue 0 now.
     let stack = pair
@@ -662,4 +700,5 @@ fn dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_st
     expected.sort();
     assert_eq!(by_endpoint, expected, "every datagram exactly once, intact");
     assert_eq!(kept.stats().malformed + kept.stats().bad_checksum, 0);
+    drop(fork);
 }

@@ -1,5 +1,6 @@
 //! The `bpf(2)` system call, typed eBPF instructions, and the pieces of `union bpf_attr` that zcnet uses:
-//! map creation, map update, program load (with the verifier log) and `BPF_LINK_CREATE` for XDP.
+//! map creation, update and deletion, program load (with the verifier log), and `BPF_LINK_CREATE` and
+//! `BPF_LINK_DETACH` for XDP.
 //!
 //! All layouts and numbers come from `include/uapi/linux/bpf.h`. The kernel accepts an attribute block
 //! shorter than its own `union bpf_attr` and treats the missing tail as zero, so each command has its own
@@ -17,10 +18,14 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 const BPF_MAP_CREATE: libc::c_int = 0;
 /// `BPF_MAP_UPDATE_ELEM`.
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+/// `BPF_MAP_DELETE_ELEM`.
+const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 /// `BPF_PROG_LOAD`.
 const BPF_PROG_LOAD: libc::c_int = 5;
 /// `BPF_LINK_CREATE`.
 const BPF_LINK_CREATE: libc::c_int = 28;
+/// `BPF_LINK_DETACH` (kernel 5.9+).
+const BPF_LINK_DETACH: libc::c_int = 34;
 
 /// `BPF_MAP_TYPE_XSKMAP` (`enum bpf_map_type`): an array of AF_XDP sockets indexed by queue.
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
@@ -379,6 +384,19 @@ pub fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32, flags: u64) -> 
     unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
 }
 
+/// Removes `map[key]` from a map with 4-byte keys (`BPF_MAP_DELETE_ELEM`); `ENOENT` when it has none.
+pub fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: 0,
+        flags: 0,
+    };
+    // SAFETY: `key` is a live 4-byte local the kernel only reads during the call.
+    unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(drop)
+}
+
 /// The `BPF_PROG_LOAD` prefix of `union bpf_attr`, up to `expected_attach_type`.
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -489,6 +507,24 @@ pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, xdp_flags: u32) -> io
     };
     // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
     unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+}
+
+/// The `BPF_LINK_DETACH` prefix of `union bpf_attr`.
+#[repr(C)]
+#[derive(Debug)]
+struct LinkDetachAttr {
+    link_fd: u32,
+}
+
+/// Detaches the link `link` from its hook now (`BPF_LINK_DETACH`, kernel 5.9+), whoever else holds a
+/// duplicate of its descriptor (a child forked meanwhile, before its `exec` closes it): the link stays,
+/// defunct, until its last descriptor closes, but its program runs no more.
+pub fn link_detach(link: BorrowedFd<'_>) -> io::Result<()> {
+    let mut attr = LinkDetachAttr {
+        link_fd: link.as_raw_fd() as u32,
+    };
+    // SAFETY: `attr` is the BPF_LINK_DETACH prefix and holds no pointers.
+    unsafe { bpf(BPF_LINK_DETACH, &mut attr) }.map(drop)
 }
 
 #[cfg(test)]

@@ -145,6 +145,21 @@ impl XskMap {
             )
         })
     }
+
+    /// Empties slot `queue`: from now on the redirect program passes that queue's frames to the stack,
+    /// even while a duplicate of the socket's descriptor (in a child forked meanwhile) keeps the socket
+    /// open. An empty slot is left as it is.
+    pub fn remove(&self, queue: u32) -> Result<()> {
+        match bpf::map_delete_u32(self.fd.as_fd(), queue) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(Error::from_errno(
+                format!("empty XSKMAP slot {queue}"),
+                e,
+                BPF_PRIVILEGE,
+                "the slot must be below the map size",
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl AsFd for XskMap {
@@ -285,8 +300,10 @@ impl AsFd for XdpProgram {
     }
 }
 
-/// An attached XDP program. Dropping it closes the BPF link descriptor, which detaches the program
-/// (the kernel also does so when the process exits or is killed, since it closes every descriptor).
+/// An attached XDP program. Dropping it detaches the program (`BPF_LINK_DETACH`) before closing the
+/// BPF link descriptor, so the program is gone when `drop` returns even if a child process forked
+/// meanwhile still holds a duplicate of the descriptor until its `exec`. The kernel also detaches it
+/// when the process exits or is killed, since it closes every descriptor.
 #[must_use = "the program is detached as soon as the link is dropped"]
 #[derive(Debug)]
 pub struct XdpLink {
@@ -310,6 +327,13 @@ impl XdpLink {
     /// The attach mode.
     pub fn mode(&self) -> AttachMode {
         self.mode
+    }
+}
+
+impl Drop for XdpLink {
+    fn drop(&mut self) {
+        // A failure (a kernel without BPF_LINK_DETACH) leaves the detach to the close that follows.
+        let _ = bpf::link_detach(self.fd.as_fd());
     }
 }
 

@@ -166,8 +166,9 @@ impl std::ops::AddAssign for EndpointStats {
 /// ```
 #[derive(Debug)]
 pub struct UdpEndpoint {
-    // Fields drop in order: the redirect first, so that (when this endpoint holds its last
-    // reference) no frame is redirected to a closing socket.
+    // Fields drop in order (after `drop` emptied this endpoint's XSKMAP slots): the redirect first,
+    // so that (when this endpoint holds its last reference) the program is detached before any
+    // socket closes.
     redirect: Arc<Redirect>,
     sockets: Vec<Socket>,
     umem: Umem,
@@ -588,6 +589,21 @@ impl UdpEndpoint {
         }
         for frame in frames.drain(..) {
             self.umem.release(frame);
+        }
+    }
+}
+
+impl Drop for UdpEndpoint {
+    /// Hands this endpoint's queues back to the stack before its sockets close: their XSKMAP slots
+    /// are emptied (the program, shared with other queues' endpoints, passes what they receive to the
+    /// stack from now on), and with the last endpoint the program is detached. Closing the sockets
+    /// alone would not do it while a child forked meanwhile holds duplicates of their descriptors.
+    fn drop(&mut self) {
+        let map = self.redirect.program.xsk_map();
+        for socket in &self.sockets {
+            // The slot holds this socket (bind filled it); emptying it fails only for a slot past
+            // the map, which bind never fills.
+            let _ = map.map(|map| map.remove(socket.queue()));
         }
     }
 }
