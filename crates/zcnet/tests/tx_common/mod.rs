@@ -359,8 +359,11 @@ pub fn veth_ips(pair: &testnet::VethPair, v6: bool) -> (IpAddr, IpAddr) {
 }
 
 /// A UDP socket in each namespace of `pair` (IPv6 or IPv4): the sender's in `a`, the receiver's in
-/// `b`.
+/// `b`. `a` knows `b`'s link address from the start: while ARP or neighbour discovery resolves it,
+/// the kernel holds at most `unres_qlen_bytes` (about 200 KiB) of datagrams and silently drops the
+/// rest, which a sender a window ahead of its receiver overruns when the resolution is slow.
 pub fn veth_udp_sockets(pair: &testnet::VethPair, v6: bool) -> (UdpSocket, UdpSocket) {
+    pair.pin_b_neighbours().expect("static neighbours");
     let (a_ip, b_ip) = veth_ips(pair, v6);
     let tx = pair.a.run(|| UdpSocket::bind((a_ip, 0))).unwrap();
     let rx = pair.b.run(|| UdpSocket::bind((b_ip, 0))).unwrap();
