@@ -15,6 +15,9 @@
 #   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
 #   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
 #   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
+#   netns_add NAME        creates the namespace NAME (NETNS) with its loopback up, under the TCP
+#                         congestion control TCP_CC (env) when set and allowed.
+#   congestion_control    prints the TCP congestion control of NETNS (or the host's), and whether it paces.
 #   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
 #
 # The sources come from Debian's package with the ordinary apt client; their code is never copied into
@@ -168,6 +171,26 @@ netns_add() {
 	ip netns add "$1"
 	NETNS="$1"
 	ip -n "$NETNS" link set lo up
+	if [ -n "${TCP_CC:-}" ] &&
+		! ip netns exec "$NETNS" sysctl -q -w "net.ipv4.tcp_congestion_control=$TCP_CC" 2>/dev/null; then
+		echo "TCP_CC=$TCP_CC: a namespace may use only what net.ipv4.tcp_allowed_congestion_control" \
+			"lists ($(sysctl -n net.ipv4.tcp_allowed_congestion_control)); keeping" \
+			"$(ip netns exec "$NETNS" sysctl -n net.ipv4.tcp_congestion_control)" >&2
+	fi
+}
+
+# Prints the TCP congestion control of the namespace NETNS (the host's when empty), and whether it paces.
+congestion_control() {
+	local cc
+	if [ -n "${NETNS:-}" ]; then
+		cc="$(ip netns exec "$NETNS" sysctl -n net.ipv4.tcp_congestion_control)"
+	else
+		cc="$(sysctl -n net.ipv4.tcp_congestion_control)"
+	fi
+	case "$cc" in
+	bbr*) echo "$cc (paces every flow with a timer: rates and ratios differ from an unpaced one's)" ;;
+	*) echo "$cc" ;;
+	esac
 }
 
 netns_del() {

@@ -20,8 +20,13 @@
 # seconds although it runs 0.2 s longer (cfg_runtime_ms = 200 + t * 1000): its rate here is its MB
 # over the time it really ran.
 #
+# Both senders' TCP runs under the namespace's congestion control, the host's default unless TCP_CC
+# names another that net.ipv4.tcp_allowed_congestion_control lets a namespace choose: under bbr every
+# flow is paced by a timer, and on a VM, where each timer interrupt costs, the two senders' rates
+# move apart from what they are under cubic.
+#
 # Usage: scripts/compare-references uring, or scripts/compare/uring.sh alone
-# (env: ROUNDS, default 3; SECONDS_PER_RUN, default 2).
+# (env: ROUNDS, default 3; SECONDS_PER_RUN, default 2; TCP_CC, default the host's).
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	set -euo pipefail
 	COMPARISON=uring
@@ -85,6 +90,7 @@ uring_compare() {
 	}
 
 	echo "io_uring zero-copy send, TCP over loopback: MB/s, median of $ROUNDS rounds of ${SECONDS_PER_RUN}s each"
+	echo "TCP congestion control: $(congestion_control)"
 	for size in "${SIZES[@]}"; do
 		ref=()
 		one=()
