@@ -4,9 +4,10 @@
 //! The path owns a connected socket and a ring. A send takes ownership of a byte container
 //! ([`SendBuf`](crate::tx::SendBuf)) and queues it;
 //! queued sends are submitted in batches as one linked chain, so a stream's bytes go out in order. On
-//! a stream, consecutive buffers of a batch go out as one request up to 64 KiB
-//! (`IORING_OP_SENDMSG_ZC` with an iovec per buffer): one result and one notification for many
-//! small sends, which is what makes 4 KiB sends cheap; on a datagram socket each buffer is one
+//! a stream, consecutive buffers of a batch go out as one request up to 256 KiB — 64 KiB under a
+//! congestion control that paces every flow (bbr), where gathering 64 KiB sends cost more than it
+//! saved — (`IORING_OP_SENDMSG_ZC` with an iovec per buffer): one result and one notification for
+//! many small sends, which is what makes 4 KiB sends cheap; on a datagram socket each buffer is one
 //! `IORING_OP_SEND_ZC` (one datagram).
 //! Each zero-copy request takes an id in the same [`CompletionTracker`](crate::tx::CompletionTracker)
 //! the MSG_ZEROCOPY path uses, and its buffer stays lent until the request's notification CQE — the

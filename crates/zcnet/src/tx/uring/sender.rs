@@ -9,9 +9,9 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::plan::{MAX_REQUEST_LEN, Part, plan};
+use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, plan};
 use crate::Fallback;
-use crate::sys::socket::{get_int_option, set_int_option};
+use crate::sys::socket::{get_int_option, set_int_option, tcp_congestion};
 use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, memlock_limit,
 };
@@ -129,6 +129,8 @@ pub(crate) struct UringPath<S: ZcSocket> {
     vectored_fixed: bool,
     /// A TCP socket: a request ends a record (`MSG_EOR`) every [`RECORD_BYTES`].
     tcp: bool,
+    /// The most bytes a stream request gathers from several buffers (see [`PACED_GATHER_BYTES`]).
+    gather_bytes: usize,
     /// Bytes submitted on TCP since the last request that ended a record.
     unrecorded: usize,
     /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
@@ -181,6 +183,13 @@ impl<S: ZcSocket> UringPath<S> {
         };
         let tcp = get_int_option(socket.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)
             .is_ok_and(|protocol| protocol == libc::IPPROTO_TCP);
+        // Read once: a congestion control changed on the socket later keeps this choice.
+        let paced = tcp && tcp_congestion(socket.fd()).is_ok_and(|name| name.starts_with("bbr"));
+        let gather_bytes = if paced {
+            PACED_GATHER_BYTES
+        } else {
+            GATHER_BYTES
+        };
         UringPath {
             ring,
             socket: Some(socket),
@@ -196,6 +205,7 @@ impl<S: ZcSocket> UringPath<S> {
             report_usage: true,
             vectored_fixed: true,
             tcp,
+            gather_bytes,
             unrecorded: 0,
             queue: VecDeque::new(),
             chain_len: 0,
@@ -573,7 +583,7 @@ impl<S: ZcSocket> UringPath<S> {
                 zc: p.decision == Some(Decision::ZeroCopy),
             })
             .collect();
-        let planned = plan(&parts, socket.is_stream(), room);
+        let planned = plan(&parts, socket.is_stream(), self.gather_bytes, room);
         let Some(last) = planned.last() else {
             return Ok(());
         };
