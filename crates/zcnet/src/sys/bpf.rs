@@ -371,30 +371,34 @@ struct MapElemAttr {
 
 const _: () = assert!(mem::size_of::<MapElemAttr>() == 32);
 
-/// Sets `map[key] = value` for a map with 4-byte keys and values (`BPF_MAP_UPDATE_ELEM`).
-pub fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32, flags: u64) -> io::Result<()> {
+/// Runs the element command `cmd` on `map[key]` of a map with 4-byte keys and values, passing `value`
+/// (none for a deletion) and `flags`.
+fn map_elem_u32(
+    cmd: libc::c_int,
+    map: BorrowedFd<'_>,
+    key: u32,
+    value: Option<u32>,
+    flags: u64,
+) -> io::Result<()> {
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
         _pad: 0,
         key: &key as *const u32 as u64,
-        value: &value as *const u32 as u64,
+        value: value.as_ref().map_or(0, |v| v as *const u32 as u64),
         flags,
     };
     // SAFETY: `key` and `value` are live 4-byte locals the kernel only reads during the call.
-    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
+    unsafe { bpf(cmd, &mut attr) }.map(drop)
+}
+
+/// Sets `map[key] = value` for a map with 4-byte keys and values (`BPF_MAP_UPDATE_ELEM`).
+pub fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32, flags: u64) -> io::Result<()> {
+    map_elem_u32(BPF_MAP_UPDATE_ELEM, map, key, Some(value), flags)
 }
 
 /// Removes `map[key]` from a map with 4-byte keys (`BPF_MAP_DELETE_ELEM`); `ENOENT` when it has none.
 pub fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
-    let mut attr = MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: 0,
-        flags: 0,
-    };
-    // SAFETY: `key` is a live 4-byte local the kernel only reads during the call.
-    unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(drop)
+    map_elem_u32(BPF_MAP_DELETE_ELEM, map, key, None, 0)
 }
 
 /// The `BPF_PROG_LOAD` prefix of `union bpf_attr`, up to `expected_attach_type`.

@@ -599,11 +599,13 @@ impl Drop for UdpEndpoint {
     /// stack from now on), and with the last endpoint the program is detached. Closing the sockets
     /// alone would not do it while a child forked meanwhile holds duplicates of their descriptors.
     fn drop(&mut self) {
-        let map = self.redirect.program.xsk_map();
+        let Some(map) = self.redirect.program.xsk_map() else {
+            return;
+        };
         for socket in &self.sockets {
             // The slot holds this socket (bind filled it); emptying it fails only for a slot past
             // the map, which bind never fills.
-            let _ = map.map(|map| map.remove(socket.queue()));
+            let _ = map.remove(socket.queue());
         }
     }
 }
