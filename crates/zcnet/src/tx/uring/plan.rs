@@ -18,8 +18,9 @@ pub(crate) const GATHER_BYTES: usize = 256 << 10;
 
 /// [`GATHER_BYTES`] on a TCP socket whose congestion control paces every flow (bbr): sixteen 4 KiB
 /// sends share one request, but a 64 KiB send goes out alone as one `IORING_OP_SEND_ZC`. Over
-/// loopback on a VM, 65435-byte sends gathered four to a request ran at 0.61x of one request each
-/// under bbr, and at 1.13x under cubic (`scripts/compare-references uring`, `TCP_CC=cubic`).
+/// loopback on a VM, 65435-byte sends gathered four to a request ran at 0.77x the rate of one
+/// request each under bbr, and at 1.14x under cubic (each pair in one run beside
+/// `io_uring_zerocopy_tx`, the same receiver and record ends).
 pub(crate) const PACED_GATHER_BYTES: usize = 64 << 10;
 
 /// A queued send as the planner sees it.
