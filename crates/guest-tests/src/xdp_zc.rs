@@ -112,6 +112,12 @@ fn queue_count(iface: &str) -> anyhow::Result<u32> {
     Ok(n.max(1) as u32)
 }
 
+/// Whether `/proc/net/arp`'s flags column (hexadecimal) has `ATF_COM`: the address is resolved.
+fn complete(flags: &str) -> bool {
+    u32::from_str_radix(flags.trim_start_matches("0x"), 16)
+        .is_ok_and(|f| f & libc::ATF_COM as u32 != 0)
+}
+
 /// The addresses of the guest's frames to the peer.
 #[derive(Debug, Clone, Copy)]
 struct LinkAddrs {
@@ -120,6 +126,8 @@ struct LinkAddrs {
 
 impl LinkAddrs {
     /// The guest's MAC from sysfs, the peer's from the neighbour table (the harness's ping filled it).
+    /// Only a complete entry counts (`ATF_COM` in its flags): an incomplete one reads
+    /// 00:00:00:00:00:00, and frames sent to it reach nobody.
     fn of(iface: &str, ip: Ipv4Addr, peer: Ipv4Addr) -> anyhow::Result<LinkAddrs> {
         let path = format!("/sys/class/net/{iface}/address");
         let ours = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
@@ -128,9 +136,9 @@ impl LinkAddrs {
         let theirs = arp
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() >= 4 && f[0] == peer.to_string())
+            .find(|f| f.len() >= 4 && f[0] == peer.to_string() && complete(f[2]))
             .and_then(|f| testnet::frame::parse_mac(f[3]))
-            .with_context(|| format!("no neighbour entry for {peer}"))?;
+            .with_context(|| format!("no complete neighbour entry for {peer}"))?;
         Ok(LinkAddrs {
             to_peer: UdpFrame {
                 src_mac: ours,

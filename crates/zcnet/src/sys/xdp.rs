@@ -183,20 +183,31 @@ impl Mmap {
 
     /// Maps `len` bytes of zeroed anonymous private memory, pre-faulted. With `huge_pages`, asks for
     /// reserved huge pages (`MAP_HUGETLB`) first and, when none are reserved, for transparent huge pages
-    /// (`MADV_HUGEPAGE`); the returned flag says whether `MAP_HUGETLB` worked.
+    /// (`MADV_HUGEPAGE` before the first touch, then `MADV_POPULATE_WRITE`, 5.14); the returned flag
+    /// says whether `MAP_HUGETLB` worked.
     pub fn anonymous(len: usize, huge_pages: bool) -> io::Result<(Mmap, bool)> {
         let map = |extra: libc::c_int| {
-            let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | extra;
+            let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra;
             Mmap::new(len, flags, -1, 0)
         };
-        if huge_pages && let Ok(m) = map(libc::MAP_HUGETLB) {
+        if huge_pages && let Ok(m) = map(libc::MAP_HUGETLB | libc::MAP_POPULATE) {
             return Ok((m, true));
         }
-        let m = map(0)?;
-        if huge_pages {
-            // SAFETY: advice on a mapping this function owns; it changes no contents.
-            syscall!(madvise(m.ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE))?;
+        if !huge_pages {
+            return Ok((map(libc::MAP_POPULATE)?, false));
         }
+        // Advised before the first touch: pages faulted in first stay small until khugepaged
+        // collapses them, long after the UMEM is registered and its pages pinned.
+        let m = map(0)?;
+        // SAFETY: advice on a mapping this function owns; neither changes its contents (the second
+        // faults in zeroed pages, as MAP_POPULATE would have).
+        syscall!(madvise(m.ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE))?;
+        // Before 5.14 (EINVAL) the pages are faulted in when the UMEM is registered and pinned.
+        let _ = syscall!(madvise(
+            m.ptr.as_ptr().cast(),
+            len,
+            libc::MADV_POPULATE_WRITE
+        ));
         Ok((m, false))
     }
 
@@ -707,6 +718,52 @@ mod tests {
                 proptest::prop_assert!(at >= base && at + 16 * slots.len() <= base + len);
             }
         }
+    }
+
+    /// `AnonHugePages` of the mapping that holds `at`, from `/proc/self/smaps`, in KiB.
+    fn anon_huge_kib(at: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("read /proc/self/smaps");
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&at);
+            } else if inside && let Some(kib) = line.strip_prefix("AnonHugePages:") {
+                return kib
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .expect("a size in kB");
+            }
+        }
+        panic!("no mapping holds {at:#x} in /proc/self/smaps");
+    }
+
+    #[test]
+    fn an_area_asked_for_huge_pages_gets_transparent_ones() {
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !thp.contains("[madvise]") && !thp.contains("[always]") {
+            eprintln!(
+                "skipped: transparent huge pages are off here ({})",
+                thp.trim()
+            );
+            return;
+        }
+        let (m, reserved) = Mmap::anonymous(8 << 20, true).expect("mmap");
+        if reserved {
+            eprintln!("skipped: the area got reserved huge pages (MAP_HUGETLB)");
+            return;
+        }
+        // Advised after being faulted in, the area would stay on 4 KiB pages (0 kB here).
+        assert!(anon_huge_kib(m.as_ptr() as usize) >= 2048);
+        // SAFETY: a private anonymous mapping no kernel object shares.
+        let area = unsafe { m.bytes(0, m.len()) }.expect("the whole area");
+        assert!(area.iter().all(|&b| b == 0));
     }
 
     #[test]
