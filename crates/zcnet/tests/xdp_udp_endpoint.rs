@@ -116,6 +116,19 @@ fn receive(endpoint: &mut UdpEndpoint, count: usize) -> Vec<(Vec<u8>, SocketAddr
     got
 }
 
+/// A UDP socket on `b`'s IPv4 address, with `b`'s neighbour entries pinned so that nothing sent
+/// to it waits for address resolution; and its address.
+fn resolved_peer(pair: &VethPair) -> (UdpSocket, SocketAddr) {
+    pair.pin_b_neighbours()
+        .expect("pin the peer's neighbour entries");
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
+    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let to = peer.local_addr().expect("addr");
+    (peer, to)
+}
+
 /// The largest UDP payload over a 1500-byte MTU for `ip`'s family.
 fn max_payload(ip: IpAddr) -> usize {
     1500 - (headers::headers_len(ip) - ETH_HLEN)
@@ -334,13 +347,7 @@ fn a_batch_larger_than_one_copy_mode_wakeup_arrives_whole() {
     else {
         return;
     };
-    pair.pin_b_neighbours()
-        .expect("pin the peer's neighbour entries");
-    let peer = pair
-        .b
-        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
-    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
-    let to = peer.local_addr().expect("addr");
+    let (peer, to) = resolved_peer(&pair);
     // 60 frames in one flush: a copy-mode wakeup (`sendto`) transmits at most 32, so the flush
     // must wake the kernel until it took them all.
     let max = max_payload(to.ip());
@@ -701,4 +708,32 @@ fn dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_st
     assert_eq!(by_endpoint, expected, "every datagram exactly once, intact");
     assert_eq!(kept.stats().malformed + kept.stats().bad_checksum, 0);
     drop(fork);
+}
+
+#[test]
+fn a_payload_writer_that_panics_takes_no_frame_with_it() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("a_payload_writer_that_panics_takes_no_frame_with_it")
+    else {
+        return;
+    };
+    let (peer, to) = resolved_peer(&pair);
+    // More panics than the endpoint has frames to send with (64): each one that kept its frame
+    // would leave one fewer, and the send after them would find none. (`resume_unwind` skips the
+    // panic hook: nothing is printed.)
+    for _ in 0..200 {
+        let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            endpoint.send(to, 10, |_| {
+                std::panic::resume_unwind(Box::new("writer failed"))
+            })
+        }));
+        assert!(sent.is_err(), "the writer's panic reaches the caller");
+    }
+    assert_eq!(endpoint.stats().sent, 0);
+    endpoint
+        .send(to, 10, |buf| buf.fill(9))
+        .expect("a frame to send with after the panics");
+    let mut buf = [0u8; 64];
+    let n = peer.recv(&mut buf).expect("the datagram after the panics");
+    assert_eq!(&buf[..n], &[9; 10]);
 }

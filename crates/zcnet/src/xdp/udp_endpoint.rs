@@ -34,6 +34,7 @@
 
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -498,7 +499,14 @@ impl UdpEndpoint {
         let mut frame = self.free_frame()?;
         let buffer = self.umem.buffer_mut(&mut frame);
         let hlen = headers::headers_len(to.ip());
-        write(&mut buffer[hlen..hlen + len]);
+        // A writer that panics must not take the frame with it: a dropped token is never reused,
+        // and every panic caught by the caller would leave one frame fewer to send with.
+        if let Err(panic) =
+            panic::catch_unwind(AssertUnwindSafe(|| write(&mut buffer[hlen..hlen + len])))
+        {
+            self.umem.release(frame);
+            panic::resume_unwind(panic);
+        }
         self.next_id = self.next_id.wrapping_add(1);
         let write_headers = match self.offload_checksums {
             true => headers::write_udp_for_offload,
@@ -738,7 +746,8 @@ impl SendBatch<'_> {
     /// in place, then the Ethernet, IP and UDP headers and checksums are written in front of it.
     /// Refuses (and builds nothing) what cannot be sent: a payload over
     /// [`UdpEndpoint::max_payload`], no route, a route through another interface, an unresolved
-    /// next hop, a destination of the other family, or no free frame.
+    /// next hop, a destination of the other family, or no free frame. When `write` panics, its
+    /// frame goes back to the free list before the panic goes on, and nothing is queued.
     pub fn push(
         &mut self,
         to: SocketAddr,
