@@ -59,6 +59,9 @@ pub(crate) struct Routes {
     buf: Vec<u8>,
     ifindex: u32,
     cache: HashMap<IpAddr, (Hop, Instant)>,
+    /// The answer [`Routes::hop`] gave last, with when it was looked up: a run of datagrams to one
+    /// destination skips hashing into `cache`.
+    last: Option<(IpAddr, Hop, Instant)>,
 }
 
 impl Routes {
@@ -85,6 +88,7 @@ impl Routes {
             buf: vec![0; 16 * 1024],
             ifindex,
             cache: HashMap::new(),
+            last: None,
         })
     }
 
@@ -110,23 +114,32 @@ impl Routes {
         }
         if changed {
             self.cache.clear();
+            self.last = None;
         }
         Ok(())
     }
 
     /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).
     pub(crate) fn hop(&mut self, to: IpAddr, now: Instant) -> std::result::Result<Hop, SendError> {
-        if let Some(&(hop, at)) = self.cache.get(&to)
-            && now.duration_since(at) < NEXT_HOP_TTL
+        let fresh = |at: Instant| now.duration_since(at) < NEXT_HOP_TTL;
+        if let Some((last, hop, at)) = self.last
+            && last == to
+            && fresh(at)
         {
             return Ok(hop);
         }
-        let hop = self.look_up(to)?;
-        if self.cache.len() > 4096 {
-            self.cache
-                .retain(|_, (_, at)| now.duration_since(*at) < NEXT_HOP_TTL);
-        }
-        self.cache.insert(to, (hop, now));
+        let (hop, at) = match self.cache.get(&to) {
+            Some(&(hop, at)) if fresh(at) => (hop, at),
+            _ => {
+                let hop = self.look_up(to)?;
+                if self.cache.len() > 4096 {
+                    self.cache.retain(|_, (_, at)| fresh(*at));
+                }
+                self.cache.insert(to, (hop, now));
+                (hop, now)
+            }
+        };
+        self.last = Some((to, hop, at));
         Ok(hop)
     }
 
