@@ -328,6 +328,7 @@ fn what_cannot_be_sent_is_refused_with_its_reason() {
         Err(SendError::Unresolved {
             state: None,
             next_hop,
+            resolving: true,
         }) => {
             assert_eq!(next_hop, "10.77.0.50".parse::<IpAddr>().expect("literal"))
         }
@@ -736,4 +737,41 @@ fn a_payload_writer_that_panics_takes_no_frame_with_it() {
     let mut buf = [0u8; 64];
     let n = peer.recv(&mut buf).expect("the datagram after the panics");
     assert_eq!(&buf[..n], &[9; 10]);
+}
+
+#[test]
+fn a_peer_never_heard_from_is_resolved_after_the_first_refusal() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("a_peer_never_heard_from_is_resolved_after_the_first_refusal")
+    else {
+        return;
+    };
+    let peer = pair
+        .b
+        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
+    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let to = peer.local_addr().expect("addr");
+    // Nothing was ever sent between the two ends, so `a` has no entry for `b`: the first send is
+    // refused, and asks the kernel to resolve `b` (an ARP request the stack on `b` answers).
+    match endpoint.send(to, 5, |buf| buf.fill(3)) {
+        Err(SendError::Unresolved {
+            state: None,
+            resolving: true,
+            ..
+        }) => {}
+        other => panic!("the first send to an unknown peer: {other:?}"),
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match endpoint.send(to, 5, |buf| buf.fill(3)) {
+            Ok(()) => break,
+            Err(SendError::Unresolved { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            other => panic!("sending once the kernel resolved the peer: {other:?}"),
+        }
+    }
+    let mut buf = [0u8; 16];
+    let n = peer.recv(&mut buf).expect("the datagram arrives");
+    assert_eq!(&buf[..n], &[3; 5]);
 }

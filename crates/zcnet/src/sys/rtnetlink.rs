@@ -154,6 +154,23 @@ pub fn neigh_get(sock: &mut GenlSocket, ifindex: u32, ip: IpAddr) -> io::Result<
     Ok(Some(neighbour))
 }
 
+/// Asks the kernel to resolve `ip` on interface `ifindex` as the stack does before it sends to a
+/// neighbour without an address: `RTM_NEWNEIGH` with `NTF_USE` (`NLM_F_CREATE`, state `NUD_NONE`)
+/// makes `neigh_add` create the entry if need be and call `neigh_event_send`, which sends an ARP
+/// request or neighbour solicitation unless one is under way, and changes nothing else of an
+/// existing entry. Needs CAP_NET_ADMIN in the socket's network namespace (`EPERM` otherwise).
+pub fn neigh_resolve(sock: &mut GenlSocket, ifindex: u32, ip: IpAddr) -> io::Result<()> {
+    let mut ndmsg = [0u8; NDMSG_LEN];
+    ndmsg[0] = family(ip);
+    ndmsg[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    ndmsg[8..10].copy_from_slice(&libc::NUD_NONE.to_ne_bytes());
+    ndmsg[10] = libc::NTF_USE;
+    let flags = (libc::NLM_F_CREATE | libc::NLM_F_REPLACE) as u16;
+    let mut req = Request::rtnetlink(libc::RTM_NEWNEIGH, flags, &ndmsg);
+    req.attr(libc::NDA_DST, &octets(ip));
+    sock.request(req).map(drop)
+}
+
 /// Interface `ifindex`'s MTU and address (`RTM_GETLINK` for one link).
 pub fn link_get(sock: &mut GenlSocket, ifindex: u32) -> io::Result<Link> {
     let mut ifinfo = [0u8; IFINFOMSG_LEN];

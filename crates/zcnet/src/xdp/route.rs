@@ -17,7 +17,11 @@
 //!   request or neighbour solicitation for one of its addresses. AF_XDP sends never confirm or
 //!   refresh entries, so an entry the stack does not use ages to `STALE` (still usable) and may be
 //!   garbage-collected; a lookup then fails with [`SendError::Unresolved`] until the stack resolves
-//!   it again (the endpoint does not send ARP or neighbour solicitations itself).
+//!   it again.
+//! - `RTM_NEWNEIGH` with `NTF_USE` has the kernel resolve an address as the stack does before it
+//!   sends (see [`rtnetlink::neigh_resolve`]): a lookup that finds no usable entry asks for it, so a
+//!   send refused as [`SendError::Unresolved`] finds the address once the peer answered. The
+//!   endpoint builds no ARP or neighbour solicitation frames itself.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -168,10 +172,17 @@ impl Routes {
                 mac: n.mac.expect("checked"),
                 src: route.prefsrc,
             }),
-            other => Err(SendError::Unresolved {
-                next_hop,
-                state: other.map(|n| n.state),
-            }),
+            other => {
+                // As the stack would before its first datagram: the address may be there for
+                // the next send. Without CAP_NET_ADMIN (EPERM) nothing is asked.
+                let resolving =
+                    rtnetlink::neigh_resolve(&mut self.socket, self.ifindex, next_hop).is_ok();
+                Err(SendError::Unresolved {
+                    next_hop,
+                    state: other.map(|n| n.state),
+                    resolving,
+                })
+            }
         }
     }
 }

@@ -49,13 +49,16 @@ pub enum SendError {
         /// The route's `rtm_type`.
         kind: u8,
     },
-    /// The next hop has no usable neighbour entry (no link-layer address): the endpoint does not
-    /// resolve addresses itself.
+    /// The next hop has no usable neighbour entry (no link-layer address). The endpoint asked the
+    /// kernel to resolve it (when it could): retry the send in a moment.
     Unresolved {
         /// The next hop (the destination, or the route's gateway).
         next_hop: IpAddr,
-        /// The entry's `NUD_*` state, `None` when there is no entry.
+        /// The entry's `NUD_*` state, `None` when there was no entry.
         state: Option<u16>,
+        /// Whether the kernel was asked to resolve it (`RTM_NEWNEIGH` with `NTF_USE`; refused
+        /// without CAP_NET_ADMIN): its ARP request or neighbour solicitation is then on its way.
+        resolving: bool,
     },
     /// Every UMEM frame is in use (in flight or held by received batches): reclaim, or drop
     /// batches, and retry.
@@ -98,16 +101,23 @@ impl fmt::Display for SendError {
             SendError::NotUnicast { to, kind } => {
                 write!(f, "the route to {to} is of type {kind}, not unicast")
             }
-            SendError::Unresolved { next_hop, state } => {
+            SendError::Unresolved {
+                next_hop,
+                state,
+                resolving,
+            } => {
                 write!(f, "no link-layer address for next hop {next_hop} (")?;
                 match state {
                     Some(state) => write!(f, "neighbour state {state:#x}")?,
                     None => f.write_str("no neighbour entry")?,
                 }
-                f.write_str(
-                    "; EHOSTUNREACH: have the kernel resolve it, e.g. by a ping or any kernel \
-                     socket send to it, or add a neighbour entry)",
-                )
+                f.write_str(match resolving {
+                    true => "; EHOSTUNREACH: the kernel is resolving it, retry in a moment)",
+                    false => {
+                        "; EHOSTUNREACH: have the kernel resolve it, e.g. by a ping or any kernel \
+                         socket send to it, or add a neighbour entry)"
+                    }
+                })
             }
             SendError::NoFrame => f.write_str(
                 "every UMEM frame is in use (ENOBUFS; reclaim sent frames or drop received \
