@@ -740,19 +740,39 @@ fn a_payload_writer_that_panics_takes_no_frame_with_it() {
 }
 
 #[test]
-fn a_peer_never_heard_from_is_resolved_after_the_first_refusal() {
-    let Some((pair, mut endpoint)) =
-        v4_endpoint("a_peer_never_heard_from_is_resolved_after_the_first_refusal")
-    else {
+fn an_ipv4_peer_never_heard_from_is_resolved_after_the_first_refusal() {
+    a_peer_never_heard_from_is_resolved_after_the_first_refusal(
+        "an_ipv4_peer_never_heard_from_is_resolved_after_the_first_refusal",
+        false,
+    );
+}
+
+#[test]
+fn an_ipv6_peer_never_heard_from_is_resolved_after_the_first_refusal() {
+    a_peer_never_heard_from_is_resolved_after_the_first_refusal(
+        "an_ipv6_peer_never_heard_from_is_resolved_after_the_first_refusal",
+        true,
+    );
+}
+
+fn a_peer_never_heard_from_is_resolved_after_the_first_refusal(test: &str, family_v6: bool) {
+    if !testnet::privileged(test) {
         return;
+    }
+    let pair = pair();
+    let (local, far) = match family_v6 {
+        false => (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
+        true => (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
     };
+    let mut endpoint = bind(&pair, local);
     let peer = pair
         .b
-        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
+        .run(|| UdpSocket::bind((far, PORT)).expect("bind peer"));
     peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let to = peer.local_addr().expect("addr");
     // Nothing was ever sent between the two ends, so `a` has no entry for `b`: the first send is
-    // refused, and asks the kernel to resolve `b` (an ARP request the stack on `b` answers).
+    // refused, and asks the kernel to resolve `b` (an ARP request or neighbour solicitation, which
+    // the stack on `b` answers).
     match endpoint.send(to, 5, |buf| buf.fill(3)) {
         Err(SendError::Unresolved {
             state: None,
