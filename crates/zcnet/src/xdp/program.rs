@@ -197,11 +197,15 @@ impl XdpProgram {
             kind.name(),
         );
         let fd = load.map_err(|e| {
+            let why = match e.error.raw_os_error() {
+                Some(libc::EAGAIN) => "signals kept interrupting the verifier",
+                _ => "the verifier rejected the program",
+            };
             Error::from_errno(
                 format!("load XDP program {}", kind.name()),
                 e.error,
                 BPF_PRIVILEGE,
-                "the verifier rejected the program",
+                why,
             )
             .with_verifier_log(e.verifier_log)
         })?;
