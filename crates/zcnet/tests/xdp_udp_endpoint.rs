@@ -43,12 +43,25 @@ fn pair_with_queues(queues: u32) -> VethPair {
 
 /// For a privileged `test`: a one-queue [`pair`] and the endpoint on `a`'s IPv4 address.
 fn v4_endpoint(test: &str) -> Option<(VethPair, UdpEndpoint)> {
+    endpoint_of_family(test, false).map(|(pair, endpoint, ..)| (pair, endpoint))
+}
+
+/// For a privileged `test`: a one-queue [`pair`], the endpoint on `a`'s address of one family
+/// (IPv6 when `family_v6`), and that family's addresses of `a` and `b`.
+fn endpoint_of_family(
+    test: &str,
+    family_v6: bool,
+) -> Option<(VethPair, UdpEndpoint, IpAddr, IpAddr)> {
     if !testnet::privileged(test) {
         return None;
     }
     let pair = pair();
-    let endpoint = bind(&pair, IpAddr::V4(pair.a_v4));
-    Some((pair, endpoint))
+    let (local, far) = match family_v6 {
+        false => (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
+        true => (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
+    };
+    let endpoint = bind(&pair, local);
+    Some((pair, endpoint, local, far))
 }
 
 /// The endpoint on `a`'s end at `ip`, queue 0.
@@ -121,9 +134,14 @@ fn receive(endpoint: &mut UdpEndpoint, count: usize) -> Vec<(Vec<u8>, SocketAddr
 fn resolved_peer(pair: &VethPair) -> (UdpSocket, SocketAddr) {
     pair.pin_b_neighbours()
         .expect("pin the peer's neighbour entries");
+    peer_at(pair, IpAddr::V4(pair.b_v4))
+}
+
+/// A UDP socket on `b`'s address `ip`, port [`PORT`], reads bounded by [`PATIENCE`]; and its address.
+fn peer_at(pair: &VethPair, ip: IpAddr) -> (UdpSocket, SocketAddr) {
     let peer = pair
         .b
-        .run(|| UdpSocket::bind((pair.b_v4, PORT)).expect("bind peer"));
+        .run(|| UdpSocket::bind((ip, PORT)).expect("bind peer"));
     peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let to = peer.local_addr().expect("addr");
     (peer, to)
@@ -135,15 +153,9 @@ fn max_payload(ip: IpAddr) -> usize {
 }
 
 fn datagrams_from_the_peer_arrive_intact(test: &str, family_v6: bool) {
-    if !testnet::privileged(test) {
+    let Some((pair, mut endpoint, local, peer)) = endpoint_of_family(test, family_v6) else {
         return;
-    }
-    let pair = pair();
-    let (local, peer) = match family_v6 {
-        false => (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
-        true => (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
     };
-    let mut endpoint = bind(&pair, local);
     let max = max_payload(local);
     let sender = pair
         .b
@@ -756,20 +768,10 @@ fn an_ipv6_peer_never_heard_from_is_resolved_after_the_first_refusal() {
 }
 
 fn a_peer_never_heard_from_is_resolved_after_the_first_refusal(test: &str, family_v6: bool) {
-    if !testnet::privileged(test) {
+    let Some((pair, mut endpoint, _, far)) = endpoint_of_family(test, family_v6) else {
         return;
-    }
-    let pair = pair();
-    let (local, far) = match family_v6 {
-        false => (IpAddr::V4(pair.a_v4), IpAddr::V4(pair.b_v4)),
-        true => (IpAddr::V6(pair.a_v6), IpAddr::V6(pair.b_v6)),
     };
-    let mut endpoint = bind(&pair, local);
-    let peer = pair
-        .b
-        .run(|| UdpSocket::bind((far, PORT)).expect("bind peer"));
-    peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
-    let to = peer.local_addr().expect("addr");
+    let (peer, to) = peer_at(&pair, far);
     // Nothing was ever sent between the two ends, so `a` has no entry for `b`: the first send is
     // refused, and asks the kernel to resolve `b` (an ARP request or neighbour solicitation, which
     // the stack on `b` answers).

@@ -111,12 +111,11 @@ impl fmt::Display for SendError {
                     Some(state) => write!(f, "neighbour state {state:#x}")?,
                     None => f.write_str("no neighbour entry")?,
                 }
-                f.write_str(match resolving {
-                    true => "; EHOSTUNREACH: the kernel is resolving it, retry in a moment)",
-                    false => {
-                        "; EHOSTUNREACH: have the kernel resolve it, e.g. by a ping or any kernel \
-                         socket send to it, or add a neighbour entry)"
-                    }
+                f.write_str(if *resolving {
+                    "; EHOSTUNREACH: the kernel is resolving it, retry in a moment)"
+                } else {
+                    "; EHOSTUNREACH: have the kernel resolve it, e.g. by a ping or any kernel socket \
+                     send to it, or add a neighbour entry)"
                 })
             }
             SendError::NoFrame => f.write_str(
