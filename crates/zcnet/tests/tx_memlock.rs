@@ -185,6 +185,7 @@ fn uring_child() {
         copied >= URING_CONNECTIONS as u64,
         "{copied} copied requests"
     );
+    fixed_sends_take_nothing_from_the_budget();
     drop(held);
 
     uring_phase(&mut txs, &mut sent);
@@ -204,4 +205,35 @@ fn uring_child() {
         assert_eq!(sink.join().expect("sink"), sum, "bytes lost or changed");
     }
     assert_eq!(budget.in_use(), 0);
+}
+
+/// While the budget is held: sends from a pool registered with the ring (fixed sends, whose pages
+/// the registration pinned and charged already) go zero-copy all the same and charge nothing, and
+/// every byte arrives.
+fn fixed_sends_take_nothing_from_the_budget() {
+    let budget = MemlockBudget::global();
+    let (stream, sink) = tcp_pair(TcpListener::bind("127.0.0.1:0").unwrap());
+    let pool = tx_common::pool(SEND, 8);
+    let mut tx = io_uring_sender(stream);
+    tx.register_pool(&pool)
+        .expect("512 KiB registered under the 4 MiB limit");
+    let in_use = budget.in_use();
+    let mut sent = Checksum::default();
+    for _ in 0..ROUNDS * 4 {
+        let mut buf = tx_common::take(&pool, &mut tx);
+        sent.fill_next(&mut buf, SEND);
+        tx.send(buf).expect("send");
+        assert_eq!(budget.in_use(), in_use, "a fixed send charged the budget");
+    }
+    tx.flush(Duration::from_secs(30)).expect("flush");
+    let stats = tx.stats().clone();
+    assert_eq!(stats.copy_memlock, 0, "{stats:?}");
+    assert_eq!(stats.zc_calls, stats.calls, "{stats:?}");
+    println!(
+        "MEMLOCK-RUN io_uring fixed sends with the budget held: zc_calls {}",
+        stats.zc_calls
+    );
+    let stream = tx.close(Duration::from_secs(30)).expect("close");
+    stream.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(sink.join().expect("sink"), sent, "bytes lost or changed");
 }

@@ -8,6 +8,7 @@
 mod tx_common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
@@ -254,6 +255,9 @@ each_path! {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
+        // 3 MiB lent at once: under a normal user's locked-memory limit, not beside another test
+        // lending as much.
+        let _turn = testnet::memlock_turn();
         let pool = pool(64 << 10, 48);
         let config = path_config(path, Mode::ZeroCopy);
         // Nobody reads yet: the thread that sends exits with sends lent to the kernel (and, on
@@ -286,5 +290,52 @@ each_path! {
         let stats = tx.stats().clone();
         drop(tx.close(Duration::from_secs(1)).expect("close"));
         assert_stream_delivered(sink, sent, &pool, &stats);
+    }
+}
+
+each_path! {
+    fn a_backlogged_socket_gives_buffers_back_before_it_drains(path: SendPath) {
+        // A small receive window and a slow reader: the sender's socket holds a backlog of unsent
+        // bytes for as long as the sender keeps it fed. The whole pool is lent at once: under a
+        // normal user's locked-memory limit the budget is this test's alone.
+        let _turn = testnet::memlock_turn();
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(&listener, 64 << 10).unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        // 16 KiB a millisecond.
+        let sink = std::thread::spawn(move || {
+            tx_common::read_checksum_paced(server, 16 << 10, Duration::from_millis(1))
+        });
+        let pool = pool(64 << 10, 24);
+        let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
+        let mut sent = Checksum::default();
+        // What the socket still held unsent whenever a wait for the dry pool ended.
+        let mut unsent_at_return = Vec::new();
+        for _ in 0..192 {
+            if pool.available() == 0 {
+                let released = tx.wait_completions(Duration::from_secs(20)).expect("completions");
+                let state = zcnet::probe::tcp_send_state(tx.get_ref().as_fd()).unwrap();
+                if released > 0 {
+                    unsent_at_return.push(state.notsent_bytes);
+                }
+            }
+            let mut buf = pool.take().expect("a buffer after completions");
+            sent.fill_next(&mut buf, 64 << 10);
+            tx.send(buf).expect("send");
+        }
+        tx.flush(Duration::from_secs(30)).expect("flush");
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
+        // With the whole pool lent and a backlog, buffers must come back while it lasts, not once
+        // the socket has sent everything.
+        let backlogged = unsent_at_return.iter().filter(|&&b| b >= 256 << 10).count();
+        assert!(
+            backlogged * 2 >= unsent_at_return.len() && !unsent_at_return.is_empty(),
+            "buffers came back only as the socket drained: unsent bytes at each return \
+             {unsent_at_return:?}"
+        );
     }
 }

@@ -9,6 +9,10 @@
 //!   After a result without `F_MORE` the kernel holds no reference to the bytes; a request refused
 //!   while being submitted (6.18: `ENOMEM` when its pages exceed `RLIMIT_MEMLOCK`) may nevertheless
 //!   post a notification afterwards, for no pages.
+//! - A zero-copy request from unregistered memory charges the user's locked memory
+//!   (`RLIMIT_MEMLOCK`, unless `CAP_IPC_LOCK`) with its length in pages plus two, once per request
+//!   until its notification (`io_notif_account_mem`); a fixed send, from pages the registration
+//!   pinned and charged already, charges nothing.
 //! - With `IORING_SEND_ZC_REPORT_USAGE` (6.2) the notification's `res` has
 //!   `IORING_NOTIF_USAGE_ZC_COPIED` set when the kernel copied the data after all; older kernels fail
 //!   the request with `EINVAL`.
@@ -41,6 +45,8 @@
 //!   freed (it is leaked), since a request or packet may still read it.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -215,8 +221,35 @@ struct Lent<T: ?Sized> {
 pub struct SendRing<T: ?Sized> {
     ring: IoUring,
     project: Project<T>,
-    lent: HashMap<u64, Lent<T>>,
+    lent: HashMap<u64, Lent<T>, BuildHasherDefault<UserDataHasher>>,
     registered: Option<Arc<PageArena>>,
+}
+
+/// Hashes a request's `user_data` with one multiplication: the keys are the sender's own (ids and
+/// counters, never chosen by a peer), so they need no protection from collisions crafted against
+/// the default hasher, which costs more per CQE.
+#[derive(Default)]
+pub struct UserDataHasher(u64);
+
+impl Hasher for UserDataHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits, which hashbrown uses, depend on every bit of the key.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
 }
 
 impl<T: ?Sized> std::fmt::Debug for SendRing<T> {
@@ -251,7 +284,7 @@ impl<T: ?Sized> SendRing<T> {
         Ok(SendRing {
             ring,
             project,
-            lent: HashMap::new(),
+            lent: HashMap::default(),
             registered: None,
         })
     }
@@ -372,6 +405,28 @@ impl<T: ?Sized> SendRing<T> {
         Ok(())
     }
 
+    /// Whether a zero-copy request of `parts` sent as `kind` goes out as a fixed send, from the
+    /// registered buffer ([`Self::register`]): a single part lying in it, or every part of a
+    /// vectored request when `vectored_fixed`. The kernel pins nothing for a fixed send and
+    /// charges it no locked memory.
+    pub fn sends_fixed(&self, parts: &[(&Arc<T>, Range<usize>)], kind: SendKind) -> bool {
+        let Some(arena) = self.registered.as_deref() else {
+            return false;
+        };
+        let fixed = |(loan, range): &(&Arc<T>, Range<usize>)| {
+            (self.project)(loan)
+                .get(range.clone())
+                .is_some_and(|bytes| arena.contains(bytes))
+        };
+        match (kind, parts) {
+            (SendKind::Copy, _) | (_, []) => false,
+            (_, [part]) => fixed(part),
+            (SendKind::ZeroCopy { vectored_fixed, .. }, _) => {
+                vectored_fixed && parts.iter().all(fixed)
+            }
+        }
+    }
+
     /// Builds one request's entry and what it lends, checking every length and range it was given.
     fn prepare(
         &self,
@@ -398,8 +453,7 @@ impl<T: ?Sized> SendRing<T> {
                 .ok_or_else(einval)?;
             slices.push(bytes);
         }
-        let registered = self.registered.as_deref();
-        let fixed = |b: &[u8]| registered.is_some_and(|arena| arena.contains(b));
+        let fixed = self.sends_fixed(parts, kind);
         let report = |report_usage: bool| {
             if report_usage {
                 IORING_SEND_ZC_REPORT_USAGE
@@ -422,7 +476,7 @@ impl<T: ?Sized> SendRing<T> {
                 match kind {
                     SendKind::ZeroCopy { report_usage, .. } => {
                         opcode::SendZc::new(fd, bytes.as_ptr(), len)
-                            .buf_index(fixed(bytes).then_some(0))
+                            .buf_index(fixed.then_some(0))
                             .flags(msg_flags)
                             .zc_flags(report(report_usage))
                             .build()
@@ -446,12 +500,9 @@ impl<T: ?Sized> SendRing<T> {
                 header.msg_iov = iovecs.as_ptr().cast_mut();
                 header.msg_iovlen = iovecs.len();
                 let entry = match kind {
-                    SendKind::ZeroCopy {
-                        report_usage,
-                        vectored_fixed,
-                    } => {
+                    SendKind::ZeroCopy { report_usage, .. } => {
                         let mut ioprio = report(report_usage);
-                        if vectored_fixed && slices.iter().all(|b| fixed(b)) {
+                        if fixed {
                             // buf_index stays 0: the registered arena.
                             ioprio |= IORING_RECVSEND_FIXED_BUF;
                         }
@@ -528,9 +579,12 @@ impl<T: ?Sized> SendRing<T> {
             n += 1;
             let user_data = cqe.user_data();
             let flags = cqe.flags();
-            let lent = self.lent.get_mut(&user_data);
+            let mut lent = match self.lent.entry(user_data) {
+                Entry::Occupied(entry) => Some(entry),
+                Entry::Vacant(_) => None,
+            };
             let event = if cqueue::notif(flags) {
-                if let Some(l) = lent {
+                if let Some(l) = lent.as_mut().map(|e| e.get_mut()) {
                     l.awaiting_notif = false;
                     l.notified = true;
                 }
@@ -540,7 +594,7 @@ impl<T: ?Sized> SendRing<T> {
                 }
             } else {
                 let notif_follows = cqueue::more(flags);
-                if let Some(l) = lent {
+                if let Some(l) = lent.as_mut().map(|e| e.get_mut()) {
                     l.awaiting_result = false;
                     l.awaiting_notif = notif_follows && !l.notified;
                 }
@@ -551,12 +605,11 @@ impl<T: ?Sized> SendRing<T> {
                     notif_follows,
                 }
             };
-            if self
-                .lent
-                .get(&user_data)
-                .is_some_and(|l| !l.awaiting_result && !l.awaiting_notif)
+            if let Some(entry) = lent
+                && !entry.get().awaiting_result
+                && !entry.get().awaiting_notif
             {
-                self.lent.remove(&user_data);
+                entry.remove();
             }
             on_event(event);
         }

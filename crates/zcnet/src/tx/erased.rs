@@ -5,8 +5,6 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-#[cfg(feature = "io-uring")]
-use super::buffer::Loan;
 use super::buffer::SendBuf;
 use super::unsent::Unsent;
 
@@ -17,12 +15,6 @@ impl<B: SendBuf> Erased for B {}
 
 /// A queued buffer (`Arc<B>` of the caller's type `B`, erased so that one queue holds any mix).
 pub(crate) type Queued = Arc<dyn Erased>;
-
-/// The lent form of a queued buffer, as the tracker and the ring hold it.
-#[cfg(feature = "io-uring")]
-pub(crate) fn loan(buf: &Queued) -> Loan {
-    Arc::clone(buf) as Loan
-}
 
 /// A buffer the sender did not wholly send, handed back by an error ([`super::TxError::unsent`]): the buffer and how many of its
 /// bytes the kernel took (the front of a stream send that failed part-way; 0 for one never

@@ -163,17 +163,26 @@ pub fn tcp_sink(listener: TcpListener) -> JoinHandle<Checksum> {
 /// Reads `conn` to its end, checksumming. Each read is bounded by 60 s, the longest send timeout the
 /// tests give their senders: a bound against a hang, wide enough for a shared host under load (a
 /// stream with a part of 4 GiB took 22 to 35 s in all on a 2-core host under load).
-pub fn read_checksum(mut conn: TcpStream) -> Checksum {
+pub fn read_checksum(conn: TcpStream) -> Checksum {
+    read_checksum_paced(conn, 256 << 10, Duration::ZERO)
+}
+
+/// [`read_checksum`] in reads of at most `chunk` bytes, sleeping `pause` after each: a reader as
+/// slow as a test needs.
+pub fn read_checksum_paced(mut conn: TcpStream, chunk: usize, pause: Duration) -> Checksum {
     conn.set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let mut sum = Checksum::default();
-    let mut buf = vec![0u8; 256 << 10];
+    let mut buf = vec![0u8; chunk];
     loop {
         let n = conn.read(&mut buf).expect("read");
         if n == 0 {
             return sum;
         }
         sum.update(&buf[..n]);
+        if !pause.is_zero() {
+            thread::sleep(pause);
+        }
     }
 }
 

@@ -21,12 +21,18 @@
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
 //! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`).
 //!
-//! On TCP a request ends a record (`MSG_EOR`) once a MiB has been submitted since the last one:
-//! the kernel (6.10 and later) stacks the notification of a request whose bytes join an unsent
-//! segment of the previous one onto that request's, and without record ends a sender keeping the
-//! socket busy would get its buffers back only when the socket drains — a pool would run dry and
-//! the socket empty before each refill. Ending every request's record costs more (under a paced
-//! congestion control such as bbr, about half the rate over loopback on a VM).
+//! On TCP a request ends a record (`MSG_EOR`) once a MiB has been submitted since the last one
+//! while a MiB or more is lent: the kernel (6.10 and later) stacks the notification of a request
+//! whose bytes join an unsent segment of the previous one onto that request's, and without record
+//! ends a sender keeping the socket busy would get its buffers back only when the socket drains —
+//! a pool would run dry and the socket empty before each refill. While less is lent, notifications
+//! are coming back (over loopback delivery copies the data and frees the pages at once), no stacked
+//! run can hold more, and no record is ended: each end costs (under bbr over loopback on a VM, a
+//! record end every MiB cost 6-9% of the rate, one on every request half of it).
+//!
+//! A zero-copy request charges the process's locked-memory budget
+//! ([`MemlockBudget`](crate::tx::MemlockBudget)) with its pages, as the kernel charges the user,
+//! and is copied when they do not fit; a fixed send, from registered pages, charges nothing.
 //!
 //! io_uring finishes a request's work (a retried send, a notification) on the thread that submitted
 //! it, and the ring is set up with `IORING_SETUP_COOP_TASKRUN`, so that this does not interrupt that

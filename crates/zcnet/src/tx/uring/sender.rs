@@ -2,6 +2,7 @@
 //! linked batches, and turn CQEs into completions of the shared tracker.
 
 use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::io;
 use std::net::UdpSocket;
 use std::ops::Range;
@@ -13,10 +14,10 @@ use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, plan}
 use crate::Fallback;
 use crate::sys::socket::{get_int_option, set_int_option, tcp_congestion};
 use crate::sys::uring::{
-    MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, memlock_limit,
+    MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
+    memlock_limit,
 };
-use crate::tx::buffer::Loan;
-use crate::tx::erased::{Erased, Queued, UnsentBuf, loan};
+use crate::tx::erased::{Erased, Queued, UnsentBuf};
 use crate::tx::socket::present;
 use crate::tx::{
     BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode,
@@ -31,13 +32,19 @@ use crate::tx::{SendError, TrySendError, Unsent};
 /// cache. Small sends (32 of 4 KiB) stay well below it.
 const CHAIN_BYTES: usize = 512 << 10;
 
-/// On TCP, the bytes between two requests sent with `MSG_EOR` (at least; the request that reaches
-/// it ends the record). A request's bytes that join the unsent segment of an earlier one stack its
-/// notification onto that request's (kernel 6.10 and later), so without a record end a sender
-/// keeping the socket busy would get its buffers back only when the socket drains; with one every
-/// MiB they come back at least a MiB at a time. Over loopback under bbr on a VM, 65435-byte sends
-/// of one request each ran at 0.47x `io_uring_zerocopy_tx` (in the same run) with a record end on
-/// every request, and at 0.80x-0.84x without.
+/// On TCP, a request ends a record (`MSG_EOR`) once this many bytes were submitted since the last
+/// record end while at least as many are lent (their notifications not in). A request's bytes that
+/// join the unsent segment of an earlier one stack its notification onto that request's (kernel
+/// 6.10 and later), and a stacked run notifies only when its last skb is freed: without record
+/// ends a sender keeping the socket busy would get its buffers back only when the socket drains.
+/// A run of stacked notifications is all lent, so while less than this is lent no run holds more
+/// back, and no record end is needed; once this much is lent, one ends the record at least every
+/// this many bytes, and buffers come back at least that many at a time.
+///
+/// Each record end costs: over loopback under bbr on a VM, 65435-byte sends of one request each
+/// ran at 0.47x `io_uring_zerocopy_tx` (in the same run) with one on every request, at 0.88x-0.90x
+/// with one every MiB, and at 0.95x-0.97x with none. Over loopback, where delivery copies the data
+/// and frees the sender's pages at once, notifications keep up and less than a MiB is lent.
 const RECORD_BYTES: usize = 1 << 20;
 
 /// `user_data` bit of copy requests; zero-copy requests carry their tracker id.
@@ -60,8 +67,6 @@ struct Pending {
     decision: Option<Decision>,
     /// The request in flight: its `user_data` and how it sends.
     request: Option<(u64, SendKind)>,
-    /// The locked memory charged for its next zero-copy request, moved to that request's id.
-    charge: Option<Charge<'static>>,
     done: bool,
 }
 
@@ -73,7 +78,6 @@ impl Pending {
             forced: None,
             decision: None,
             request: None,
-            charge: None,
             done: false,
         }
     }
@@ -81,6 +85,15 @@ impl Pending {
     fn len(&self) -> usize {
         self.buf.as_bytes().len()
     }
+}
+
+/// What one zero-copy request holds until its notification besides its buffers, which the ring
+/// keeps until the request's last CQE: the locked memory charged for its pages (none for a fixed
+/// send) and how many bytes it sends.
+struct Lending {
+    /// Held, never read: dropping it gives the pages back to the budget.
+    _charge: Option<Charge<'static>>,
+    bytes: usize,
 }
 
 /// A failed request, and what the error hands back once its chain has finished.
@@ -118,8 +131,10 @@ pub(crate) struct UringPath<S: ZcSocket> {
     ring: SendRing<dyn Erased>,
     /// Present until [`UringPath::close`] takes it.
     socket: Option<S>,
-    /// One id per zero-copy request, holding the loans it sends.
-    tracker: CompletionTracker<(Vec<Loan>, Vec<Charge<'static>>)>,
+    /// One id per zero-copy request, holding what it lends.
+    tracker: CompletionTracker<Lending>,
+    /// Bytes of the zero-copy requests whose notification has not arrived.
+    lent_bytes: usize,
     policy: Policy,
     stats: TxStats,
     batch: usize,
@@ -142,7 +157,9 @@ pub(crate) struct UringPath<S: ZcSocket> {
     next_copy: u64,
     /// Ids of zero-copy requests that failed and will still notify: their notification releases the
     /// buffer without counting as a completion.
-    failed: HashSet<u32>,
+    failed: HashSet<u32, BuildHasherDefault<UserDataHasher>>,
+    /// The CQEs of the last [`UringPath::reap`], kept for the next one's (empty between them).
+    events: Vec<SendEvent>,
     /// The first request of the chain that failed: set from its result, handed out (with every
     /// buffer not sent) once the chain has finished.
     failure: Option<Failure>,
@@ -195,6 +212,7 @@ impl<S: ZcSocket> UringPath<S> {
             ring,
             socket: Some(socket),
             tracker: CompletionTracker::new(0),
+            lent_bytes: 0,
             policy: Policy::new(config.policy),
             stats: TxStats::default(),
             batch: batch.max(1) as usize,
@@ -212,7 +230,8 @@ impl<S: ZcSocket> UringPath<S> {
             chain_len: 0,
             chain_pending: 0,
             next_copy: 0,
-            failed: HashSet::new(),
+            failed: HashSet::default(),
+            events: Vec::new(),
             failure: None,
             #[cfg(feature = "tokio")]
             cqes: 0,
@@ -562,14 +581,7 @@ impl<S: ZcSocket> UringPath<S> {
                     Some(reason) => Decision::Copy(reason),
                     None => Self::decide(&mut self.policy, &self.zerocopy, left),
                 };
-                p.charge = match decision {
-                    Decision::ZeroCopy => MemlockBudget::global().try_charge(left),
-                    Decision::Copy(_) => None,
-                };
-                p.decision = Some(match decision {
-                    Decision::ZeroCopy if p.charge.is_none() => Decision::Copy(CopyReason::Memlock),
-                    d => d,
-                });
+                p.decision = Some(decision);
             }
         }
         let socket = self
@@ -589,60 +601,73 @@ impl<S: ZcSocket> UringPath<S> {
             return Ok(());
         };
         let chain_len = last.parts.end;
-        let mut charges = Vec::with_capacity(planned.len());
-        for request in &planned {
-            let parts = self.queue.range_mut(request.parts.clone());
-            charges.push(parts.filter_map(|p| p.charge.take()).collect::<Vec<_>>());
-        }
-        let mut charges = charges.into_iter();
         let mut heads = Vec::with_capacity(planned.len());
         let mut ranges: Vec<Vec<(&Queued, Range<usize>)>> = Vec::with_capacity(planned.len());
-        for request in &planned {
-            let charge = charges.next().unwrap_or_default();
-            let head = if parts[request.parts.start].zc {
-                let loans: Vec<Loan> = self
-                    .queue
-                    .range(request.parts.clone())
-                    .map(|p| loan(&p.buf))
-                    .collect();
-                let id = self.tracker.register((loans, charge));
-                let kind = SendKind::ZeroCopy {
-                    report_usage: self.report_usage,
-                    vectored_fixed: self.vectored_fixed,
-                };
-                (u64::from(id), kind)
-            } else {
-                self.next_copy += 1;
-                (COPY_TAG | self.next_copy, SendKind::Copy)
-            };
-            heads.push(head);
-            let last_index = request.parts.end - 1;
-            ranges.push(
-                (request.parts.clone())
-                    .map(|i| {
-                        let p = &self.queue[i];
-                        let end = if i == last_index {
-                            p.sent + request.last_take
-                        } else {
-                            p.len()
-                        };
-                        (&p.buf, p.sent..end)
-                    })
-                    .collect(),
-            );
-        }
         let mut unrecorded = self.unrecorded;
+        let mut lent_bytes = self.lent_bytes;
+        let mut memlock_copies = Vec::new();
+        for request in &planned {
+            let last_index = request.parts.end - 1;
+            let range: Vec<(&Queued, Range<usize>)> = (request.parts.clone())
+                .map(|i| {
+                    let p = &self.queue[i];
+                    let end = if i == last_index {
+                        p.sent + request.last_take
+                    } else {
+                        p.len()
+                    };
+                    (&p.buf, p.sent..end)
+                })
+                .collect();
+            let bytes = range.iter().map(|(_, r)| r.len()).sum::<usize>();
+            let zero_copy = SendKind::ZeroCopy {
+                report_usage: self.report_usage,
+                vectored_fixed: self.vectored_fixed,
+            };
+            // A fixed send pins nothing more; any other takes its pages from the budget, or is
+            // copied when the budget has no room for them.
+            let lending = if !parts[request.parts.start].zc {
+                None
+            } else if self.ring.sends_fixed(&range, zero_copy) {
+                Some(Lending {
+                    _charge: None,
+                    bytes,
+                })
+            } else {
+                let charge = MemlockBudget::global().try_charge(bytes);
+                if charge.is_none() {
+                    memlock_copies.push(request.parts.clone());
+                }
+                charge.map(|charge| Lending {
+                    _charge: Some(charge),
+                    bytes,
+                })
+            };
+            let (user_data, kind) = match lending {
+                Some(lending) => {
+                    lent_bytes += bytes;
+                    (u64::from(self.tracker.register(lending)), zero_copy)
+                }
+                None => {
+                    self.next_copy += 1;
+                    (COPY_TAG | self.next_copy, SendKind::Copy)
+                }
+            };
+            unrecorded += bytes;
+            let end_of_record =
+                self.tcp && unrecorded >= RECORD_BYTES && lent_bytes >= RECORD_BYTES;
+            if end_of_record {
+                unrecorded = 0;
+            }
+            heads.push((user_data, kind, end_of_record));
+            ranges.push(range);
+        }
         let requests: Vec<SendRequest<'_, dyn Erased>> = heads
             .iter()
             .zip(&ranges)
             .enumerate()
-            .map(|(k, (&(user_data, kind), parts))| {
-                unrecorded += parts.iter().map(|(_, range)| range.len()).sum::<usize>();
-                let end_of_record = self.tcp && unrecorded >= RECORD_BYTES;
-                if end_of_record {
-                    unrecorded = 0;
-                }
-                SendRequest {
+            .map(
+                |(k, (&(user_data, kind, end_of_record), parts))| SendRequest {
                     user_data,
                     parts,
                     kind,
@@ -650,34 +675,33 @@ impl<S: ZcSocket> UringPath<S> {
                         link: k + 1 < planned.len(),
                         end_of_record,
                     },
-                }
-            })
+                },
+            )
             .collect();
         if let Err(source) = self.ring.push_chain(socket.fd(), &requests) {
-            // Nothing was queued: give the ids back, newest first, and the charges to the sends
-            // still decided zero-copy.
-            drop(requests);
-            drop(ranges);
-            for (request, &(user_data, _)) in planned.iter().zip(&heads).rev() {
-                if user_data & COPY_TAG == 0
-                    && let Some((_, charges)) = self.tracker.cancel_last()
-                {
-                    let parts = self.queue.range_mut(request.parts.clone());
-                    for (p, charge) in parts.zip(charges) {
-                        p.charge = Some(charge);
-                    }
+            // Nothing was queued: give the ids back, newest first (their charges go back to the
+            // budget, and the next chain charges again).
+            for &(user_data, ..) in heads.iter().rev() {
+                if user_data & COPY_TAG == 0 {
+                    self.tracker.cancel_last();
                 }
             }
             return Err(TxError::Enter { source });
         }
         drop(requests);
         drop(ranges);
-        for (request, &head) in planned.iter().zip(&heads) {
+        for parts in memlock_copies {
+            for p in self.queue.range_mut(parts) {
+                p.decision = Some(Decision::Copy(CopyReason::Memlock));
+            }
+        }
+        for (request, &(user_data, kind, _)) in planned.iter().zip(&heads) {
             for p in self.queue.range_mut(request.parts.clone()) {
-                p.request = Some(head);
+                p.request = Some((user_data, kind));
             }
         }
         self.unrecorded = unrecorded;
+        self.lent_bytes = lent_bytes;
         self.chain_len = chain_len;
         self.chain_pending = planned.len();
         match self.ring.submit() {
@@ -691,30 +715,32 @@ impl<S: ZcSocket> UringPath<S> {
 
     /// Handles every CQE queued now; returns the ids released.
     fn reap(&mut self) -> u64 {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.events);
         self.ring.reap(|e| events.push(e));
         #[cfg(feature = "tokio")]
         {
             self.cqes += events.len() as u64;
         }
         let mut released = 0;
-        for event in events {
+        for event in events.drain(..) {
             match event {
                 SendEvent::Notif { user_data, copied } if user_data & COPY_TAG == 0 => {
                     let id = user_data as u32;
                     if self.failed.remove(&id) {
                         // A failed request sent nothing from its pages: release, count nothing.
-                        released += u64::from(self.tracker.withdraw(id).is_some());
+                        released += u64::from(self.withdraw(id));
                         continue;
                     }
+                    let mut returned = 0;
                     let ids = self.tracker.complete(
                         Completion {
                             lo: id,
                             hi: id,
                             copied,
                         },
-                        drop,
+                        |lending| returned += lending.bytes,
                     );
+                    self.lent_bytes -= returned;
                     self.policy.on_completion(copied, ids);
                     released += ids;
                 }
@@ -726,8 +752,18 @@ impl<S: ZcSocket> UringPath<S> {
                 } => self.on_result(user_data, res, notif_follows),
             }
         }
+        self.events = events;
         if self.chain_pending == 0 && self.chain_len > 0 {
-            self.queue.retain(|p| !p.done);
+            // The sends taken whole lead the queue (a request that came up short cancelled those
+            // after it): pop them, and drop any other only if one exists.
+            let mut chain_left = self.chain_len;
+            while self.queue.front().is_some_and(|p| p.done) {
+                self.queue.pop_front();
+                chain_left -= 1;
+            }
+            if self.queue.range(..chain_left).any(|p| p.done) {
+                self.queue.retain(|p| !p.done);
+            }
             if let Some(failure) = &mut self.failure {
                 // A request failed: the rest of its chain was cancelled, and nothing after it may
                 // go out (a stream would skip its unsent bytes). Every buffer not wholly sent goes
@@ -750,7 +786,7 @@ impl<S: ZcSocket> UringPath<S> {
         if zc && !notif_follows {
             // The kernel never took the pages. (A request refused at submission may still post a
             // notification; it then matches nothing and counts as an ignored id.)
-            self.tracker.withdraw(user_data as u32);
+            self.withdraw(user_data as u32);
         } else if zc && res.is_err() {
             self.failed.insert(user_data as u32);
         }
@@ -841,6 +877,15 @@ impl<S: ZcSocket> UringPath<S> {
                 p.forced = forced;
             }
         }
+    }
+
+    /// Releases what request `id` lent, without counting a completion; whether it was lent.
+    fn withdraw(&mut self, id: u32) -> bool {
+        let lending = self.tracker.withdraw(id);
+        if let Some(lending) = &lending {
+            self.lent_bytes -= lending.bytes;
+        }
+        lending.is_some()
     }
 
     fn count_send(&mut self, decision: Decision, n: usize) {
