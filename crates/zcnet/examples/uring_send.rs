@@ -1,13 +1,15 @@
 //! Streams to a TCP receiver with zcnet's sender on its io_uring path for a while, and prints one line:
 //! bytes sent, seconds, MB/s (MiB per second), zero-copied and copied ids.
 //!
-//! Two sources, both from a pool registered with the ring (fixed sends):
+//! Sources, all from a pool registered with the ring (fixed sends):
 //! - `pool` (the default): every send lends the next free buffer of the pool, as a stream of distinct
 //!   data would;
 //! - `one`: one pool buffer, frozen ([`zcnet::tx::FrozenBuf`]), lent to every send while the others
 //!   are in flight, as the kernel's `io_uring_zerocopy_tx` sends its one registered buffer over and
 //!   over. Its bytes stay in the CPU's cache; a pool's buffers in flight (a socket buffer's worth) do
-//!   not, and over loopback, where the kernel copies what it delivers, that costs per byte.
+//!   not, and over loopback, where the kernel copies what it delivers, that costs per byte;
+//! - `frozen:N`: N frozen pool buffers sent in turn (`one` is `frozen:1`), which shows what that
+//!   cost comes to as the bytes in turn outgrow the cache.
 //!
 //! ```sh
 //! msg_zerocopy -4 -r -D 127.0.0.1 -p 8000 -t 4 tcp &     # the kernel selftest's receiver
@@ -23,12 +25,22 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TcpSender}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (addr, size, seconds, one) = match &args[..] {
-        [addr, size, seconds] => (addr, size, seconds, false),
-        [addr, size, seconds, source] if source == "pool" || source == "one" => {
-            (addr, size, seconds, source == "one")
+    let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N]";
+    // How many frozen buffers are sent in turn; none: a pool buffer per send.
+    let (addr, size, seconds, frozen) = match &args[..] {
+        [addr, size, seconds] => (addr, size, seconds, None),
+        [addr, size, seconds, source] => {
+            let frozen = match source.as_str() {
+                "pool" => None,
+                "one" => Some(1),
+                other => match other.strip_prefix("frozen:").map(str::parse::<usize>) {
+                    Some(Ok(n)) if n > 0 => Some(n),
+                    _ => return Err(usage.into()),
+                },
+            };
+            (addr, size, seconds, frozen)
         }
-        _ => return Err("usage: uring_send HOST:PORT SIZE SECONDS [pool|one]".into()),
+        _ => return Err(usage.into()),
     };
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
@@ -58,11 +70,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sends += 1;
         sends % 8 != 1 || start.elapsed() < duration
     };
-    if one {
-        let mut buf = pool.take().ok_or("an empty pool")?;
-        buf.fill_with(size, |b| b.fill(b'z'));
-        let buf = buf.freeze();
-        while running() {
+    if let Some(n) = frozen {
+        let mut bufs = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut buf = pool
+                .take()
+                .ok_or("fewer pool buffers than frozen:N asks for")?;
+            buf.fill_with(size, |b| b.fill(b'z'));
+            bufs.push(buf.freeze());
+        }
+        for buf in bufs.iter().cycle() {
+            if !running() {
+                break;
+            }
             tx.send(buf.clone())?;
         }
     } else {

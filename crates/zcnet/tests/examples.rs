@@ -1,9 +1,12 @@
 //! The examples run as a user would run them (`cargo run --release --example …`) and say what they
 //! promise: the blocking one moves all its bytes, the stream hasher's hash matches its sender's, the
 //! object server's clients verify every object and its bench prints a row per mode and connection
-//! count.
+//! count, and the io_uring sender's count of bytes is what its receiver read, from each source.
+
+mod tx_common;
 
 use std::io::ErrorKind;
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
@@ -111,5 +114,30 @@ fn object_server_example_serves_verified_objects_and_benches() {
         "mode auto, 4 connections",
     ] {
         assert!(out.contains(row), "{row} missing: {out}");
+    }
+}
+
+#[test]
+fn uring_send_example_counts_what_its_receiver_reads_from_each_source() {
+    let test = "uring_send_example_counts_what_its_receiver_reads_from_each_source";
+    if !tx_common::io_uring_available(test) {
+        return;
+    }
+    for source in ["pool", "one", "frozen:3"] {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let reader = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().expect("accept");
+            tx_common::read_checksum(conn).len
+        });
+        let out = run_example("uring_send", &[&addr, "65536", "0.3", source]);
+        let bytes: u64 = out
+            .split_whitespace()
+            .skip_while(|w| *w != "bytes")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{source}: no byte count in {out}"));
+        assert!(bytes > 0, "{source}: {out}");
+        assert_eq!(reader.join().expect("reader"), bytes, "{source}: {out}");
     }
 }

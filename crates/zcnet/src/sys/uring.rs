@@ -205,9 +205,15 @@ struct Message {
 // value may move between threads with the ring.
 unsafe impl Send for Message {}
 
+/// The loans of one request (most send from one), held, never read: dropping them ends the loan.
+enum Loans<T: ?Sized> {
+    One { _loan: Arc<T> },
+    Many { _loans: Vec<Arc<T>> },
+}
+
 /// What a request lends: its loans (and message), kept until its last CQE.
 struct Lent<T: ?Sized> {
-    loans: Vec<Arc<T>>,
+    loans: Loans<T>,
     _message: Option<Message>,
     awaiting_result: bool,
     awaiting_notif: bool,
@@ -413,9 +419,8 @@ impl<T: ?Sized> SendRing<T> {
         let Some(arena) = self.registered.as_deref() else {
             return false;
         };
-        let fixed = |(loan, range): &(&Arc<T>, Range<usize>)| {
-            (self.project)(loan)
-                .get(range.clone())
+        let fixed = |part| {
+            self.part_bytes(part)
                 .is_some_and(|bytes| arena.contains(bytes))
         };
         match (kind, parts) {
@@ -425,6 +430,12 @@ impl<T: ?Sized> SendRing<T> {
                 vectored_fixed && parts.iter().all(fixed)
             }
         }
+    }
+
+    /// The bytes of one part, `None` when its range lies outside its loan.
+    fn part_bytes<'a>(&self, (loan, range): &(&'a Arc<T>, Range<usize>)) -> Option<&'a [u8]> {
+        let loan: &'a Arc<T> = loan;
+        (self.project)(loan).get(range.clone())
     }
 
     /// Builds one request's entry and what it lends, checking every length and range it was given.
@@ -443,15 +454,13 @@ impl<T: ?Sized> SendRing<T> {
         if parts.len() > MAX_PARTS {
             return Err(einval());
         }
-        let mut slices = Vec::with_capacity(parts.len());
+        let bytes_of = |part| self.part_bytes(part).ok_or_else(einval);
         let mut total = 0usize;
-        for (loan, range) in parts {
-            let bytes = (self.project)(loan).get(range.clone()).ok_or_else(einval)?;
+        for part in parts {
             total = total
-                .checked_add(bytes.len())
+                .checked_add(bytes_of(part)?.len())
                 .filter(|&t| t <= MAX_REQUEST_LEN)
                 .ok_or_else(einval)?;
-            slices.push(bytes);
         }
         let fixed = self.sends_fixed(parts, kind);
         let report = |report_usage: bool| {
@@ -468,9 +477,10 @@ impl<T: ?Sized> SendRing<T> {
             libc::MSG_WAITALL
         };
         let mut message = None;
-        let entry = match slices[..] {
+        let entry = match parts {
             [] => return Err(einval()),
-            [bytes] => {
+            [part] => {
+                let bytes = bytes_of(part)?;
                 // At most MAX_REQUEST_LEN (checked above), so it fits the SQE's 32-bit length.
                 let len = u32::try_from(bytes.len()).map_err(|_| einval())?;
                 match kind {
@@ -487,13 +497,15 @@ impl<T: ?Sized> SendRing<T> {
                 }
             }
             _ => {
-                let iovecs: Box<[libc::iovec]> = slices
+                let iovecs = parts
                     .iter()
-                    .map(|b| libc::iovec {
-                        iov_base: b.as_ptr().cast_mut().cast(),
-                        iov_len: b.len(),
+                    .map(|part| {
+                        bytes_of(part).map(|b| libc::iovec {
+                            iov_base: b.as_ptr().cast_mut().cast(),
+                            iov_len: b.len(),
+                        })
                     })
-                    .collect();
+                    .collect::<io::Result<Box<[libc::iovec]>>>()?;
                 // SAFETY: msghdr is plain old data (pointers and integers): all zeroes is a valid
                 // value, an empty message without name or control data.
                 let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
@@ -529,7 +541,14 @@ impl<T: ?Sized> SendRing<T> {
         };
         let entry = entry.user_data(user_data).flags(flags);
         let lent = Lent {
-            loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+            loans: match parts {
+                [(loan, _)] => Loans::One {
+                    _loan: Arc::clone(loan),
+                },
+                _ => Loans::Many {
+                    _loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
+                },
+            },
             _message: message,
             awaiting_result: true,
             awaiting_notif: false,

@@ -602,23 +602,24 @@ impl<S: ZcSocket> UringPath<S> {
         };
         let chain_len = last.parts.end;
         let mut heads = Vec::with_capacity(planned.len());
-        let mut ranges: Vec<Vec<(&Queued, Range<usize>)>> = Vec::with_capacity(planned.len());
+        // The parts of every request, one after the other.
+        let mut ranges: Vec<(&Queued, Range<usize>)> = Vec::with_capacity(chain_len);
         let mut unrecorded = self.unrecorded;
         let mut lent_bytes = self.lent_bytes;
         let mut memlock_copies = Vec::new();
         for request in &planned {
             let last_index = request.parts.end - 1;
-            let range: Vec<(&Queued, Range<usize>)> = (request.parts.clone())
-                .map(|i| {
-                    let p = &self.queue[i];
-                    let end = if i == last_index {
-                        p.sent + request.last_take
-                    } else {
-                        p.len()
-                    };
-                    (&p.buf, p.sent..end)
-                })
-                .collect();
+            let first = ranges.len();
+            ranges.extend((request.parts.clone()).map(|i| {
+                let p = &self.queue[i];
+                let end = if i == last_index {
+                    p.sent + request.last_take
+                } else {
+                    p.len()
+                };
+                (&p.buf, p.sent..end)
+            }));
+            let range = &ranges[first..];
             let bytes = range.iter().map(|(_, r)| r.len()).sum::<usize>();
             let zero_copy = SendKind::ZeroCopy {
                 report_usage: self.report_usage,
@@ -628,7 +629,7 @@ impl<S: ZcSocket> UringPath<S> {
             // copied when the budget has no room for them.
             let lending = if !parts[request.parts.start].zc {
                 None
-            } else if self.ring.sends_fixed(&range, zero_copy) {
+            } else if self.ring.sends_fixed(range, zero_copy) {
                 Some(Lending {
                     _charge: None,
                     bytes,
@@ -659,24 +660,20 @@ impl<S: ZcSocket> UringPath<S> {
             if end_of_record {
                 unrecorded = 0;
             }
-            heads.push((user_data, kind, end_of_record));
-            ranges.push(range);
+            heads.push((user_data, kind, end_of_record, first..ranges.len()));
         }
         let requests: Vec<SendRequest<'_, dyn Erased>> = heads
             .iter()
-            .zip(&ranges)
             .enumerate()
-            .map(
-                |(k, (&(user_data, kind, end_of_record), parts))| SendRequest {
-                    user_data,
-                    parts,
-                    kind,
-                    sequence: Sequence {
-                        link: k + 1 < planned.len(),
-                        end_of_record,
-                    },
+            .map(|(k, (user_data, kind, end_of_record, parts))| SendRequest {
+                user_data: *user_data,
+                parts: &ranges[parts.clone()],
+                kind: *kind,
+                sequence: Sequence {
+                    link: k + 1 < planned.len(),
+                    end_of_record: *end_of_record,
                 },
-            )
+            })
             .collect();
         if let Err(source) = self.ring.push_chain(socket.fd(), &requests) {
             // Nothing was queued: give the ids back, newest first (their charges go back to the
@@ -695,7 +692,7 @@ impl<S: ZcSocket> UringPath<S> {
                 p.decision = Some(Decision::Copy(CopyReason::Memlock));
             }
         }
-        for (request, &(user_data, kind, _)) in planned.iter().zip(&heads) {
+        for (request, &(user_data, kind, ..)) in planned.iter().zip(&heads) {
             for p in self.queue.range_mut(request.parts.clone()) {
                 p.request = Some((user_data, kind));
             }
