@@ -316,8 +316,8 @@ each_path! {
         for _ in 0..192 {
             if pool.available() == 0 {
                 let released = tx.wait_completions(Duration::from_secs(20)).expect("completions");
-                let state = zcnet::probe::tcp_send_state(tx.get_ref().as_fd()).unwrap();
                 if released > 0 {
+                    let state = zcnet::probe::tcp_send_state(tx.get_ref().as_fd()).unwrap();
                     unsent_at_return.push(state.notsent_bytes);
                 }
             }

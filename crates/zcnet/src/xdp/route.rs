@@ -63,9 +63,6 @@ pub(crate) struct Routes {
     buf: Vec<u8>,
     ifindex: u32,
     cache: HashMap<IpAddr, (Hop, Instant)>,
-    /// The answer [`Routes::hop`] gave last, with when it was looked up: a run of datagrams to one
-    /// destination skips hashing into `cache`.
-    last: Option<(IpAddr, Hop, Instant)>,
 }
 
 impl Routes {
@@ -92,7 +89,6 @@ impl Routes {
             buf: vec![0; 16 * 1024],
             ifindex,
             cache: HashMap::new(),
-            last: None,
         })
     }
 
@@ -118,7 +114,6 @@ impl Routes {
         }
         if changed {
             self.cache.clear();
-            self.last = None;
         }
         Ok(())
     }
@@ -126,24 +121,16 @@ impl Routes {
     /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).
     pub(crate) fn hop(&mut self, to: IpAddr, now: Instant) -> std::result::Result<Hop, SendError> {
         let fresh = |at: Instant| now.duration_since(at) < NEXT_HOP_TTL;
-        if let Some((last, hop, at)) = self.last
-            && last == to
+        if let Some(&(hop, at)) = self.cache.get(&to)
             && fresh(at)
         {
             return Ok(hop);
         }
-        let (hop, at) = match self.cache.get(&to) {
-            Some(&(hop, at)) if fresh(at) => (hop, at),
-            _ => {
-                let hop = self.look_up(to)?;
-                if self.cache.len() > 4096 {
-                    self.cache.retain(|_, (_, at)| fresh(*at));
-                }
-                self.cache.insert(to, (hop, now));
-                (hop, now)
-            }
-        };
-        self.last = Some((to, hop, at));
+        let hop = self.look_up(to)?;
+        if self.cache.len() > 4096 {
+            self.cache.retain(|_, (_, at)| fresh(*at));
+        }
+        self.cache.insert(to, (hop, now));
         Ok(hop)
     }
 
