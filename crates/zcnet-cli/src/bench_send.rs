@@ -82,7 +82,8 @@ struct Common {
     /// Size threshold of the auto mode, in bytes.
     #[arg(long, default_value_t = 10 << 10, value_parser = flags::size)]
     threshold: usize,
-    /// Back the send buffers with transparent huge pages.
+    /// Back the send buffers with transparent huge pages (io_uring then sends them unregistered:
+    /// the kernel charges a fixed send from a huge page to the socket as up to the whole page).
     #[arg(long)]
     huge_pages: bool,
     /// One JSON object per interval and per mode instead of a table.

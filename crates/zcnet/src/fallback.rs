@@ -34,6 +34,9 @@ pub enum Cause {
     /// counts them per socket and never resets the count), so zcnet cannot number its own; the
     /// text says what was found.
     UnknownIds(Cow<'static, str>),
+    /// zcnet did not ask the kernel: on what was asked for, the kernel is known to make the path
+    /// cost more than the fallback; the text says how.
+    Declined(Cow<'static, str>),
 }
 
 /// Why a zero-copy path is not used, and what to do about it.
@@ -94,6 +97,18 @@ impl Fallback {
         }
     }
 
+    /// zcnet did not use the path because of what the kernel is known to do here (see
+    /// [`Cause::Declined`]).
+    pub fn declined(
+        why: impl Into<Cow<'static, str>>,
+        remedy: impl Into<Cow<'static, str>>,
+    ) -> Fallback {
+        Fallback {
+            cause: Cause::Declined(why.into()),
+            remedy: remedy.into(),
+        }
+    }
+
     /// What made zcnet copy.
     pub fn cause(&self) -> &Cause {
         &self.cause
@@ -118,7 +133,9 @@ impl fmt::Display for Fallback {
         match &self.cause {
             Cause::Requested => write!(f, "copy requested")?,
             Cause::Refused { call, errno } => write!(f, "{call}: {}", errno_name(*errno))?,
-            Cause::Observed(what) | Cause::UnknownIds(what) => write!(f, "{what}")?,
+            Cause::Observed(what) | Cause::UnknownIds(what) | Cause::Declined(what) => {
+                write!(f, "{what}")?
+            }
             Cause::SocketInUse => write!(f, "another zcnet sender owns this socket")?,
         }
         if self.remedy.is_empty() {
@@ -159,5 +176,12 @@ mod tests {
             observed.cause(),
             &Cause::Observed("every completion copied".into())
         );
+
+        let declined = Fallback::declined("pool on huge pages", "build it without");
+        assert_eq!(
+            declined.to_string(),
+            "pool on huge pages (build it without)"
+        );
+        assert_eq!(declined.errno(), None);
     }
 }

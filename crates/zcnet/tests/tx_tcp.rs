@@ -299,11 +299,7 @@ each_path! {
         // bytes for as long as the sender keeps it fed. The whole pool is lent at once: under a
         // normal user's locked-memory limit the budget is this test's alone.
         let _turn = testnet::memlock_turn();
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        rustix::net::sockopt::set_socket_recv_buffer_size(&listener, 64 << 10).unwrap();
-        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
-        let (server, _) = listener.accept().unwrap();
+        let (stream, server) = tx_common::backlog_pair();
         // 16 KiB a millisecond.
         let sink = std::thread::spawn(move || {
             tx_common::read_checksum_paced(server, 16 << 10, Duration::from_millis(1))

@@ -8,8 +8,9 @@
 //!
 //! Kernel behaviour relied on: `mmap(MAP_ANONYMOUS | MAP_PRIVATE)` returns page-aligned, zeroed memory;
 //! `madvise(MADV_HUGEPAGE)` asks for transparent huge pages on a 2 MiB-aligned range (it fails with
-//! `EINVAL` when THP is compiled out). MSG_ZEROCOPY pins the pages of each send, so page-aligned buffers
-//! waste no partial pages.
+//! `EINVAL` when THP is compiled out), and `MADV_NOHUGEPAGE` keeps a range on small pages, every
+//! multi-size THP included, when THP is enabled `always`. MSG_ZEROCOPY pins the pages of each send,
+//! so page-aligned buffers waste no partial pages.
 
 use std::io;
 use std::ops::{Deref, DerefMut};
@@ -116,6 +117,15 @@ impl PageArena {
                 .map(drop)
                 .map_err(|e| format!("madvise(MADV_HUGEPAGE): {}", super::errno::error_name(&e)))
         } else {
+            // Kept on small pages even where THP is `always`: a registered io_uring buffer on huge
+            // pages costs each fixed send far more socket memory than it carries (see
+            // `crate::tx::uring`). EINVAL without THP, where nothing is huge anyway.
+            // SAFETY: as above.
+            let _ = syscall!(madvise(
+                base.as_ptr().cast(),
+                map_len,
+                libc::MADV_NOHUGEPAGE
+            ));
             Err("not requested".to_string())
         };
         Ok(Arc::new(PageArena {

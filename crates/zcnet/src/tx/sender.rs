@@ -255,7 +255,9 @@ impl<S: ZcSocket> Sender<S> {
     /// Registers `pool`'s buffers for fixed sends (io_uring: `IORING_REGISTER_BUFFERS`), so that
     /// its buffers go out without pinning pages per request. On failure — `ENOMEM` when the pinned
     /// pages exceed `RLIMIT_MEMLOCK` — the reason names the limit and what to raise, and sends go
-    /// on with unregistered buffers. The `sendmsg` path has no registered buffers (the kernel pins
+    /// on with unregistered buffers. A pool on huge pages is declined ([`crate::Cause::Declined`]):
+    /// the kernel charges a fixed send from a huge page up to the whole page, which stalls the
+    /// socket; its sends go unregistered. The `sendmsg` path has no registered buffers (the kernel pins
     /// each send's pages): it answers [`crate::Cause::Requested`], naming the io_uring path.
     pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
         match &mut self.path {

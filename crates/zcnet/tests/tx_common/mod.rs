@@ -244,6 +244,18 @@ pub fn assert_stream_delivered(
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
 }
 
+/// Connects a TCP pair over loopback whose sender can hold a backlog: the receiving end (returned
+/// second, not read yet) has a 64 KiB receive buffer, so a small window, and the sending end a
+/// 4 MiB send buffer.
+pub fn backlog_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&listener, 64 << 10).unwrap();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (stream, server)
+}
+
 /// Connects a TCP pair: the listener end is read by [`tcp_sink`].
 pub fn tcp_pair(listener: TcpListener) -> (TcpStream, JoinHandle<Checksum>) {
     let addr = listener.local_addr().unwrap();

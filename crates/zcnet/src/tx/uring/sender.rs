@@ -296,7 +296,25 @@ impl<S: ZcSocket> UringPath<S> {
     /// fixed sends, without pinning pages per request. On failure — `ENOMEM` when the pinned pages
     /// exceed `RLIMIT_MEMLOCK` — the reason names the limit and what to raise, and sends go on with
     /// unregistered buffers (copied when the kernel refuses them).
+    ///
+    /// A pool on huge pages is declined, and its sends go unregistered: the kernel registers a
+    /// huge page as one piece, and a fixed send from it charges the socket (`io_sg_from_iter`) the
+    /// bytes from the page's start to the send's end, page-aligned, instead of the bytes sent. A
+    /// 64 KiB send 2 MiB into a huge page is charged about 2 MiB, so the socket's send buffer
+    /// holds two or three sends, and the sender stalls on it (over loopback on kernel 6.18:
+    /// `zcnet bench tcp --api io_uring --huge-pages` at 12.9 Gbit/s instead of 41.8). An
+    /// unregistered send pins the pages it covers and is charged its own bytes.
     pub(crate) fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
+        if pool.huge_pages().is_ok() {
+            self.registration = Err(Fallback::declined(
+                "a pool on huge pages is not registered: a fixed send from a huge page is \
+                 charged to the socket from the page's start, up to 2 MiB for 64 KiB, which \
+                 stalls the sender on its send buffer",
+                "sending from unregistered buffers, pinned per send; for fixed sends, build the \
+                 pool without huge_pages",
+            ));
+            return self.registration.clone();
+        }
         self.registration = match self.ring.register(pool.arena()) {
             Ok(()) => Ok(()),
             Err(e) => {
