@@ -5,13 +5,15 @@
 # per submit, MSG_WAITALL), TCP over loopback into the same receiver (the kernel's `msg_zerocopy -r`),
 # 4 KiB sends and 64 KiB ones (65435 bytes: the most the selftest sends).
 #
-# zcnet runs twice per round: `one` sends one frozen pool buffer over and over, lent to many
+# zcnet runs three times per round: `one` sends one frozen pool buffer over and over, lent to many
 # requests at once, as the selftest sends its one buffer (the like-for-like pair); `pool` lends a
 # distinct pool buffer to each send, as a stream of distinct data would. Over loopback the kernel
 # copies what it delivers, and a pool's buffers in flight (a socket buffer's worth) are no longer in
-# the CPU's cache: the `pool` pair shows what that costs against the selftest's hot buffer.
+# the CPU's cache: the `pool` pair shows what that costs against the selftest's hot buffer. `pool
+# huge` does the same from a pool on transparent huge pages, which zcnet sends unregistered (a
+# fixed send from a huge page is charged to the socket as up to the whole page).
 #
-# Each round runs the three senders one after the other (the order reverses every other round), each
+# Each round runs the four senders one after the other (the order reverses every other round), each
 # for $SECONDS_PER_RUN seconds, the receiver on one CPU and the sender on another, in one private
 # network namespace made for the whole comparison (only
 # its own loopback; a namespace per run would be torn down by the kernel while the next run
@@ -79,9 +81,10 @@ uring_compare() {
 			awk -v s="$SECONDS_PER_RUN" '{ printf "%.1f\n", $1 / (s + 0.2) }' || true
 	}
 
-	# zcnet_rate SIZE SOURCE: prints the MB/s of zcnet's io_uring sender sending from SOURCE (one|pool).
+	# zcnet_rate SIZE SOURCE...: prints the MB/s of zcnet's io_uring sender sending from SOURCE (one,
+	# pool, pool huge).
 	zcnet_rate() {
-		with_receiver "'$uring_send' 127.0.0.1:$PORT $1 $SECONDS_PER_RUN $2" 2>/dev/null |
+		with_receiver "'$uring_send' 127.0.0.1:$PORT $1 $SECONDS_PER_RUN ${*:2}" 2>/dev/null |
 			sed -n 's/.*MB\/s \([0-9.]*\).*/\1/p' || true
 	}
 
@@ -95,23 +98,28 @@ uring_compare() {
 		ref=()
 		one=()
 		pool=()
+		huge=()
 		for round in $(seq 1 "$ROUNDS"); do
 			if [ $((round % 2)) = 1 ]; then
 				ref+=("$(reference "$size")")
 				one+=("$(zcnet_rate "$size" one)")
 				pool+=("$(zcnet_rate "$size" pool)")
+				huge+=("$(zcnet_rate "$size" pool huge)")
 			else
+				huge+=("$(zcnet_rate "$size" pool huge)")
 				pool+=("$(zcnet_rate "$size" pool)")
 				one+=("$(zcnet_rate "$size" one)")
 				ref+=("$(reference "$size")")
 			fi
-			echo "  round $round, $size-byte sends: zcnet one buffer ${one[-1]} MB/s, zcnet pool ${pool[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s"
+			echo "  round $round, $size-byte sends: zcnet one buffer ${one[-1]} MB/s, zcnet pool ${pool[-1]} MB/s, zcnet pool on huge pages ${huge[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s"
 		done
 		ref_median="$(printf '%s\n' "${ref[@]}" | median)"
 		pair_line "tcp loopback send_zc $size B, one buffer" \
 			"$(printf '%s\n' "${one[@]}" | median)" "$ref_median"
 		pair_line "tcp loopback send_zc $size B, zcnet pool" \
 			"$(printf '%s\n' "${pool[@]}" | median)" "$ref_median"
+		pair_line "tcp loopback send_zc $size B, zcnet pool on huge pages" \
+			"$(printf '%s\n' "${huge[@]}" | median)" "$ref_median"
 	done
 	netns_del
 }

@@ -1,7 +1,8 @@
 //! The examples run as a user would run them (`cargo run --release --example …`) and say what they
 //! promise: the blocking one moves all its bytes, the stream hasher's hash matches its sender's, the
 //! object server's clients verify every object and its bench prints a row per mode and connection
-//! count, and the io_uring sender's count of bytes is what its receiver read, from each source.
+//! count, and the io_uring sender's count of bytes is what its receiver read, from each source
+//! (and from a pool on huge pages).
 
 mod tx_common;
 
@@ -123,14 +124,16 @@ fn uring_send_example_counts_what_its_receiver_reads_from_each_source() {
     if !tx_common::io_uring_available(test) {
         return;
     }
-    for source in ["pool", "one", "frozen:3"] {
+    for source in ["pool", "one", "frozen:3", "pool huge"] {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let reader = std::thread::spawn(move || {
             let (conn, _) = listener.accept().expect("accept");
             tx_common::read_checksum(conn).len
         });
-        let out = run_example("uring_send", &[&addr, "65536", "0.3", source]);
+        let mut args = vec![addr.as_str(), "65536", "0.3"];
+        args.extend(source.split(' '));
+        let out = run_example("uring_send", &args);
         let bytes: u64 = out
             .split_whitespace()
             .skip_while(|w| *w != "bytes")
