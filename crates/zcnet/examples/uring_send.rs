@@ -14,7 +14,7 @@
 //! With `huge` the pool is on transparent huge pages, which zcnet does not register (a fixed send
 //! from a huge page is charged to the socket as up to the whole page): its sends pin their pages
 //! per request instead. Over loopback on a VM, 64 KiB sends from a pool ran faster so, 4 KiB sends
-//! slower (README, "Measured against the kernel's own tools").
+//! slower (README, "Side by side with the kernel's tools").
 //!
 //! ```sh
 //! msg_zerocopy -4 -r -D 127.0.0.1 -p 8000 -t 4 tcp &     # the kernel selftest's receiver
