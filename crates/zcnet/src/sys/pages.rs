@@ -117,9 +117,10 @@ impl PageArena {
                 .map(drop)
                 .map_err(|e| format!("madvise(MADV_HUGEPAGE): {}", super::errno::error_name(&e)))
         } else {
-            // Kept on small pages even where THP is `always`: a registered io_uring buffer on huge
-            // pages costs each fixed send far more socket memory than it carries (see
-            // `crate::tx::uring`). EINVAL without THP, where nothing is huge anyway.
+            // Kept on small pages even where THP is `always`: registered with an io_uring, a huge
+            // page is one piece, and each fixed send from it is charged to the socket from the
+            // page's start (the io_uring send path declines to register huge pages for that).
+            // EINVAL without THP, where nothing is huge anyway.
             // SAFETY: as above.
             let _ = syscall!(madvise(
                 base.as_ptr().cast(),
