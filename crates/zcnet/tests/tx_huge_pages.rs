@@ -1,8 +1,8 @@
 //! Pools and transparent huge pages. The kernel registers a huge page with an io_uring as one piece,
 //! and a fixed send from it is charged to the socket from the page's start to the send's end; so
 //! the io_uring path declines to register a pool on huge pages, and sends its buffers unregistered,
-//! each charged what it carries. A pool not on huge pages is advised never to be (`MADV_NOHUGEPAGE`),
-//! so that THP enabled `always` cannot put it there.
+//! each charged what it carries, as the sendmsg path does. A pool not on huge pages is advised
+//! never to be (`MADV_NOHUGEPAGE`), so that THP enabled `always` cannot put it there.
 
 mod tx_common;
 
@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use tx_common::{Checksum, assert_stream_delivered, io_uring_available, path_config};
+use tx_common::{Checksum, assert_stream_delivered, path_config};
 use zcnet::Cause;
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, Sender};
 
@@ -100,89 +100,93 @@ fn a_pool_not_on_huge_pages_is_advised_never_to_be() {
     );
 }
 
-#[test]
-fn a_huge_page_pool_is_declined_by_io_uring_and_its_sends_are_charged_what_they_carry() {
-    let test = "a_huge_page_pool_is_declined_by_io_uring_and_its_sends_are_charged_what_they_carry";
-    if !io_uring_available(test) {
-        return;
-    }
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: BUF,
-        count: COUNT,
-        huge_pages: true,
-    })
-    .expect("pool");
-    if let Err(why) = pool.huge_pages() {
-        testnet::skip(test, &format!("no transparent huge pages: {why}"));
-        return;
-    }
-    // The whole huge page, in order: buffer k starts k * 64 KiB into it.
-    let mut sent = Checksum::default();
-    let bufs: Vec<_> = (0..COUNT)
-        .map(|_| {
-            let mut buf = pool.take().unwrap();
-            sent.fill_next(&mut buf, BUF);
-            buf
-        })
-        .collect();
-    let entry = smaps_entry(bufs[0].as_ptr() as usize);
-    let huge = smaps_field(&entry, "AnonHugePages");
-    if huge == "0 kB" {
-        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .unwrap_or_default();
-        testnet::skip(
-            test,
-            &format!("no huge page backs the pool (THP enabled: {})", thp.trim()),
+each_path! {
+    fn a_huge_page_pool_is_sent_unregistered_and_charged_what_it_carries(path: SendPath) {
+        let test = format!(
+            "a_huge_page_pool_is_sent_unregistered_and_charged_what_it_carries::{}",
+            path.name()
         );
-        return;
+        let test = test.as_str();
+        let pool = BufferPool::new(PoolConfig {
+            buf_size: BUF,
+            count: COUNT,
+            huge_pages: true,
+        })
+        .expect("pool");
+        if let Err(why) = pool.huge_pages() {
+            testnet::skip(test, &format!("no transparent huge pages: {why}"));
+            return;
+        }
+        // The whole huge page, in order: buffer k starts k * 64 KiB into it.
+        let mut sent = Checksum::default();
+        let bufs: Vec<_> = (0..COUNT)
+            .map(|_| {
+                let mut buf = pool.take().unwrap();
+                sent.fill_next(&mut buf, BUF);
+                buf
+            })
+            .collect();
+        let entry = smaps_entry(bufs[0].as_ptr() as usize);
+        let huge = smaps_field(&entry, "AnonHugePages");
+        if huge == "0 kB" {
+            let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                .unwrap_or_default();
+            testnet::skip(
+                test,
+                &format!("no huge page backs the pool (THP enabled: {})", thp.trim()),
+            );
+            return;
+        }
+
+        // The 32 sends pin 2 MiB at once, unregistered: under a normal user's locked-memory limit
+        // the budget is this test's alone.
+        let _turn = testnet::memlock_turn();
+        // A receiver that does not read yet, with a small window: the bytes stay in the sender's
+        // send queue, whose memory the kernel charges as it counts each send.
+        let (stream, server) = tx_common::backlog_pair();
+
+        let mut tx = Sender::new(stream, path_config(path, Mode::ZeroCopy));
+        tx.path_status().expect("the configured path");
+        let unregistered = tx
+            .register_pool(&pool)
+            .expect_err("a pool on huge pages is not registered");
+        if matches!(path, SendPath::IoUring { .. }) {
+            assert!(
+                matches!(unregistered.cause(), Cause::Declined(_)),
+                "{unregistered:?}"
+            );
+            assert!(unregistered.to_string().contains("huge pages"), "{unregistered}");
+        }
+        assert_eq!(tx.registration_status(), Err(unregistered));
+
+        for buf in bufs {
+            tx.send(buf).expect("send");
+        }
+        let total = (COUNT * BUF) as u64;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tx.stats().bytes < total && Instant::now() < deadline {
+            tx.poll_completions().expect("completions");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let fd = tx.get_ref().as_fd();
+        let (charged, queued) = (wmem_queued(fd), send_queue_bytes(fd));
+        assert_eq!(
+            tx.stats().bytes,
+            total,
+            "the socket took {} of {total} bytes: its send buffer is full, {charged} bytes charged \
+             for {queued} queued",
+            tx.stats().bytes
+        );
+        assert!(
+            u64::from(charged) <= 2 * u64::from(queued) + BUF as u64,
+            "{charged} bytes of socket memory charged for {queued} bytes queued"
+        );
+
+        let sink = std::thread::spawn(move || tx_common::read_checksum(server));
+        tx.flush(Duration::from_secs(20)).expect("flush");
+        let stats = tx.stats().clone();
+        assert_eq!(stats.zc_calls, COUNT as u64, "{stats:?}");
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
     }
-
-    // The 32 sends pin 2 MiB at once, unregistered: under a normal user's locked-memory limit the
-    // budget is this test's alone.
-    let _turn = testnet::memlock_turn();
-    // A receiver that does not read yet, with a small window: the bytes stay in the sender's
-    // send queue, whose memory the kernel charges as it counts each send.
-    let (stream, server) = tx_common::backlog_pair();
-
-    let mut tx = Sender::new(stream, path_config(SendPath::IO_URING, Mode::ZeroCopy));
-    tx.path_status().expect("io_uring");
-    let declined = tx
-        .register_pool(&pool)
-        .expect_err("a pool on huge pages is not registered");
-    assert!(
-        matches!(declined.cause(), Cause::Declined(_)),
-        "{declined:?}"
-    );
-    assert!(declined.to_string().contains("huge pages"), "{declined}");
-    assert_eq!(tx.registration_status(), Err(declined.clone()));
-
-    for buf in bufs {
-        tx.send(buf).expect("send");
-    }
-    let total = (COUNT * BUF) as u64;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tx.stats().bytes < total && Instant::now() < deadline {
-        tx.poll_completions().expect("completions");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let fd = tx.get_ref().as_fd();
-    let (charged, queued) = (wmem_queued(fd), send_queue_bytes(fd));
-    assert_eq!(
-        tx.stats().bytes,
-        total,
-        "the socket took {} of {total} bytes: its send buffer is full, {charged} bytes charged \
-         for {queued} queued",
-        tx.stats().bytes
-    );
-    assert!(
-        u64::from(charged) <= 2 * u64::from(queued) + BUF as u64,
-        "{charged} bytes of socket memory charged for {queued} bytes queued"
-    );
-
-    let sink = std::thread::spawn(move || tx_common::read_checksum(server));
-    tx.flush(Duration::from_secs(20)).expect("flush");
-    let stats = tx.stats().clone();
-    assert_eq!(stats.zc_calls, COUNT as u64, "{stats:?}");
-    drop(tx.close(Duration::from_secs(1)).expect("close"));
-    assert_stream_delivered(sink, sent, &pool, &stats);
 }
