@@ -1,8 +1,8 @@
 //! Pools and transparent huge pages. The kernel registers a huge page with an io_uring as one
 //! piece, and a fixed send from it is charged to the socket from the page's start to the send's
 //! end; so the io_uring path declines to register a pool on huge pages, and sends its buffers
-//! unregistered, each charged what it carries, as the sendmsg path does. A pool not on huge pages is advised
-//! never to be (`MADV_NOHUGEPAGE`), so that THP enabled `always` cannot put it there.
+//! unregistered, each charged what it carries, as the sendmsg path does. A pool not on huge pages
+//! is advised never to be (`MADV_NOHUGEPAGE`), so that THP enabled `always` cannot put it there.
 
 mod tx_common;
 
