@@ -350,6 +350,9 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
         huge_pages,
     })
     .context("mapping the send buffer pool")?;
+    if let (true, Err(why)) = (huge_pages, pool.huge_pages()) {
+        eprintln!("zcnet: --huge-pages: the send buffers are on small pages: {why}");
+    }
     let mut all = Vec::with_capacity(POOL_BUFFERS);
     while let Some(mut buf) = pool.take() {
         buf.fill_with(size, |b| wire::fill(b, unit));
@@ -810,6 +813,13 @@ fn print_summary(rows: &[Row], common: &Common) {
         {
             eprintln!("zcnet: {why}");
         }
+    }
+    // Nor may io_uring sends from unregistered buffers pass for fixed sends.
+    if let Some(why) = rows
+        .iter()
+        .find_map(|row| row.get("registered").and_then(Value::as_str))
+    {
+        eprintln!("zcnet: io_uring sent from unregistered buffers: {why}");
     }
 }
 

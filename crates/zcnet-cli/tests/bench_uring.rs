@@ -1,6 +1,7 @@
 //! `zcnet bench tcp|udp --api sendmsg,io_uring`: one row per api and mode, side by side, each with its
 //! api named; io_uring rows count ids through REPORT_USAGE (copied over loopback, not copied into the
-//! XDP drop sink) and register the pool for fixed sends.
+//! XDP drop sink) and register the pool for fixed sends — except a pool on huge pages, which is sent
+//! unregistered, saying why.
 
 mod common;
 
@@ -97,4 +98,41 @@ fn udp_into_an_xdp_drop_sink_io_uring_is_not_copied() {
         assert_eq!(u(row, "zc_ids"), u(row, "zc_calls"), "{row}");
     }
     assert_eq!(rows[1]["api"], "io_uring");
+}
+
+#[test]
+fn a_pool_on_huge_pages_is_sent_unregistered_and_says_why() {
+    let out = Command::new(ZCNET)
+        .args(["bench", "tcp", "--mode", "zerocopy", "--size", "64K"])
+        .args([
+            "--api",
+            "io_uring",
+            "--huge-pages",
+            "--duration",
+            "0.3",
+            "--json",
+        ])
+        .output()
+        .expect("run zcnet");
+    common::succeeded(&out, "zcnet bench tcp --api io_uring --huge-pages");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("--huge-pages: the send buffers are on small pages") {
+        testnet::skip(
+            "a_pool_on_huge_pages_is_sent_unregistered_and_says_why",
+            &stderr,
+        );
+        return;
+    }
+    let rows = json_lines(&String::from_utf8_lossy(&out.stdout));
+    let row = rows.last().expect("a row");
+    let why = row["registered"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{row}"));
+    assert!(why.contains("huge pages"), "{why}");
+    assert!(u(row, "bytes") > 0, "{row}");
+    assert_eq!(row["zerocopy"], true, "{row}");
+    assert!(
+        stderr.contains("io_uring sent from unregistered buffers: a pool on huge pages"),
+        "{stderr}"
+    );
 }
