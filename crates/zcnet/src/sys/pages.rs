@@ -19,6 +19,21 @@ use std::sync::{Arc, Mutex};
 
 const HUGE_PAGE: usize = 2 << 20;
 
+/// The system's transparent huge page mode: `[always]`, `[madvise]` or `[never]` is selected.
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// Whether `MADV_HUGEPAGE` takes effect under the mode read from [`THP_ENABLED`]: not under
+/// `never`, where `madvise` still succeeds. A mode that could not be read is given the benefit of
+/// the doubt (the advice succeeded).
+fn thp_mode_allows_advice(mode: &io::Result<String>) -> Result<(), String> {
+    match mode {
+        Ok(mode) if mode.contains("[never]") => Err(format!(
+            "transparent huge pages are off ({THP_ENABLED}: never)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// An anonymous mapping divided into `count` slots of `slot_size` bytes (a multiple of the page size).
 /// Slots are taken with [`PageArena::take`] and come back when the [`PageSlot`] is dropped.
 #[derive(Debug)]
@@ -116,6 +131,7 @@ impl PageArena {
             syscall!(madvise(base.as_ptr().cast(), map_len, libc::MADV_HUGEPAGE))
                 .map(drop)
                 .map_err(|e| format!("madvise(MADV_HUGEPAGE): {}", super::errno::error_name(&e)))
+                .and_then(|()| thp_mode_allows_advice(&std::fs::read_to_string(THP_ENABLED)))
         } else {
             // Kept on small pages even where THP is `always`: registered with an io_uring, a huge
             // page is one piece, and each fixed send from it is charged to the socket from the
@@ -156,7 +172,8 @@ impl PageArena {
         free.returned.len() + (self.count - free.untouched)
     }
 
-    /// Whether the mapping was advised onto transparent huge pages, or why not.
+    /// Whether the mapping was advised onto transparent huge pages, or why not (also when the
+    /// system's THP mode is `never`, under which the advice succeeds and does nothing).
     pub fn huge_pages(&self) -> Result<(), &str> {
         self.huge_pages.as_ref().map(|_| ()).map_err(String::as_str)
     }
@@ -362,6 +379,23 @@ mod tests {
         assert_eq!(arena.available(), 1);
         drop((a, c));
         assert_eq!(arena.available(), 3);
+    }
+
+    #[test]
+    fn thp_mode_never_means_no_huge_pages() {
+        let read = |s: &str| Ok(s.to_string());
+        assert_eq!(
+            thp_mode_allows_advice(&read("always [madvise] never\n")),
+            Ok(())
+        );
+        assert_eq!(
+            thp_mode_allows_advice(&read("[always] madvise never\n")),
+            Ok(())
+        );
+        let off = thp_mode_allows_advice(&read("always madvise [never]\n")).unwrap_err();
+        assert!(off.contains("never"), "{off}");
+        let unreadable = Err(io::Error::from_raw_os_error(libc::ENOENT));
+        assert_eq!(thp_mode_allows_advice(&unreadable), Ok(()));
     }
 
     #[test]
