@@ -1,7 +1,7 @@
 //! Streams to a TCP receiver with zcnet's sender on its io_uring path for a while, and prints one line:
 //! bytes sent, seconds, MB/s (MiB per second), zero-copied and copied ids.
 //!
-//! Sources, all from a pool registered with the ring (fixed sends):
+//! Sources, all from a pool registered with the ring (fixed sends, unless `huge`):
 //! - `pool` (the default): every send lends the next free buffer of the pool, as a stream of distinct
 //!   data would;
 //! - `one`: one pool buffer, frozen ([`zcnet::tx::FrozenBuf`]), lent to every send while the others
@@ -31,23 +31,23 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TcpSender}
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N] [huge]";
-    let (addr, size, seconds, options) = match &args[..] {
-        [addr, size, seconds, options @ ..] if options.len() <= 2 => (addr, size, seconds, options),
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (addr, size, seconds, source, huge_pages) = match args[..] {
+        [addr, size, seconds] => (addr, size, seconds, "pool", false),
+        [addr, size, seconds, "huge"] => (addr, size, seconds, "pool", true),
+        [addr, size, seconds, source] => (addr, size, seconds, source, false),
+        [addr, size, seconds, source, "huge"] => (addr, size, seconds, source, true),
         _ => return Err(usage.into()),
     };
-    let huge_pages = options.last().is_some_and(|o| o == "huge");
     // How many frozen buffers are sent in turn; none: a pool buffer per send.
-    let frozen = match options.first().map(String::as_str) {
-        None | Some("pool" | "huge") => None,
-        Some("one") => Some(1),
-        Some(other) => match other.strip_prefix("frozen:").map(str::parse::<usize>) {
+    let frozen = match source {
+        "pool" => None,
+        "one" => Some(1),
+        other => match other.strip_prefix("frozen:").map(str::parse::<usize>) {
             Some(Ok(n)) if n > 0 => Some(n),
             _ => return Err(usage.into()),
         },
     };
-    if options.len() == 2 && !huge_pages {
-        return Err(usage.into());
-    }
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
     // A socket buffer's worth of buffers in flight (4 MiB, the default most of tcp_wmem), at least
@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path: SendPath::IO_URING,
         ..SenderConfig::with_mode(Mode::ZeroCopy)
     };
-    let mut tx = TcpSender::new(TcpStream::connect(addr.as_str())?, config);
+    let mut tx = TcpSender::new(TcpStream::connect(addr)?, config);
     // This example measures io_uring: a sender that fell back to sendmsg would measure the wrong
     // path.
     if let Err(why) = tx.path_status() {

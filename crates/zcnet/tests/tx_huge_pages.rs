@@ -6,7 +6,6 @@
 
 mod tx_common;
 
-use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
@@ -17,48 +16,6 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, Sender};
 const BUF: usize = 64 << 10;
 /// One huge page of buffers.
 const COUNT: usize = 32;
-
-/// The `/proc/self/smaps` entry of the mapping holding `addr`: its lines after the range.
-fn smaps_entry(addr: usize) -> Vec<String> {
-    let smaps = std::fs::File::open("/proc/self/smaps").expect("/proc/self/smaps");
-    let mut entry = Vec::new();
-    let mut inside = false;
-    for line in BufReader::new(smaps).lines().map(Result::unwrap) {
-        let range = line
-            .split_whitespace()
-            .next()
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(a, b)| {
-                Some((
-                    usize::from_str_radix(a, 16).ok()?,
-                    usize::from_str_radix(b, 16).ok()?,
-                ))
-            });
-        match range {
-            Some((start, end)) => {
-                if inside {
-                    break;
-                }
-                inside = (start..end).contains(&addr);
-            }
-            _ if inside => entry.push(line),
-            _ => {}
-        }
-    }
-    assert!(!entry.is_empty(), "no mapping holds {addr:#x}");
-    entry
-}
-
-/// The value of `field` (`VmFlags`, `AnonHugePages`) in a smaps entry.
-fn smaps_field(entry: &[String], field: &str) -> String {
-    let prefix = format!("{field}:");
-    entry
-        .iter()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {field} in {entry:?}"))
-        .trim()
-        .to_string()
-}
 
 /// `SK_MEMINFO_WMEM_QUEUED` of `getsockopt(SO_MEMINFO)`: the socket memory charged for what its
 /// send queue holds.
@@ -93,7 +50,7 @@ fn send_queue_bytes(fd: BorrowedFd<'_>) -> u32 {
 fn a_pool_not_on_huge_pages_is_advised_never_to_be() {
     let pool = tx_common::pool(BUF, 4);
     let buf = pool.take().unwrap();
-    let flags = smaps_field(&smaps_entry(buf.as_ptr() as usize), "VmFlags");
+    let flags = testnet::smaps_field(buf.as_ptr() as usize, "VmFlags");
     assert!(
         flags.split_whitespace().any(|f| f == "nh"),
         "VmFlags {flags}"
@@ -126,9 +83,7 @@ each_path! {
                 buf
             })
             .collect();
-        let entry = smaps_entry(bufs[0].as_ptr() as usize);
-        let huge = smaps_field(&entry, "AnonHugePages");
-        if huge == "0 kB" {
+        if testnet::anon_huge_kib(bufs[0].as_ptr() as usize) == 0 {
             let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
                 .unwrap_or_default();
             testnet::skip(

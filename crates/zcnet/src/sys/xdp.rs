@@ -720,29 +720,6 @@ mod tests {
         }
     }
 
-    /// `AnonHugePages` of the mapping that holds `at`, from `/proc/self/smaps`, in KiB.
-    fn anon_huge_kib(at: usize) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("read /proc/self/smaps");
-        let mut inside = false;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ')
-                && let Some((lo, hi)) = range.split_once('-')
-                && let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-            {
-                inside = (lo..hi).contains(&at);
-            } else if inside && let Some(kib) = line.strip_prefix("AnonHugePages:") {
-                return kib
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .expect("a size in kB");
-            }
-        }
-        panic!("no mapping holds {at:#x} in /proc/self/smaps");
-    }
-
     #[test]
     fn an_area_asked_for_huge_pages_gets_transparent_ones() {
         let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -760,7 +737,7 @@ mod tests {
             return;
         }
         // Advised after being faulted in, the area would stay on 4 KiB pages (0 kB here).
-        assert!(anon_huge_kib(m.as_ptr() as usize) >= 2048);
+        assert!(testnet::anon_huge_kib(m.as_ptr() as usize) >= 2048);
         // SAFETY: a private anonymous mapping no kernel object shares.
         let area = unsafe { m.bytes(0, m.len()) }.expect("the whole area");
         assert!(area.iter().all(|&b| b == 0));

@@ -19,7 +19,9 @@
 //! once (`IORING_REGISTER_BUFFERS`, the pool's mapping as buffer 0) and its buffers go out as fixed
 //! sends (vectored ones from kernel 6.15; before, they fall back to unregistered); when `RLIMIT_MEMLOCK`
 //! is too small the registration fails with a [`Fallback`](crate::Fallback) naming the limit, and the
-//! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`).
+//! sender goes on with unregistered buffers, copying the sends the kernel refuses (`ENOMEM`). A pool
+//! on huge pages is declined (the kernel charges a fixed send from a huge page to the socket from
+//! the page's start) and sent unregistered.
 //!
 //! On TCP a request ends a record (`MSG_EOR`) once a MiB has been submitted since the last one
 //! while a MiB or more is lent: the kernel (6.10 and later) stacks the notification of a request

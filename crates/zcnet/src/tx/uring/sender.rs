@@ -625,6 +625,10 @@ impl<S: ZcSocket> UringPath<S> {
         let mut unrecorded = self.unrecorded;
         let mut lent_bytes = self.lent_bytes;
         let mut memlock_copies = Vec::new();
+        let zero_copy = SendKind::ZeroCopy {
+            report_usage: self.report_usage,
+            vectored_fixed: self.vectored_fixed,
+        };
         for request in &planned {
             let last_index = request.parts.end - 1;
             let first = ranges.len();
@@ -639,10 +643,6 @@ impl<S: ZcSocket> UringPath<S> {
             }));
             let range = &ranges[first..];
             let bytes = range.iter().map(|(_, r)| r.len()).sum::<usize>();
-            let zero_copy = SendKind::ZeroCopy {
-                report_usage: self.report_usage,
-                vectored_fixed: self.vectored_fixed,
-            };
             // A fixed send pins nothing more; any other takes its pages from the budget, or is
             // copied when the budget has no room for them.
             let lending = if !parts[request.parts.start].zc {
