@@ -22,6 +22,17 @@ const HUGE_PAGE: usize = 2 << 20;
 /// The system's transparent huge page mode: `[always]`, `[madvise]` or `[never]` is selected.
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
+/// Whether `MADV_HUGEPAGE` takes effect on this system ([`THP_ENABLED`]), or why not: not on a
+/// kernel built without transparent huge pages (no such file), nor under `never`.
+pub(crate) fn thp_advice_takes_effect() -> Result<(), String> {
+    match std::fs::read_to_string(THP_ENABLED) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
+            "this kernel has no transparent huge pages (no {THP_ENABLED})"
+        )),
+        mode => thp_mode_allows_advice(&mode.unwrap_or_default()),
+    }
+}
+
 /// Whether `MADV_HUGEPAGE` takes effect under `mode`, read from [`THP_ENABLED`]: not under
 /// `never`, where `madvise` still succeeds. A mode that could not be read (empty) is given the
 /// benefit of the doubt (the advice succeeded).
@@ -132,11 +143,7 @@ impl PageArena {
             syscall!(madvise(base.as_ptr().cast(), map_len, libc::MADV_HUGEPAGE))
                 .map(drop)
                 .map_err(|e| format!("madvise(MADV_HUGEPAGE): {}", super::errno::error_name(&e)))
-                .and_then(|()| {
-                    thp_mode_allows_advice(
-                        &std::fs::read_to_string(THP_ENABLED).unwrap_or_default(),
-                    )
-                })
+                .and_then(|()| thp_advice_takes_effect())
         } else {
             // Kept on small pages even where THP is `always`: registered with an io_uring, a huge
             // page is one piece, and each fixed send from it is charged to the socket from the

@@ -722,13 +722,8 @@ mod tests {
 
     #[test]
     fn an_area_asked_for_huge_pages_gets_transparent_ones() {
-        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .unwrap_or_default();
-        if !thp.contains("[madvise]") && !thp.contains("[always]") {
-            eprintln!(
-                "skipped: transparent huge pages are off here ({})",
-                thp.trim()
-            );
+        if let Err(why) = crate::sys::pages::thp_advice_takes_effect() {
+            eprintln!("skipped: {why}");
             return;
         }
         let (m, reserved) = Mmap::anonymous(8 << 20, true).expect("mmap");
