@@ -120,3 +120,39 @@ async fn cancelled_chunk_futures_lose_nothing() {
     assert!(cancelled > 0, "no chunk future was cancelled");
     println!("{cancelled} chunk futures cancelled by the timer");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_reset_is_reported_after_the_bytes_before_it_and_again_after() {
+    use zcnet::rx::RxMode;
+    let bytes = stream_bytes(300_000, 5);
+    for mode in [RxMode::ZeroCopy, RxMode::Copy] {
+        let server = rx_util::reset_after(IpAddr::V4(Ipv4Addr::LOCALHOST), &bytes);
+        let config = RxConfig {
+            mode,
+            ..rx_util::keep_trying(true)
+        };
+        let mut rx = AsyncReceiver::new(Receiver::new(server, config).unwrap()).unwrap();
+        let mut next = 0;
+        let end = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match rx.chunk().await {
+                    Ok(Some(chunk)) => {
+                        assert!(chunk[..] == bytes[next..next + chunk.len()], "{mode:?}");
+                        next += chunk.len();
+                    }
+                    Ok(None) => panic!("{mode:?}: a reset ended the stream cleanly"),
+                    Err(e) => break e.kind(),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{mode:?}: no end within 5 s"));
+        assert_eq!(end, std::io::ErrorKind::ConnectionReset, "{mode:?}");
+        let again = rx
+            .chunk()
+            .await
+            .map(|c| c.map(|c| c.len()))
+            .map_err(|e| e.kind());
+        assert_eq!(again, Err(std::io::ErrorKind::ConnectionReset), "{mode:?}");
+    }
+}

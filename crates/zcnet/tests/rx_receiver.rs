@@ -151,37 +151,109 @@ fn non_blocking_receiver_reports_would_block_and_loses_nothing() {
     assert_eq!(next, bytes.len());
 }
 
-#[test]
-fn reset_surfaces_after_the_bytes_before_it() {
-    use std::io::{Read, Write};
-    for ip in [V4, V6] {
-        let (mut client, mut server) = sender::connect_page_mss(ip).expect("loopback pair");
-        // Unread bytes in the client's queue make its close send a reset.
-        server.write_all(b"unread").unwrap();
-        let bytes = stream_bytes(300_000, 3);
-        client.write_all(&bytes).unwrap();
-        let mut one = [0u8; 1];
-        // Wait until the bytes for the client arrived, so that dropping it resets.
-        while client.peek(&mut one).unwrap() == 0 {}
-        drop(client);
-        let mut rx = Receiver::new(server, RxConfig::default()).expect("receiver");
-        let mut next = 0usize;
-        let err = loop {
-            match rx.recv() {
-                Ok(Some(chunk)) => {
-                    assert!(chunk[..] == bytes[next..next + chunk.len()]);
-                    next += chunk.len();
-                }
-                Ok(None) => panic!("{ip}: a reset ended the stream cleanly"),
-                Err(e) => break e,
+/// Receives until an error, checking every chunk against `bytes` (a prefix of them arrives: what
+/// the receiver's socket had not taken when the reset came is dropped with the connection); returns
+/// the error and the receiver.
+fn receive_until_error(
+    mut rx: Receiver,
+    bytes: &[u8],
+    what: &str,
+) -> (zcnet::rx::RxError, Receiver) {
+    let mut next = 0usize;
+    let err = loop {
+        match rx.recv() {
+            Ok(Some(chunk)) => {
+                assert!(chunk[..] == bytes[next..next + chunk.len()], "{what}");
+                next += chunk.len();
             }
-        };
-        assert_eq!(
-            err.kind(),
-            std::io::ErrorKind::ConnectionReset,
-            "{ip}: {err}"
-        );
-        let _ = rx.stream().read(&mut one);
+            Ok(None) => panic!("{what}: a reset ended the stream cleanly"),
+            Err(e) => break e,
+        }
+    };
+    (err, rx)
+}
+
+/// Runs `f` on another thread and returns what it returns, failing the test if that takes more
+/// than 5 s (a receiver spinning on a closed socket never returns).
+fn within_5s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    result
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("{what}: the receiver did not return within 5 s"))
+}
+
+/// Receives from `rx` (within 5 s) until an error, which must be a reset, and then receives once
+/// more, which must give the reset again.
+fn assert_ends_in_resets(rx: Receiver, bytes: &std::sync::Arc<Vec<u8>>, what: &str) {
+    let (expected, label) = (bytes.clone(), what.to_string());
+    let (err, mut rx) = within_5s(what, move || receive_until_error(rx, &expected, &label));
+    assert_eq!(
+        err.kind(),
+        std::io::ErrorKind::ConnectionReset,
+        "{what}: {err}"
+    );
+    let again = within_5s(what, move || {
+        rx.recv().map(|c| c.map(|c| c.len())).map_err(|e| e.kind())
+    });
+    assert_eq!(
+        again,
+        Err(std::io::ErrorKind::ConnectionReset),
+        "{what}: after the reset"
+    );
+}
+
+#[test]
+fn reset_surfaces_after_the_bytes_before_it_and_again_after() {
+    let bytes = std::sync::Arc::new(stream_bytes(300_000, 3));
+    for ip in [V4, V6] {
+        for mode in [RxMode::ZeroCopy, RxMode::Auto, RxMode::Copy] {
+            let what = format!("{ip} {mode:?}");
+            let config = RxConfig {
+                mode,
+                ..rx_util::keep_trying(true)
+            };
+            let rx = Receiver::new(rx_util::reset_after(ip, &bytes), config).expect("receiver");
+            assert_ends_in_resets(rx, &bytes, &what);
+        }
+    }
+}
+
+#[test]
+fn a_reset_whose_error_was_read_elsewhere_is_still_a_reset_while_mapping() {
+    let bytes = std::sync::Arc::new(stream_bytes(300_000, 4));
+    for ip in [V4, V6] {
+        let what = ip.to_string();
+        let server = rx_util::reset_after(ip, &bytes);
+        // SO_ERROR takes the reset's error off the socket: no receive sees it from the kernel.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while server.take_error().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{ip}: no reset arrived"
+            );
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let rx = Receiver::new(server, rx_util::keep_trying(true)).expect("receiver");
+        assert_ends_in_resets(rx, &bytes, &what);
+    }
+}
+
+#[test]
+fn a_stream_shut_down_for_reading_ends_instead_of_spinning() {
+    for ip in [V4, V6] {
+        let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
+        server.shutdown(std::net::Shutdown::Read).unwrap();
+        let mut rx = Receiver::new(server, rx_util::keep_trying(true)).expect("receiver");
+        let end = within_5s(&ip.to_string(), move || {
+            rx.recv()
+                .map(|c| c.map(|c| c.len()))
+                .map_err(|e| e.to_string())
+        });
+        assert_eq!(end, Ok(None), "{ip}");
+        drop(client);
     }
 }
 

@@ -15,7 +15,8 @@ use crate::sys::reactor;
 /// waiting for the socket to become readable instead of blocking the thread.
 ///
 /// Readiness is confirmed with a one-byte `MSG_PEEK` before each receive that would read the socket, so
-/// a stale wake-up never turns into a `WouldBlock` error. Reading the stream behind the receiver's back
+/// a stale wake-up never turns into a `WouldBlock` error; an error the peek reads (a reset) is
+/// returned, and again by every later chunk, as [`Receiver::recv`] does. Reading the stream behind the receiver's back
 /// (through [`Receiver::stream`]) takes bytes out of its order; a chunk then may fail with `WouldBlock`.
 #[derive(Debug)]
 pub struct AsyncReceiver {
@@ -44,8 +45,10 @@ impl AsyncReceiver {
                 .map_err(|e| RxError::new(RxOp::Poll, e))?;
             match self.rx.stream().peek(&mut [0u8]) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
-                // Data, the end of the stream, or an error: the receive reports each.
-                _ => break,
+                // The peek took the socket's pending error (a reset): only it can report it.
+                Err(e) => return Err(self.rx.record_end(RxError::new(RxOp::Recv, e))),
+                // Data or the end of the stream: the receive reports each.
+                Ok(_) => break,
             }
         }
         self.rx.recv()

@@ -11,7 +11,7 @@ use super::auto::{AutoConfig, AutoProbe, AutoReason};
 use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
 use crate::Fallback;
 use crate::cost::CpuStamp;
-use crate::sys::socket::set_int_option;
+use crate::sys::socket::{self, set_int_option};
 use crate::sys::tcp_zc::{
     self, SocketMapping, TCP_RECEIVE_ZEROCOPY_FLAG_TLB_CLEAN_HINT, ZerocopyOutcome,
 };
@@ -156,6 +156,9 @@ pub struct Receiver {
     /// (which honours `SO_RCVLOWAT`) before mapping again, so the next call maps a whole window.
     wait_first: bool,
     socket_error: Option<i32>,
+    /// The error that ended the connection (a reset, a timeout), returned again by every later
+    /// receive: the kernel reports it once, and a stream cut short must never read as complete.
+    ended_by: Option<(RxOp, i32)>,
     fallback: Option<Fallback>,
     copybuf_refused: Option<i32>,
     /// [`RxMode::Auto`]'s measurement.
@@ -235,6 +238,7 @@ impl Receiver {
             window_clean: true,
             wait_first: false,
             socket_error: None,
+            ended_by: None,
             fallback,
             copybuf_refused: None,
             auto,
@@ -251,19 +255,20 @@ impl Receiver {
 
     /// The next chunk of the stream, `Ok(None)` at its end. Blocks on a blocking socket until data
     /// arrives; never blocks on a non-blocking one.
+    ///
+    /// An error that ends the connection (`ConnectionReset`, `TimedOut`, …) comes after every byte
+    /// that arrived before it, and again from every later call. While the receiver maps pages, a
+    /// connection that ended without a FIN after its error was read elsewhere (`SO_ERROR`, a read
+    /// of [`Receiver::stream`]) is reported as `ECONNRESET`; reading with `recv`
+    /// ([`RxMode::Copy`], a fallback), such an end reads as the stream's end, as it does for any
+    /// socket.
     pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        if let Some((op, errno)) = self.ended_by {
+            return Err(RxError::new(op, io::Error::from_raw_os_error(errno)));
+        }
         self.auto_boundary();
         loop {
-            let step = if !self.pending.is_empty() {
-                Step::Chunk(ChunkKind::Copybuf, mem::replace(&mut self.pending, 0..0))
-            } else if self.eof {
-                Step::End
-            } else if self.skip > 0 || self.window.is_none() || self.auto_copies() {
-                self.read_copy()?
-            } else {
-                self.zerocopy()?
-            };
-            match step {
+            match self.step().map_err(|e| self.record_end(e))? {
                 Step::Chunk(kind, range) => return Ok(Some(self.chunk(kind, range))),
                 Step::Again => continue,
                 Step::End => return Ok(None),
@@ -271,11 +276,50 @@ impl Receiver {
         }
     }
 
+    fn step(&mut self) -> Result<Step, RxError> {
+        if !self.pending.is_empty() {
+            Ok(Step::Chunk(
+                ChunkKind::Copybuf,
+                mem::replace(&mut self.pending, 0..0),
+            ))
+        } else if self.eof {
+            Ok(Step::End)
+        } else if self.skip > 0 || self.window.is_none() || self.auto_copies() {
+            self.read_copy()
+        } else {
+            self.zerocopy()
+        }
+    }
+
+    /// Remembers `e` when it ends the connection: a pending socket error (TCP sets one only for
+    /// a reset, a timeout or an unreachable peer), or a call that failed with one.
+    pub(crate) fn record_end(&mut self, e: RxError) -> RxError {
+        let ends = matches!(
+            e.raw_os_error(),
+            Some(
+                libc::ECONNRESET
+                    | libc::ECONNABORTED
+                    | libc::ECONNREFUSED
+                    | libc::EPIPE
+                    | libc::ETIMEDOUT
+                    | libc::EHOSTUNREACH
+                    | libc::ENETUNREACH
+                    | libc::ENOTCONN
+            )
+        );
+        if let Some(errno) = e.raw_os_error()
+            && (ends || e.op() == RxOp::Socket)
+        {
+            self.ended_by = Some((e.op(), errno));
+        }
+        e
+    }
+
     /// Whether the next [`Receiver::recv`] returns without reading the socket: copied bytes not handed
-    /// out yet, or the end of the stream already seen.
+    /// out yet, or the end of the stream (or the error that ended it) already seen.
     #[cfg(feature = "tokio")]
     pub(crate) fn has_buffered(&self) -> bool {
-        !self.pending.is_empty() || self.eof
+        !self.pending.is_empty() || self.eof || self.ended_by.is_some()
     }
 
     /// Counters so far.
@@ -366,6 +410,17 @@ impl Receiver {
             }
             Err(e) => Err(RxError::new(RxOp::Recv, e)),
         }
+    }
+
+    /// The receive side ended with nothing queued and no FIN seen by `TCP_ZEROCOPY_RECEIVE`: a
+    /// closed socket was reset (or timed out), one still open was shut down for reading.
+    fn ended_without_data(&mut self) -> Result<Step, RxError> {
+        // A socket without TCP_INFO (not TCP) reads as shut down.
+        let closed = socket::tcp_closed(self.stream.as_fd()).unwrap_or(false);
+        if closed && self.socket_error.is_none() {
+            self.socket_error = Some(libc::ECONNRESET);
+        }
+        self.end_of_stream()
     }
 
     fn end_of_stream(&mut self) -> Result<Step, RxError> {
@@ -522,6 +577,21 @@ impl Receiver {
         }
         if outcome.copybuf_error != 0 {
             return Ok(Step::Again);
+        }
+        // Nothing queued. A FIN makes the next call fail with EIO, but a reset whose error was read
+        // elsewhere (SO_ERROR, a read of the stream) or a shutdown(SHUT_RD) leaves the kernel mapping
+        // nothing and `poll` saying readable at once: a one-byte peek tells data, an end and an
+        // empty queue apart.
+        self.stats.recv_calls += 1;
+        match tcp_zc::recv(
+            self.stream.as_fd(),
+            &mut self.buf[..1],
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        ) {
+            Ok(0) => return self.ended_without_data(),
+            Ok(_) => return Ok(Step::Again),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(RxError::new(RxOp::Recv, e)),
         }
         let nonblocking =
             tcp_zc::is_nonblocking(self.stream.as_fd()).map_err(|e| RxError::new(RxOp::Poll, e))?;

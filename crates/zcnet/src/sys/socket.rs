@@ -146,6 +146,14 @@ fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<(libc::tcp_info, usize)> {
     Ok((info, len as usize))
 }
 
+/// Whether a TCP socket is closed (`tcpi_state` is `TCP_CLOSE`): after a reset or a timeout, or
+/// once both sides finished. A connected socket that only received the peer's FIN is in
+/// `CLOSE_WAIT`.
+pub fn tcp_closed(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    const TCP_CLOSE: u8 = 7;
+    Ok(tcp_info(fd)?.0.tcpi_state == TCP_CLOSE)
+}
+
 /// Whether a TCP socket has never had data written to it: no data segment ever left it
 /// (`tcpi_data_segs_out`, retransmissions included) and none waits to be sent
 /// (`tcpi_notsent_bytes`), both from `TCP_INFO` (Linux 4.6+). `Ok(false)` when the kernel's

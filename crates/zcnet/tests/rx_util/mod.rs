@@ -256,3 +256,16 @@ pub fn keep_trying(copybuf: bool) -> RxConfig {
         ..RxConfig::default()
     }
 }
+
+/// A loopback pair whose client sent `bytes` and then reset the connection (its queue held unread
+/// bytes when it closed); returns the server side, to which the reset was sent.
+pub fn reset_after(ip: std::net::IpAddr, bytes: &[u8]) -> TcpStream {
+    let (mut client, mut server) = sender::connect_page_mss(ip).expect("loopback pair");
+    server.write_all(b"unread").unwrap();
+    client.write_all(bytes).unwrap();
+    let mut one = [0u8; 1];
+    // Wait until the bytes for the client arrived, so that dropping it resets.
+    while client.peek(&mut one).unwrap() == 0 {}
+    drop(client);
+    server
+}
