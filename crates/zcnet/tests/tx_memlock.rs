@@ -5,7 +5,8 @@
 //! names the limit and the remedy); once the loans drain, sends go zero-copy again. Every byte arrives
 //! and is verified. Then io_uring senders, with the budget held all but one page by the test (as
 //! another user of the process's locked memory would): every send is copied, and after the test lets
-//! go, sends go zero-copy again.
+//! go, sends go zero-copy again. Last, a sender dropped with zero-copy sends still lent gives their
+//! charges back to the budget, on both paths.
 
 mod tx_common;
 
@@ -30,7 +31,8 @@ const ROUNDS: usize = 8;
 fn senders_keep_to_the_locked_memory_budget_and_resume_zero_copy() {
     if std::env::var_os(CHILD).is_some() {
         child();
-        return uring_child();
+        uring_child();
+        return dropped_senders_give_their_charges_back();
     }
     let script = format!(r#"ulimit -l {LIMIT_KIB} && exec "$0" "$@""#);
     let exe = std::env::current_exe().unwrap();
@@ -236,4 +238,35 @@ fn fixed_sends_take_nothing_from_the_budget() {
     let stream = tx.close(Duration::from_secs(30)).expect("close");
     stream.shutdown(Shutdown::Write).unwrap();
     assert_eq!(sink.join().expect("sink"), sent, "bytes lost or changed");
+}
+
+/// A sender dropped with zero-copy sends lent (to a receiver that does not read, so they stay
+/// unacknowledged) leaves them lent to the kernel but gives their charges back to the budget: else
+/// each such drop would shrink the budget for good.
+fn dropped_senders_give_their_charges_back() {
+    let budget = MemlockBudget::global();
+    for path in [SendPath::SENDMSG, SendPath::IO_URING] {
+        let before = budget.in_use();
+        let (stream, receiver) = tx_common::backlog_pair();
+        let mut tx = TcpSender::new(stream, path_config(path, Mode::ZeroCopy));
+        for k in 0..16u64 {
+            let mut buf = vec![0u8; SEND];
+            fill(&mut buf, k * SEND as u64);
+            tx.send(buf).expect("send");
+        }
+        tx.poll_completions().expect("poll");
+        assert!(tx.outstanding() > 0, "{path:?}: nothing lent at the drop");
+        assert!(
+            budget.in_use() > before,
+            "{path:?}: the sends charged nothing"
+        );
+        drop(tx);
+        assert_eq!(
+            budget.in_use(),
+            before,
+            "{path:?}: charges kept by a dropped sender"
+        );
+        println!("MEMLOCK-RUN {path:?}: a dropped sender gave its charges back");
+        drop(receiver);
+    }
 }

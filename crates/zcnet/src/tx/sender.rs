@@ -142,8 +142,9 @@ macro_rules! on_path {
 ///   returns the socket.
 /// - Nothing queued is ever dropped silently — except by dropping the sender itself: buffers
 ///   still queued are then dropped unsent (as closing a socket drops unsent data), and lent ones
-///   stay lent forever (leaked, never reused, since the kernel may still read them). Call
-///   [`Sender::flush`] or [`Sender::close`] first.
+///   stay lent forever (leaked, never reused, since the kernel may still read them; their
+///   locked-memory charges go back to [`crate::tx::MemlockBudget`]). Call [`Sender::flush`] or
+///   [`Sender::close`] first.
 ///
 /// One sender owns a kernel socket: a second sender on the same socket (another descriptor of it,
 /// from `try_clone` or `dup`) sends by copy and never reads the socket's error queue, and its

@@ -587,7 +587,14 @@ impl<S: ZcSocket> Drop for SendmsgPath<S> {
         if self.socket.is_some() {
             let _ = self.drain();
         }
-        self.tracker.leak_outstanding();
+        // The kernel may still read what is lent: never free or reuse it. Its locked-memory charge
+        // goes back to the budget, which would otherwise shrink for good with every sender dropped
+        // so; the kernel un-accounts the pages when it frees the socket's packets, and an ENOBUFS
+        // before then is copied and backs off.
+        for (loan, charge) in self.tracker.abandon() {
+            std::mem::forget(loan);
+            drop(charge);
+        }
     }
 }
 

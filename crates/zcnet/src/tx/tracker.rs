@@ -178,14 +178,6 @@ impl<T> CompletionTracker<T> {
         self.outstanding = 0;
         items
     }
-
-    /// Abandons every outstanding item and leaks it (never dropped, so never freed or reused): for
-    /// a sender going away while the kernel may still read what those items lend.
-    pub(crate) fn leak_outstanding(&mut self) {
-        for item in self.abandon() {
-            std::mem::forget(item);
-        }
-    }
 }
 
 /// How many values two half-open ranges share.

@@ -920,7 +920,9 @@ fn describe_memlock() -> String {
 impl<S: ZcSocket> Drop for UringPath<S> {
     fn drop(&mut self) {
         self.reap();
-        self.tracker.leak_outstanding();
+        // The ring keeps (and, dropped, leaks) the buffers the kernel may still read; the charges
+        // go back to the budget, as on the sendmsg path.
+        drop(self.tracker.abandon());
     }
 }
 
