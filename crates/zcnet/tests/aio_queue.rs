@@ -1,7 +1,7 @@
 //! The queue of an `AsyncSender`'s dropped send futures: `take_from` sends the pool buffers waiting
-//! in it instead of failing; it holds at most its limit however many futures are dropped, and what
-//! it held arrives whole and in order; a queued rest whose send fails stays queued and every later
-//! send fails too, so nothing goes out after the gap.
+//! in it instead of failing; every dropped future's buffer is queued and arrives whole and in order;
+//! a queued rest whose send fails comes back inside the error with everything queued after it, so
+//! nothing goes out after the gap and nothing is lost.
 
 mod tx_common;
 
@@ -90,75 +90,84 @@ async fn take_from_sends_the_pool_buffers_queued_by_dropped_sends() {
     assert_eq!(got, sent);
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn the_queue_of_dropped_sends_stays_within_its_limit_and_loses_nothing() {
-    const LEN: usize = 16 << 10;
-    let (client, server) = small_pair();
-    let config = SenderConfig::with_mode(Mode::ZeroCopy);
-    let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
-    // Nobody reads: every send future after the socket filled is dropped at its first wait.
-    let mut most_queued = 0;
-    for k in 0..400u64 {
-        let buf = numbered(LEN, k);
-        let _ = timeout(Duration::from_millis(1), tx.send(buf)).await;
-        most_queued = most_queued.max(tx.queued());
+each_path! {
+    /// Nobody reads: every send future after the socket filled is dropped while it waits — for the
+    /// queued buffers ahead of it or for room of its own — and each buffer stays queued: all of them
+    /// arrive, whole, once, in order.
+    async fn every_dropped_send_is_queued_and_arrives_in_order(path: SendPath) {
+        const LEN: usize = 16 << 10;
+        const SENDS: u64 = 400;
+        let (client, server) = small_pair();
+        let config = tx_common::path_config(path, Mode::ZeroCopy);
+        let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
+        let mut dropped = 0;
+        for k in 0..SENDS {
+            if timeout(Duration::from_millis(1), tx.send(numbered(LEN, k)))
+                .await
+                .is_err()
+            {
+                dropped += 1;
+            }
+        }
+        assert!(dropped > 64, "{path:?}: only {dropped} send futures dropped");
+        let reader = tokio::spawn(read_to_end(server));
+        drop(tx.close().await.expect("close"));
+        let got = reader.await.unwrap();
+        let expected: Vec<u8> = (0..SENDS).flat_map(|k| numbered(LEN, k)).collect();
+        assert!(got == expected, "{path:?}: {} of {} bytes, not the stream sent", got.len(), expected.len());
     }
-    assert!(
-        most_queued <= 64,
-        "{most_queued} buffers of dropped sends queued (the default limit is 64)"
-    );
-    let reader = tokio::spawn(read_to_end(server));
-    drop(tx.close().await.expect("close"));
-    // What arrived is whole buffers, each sent once, in the order sent: a buffer that took a place
-    // in the queue went out whole; one dropped before it had one, not at all.
-    let got = reader.await.unwrap();
-    assert_eq!(got.len() % LEN, 0, "a buffer arrived in part");
-    let mut last = None;
-    for chunk in got.chunks(LEN) {
-        let k = u64::from_le_bytes(chunk[..8].try_into().unwrap());
-        assert!(
-            k < 400 && chunk == numbered(LEN, k),
-            "a chunk that is no buffer sent"
-        );
-        assert!(last < Some(k), "buffer {k} after {last:?}");
-        last = Some(k);
-    }
-    assert!(got.len() >= 64 * LEN, "only {} bytes arrived", got.len());
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn a_queued_rest_that_fails_stays_queued_and_later_sends_fail() {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = tx_common::resetting_peer(listener);
-    let client = TcpStream::connect(addr).unwrap();
-    let config = SenderConfig::with_mode(Mode::Copy);
-    let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
-    // More than the socket buffers hold and the peer reads before it resets (50 ms after reading):
-    // the send waits, and is dropped with its rest queued.
-    assert!(
-        timeout(Duration::from_millis(20), tx.send(patterned(8 << 20, 0)))
-            .await
-            .is_err()
-    );
-    assert_eq!(tx.queued(), 1);
-    tokio::task::spawn_blocking(move || peer.join().unwrap())
+each_path! {
+    /// A reset while buffers wait — queued by dropped send futures (sendmsg) or in the io_uring
+    /// sender's own queue — hands them all back inside the error, in stream order, the first with
+    /// the part the kernel took: nothing queued goes out after the failure, and flush and close then
+    /// succeed.
+    async fn a_failure_hands_back_every_waiting_buffer_in_order(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = tx_common::resetting_peer(listener);
+        let client = TcpStream::connect(addr).unwrap();
+        let config = tx_common::path_config(path, Mode::Copy);
+        let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
+        // More than the socket buffers hold, and the peer reads 100 000 bytes before it resets
+        // (50 ms after reading): on sendmsg the send waits and is dropped with its rest queued, as
+        // are the three sends after it; on io_uring all four wait in the sender's queue.
+        let big = patterned(32 << 20, 0);
+        let _ = timeout(Duration::from_millis(20), tx.send(big.clone())).await;
+        for k in 0..3u64 {
+            let _ = timeout(Duration::from_millis(1), tx.send(numbered(1000, k))).await;
+        }
+        // io_uring submits a batch at a time: a flush (dropped unfinished, losing nothing) submits
+        // what waits, so that the peer reads and resets.
+        let _ = timeout(Duration::from_millis(20), tx.flush()).await;
+        timeout(
+            Duration::from_secs(10),
+            tokio::task::spawn_blocking(move || peer.join().unwrap()),
+        )
         .await
+        .expect("the peer read and reset within 10 s")
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    for k in 0..3u8 {
-        let err = timeout(Duration::from_secs(10), tx.send(vec![k; 1000]))
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let err = timeout(Duration::from_secs(10), tx.flush())
             .await
             .expect("within 10 s")
-            .expect_err("the queued rest cannot go out: nothing after it may");
+            .expect_err("the peer reset the connection");
         assert!(
             matches!(err.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)),
-            "{err}"
+            "{path:?}: {err}"
         );
-        assert_eq!(err.unsent().sent(), 0, "send {k} went out after the gap");
-        assert_eq!(tx.queued(), 1, "the failed rest was dropped");
+        assert_eq!(tx.queued(), 0, "{path:?}: buffers kept queued after the failure");
+        let back = err.unsent();
+        assert_eq!(back.len(), 4, "{path:?}: {back:?}");
+        assert!(back[0].as_bytes() == &big[..], "{path:?}: not the big buffer first");
+        assert!(back[0].sent() < big.len(), "{path:?}: {back:?}");
+        for (k, buf) in back[1..].iter().enumerate() {
+            assert_eq!(buf.sent(), 0, "{path:?}: buffer {k} went out after the gap");
+            assert!(buf.as_bytes() == &numbered(1000, k as u64)[..], "{path:?}: buffer {k}");
+        }
+        drop(err);
+        tx.flush().await.expect("flush after the failure");
+        drop(tx.close().await.expect("close after the failure"));
     }
-    let flushed = timeout(Duration::from_secs(10), tx.flush()).await.unwrap();
-    assert!(flushed.is_err(), "the queued rest cannot be sent");
-    assert_eq!(tx.queued(), 1);
 }

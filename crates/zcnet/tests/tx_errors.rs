@@ -4,7 +4,7 @@
 //! clear error that hands the buffer back and wedges nothing; a peer reset mid-stream hands back
 //! every buffer not sent — the failing call's own, and on io_uring every earlier one its failed
 //! chain left, in order; a send that times out hands its buffer back; flush after each error
-//! succeeds and leaves nothing lent.
+//! succeeds and leaves nothing lent; a close that times out hands back what it never submitted.
 
 mod tx_common;
 
@@ -89,6 +89,17 @@ each_path! {
     }
 }
 
+/// `count` distinct buffers of `len` bytes, buffer `k` holding the stream pattern at `k * len`.
+fn distinct_bufs(count: u64, len: usize) -> Vec<Arc<Vec<u8>>> {
+    (0..count)
+        .map(|k| {
+            let mut b = vec![0u8; len];
+            fill(&mut b, k * len as u64);
+            Arc::new(b)
+        })
+        .collect()
+}
+
 /// Checks `unsent` against the sends made: the buffers of sends `first..=last` (send `k` lent
 /// `bufs[k % bufs.len()]`), in order, only the first possibly begun.
 fn assert_tail_of_sends(unsent: &[UnsentBuf], bufs: &[Arc<Vec<u8>>], last: usize) {
@@ -122,13 +133,7 @@ each_path! {
             let mut tx = zcnet::tx::Sender::new(stream, path_config(path, mode));
             // 48 distinct buffers lent over and over: a buffer handed back is recognised by
             // address.
-            let bufs: Vec<Arc<Vec<u8>>> = (0..48u64)
-                .map(|k| {
-                    let mut b = vec![0u8; 64 << 10];
-                    fill(&mut b, k << 16);
-                    Arc::new(b)
-                })
-                .collect();
+            let bufs = distinct_bufs(48, 64 << 10);
             let mut failed = None;
             for k in 0..200_000 {
                 if let Err(e) = tx.send(Arc::clone(&bufs[k % bufs.len()])) {
@@ -225,4 +230,60 @@ fn fill_of(k: u64) -> Vec<u8> {
     let mut buf = vec![0u8; 1 << 20];
     fill(&mut buf, k << 20);
     buf
+}
+
+each_path! {
+    /// A close that times out (nobody reads) hands back, inside its error, the buffers still
+    /// queued and never submitted (io_uring queues them; sendmsg queues nothing), in order, the
+    /// tail of the sends made; what reaches the peer is a prefix of the stream without them.
+    fn a_close_that_times_out_hands_back_what_it_never_submitted(path: SendPath) {
+        let (stream, receiver) = tx_common::backlog_pair();
+        // 48 distinct buffers of 256 KiB, 12 MiB: more than the socket buffers hold.
+        let bufs = distinct_bufs(48, 256 << 10);
+        let mut tx = zcnet::tx::Sender::new(stream, path_config(path, Mode::Copy));
+        let mut accepted = 0;
+        for buf in &bufs {
+            match tx.try_send(Arc::clone(buf)) {
+                Ok(()) => accepted += 1,
+                // Whatever part of it the kernel took is in the stream: it counts as sent.
+                Err(e) => {
+                    if e.unsent().sent() > 0 {
+                        accepted += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        let handed_back = match tx.close(Duration::from_millis(100)) {
+            Ok(socket) => {
+                drop(socket);
+                Vec::new()
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("handed back"), "{path:?}: {e}");
+                e.into_unsent()
+            }
+        };
+        if matches!(path, SendPath::IoUring { .. }) {
+            assert!(
+                !handed_back.is_empty(),
+                "{path:?}: close handed back nothing of {accepted} sends queued"
+            );
+        }
+        assert_tail_of_sends(&handed_back, &bufs, accepted - 1);
+        let mut received = Vec::new();
+        std::io::Read::read_to_end(&mut &receiver, &mut received).unwrap();
+        let stream: Vec<u8> = bufs[..accepted].iter().flat_map(|b| b.iter().copied()).collect();
+        assert!(
+            stream.starts_with(&received),
+            "{path:?}: {} bytes arrived, not a prefix of the stream",
+            received.len()
+        );
+        let first_back = (accepted - handed_back.len()) * (256 << 10)
+            + handed_back.first().map_or(0, UnsentBuf::sent);
+        assert!(
+            received.len() <= first_back,
+            "{path:?}: bytes handed back arrived too"
+        );
+    }
 }

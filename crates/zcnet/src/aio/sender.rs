@@ -15,7 +15,7 @@ use crate::sys::{errqueue, reactor};
 use crate::tx::SendPath;
 use crate::tx::{
     BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
-    ZcSocket,
+    UnsentBuf, ZcSocket,
 };
 
 /// A [`Sender`] driven by tokio (see [`crate::aio`]), on either submission path: `send(buf).await`
@@ -25,35 +25,40 @@ use crate::tx::{
 ///
 /// # Cancellation
 ///
-/// A send future that is dropped before its first poll sends nothing and drops its buffer. At its
-/// first poll its buffer takes a place in the sender's queue — at once when the queue holds fewer
-/// than [`AsyncSender::queue_limit`] buffers, else once the queued ones have gone out (a future
-/// dropped while it waits for that sends nothing and drops its buffer, as one never polled). From
-/// then on, if the future is dropped before it completes — by `select!`, a timeout, an aborted task
+/// A send future that is dropped before its first poll sends nothing and drops its buffer. From its
+/// first poll the buffer is the sender's: if the future is dropped before it completes — by
+/// `select!`, a timeout, an aborted task, even while it waits for earlier queued buffers to go out
 /// — the bytes the kernel has not taken stay queued with the buffer, and the next
 /// [`send`](AsyncSender::send), [`flush`](AsyncSender::flush), [`close`](AsyncSender::close) or
-/// [`take_from`](AsyncSender::take_from) sends them first. A queued buffer whose send fails stays at
-/// the front of the queue: every later call tries it again and fails while it fails, handing back
-/// its own buffer, so nothing after it goes out past the gap. So a stream never loses, repeats or
-/// reorders a byte whatever futures are dropped, and a buffer is released only by the completions
-/// covering it (or, if nothing of it was lent, when the queue lets it go). [`AsyncSender::queued`]
-/// counts the buffers waiting so. Dropping the `AsyncSender` itself drops what is still queued
-/// unsent (as closing a socket with unsent data would) and keeps outstanding loans lent for good,
-/// as [`Sender`] does: [`close`](AsyncSender::close) it instead.
+/// [`take_from`](AsyncSender::take_from) sends them first, in order. The queue holds one buffer per
+/// future dropped so ([`AsyncSender::queued`] counts them; a caller that keeps dropping sends to a
+/// peer that does not read bounds it by waiting on [`flush`](AsyncSender::flush)).
+///
+/// When a queued buffer's send fails, the error hands back, in stream order, that buffer's rest
+/// and every buffer queued after it ([`TxError::unsent`], as [`TxError::Stopped`] unless the error
+/// carries a list of its own), and the queue is empty: nothing queued before the failure goes out
+/// after it, and the caller holds every byte that did not go out. A failed
+/// [`send`](AsyncSender::send) hands back its own buffer beside them ([`SendError`]). So a stream
+/// never loses, repeats or reorders a byte whatever futures are dropped, and a buffer is released
+/// only by the completions covering it (or, if nothing of it was lent, when it is handed back or
+/// sent by copy). Dropping the `AsyncSender` itself drops what is still queued unsent (as closing
+/// a socket with unsent data would) and keeps outstanding loans lent for good, as [`Sender`] does:
+/// [`close`](AsyncSender::close) it instead, which hands back what it could not send.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
     tx: Sender<S>,
     /// Buffers of dropped send futures, with their unsent parts, oldest first.
     queue: VecDeque<Box<dyn Queued<S>>>,
-    /// The most buffers `queue` holds.
-    limit: usize,
 }
 
 /// The unsent part of a buffer of any type, waiting in an [`AsyncSender`]'s queue.
 trait Queued<S: ZcSocket>: Send {
     /// Tries to send the rest; gives itself back when the socket would block.
     fn resume(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), Resume<S>>;
+
+    /// The rest, for an error to hand back.
+    fn hand_back(self: Box<Self>) -> UnsentBuf;
 }
 
 enum Resume<S: ZcSocket> {
@@ -71,6 +76,11 @@ impl<S: ZcSocket, B: SendBuf> Queued<S> for Unsent<B> {
                 Resume::Failed(error, Box::new(unsent))
             }
         })
+    }
+
+    fn hand_back(self: Box<Self>) -> UnsentBuf {
+        let (buf, sent) = self.into_parts();
+        UnsentBuf::new(buf, sent)
     }
 }
 
@@ -137,52 +147,25 @@ impl Readiness {
 }
 
 impl<S: ZcSocket> AsyncSender<S> {
-    /// The default [`AsyncSender::queue_limit`].
-    pub const DEFAULT_QUEUE_LIMIT: usize = 64;
-
-    /// Registers `tx`'s socket with the current tokio runtime (call inside one), with a queue of at
-    /// most [`AsyncSender::DEFAULT_QUEUE_LIMIT`] buffers of dropped send futures. The sender's own
+    /// Registers `tx`'s socket with the current tokio runtime (call inside one). The sender's own
     /// sends use `MSG_DONTWAIT`, so the socket's blocking mode does not matter.
     pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
-        Self::with_queue_limit(tx, Self::DEFAULT_QUEUE_LIMIT)
-    }
-
-    /// [`AsyncSender::new`] with a queue of at most `limit` buffers (at least 1) of dropped send
-    /// futures (see the type's docs).
-    pub fn with_queue_limit(tx: Sender<S>, limit: usize) -> io::Result<AsyncSender<S>> {
         let io = Readiness::new(&tx)?;
         Ok(AsyncSender {
             io,
             tx,
             queue: VecDeque::new(),
-            limit: limit.max(1),
         })
-    }
-
-    /// The most buffers of dropped send futures the sender keeps queued; a send waits for the
-    /// queued ones to go out before its buffer takes a place when the queue is full.
-    pub fn queue_limit(&self) -> usize {
-        self.limit
     }
 
     /// Sends all of `buf` (a stream in as many calls as it takes, a datagram in one), after the rest
     /// of any dropped send; waits for send-buffer space, never for completions. The buffer stays lent
     /// until the completions covering it arrive. On failure the error hands back the part not sent
-    /// (all of `buf` when a queued buffer failed, which stays queued). See the type's docs for
-    /// cancellation and the queue's limit.
+    /// (all of `buf` when a queued buffer failed, which comes back inside the error with the rest of
+    /// the queue). See the type's docs for cancellation.
     pub async fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let AsyncSender {
-            io,
-            tx,
-            queue,
-            limit,
-        } = self;
+        let AsyncSender { io, tx, queue } = self;
         let unsent = Unsent::new(Arc::new(buf), 0);
-        if queue.len() >= *limit
-            && let Err(e) = send_queued(io, tx, queue).await
-        {
-            return Err(SendError::new(e, unsent));
-        }
         let mut mine = InFlight {
             queue,
             unsent: Some(unsent),
@@ -207,8 +190,9 @@ impl<S: ZcSocket> AsyncSender<S> {
 
     /// Sends what dropped send futures left queued, then waits until every completion arrived and
     /// every lent buffer is released. Fails with the socket's error when the error queue signals one
-    /// instead of completions, and with the error of a queued buffer whose send fails (it stays
-    /// queued). Bound it with `tokio::time::timeout`; a dropped flush loses nothing.
+    /// instead of completions, and with the error of a queued buffer whose send fails (handing back
+    /// it and the rest of the queue). Bound it with `tokio::time::timeout`; a dropped flush loses
+    /// nothing.
     pub async fn flush(&mut self) -> Result<(), TxError> {
         let AsyncSender { io, tx, queue, .. } = self;
         send_queued(io, tx, queue).await?;
@@ -222,9 +206,14 @@ impl<S: ZcSocket> AsyncSender<S> {
         }
     }
 
-    /// Flushes and returns the socket (deregistered).
+    /// Flushes and returns the socket (deregistered). On failure the error hands back, in stream
+    /// order, every buffer not yet given to the kernel ([`TxError::unsent`]); the ones still lent
+    /// stay lent for good, as [`Sender::close`] leaves them.
     pub async fn close(mut self) -> Result<S, TxError> {
-        self.flush().await?;
+        if let Err(e) = self.flush().await {
+            let unsubmitted = self.tx.take_unsubmitted();
+            return Err(e.handing_back(unsubmitted, []));
+        }
         let AsyncSender { io, tx, .. } = self;
         drop(io);
         tx.close(std::time::Duration::ZERO)
@@ -278,25 +267,30 @@ impl<S: ZcSocket> AsyncSender<S> {
     }
 }
 
-/// Sends the queued rests of dropped send futures, oldest first; each stays queued until it is sent
-/// (one that fails stays at the front, so that nothing after it goes out).
+/// Sends the queued rests of dropped send futures, oldest first; each stays queued until it is sent.
+/// On an error the whole queue comes back inside it, in order, so that nothing queued goes out after
+/// the failure.
 async fn send_queued<S: ZcSocket>(
     io: &mut Readiness,
     tx: &mut Sender<S>,
     queue: &mut VecDeque<Box<dyn Queued<S>>>,
 ) -> Result<(), TxError> {
     while let Some(front) = queue.pop_front() {
-        match front.resume(tx) {
-            Ok(()) => {}
+        let error = match front.resume(tx) {
+            Ok(()) => continue,
             Err(Resume::WouldBlock(rest)) => {
                 queue.push_front(rest);
-                writable(io, tx).await?;
+                match writable(io, tx).await {
+                    Ok(()) => continue,
+                    Err(e) => e,
+                }
             }
             Err(Resume::Failed(e, rest)) => {
                 queue.push_front(rest);
-                return Err(e);
+                e
             }
-        }
+        };
+        return Err(error.handing_back(Vec::new(), queue.drain(..).map(Queued::hand_back)));
     }
     Ok(())
 }

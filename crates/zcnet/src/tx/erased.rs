@@ -26,7 +26,7 @@ pub struct UnsentBuf {
 }
 
 impl UnsentBuf {
-    #[cfg(feature = "io-uring")]
+    #[cfg(any(feature = "io-uring", feature = "tokio"))]
     pub(crate) fn new(buf: Queued, sent: usize) -> Self {
         UnsentBuf { buf, sent }
     }

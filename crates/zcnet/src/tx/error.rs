@@ -13,7 +13,9 @@ use crate::sys::errno::error_name;
 /// An error never drops a buffer: the buffer of the call that fails comes back beside it
 /// ([`crate::tx::SendError`]); when an earlier queued io_uring request failed, the buffers queued
 /// before the call and not wholly sent come back inside it ([`TxError::unsent`]); after the other
-/// errors the buffers stay queued or lent, and a later call goes on with them.
+/// errors the buffers stay queued or lent, and a later call goes on with them — except where a call
+/// stops for good ([`crate::tx::Sender::close`], an [`crate::aio::AsyncSender`]'s queue), which hands
+/// back what it still held inside the error ([`TxError::Stopped`]).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum TxError {
@@ -101,6 +103,16 @@ pub enum TxError {
         /// How long it waited.
         waited: Duration,
     },
+    /// `error` stopped a call that held buffers not yet given to the kernel — a close whose flush
+    /// failed with io_uring requests still queued, an [`crate::aio::AsyncSender`] whose queued
+    /// buffer failed — and the call hands them back, in stream order ([`TxError::unsent`]), none
+    /// sent again.
+    Stopped {
+        /// What went wrong.
+        error: Box<TxError>,
+        /// The buffers handed back.
+        unsent: Vec<UnsentBuf>,
+    },
 }
 
 impl TxError {
@@ -116,6 +128,7 @@ impl TxError {
             | TxError::Socket { source, .. }
             | TxError::Enter { source }
             | TxError::SocketOption { source, .. } => Some(source),
+            TxError::Stopped { error, .. } => error.io_source(),
             TxError::Timeout { .. }
             | TxError::LostTrack { .. }
             | TxError::TooLong { .. }
@@ -123,11 +136,26 @@ impl TxError {
         }
     }
 
+    /// The kind of `io::Error` this error converts to.
+    fn kind(&self) -> io::ErrorKind {
+        match self {
+            TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
+            TxError::Timeout { .. } => io::ErrorKind::TimedOut,
+            TxError::TooLong { .. } => io::ErrorKind::InvalidInput,
+            TxError::Unsupported { .. } => io::ErrorKind::Unsupported,
+            TxError::Stopped { error, .. } => error.kind(),
+            _ => self
+                .io_source()
+                .map_or(io::ErrorKind::Other, io::Error::kind),
+        }
+    }
+
     /// The earlier buffers this error hands back, in stream order: those of io_uring requests queued
-    /// before the failing call and not wholly sent ([`TxError::Send`]); none for the other errors.
+    /// before the failing call and not wholly sent ([`TxError::Send`]), those a stopped call still
+    /// held ([`TxError::Stopped`]); none for the other errors.
     pub fn unsent(&self) -> &[UnsentBuf] {
         match self {
-            TxError::Send { unsent, .. } => unsent,
+            TxError::Send { unsent, .. } | TxError::Stopped { unsent, .. } => unsent,
             _ => &[],
         }
     }
@@ -135,8 +163,36 @@ impl TxError {
     /// Takes the buffers this error hands back (see [`TxError::unsent`]).
     pub fn into_unsent(self) -> Vec<UnsentBuf> {
         match self {
-            TxError::Send { unsent, .. } => unsent,
+            TxError::Send { unsent, .. } | TxError::Stopped { unsent, .. } => unsent,
             _ => Vec::new(),
+        }
+    }
+
+    /// The error handing back `earlier` before the buffers it hands back already and `later` after
+    /// them (stream order), as [`TxError::Stopped`] unless it carries a list of its own.
+    pub(crate) fn handing_back(
+        mut self,
+        earlier: Vec<UnsentBuf>,
+        later: impl IntoIterator<Item = UnsentBuf>,
+    ) -> TxError {
+        let mut later = later.into_iter().peekable();
+        if earlier.is_empty() && later.peek().is_none() {
+            return self;
+        }
+        match &mut self {
+            TxError::Send { unsent, .. } | TxError::Stopped { unsent, .. } => {
+                unsent.splice(0..0, earlier);
+                unsent.extend(later);
+                self
+            }
+            _ => {
+                let mut unsent = earlier;
+                unsent.extend(later);
+                TxError::Stopped {
+                    error: Box::new(self),
+                    unsent,
+                }
+            }
         }
     }
 }
@@ -246,6 +302,11 @@ impl fmt::Display for TxError {
                 "a completion named id {id}, which was never sent: completion ids no longer match \
                  the buffers; {outstanding} buffers stay lent (leaked, never reused) and sends copy"
             ),
+            TxError::Stopped { error, unsent } => write!(
+                f,
+                "{error}; {} queued buffers handed back unsent",
+                unsent.len()
+            ),
             TxError::Timeout {
                 what,
                 outstanding,
@@ -269,13 +330,6 @@ impl std::error::Error for TxError {
 
 impl From<TxError> for io::Error {
     fn from(e: TxError) -> io::Error {
-        let kind = match &e {
-            TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
-            TxError::Timeout { .. } => io::ErrorKind::TimedOut,
-            TxError::TooLong { .. } => io::ErrorKind::InvalidInput,
-            TxError::Unsupported { .. } => io::ErrorKind::Unsupported,
-            _ => e.io_source().map_or(io::ErrorKind::Other, io::Error::kind),
-        };
-        io::Error::new(kind, e)
+        io::Error::new(e.kind(), e)
     }
 }

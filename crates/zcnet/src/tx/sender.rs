@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::buffer::SendBuf;
+use super::erased::UnsentBuf;
 use super::error::TxError;
 use super::policy::{Mode, PolicyConfig};
 use super::pool::{BufferPool, PooledBuf};
@@ -146,9 +147,12 @@ macro_rules! on_path {
 ///   locked-memory charges go back to [`crate::tx::MemlockBudget`]). Call [`Sender::flush`] or
 ///   [`Sender::close`] first.
 ///
-/// One sender owns a kernel socket: a second sender on the same socket (another descriptor of it,
-/// from `try_clone` or `dup`) sends by copy and never reads the socket's error queue, and its
-/// [`Sender::zerocopy_status`] says so ([`crate::Cause::SocketInUse`]).
+/// On the `sendmsg` path one sender owns a kernel socket: a second `sendmsg` sender on the same
+/// socket (another descriptor of it, from `try_clone` or `dup`) sends by copy and never reads the
+/// socket's error queue, and its [`Sender::zerocopy_status`] says so
+/// ([`crate::Cause::SocketInUse`]). io_uring senders claim nothing: their notifications come on
+/// their own ring, not on the socket's error queue, so several may share a socket (each keeps its
+/// own order; interleaving them is the application's business).
 pub struct Sender<S: ZcSocket> {
     path: Path<S>,
     /// Whether the configured path is the one used, or why not.
@@ -392,12 +396,26 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On
-    /// failure the buffers still lent are leaked — never reused — and the error says how many. A
-    /// socket from the `sendmsg` path keeps `SO_ZEROCOPY` on, so a sender wrapping it again on that
-    /// path copies (see [`Sender::new`]).
+    /// failure the buffers still lent are leaked — never reused — and the error says how many; the
+    /// ones still queued on io_uring, never submitted, come back inside it ([`TxError::Stopped`],
+    /// [`TxError::unsent`]). A socket from the `sendmsg` path keeps `SO_ZEROCOPY` on, so a sender
+    /// wrapping it again on that path copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
-        self.flush(timeout)?;
+        if let Err(e) = self.flush(timeout) {
+            let unsubmitted = self.take_unsubmitted();
+            return Err(e.handing_back(unsubmitted, []));
+        }
         Ok(on_path!(self.path, p => p.into_socket()))
+    }
+
+    /// Takes the buffers queued and not yet submitted (io_uring; none on `sendmsg`, which queues
+    /// nothing), in order.
+    pub(crate) fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
+        match &mut self.path {
+            Path::Sendmsg(_) => Vec::new(),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.take_unsubmitted(),
+        }
     }
 }
 

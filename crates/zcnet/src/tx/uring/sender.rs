@@ -487,6 +487,15 @@ impl<S: ZcSocket> UringPath<S> {
         self.run_until(Goal::Idle, Some(timeout), "flush")
     }
 
+    /// Takes the buffers queued and not yet submitted out of the queue, in order (for a close whose
+    /// flush failed, which hands them back rather than dropping them with the sender).
+    pub(crate) fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
+        self.queue
+            .drain(self.chain_len..)
+            .map(|p| UnsentBuf::new(p.buf, p.sent))
+            .collect()
+    }
+
     /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush).
     pub(crate) fn into_socket(mut self) -> S {
         self.socket.take().expect("taken once")
