@@ -42,7 +42,7 @@ use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_share, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::sweep::{self, Swept};
-use crate::wire::{self, Bench, Header};
+use crate::wire::{self, Bench, Finish, Header};
 
 /// Options shared by both benches.
 #[derive(Debug, clap::Args)]
@@ -541,6 +541,8 @@ fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
         unit: unit as u32,
         duration_ms: (common.duration * 1000.0) as u64,
         bytes: 0,
+        // A TCP stream runs for a duration: its end mark tells a whole one (UDP has end datagrams).
+        marked: bench == Bench::Tcp,
     }
 }
 
@@ -971,7 +973,9 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         let (row, received) = peer.merge_into(sent, "tcp", mode)?;
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-        if received.get("complete").and_then(Value::as_bool) == Some(false) {
+        // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
+        if received.get("complete").and_then(Value::as_bool) == Some(false) && !is_interrupted(&row)
+        {
             let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
             bail!(
                 "tcp {}: the receiver's stream ended {}: {}",
@@ -1019,8 +1023,20 @@ fn send_tcp(
     if watch.stop().is_some() || cut_short_by(&row).is_some() {
         return Ok(row);
     }
+    // The end mark says the stream is whole (or that Ctrl-C stopped it): a receiver judges a stream
+    // closed without it cut short.
+    let finish = match is_interrupted(&row) {
+        true => Finish::Interrupted,
+        false => Finish::Done,
+    };
+    let bytes = row["bytes"].as_u64().unwrap_or(0);
+    let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));
     let closed = tx.close(COMPLETION_WAIT).map_err(|e| cut_short(&e));
-    let ended = closed.and_then(|s| {
+    let ended = closed.and_then(|mut s| {
+        if let Some(mark) = mark {
+            s.write_all(&mark)
+                .map_err(|e| format!("sending the stream's end mark: {e}"))?;
+        }
         s.shutdown(std::net::Shutdown::Write)
             .map(|()| s)
             .map_err(|e| format!("shutting the stream down: {e}"))
