@@ -25,7 +25,7 @@ use crate::auto_why;
 use crate::bench_serve::Watch;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
-use crate::wire::{self, HEADER_LEN, Header, Rejected, Verifier};
+use crate::wire::{self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
 pub(crate) const WAKE: Duration = Duration::from_millis(200);
@@ -63,7 +63,7 @@ pub enum Ended {
     Idle,
     /// It opened with zcnet's magic but its header was out of bounds.
     Malformed,
-    /// Ctrl-C.
+    /// Ctrl-C, here or (its end mark says so) at the sender.
     Interrupted,
     /// Refused at accept: the receiver already took its most streams at once.
     Refused,
@@ -141,7 +141,8 @@ impl StreamReport {
     }
 
     /// Whether the stream arrived whole: closed by its peer after every byte its header announced
-    /// (a header that announces none: a duration-bound sender, whose close is its end).
+    /// (a header that announces none: a duration-bound sender, whose end mark — checked by
+    /// [`Reading::closed`] — or, from a sender with an unmarked header, close is its end).
     pub fn complete(&self) -> bool {
         self.ended == Some(Ended::Closed)
             && self
@@ -173,7 +174,8 @@ impl StreamReport {
 }
 
 /// The opening of a stream and its payload so far: the header once decided, then the pattern
-/// checked when asked.
+/// checked when asked. Of a stream whose header says it ends with the sender's end mark
+/// ([`wire::MAGIC_MARKED`]), the last [`STREAM_END_LEN`] bytes are held back until it ends.
 #[derive(Default)]
 struct Reading {
     /// The first bytes, up to [`HEADER_LEN`], until the header is decided.
@@ -182,6 +184,8 @@ struct Reading {
     header: Option<Header>,
     verifier: Option<Verifier>,
     payload: u64,
+    /// The last bytes of a marked stream, at most [`STREAM_END_LEN`]: its end mark, once it ends.
+    held: Vec<u8>,
 }
 
 impl Reading {
@@ -191,8 +195,7 @@ impl Reading {
         if !self.decided {
             let take = (HEADER_LEN - self.opening.len()).min(data.len());
             self.opening.extend_from_slice(&data[..take]);
-            let seen = self.opening.len().min(wire::MAGIC.len());
-            if self.opening.len() < HEADER_LEN && self.opening[..seen] == wire::MAGIC[..seen] {
+            if self.opening.len() < HEADER_LEN && Header::may_open(&self.opening) {
                 return Ok(());
             }
             self.decided = true;
@@ -209,22 +212,51 @@ impl Reading {
                 Err(Rejected::Malformed(why)) => return Err(why),
             }
         }
+        if !self.header.is_some_and(|h| h.marked) {
+            self.pay(data);
+            return Ok(());
+        }
+        // Pass on all but the last STREAM_END_LEN bytes seen: those may be the end mark.
+        let out = (self.held.len() + data.len()).saturating_sub(STREAM_END_LEN);
+        let from_held = out.min(self.held.len());
+        let released: Vec<u8> = self.held.drain(..from_held).collect();
+        self.pay(&released);
+        let (now, later) = data.split_at(out - from_held);
+        self.pay(now);
+        self.held.extend_from_slice(later);
+        Ok(())
+    }
+
+    /// Takes in payload bytes: checked when asked, and counted.
+    fn pay(&mut self, data: &[u8]) {
         if let Some(v) = self.verifier.as_mut() {
             v.check_stream(self.payload, data);
         }
         self.payload += data.len() as u64;
-        Ok(())
+    }
+
+    /// At the end of the stream: the sender's end mark, when the bytes held back are one; otherwise
+    /// they are payload, taken in here.
+    fn end_mark(&mut self) -> Option<(u64, Finish)> {
+        let held = std::mem::take(&mut self.held);
+        let mark = wire::decode_stream_end(&held);
+        if mark.is_none() {
+            self.pay(&held);
+        }
+        mark
     }
 
     /// Bytes received so far, header included.
     fn received(&self) -> u64 {
         let header = if self.header.is_some() { HEADER_LEN } else { 0 };
-        self.payload + (header + self.opening.len() * usize::from(!self.decided)) as u64
+        let opening = self.opening.len() * usize::from(!self.decided);
+        self.payload + (header + opening + self.held.len()) as u64
     }
 
-    /// How a stream the peer closed ended: truncated within its header or before what its header
-    /// announced, otherwise closed.
-    fn closed(&self) -> (Ended, Option<String>) {
+    /// How a stream the peer closed ended: truncated within its header, before what its header
+    /// announced, or (a marked stream) without its sender's end mark; interrupted when the end mark
+    /// says Ctrl-C stopped the sender; otherwise closed.
+    fn closed(&mut self) -> (Ended, Option<String>) {
         if !self.decided && !self.opening.is_empty() {
             return (
                 Ended::Truncated,
@@ -233,6 +265,30 @@ impl Reading {
                     self.opening.len()
                 )),
             );
+        }
+        if self.header.is_some_and(|h| h.marked) {
+            return match self.end_mark() {
+                Some((sent, _)) if sent != self.payload => (
+                    Ended::Truncated,
+                    Some(format!(
+                        "{} bytes arrived, but the sender's end mark says it sent {sent}",
+                        self.payload
+                    )),
+                ),
+                Some((_, Finish::Done)) => (Ended::Closed, None),
+                Some((sent, Finish::Interrupted)) => (
+                    Ended::Interrupted,
+                    Some(format!("Ctrl-C stopped the sender after {sent} bytes")),
+                ),
+                None => (
+                    Ended::Truncated,
+                    Some(format!(
+                        "closed after {} bytes without the sender's end mark: the sender stopped \
+                         before it finished (killed, or its connection cut)",
+                        self.payload
+                    )),
+                ),
+            };
         }
         match self.header.map(|h| h.bytes) {
             Some(announced) if announced != 0 && self.payload < announced => (
@@ -282,6 +338,8 @@ pub fn receive_stream(
         ),
         Ok(mut rx) => {
             let end = read_to_end(&mut rx, &mut reading, ticker, watch);
+            // Bytes held back for an end mark that did not come are payload.
+            reading.end_mark();
             report.stats = *rx.stats();
             report.fallback = rx.fallback().map(|f| in_flag_words(&f.to_string()));
             end

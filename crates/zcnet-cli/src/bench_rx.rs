@@ -578,6 +578,8 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
         unit: write as u32,
         duration_ms: 0,
         bytes: total,
+        // The byte count it announces tells a whole stream.
+        marked: false,
     });
     let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
     report::emit(&format!(

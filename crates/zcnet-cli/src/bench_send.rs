@@ -42,7 +42,7 @@ use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_share, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::sweep::{self, Swept};
-use crate::wire::{self, Bench, Header};
+use crate::wire::{self, Bench, Finish, Header};
 
 /// Options shared by both benches.
 #[derive(Debug, clap::Args)]
@@ -326,6 +326,21 @@ struct Measured {
     interrupted: bool,
     /// Why the [`SendWatch`] ended the run for want of progress.
     stalled: Option<String>,
+    /// Why a send error ended the run, in the bench's words ([`cut_short`]).
+    failed: Option<String>,
+}
+
+/// Why the send error `e` ended a run, in the bench's words: a peer that went away is named as such
+/// (the library's own text speaks to programs holding a sender); any other error as it is.
+fn cut_short(e: &zcnet::tx::TxError) -> String {
+    match e.raw_os_error() {
+        Some(libc::ECONNRESET) => "the peer reset the connection (ECONNRESET)".into(),
+        Some(libc::EPIPE) => "the peer closed the connection (EPIPE)".into(),
+        Some(libc::ECONNREFUSED) => {
+            "the peer refused the datagrams: nothing listens there any more (ECONNREFUSED)".into()
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// The sender's configuration; `send_timeout` is the library's wait for buffer space (none for TCP,
@@ -366,7 +381,8 @@ type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
 
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
-/// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far.
+/// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far; so does
+/// any other send error (a peer that went away), the run then marked `failed` with why.
 fn timed<S: ZcSocket>(
     tx: &mut Sender<S>,
     pool: &BufferPool,
@@ -397,12 +413,12 @@ fn timed<S: ZcSocket>(
         }
         tx.flush(COMPLETION_WAIT)
     })();
-    let mut stalled = None;
+    let (mut stalled, mut failed) = (None, None);
     if let Err(e) = sent {
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
-            None => return Err(e.into()),
+            None => failed = Some(cut_short(&e)),
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -412,6 +428,7 @@ fn timed<S: ZcSocket>(
         usage,
         interrupted,
         stalled,
+        failed,
     })
 }
 
@@ -473,6 +490,7 @@ fn row<S: ZcSocket>(
         "registered": bench_api::registered(tx),
         "interrupted": m.interrupted,
         "stalled": m.stalled,
+        "failed": m.failed,
         "copy_cheaper": s.copy_cheaper,
         "cost_comparisons": s.cost_comparisons,
         "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
@@ -523,6 +541,8 @@ fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> Header {
         unit: unit as u32,
         duration_ms: (common.duration * 1000.0) as u64,
         bytes: 0,
+        // A TCP stream runs for a duration: its end mark tells a whole one (UDP has end datagrams).
+        marked: bench == Bench::Tcp,
     }
 }
 
@@ -827,24 +847,34 @@ fn is_interrupted(row: &Row) -> bool {
     row.get("interrupted").and_then(Value::as_bool) == Some(true)
 }
 
-/// Why the run of `row` stalled (see [`SendWatch`]), if it did.
-fn stalled(row: &Row) -> Option<&str> {
-    row.get("stalled").and_then(Value::as_str)
+/// Why the run of `row` ended before its duration on this side: it stalled (see [`SendWatch`]) or
+/// a send failed ([`cut_short`]), if it did.
+fn cut_short_by(row: &Row) -> Option<&str> {
+    ["stalled", "failed"]
+        .iter()
+        .find_map(|key| row.get(*key).and_then(Value::as_str))
 }
 
 /// Runs `one_run` for every (round, size, mode, api) of the [`schedule`] of `sizes`, stopping after a
-/// run that was interrupted or stalled, and prints the summary of the rows (each with its round) —
-/// with `--sizes`, then the crossover and the `--plot`; a stalled run then fails the bench with what
-/// was seen.
+/// run that was interrupted, stalled or failed, and prints the summary of the rows (each with its
+/// round) — with `--sizes`, then the crossover and the `--plot`; a stalled or failed run then fails
+/// the bench with what was seen. A run that ends in an error without a row (a peer that refuses the
+/// connection) still gets the rows of the runs before it printed, then fails the bench.
 fn run_rounds(
     (common, bench, sizes): (&Common, &str, &[usize]),
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
     for (round, size, mode, api) in schedule(common, sizes) {
-        let mut row = one_run(size, mode, api)?;
+        let mut row = match one_run(size, mode, api) {
+            Ok(row) => row,
+            Err(e) => {
+                print_summary(&rows, common);
+                return Err(e);
+            }
+        };
         row.insert("round".into(), json!(round));
-        let stop = is_interrupted(&row) || stalled(&row).is_some();
+        let stop = is_interrupted(&row) || cut_short_by(&row).is_some();
         rows.push(row);
         if stop {
             break;
@@ -861,7 +891,7 @@ fn run_rounds(
         sweep::finish(&rows, &swept, common.json, common.plot.as_deref())?;
     }
     if let Some(row) = rows.last()
-        && let Some(why) = stalled(row)
+        && let Some(why) = cut_short_by(row)
     {
         let name = |key| row.get(key).and_then(Value::as_str).unwrap_or("?");
         bail!(
@@ -933,16 +963,19 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             .in_sender(|| timeouts.connect(addr))
             .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, (common, timeouts)));
         if let Ok(row) = &sent
-            && row.get("stalled").is_some_and(|v| !v.is_null())
+            && cut_short_by(row).is_some()
         {
-            // The watch reset the connection: the receiver has nothing whole to report.
+            // The watch reset the connection, or the receiver went away: it has nothing whole to
+            // report.
             peer.abandon();
             return sent;
         }
         let (row, received) = peer.merge_into(sent, "tcp", mode)?;
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-        if received.get("complete").and_then(Value::as_bool) == Some(false) {
+        // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
+        if received.get("complete").and_then(Value::as_bool) == Some(false) && !is_interrupted(&row)
+        {
             let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
             bail!(
                 "tcp {}: the receiver's stream ended {}: {}",
@@ -987,23 +1020,38 @@ fn send_tcp(
         (size, &mut |_| {}),
         (common, Some(&watch)),
     )?;
-    if watch.stop().is_some() {
+    if watch.stop().is_some() || cut_short_by(&row).is_some() {
         return Ok(row);
     }
-    let closed = tx.close(COMPLETION_WAIT).map_err(anyhow::Error::from);
-    let stream = match closed.and_then(|s| Ok(s.shutdown(std::net::Shutdown::Write).map(|()| s)?)) {
+    // The end mark says the stream is whole (or that Ctrl-C stopped it): a receiver judges a stream
+    // closed without it cut short.
+    let finish = match is_interrupted(&row) {
+        true => Finish::Interrupted,
+        false => Finish::Done,
+    };
+    let bytes = row["bytes"].as_u64().unwrap_or(0);
+    let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));
+    let closed = tx.close(COMPLETION_WAIT).map_err(|e| cut_short(&e));
+    let ended = closed.and_then(|mut s| {
+        if let Some(mark) = mark {
+            s.write_all(&mark)
+                .map_err(|e| format!("sending the stream's end mark: {e}"))?;
+        }
+        s.shutdown(std::net::Shutdown::Write)
+            .map(|()| s)
+            .map_err(|e| format!("shutting the stream down: {e}"))
+    });
+    let stream = match ended {
         Ok(stream) => stream,
-        Err(e) => match watch.stop() {
-            Some(Stop::Interrupted) => {
-                row.insert("interrupted".into(), json!(true));
-                return Ok(row);
-            }
-            Some(Stop::Stalled(why)) => {
-                row.insert("stalled".into(), json!(why));
-                return Ok(row);
-            }
-            None => return Err(e),
-        },
+        Err(why) => {
+            let (key, value) = match watch.stop() {
+                Some(Stop::Interrupted) => ("interrupted", json!(true)),
+                Some(Stop::Stalled(why)) => ("stalled", json!(why)),
+                None => ("failed", json!(why)),
+            };
+            row.insert(key.into(), value);
+            return Ok(row);
+        }
     };
     drop(watch);
     // Wait (bounded, and no longer once Ctrl-C came) for the receiver to close, so that every byte
@@ -1178,6 +1226,11 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             .context("binding the UDP sender")
             .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
         let mut row = match peer {
+            Some(peer) if sent.as_ref().is_ok_and(|row| cut_short_by(row).is_some()) => {
+                // The receiver went away: it has nothing whole to report.
+                peer.abandon();
+                sent?
+            }
             Some(peer) => {
                 let (row, received) = peer.merge_into(sent, "udp", mode)?;
                 if received.get("complete").and_then(Value::as_bool) == Some(false) {
@@ -1284,7 +1337,7 @@ fn send_udp(
             raw: common.apart.raw,
         };
         let row = bench_send_mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
-        (row, socket)
+        (row, Some(socket))
     } else {
         send_pooled(socket, dest, path, (mode, api), (size, unit), args)?
     };
@@ -1298,7 +1351,7 @@ fn send_udp(
         "cpu_ns_per_packet".into(),
         json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
     );
-    if !common.apart.raw {
+    if let (false, Some(socket)) = (common.apart.raw, socket) {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
         let end = wire::encode_end(datagrams, bytes);
         for _ in 0..END_REPEATS {
@@ -1311,7 +1364,8 @@ fn send_udp(
 }
 
 /// The measured part of a UDP run of a pooled sender (`sendmsg`, `io_uring`): its row, and the
-/// socket back once every buffer has come back.
+/// socket back once every buffer has come back (`None`, the row marked `failed`, when the wait for
+/// them failed: a peer gone, whose errors keep coming).
 fn send_pooled(
     socket: UdpSocket,
     dest: SocketAddr,
@@ -1319,7 +1373,7 @@ fn send_pooled(
     (mode, api): (Mode, Api),
     (size, unit): (usize, usize),
     args: &UdpArgs,
-) -> Result<(Row, UdpSocket)> {
+) -> Result<(Row, Option<UdpSocket>)> {
     let common = &args.common;
     let pool = new_pool(size, unit, common.huge_pages)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
@@ -1333,7 +1387,7 @@ fn send_pooled(
         }
     };
     let send = (size, &mut stamp as Stamp<'_>);
-    let row = measure(
+    let mut row = measure(
         &mut tx,
         &pool,
         "udp",
@@ -1343,7 +1397,15 @@ fn send_pooled(
         send,
         (common, None),
     )?;
-    Ok((row, tx.close(COMPLETION_WAIT)?))
+    match tx.close(COMPLETION_WAIT) {
+        Ok(socket) => Ok((row, Some(socket))),
+        Err(e) => {
+            if cut_short_by(&row).is_none() {
+                row.insert("failed".into(), json!(cut_short(&e)));
+            }
+            Ok((row, None))
+        }
+    }
 }
 
 /// What a `bench udp --listen` receiver reads: a UDP socket, or an AF_XDP UDP endpoint

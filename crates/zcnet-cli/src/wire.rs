@@ -2,6 +2,13 @@
 //! 32-byte header (bench, mode, unit, duration, whether to verify), then payload whose every byte is
 //! known, then for UDP an end datagram with the sender's totals.
 //!
+//! A `bench tcp` stream runs for a duration, so its close alone does not tell a sender that finished
+//! from one killed midway: its header opens with [`MAGIC_MARKED`] instead of [`MAGIC`], and its last
+//! [`STREAM_END_LEN`] bytes are the sender's end mark ([`encode_stream_end`]: the payload bytes it
+//! sent, and whether its duration ran out or Ctrl-C stopped it). A receiver holds back that many
+//! bytes of such a stream until it ends; a stream closed without the mark was cut short. A receiver
+//! that knows only [`MAGIC`] counts such a stream as foreign (not verified) rather than refusing it.
+//!
 //! The payload repeats a unit of `unit` bytes (the send size for TCP, the datagram for UDP) filled with
 //! `'a' + i % 26`, the pattern the kernel's msg_zerocopy tool sends, so that a zcnet sender with
 //! `--raw` (no header) is accepted by `msg_zerocopy -r`. A stream that does not open with the header
@@ -19,6 +26,13 @@ use rustix::net::sockopt;
 
 /// First bytes of a bench stream (and of the header datagram of a UDP run).
 pub const MAGIC: &[u8; 8] = b"ZCNETBH1";
+/// First bytes of a bench stream that ends with the sender's end mark ([`encode_stream_end`]); the
+/// header is otherwise [`MAGIC`]'s.
+pub const MAGIC_MARKED: &[u8; 8] = b"ZCNETBH2";
+/// First bytes of the end mark of a stream opened with [`MAGIC_MARKED`].
+pub const STREAM_END_MAGIC: &[u8; 8] = b"ZCNETSE1";
+/// Bytes of the end mark of a stream.
+pub const STREAM_END_LEN: usize = 24;
 /// First bytes of the datagram that ends a UDP run.
 pub const END_MAGIC: &[u8; 8] = b"ZCNETEN1";
 /// Bytes of [`Header`] on the wire.
@@ -54,6 +68,17 @@ pub struct Header {
     pub duration_ms: u64,
     /// Bytes the sender will send after the header (0: unknown, until the stream ends).
     pub bytes: u64,
+    /// Whether the stream ends with the sender's end mark ([`MAGIC_MARKED`]).
+    pub marked: bool,
+}
+
+/// How the sender of a stream with an end mark stopped sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Its duration ran out: the stream is whole.
+    Done = 0,
+    /// Ctrl-C stopped it before its duration ran out.
+    Interrupted = 1,
 }
 
 /// Mode names in header order.
@@ -89,7 +114,7 @@ impl Header {
     /// The header's bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
-        b[..8].copy_from_slice(MAGIC);
+        b[..8].copy_from_slice(if self.marked { MAGIC_MARKED } else { MAGIC });
         b[8] = self.bench as u8;
         b[9] = self.mode;
         b[10] = u8::from(self.verify);
@@ -99,11 +124,13 @@ impl Header {
         b
     }
 
-    /// The header in `b`: [`Rejected::Foreign`] when `b` does not open with [`MAGIC`],
-    /// [`Rejected::Malformed`] when it does but a field is out of bounds — every field is checked
-    /// here, before a receiver sizes anything by it.
+    /// The header in `b`: [`Rejected::Foreign`] when `b` does not open with [`MAGIC`] or
+    /// [`MAGIC_MARKED`], [`Rejected::Malformed`] when it does but a field is out of bounds — every
+    /// field is checked here, before a receiver sizes anything by it.
     pub fn decode(b: &[u8]) -> Result<Header, Rejected> {
-        if b.len() < MAGIC.len() || &b[..MAGIC.len()] != MAGIC {
+        let magic = b.get(..MAGIC.len());
+        let marked = magic == Some(MAGIC_MARKED);
+        if magic != Some(MAGIC) && !marked {
             return Err(Rejected::Foreign);
         }
         let malformed = |why: String| Err(Rejected::Malformed(why));
@@ -144,7 +171,17 @@ impl Header {
             unit,
             duration_ms,
             bytes: u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")),
+            marked,
         })
+    }
+
+    /// Whether `opening`, the first bytes of a stream (fewer than [`HEADER_LEN`]), may still open a
+    /// header: they are the start of [`MAGIC`] or [`MAGIC_MARKED`].
+    pub fn may_open(opening: &[u8]) -> bool {
+        let seen = opening.len().min(MAGIC.len());
+        [MAGIC, MAGIC_MARKED]
+            .iter()
+            .any(|m| opening[..seen] == m[..seen])
     }
 
     /// The sender's mode name.
@@ -171,6 +208,29 @@ pub fn decode_end(b: &[u8]) -> Option<(u64, u64)> {
         u64::from_le_bytes(b[8..16].try_into().ok()?),
         u64::from_le_bytes(b[16..24].try_into().ok()?),
     ))
+}
+
+/// The end mark of a stream opened with [`MAGIC_MARKED`]: the payload bytes sent before it, and how
+/// the sender stopped.
+pub fn encode_stream_end(bytes: u64, finish: Finish) -> [u8; STREAM_END_LEN] {
+    let mut b = [0u8; STREAM_END_LEN];
+    b[..8].copy_from_slice(STREAM_END_MAGIC);
+    b[8..16].copy_from_slice(&bytes.to_le_bytes());
+    b[16] = finish as u8;
+    b
+}
+
+/// The (payload bytes, finish) of a stream's end mark, or `None` when `b` is not one.
+pub fn decode_stream_end(b: &[u8]) -> Option<(u64, Finish)> {
+    if b.len() != STREAM_END_LEN || &b[..8] != STREAM_END_MAGIC || b[17..] != [0; 7] {
+        return None;
+    }
+    let finish = match b[16] {
+        0 => Finish::Done,
+        1 => Finish::Interrupted,
+        _ => return None,
+    };
+    Some((u64::from_le_bytes(b[8..16].try_into().ok()?), finish))
 }
 
 /// Sends one header or end datagram of a UDP run on the connected `socket` with a TTL (IPv4) or hop
@@ -319,8 +379,21 @@ mod tests {
             unit: 65536,
             duration_ms: 2000,
             bytes: 1 << 30,
+            marked: false,
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let marked = Header { marked: true, ..h };
+        assert_eq!(&marked.encode()[..8], MAGIC_MARKED);
+        assert_eq!(Header::decode(&marked.encode()), Ok(marked));
+        assert!(Header::may_open(b"ZCNETB") && Header::may_open(b"ZCNETBH2"));
+        assert!(!Header::may_open(b"ZCNETBH3") && !Header::may_open(b"abc"));
+        for finish in [Finish::Done, Finish::Interrupted] {
+            let end = encode_stream_end(7 << 30, finish);
+            assert_eq!(decode_stream_end(&end), Some((7 << 30, finish)));
+        }
+        let mut bad = encode_stream_end(1, Finish::Done);
+        bad[16] = 2;
+        assert_eq!(decode_stream_end(&bad), None);
         assert_eq!(h.mode_name(), "zerocopy");
         // msg_zerocopy's payload and tcp_mmap's random bytes are not headers.
         let mut foreign = [0u8; HEADER_LEN];
@@ -328,6 +401,7 @@ mod tests {
         assert_eq!(Header::decode(&foreign), Err(Rejected::Foreign));
         assert_eq!(decode_end(&encode_end(3, 4200)), Some((3, 4200)));
         assert_eq!(decode_end(&foreign[..END_LEN]), None);
+        assert_eq!(decode_stream_end(&foreign[..STREAM_END_LEN]), None);
     }
 
     #[test]
@@ -339,6 +413,7 @@ mod tests {
             unit: MAX_UNIT,
             duration_ms: MAX_DURATION_MS,
             bytes: u64::MAX,
+            marked: false,
         }
         .encode();
         assert!(Header::decode(&good).is_ok());

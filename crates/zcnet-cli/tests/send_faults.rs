@@ -1,17 +1,20 @@
 //! TCP senders against peers and paths that stop taking data: a peer that never reads, a DROP rule
 //! in the middle of a stream, a SYN that is dropped, Ctrl-C while a send or a connect blocks, and
-//! the one-process `bench rx` whose sender process is stopped or killed. Each must end within a generous bound
-//! (these check that nothing hangs; the figures are not timed) with a reason naming what was seen.
+//! the one-process `bench rx` whose sender process is stopped or killed, a `bench tcp|udp` sender whose
+//! receiver dies in its second mode. Each must end within a generous bound (these check that nothing
+//! hangs; the figures are not timed) with a reason naming what was seen.
 
 mod common;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, nft_usable, only_child, sigint};
+use common::{
+    ZCNET, json_lines, json_rows, listen_command, nft_usable, only_child, sigint, start_listener,
+};
 use testnet::{VethConfig, VethPair};
 
 /// Far above every timeout the tests pass (1 to 2 s): only a hang reaches it.
@@ -243,4 +246,113 @@ fn a_stopped_or_killed_sender_process_ends_the_one_process_bench_rx() {
             "the sender process is left: {stat:?}"
         );
     }
+}
+
+/// Runs the sender `cmd` (`--mode copy,zerocopy --json` with interval lines) until its first interval
+/// line of the zerocopy mode, then ends its receiver with `kill` (given the sender's pid), and returns
+/// the sender's output: its copy mode finished whole, its zerocopy mode was cut short.
+fn kill_receiver_in_second_mode(cmd: &mut Command, kill: impl FnOnce(u32)) -> Output {
+    let mut child = spawn(cmd);
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).unwrap();
+        assert!(
+            n > 0,
+            "the sender ended before its zerocopy mode ran: {seen}"
+        );
+        seen.push_str(&line);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["interval"] == true && v["mode"] == "zerocopy" {
+            break;
+        }
+    }
+    kill(child.id());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let (mut out, _) = finish_within(child, "the sender");
+    out.stdout = [seen.into_bytes(), rest.into_bytes()].concat();
+    out
+}
+
+/// The sender's output once its receiver died in the zerocopy mode: exit 1, the copy row whole, the
+/// zerocopy row marked `failed` with `why`, and the error said once on standard error in the
+/// bench's words.
+fn check_cut_short(out: &Output, what: &str, why: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{what}: {err}{stdout}");
+    let rows = json_rows(&stdout);
+    let modes: Vec<_> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["copy", "zerocopy"], "{what}: {stdout}{err}");
+    assert!(rows[0]["failed"].is_null(), "{what}: {}", rows[0]);
+    assert!(
+        rows[0]["bytes"].as_u64().unwrap() > 0,
+        "{what}: {}",
+        rows[0]
+    );
+    let failed = rows[1]["failed"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: {}", rows[1]));
+    assert!(why.iter().any(|w| failed.contains(w)), "{what}: {failed}");
+    let errors: Vec<_> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{what}: {err}");
+    assert!(
+        errors[0].contains("the sendmsg zerocopy run stopped after") && errors[0].contains(failed),
+        "{what}: {err}"
+    );
+    assert!(!err.contains("flush() or close()"), "{what}: {err}");
+}
+
+/// The sender flags of a two-mode run whose receiver the test ends in the second mode.
+const TWO_MODES: [&str; 8] = [
+    "--mode",
+    "copy,zerocopy",
+    "--duration",
+    "3",
+    "--interval",
+    "0.1",
+    "--json",
+    "--no-verify",
+];
+
+/// A `bench BENCH --listen` receiver, and the command of a two-mode sender to it.
+fn listener_and_sender(bench: &str) -> (Child, Command) {
+    let (listener, addr, _) = start_listener(&mut listen_command(bench));
+    let mut sender = Command::new(ZCNET);
+    sender
+        .args(["bench", bench, "--connect", &addr.to_string()])
+        .args(TWO_MODES);
+    (listener, sender)
+}
+
+#[test]
+fn a_tcp_or_udp_sender_whose_listener_dies_keeps_the_finished_rows() {
+    // TCP: SIGKILL, and Ctrl-C (the listener then ends its streams the same way): a reset. UDP: the
+    // datagrams are refused once the listener's socket is gone.
+    for (bench, signal, why) in [
+        ("tcp", "-KILL", &["the peer reset", "the peer closed"][..]),
+        ("tcp", "-INT", &["the peer reset", "the peer closed"]),
+        ("udp", "-KILL", &["ECONNREFUSED"]),
+    ] {
+        let (listener, mut sender) = listener_and_sender(bench);
+        let out = kill_receiver_in_second_mode(&mut sender, |_| {
+            testnet::run_checked("kill", &[signal, &listener.id().to_string()]).expect("kill");
+        });
+        let _ = finish_within(listener, "the listener");
+        check_cut_short(&out, &format!("{bench} {signal}"), why);
+    }
+}
+
+#[test]
+fn the_one_process_bench_tcp_whose_receiver_is_killed_keeps_the_finished_rows() {
+    let mut bench = Command::new(ZCNET);
+    bench.args(["bench", "tcp"]).args(TWO_MODES);
+    let out = kill_receiver_in_second_mode(&mut bench, |pid| {
+        // The receiver process of the zerocopy mode: the copy mode's was waited for.
+        let receiver = only_child(pid);
+        testnet::run_checked("kill", &["-KILL", &receiver.to_string()]).expect("kill");
+    });
+    check_cut_short(&out, "one-process", &["the peer reset", "the peer closed"]);
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_rows, sigint, start_listener, stdout_of, u};
+use common::{ZCNET, json_rows, listen_command, sigint, start_listener, stdout_of, u};
 use serde_json::Value;
 
 /// The rows of a run and its crossover objects, apart.
@@ -249,16 +249,7 @@ fn rx_sweep_sums_its_rounds_per_size_and_mode() {
 #[test]
 fn tcp_and_rx_sweeps_apart_send_a_stream_per_size_and_mode() {
     for bench in ["tcp", "rx"] {
-        let mut listen = Command::new(ZCNET);
-        listen.args([
-            "bench",
-            bench,
-            "--listen",
-            "127.0.0.1:0",
-            "--json",
-            "--interval",
-            "0",
-        ]);
+        let mut listen = listen_command(bench);
         if bench == "rx" {
             listen.args(["--mode", "copy,zerocopy"]);
         }

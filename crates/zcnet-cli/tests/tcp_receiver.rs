@@ -1,14 +1,15 @@
 //! The TCP receivers of `zcnet bench tcp --listen` and `bench rx --listen` against hostile and broken
 //! peers, over loopback: one live receiver of each takes a table of resets, garbage, malformed and
-//! truncated headers, a truncated payload and a silent peer, each followed by a real zcnet sender
-//! whose stream must verify; every hostile stream ends with its own row saying how, and the receiver
-//! lives on to the end, where it fails naming the streams asked to verify that did not.
+//! truncated headers, a truncated payload, a stream without its end mark or with a false one and a
+//! silent peer, each followed by a real zcnet sender whose stream must verify; every hostile stream
+//! ends with its own row saying how, and the receiver lives on to the end, where it fails naming the
+//! streams asked to verify that did not. A real sender killed or interrupted midway is not whole.
 
 mod common;
 
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -188,6 +189,22 @@ fn header(bench: u8, mode: u8, unit: u32, bytes: u64) -> Vec<u8> {
     b
 }
 
+/// The header of a duration-bound stream (one second) that ends with its sender's end mark.
+fn marked_header(bench: u8, unit: u32) -> Vec<u8> {
+    let mut b = header(bench, 0, unit, 0);
+    b[..8].copy_from_slice(b"ZCNETBH2");
+    b[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    b
+}
+
+/// The end mark of a marked stream: magic, the payload bytes sent, 0 (its duration ran out).
+fn end_mark(bytes: u64) -> Vec<u8> {
+    let mut b = b"ZCNETSE1".to_vec();
+    b.extend(bytes.to_le_bytes());
+    b.extend([0; 8]);
+    b
+}
+
 /// `n` bytes of the pattern of units of `unit` bytes.
 fn pattern(n: usize, unit: usize) -> Vec<u8> {
     (0..n).map(|i| b'a' + ((i % unit) % 26) as u8).collect()
@@ -230,6 +247,15 @@ fn hostile_table(bench: &str, extra: &[&str]) {
     let announced = 1u64 << 20;
     let valid_head = header(bench_byte, 1, unit as u32, announced);
     let with_payload = |n: usize| [valid_head.clone(), pattern(n, unit)].concat();
+    let marked = |n: usize, mark: Option<u64>| {
+        let mark = mark.map(end_mark).unwrap_or_default();
+        [
+            marked_header(bench_byte, unit as u32),
+            pattern(n, unit),
+            mark,
+        ]
+        .concat()
+    };
     let garbage: Vec<u8> = (0..4096u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -292,6 +318,18 @@ fn hostile_table(bench: &str, extra: &[&str]) {
             hostile: Box::new(|| send_then_close(addr, &with_payload(100 << 10), false)),
             ended: "truncated",
             reason: "102400 of the 1048576 bytes",
+        },
+        Case {
+            name: "a marked stream closed without its end mark",
+            hostile: Box::new(|| send_then_close(addr, &marked(100 << 10, None), false)),
+            ended: "truncated",
+            reason: "closed after 102400 bytes without the sender's end mark",
+        },
+        Case {
+            name: "an end mark that counts more than arrived",
+            hostile: Box::new(|| send_then_close(addr, &marked(100 << 10, Some(1 << 20)), false)),
+            ended: "truncated",
+            reason: "102400 bytes arrived, but the sender's end mark says it sent 1048576",
         },
     ];
     for Case {
@@ -416,4 +454,45 @@ fn a_vanished_peer_is_found_by_keepalive() {
     );
     drop(peer);
     rx.stop();
+}
+
+/// A real `bench tcp` sender killed midway closes its stream (the kernel sends its FIN) without the
+/// end mark: the stream is truncated, not complete, and fails the receiver. One stopped by Ctrl-C
+/// ends with an end mark saying so: interrupted, not complete, and not judged.
+#[test]
+fn a_tcp_stream_whose_sender_is_killed_or_interrupted_is_not_complete() {
+    let mut rx = Receiver::start("tcp", &[]);
+    for (signal, ended, reason) in [
+        ("-KILL", "truncated", "without the sender's end mark"),
+        ("-INT", "interrupted", "Ctrl-C stopped the sender"),
+    ] {
+        let mut sender = Command::new(ZCNET)
+            .args(["bench", "tcp", "--connect", &rx.addr.to_string()])
+            .args(["--mode", "copy", "--duration", "60", "--interval", "0.1"])
+            .arg("--json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first interval line: the stream is flowing.
+        let mut stdout = BufReader::new(sender.stdout.take().unwrap());
+        stdout.read_line(&mut String::new()).unwrap();
+        testnet::run_checked("kill", &[signal, &sender.id().to_string()]).expect("kill");
+        std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
+        let status = sender.wait().unwrap();
+        assert_eq!(status.success(), signal == "-INT", "{signal}: {status}");
+        let row = rx.row(signal, |r| r["zcnet_header"] == true);
+        assert_eq!(row["ended"], ended, "{signal}: {row}");
+        assert!(row["reason"].as_str().unwrap().contains(reason), "{row}");
+        assert_eq!(row["complete"], false, "{signal}: {row}");
+        assert_eq!(row["verified"], false, "{signal}: {row}");
+        assert_eq!(row["data_errors"], 0, "{signal}: {row}");
+    }
+    // Only the killed sender's stream is judged.
+    let (status, stderr) = rx.interrupt();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("without the sender's end mark") && !stderr.contains("Ctrl-C stopped"),
+        "{stderr}"
+    );
 }

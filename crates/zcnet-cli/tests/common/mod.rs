@@ -94,6 +94,15 @@ pub fn interrupt_and_finish(child: Child, mut stdout: impl Read) -> String {
     rest
 }
 
+/// `zcnet bench BENCH --listen 127.0.0.1:0 --json --interval 0`: a receiver on loopback, for
+/// [`start_listener`].
+pub fn listen_command(bench: &str) -> Command {
+    let mut cmd = Command::new(ZCNET);
+    cmd.args(["bench", bench, "--listen", "127.0.0.1:0"])
+        .args(["--json", "--interval", "0"]);
+    cmd
+}
+
 /// Starts a `--listen … --json` receiver with `cmd`; returns it, the address it announced on its
 /// first line, and the rest of its stdout.
 pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildStdout>) {
