@@ -32,7 +32,7 @@ use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_api::{self, Api};
 use crate::bench_listen;
-use crate::bench_listen_udp;
+use crate::bench_listen_udp::{self, DatagramReport};
 use crate::bench_send_mmsg::{self, MmsgSend};
 use crate::bench_send_xdp::{self, XdpSend};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
@@ -1254,8 +1254,10 @@ fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api sendmmsg with {why}")).into())
 }
 
-/// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
-/// end datagrams with the totals.
+/// Sends one UDP run in `mode`: header datagrams (unless `--raw`) until the receiver answers, the
+/// pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
+/// refuses the run (it is busy with another sender's); a receiver that does not answer is sent to
+/// all the same.
 fn send_udp(
     socket: UdpSocket,
     dest: SocketAddr,
@@ -1268,12 +1270,15 @@ fn send_udp(
     let common = &args.common;
     socket.connect(dest)?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
-    const REPEATS: usize = 3;
     const END_REPEATS: usize = 6;
     if !common.apart.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
-        for _ in 0..REPEATS {
-            wire::send_control(&socket, &h).context("sending the header datagram")?;
+        let answer = wire::offer_header(&socket, &h).context("sending the header datagram")?;
+        if let Some(wire::Answer::Refused(why)) = answer {
+            bail!(
+                "udp {}: the receiver at {dest} refused the run: {why}",
+                mode.name()
+            );
         }
     }
     let (mut row, socket) = if api == Api::Sendmmsg {
@@ -1371,12 +1376,19 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
     };
     bench_listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
+    let print = |report: &DatagramReport| {
+        let row = bench_listen_udp::datagram_row(local, report);
+        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+    };
     loop {
         let ticker = || receiver_ticker(common, "udp", None);
+        let refused = &mut |r: &DatagramReport| print(r);
         let report = match &mut listener {
-            UdpListener::Socket(socket) => bench_listen_udp::receive_datagrams(socket, ticker)?,
+            UdpListener::Socket(socket) => {
+                bench_listen_udp::receive_datagrams(socket, ticker, refused)?
+            }
             UdpListener::Endpoint(endpoint) => {
-                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker)?
+                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker, refused)?
             }
         };
         let Some(report) = report else { break };
