@@ -97,7 +97,8 @@ pub enum RunEnd {
 }
 
 impl RunEnd {
-    fn name(self) -> &'static str {
+    /// The name rows carry.
+    pub fn name(self) -> &'static str {
         match self {
             RunEnd::EndDatagram => "end datagram",
             RunEnd::Idle => "idle",
@@ -163,6 +164,11 @@ impl DatagramReport {
             why.push("the sender's end datagram never arrived (the run's tail is unknown)".into());
         }
         (!why.is_empty()).then(|| why.join(", "))
+    }
+
+    /// Why the run was refused, or did not arrive whole and right ([`Self::shortfall`]).
+    pub fn reason(&self) -> Option<String> {
+        self.refusal.clone().or_else(|| self.shortfall())
     }
 }
 
@@ -718,7 +724,7 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "data_errors": r.data_errors,
         "end": r.end.name(),
         "complete": r.refusal.is_none() && r.shortfall().is_none(),
-        "reason": r.refusal.clone().or_else(|| r.shortfall()),
+        "reason": r.reason(),
         "interrupted": r.interrupted,
     }))
 }

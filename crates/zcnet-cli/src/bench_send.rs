@@ -1039,7 +1039,7 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
     let how = Serving {
         rows: Rows {
             bench: "tcp",
-            columns: RECEIVER_COLUMNS,
+            columns: TCP_RECEIVER_COLUMNS,
             json: common.json,
         },
         once: common.apart.once,
@@ -1056,7 +1056,22 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
 /// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
 const TCP_READ: usize = 512 << 10;
 
-pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
+/// The text columns of a `bench tcp --listen` stream row.
+const TCP_RECEIVER_COLUMNS: &[Column] = &[
+    ("bench", "bench"),
+    ("peer", "peer"),
+    ("sender_mode", "sender"),
+    ("bytes", "bytes"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("data_errors", "data errors"),
+    ("ended", "ended"),
+    ("complete", "complete"),
+];
+
+/// The text columns of a `bench udp --listen` run row.
+const UDP_RECEIVER_COLUMNS: &[Column] = &[
     ("bench", "bench"),
     ("peer", "peer"),
     ("local", "local"),
@@ -1067,13 +1082,15 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("duplicated", "dup"),
     ("reordered", "reordered"),
     ("foreign", "foreign"),
+    ("rejected", "rejected"),
     ("socket_drops", "socket drops"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
     ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("data_errors", "data errors"),
-    ("ended", "ended"),
+    ("end", "end"),
+    ("complete", "complete"),
 ];
 
 /// Ends this process when standard input closes: the one-process mode's receiver must not outlive
@@ -1376,13 +1393,21 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
     };
     bench_listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
-    let print = |report: &DatagramReport| {
-        let row = bench_listen_udp::datagram_row(local, report);
-        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+    let print = |report: &DatagramReport, fields: Row| {
+        let mut row = bench_listen_udp::datagram_row(local, report);
+        row.extend(fields);
+        print_rows(&[row], UDP_RECEIVER_COLUMNS, common.json);
+        if let (false, Some(why)) = (common.json, report.reason()) {
+            let from = report.peer.map_or("?".into(), |p| p.to_string());
+            report::emit(&format!(
+                "the run from {from} ended {}: {why}\n",
+                report.end.name()
+            ));
+        }
     };
     loop {
         let ticker = || receiver_ticker(common, "udp", None);
-        let refused = &mut |r: &DatagramReport| print(r);
+        let refused = &mut |r: &DatagramReport| print(r, Row::new());
         let report = match &mut listener {
             UdpListener::Socket(socket) => {
                 bench_listen_udp::receive_datagrams(socket, ticker, refused)?
@@ -1392,11 +1417,11 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
             }
         };
         let Some(report) = report else { break };
-        let mut row = bench_listen_udp::datagram_row(local, &report);
+        let mut fields = Row::new();
         if let UdpListener::Endpoint(endpoint) = &listener {
-            bench_send_xdp::add_endpoint_fields(&mut row, endpoint);
+            bench_send_xdp::add_endpoint_fields(&mut fields, endpoint);
         }
-        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        print(&report, fields);
         if let Some(why) = report.shortfall() {
             let from = report.peer.map_or("?".into(), |p| p.to_string());
             shortfalls.push(format!("the run from {from}: {why}"));

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, interrupt_and_finish, json_rows, stdout_of, succeeded};
+use common::{ZCNET, interrupt_and_finish, json_rows, start_reading, stdout_of, succeeded};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -333,17 +333,12 @@ fn processes_tagged(tag: &str) -> Vec<String> {
 /// Starts a bench, waits for its first interval line, sends SIGINT, and returns its rows and pid.
 fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, u32) {
     let (key, value) = tag.split_once('=').unwrap();
-    let mut child = Command::new(ZCNET)
-        .args(args)
-        .args(["--json", "--interval", "0.2"])
-        .env(key, value)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
+    let (child, first, stdout) = start_reading(
+        Command::new(ZCNET)
+            .args(args)
+            .args(["--json", "--interval", "0.2"])
+            .env(key, value),
+    );
     assert!(first.contains("\"interval\":true"), "{first:?}");
     let pid = child.id();
     let rest = interrupt_and_finish(child, stdout);

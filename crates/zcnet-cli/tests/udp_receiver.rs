@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, json_rows, nft_usable, only_child, sigint, start_listener, u};
+use common::{
+    ZCNET, json_lines, json_rows, nft_usable, only_child, sigint, start_listener, start_reading, u,
+};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -394,6 +396,64 @@ fn a_duplicate_does_not_hide_a_loss() {
     assert_eq!(row["complete"], false, "{row}");
     // A verified run that lost a datagram fails the receiver.
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
+}
+
+/// The text table of `--listen` says how each run ended, whether it was complete and what was
+/// rejected, and a line under a run that was not complete says why.
+#[test]
+fn the_text_table_shows_how_a_run_ended_and_whether_it_was_complete() {
+    let (child, line, mut stdout) = start_reading(
+        Command::new(ZCNET)
+            .args(["bench", "udp", "--listen", "127.0.0.1:0", "--once"])
+            .args(["--interval", "0"]),
+    );
+    let addr: SocketAddr = line
+        .strip_prefix("listening on ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    let unit = 500;
+    let sender = socket_to(addr);
+    sender.send(&header(2, 0, 0)).unwrap();
+    sender.send(&header(2, 0, unit as u32)).unwrap();
+    // 0..10 sent, 5 lost.
+    for n in (0..10).filter(|&n| n != 5) {
+        sender.send(&data(n, unit)).unwrap();
+    }
+    sleep(Duration::from_millis(100));
+    sender.send(&end(10, 10 * unit as u64)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let lines: Vec<&str> = rest.lines().collect();
+    assert_eq!(out.status.code(), Some(1), "{rest}");
+    assert_eq!(lines.len(), 3, "{rest}");
+    // Cells are apart by two spaces or more; headings and values hold at most one.
+    let cells = |l: &str| -> Vec<String> {
+        l.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (headings, values) = (cells(lines[0]), cells(lines[1]));
+    assert_eq!(headings.len(), values.len(), "{rest}");
+    let cell = |heading: &str| {
+        let at = headings.iter().position(|h| h == heading);
+        at.map(|i| values[i].as_str())
+            .unwrap_or_else(|| panic!("no {heading:?} column: {rest}"))
+    };
+    assert_eq!(cell("end"), "end datagram", "{rest}");
+    assert_eq!(cell("complete"), "false", "{rest}");
+    assert_eq!(cell("rejected"), "1", "{rest}");
+    assert_eq!(cell("lost"), "1", "{rest}");
+    let from = sender.local_addr().unwrap();
+    assert_eq!(
+        lines[2],
+        format!("the run from {from} ended end datagram: 1 datagrams lost"),
+        "{rest}"
+    );
 }
 
 /// Hostile header and end datagrams against a live `--listen`: each is rejected before anything is
