@@ -833,15 +833,19 @@ fn stalled(row: &Row) -> Option<&str> {
 }
 
 /// Runs `one_run` for every (round, size, mode, api) of the [`schedule`] of `sizes`, stopping after a
-/// run that was interrupted or stalled, and prints the summary of the rows (each with its round) —
-/// with `--sizes`, then the crossover and the `--plot`; a stalled run then fails the bench with what
-/// was seen.
+/// run that was interrupted or stalled (or before the next run once Ctrl-C came or the output closed),
+/// and prints the summary of the rows (each with its round) — with `--sizes`, then the crossover and
+/// the `--plot`; a stalled run then fails the bench with what was seen.
 fn run_rounds(
     (common, bench, sizes): (&Common, &str, &[usize]),
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
     for (round, size, mode, api) in schedule(common, sizes) {
+        // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
+        if live::interrupted() {
+            break;
+        }
         let mut row = one_run(size, mode, api)?;
         row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row) || stalled(&row).is_some();
