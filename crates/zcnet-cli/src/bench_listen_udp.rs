@@ -25,10 +25,14 @@
 //!
 //! A run belongs to the address its header datagram came from (or, for a sender without zcnet's
 //! header, its first datagram): datagrams from anywhere else while it lasts — an end datagram
-//! among them — are counted as foreign and ignored. A datagram that opens with zcnet's header or end
-//! magic but is malformed, or whose fields a UDP run cannot carry (a pattern unit outside
-//! 8..=65507), is rejected before anything is sized by it, counted, and named once on standard
-//! error.
+//! among them — are counted as foreign and ignored. A header datagram from elsewhere takes over a
+//! run without the header (a stray datagram, a foreign sender: what it brought is counted as
+//! foreign), and is refused while a run with the header lasts: one run at a time, since a run's CPU
+//! figures are the receiving thread's. Every header datagram is answered ([`wire::Answer`]), so a
+//! refused sender learns it at once, and the refusal gets a row of its own. A datagram that opens
+//! with zcnet's header or end magic but is malformed, or whose fields a UDP run cannot carry (a
+//! pattern unit outside 8..=65507), is rejected before anything is sized by it, counted, and named
+//! once on standard error.
 
 use std::mem;
 use std::net::{SocketAddr, UdpSocket};
@@ -45,7 +49,7 @@ use crate::bench_listen::{WAKE, woke_up};
 use crate::bench_send_xdp::ns_per_packet;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
-use crate::wire::{self, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
+use crate::wire::{self, Answer, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
 
 /// Datagrams per `recvmmsg` call.
 const BATCH: usize = 64;
@@ -88,14 +92,18 @@ pub enum RunEnd {
     Idle,
     /// Ctrl-C.
     Interrupted,
+    /// Refused: its header datagram came while another sender's run with the header lasted.
+    Refused,
 }
 
 impl RunEnd {
-    fn name(self) -> &'static str {
+    /// The name rows carry.
+    pub fn name(self) -> &'static str {
         match self {
             RunEnd::EndDatagram => "end datagram",
             RunEnd::Idle => "idle",
             RunEnd::Interrupted => "interrupted",
+            RunEnd::Refused => "refused",
         }
     }
 }
@@ -133,13 +141,16 @@ pub struct DatagramReport {
     pub end: RunEnd,
     /// Whether Ctrl-C cut the run short.
     pub interrupted: bool,
+    /// Why a refused run was refused.
+    pub refusal: Option<String>,
 }
 
 impl DatagramReport {
     /// Why a run whose sender asked for verification did not arrive whole and right (`None`: it
     /// did, or verification was not asked for).
+    /// A refused run is not judged: its sender was told.
     pub fn shortfall(&self) -> Option<String> {
-        if !self.header.is_some_and(|h| h.verify) || self.interrupted {
+        if !self.header.is_some_and(|h| h.verify) || self.interrupted || self.refusal.is_some() {
             return None;
         }
         let mut why = Vec::new();
@@ -153,6 +164,11 @@ impl DatagramReport {
             why.push("the sender's end datagram never arrived (the run's tail is unknown)".into());
         }
         (!why.is_empty()).then(|| why.join(", "))
+    }
+
+    /// Why the run was refused, or did not arrive whole and right ([`Self::shortfall`]).
+    pub fn reason(&self) -> Option<String> {
+        self.refusal.clone().or_else(|| self.shortfall())
     }
 }
 
@@ -276,6 +292,10 @@ trait Incoming {
     fn drops(&self) -> u32;
 }
 
+/// Sources of header datagrams refused in one run that get a row each; a run refuses more (each
+/// answered) without a row.
+const REFUSED_ROWS: usize = 64;
+
 impl Incoming for Datagram<'_> {
     fn bytes(&self) -> &[u8] {
         Datagram::bytes(self)
@@ -323,6 +343,10 @@ trait Source {
         whole: bool,
         take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
     ) -> Result<Option<(usize, bool)>>;
+
+    /// Sends `answer` to the sender of a header datagram at `to`; a failure is ignored (the sender
+    /// then hears nothing, and sends all the same).
+    fn answer(&mut self, to: SocketAddr, answer: &Answer);
 }
 
 /// A UDP socket read with `recvmmsg`.
@@ -355,6 +379,10 @@ impl Source for SocketSource<'_> {
         }
         Ok(Some((n, false)))
     }
+
+    fn answer(&mut self, to: SocketAddr, answer: &Answer) {
+        let _ = self.socket.send_to(&answer.encode(), to);
+    }
 }
 
 /// An AF_XDP UDP endpoint: every datagram's payload is read in place (there is nothing to copy).
@@ -381,6 +409,11 @@ impl Source for UdpEndpoint {
         }
         Ok(Some((batch.len(), false)))
     }
+
+    fn answer(&mut self, to: SocketAddr, answer: &Answer) {
+        let bytes = answer.encode();
+        let _ = self.send(to, bytes.len(), |b| b.copy_from_slice(&bytes));
+    }
 }
 
 /// One run being received.
@@ -399,6 +432,12 @@ struct Run<T: FnOnce() -> Ticker> {
     heard: bool,
     ticker: Option<Ticker>,
     ticker_for: Option<T>,
+    /// Answers to header datagrams of the batch being taken, sent after it.
+    answers: Vec<(SocketAddr, Answer)>,
+    /// Runs refused in the batch being taken, reported after it.
+    refused: Vec<DatagramReport>,
+    /// Sources refused during this run that got a row (at most [`REFUSED_ROWS`]).
+    refused_from: Vec<SocketAddr>,
 }
 
 impl<T: FnOnce() -> Ticker> Run<T> {
@@ -440,6 +479,46 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         self.report.rejected += 1;
     }
 
+    /// Takes a valid header datagram from `from`: a repeat of the run's header is answered again;
+    /// one from elsewhere opens the run, or takes over a run without the header (what that brought
+    /// becomes foreign), or — while a run with the header lasts — is refused.
+    fn header(&mut self, from: SocketAddr, h: Header, drops: u32) {
+        match self.report.peer.filter(|_| self.report.header.is_some()) {
+            Some(peer) if peer == from => self.answers.push((from, Answer::Accepted)),
+            Some(peer) => {
+                self.report.foreign += 1;
+                let why = format!("busy with a run from {peer} (one run at a time)");
+                self.answers.push((from, Answer::Refused(why.clone())));
+                if self.refused_from.len() < REFUSED_ROWS && !self.refused_from.contains(&from) {
+                    self.refused_from.push(from);
+                    self.refused.push(DatagramReport {
+                        header: Some(h),
+                        peer: Some(from),
+                        end: RunEnd::Refused,
+                        refusal: Some(why),
+                        ..DatagramReport::default()
+                    });
+                }
+            }
+            None => {
+                let stray = mem::take(&mut self.report);
+                self.report = DatagramReport {
+                    header: Some(h),
+                    peer: Some(from),
+                    foreign: stray.foreign + stray.datagrams,
+                    rejected: stray.rejected,
+                    ..DatagramReport::default()
+                };
+                self.verifier = h.verify.then(|| Verifier::new(h.unit as usize));
+                self.sequences = Some(Sequences::new());
+                self.started = None;
+                self.drops = Some((drops, drops));
+                self.last = Instant::now();
+                self.answers.push((from, Answer::Accepted));
+            }
+        }
+    }
+
     /// Takes one datagram (or GRO segment) of `len` bytes whose first bytes are `seen`, and whose
     /// sequence number is `inferred` if its bytes do not say.
     fn part(
@@ -450,6 +529,12 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         inferred: Option<u64>,
     ) -> Result<bool> {
         let source = d.source();
+        if let (true, Some(from)) = (seen.starts_with(wire::MAGIC), source)
+            && let Ok(h) = udp_header(seen, len)
+        {
+            self.header(from, h, d.drops());
+            return Ok(false);
+        }
         let from_peer = self.report.peer.is_some() && self.report.peer == source;
         if self.report.peer.is_some() && !from_peer {
             self.report.foreign += 1;
@@ -458,17 +543,9 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         let drops = self.drops.get_or_insert((d.drops(), d.drops()));
         drops.1 = d.drops();
         if seen.starts_with(wire::MAGIC) {
-            match udp_header(seen, len) {
-                Err(why) => self.reject(d, "header", &why),
-                // Repeats of the header are ignored.
-                Ok(_) if from_peer => {}
-                Ok(h) => {
-                    self.report.peer = source;
-                    self.report.header = Some(h);
-                    self.verifier = h.verify.then(|| Verifier::new(h.unit as usize));
-                    self.sequences = Some(Sequences::new());
-                    self.last = Instant::now();
-                }
+            // A valid header (with a source) was taken above.
+            if let Err(why) = udp_header(seen, len) {
+                self.reject(d, "header", &why);
             }
             return Ok(false);
         }
@@ -491,7 +568,11 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         self.heard = true;
         if self.started.is_none() {
             self.started = Some((Instant::now(), resource_usage(UsageOf::Thread)?));
-            self.ticker = self.ticker_for.take().map(|f| f());
+            // A run that took over from a stray sender keeps its ticker, from zero.
+            match self.ticker_for.take() {
+                Some(f) => self.ticker = Some(f()),
+                None => self.ticker.iter_mut().for_each(Ticker::restart),
+            }
         }
         if let Some(seq) = self.sequences.as_mut() {
             match wire::sequence(seen).or(inferred) {
@@ -511,11 +592,14 @@ impl<T: FnOnce() -> Ticker> Run<T> {
 /// Receives one UDP run on `socket` (readied by [`prepare`]): from its first datagram to its
 /// sender's end datagram (or [`UDP_IDLE_END`] of the sender's silence, or Ctrl-C). The run is bound
 /// to the source of its header datagram (or first datagram): datagrams from anywhere else are
-/// counted as foreign and otherwise ignored, so that no other host can end or disturb it. Returns
-/// `None` if interrupted before anything arrived.
+/// counted as foreign and otherwise ignored, so that no other host can end or disturb it; a header
+/// datagram from elsewhere takes over a run without the header, and is refused (answered so, and
+/// handed to `refused` as a report) while a run with the header lasts. Returns `None` if
+/// interrupted before anything arrived.
 pub fn receive_datagrams(
     socket: &UdpSocket,
     ticker_for: impl FnOnce() -> Ticker,
+    refused: &mut dyn FnMut(&DatagramReport),
 ) -> Result<Option<DatagramReport>> {
     socket.set_read_timeout(Some(WAKE))?;
     let mut source = SocketSource {
@@ -523,7 +607,7 @@ pub fn receive_datagrams(
         whole: DatagramBatch::new(BATCH, WHOLE),
         prefix: DatagramBatch::new(BATCH, HEADER_LEN),
     };
-    receive_run(&mut source, ticker_for)
+    receive_run(&mut source, ticker_for, refused)
 }
 
 /// [`receive_datagrams`] from an AF_XDP UDP endpoint (`bench udp --listen --api af_xdp`). The
@@ -532,13 +616,15 @@ pub fn receive_datagrams(
 pub fn receive_endpoint_datagrams(
     endpoint: &mut UdpEndpoint,
     ticker_for: impl FnOnce() -> Ticker,
+    refused: &mut dyn FnMut(&DatagramReport),
 ) -> Result<Option<DatagramReport>> {
-    receive_run(endpoint, ticker_for)
+    receive_run(endpoint, ticker_for, refused)
 }
 
 fn receive_run(
     source: &mut dyn Source,
     ticker_for: impl FnOnce() -> Ticker,
+    refused: &mut dyn FnMut(&DatagramReport),
 ) -> Result<Option<DatagramReport>> {
     let mut run = Run {
         report: DatagramReport::default(),
@@ -550,6 +636,9 @@ fn receive_run(
         heard: false,
         ticker: None,
         ticker_for: Some(ticker_for),
+        answers: Vec::new(),
+        refused: Vec::new(),
+        refused_from: Vec::new(),
     };
     loop {
         // Checked on every pass, not only when the socket is quiet: a sender that never pauses must
@@ -567,6 +656,10 @@ fn receive_run(
         let Some((n, ended)) = source.batch(whole, &mut |d| run.take(d))? else {
             continue;
         };
+        for (to, answer) in run.answers.drain(..) {
+            source.answer(to, &answer);
+        }
+        run.refused.drain(..).for_each(|r| refused(&r));
         if mem::take(&mut run.heard) {
             run.last = Instant::now();
         }
@@ -630,7 +723,8 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "verified": r.data_errors.is_some(),
         "data_errors": r.data_errors,
         "end": r.end.name(),
-        "complete": r.shortfall().is_none(),
+        "complete": r.refusal.is_none() && r.shortfall().is_none(),
+        "reason": r.reason(),
         "interrupted": r.interrupted,
     }))
 }

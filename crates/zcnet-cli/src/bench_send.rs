@@ -32,7 +32,7 @@ use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_api::{self, Api};
 use crate::bench_listen;
-use crate::bench_listen_udp;
+use crate::bench_listen_udp::{self, DatagramReport};
 use crate::bench_send_mmsg::{self, MmsgSend};
 use crate::bench_send_xdp::{self, XdpSend};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
@@ -856,16 +856,21 @@ fn cut_short_by(row: &Row) -> Option<&str> {
 }
 
 /// Runs `one_run` for every (round, size, mode, api) of the [`schedule`] of `sizes`, stopping after a
-/// run that was interrupted, stalled or failed, and prints the summary of the rows (each with its
-/// round) — with `--sizes`, then the crossover and the `--plot`; a stalled or failed run then fails
-/// the bench with what was seen. A run that ends in an error without a row (a peer that refuses the
-/// connection) still gets the rows of the runs before it printed, then fails the bench.
+/// run that was interrupted, stalled or failed (or before the next run once Ctrl-C came or the
+/// output closed), and prints the summary of the rows (each with its round) — with `--sizes`, then
+/// the crossover and the `--plot`; a stalled or failed run then fails the bench with what was seen.
+/// A run that ends in an error without a row (a peer that refuses the connection) still gets the
+/// rows of the runs before it printed, then fails the bench.
 fn run_rounds(
     (common, bench, sizes): (&Common, &str, &[usize]),
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
     for (round, size, mode, api) in schedule(common, sizes) {
+        // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
+        if live::interrupted() {
+            break;
+        }
         let mut row = match one_run(size, mode, api) {
             Ok(row) => row,
             Err(e) => {
@@ -1087,7 +1092,7 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
     let how = Serving {
         rows: Rows {
             bench: "tcp",
-            columns: RECEIVER_COLUMNS,
+            columns: TCP_RECEIVER_COLUMNS,
             json: common.json,
         },
         once: common.apart.once,
@@ -1104,7 +1109,22 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
 /// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
 const TCP_READ: usize = 512 << 10;
 
-pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
+/// The text columns of a `bench tcp --listen` stream row.
+const TCP_RECEIVER_COLUMNS: &[Column] = &[
+    ("bench", "bench"),
+    ("peer", "peer"),
+    ("sender_mode", "sender"),
+    ("bytes", "bytes"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("data_errors", "data errors"),
+    ("ended", "ended"),
+    ("complete", "complete"),
+];
+
+/// The text columns of a `bench udp --listen` run row.
+const UDP_RECEIVER_COLUMNS: &[Column] = &[
     ("bench", "bench"),
     ("peer", "peer"),
     ("local", "local"),
@@ -1115,13 +1135,15 @@ pub(crate) const RECEIVER_COLUMNS: &[Column] = &[
     ("duplicated", "dup"),
     ("reordered", "reordered"),
     ("foreign", "foreign"),
+    ("rejected", "rejected"),
     ("socket_drops", "socket drops"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "CPU us/MB"),
     ("cpu_ns_per_packet", "CPU ns/pkt"),
     ("data_errors", "data errors"),
-    ("ended", "ended"),
+    ("end", "end"),
+    ("complete", "complete"),
 ];
 
 /// Ends this process when standard input closes: the one-process mode's receiver must not outlive
@@ -1307,8 +1329,10 @@ fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api sendmmsg with {why}")).into())
 }
 
-/// Sends one UDP run in `mode`: header datagrams (unless `--raw`), the pattern for `--duration`, then
-/// end datagrams with the totals.
+/// Sends one UDP run in `mode`: header datagrams (unless `--raw`) until the receiver answers, the
+/// pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
+/// refuses the run (it is busy with another sender's); a receiver that does not answer is sent to
+/// all the same.
 fn send_udp(
     socket: UdpSocket,
     dest: SocketAddr,
@@ -1321,12 +1345,15 @@ fn send_udp(
     let common = &args.common;
     socket.connect(dest)?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
-    const REPEATS: usize = 3;
     const END_REPEATS: usize = 6;
     if !common.apart.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
-        for _ in 0..REPEATS {
-            wire::send_control(&socket, &h).context("sending the header datagram")?;
+        let answer = wire::offer_header(&socket, &h).context("sending the header datagram")?;
+        if let Some(wire::Answer::Refused(why)) = answer {
+            bail!(
+                "udp {}: the receiver at {dest} refused the run: {why}",
+                mode.name()
+            );
         }
     }
     let (mut row, socket) = if api == Api::Sendmmsg {
@@ -1433,20 +1460,35 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
     };
     bench_listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
+    let print = |report: &DatagramReport, fields: Row| {
+        let mut row = bench_listen_udp::datagram_row(local, report);
+        row.extend(fields);
+        print_rows(&[row], UDP_RECEIVER_COLUMNS, common.json);
+        if let (false, Some(why)) = (common.json, report.reason()) {
+            let from = report.peer.map_or("?".into(), |p| p.to_string());
+            report::emit(&format!(
+                "the run from {from} ended {}: {why}\n",
+                report.end.name()
+            ));
+        }
+    };
     loop {
         let ticker = || receiver_ticker(common, "udp", None);
+        let refused = &mut |r: &DatagramReport| print(r, Row::new());
         let report = match &mut listener {
-            UdpListener::Socket(socket) => bench_listen_udp::receive_datagrams(socket, ticker)?,
+            UdpListener::Socket(socket) => {
+                bench_listen_udp::receive_datagrams(socket, ticker, refused)?
+            }
             UdpListener::Endpoint(endpoint) => {
-                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker)?
+                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker, refused)?
             }
         };
         let Some(report) = report else { break };
-        let mut row = bench_listen_udp::datagram_row(local, &report);
+        let mut fields = Row::new();
         if let UdpListener::Endpoint(endpoint) = &listener {
-            bench_send_xdp::add_endpoint_fields(&mut row, endpoint);
+            bench_send_xdp::add_endpoint_fields(&mut fields, endpoint);
         }
-        print_rows(&[row], RECEIVER_COLUMNS, common.json);
+        print(&report, fields);
         if let Some(why) = report.shortfall() {
             let from = report.peer.map_or("?".into(), |p| p.to_string());
             shortfalls.push(format!("the run from {from}: {why}"));

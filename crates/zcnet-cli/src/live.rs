@@ -1,5 +1,6 @@
 //! Live output of a running bench: one line per interval (as iperf3 and xdpsock print), and Ctrl-C
-//! (SIGINT/SIGTERM) turned into "stop now and print the summary of what ran".
+//! (SIGINT/SIGTERM) — or an output whose reader is gone (`zcnet … | head`) — turned into "stop now
+//! and print the summary of what ran".
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 
-use crate::report::{emit, object};
+use crate::report::{self, emit, object};
 
 /// Starts turning SIGINT and SIGTERM into a flag that [`interrupted`] reads (a second signal ends the
 /// process the default way).
@@ -15,9 +16,10 @@ pub fn watch_interrupts() -> anyhow::Result<()> {
     termination_flag().map(|_| ())
 }
 
-/// Whether SIGINT or SIGTERM arrived since [`watch_interrupts`].
+/// Whether SIGINT or SIGTERM arrived since [`watch_interrupts`], or a write found the output's reader
+/// gone ([`report::output_closed`]): either way the run stops where Ctrl-C stops it.
 pub fn interrupted() -> bool {
-    termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
+    report::output_closed() || termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
 }
 
 /// What [`run_for`] measured: wall time, the calling thread's CPU time, the system calls its steps

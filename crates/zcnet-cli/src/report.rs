@@ -37,18 +37,35 @@ pub fn print_rows(rows: &[Row], columns: &[Column], json: bool) {
 /// Whether writing the output failed (not counting a closed pipe).
 static OUTPUT_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// Writes `text` to standard output and flushes it. A closed pipe (`zcnet … | head`) is not an error:
-/// the run goes on, cleans up and exits normally, its further output discarded; other write errors
-/// (a full disk, `> /dev/full`) are reported once on standard error, and the run then exits 1 (see
-/// [`output_failed`]).
+/// Whether a write found the output's reader gone (`EPIPE`).
+static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` to standard output and flushes it. A closed pipe (`zcnet … | head`) is not an error
+/// but the end of the run: from the first write that finds it ([`output_closed`]) nothing more is
+/// written, and the run stops as on Ctrl-C ([`crate::live::interrupted`]), cleans up and exits
+/// quietly. Other write errors (a full disk, `> /dev/full`) are reported once on standard error, and
+/// the run then exits 1 (see [`output_failed`]).
 pub fn emit(text: &str) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-        && !OUTPUT_FAILED.swap(true, Ordering::Relaxed)
-    {
-        eprintln!("zcnet: error: writing the output: {e}");
+    if output_closed() {
+        return;
     }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            OUTPUT_CLOSED.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            if !OUTPUT_FAILED.swap(true, Ordering::Relaxed) {
+                eprintln!("zcnet: error: writing the output: {e}");
+            }
+        }
+    }
+}
+
+/// Whether the output's reader is gone: the run is to stop, as on Ctrl-C.
+pub fn output_closed() -> bool {
+    OUTPUT_CLOSED.load(Ordering::Relaxed)
 }
 
 /// `println!` through [`emit`]: a failed write is reported and fails the run, never a panic.

@@ -13,6 +13,7 @@ use zcnet::ovs::{
     self, DatapathConfig, Dispatch, LearningSwitch, OvsError, SwitchEvent, SwitchLimits,
 };
 
+use crate::live;
 use crate::report::outln;
 
 /// `--dispatch`: how the kernel picks the socket for an upcall.
@@ -91,7 +92,7 @@ fn report(switch: &mut LearningSwitch) {
 
 /// Runs the switch until interrupted or `--duration` passes.
 pub fn run(args: SwitchArgs) -> Result<()> {
-    let interrupted = testnet::termination_flag()?;
+    live::watch_interrupts()?;
     for name in ovs::remove_stale("zc").context("removing datapaths of dead runs")? {
         outln!("removed datapath {name} left by a run that is gone");
     }
@@ -136,9 +137,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     let limit = args.duration.map(Duration::from_secs_f64);
     let mut tick = Instant::now();
     let mut handled_since = 0;
-    while !interrupted.load(std::sync::atomic::Ordering::Relaxed)
-        && limit.is_none_or(|l| start.elapsed() < l)
-    {
+    while !live::interrupted() && limit.is_none_or(|l| start.elapsed() < l) {
         handled_since += switch.serve(Duration::from_millis(100), |_| {})?;
         report(&mut switch);
         if tick.elapsed() >= Duration::from_secs(1) {

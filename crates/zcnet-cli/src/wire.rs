@@ -18,9 +18,16 @@
 //! ([`SEQ_LEN`] bytes, little-endian, counting from 0 over the run's datagrams — each GSO segment is
 //! one), in place of the pattern's first bytes: the receiver counts lost, duplicated and reordered
 //! datagrams from it. `--raw` runs carry the bare pattern.
+//!
+//! A UDP receiver answers each header datagram ([`offer_header`]): [`ACCEPT_MAGIC`] when the run is
+//! the one it receives, or [`REFUSE_MAGIC`] and why when it is busy with another sender's run, so
+//! that a refused sender ends at once instead of sending into a receiver that counts its datagrams
+//! as foreign. A sender that hears no answer (every answer lost, or a receiver that does not
+//! answer) sends all the same.
 
 use std::io;
 use std::net::UdpSocket;
+use std::time::{Duration, Instant};
 
 use rustix::net::sockopt;
 
@@ -35,6 +42,13 @@ pub const STREAM_END_MAGIC: &[u8; 8] = b"ZCNETSE1";
 pub const STREAM_END_LEN: usize = 24;
 /// First bytes of the datagram that ends a UDP run.
 pub const END_MAGIC: &[u8; 8] = b"ZCNETEN1";
+/// First bytes of a UDP receiver's answer to a header datagram of the run it receives.
+pub const ACCEPT_MAGIC: &[u8; 8] = b"ZCNETOK1";
+/// First bytes of a UDP receiver's answer to a header datagram of a run it refused, followed by why
+/// (UTF-8, at most [`MAX_REASON`] bytes).
+pub const REFUSE_MAGIC: &[u8; 8] = b"ZCNETNO1";
+/// Longest reason a refusal carries.
+pub const MAX_REASON: usize = 200;
 /// Bytes of [`Header`] on the wire.
 pub const HEADER_LEN: usize = 32;
 /// Bytes of the UDP end datagram.
@@ -255,6 +269,88 @@ pub fn send_control(socket: &UdpSocket, datagram: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// A UDP receiver's answer to a header datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The run is the one the receiver receives.
+    Accepted,
+    /// The receiver refused the run, for the reason given.
+    Refused(String),
+}
+
+impl Answer {
+    /// The answer's bytes (a reason cut to [`MAX_REASON`] bytes, at a character boundary).
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Answer::Accepted => ACCEPT_MAGIC.to_vec(),
+            Answer::Refused(why) => {
+                let mut cut = why.len().min(MAX_REASON);
+                while !why.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                [REFUSE_MAGIC.as_slice(), &why.as_bytes()[..cut]].concat()
+            }
+        }
+    }
+
+    /// The answer in `b` (`None`: not an answer). A refusal's reason is shown as printable text
+    /// only, whatever bytes it carried.
+    pub fn decode(b: &[u8]) -> Option<Answer> {
+        if b == ACCEPT_MAGIC {
+            return Some(Answer::Accepted);
+        }
+        let why = b.strip_prefix(REFUSE_MAGIC)?;
+        let why = String::from_utf8_lossy(&why[..why.len().min(MAX_REASON)]);
+        Some(Answer::Refused(
+            why.chars().filter(|c| !c.is_control()).collect(),
+        ))
+    }
+}
+
+/// Header datagrams a UDP sender sends at most, [`ANSWER_WAIT`] apart, until its receiver answers.
+const HEADER_TRIES: u32 = 5;
+/// How long a UDP sender waits for an answer to each header datagram.
+const ANSWER_WAIT: Duration = Duration::from_millis(100);
+
+/// Sends the header datagram of a UDP run on the connected `socket` ([`send_control`]) until the
+/// receiver answers, at most [`HEADER_TRIES`] times [`ANSWER_WAIT`]; returns its answer (`None`:
+/// none came). Datagrams that are not an answer are skipped. A receiver that is not there
+/// (`ECONNREFUSED`) is an error.
+pub fn offer_header(socket: &UdpSocket, header: &[u8]) -> io::Result<Option<Answer>> {
+    let before = socket.read_timeout()?;
+    let answer = (|| {
+        let mut buf = [0u8; REFUSE_MAGIC.len() + MAX_REASON];
+        for _ in 0..HEADER_TRIES {
+            send_control(socket, header)?;
+            let deadline = Instant::now() + ANSWER_WAIT;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                socket.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+                match socket.recv(&mut buf) {
+                    Ok(n) => {
+                        if let Some(answer) = Answer::decode(&buf[..n]) {
+                            return Ok(Some(answer));
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) =>
+                    {
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(None)
+    })();
+    socket.set_read_timeout(before)?;
+    answer
+}
+
 /// Writes the sequence numbers `first`, `first + 1`, … at the start of each datagram of `unit`
 /// bytes in `buf` (a send cut into datagrams of `unit`); returns the next sequence number.
 pub fn stamp(buf: &mut [u8], unit: usize, first: u64) -> u64 {
@@ -402,6 +498,25 @@ mod tests {
         assert_eq!(decode_end(&encode_end(3, 4200)), Some((3, 4200)));
         assert_eq!(decode_end(&foreign[..END_LEN]), None);
         assert_eq!(decode_stream_end(&foreign[..STREAM_END_LEN]), None);
+    }
+
+    #[test]
+    fn answers_round_trip_and_a_refusal_reason_is_bounded_printable_text() {
+        assert_eq!(
+            Answer::decode(&Answer::Accepted.encode()),
+            Some(Answer::Accepted)
+        );
+        let busy = Answer::Refused("busy with a run from 10.0.0.1:5000".into());
+        assert_eq!(Answer::decode(&busy.encode()), Some(busy));
+        let long = Answer::Refused("é".repeat(MAX_REASON)).encode();
+        assert_eq!(long.len(), REFUSE_MAGIC.len() + MAX_REASON);
+        let hostile = [REFUSE_MAGIC.as_slice(), b"\x1b[2Jgone\n\xff"].concat();
+        assert_eq!(
+            Answer::decode(&hostile),
+            Some(Answer::Refused("[2Jgone\u{fffd}".into()))
+        );
+        assert_eq!(Answer::decode(b"ZCNETOK1!"), None);
+        assert_eq!(Answer::decode(&encode_end(1, 2)), None);
     }
 
     #[test]

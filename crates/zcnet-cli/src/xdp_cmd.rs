@@ -17,6 +17,7 @@ use zcnet::xdp::{
 };
 
 use crate::flags::UsageError;
+use crate::live;
 use crate::report::{self, Row};
 use crate::xdp_meter::Meter;
 
@@ -468,7 +469,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         ))
         .into());
     }
-    let interrupted = testnet::termination_flag()?;
+    live::watch_interrupts()?;
     let mut app = App::open(
         &args.iface,
         args.queue,
@@ -488,10 +489,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
     }
     app.print_every_second(args.json)?;
     let start = Instant::now();
-    let stop = || {
-        interrupted.load(std::sync::atomic::Ordering::Relaxed)
-            || start.elapsed().as_secs_f64() >= args.duration
-    };
+    let stop = || live::interrupted() || start.elapsed().as_secs_f64() >= args.duration;
     let (packets, invalid) = match &cmd {
         XdpCommand::Rxdrop(_) => app.rxdrop(args.batch, args.wait(), stop)?,
         XdpCommand::L2fwd(_) => app.l2fwd(args.batch, args.wait(), stop)?,

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, interrupt_and_finish, json_rows, stdout_of, succeeded};
+use common::{ZCNET, interrupt_and_finish, json_rows, start_reading, stdout_of, succeeded};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -333,17 +333,12 @@ fn processes_tagged(tag: &str) -> Vec<String> {
 /// Starts a bench, waits for its first interval line, sends SIGINT, and returns its rows and pid.
 fn interrupt(args: &[&str], tag: &str) -> (Vec<Value>, u32) {
     let (key, value) = tag.split_once('=').unwrap();
-    let mut child = Command::new(ZCNET)
-        .args(args)
-        .args(["--json", "--interval", "0.2"])
-        .env(key, value)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
+    let (child, first, stdout) = start_reading(
+        Command::new(ZCNET)
+            .args(args)
+            .args(["--json", "--interval", "0.2"])
+            .env(key, value),
+    );
     assert!(first.contains("\"interval\":true"), "{first:?}");
     let pid = child.id();
     let rest = interrupt_and_finish(child, stdout);
@@ -437,4 +432,81 @@ fn a_closed_stdout_is_no_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {err}", out.status);
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Waits for `child` (this test's) to exit, at most `limit`; kills it if it did not. Its status
+/// and standard error.
+fn exit_within(mut child: Child, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    (status, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A receiver whose output's reader is gone (`zcnet bench … --listen --json | head -c5`) ends,
+/// quietly and with exit status 0, at the first row it cannot write, instead of receiving streams
+/// for ever with nobody to read them. (It is given a minute; it ends within a second.)
+#[test]
+fn a_listener_ends_at_the_first_row_its_closed_output_cannot_take() {
+    for (bench, send_args) in [
+        ("tcp", "--mode copy --duration 0.2 --interval 0"),
+        ("udp", "--mode copy --duration 0.2 --interval 0"),
+        ("rx", "--mib 1"),
+    ] {
+        let (mut child, line, stdout) = start_reading(
+            here()
+                .args(["bench", bench, "--listen", "127.0.0.1:0", "--json"])
+                .args(["--interval", "0"]),
+        );
+        let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
+        let addr = announced["listening"].as_str().unwrap().to_string();
+        drop(stdout); // as `| head -c5` does, once it has its bytes
+        drop(child.stdout.take());
+        let args: Vec<&str> = send_args.split_whitespace().collect();
+        send(here(), bench, &addr, &args);
+        let (status, stderr) = exit_within(child, Duration::from_secs(60));
+        let status = status.unwrap_or_else(|| panic!("{bench} --listen went on: {stderr}"));
+        assert!(status.success(), "{bench} --listen: {status}: {stderr}");
+        assert!(stderr.is_empty(), "{bench} --listen: {stderr}");
+    }
+}
+
+/// A bench whose output's reader is gone stops at the first write that finds it so — an interval
+/// line — and runs no further mode: an hour-long run of three modes ends at once, quietly and with
+/// exit status 0, its receiver process gone with it. (It is given a minute.)
+#[test]
+fn a_bench_ends_at_the_first_write_its_closed_output_cannot_take() {
+    let (mut child, first, stdout) = start_reading(here().args([
+        "bench",
+        "tcp",
+        "--mode",
+        "copy,zerocopy,auto",
+        "--duration",
+        "3600",
+        "--interval",
+        "0.1",
+        "--json",
+    ]));
+    assert!(first.contains("\"interval\":true"), "{first:?}");
+    let receiver = common::only_child(child.id());
+    drop(stdout);
+    drop(child.stdout.take());
+    let (status, stderr) = exit_within(child, Duration::from_secs(60));
+    let status = status.unwrap_or_else(|| panic!("the bench went on: {stderr}"));
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    let stat = std::fs::read_to_string(format!("/proc/{receiver}/stat"));
+    assert!(
+        stat.as_ref().map_or(true, |s| s.contains(") Z")),
+        "the receiver process is left: {stat:?}"
+    );
 }

@@ -1,18 +1,23 @@
 //! The UDP receiver of `zcnet bench udp` against faults and hostile peers, over loopback: loss
 //! counted per datagram under GSO while the receiver is stopped, a run bound to its sender's
 //! address (a spoofed end datagram ignored), hostile header datagrams rejected before anything is
-//! sized by them, Ctrl-C honoured while datagrams flow, and a stopped receiver child ending the
+//! sized by them, Ctrl-C honoured while datagrams flow, a stray sender unable to take the receiver
+//! from a real run, a second sender refused and told, and a stopped receiver child ending the
 //! one-process bench.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
-use std::thread::sleep;
+use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, json_rows, nft_usable, only_child, sigint, start_listener, u};
+use common::{
+    ZCNET, json_lines, json_rows, nft_usable, only_child, sigint, start_listener, start_reading, u,
+};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -100,6 +105,14 @@ fn socket_to(to: SocketAddr) -> UdpSocket {
     s
 }
 
+/// A loopback UDP socket connected to `to` that has sent the header datagram of a verified copy run
+/// of `unit`-byte datagrams.
+fn run_to(to: SocketAddr, unit: usize) -> UdpSocket {
+    let s = socket_to(to);
+    s.send(&header(2, 0, unit as u32)).unwrap();
+    s
+}
+
 /// `zcnet bench udp --connect addr` with `args`; returns its exit status and rows.
 fn connect(addr: SocketAddr, args: &[&str]) -> (ExitStatus, Vec<Value>) {
     let out = Command::new(ZCNET)
@@ -109,6 +122,59 @@ fn connect(addr: SocketAddr, args: &[&str]) -> (ExitStatus, Vec<Value>) {
         .output()
         .unwrap();
     (out.status, json_rows(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `zcnet bench udp --connect addr` with `args`, to its end.
+fn connect_output(addr: SocketAddr, args: &[&str]) -> Output {
+    Command::new(ZCNET)
+        .args(["bench", "udp", "--connect", &addr.to_string(), "--json"])
+        .args(["--interval", "0"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Sends `datagram(i)` for i = 0, 1, … from `socket` every 50 ms on a thread, until the returned
+/// function is called; that returns the socket and how many were sent. A send refused (a `--once`
+/// receiver that is gone) is not counted.
+fn keep_sending(
+    socket: UdpSocket,
+    datagram: impl Fn(u64) -> Vec<u8> + Send + 'static,
+) -> impl FnOnce() -> (UdpSocket, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let theirs = Arc::clone(&stop);
+    let thread = thread::spawn(move || {
+        let mut sent = 0;
+        while !theirs.load(Ordering::Relaxed) {
+            if socket.send(&datagram(sent)).is_ok() {
+                sent += 1;
+            }
+            sleep(Duration::from_millis(50));
+        }
+        (socket, sent)
+    });
+    move || {
+        stop.store(true, Ordering::Relaxed);
+        thread.join().unwrap()
+    }
+}
+
+/// Reads the answer `socket` got to its header datagram (waiting at most 10 s).
+fn answer(socket: &UdpSocket) -> Vec<u8> {
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = socket.recv(&mut buf).expect("an answer to the header");
+    buf[..n].to_vec()
+}
+
+/// The row of a `--once` receiver's run and its exit status: the run ended with its end datagram,
+/// nothing lost or different, and the receiver exited 0.
+fn assert_whole(row: &Value, status: Option<ExitStatus>) {
+    assert_eq!(row["end"], "end datagram", "{row}");
+    assert_eq!((u(row, "lost"), u(row, "data_errors")), (0, 0), "{row}");
+    assert_eq!(status.map(|s| s.success()), Some(true), "{row}");
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -212,10 +278,9 @@ fn network_drops_under_gso_are_counted_per_datagram() {
 #[test]
 fn a_spoofed_end_datagram_from_another_port_is_ignored() {
     let mut l = Listener::start(&["--once"]);
-    let sender = socket_to(l.addr);
-    let spoofer = socket_to(l.addr);
     let unit = 1000;
-    sender.send(&header(2, 0, unit as u32)).unwrap();
+    let sender = run_to(l.addr, unit);
+    let spoofer = socket_to(l.addr);
     let mut seq = 0;
     for _ in 0..100 {
         sender.send(&data(seq, unit)).unwrap();
@@ -246,14 +311,75 @@ fn a_spoofed_end_datagram_from_another_port_is_ignored() {
     assert_eq!(row["end"], "end datagram", "{row}");
 }
 
+/// A stray sender without zcnet's header (one-byte datagrams, from before the real sender starts to
+/// after it ends) does not own the receiver: the real sender's header takes over, its run is the one
+/// `--once` reports, whole and verified, and the stray datagrams are counted as foreign.
+#[test]
+fn a_stray_sender_does_not_take_the_receiver_from_a_real_run() {
+    let mut l = Listener::start(&["--once"]);
+    let stop = keep_sending(socket_to(l.addr), |_| b"x".to_vec());
+    let out = connect_output(l.addr, &["--mode", "copy", "--duration", "0.3"]);
+    let (_, strays) = stop();
+    assert!(
+        out.status.success(),
+        "sender {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = json_rows(&String::from_utf8_lossy(&out.stdout));
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(row["zcnet_header"], true, "{row}");
+    assert_eq!(u(&row, "sent_bytes"), u(&sent[0], "bytes"), "{row}");
+    assert_eq!(u(&row, "bytes"), u(&sent[0], "bytes"), "{row}");
+    let foreign = u(&row, "foreign");
+    assert!((1..=strays).contains(&foreign), "{strays} strays: {row}");
+    assert_whole(&row, status);
+}
+
+/// While a run with the header lasts, a second sender's header is refused: the receiver answers
+/// it so (the sender fails at once, naming the refusal), prints a `refused` row for it, counts its
+/// datagrams as foreign, and the first run goes on undisturbed and is answered as accepted.
+#[test]
+fn a_second_sender_is_refused_and_told_while_a_run_lasts() {
+    let mut l = Listener::start(&["--once"]);
+    let unit = 1000;
+    let first = run_to(l.addr, unit);
+    let first_addr = first.local_addr().unwrap().to_string();
+    let stop = keep_sending(first, move |seq| data(seq, unit));
+    let out = connect_output(l.addr, &["--mode", "copy", "--duration", "0.3"]);
+    let (first, seq) = stop();
+    first.send(&end(seq, seq * unit as u64)).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the refused sender exited 0: {stderr}"
+    );
+    assert!(stderr.contains("refused the run"), "{stderr}");
+    assert!(stderr.contains(&first_addr), "{stderr}");
+    let refused = l.row();
+    assert_eq!(refused["end"], "refused", "{refused}");
+    assert_eq!(refused["complete"], false, "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains(&first_addr),
+        "{refused}"
+    );
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(row["peer"], first_addr, "{row}");
+    assert_eq!(u(&row, "datagrams"), seq, "{row}");
+    assert!(u(&row, "foreign") >= 1, "{row}");
+    assert_eq!(answer(&first), b"ZCNETOK1", "{row}");
+    assert_whole(&row, status);
+}
+
 /// Loss, duplication and reordering are counted apart from the sequence numbers: a repeated
 /// datagram does not make up for a lost one.
 #[test]
 fn a_duplicate_does_not_hide_a_loss() {
     let mut l = Listener::start(&["--once"]);
-    let sender = socket_to(l.addr);
     let unit = 500;
-    sender.send(&header(2, 0, unit as u32)).unwrap();
+    let sender = run_to(l.addr, unit);
     // 0..100 sent: 50 lost, 10 twice, 99 before 98.
     let mut order: Vec<u64> = (0..98).filter(|&n| n != 50).collect();
     order.extend([10, 99, 98]);
@@ -270,6 +396,64 @@ fn a_duplicate_does_not_hide_a_loss() {
     assert_eq!(row["complete"], false, "{row}");
     // A verified run that lost a datagram fails the receiver.
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{row}");
+}
+
+/// The text table of `--listen` says how each run ended, whether it was complete and what was
+/// rejected, and a line under a run that was not complete says why.
+#[test]
+fn the_text_table_shows_how_a_run_ended_and_whether_it_was_complete() {
+    let (child, line, mut stdout) = start_reading(
+        Command::new(ZCNET)
+            .args(["bench", "udp", "--listen", "127.0.0.1:0", "--once"])
+            .args(["--interval", "0"]),
+    );
+    let addr: SocketAddr = line
+        .strip_prefix("listening on ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
+    let unit = 500;
+    let sender = socket_to(addr);
+    sender.send(&header(2, 0, 0)).unwrap();
+    sender.send(&header(2, 0, unit as u32)).unwrap();
+    // 0..10 sent, 5 lost.
+    for n in (0..10).filter(|&n| n != 5) {
+        sender.send(&data(n, unit)).unwrap();
+    }
+    sleep(Duration::from_millis(100));
+    sender.send(&end(10, 10 * unit as u64)).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let lines: Vec<&str> = rest.lines().collect();
+    assert_eq!(out.status.code(), Some(1), "{rest}");
+    assert_eq!(lines.len(), 3, "{rest}");
+    // Cells are apart by two spaces or more; headings and values hold at most one.
+    let cells = |l: &str| -> Vec<String> {
+        l.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (headings, values) = (cells(lines[0]), cells(lines[1]));
+    assert_eq!(headings.len(), values.len(), "{rest}");
+    let cell = |heading: &str| {
+        let at = headings.iter().position(|h| h == heading);
+        at.map(|i| values[i].as_str())
+            .unwrap_or_else(|| panic!("no {heading:?} column: {rest}"))
+    };
+    assert_eq!(cell("end"), "end datagram", "{rest}");
+    assert_eq!(cell("complete"), "false", "{rest}");
+    assert_eq!(cell("rejected"), "1", "{rest}");
+    assert_eq!(cell("lost"), "1", "{rest}");
+    let from = sender.local_addr().unwrap();
+    assert_eq!(
+        lines[2],
+        format!("the run from {from} ended end datagram: 1 datagrams lost"),
+        "{rest}"
+    );
 }
 
 /// Hostile header and end datagrams against a live `--listen`: each is rejected before anything is

@@ -103,17 +103,24 @@ pub fn listen_command(bench: &str) -> Command {
     cmd
 }
 
-/// Starts a `--listen … --json` receiver with `cmd`; returns it, the address it announced on its
-/// first line, and the rest of its stdout.
-pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildStdout>) {
+/// Starts `cmd` with its stdout and stderr piped; returns it, its first line of stdout and the rest
+/// of its stdout.
+pub fn start_reading(cmd: &mut Command) -> (Child, String, BufReader<ChildStdout>) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start the receiver");
+        .expect("start zcnet");
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
+    (child, line, stdout)
+}
+
+/// Starts a `--listen … --json` receiver with `cmd`; returns it, the address it announced on its
+/// first line, and the rest of its stdout.
+pub fn start_listener(cmd: &mut Command) -> (Child, SocketAddr, BufReader<ChildStdout>) {
+    let (child, line, stdout) = start_reading(cmd);
     let announced: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line:?}"));
     let addr = announced["listening"].as_str().unwrap().parse().unwrap();
     (child, addr, stdout)
