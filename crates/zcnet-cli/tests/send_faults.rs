@@ -318,13 +318,16 @@ const TWO_MODES: [&str; 8] = [
 ];
 
 /// A `bench BENCH --listen` receiver, and the command of a two-mode sender to it.
-fn listener_and_sender(bench: &str) -> (Child, Command) {
-    let (listener, addr, _) = start_listener(&mut listen_command(bench));
+///
+/// The listener's output stays open while its reader (returned too) lives: a listener whose output
+/// closed takes no more streams.
+fn listener_and_sender(bench: &str) -> (Child, impl std::io::Read, Command) {
+    let (listener, addr, output) = start_listener(&mut listen_command(bench));
     let mut sender = Command::new(ZCNET);
     sender
         .args(["bench", bench, "--connect", &addr.to_string()])
         .args(TWO_MODES);
-    (listener, sender)
+    (listener, output, sender)
 }
 
 #[test]
@@ -336,7 +339,7 @@ fn a_tcp_or_udp_sender_whose_listener_dies_keeps_the_finished_rows() {
         ("tcp", "-INT", &["the peer reset", "the peer closed"]),
         ("udp", "-KILL", &["ECONNREFUSED"]),
     ] {
-        let (listener, mut sender) = listener_and_sender(bench);
+        let (listener, _output, mut sender) = listener_and_sender(bench);
         let out = kill_receiver_in_second_mode(&mut sender, |_| {
             testnet::run_checked("kill", &[signal, &listener.id().to_string()]).expect("kill");
         });
