@@ -430,6 +430,37 @@ fn a_changed_neighbour_is_followed() {
 }
 
 #[test]
+fn a_changed_mtu_is_followed() {
+    let Some((pair, mut endpoint)) = v4_endpoint("a_changed_mtu_is_followed") else {
+        return;
+    };
+    let (peer, to) = resolved_peer(&pair);
+    let ip = to.ip();
+    assert_eq!(endpoint.max_payload(ip), max_payload(ip));
+    // Both ends lower their MTU: a datagram over it would leave `a` and be dropped by `b`.
+    for (ns, iface) in [(&pair.a, &pair.a_if), (&pair.b, &pair.b_if)] {
+        ns.ip(&["link", "set", iface, "mtu", "1000"])
+            .expect("set mtu");
+    }
+    let lowered = 1000 - (headers::headers_len(ip) - ETH_HLEN);
+    // The kernel announced the change before `ip` returned: the next send follows it.
+    match endpoint.send(to, lowered + 1, |buf| buf.fill(1)) {
+        Err(SendError::TooLong { len, max }) => assert_eq!((len, max), (lowered + 1, lowered)),
+        other => panic!("a datagram over the new MTU: {other:?}"),
+    }
+    assert_eq!(endpoint.max_payload(ip), lowered);
+    endpoint
+        .send(to, lowered, |buf| buf.fill(2))
+        .expect("a datagram of the new MTU");
+    let mut buf = vec![0u8; 2048];
+    let n = peer.recv(&mut buf).expect("it arrives");
+    assert!(
+        n == lowered && buf[..n].iter().all(|&b| b == 2),
+        "{n} bytes"
+    );
+}
+
+#[test]
 fn two_queues_serve_one_endpoint() {
     if !testnet::privileged("two_queues_serve_one_endpoint") {
         return;

@@ -8,10 +8,11 @@
 //! - `RTM_GETNEIGH` without `NLM_F_DUMP`, for one address on one interface, answers with its entry or
 //!   `ENOENT`. An entry in `REACHABLE`, `STALE`, `DELAY`, `PROBE`, `PERMANENT` or `NOARP` state has
 //!   a usable link-layer address (`STALE` is what the kernel uses too, confirming it later).
-//! - A route netlink socket in the `RTMGRP_NEIGH`, `RTMGRP_IPV4_ROUTE`, `RTMGRP_IPV6_ROUTE`,
-//!   `RTMGRP_IPV4_IFADDR` and `RTMGRP_IPV6_IFADDR` groups gets a message for every change of a
-//!   neighbour, route or address, queued before the call that made the change returns. Any message
-//!   (or `ENOBUFS`: some were dropped) empties the cache, read once per send batch; the TTL bounds
+//! - A route netlink socket in the `RTMGRP_LINK`, `RTMGRP_NEIGH`, `RTMGRP_IPV4_ROUTE`,
+//!   `RTMGRP_IPV6_ROUTE`, `RTMGRP_IPV4_IFADDR` and `RTMGRP_IPV6_IFADDR` groups gets a message for
+//!   every change of a link (its MTU, its address), neighbour, route or address, queued before the
+//!   call that made the change returns. Any message (or `ENOBUFS`: some were dropped) empties the
+//!   cache and has the interface's MTU and address read again, once per send batch; the TTL bounds
 //!   how long an answer is kept all the same.
 //! - A peer that sent to this host has an entry here already: the stack records the sender of an ARP
 //!   request or neighbour solicitation for one of its addresses. AF_XDP sends never confirm or
@@ -71,7 +72,8 @@ impl Routes {
     pub(crate) fn open(ifindex: u32) -> Result<Routes> {
         let socket = GenlSocket::open_route()
             .map_err(|e| Error::new("open a route netlink socket", e, ""))?;
-        let groups = libc::RTMGRP_NEIGH
+        let groups = libc::RTMGRP_LINK
+            | libc::RTMGRP_NEIGH
             | libc::RTMGRP_IPV4_ROUTE
             | libc::RTMGRP_IPV6_ROUTE
             | libc::RTMGRP_IPV4_IFADDR
@@ -99,8 +101,9 @@ impl Routes {
         })
     }
 
-    /// Reads the change announcements queued so far; any (or lost ones) empties the cache.
-    pub(crate) fn refresh(&mut self) -> Result<()> {
+    /// Reads the change announcements queued so far; any (or lost ones) empties the cache and
+    /// reads the interface's MTU and address again, returned (`None` when nothing changed).
+    pub(crate) fn refresh(&mut self) -> Result<Option<Link>> {
         let mut changed = false;
         loop {
             match self.changes.recv_nonblocking(&mut self.buf) {
@@ -112,10 +115,15 @@ impl Routes {
                 }
             }
         }
-        if changed {
-            self.cache.clear();
+        if !changed {
+            return Ok(None);
         }
-        Ok(())
+        self.cache.clear();
+        let link = rtnetlink::link_get(&mut self.socket, self.ifindex).map_err(|e| {
+            let what = format!("read the MTU and address of interface {}", self.ifindex);
+            Error::from_errno(what, e, "", "")
+        })?;
+        Ok(Some(link))
     }
 
     /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).

@@ -29,8 +29,9 @@
 //!   the kernel announces a change, or for a second at most, and an unresolved neighbour is an
 //!   error, never an ARP request of the endpoint's own).
 //!   Datagrams are sent with don't-fragment and never larger than the interface MTU. The MTU and
-//!   the interface's Ethernet address are read once, at bind (`RTM_GETLINK`): bind again after
-//!   changing either.
+//!   the interface's Ethernet address are read at bind (`RTM_GETLINK`) and again when the kernel
+//!   announces a change (`RTMGRP_LINK`): a send batch built after the change follows it (and
+//!   [`UdpEndpoint::max_payload`] says so from then on).
 
 use std::mem;
 use std::net::{IpAddr, SocketAddr};
@@ -527,10 +528,14 @@ impl UdpEndpoint {
         Ok(())
     }
 
-    /// Reads the route and neighbour changes the kernel announced (before a batch is built).
-    #[cfg(feature = "tokio")]
+    /// Reads the link, route and neighbour changes the kernel announced (before a batch is
+    /// built): a changed MTU or Ethernet address of the interface applies from this batch on.
     pub(crate) fn refresh_routes(&mut self) -> std::result::Result<(), SendError> {
-        self.routes.refresh().map_err(SendError::from)
+        if let Some(link) = self.routes.refresh()? {
+            self.mtu = link.mtu as usize;
+            self.mac = link.mac.unwrap_or(self.mac);
+        }
+        Ok(())
     }
 
     /// Whether built datagrams wait for room in the tx ring.
@@ -755,7 +760,7 @@ impl SendBatch<'_> {
         write: impl FnOnce(&mut [u8]),
     ) -> std::result::Result<(), SendError> {
         if !self.refreshed {
-            self.endpoint.routes.refresh()?;
+            self.endpoint.refresh_routes()?;
             self.refreshed = true;
         }
         self.endpoint.build(to, len, write)
