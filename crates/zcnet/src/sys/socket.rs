@@ -98,6 +98,7 @@ pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
 }
 
 /// The name of the TCP socket `fd`'s congestion control (`TCP_CONGESTION`), such as `cubic` or `bbr`.
+#[cfg(feature = "io-uring")]
 pub fn tcp_congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
     // TCP_CA_NAME_MAX: the kernel writes at most 16 bytes, NUL-padded.
     let mut name = [0u8; 16];
