@@ -260,7 +260,7 @@ impl fmt::Display for TxError {
                     send_hint(source.raw_os_error())
                 )?;
                 if !unsent.is_empty() {
-                    write!(f, "; {} earlier buffers handed back unsent", unsent.len())?;
+                    write!(f, "; {} buffers handed back unsent", unsent.len())?;
                 }
                 Ok(())
             }
