@@ -363,3 +363,106 @@ fn the_largest_round_count_starts_without_allocating_ahead() {
         serde_json::from_str(&line).unwrap_or_else(|_| panic!("no interval line: {line:?}"));
     assert_eq!(row["interval"], true, "{line}");
 }
+
+/// (bench, the role's flag, flags of the other role, each with its value if it takes one): flags that
+/// do not apply to the role `--listen` or `--connect` chose.
+const OTHER_ROLE: &[(&str, &str, &[&str])] = &[
+    // Receiver flags on a sender.
+    (
+        "tcp",
+        "--connect",
+        &["--once", "--max-streams 3", "--idle-timeout 3"],
+    ),
+    ("udp", "--connect", &["--once", "--iface lo"]),
+    (
+        "rx",
+        "--connect",
+        &[
+            "--once",
+            "--max-streams 3",
+            "--idle-timeout 3",
+            "--release lazy",
+            "--window-kib 64",
+            "--rcvlowat-kib 0",
+        ],
+    ),
+    // Sender flags on a receiver.
+    (
+        "tcp",
+        "--listen",
+        &[
+            "--raw",
+            "--no-verify",
+            "--duration 0.1",
+            "--size 1",
+            "--mode zerocopy",
+            "--api io_uring",
+            "--rounds 5",
+            "--threshold 1",
+            "--huge-pages",
+            "--connect-timeout 1",
+            "--send-timeout 1",
+            "--plot x.svg",
+        ],
+    ),
+    (
+        "udp",
+        "--listen",
+        &[
+            "--raw",
+            "--duration 0.1",
+            "--size 64",
+            "--mode zerocopy",
+            "--api io_uring",
+            "--rounds 5",
+            "--gso 1400",
+            "--batch 8",
+            "--huge-pages",
+        ],
+    ),
+    (
+        "rx",
+        "--listen",
+        &[
+            "--raw",
+            "--no-verify",
+            "--sender copy",
+            "--mib 1",
+            "--write-kib 4",
+            "--rounds 2",
+            "--connect-timeout 1",
+            "--plot x.svg",
+        ],
+    ),
+];
+
+/// A flag of the other role is a usage error naming it and the role's flag. The receivers are given
+/// an address this test holds and the senders a closed loopback port, so that a flag let through ends
+/// the run at once with another error instead of listening or sending.
+#[test]
+fn a_flag_of_the_other_role_is_a_usage_error() {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind(tcp.local_addr().unwrap()).unwrap();
+    let held = tcp.local_addr().unwrap().to_string();
+    // A port nothing listens on once its listener is dropped: a connection to it is refused.
+    let refusing = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .to_string();
+    let mut failures = Vec::new();
+    for &(bench, role, others) in OTHER_ROLE {
+        let addr = if role == "--listen" { &held } else { &refusing };
+        for other in others {
+            let mut args = vec!["bench", bench, role, addr];
+            args.extend(other.split_whitespace());
+            let flag = args[4];
+            let out = zcnet_limited(&args).output().expect("run zcnet");
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() != Some(2) || !err.contains(flag) || !err.contains(role) {
+                failures.push(format!("{args:?}: {} {err}", out.status));
+            }
+        }
+    }
+    drop((tcp, udp));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -158,6 +158,17 @@ fn tcp_udp_and_rx_apart_over_loopback() {
     assert!(mapped > 90.0, "{received}");
 }
 
+/// `bench tcp --listen` reads with recv whatever the sender's mode, and its row says so without
+/// sending the user to a `--mode` the receiver refuses.
+#[test]
+fn the_tcp_receiver_says_why_it_copies_without_naming_a_flag_it_refuses() {
+    let args = ["--mode", "zerocopy", "--duration", "0.2"];
+    let received = apart((here(), here()), "tcp", "127.0.0.1:0", &[], &args);
+    let fallback = received["fallback"].as_str().unwrap_or_default();
+    assert!(fallback.contains("reads with recv"), "{received}");
+    assert!(!fallback.contains("--mode"), "{received}");
+}
+
 #[test]
 fn tcp_udp_and_rx_apart_across_namespaces() {
     let test = "tcp_udp_and_rx_apart_across_namespaces";
