@@ -295,7 +295,7 @@ pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
         .into()
     };
     if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(usage(&format!("{ip} has no port: use [ADDR]:PORT")));
+        return Err(UsageError(format!("--listen {spec:?}: {}", no_port(ip, spec))).into());
     }
     let port = spec.strip_prefix(':').unwrap_or(spec);
     match port.parse::<u16>() {
@@ -305,14 +305,30 @@ pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     }
 }
 
+/// Why `spec`, which parsed as the address `ip`, is no address with a port. An IPv6 address takes
+/// its port after brackets; one whose last group reads as a port (`::1:5401`) is shown so
+/// (`[::1]:5401`), unless that leaves the bare `::` (`::1` is loopback more likely than port 1).
+fn no_port(ip: IpAddr, spec: &str) -> String {
+    if ip.is_ipv4() {
+        return format!("{ip} has no port: use ADDR:PORT");
+    }
+    let meant = spec
+        .rsplit_once(':')
+        .filter(|(addr, port)| {
+            *addr != "::" && addr.parse::<Ipv6Addr>().is_ok() && port.parse::<u16>().is_ok()
+        })
+        .map_or_else(
+            || "[::1]:5201".to_string(),
+            |(addr, port)| format!("[{addr}]:{port}"),
+        );
+    format!("an IPv6 address goes in brackets before its port, as in {meant}")
+}
+
 /// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6): a usage error without a
 /// port, an error naming the host when the name does not resolve.
 pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(UsageError(format!(
-            "--connect {spec:?}: {ip} has no port: use HOST:PORT (e.g. [::1]:5201)"
-        ))
-        .into());
+        return Err(UsageError(format!("--connect {spec:?}: {}", no_port(ip, spec))).into());
     }
     let port_ok = spec
         .rsplit_once(':')
@@ -1191,10 +1207,22 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     if let Some(addr) = receiver_role(common)? {
         return listen_udp(addr, common, args.iface.as_deref());
     }
-    let single = common.size.unwrap_or(match args.gso {
-        Some(seg) => usize::from(seg) * 40,
-        None => 1400,
-    });
+    if let Some(seg) = args.gso
+        && usize::from(seg) < wire::SEQ_LEN
+        && !common.apart.raw
+    {
+        return Err(UsageError(format!(
+            "--gso {seg}: each segment is a datagram that carries its {}-byte sequence number (or \
+             use --raw)",
+            wire::SEQ_LEN
+        ))
+        .into());
+    }
+    let single = match (common.size, args.gso) {
+        (Some(size), _) => size,
+        (None, Some(seg)) => default_gso_size(seg, common.sizes.is_empty())?,
+        (None, None) => 1400,
+    };
     // The bytes of each datagram: a GSO segment, or the whole send.
     let unit = |size: usize| args.gso.map_or(size, usize::from);
     sweep::check_plot(common.plot.as_deref())?;
@@ -1221,10 +1249,10 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
                 "--api af_xdp sends each datagram in one frame over the veth harness's MTU",
             )?;
         }
-        if unit(size) < wire::SEQ_LEN && !common.apart.raw {
+        // (A --gso segment under it was refused above.)
+        if args.gso.is_none() && size < wire::SEQ_LEN && !common.apart.raw {
             return Err(UsageError(format!(
-                "{flag} {}: each datagram carries its {}-byte sequence number (or use --raw)",
-                unit(size),
+                "{flag} {size}: each datagram carries its {}-byte sequence number (or use --raw)",
                 wire::SEQ_LEN
             ))
             .into());
@@ -1304,6 +1332,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `bench udp --gso SEG`'s size when `--size` is not given: 40 segments. A usage error naming
+/// `--gso` when they are above the largest UDP payload and the size is to be sent (`used`, not
+/// replaced by `--sizes`): the user gave no size to blame.
+fn default_gso_size(seg: u16, used: bool) -> Result<usize> {
+    let size = usize::from(seg) * 40;
+    if used && size as u64 > MAX_UDP_PAYLOAD {
+        return Err(UsageError(format!(
+            "--gso {seg}: the default --size of 40 segments ({size} bytes) is above the largest \
+             UDP payload ({MAX_UDP_PAYLOAD} bytes): give a --size"
+        ))
+        .into());
+    }
+    Ok(size)
 }
 
 /// The longest payload the AF_XDP endpoint sends unfragmented over the veth harness (its MTU less
@@ -1386,12 +1429,15 @@ fn send_udp(
     args: &UdpArgs,
 ) -> Result<Row> {
     let common = &args.common;
-    socket.connect(dest)?;
+    socket
+        .connect(dest)
+        .with_context(|| format!("sending to {dest}"))?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const END_REPEATS: usize = 6;
     if !common.apart.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
-        let answer = wire::offer_header(&socket, &h).context("sending the header datagram")?;
+        let answer = wire::offer_header(&socket, &h)
+            .with_context(|| format!("sending the header datagram to {dest}"))?;
         if let Some(wire::Answer::Refused(why)) = answer {
             bail!(
                 "udp {}: the receiver at {dest} refused the run: {why}",

@@ -22,6 +22,9 @@ const TABLE: &[(&[&str], &str)] = &[
         "--size",
     ),
     (&["bench", "udp", "--duration", "inf"], "--duration"),
+    // A segment too short, or too long for the default 40 a send: --gso, not a size never given.
+    (&["bench", "udp", "--gso", "1", "--size", "64"], "--gso"),
+    (&["bench", "udp", "--gso", "65507"], "--gso"),
     // --api af_xdp only where it means something.
     (&["bench", "tcp", "--api", "af_xdp"], "--api"),
     (&["bench", "udp", "--api", "af_xdp"], "--sink"),
@@ -296,6 +299,64 @@ fn fails_saying(args: &[&str], stdout: std::process::Stdio, says: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     assert!(err.contains(says), "{args:?}: {err}");
+}
+
+/// An IPv6 address with its port outside brackets is shown bracketed, by `--listen` and `--connect`.
+#[test]
+fn an_ipv6_address_and_port_are_shown_in_brackets() {
+    for (bench, flag) in [
+        ("tcp", "--listen"),
+        ("udp", "--connect"),
+        ("rx", "--connect"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["bench", bench, flag, "::1:5401"])
+            .output()
+            .expect("run zcnet");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bench} {flag}: {err}");
+        assert!(err.contains("[::1]:5401"), "{bench} {flag}: {err}");
+    }
+}
+
+/// Help speaks of flags and values, not of zcnet's source.
+#[test]
+fn help_names_no_source_module() {
+    for bench in ["tcp", "udp", "rx"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["bench", bench, "--help"])
+            .output()
+            .expect("run zcnet");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{bench}: {help}");
+        assert!(!help.contains("crate::"), "{bench}: {help}");
+    }
+}
+
+/// A UDP send that fails says where it went: in a namespace of its own, with no route but
+/// loopback, 192.0.2.1 is unreachable.
+#[test]
+fn a_failed_udp_send_names_its_destination() {
+    if !testnet::privileged("a_failed_udp_send_names_its_destination") {
+        return;
+    }
+    let ns = testnet::Netns::create("u").expect("a namespace");
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "bench",
+            "udp",
+            "--connect",
+            "192.0.2.1:9",
+            "--duration",
+            "0.1",
+        ])
+        .output()
+        .expect("run zcnet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("sending to 192.0.2.1:9"), "{err}");
+    assert!(err.contains("unreachable"), "{err}");
 }
 
 /// A host name that does not resolve is named as such (not as a malformed HOST:PORT), by every
