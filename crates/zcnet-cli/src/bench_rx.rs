@@ -456,7 +456,9 @@ fn run_one(
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
         .args(["--write-kib", &(write >> 10).to_string()])
-        .args(args.timeouts.args());
+        .args(args.timeouts.args())
+        // Its line of counts is read here.
+        .arg("--json");
     if args.apart.no_verify {
         command.arg("--no-verify");
     }
@@ -587,13 +589,13 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
         marked: false,
     });
     let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
-    report::emit(&format!(
-        "{}\n",
-        json!({"role": "sender", "size": write, "bytes": sent.bytes,
-               "zerocopy_calls": sent.counts.zerocopy_calls,
-               "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
-               "stalled": sent.stalled})
-    ));
+    let row = object(
+        json!({"role": "sender", "sender_mode": sender_name(args.sender),
+        "size": write, "bytes": sent.bytes, "zerocopy_calls": sent.counts.zerocopy_calls,
+        "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
+        "stalled": sent.stalled}),
+    );
+    print_rows(&[row], SENDER_COLUMNS, args.json);
     if let Some(why) = &sent.stalled {
         bail!(
             "the stream stopped after {} of {total} bytes: {why}",
@@ -602,6 +604,16 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
     }
     Ok(sent)
 }
+
+/// The text columns of a `--connect` stream's row.
+const SENDER_COLUMNS: &[Column] = &[
+    ("sender_mode", "sender"),
+    ("size", "write size"),
+    ("bytes", "bytes"),
+    ("zerocopy_calls", "zc calls"),
+    ("copy_calls", "copy calls"),
+    ("interrupted", "interrupted"),
+];
 
 /// `--listen`: streams side by side ([`bench_serve::serve`]), each received in the next `--mode` in
 /// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or
