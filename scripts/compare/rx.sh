@@ -42,7 +42,7 @@ tcp_mmap_receive() {
 zc_receive() {
 	local port
 	port="$(free_port)"
-	"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode "$1" --no-verify --interval 0 \
+	"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode "$1" --interval 0 \
 		--json >"$SCRATCH/zr" &
 	local pid=$!
 	sleep 0.3

@@ -16,11 +16,11 @@ pub enum Api {
     /// io_uring `IORING_OP_SEND_ZC` from registered buffers, notifications as CQEs.
     #[value(name = "io_uring")]
     IoUring,
-    /// `sendmmsg(2)`, `--batch` datagrams a call, always copied (`bench udp --mode copy` only): no
-    /// socket sender, see `crate::bench_send_mmsg`.
+    /// `sendmmsg(2)`, `--batch` datagrams a call, always copied (`bench udp --mode copy` only).
+    // No socket sender: see bench_send_mmsg.
     Sendmmsg,
-    /// `zcnet::xdp::UdpEndpoint` on the sending veth end (`bench udp --sink xdp-drop` only): no
-    /// socket sender, see `crate::bench_send_xdp`.
+    /// An AF_XDP UDP endpoint on the sending veth end (`bench udp --sink xdp-drop` only).
+    // No socket sender: see bench_send_xdp.
     #[value(name = "af_xdp")]
     AfXdp,
 }

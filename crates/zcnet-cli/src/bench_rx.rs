@@ -72,19 +72,24 @@ pub struct RxArgs {
     )]
     mode: Vec<ModeArg>,
     /// Sender mode.
-    #[arg(long, value_enum, default_value = "zerocopy")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "zerocopy",
+        conflicts_with = "listen"
+    )]
     sender: SenderArg,
     /// MiB to send per connection.
-    #[arg(long, default_value_t = 128, value_parser = flags::count64)]
+    #[arg(long, default_value_t = 128, value_parser = flags::count64, conflicts_with = "listen")]
     mib: u64,
     /// Connections per mode; the modes alternate and each row sums its mode's connections.
-    #[arg(long, default_value_t = 4, value_parser = flags::count)]
+    #[arg(long, default_value_t = 4, value_parser = flags::count, conflicts_with = "listen")]
     rounds: u32,
     /// What the zerocopy receiver does with mapped pages once read.
-    #[arg(long, value_enum, default_value = "zap")]
+    #[arg(long, value_enum, default_value = "zap", conflicts_with = "connect")]
     release: ReleaseArg,
     /// Bytes per write of the sender, in KiB.
-    #[arg(long, default_value_t = 512, value_parser = flags::size)]
+    #[arg(long, default_value_t = 512, value_parser = flags::size, conflicts_with = "listen")]
     write_kib: usize,
     /// The sender's write sizes to sweep instead of one --write-kib, comma-separated, in bytes with
     /// K and M suffixes (e.g. 4K,16K,64K,256K; whole KiB, at most 64M): every --mode receives --mib
@@ -102,15 +107,15 @@ pub struct RxArgs {
         long,
         value_name = "FILE.svg",
         requires = "sizes",
-        conflicts_with = "connect"
+        conflicts_with_all = ["connect", "listen"]
     )]
     plot: Option<PathBuf>,
     /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
-    #[arg(long, value_parser = flags::size)]
+    #[arg(long, value_parser = flags::size, conflicts_with = "connect")]
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
     /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
-    #[arg(long, value_parser = flags::size_or_zero)]
+    #[arg(long, value_parser = flags::size_or_zero, conflicts_with = "connect")]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).
@@ -451,7 +456,9 @@ fn run_one(
         .args(["--sender", sender_name(args.sender)])
         .args(["--mib", &args.mib.to_string()])
         .args(["--write-kib", &(write >> 10).to_string()])
-        .args(args.timeouts.args());
+        .args(args.timeouts.args())
+        // Its line of counts is read here.
+        .arg("--json");
     if args.apart.no_verify {
         command.arg("--no-verify");
     }
@@ -582,13 +589,13 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
         marked: false,
     });
     let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
-    report::emit(&format!(
-        "{}\n",
-        json!({"role": "sender", "size": write, "bytes": sent.bytes,
-               "zerocopy_calls": sent.counts.zerocopy_calls,
-               "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
-               "stalled": sent.stalled})
-    ));
+    let row = object(
+        json!({"role": "sender", "sender_mode": sender_name(args.sender),
+        "size": write, "bytes": sent.bytes, "zerocopy_calls": sent.counts.zerocopy_calls,
+        "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
+        "stalled": sent.stalled}),
+    );
+    print_rows(&[row], SENDER_COLUMNS, args.json);
     if let Some(why) = &sent.stalled {
         bail!(
             "the stream stopped after {} of {total} bytes: {why}",
@@ -597,6 +604,16 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
     }
     Ok(sent)
 }
+
+/// The text columns of a `--connect` stream's row.
+const SENDER_COLUMNS: &[Column] = &[
+    ("sender_mode", "sender"),
+    ("size", "write size"),
+    ("bytes", "bytes"),
+    ("zerocopy_calls", "zc calls"),
+    ("copy_calls", "copy calls"),
+    ("interrupted", "interrupted"),
+];
 
 /// `--listen`: streams side by side ([`bench_serve::serve`]), each received in the next `--mode` in
 /// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or

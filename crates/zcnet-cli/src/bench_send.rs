@@ -44,11 +44,12 @@ use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::sweep::{self, Swept};
 use crate::wire::{self, Bench, Finish, Header};
 
-/// Options shared by both benches.
+/// Options shared by both benches. The sender's are refused with `--listen`; `--api` is checked once
+/// parsed (udp's receiver takes `--api af_xdp`).
 #[derive(Debug, clap::Args)]
 struct Common {
     /// Bytes per send call (K, M suffixes allowed).
-    #[arg(long, value_parser = flags::size)]
+    #[arg(long, value_parser = flags::size, conflicts_with = "listen")]
     size: Option<usize>,
     /// Send sizes to sweep instead of one --size, comma-separated (e.g. 1K,4K,16K,64K,256K): every
     /// --mode runs at every size, the order of the modes reversed from one size (and round) to the
@@ -58,13 +59,23 @@ struct Common {
     #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["size", "listen"])]
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
-    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
+    #[arg(
+        long,
+        value_name = "FILE.svg",
+        requires = "sizes",
+        conflicts_with = "listen"
+    )]
     plot: Option<PathBuf>,
     /// Seconds each mode runs.
-    #[arg(long, default_value_t = 2.0, value_parser = flags::duration)]
+    #[arg(long, default_value_t = 2.0, value_parser = flags::duration, conflicts_with = "listen")]
     duration: f64,
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
-    #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy,auto")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "copy,zerocopy,auto",
+        conflicts_with = "listen"
+    )]
     mode: Vec<Mode>,
     /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
     /// registered buffers), sendmmsg (udp only: --batch datagrams a call, always copied, so it runs
@@ -80,11 +91,11 @@ struct Common {
     #[arg(long, conflicts_with_all = ["listen", "connect"])]
     netns: bool,
     /// Size threshold of the auto mode, in bytes.
-    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size)]
+    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, conflicts_with = "listen")]
     threshold: usize,
     /// Back the send buffers with transparent huge pages (io_uring then sends them unregistered:
     /// the kernel charges a fixed send from a huge page to the socket as up to the whole page).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "listen")]
     huge_pages: bool,
     /// One JSON object per interval and per mode instead of a table.
     #[arg(long)]
@@ -94,7 +105,7 @@ struct Common {
     interval: f64,
     /// Rounds: every mode runs once per round, in reverse order on even rounds; with more than one,
     /// the summary adds each mode's totals and how auto compares with the better of the other two.
-    #[arg(long, default_value_t = 1, value_parser = flags::count)]
+    #[arg(long, default_value_t = 1, value_parser = flags::count, conflicts_with = "listen")]
     rounds: u32,
     /// Be the receiver only: listen on [ADDR:]PORT and report each stream (until Ctrl-C, or --once).
     #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "connect")]
@@ -136,16 +147,21 @@ pub struct UdpArgs {
     #[command(flatten)]
     common: Common,
     /// Segment size for UDP GSO (UDP_SEGMENT): each send of --size bytes leaves as segments of SEG.
-    #[arg(long, value_name = "SEG", value_parser = flags::segment)]
+    #[arg(long, value_name = "SEG", value_parser = flags::segment, conflicts_with = "listen")]
     gso: Option<u16>,
     /// Receiver of the datagrams (one-process mode).
     #[arg(long, value_enum, default_value = "socket", conflicts_with_all = ["listen", "connect"])]
     sink: Sink,
     /// With --listen --api af_xdp: the interface whose every rx queue the AF_XDP endpoint serves.
-    #[arg(long, value_name = "IF", requires = "listen")]
+    #[arg(
+        long,
+        value_name = "IF",
+        requires = "listen",
+        conflicts_with = "connect"
+    )]
     iface: Option<String>,
     /// Datagrams per sendmmsg(2) call of --api sendmmsg (1 to 1024, the kernel's UIO_MAXIOV).
-    #[arg(long, default_value_t = 32, value_parser = flags::mmsg_batch)]
+    #[arg(long, default_value_t = 32, value_parser = flags::mmsg_batch, conflicts_with = "listen")]
     batch: usize,
 }
 
@@ -279,7 +295,7 @@ pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
         .into()
     };
     if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(usage(&format!("{ip} has no port: use [ADDR]:PORT")));
+        return Err(UsageError(format!("--listen {spec:?}: {}", no_port(ip, spec))).into());
     }
     let port = spec.strip_prefix(':').unwrap_or(spec);
     match port.parse::<u16>() {
@@ -289,14 +305,30 @@ pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     }
 }
 
+/// Why `spec`, which parsed as the address `ip`, is no address with a port. An IPv6 address takes
+/// its port after brackets; one whose last group reads as a port (`::1:5401`) is shown so
+/// (`[::1]:5401`), unless that leaves the bare `::` (`::1` is loopback more likely than port 1).
+fn no_port(ip: IpAddr, spec: &str) -> String {
+    if ip.is_ipv4() {
+        return format!("{ip} has no port: use ADDR:PORT");
+    }
+    let meant = spec
+        .rsplit_once(':')
+        .filter(|(addr, port)| {
+            *addr != "::" && addr.parse::<Ipv6Addr>().is_ok() && port.parse::<u16>().is_ok()
+        })
+        .map_or_else(
+            || "[::1]:5201".to_string(),
+            |(addr, port)| format!("[{addr}]:{port}"),
+        );
+    format!("an IPv6 address goes in brackets before its port, as in {meant}")
+}
+
 /// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6): a usage error without a
 /// port, an error naming the host when the name does not resolve.
 pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
     if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(UsageError(format!(
-            "--connect {spec:?}: {ip} has no port: use HOST:PORT (e.g. [::1]:5201)"
-        ))
-        .into());
+        return Err(UsageError(format!("--connect {spec:?}: {}", no_port(ip, spec))).into());
     }
     let port_ok = spec
         .rsplit_once(':')
@@ -937,6 +969,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     if common.api.contains(&Api::Sendmmsg) {
         return Err(UsageError("--api sendmmsg: only bench udp sends datagrams".into()).into());
     }
+    check_listener_api(common, "the receiver reads with recv")?;
     if let Some(addr) = receiver_role(common)? {
         return listen_tcp(addr, common, &args.serve);
     }
@@ -1102,9 +1135,15 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
     bench_serve::serve(&listener, &how, |peer| StreamSetup {
         config: config.clone(),
         ticker: receiver_ticker(common, "tcp", Some(peer)),
-        fields: Row::new(),
+        // In place of the library's "copy requested", whose remedy names a --mode this receiver
+        // does not take: it reads with recv whatever the sender's mode.
+        fields: object(json!({"fallback": TCP_RECEIVER_COPIES})),
     })
 }
+
+/// Why `bench tcp --listen` does not map received pages.
+const TCP_RECEIVER_COPIES: &str =
+    "copy: bench tcp's receiver reads with recv (bench rx maps received pages)";
 
 /// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
 const TCP_READ: usize = 512 << 10;
@@ -1161,13 +1200,29 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     let common = &args.common;
     check_af_xdp(&args)?;
     check_sendmmsg(&args)?;
+    check_listener_api(
+        common,
+        "the receiver reads with a UDP socket, or with --api af_xdp --iface IF",
+    )?;
     if let Some(addr) = receiver_role(common)? {
         return listen_udp(addr, common, args.iface.as_deref());
     }
-    let single = common.size.unwrap_or(match args.gso {
-        Some(seg) => usize::from(seg) * 40,
-        None => 1400,
-    });
+    if let Some(seg) = args.gso
+        && usize::from(seg) < wire::SEQ_LEN
+        && !common.apart.raw
+    {
+        return Err(UsageError(format!(
+            "--gso {seg}: each segment is a datagram that carries its {}-byte sequence number (or \
+             use --raw)",
+            wire::SEQ_LEN
+        ))
+        .into());
+    }
+    let single = match (common.size, args.gso) {
+        (Some(size), _) => size,
+        (None, Some(seg)) => default_gso_size(seg, common.sizes.is_empty())?,
+        (None, None) => 1400,
+    };
     // The bytes of each datagram: a GSO segment, or the whole send.
     let unit = |size: usize| args.gso.map_or(size, usize::from);
     sweep::check_plot(common.plot.as_deref())?;
@@ -1194,10 +1249,10 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
                 "--api af_xdp sends each datagram in one frame over the veth harness's MTU",
             )?;
         }
-        if unit(size) < wire::SEQ_LEN && !common.apart.raw {
+        // (A --gso segment under it was refused above.)
+        if args.gso.is_none() && size < wire::SEQ_LEN && !common.apart.raw {
             return Err(UsageError(format!(
-                "{flag} {}: each datagram carries its {}-byte sequence number (or use --raw)",
-                unit(size),
+                "{flag} {size}: each datagram carries its {}-byte sequence number (or use --raw)",
                 wire::SEQ_LEN
             ))
             .into());
@@ -1279,6 +1334,21 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     Ok(())
 }
 
+/// `bench udp --gso SEG`'s size when `--size` is not given: 40 segments. A usage error naming
+/// `--gso` when they are above the largest UDP payload and the size is to be sent (`used`, not
+/// replaced by `--sizes`): the user gave no size to blame.
+fn default_gso_size(seg: u16, used: bool) -> Result<usize> {
+    let size = usize::from(seg) * 40;
+    if used && size as u64 > MAX_UDP_PAYLOAD {
+        return Err(UsageError(format!(
+            "--gso {seg}: the default --size of 40 segments ({size} bytes) is above the largest \
+             UDP payload ({MAX_UDP_PAYLOAD} bytes): give a --size"
+        ))
+        .into());
+    }
+    Ok(size)
+}
+
 /// The longest payload the AF_XDP endpoint sends unfragmented over the veth harness (its MTU less
 /// the IP and UDP headers).
 fn af_xdp_max_payload(ipv6: bool) -> usize {
@@ -1312,6 +1382,22 @@ fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api af_xdp with {why}")).into())
 }
 
+/// Refuses `--api` with `--listen`: the API is the sender's (udp's receiver takes `--api af_xdp`
+/// alone, checked by [`check_af_xdp`]). The default `sendmsg` passes: it cannot be told from the
+/// flag given.
+fn check_listener_api(common: &Common, reads: &str) -> Result<()> {
+    let passes = [[Api::Sendmsg], [Api::AfXdp]];
+    if common.listen.is_none() || passes.iter().any(|api| common.api == api) {
+        return Ok(());
+    }
+    let apis: Vec<&str> = common.api.iter().map(|api| api.name()).collect();
+    Err(UsageError(format!(
+        "--api {} with --listen: the API is the sender's ({reads})",
+        apis.join(",")
+    ))
+    .into())
+}
+
 /// Refuses `--api sendmmsg` where it would give no row or mean something else: without `--mode
 /// copy` (it always copies), and with `--gso` (one datagram per message).
 fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
@@ -1343,12 +1429,15 @@ fn send_udp(
     args: &UdpArgs,
 ) -> Result<Row> {
     let common = &args.common;
-    socket.connect(dest)?;
+    socket
+        .connect(dest)
+        .with_context(|| format!("sending to {dest}"))?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const END_REPEATS: usize = 6;
     if !common.apart.raw {
         let h = header(Bench::Udp, mode, unit, common).encode();
-        let answer = wire::offer_header(&socket, &h).context("sending the header datagram")?;
+        let answer = wire::offer_header(&socket, &h)
+            .with_context(|| format!("sending the header datagram to {dest}"))?;
         if let Some(wire::Answer::Refused(why)) = answer {
             bail!(
                 "udp {}: the receiver at {dest} refused the run: {why}",

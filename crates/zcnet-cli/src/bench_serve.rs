@@ -25,11 +25,11 @@ use crate::report::{Column, Row, emit, print_rows};
 pub struct ServeFlags {
     /// With --listen: streams received at once; a connection beyond them is closed at once and
     /// reported as refused.
-    #[arg(long, default_value_t = 16, value_parser = flags::count, requires = "listen")]
+    #[arg(long, default_value_t = 16, value_parser = flags::count, requires = "listen", conflicts_with = "connect")]
     pub max_streams: u32,
     /// With --listen: seconds a stream may bring no bytes before it is ended and reported as idle (0:
     /// never; TCP keepalive still ends a stream whose peer vanished).
-    #[arg(long, default_value_t = 30.0, value_parser = flags::interval, requires = "listen")]
+    #[arg(long, default_value_t = 30.0, value_parser = flags::interval, requires = "listen", conflicts_with = "connect")]
     pub idle_timeout: f64,
 }
 

@@ -33,16 +33,16 @@ use zcnet::probe::{TcpSendState, tcp_send_state};
 use crate::flags;
 use crate::live;
 
-/// `--connect-timeout` and `--send-timeout` of the TCP senders.
+/// `--connect-timeout` and `--send-timeout` of the TCP senders (not with `--listen`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct TcpTimeouts {
     /// Seconds a connect may take before the run fails (a SYN that a firewall drops is otherwise
     /// retried for about two minutes).
-    #[arg(long, default_value_t = 10.0, value_parser = flags::duration)]
+    #[arg(long, default_value_t = 10.0, value_parser = flags::duration, conflicts_with = "listen")]
     pub connect_timeout: f64,
     /// Seconds a sender may go without the peer acknowledging anything before the run ends, saying
     /// what was seen (a zero window: the peer does not read; no ACK: a black hole).
-    #[arg(long, default_value_t = 10.0, value_parser = flags::duration)]
+    #[arg(long, default_value_t = 10.0, value_parser = flags::duration, conflicts_with = "listen")]
     pub send_timeout: f64,
 }
 

@@ -22,6 +22,9 @@ const TABLE: &[(&[&str], &str)] = &[
         "--size",
     ),
     (&["bench", "udp", "--duration", "inf"], "--duration"),
+    // A segment too short, or too long for the default 40 a send: --gso, not a size never given.
+    (&["bench", "udp", "--gso", "1", "--size", "64"], "--gso"),
+    (&["bench", "udp", "--gso", "65507"], "--gso"),
     // --api af_xdp only where it means something.
     (&["bench", "tcp", "--api", "af_xdp"], "--api"),
     (&["bench", "udp", "--api", "af_xdp"], "--sink"),
@@ -298,6 +301,64 @@ fn fails_saying(args: &[&str], stdout: std::process::Stdio, says: &str) {
     assert!(err.contains(says), "{args:?}: {err}");
 }
 
+/// An IPv6 address with its port outside brackets is shown bracketed, by `--listen` and `--connect`.
+#[test]
+fn an_ipv6_address_and_port_are_shown_in_brackets() {
+    for (bench, flag) in [
+        ("tcp", "--listen"),
+        ("udp", "--connect"),
+        ("rx", "--connect"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["bench", bench, flag, "::1:5401"])
+            .output()
+            .expect("run zcnet");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bench} {flag}: {err}");
+        assert!(err.contains("[::1]:5401"), "{bench} {flag}: {err}");
+    }
+}
+
+/// Help speaks of flags and values, not of zcnet's source.
+#[test]
+fn help_names_no_source_module() {
+    for bench in ["tcp", "udp", "rx"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+            .args(["bench", bench, "--help"])
+            .output()
+            .expect("run zcnet");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{bench}: {help}");
+        assert!(!help.contains("crate::"), "{bench}: {help}");
+    }
+}
+
+/// A UDP send that fails says where it went: in a namespace of its own, with no route but
+/// loopback, 192.0.2.1 is unreachable.
+#[test]
+fn a_failed_udp_send_names_its_destination() {
+    if !testnet::privileged("a_failed_udp_send_names_its_destination") {
+        return;
+    }
+    let ns = testnet::Netns::create("u").expect("a namespace");
+    let out = ns
+        .command(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "bench",
+            "udp",
+            "--connect",
+            "192.0.2.1:9",
+            "--duration",
+            "0.1",
+        ])
+        .output()
+        .expect("run zcnet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("sending to 192.0.2.1:9"), "{err}");
+    assert!(err.contains("unreachable"), "{err}");
+}
+
 /// A host name that does not resolve is named as such (not as a malformed HOST:PORT), by every
 /// sender that connects.
 #[test]
@@ -362,4 +423,107 @@ fn the_largest_round_count_starts_without_allocating_ahead() {
     let row: serde_json::Value =
         serde_json::from_str(&line).unwrap_or_else(|_| panic!("no interval line: {line:?}"));
     assert_eq!(row["interval"], true, "{line}");
+}
+
+/// (bench, the role's flag, flags of the other role, each with its value if it takes one): flags that
+/// do not apply to the role `--listen` or `--connect` chose.
+const OTHER_ROLE: &[(&str, &str, &[&str])] = &[
+    // Receiver flags on a sender.
+    (
+        "tcp",
+        "--connect",
+        &["--once", "--max-streams 3", "--idle-timeout 3"],
+    ),
+    ("udp", "--connect", &["--once", "--iface lo"]),
+    (
+        "rx",
+        "--connect",
+        &[
+            "--once",
+            "--max-streams 3",
+            "--idle-timeout 3",
+            "--release lazy",
+            "--window-kib 64",
+            "--rcvlowat-kib 0",
+        ],
+    ),
+    // Sender flags on a receiver.
+    (
+        "tcp",
+        "--listen",
+        &[
+            "--raw",
+            "--no-verify",
+            "--duration 0.1",
+            "--size 1",
+            "--mode zerocopy",
+            "--api io_uring",
+            "--rounds 5",
+            "--threshold 1",
+            "--huge-pages",
+            "--connect-timeout 1",
+            "--send-timeout 1",
+            "--plot x.svg",
+        ],
+    ),
+    (
+        "udp",
+        "--listen",
+        &[
+            "--raw",
+            "--duration 0.1",
+            "--size 64",
+            "--mode zerocopy",
+            "--api io_uring",
+            "--rounds 5",
+            "--gso 1400",
+            "--batch 8",
+            "--huge-pages",
+        ],
+    ),
+    (
+        "rx",
+        "--listen",
+        &[
+            "--raw",
+            "--no-verify",
+            "--sender copy",
+            "--mib 1",
+            "--write-kib 4",
+            "--rounds 2",
+            "--connect-timeout 1",
+            "--plot x.svg",
+        ],
+    ),
+];
+
+/// A flag of the other role is a usage error naming it and the role's flag. The receivers are given
+/// an address this test holds and the senders a closed loopback port, so that a flag let through ends
+/// the run at once with another error instead of listening or sending.
+#[test]
+fn a_flag_of_the_other_role_is_a_usage_error() {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind(tcp.local_addr().unwrap()).unwrap();
+    let held = tcp.local_addr().unwrap().to_string();
+    // A port nothing listens on once its listener is dropped: a connection to it is refused.
+    let refusing = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .to_string();
+    let mut failures = Vec::new();
+    for &(bench, role, others) in OTHER_ROLE {
+        let addr = if role == "--listen" { &held } else { &refusing };
+        for other in others {
+            let mut args = vec!["bench", bench, role, addr];
+            args.extend(other.split_whitespace());
+            let flag = args[4];
+            let out = zcnet_limited(&args).output().expect("run zcnet");
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() != Some(2) || !err.contains(flag) || !err.contains(role) {
+                failures.push(format!("{args:?}: {} {err}", out.status));
+            }
+        }
+    }
+    drop((tcp, udp));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -158,6 +158,46 @@ fn tcp_udp_and_rx_apart_over_loopback() {
     assert!(mapped > 90.0, "{received}");
 }
 
+/// `bench tcp --listen` reads with recv whatever the sender's mode, and its row says so without
+/// sending the user to a `--mode` the receiver refuses.
+#[test]
+fn the_tcp_receiver_says_why_it_copies_without_naming_a_flag_it_refuses() {
+    let args = ["--mode", "zerocopy", "--duration", "0.2"];
+    let received = apart((here(), here()), "tcp", "127.0.0.1:0", &[], &args);
+    let fallback = received["fallback"].as_str().unwrap_or_default();
+    assert!(fallback.contains("reads with recv"), "{received}");
+    assert!(!fallback.contains("--mode"), "{received}");
+}
+
+/// `bench rx --connect` without `--json` prints a table of what it sent, as the other benches do, and
+/// with it a JSON line.
+#[test]
+fn the_rx_sender_prints_a_table_in_text() {
+    for json in [false, true] {
+        let l = listen(here(), "rx", "127.0.0.1:0", &[]);
+        let mut send = here();
+        send.args(["bench", "rx", "--connect", &l.addr, "--mib", "1"]);
+        if json {
+            send.arg("--json");
+        }
+        let out = stdout_of(&mut send, "the sender");
+        l.report();
+        let mut lines = out.lines();
+        let first = lines.next().unwrap_or_default();
+        if json {
+            let row: Value = serde_json::from_str(first).unwrap_or_else(|_| panic!("{out}"));
+            assert_eq!(row["bytes"], 1 << 20, "{out}");
+        } else {
+            assert!(
+                first.starts_with("sender") && first.contains("zc calls"),
+                "{out}"
+            );
+            let row = lines.next().unwrap_or_default();
+            assert!(row.contains(&(1u64 << 20).to_string()), "{out}");
+        }
+    }
+}
+
 #[test]
 fn tcp_udp_and_rx_apart_across_namespaces() {
     let test = "tcp_udp_and_rx_apart_across_namespaces";

@@ -89,7 +89,7 @@ fn senders(addr: SocketAddr, extra: &[&str]) -> [(&'static str, Vec<String>); 2]
             "bench tcp",
             args(&["tcp", "--mode", "copy", "--duration", "60", "--json"]),
         ),
-        ("bench rx", args(&["rx", "--mib", "100000"])),
+        ("bench rx", args(&["rx", "--mib", "100000", "--json"])),
     ]
 }
 
