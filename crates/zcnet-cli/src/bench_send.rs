@@ -997,9 +997,19 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     run_rounds((common, "tcp", &sizes), |size, mode, api| {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
-        let sent = net
-            .in_sender(|| timeouts.connect(addr))
-            .and_then(|stream| send_tcp(stream, net.path(), (mode, api), size, (common, timeouts)));
+        let sent = net.in_sender(|| timeouts.connect(addr)).and_then(|stream| {
+            // A receiver stopped (SIGSTOP, a debugger) for 2 s gets the stream shut down under
+            // the sender, which would otherwise wait for it until its send timeout.
+            let guard = peer.child.guard(&stream)?;
+            let mut row = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts))?;
+            if let Some(why) = guard.finish() {
+                row.insert(
+                    "failed".into(),
+                    json!(format!("the receiver process {why}")),
+                );
+            }
+            Ok(row)
+        });
         if let Ok(row) = &sent
             && cut_short_by(row).is_some()
         {

@@ -215,37 +215,64 @@ fn a_black_holed_syn_ends_the_connect_at_its_timeout_or_at_ctrl_c() {
     drop(listener);
 }
 
+/// Runs the one-process `zcnet bench ARGS --interval 0`, sends `signal` to its other side (the
+/// child process) 300 ms in, and returns the bench's output once it ended, and the child's pid.
+fn signal_the_other_side(args: &[&str], signal: &str) -> (Output, u32) {
+    let child = spawn(
+        Command::new(ZCNET)
+            .arg("bench")
+            .args(args)
+            .args(["--interval", "0"]),
+    );
+    let other = only_child(child.id());
+    sleep(Duration::from_millis(300));
+    testnet::run_checked("kill", &[signal, &other.to_string()]).expect("kill");
+    (finish_within(child, args[0]).0, other)
+}
+
+/// Checks that process `pid` (`what`) is gone, or a zombie.
+fn assert_gone(pid: u32, what: &str) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    assert!(
+        stat.as_ref().map_or(true, |s| s.contains(") Z")),
+        "{what} is left: {stat:?}"
+    );
+}
+
 #[test]
 fn a_stopped_or_killed_sender_process_ends_the_one_process_bench_rx() {
     for (signal, expect) in [("-STOP", "stopped"), ("-KILL", "SIGKILL")] {
-        let child = spawn(Command::new(ZCNET).args([
-            "bench",
-            "rx",
-            "--mode",
-            "copy",
-            "--rounds",
-            "1",
-            "--mib",
-            "1000000",
-            "--interval",
-            "0",
-        ]));
-        let sender = only_child(child.id());
-        sleep(Duration::from_millis(300));
-        testnet::run_checked("kill", &[signal, &sender.to_string()]).expect("kill");
-        let (out, _) = finish_within(child, "bench rx");
+        let args = ["rx", "--mode", "copy", "--rounds", "1", "--mib", "1000000"];
+        let (out, sender) = signal_the_other_side(&args, signal);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
         assert!(
             err.contains("the sender process") && err.contains(expect),
             "{signal}: {err}"
         );
-        let stat = std::fs::read_to_string(format!("/proc/{sender}/stat"));
-        assert!(
-            stat.as_ref().map_or(true, |s| s.contains(") Z")),
-            "the sender process is left: {stat:?}"
-        );
+        assert_gone(sender, "the sender process");
     }
+}
+
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
+    // A receiver that stops reading makes the sender wait; without a watch on the receiver
+    // process that wait lasts the send timeout (10 s), far past the run's own duration.
+    let args = ["tcp", "--mode", "copy", "--duration", "3600", "--json"];
+    let (out, receiver) = signal_the_other_side(&args, "-STOP");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the receiver process was stopped"), "{err}");
+    let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0]["failed"]
+            .as_str()
+            .is_some_and(|why| why.contains("receiver process was stopped")),
+        "{}",
+        rows[0]
+    );
+    assert_gone(receiver, "the receiver process");
 }
 
 /// Runs the sender `cmd` (`--mode copy,zerocopy --json` with interval lines) until its first interval
