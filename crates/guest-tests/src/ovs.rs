@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use zcnet::ovs::{
-    self, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, LearningSwitch, SwitchLimits, Upcall,
-    UpcallKind,
+    self, Datapath, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, LearningSwitch, SwitchLimits,
+    Upcall, UpcallKind,
 };
 
 use crate::outcome::Outcome;
@@ -378,5 +378,22 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
         ),
     );
     crate::ovs_bounds::run(&mut outcome, &ports[ports.len() - 1])?;
+    numbered_name(&mut outcome)?;
     Ok(outcome)
+}
+
+/// A datapath created as `zcpct%d` is named as the kernel named its device (`%d` replaced by a
+/// number), so that it can be opened again by that name.
+fn numbered_name(outcome: &mut Outcome) -> anyhow::Result<()> {
+    let upcalls = zcnet::ovs::UpcallSocket::open()?;
+    let dp = Datapath::create("zcpct%d", DatapathConfig::default(), &upcalls)
+        .context("create zcpct%d")?;
+    let name = dp.name().to_string();
+    let reopened = Datapath::open(&name).map(|d| d.ifindex() == dp.ifindex());
+    outcome.check(
+        "numbered-name",
+        name.starts_with("zcpct") && !name.contains('%') && matches!(reopened, Ok(true)),
+        &format!("created as zcpct%d: named {name:?}, opened again by that name: {reopened:?}"),
+    );
+    Ok(())
 }

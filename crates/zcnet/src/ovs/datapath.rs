@@ -302,8 +302,9 @@ fn invalid(call: &'static str, what: &'static str) -> OvsError {
 }
 
 impl Datapath {
-    /// Creates datapath `name` (at most 15 bytes: it names a network device) whose upcalls go to
-    /// `upcalls`. Needs CAP_NET_ADMIN.
+    /// Creates datapath `name` (at most 15 bytes: it names a network device; a `%d` in it becomes
+    /// the first free number, and [`Datapath::name`] says which) whose upcalls go to `upcalls`.
+    /// Needs CAP_NET_ADMIN.
     pub fn create(
         name: &str,
         config: DatapathConfig,
@@ -320,20 +321,22 @@ impl Datapath {
             req.attr(dp_attr::PER_CPU_PIDS, &per_cpu_pids(port));
         }
         let replies = client.send(req, "OVS_DP_CMD_NEW")?;
-        let ifindex = replies
-            .iter()
-            .find_map(datapath_info)
-            .map(|i| i.ifindex)
-            .ok_or_else(|| {
-                OvsError::new(
-                    "OVS_DP_CMD_NEW",
-                    std::io::Error::new(std::io::ErrorKind::InvalidData, "no reply with ifindex"),
-                )
-            })?;
+        let info = replies.iter().find_map(datapath_info).ok_or_else(|| {
+            OvsError::new(
+                "OVS_DP_CMD_NEW",
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "no reply with ifindex"),
+            )
+        })?;
+        // The name the kernel gave its device: a `%d` in `name` is replaced by a number, as for
+        // any network device.
+        let name = match info.name.is_empty() {
+            true => name.to_string(),
+            false => info.name,
+        };
         Ok(Datapath {
             client,
-            name: name.to_string(),
-            ifindex,
+            name,
+            ifindex: info.ifindex,
             upcall_port: port,
             owned: true,
         })

@@ -340,6 +340,7 @@ fn probability(pct: &str) -> Option<u32> {
 /// Parses an action list (`drop` or `a,b,…`) into action attributes.
 pub fn parse_actions(s: &str) -> Result<Vec<u8>, OdpParseError> {
     let mut w = AttrWriter::default();
+    text::check_nesting(s)?;
     let s = s.trim();
     if s == "drop" || s.is_empty() {
         return Ok(w.buf);

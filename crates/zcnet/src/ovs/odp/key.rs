@@ -491,6 +491,7 @@ fn parse_flags(
 /// is exact; a field left out, wildcarded; values are stored masked, as the kernel keeps them.
 pub fn parse_key(s: &str) -> Result<(Vec<u8>, Vec<u8>), OdpParseError> {
     let (mut key, mut mask) = (AttrWriter::default(), AttrWriter::default());
+    text::check_nesting(s)?;
     let s = s.trim();
     if s == "<empty>" || s.is_empty() {
         return Ok((key.buf, mask.buf));

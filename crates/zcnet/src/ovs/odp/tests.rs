@@ -421,3 +421,24 @@ proptest! {
         prop_assert_eq!(back.to_string(), line);
     }
 }
+
+#[test]
+fn text_nested_too_deep_is_an_error_not_a_crash() {
+    let nested = |open: &str, depth: usize, inner: &str| {
+        format!("{}{inner}{}", open.repeat(depth), ")".repeat(depth))
+    };
+    for depth in [65, 1000, 100_000] {
+        let e = parse_actions(&nested("clone(", depth, "1")).unwrap_err();
+        assert!(e.what.contains("nested deeper"), "{e:?}");
+        let e = parse_key(&nested("encap(", depth, "in_port(1)")).unwrap_err();
+        assert!(e.what.contains("nested deeper"), "{e:?}");
+        assert!(
+            DpFlow::parse(
+                &format!("in_port(1), actions:{}", nested("clone(", depth, "1")),
+                None
+            )
+            .is_err()
+        );
+    }
+    assert!(parse_actions(&nested("clone(", 10, "1")).is_ok());
+}

@@ -38,6 +38,30 @@ impl AttrWriter {
     }
 }
 
+/// The deepest nesting of parentheses flow text may have. The kernel accepts far less (nested
+/// actions 16 levels down, two encapsulated keys); the parsers recurse once per level, so text
+/// nested deeper is refused before parsing rather than left to exhaust the stack.
+pub(crate) const MAX_NESTING: usize = 64;
+
+/// Refuses `s` when its parentheses nest deeper than [`MAX_NESTING`], at the first too deep.
+pub(crate) fn check_nesting(s: &str) -> Result<(), OdpParseError> {
+    let mut depth = 0usize;
+    for (at, ch) in s.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_NESTING {
+            return Err(OdpParseError::new(
+                at,
+                format!("nested deeper than {MAX_NESTING} levels"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A cursor over flow text; positions in errors are byte offsets into it.
 #[derive(Debug, Clone)]
 pub(crate) struct Cursor<'a> {
