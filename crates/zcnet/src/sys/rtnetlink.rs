@@ -6,7 +6,7 @@
 use std::io;
 use std::net::IpAddr;
 
-use super::netlink::{Attributes, GenlSocket, Request};
+use super::netlink::{Attributes, GenlSocket, Message, Request};
 
 /// `struct rtmsg` length: family, dst_len, src_len, tos, table, protocol, scope, type (u8 each),
 /// flags (u32).
@@ -191,6 +191,17 @@ pub fn link_get(sock: &mut GenlSocket, ifindex: u32) -> io::Result<Link> {
     Ok(link)
 }
 
+/// Whether `msg`, read from a route netlink socket in `RTMGRP_LINK`, announces a change of
+/// interface `ifindex`'s link (`RTM_NEWLINK`, `RTM_DELLINK`: `ifi_index` in its `ifinfomsg`); a
+/// link announcement too short to say counts.
+pub fn announces_link(msg: &Message<'_>, ifindex: u32) -> bool {
+    matches!(msg.kind, libc::RTM_NEWLINK | libc::RTM_DELLINK)
+        && msg
+            .payload
+            .get(4..8)
+            .is_none_or(|index| u32::from_ne_bytes(index.try_into().expect("4 bytes")) == ifindex)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +229,21 @@ mod tests {
             }
             Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ENETUNREACH), "{e}"),
         }
+    }
+
+    #[test]
+    fn a_link_announcement_names_its_interface() {
+        let mut ifinfo = [0u8; IFINFOMSG_LEN];
+        ifinfo[4..8].copy_from_slice(&7u32.to_ne_bytes());
+        let msg = |kind, payload| Message {
+            kind,
+            seq: 0,
+            payload,
+        };
+        assert!(announces_link(&msg(libc::RTM_NEWLINK, &ifinfo), 7));
+        assert!(announces_link(&msg(libc::RTM_DELLINK, &ifinfo), 7));
+        assert!(!announces_link(&msg(libc::RTM_NEWLINK, &ifinfo), 8));
+        assert!(!announces_link(&msg(libc::RTM_NEWNEIGH, &ifinfo), 7));
+        assert!(announces_link(&msg(libc::RTM_NEWLINK, &ifinfo[..2]), 8));
     }
 }

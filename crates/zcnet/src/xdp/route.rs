@@ -12,8 +12,9 @@
 //!   `RTMGRP_IPV6_ROUTE`, `RTMGRP_IPV4_IFADDR` and `RTMGRP_IPV6_IFADDR` groups gets a message for
 //!   every change of a link (its MTU, its address), neighbour, route or address, queued before the
 //!   call that made the change returns. Any message (or `ENOBUFS`: some were dropped) empties the
-//!   cache and has the interface's MTU and address read again, once per send batch; the TTL bounds
-//!   how long an answer is kept all the same.
+//!   cache, read once per send batch, and one about this interface's link (`RTM_NEWLINK` or
+//!   `RTM_DELLINK`, `ifi_index` in its `ifinfomsg`; or lost ones) has the interface's MTU and
+//!   address read again; the TTL bounds how long an answer is kept all the same.
 //! - A peer that sent to this host has an entry here already: the stack records the sender of an ARP
 //!   request or neighbour solicitation for one of its addresses. AF_XDP sends never confirm or
 //!   refresh entries, so an entry the stack does not use ages to `STALE` (still usable) and may be
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
 use super::send_error::SendError;
-use crate::sys::netlink::GenlSocket;
+use crate::sys::netlink::{self, GenlSocket};
 use crate::sys::rtnetlink::{self, Link};
 
 /// How long a [`UdpEndpoint`](super::UdpEndpoint) uses a looked-up next hop before it looks it up
@@ -101,29 +102,50 @@ impl Routes {
         })
     }
 
-    /// Reads the change announcements queued so far; any (or lost ones) empties the cache and
-    /// reads the interface's MTU and address again, returned (`None` when nothing changed).
+    /// Reads the change announcements queued so far; any (or lost ones) empties the cache. One about
+    /// this interface's link (or lost ones) also has its MTU and address read again, returned
+    /// (`None` when no link changed): neighbour and route announcements, far more frequent, cost
+    /// no lookup here.
     pub(crate) fn refresh(&mut self) -> Result<Option<Link>> {
-        let mut changed = false;
+        let (mut changed, mut link_changed) = (false, false);
         loop {
             match self.changes.recv_nonblocking(&mut self.buf) {
-                Ok(Some(_)) => changed = true,
+                Ok(Some(n)) => {
+                    changed = true;
+                    link_changed |= n > self.buf.len() || self.announces_link(n);
+                }
                 Ok(None) => break,
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => changed = true,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    changed = true;
+                    link_changed = true;
+                }
                 Err(e) => {
                     return Err(Error::new("read route netlink announcements", e, ""));
                 }
             }
         }
-        if !changed {
+        if changed {
+            self.cache.clear();
+        }
+        if !link_changed {
             return Ok(None);
         }
-        self.cache.clear();
         let link = rtnetlink::link_get(&mut self.socket, self.ifindex).map_err(|e| {
             let what = format!("read the MTU and address of interface {}", self.ifindex);
             Error::from_errno(what, e, "", "")
         })?;
         Ok(Some(link))
+    }
+
+    /// Whether the `n` bytes of announcements in the buffer include one about this interface's
+    /// link; unreadable ones count as such.
+    fn announces_link(&self, n: usize) -> bool {
+        let Ok(messages) = netlink::messages(&self.buf[..n]) else {
+            return true;
+        };
+        messages
+            .iter()
+            .any(|m| rtnetlink::announces_link(m, self.ifindex))
     }
 
     /// The next hop for `to`: cached for [`NEXT_HOP_TTL`], else looked up (failures are not cached).
