@@ -1001,8 +1001,11 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             // A receiver stopped (SIGSTOP, a debugger) for 2 s gets the stream shut down under
             // the sender, which would otherwise wait for it until its send timeout.
             let guard = peer.child.guard(&stream)?;
-            let mut row = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts))?;
-            if let Some(why) = guard.finish() {
+            let sent = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts));
+            // Ended whatever the send gave: a guard left running would watch the child for ever.
+            let stopped = guard.finish();
+            let mut row = sent?;
+            if let Some(why) = stopped {
                 row.insert(
                     "failed".into(),
                     json!(format!("the receiver process {why}")),
