@@ -499,7 +499,9 @@ fn exit_within(mut child: Child, limit: Duration) -> (Option<std::process::ExitS
 fn a_listener_ends_at_the_first_row_its_closed_output_cannot_take() {
     for (bench, send_args) in [
         ("tcp", "--mode copy --duration 0.2 --interval 0"),
-        ("udp", "--mode copy --duration 0.2 --interval 0"),
+        // Unverified: datagrams a normal user's small socket buffer drops would fail the run,
+        // which is not what this test is about.
+        ("udp", "--mode copy --duration 0.2 --interval 0 --no-verify"),
         ("rx", "--mib 1"),
     ] {
         let (mut child, line, stdout) = start_reading(
