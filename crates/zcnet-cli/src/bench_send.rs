@@ -362,14 +362,18 @@ struct Measured {
     failed: Option<String>,
 }
 
-/// Why the send error `e` ended a run, in the bench's words: a peer that went away is named as such
-/// (the library's own text speaks to programs holding a sender); any other error as it is.
-fn cut_short(e: &zcnet::tx::TxError) -> String {
-    match e.raw_os_error() {
+/// Why the send error `e` (whose errno is `errno`) ended a run, in the bench's words: a peer that
+/// went away is named as such (the library's own text speaks to programs holding a sender); any
+/// other error as it is.
+pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String {
+    match errno {
         Some(libc::ECONNRESET) => "the peer reset the connection (ECONNRESET)".into(),
         Some(libc::EPIPE) => "the peer closed the connection (EPIPE)".into(),
         Some(libc::ECONNREFUSED) => {
             "the peer refused the datagrams: nothing listens there any more (ECONNREFUSED)".into()
+        }
+        Some(libc::EMSGSIZE) => {
+            "a datagram is larger than the path to the peer takes (EMSGSIZE)".into()
         }
         _ => e.to_string(),
     }
@@ -450,7 +454,7 @@ fn timed<S: ZcSocket>(
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
-            None => failed = Some(cut_short(&e)),
+            None => failed = Some(cut_short(e.raw_os_error(), &e)),
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -1082,7 +1086,9 @@ fn send_tcp(
     };
     let bytes = row["bytes"].as_u64().unwrap_or(0);
     let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));
-    let closed = tx.close(COMPLETION_WAIT).map_err(|e| cut_short(&e));
+    let closed = tx
+        .close(COMPLETION_WAIT)
+        .map_err(|e| cut_short(e.raw_os_error(), &e));
     let ended = closed.and_then(|mut s| {
         if let Some(mark) = mark {
             s.write_all(&mark)
@@ -1466,7 +1472,9 @@ fn send_udp(
             raw: common.apart.raw,
         };
         let row = bench_send_mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
-        (row, Some(socket))
+        // A run the kernel refused sends no end datagrams: the peer is gone.
+        let socket = cut_short_by(&row).is_none().then_some(socket);
+        (row, socket)
     } else {
         send_pooled(socket, dest, path, (mode, api), (size, unit), args)?
     };
@@ -1530,7 +1538,7 @@ fn send_pooled(
         Ok(socket) => Ok((row, Some(socket))),
         Err(e) => {
             if cut_short_by(&row).is_none() {
-                row.insert("failed".into(), json!(cut_short(&e)));
+                row.insert("failed".into(), json!(cut_short(e.raw_os_error(), &e)));
             }
             Ok((row, None))
         }
