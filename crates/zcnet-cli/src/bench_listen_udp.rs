@@ -32,10 +32,13 @@
 //! refused sender learns it at once, and the refusal gets a row of its own. A datagram that opens
 //! with zcnet's header or end magic but is malformed, or whose fields a UDP run cannot carry (a
 //! pattern unit outside 8..=65507), is rejected before anything is sized by it, counted, and named
-//! once on standard error.
+//! once on standard error. An answer leaves from the address its header datagram was sent to
+//! (`IP_PKTINFO`/`IPV6_PKTINFO`): a receiver bound to every address would otherwise answer from the
+//! route's source address, which a sender connected to another local address (127.0.0.2, a second
+//! address of the interface) does not take.
 
 use std::mem;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -71,14 +74,16 @@ const UDP_IDLE_END: Duration = Duration::from_secs(2);
 const RECEIVE_BUFFER: usize = 16 << 20;
 
 /// Readies a bound socket for [`receive_datagrams`]: a large receive buffer, GSO sends received whole
-/// (`UDP_GRO`) and the drop counter reported with each datagram.
+/// (`UDP_GRO`), the drop counter and the address it was sent to reported with each datagram.
 pub fn prepare(socket: &UdpSocket) -> Result<()> {
     if sockopt::set_socket_recv_buffer_size_force(socket, RECEIVE_BUFFER).is_err() {
         sockopt::set_socket_recv_buffer_size(socket, RECEIVE_BUFFER)
             .context("setting SO_RCVBUF on the UDP receiver")?;
     }
     datagrams::set_gro(socket, true).context("setting UDP_GRO on the UDP receiver")?;
-    datagrams::count_drops(socket).context("setting SO_RXQ_OVFL on the UDP receiver")
+    datagrams::count_drops(socket).context("setting SO_RXQ_OVFL on the UDP receiver")?;
+    datagrams::record_destination(socket)
+        .context("setting IP_PKTINFO (IPV6_RECVPKTINFO) on the UDP receiver")
 }
 
 /// How a UDP run ended.
@@ -288,6 +293,8 @@ trait Incoming {
     fn segment_size(&self) -> Option<usize>;
     /// The sender's address.
     fn source(&self) -> Option<SocketAddr>;
+    /// The local address it was sent to.
+    fn destination(&self) -> Option<IpAddr>;
     /// The socket's drop counter when it was queued (`SO_RXQ_OVFL`; 0 where there is none).
     fn drops(&self) -> u32;
 }
@@ -309,6 +316,9 @@ impl Incoming for Datagram<'_> {
     fn source(&self) -> Option<SocketAddr> {
         Datagram::source(self)
     }
+    fn destination(&self) -> Option<IpAddr> {
+        Datagram::destination(self)
+    }
     fn drops(&self) -> u32 {
         Datagram::drops(self)
     }
@@ -328,6 +338,9 @@ impl Incoming for xdp::Datagram<'_> {
     fn source(&self) -> Option<SocketAddr> {
         Some(self.source)
     }
+    fn destination(&self) -> Option<IpAddr> {
+        Some(self.destination.ip())
+    }
     fn drops(&self) -> u32 {
         0
     }
@@ -344,9 +357,17 @@ trait Source {
         take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
     ) -> Result<Option<(usize, bool)>>;
 
-    /// Sends `answer` to the sender of a header datagram at `to`; a failure is ignored (the sender
-    /// then hears nothing, and sends all the same).
-    fn answer(&mut self, to: SocketAddr, answer: &Answer);
+    /// Sends `answer` to the sender of a header datagram; a failure is ignored (the sender then
+    /// hears nothing, and sends all the same).
+    fn answer(&mut self, reply: Reply, answer: &Answer);
+}
+
+/// Where an answer to a header datagram goes: to its sender, from the local address it was sent
+/// to where the source says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reply {
+    to: SocketAddr,
+    from: Option<IpAddr>,
 }
 
 /// A UDP socket read with `recvmmsg`.
@@ -380,8 +401,16 @@ impl Source for SocketSource<'_> {
         Ok(Some((n, false)))
     }
 
-    fn answer(&mut self, to: SocketAddr, answer: &Answer) {
-        let _ = self.socket.send_to(&answer.encode(), to);
+    /// From the address the header was sent to; from the route's source address where that
+    /// fails (a header sent to a broadcast address).
+    fn answer(&mut self, reply: Reply, answer: &Answer) {
+        let bytes = answer.encode();
+        let sent = reply
+            .from
+            .map(|from| datagrams::send_from(self.socket, &bytes, reply.to, from));
+        if !matches!(sent, Some(Ok(_))) {
+            let _ = self.socket.send_to(&bytes, reply.to);
+        }
     }
 }
 
@@ -410,9 +439,11 @@ impl Source for UdpEndpoint {
         Ok(Some((batch.len(), false)))
     }
 
-    fn answer(&mut self, to: SocketAddr, answer: &Answer) {
+    /// From the endpoint's address: bound to every address, the route's source address (the
+    /// endpoint has no send from a chosen address yet).
+    fn answer(&mut self, reply: Reply, answer: &Answer) {
         let bytes = answer.encode();
-        let _ = self.send(to, bytes.len(), |b| b.copy_from_slice(&bytes));
+        let _ = self.send(reply.to, bytes.len(), |b| b.copy_from_slice(&bytes));
     }
 }
 
@@ -433,7 +464,7 @@ struct Run<T: FnOnce() -> Ticker> {
     ticker: Option<Ticker>,
     ticker_for: Option<T>,
     /// Answers to header datagrams of the batch being taken, sent after it.
-    answers: Vec<(SocketAddr, Answer)>,
+    answers: Vec<(Reply, Answer)>,
     /// Runs refused in the batch being taken, reported after it.
     refused: Vec<DatagramReport>,
     /// Sources refused during this run that got a row (at most [`REFUSED_ROWS`]).
@@ -479,16 +510,17 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         self.report.rejected += 1;
     }
 
-    /// Takes a valid header datagram from `from`: a repeat of the run's header is answered again;
-    /// one from elsewhere opens the run, or takes over a run without the header (what that brought
-    /// becomes foreign), or — while a run with the header lasts — is refused.
-    fn header(&mut self, from: SocketAddr, h: Header, drops: u32) {
+    /// Takes a valid header datagram from `reply.to`: a repeat of the run's header is answered
+    /// again; one from elsewhere opens the run, or takes over a run without the header (what that
+    /// brought becomes foreign), or — while a run with the header lasts — is refused.
+    fn header(&mut self, reply: Reply, h: Header, drops: u32) {
+        let from = reply.to;
         match self.report.peer.filter(|_| self.report.header.is_some()) {
-            Some(peer) if peer == from => self.answers.push((from, Answer::Accepted)),
+            Some(peer) if peer == from => self.answers.push((reply, Answer::Accepted)),
             Some(peer) => {
                 self.report.foreign += 1;
                 let why = format!("busy with a run from {peer} (one run at a time)");
-                self.answers.push((from, Answer::Refused(why.clone())));
+                self.answers.push((reply, Answer::Refused(why.clone())));
                 if self.refused_from.len() < REFUSED_ROWS && !self.refused_from.contains(&from) {
                     self.refused_from.push(from);
                     self.refused.push(DatagramReport {
@@ -514,7 +546,7 @@ impl<T: FnOnce() -> Ticker> Run<T> {
                 self.started = None;
                 self.drops = Some((drops, drops));
                 self.last = Instant::now();
-                self.answers.push((from, Answer::Accepted));
+                self.answers.push((reply, Answer::Accepted));
             }
         }
     }
@@ -532,7 +564,11 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         if let (true, Some(from)) = (seen.starts_with(wire::MAGIC), source)
             && let Ok(h) = udp_header(seen, len)
         {
-            self.header(from, h, d.drops());
+            let reply = Reply {
+                to: from,
+                from: d.destination(),
+            };
+            self.header(reply, h, d.drops());
             return Ok(false);
         }
         let from_peer = self.report.peer.is_some() && self.report.peer == source;
@@ -656,8 +692,8 @@ fn receive_run(
         let Some((n, ended)) = source.batch(whole, &mut |d| run.take(d))? else {
             continue;
         };
-        for (to, answer) in run.answers.drain(..) {
-            source.answer(to, &answer);
+        for (reply, answer) in run.answers.drain(..) {
+            source.answer(reply, &answer);
         }
         run.refused.drain(..).for_each(|r| refused(&r));
         if mem::take(&mut run.heard) {

@@ -81,8 +81,10 @@ struct Common {
     /// registered buffers), sendmmsg (udp only: --batch datagrams a call, always copied, so it runs
     /// in --mode copy only; no --gso), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on
     /// the sending veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall
-    /// back to copy, saying why; no --gso); each mode runs with each, side by side.
-    #[arg(long, value_delimiter = ',', default_value = "sendmsg")]
+    /// back to copy, saying why; no --gso); each mode runs with each, side by side [default:
+    /// sendmsg].
+    // No default_value: a `--listen` given `--api sendmsg` is refused, which a default would hide.
+    #[arg(long, value_delimiter = ',')]
     api: Vec<Api>,
     /// Use IPv6.
     #[arg(long)]
@@ -119,6 +121,17 @@ struct Common {
     /// Internal: end when standard input closes (the receiver process of the one-process mode).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+}
+
+impl Common {
+    /// The send APIs of `--api`, `sendmsg` when it is not given.
+    fn apis(&self) -> &[Api] {
+        if self.api.is_empty() {
+            &[Api::Sendmsg]
+        } else {
+            &self.api
+        }
+    }
 }
 
 /// Options of `zcnet bench tcp`.
@@ -362,14 +375,18 @@ struct Measured {
     failed: Option<String>,
 }
 
-/// Why the send error `e` ended a run, in the bench's words: a peer that went away is named as such
-/// (the library's own text speaks to programs holding a sender); any other error as it is.
-fn cut_short(e: &zcnet::tx::TxError) -> String {
-    match e.raw_os_error() {
+/// Why the send error `e` (whose errno is `errno`) ended a run, in the bench's words: a peer that
+/// went away is named as such (the library's own text speaks to programs holding a sender); any
+/// other error as it is.
+pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String {
+    match errno {
         Some(libc::ECONNRESET) => "the peer reset the connection (ECONNRESET)".into(),
         Some(libc::EPIPE) => "the peer closed the connection (EPIPE)".into(),
         Some(libc::ECONNREFUSED) => {
             "the peer refused the datagrams: nothing listens there any more (ECONNREFUSED)".into()
+        }
+        Some(libc::EMSGSIZE) => {
+            "a datagram is larger than the path to the peer takes (EMSGSIZE)".into()
         }
         _ => e.to_string(),
     }
@@ -450,7 +467,7 @@ fn timed<S: ZcSocket>(
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
-            None => failed = Some(cut_short(&e)),
+            None => failed = Some(cut_short(e.raw_os_error(), &e)),
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -706,7 +723,7 @@ fn schedule<'a>(
     sizes: &'a [usize],
 ) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
     sweep::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
-        let apis = &common.api;
+        let apis = common.apis();
         modes.into_iter().flat_map(move |mode| {
             apis.iter()
                 .filter(move |&&api| api != Api::Sendmmsg || mode == Mode::Copy)
@@ -960,13 +977,13 @@ fn receiver_role(common: &Common) -> Result<Option<SocketAddr>> {
 /// the harness the ordinary way.
 pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let common = &args.common;
-    if common.api.contains(&Api::AfXdp) {
+    if common.apis().contains(&Api::AfXdp) {
         return Err(UsageError(
             "--api af_xdp: only bench udp --sink xdp-drop sends through AF_XDP".into(),
         )
         .into());
     }
-    if common.api.contains(&Api::Sendmmsg) {
+    if common.apis().contains(&Api::Sendmmsg) {
         return Err(UsageError("--api sendmmsg: only bench udp sends datagrams".into()).into());
     }
     check_listener_api(common, "the receiver reads with recv")?;
@@ -1082,7 +1099,9 @@ fn send_tcp(
     };
     let bytes = row["bytes"].as_u64().unwrap_or(0);
     let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));
-    let closed = tx.close(COMPLETION_WAIT).map_err(|e| cut_short(&e));
+    let closed = tx
+        .close(COMPLETION_WAIT)
+        .map_err(|e| cut_short(e.raw_os_error(), &e));
     let ended = closed.and_then(|mut s| {
         if let Some(mark) = mark {
             s.write_all(&mark)
@@ -1254,7 +1273,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             MAX_UDP_PAYLOAD,
             "the largest UDP payload",
         )?;
-        if common.api.contains(&Api::AfXdp) && common.listen.is_none() {
+        if common.apis().contains(&Api::AfXdp) && common.listen.is_none() {
             flags::at_most(
                 flag,
                 size as u64,
@@ -1374,7 +1393,7 @@ fn af_xdp_max_payload(ipv6: bool) -> usize {
 /// control datagrams by their TTL, which the endpoint does not vary), and has no UDP GSO.
 fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     let common = &args.common;
-    if !common.api.contains(&Api::AfXdp) {
+    if !common.apis().contains(&Api::AfXdp) {
         return Ok(());
     }
     let why = if common.listen.is_some() {
@@ -1396,11 +1415,9 @@ fn check_af_xdp(args: &UdpArgs) -> Result<()> {
 }
 
 /// Refuses `--api` with `--listen`: the API is the sender's (udp's receiver takes `--api af_xdp`
-/// alone, checked by [`check_af_xdp`]). The default `sendmsg` passes: it cannot be told from the
-/// flag given.
+/// alone, checked by [`check_af_xdp`]).
 fn check_listener_api(common: &Common, reads: &str) -> Result<()> {
-    let passes = [[Api::Sendmsg], [Api::AfXdp]];
-    if common.listen.is_none() || passes.iter().any(|api| common.api == api) {
+    if common.listen.is_none() || common.api.is_empty() || common.api == [Api::AfXdp] {
         return Ok(());
     }
     let apis: Vec<&str> = common.api.iter().map(|api| api.name()).collect();
@@ -1415,7 +1432,7 @@ fn check_listener_api(common: &Common, reads: &str) -> Result<()> {
 /// copy` (it always copies), and with `--gso` (one datagram per message).
 fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
     let common = &args.common;
-    if !common.api.contains(&Api::Sendmmsg) || common.listen.is_some() {
+    if !common.apis().contains(&Api::Sendmmsg) || common.listen.is_some() {
         return Ok(());
     }
     let why = if !common.mode.contains(&Mode::Copy) {
@@ -1466,7 +1483,9 @@ fn send_udp(
             raw: common.apart.raw,
         };
         let row = bench_send_mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
-        (row, Some(socket))
+        // A run the kernel refused sends no end datagrams: the peer is gone.
+        let socket = cut_short_by(&row).is_none().then_some(socket);
+        (row, socket)
     } else {
         send_pooled(socket, dest, path, (mode, api), (size, unit), args)?
     };
@@ -1530,7 +1549,7 @@ fn send_pooled(
         Ok(socket) => Ok((row, Some(socket))),
         Err(e) => {
             if cut_short_by(&row).is_none() {
-                row.insert("failed".into(), json!(cut_short(&e)));
+                row.insert("failed".into(), json!(cut_short(e.raw_os_error(), &e)));
             }
             Ok((row, None))
         }

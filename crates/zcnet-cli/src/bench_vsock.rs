@@ -24,6 +24,7 @@ use zcnet::tx::vsock::{
 };
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
+use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::sweep::{self, Swept};
 
@@ -41,12 +42,15 @@ enum Type {
     Seqpacket,
 }
 
-/// Options of `zcnet bench vsock`.
+/// Options of `zcnet bench vsock`. A flag of the other side is a usage error: the sender's with
+/// `--listen`, the receiver's with `--sender` (clap drops a `requires` when a flag that conflicts
+/// with the required one is present, so such flags also name the other side's flag as a conflict).
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("role").args(["listen", "sender"]))]
 pub struct VsockArgs {
     /// Bytes per send() (a K, M or G suffix multiplies by 1024, 1024², 1024³); several comma-separated
     /// sizes run one after the other.
-    #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K")]
+    #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K", conflicts_with = "listen")]
     buf_size: Vec<u64>,
     /// Buffer sizes to sweep, comma-separated (e.g. 4K,16K,64K,256K; at most 1G): bytes per send() as
     /// --buf-size, every --mode at every size with the order of the modes reversed from one size to
@@ -56,13 +60,23 @@ pub struct VsockArgs {
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB of the sender against the size, a line per mode,
     /// into FILE.svg.
-    #[arg(long, value_name = "FILE.svg", requires = "sizes")]
+    #[arg(
+        long,
+        value_name = "FILE.svg",
+        requires = "sizes",
+        conflicts_with = "listen"
+    )]
     plot: Option<PathBuf>,
     /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
-    #[arg(long, value_parser = crate::flags::count64, default_value = "16M")]
+    #[arg(long, value_parser = crate::flags::count64, default_value = "16M", conflicts_with = "listen")]
     bytes: u64,
     /// Modes to compare, comma-separated: copy, zerocopy, auto.
-    #[arg(long, value_delimiter = ',', default_value = "copy,zerocopy")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "copy,zerocopy",
+        conflicts_with = "listen"
+    )]
     mode: Vec<Mode>,
     /// Vsock buffer (credit) of both sockets, SO_VM_SOCKETS_BUFFER_SIZE (K, M, G suffixes as above).
     #[arg(long, value_parser = crate::flags::count64, default_value = "4M")]
@@ -78,17 +92,18 @@ pub struct VsockArgs {
     /// guest), once per mode and buffer size.
     #[arg(long, value_name = "CID")]
     sender: Option<u32>,
-    /// Port of --listen and --sender.
-    #[arg(long, default_value_t = 1234)]
+    /// Port of --listen (4294967295, VMADDR_PORT_ANY: one the kernel chooses, and says) and of
+    /// --sender (the loopback run listens on a port the kernel chooses).
+    #[arg(long, default_value_t = 1234, requires = "role")]
     port: u32,
     /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
-    #[arg(long, default_value_t = 1, requires = "listen", value_parser = crate::flags::count)]
+    #[arg(long, default_value_t = 1, value_parser = crate::flags::count, requires = "listen", conflicts_with = "sender")]
     connections: u32,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
     /// Seconds between interval lines of the sender (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval, conflicts_with = "listen")]
     interval: f64,
 }
 
@@ -121,6 +136,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
         Type::Stream => VsockType::Stream,
         Type::Seqpacket => VsockType::Seqpacket,
     };
+    check_peer(&args)?;
     if args.listen {
         return listen(&args, ty);
     }
@@ -178,6 +194,25 @@ pub fn run(args: VsockArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a `--sender` address that names no peer: the wildcards VMADDR_CID_ANY and
+/// VMADDR_PORT_ANY (u32::MAX both) mean "any" to bind, not an address to connect to.
+fn check_peer(args: &VsockArgs) -> Result<()> {
+    if args.sender == Some(VMADDR_CID_ANY) {
+        return Err(UsageError(format!(
+            "--sender {VMADDR_CID_ANY} is VMADDR_CID_ANY, no context id to connect to (2 is the \
+             host, from a guest)"
+        ))
+        .into());
+    }
+    if args.sender.is_some() && args.port == VMADDR_PORT_ANY {
+        return Err(UsageError(format!(
+            "--port {VMADDR_PORT_ANY} with --sender is VMADDR_PORT_ANY, no port to connect to"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// Whether this CPU is QEMU's software emulation (TCG names its default CPU models "QEMU …"), where
 /// timings say nothing about real hardware.
 fn emulated_cpu() -> bool {
@@ -193,10 +228,12 @@ fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
     let listener = VsockSocket::listen(ty, VMADDR_CID_ANY, args.port)
         .with_context(|| format!("listen on vsock port {}", args.port))?;
     set_buffer_size(listener.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
-    // On standard error, so that scripts can wait for it while the rows stay clean JSON.
+    // On standard error, so that scripts can wait for it while the rows stay clean JSON. The port
+    // bound: the kernel's choice for VMADDR_PORT_ANY.
     eprintln!(
         "zcnet: listening on vsock port {} for {} connection(s)",
-        args.port, args.connections
+        listener.local_port()?,
+        args.connections
     );
     for _ in 0..args.connections {
         let conn = listener.accept().context("accept on the vsock receiver")?;

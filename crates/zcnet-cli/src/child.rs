@@ -118,7 +118,10 @@ impl Watched {
                 None
             })
         };
-        Ok(StreamGuard { done, thread })
+        Ok(StreamGuard {
+            done,
+            thread: Some(thread),
+        })
     }
 
     /// Ends the child (it is ours: stopped by its pid) and turns `what` happened into the run's
@@ -144,18 +147,32 @@ impl Watched {
     }
 }
 
-/// The watch of [`Watched::guard`].
+/// The watch of [`Watched::guard`]. Its thread holds a handle on the stream and polls the child
+/// until the watch ends: by [`finish`](Self::finish), or when the guard is dropped (a run that
+/// returned early, or panicked), so that neither the thread nor the stream outlives the run.
 #[derive(Debug)]
+#[must_use = "the watch runs until finished or dropped"]
 pub struct StreamGuard {
     done: Arc<AtomicBool>,
-    thread: thread::JoinHandle<Option<String>>,
+    /// `None` once the watch has ended.
+    thread: Option<thread::JoinHandle<Option<String>>>,
 }
 
 impl StreamGuard {
     /// Ends the watch; why the stream was shut down, if it was.
-    pub fn finish(self) -> Option<String> {
+    pub fn finish(mut self) -> Option<String> {
+        self.end()
+    }
+
+    fn end(&mut self) -> Option<String> {
         self.done.store(true, Ordering::Relaxed);
-        self.thread.join().ok().flatten()
+        self.thread.take()?.join().ok().flatten()
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 
@@ -184,4 +201,35 @@ pub fn process_stopped(pid: u32) -> bool {
             .and_then(|(_, rest)| rest.trim_start().chars().next())
             .is_some_and(|state| matches!(state, 'T' | 't'))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    use std::process::Command;
+    use std::time::Duration;
+
+    use super::Watched;
+
+    /// A guard dropped without `finish` (a run that returned early, or panicked) ends its watch:
+    /// it lets go of its handle on the stream, so the stream closes when its owner drops it.
+    #[test]
+    fn a_guard_dropped_unfinished_lets_go_of_the_stream() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut theirs, _) = listener.accept().unwrap();
+        let child = Watched::spawn(Command::new("sleep").arg("60"), "a sleeping child").unwrap();
+        drop(child.guard(&ours).unwrap());
+        drop(ours);
+        // Only a guard still holding the stream reaches this bound (the end of the stream comes
+        // at once otherwise).
+        theirs
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let read = theirs.read(&mut [0u8; 1]);
+        // The child is this test's: ended by its pid.
+        child.abandon();
+        assert_eq!(read.ok(), Some(0), "the stream is still open");
+    }
 }

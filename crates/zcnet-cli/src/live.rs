@@ -36,25 +36,45 @@ pub struct Timed {
 /// made.
 pub fn run_for(
     duration: Duration,
-    mut step: impl FnMut() -> anyhow::Result<u64>,
+    step: impl FnMut() -> anyhow::Result<u64>,
 ) -> anyhow::Result<Timed> {
+    match run_until_failure(duration, step)? {
+        (timed, None) => Ok(timed),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// Runs `step` as [`run_for`] does, but a step that fails ends the run instead of discarding it:
+/// what ran until then, with the error that ended it.
+pub fn run_until_failure<E>(
+    duration: Duration,
+    mut step: impl FnMut() -> Result<u64, E>,
+) -> anyhow::Result<(Timed, Option<E>)> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut calls = 0;
     let mut stopped = false;
+    let mut failed = None;
     while start.elapsed() < duration {
         if interrupted() {
             stopped = true;
             break;
         }
-        calls += step()?;
+        match step() {
+            Ok(n) => calls += n,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
     }
-    Ok(Timed {
+    let timed = Timed {
         seconds: start.elapsed().as_secs_f64(),
         usage: resource_usage(UsageOf::Thread)?.since(&before),
         calls,
         interrupted: stopped,
-    })
+    };
+    Ok((timed, failed))
 }
 
 fn termination_flag() -> anyhow::Result<&'static AtomicBool> {

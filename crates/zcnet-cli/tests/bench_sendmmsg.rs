@@ -103,3 +103,39 @@ fn sendmmsg_beside_af_xdp_into_the_xdp_drop_sink() {
         assert!(row["cpu_ns_per_packet"].as_f64().unwrap() > 0.0, "{row}");
     }
 }
+
+/// A send the kernel refuses ends the run with its row marked `failed` in the bench's words and the
+/// bench failing, on the batched sender as on sendmsg: datagrams to a loopback port nothing listens
+/// on draw ICMP port unreachable, and the connected sender's next call fails with ECONNREFUSED.
+#[test]
+fn a_refused_send_marks_the_run_failed() {
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .unwrap()
+        .to_string();
+    for api in ["sendmsg", "sendmmsg"] {
+        let out = Command::new(ZCNET)
+            .args(["bench", "udp", "--connect", &closed, "--raw", "--api", api])
+            .args(["--mode", "copy", "--batch", "1", "--duration", "5"])
+            .args(["--interval", "0", "--json"])
+            .output()
+            .unwrap();
+        let (stdout, err) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(1), "{api}: {stdout}{err}");
+        let rows = common::json_rows(&stdout);
+        assert_eq!(rows.len(), 1, "{api}: {stdout}{err}");
+        assert_eq!(rows[0]["api"], api, "{}", rows[0]);
+        let failed = rows[0]["failed"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{api}: not marked failed: {}", rows[0]));
+        assert!(failed.contains("ECONNREFUSED"), "{api}: {failed}");
+        let stopped = format!("the {api} copy run stopped after");
+        assert!(
+            err.contains(&stopped) && err.contains(failed),
+            "{api}: {err}"
+        );
+    }
+}

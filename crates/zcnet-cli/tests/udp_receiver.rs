@@ -589,3 +589,25 @@ fn a_stopped_receiver_process_ends_the_one_process_bench() {
         );
     }
 }
+
+/// A receiver bound to every address answers a header from the address it was sent to: a sender
+/// connected to 127.0.0.2 takes the answer (one from the route's 127.0.0.1 it would not), and its
+/// run is the one reported.
+#[test]
+fn a_receiver_on_every_address_answers_from_the_address_sent_to() {
+    let mut l = Listener::start_with(Command::new(ZCNET), "0.0.0.0:0", &["--once"]);
+    let sender = run_to(SocketAddr::from(([127, 0, 0, 2], l.addr.port())), 1000);
+    assert_eq!(answer(&sender), b"ZCNETOK1");
+    for seq in 0..3 {
+        sender.send(&data(seq, 1000)).unwrap();
+    }
+    sender.send(&end(3, 3000)).unwrap();
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(
+        row["peer"],
+        sender.local_addr().unwrap().to_string(),
+        "{row}"
+    );
+    assert_whole(&row, status);
+}

@@ -11,7 +11,7 @@
 //! say), `UDP_GRO` datagrams carry their segment size, `SO_RXQ_OVFL` the socket's drop counter.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 
 use crate::sys::datagram::{self, CONTROL_WORDS, MAX_BATCH, MAX_DATAGRAM, Received};
@@ -136,6 +136,13 @@ impl<'a> Datagram<'a> {
         self.received.source
     }
 
+    /// The local address the datagram was sent to (only on a socket with [`record_destination`]
+    /// on): on a socket bound to every address, the one an answer must come from for a sender
+    /// connected to it to take it ([`send_from`]).
+    pub fn destination(&self) -> Option<IpAddr> {
+        self.received.destination
+    }
+
     /// The socket's count of dropped datagrams when this one was queued (only on a socket with
     /// [`count_drops`] on; 0 otherwise, and until the first drop). The kernel counts what it
     /// dropped as it was queued: a GRO-coalesced datagram (a whole GSO send on loopback) dropped
@@ -157,4 +164,27 @@ pub fn set_gro(socket: &UdpSocket, on: bool) -> io::Result<()> {
 /// buffer was full, among others.
 pub fn count_drops(socket: &UdpSocket) -> io::Result<()> {
     set_int_option(socket.as_fd(), libc::SOL_SOCKET, datagram::SO_RXQ_OVFL, 1)
+}
+
+/// Has the kernel report with each datagram the address it was sent to (`IP_PKTINFO` on an IPv4
+/// socket, `IPV6_RECVPKTINFO` on an IPv6 one), read with [`Datagram::destination`].
+pub fn record_destination(socket: &UdpSocket) -> io::Result<()> {
+    let (level, name) = match socket.local_addr()? {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
+    };
+    set_int_option(socket.as_fd(), level, name, 1)
+}
+
+/// Sends `data` to `to` from the local address `from` on `socket`, whatever address it is bound
+/// to: an answer to a datagram that arrived at `from` ([`Datagram::destination`]), which a sender
+/// connected to `from` takes (one from another local address it does not). Copied during the call;
+/// never waits. Returns the bytes the kernel took.
+pub fn send_from(
+    socket: &UdpSocket,
+    data: &[u8],
+    to: SocketAddr,
+    from: IpAddr,
+) -> io::Result<usize> {
+    datagram::send_from(socket.as_fd(), data, to, from)
 }

@@ -15,13 +15,21 @@
 //!   It counts socket buffers, not datagrams: a coalesced GRO datagram dropped whole counts once.
 //! - `recvmmsg` writes each datagram's source address into `msg_name` (a `sockaddr_in` or
 //!   `sockaddr_in6`, per the socket's family) and its length into `msg_namelen`.
+//! - With `IP_PKTINFO` (ip(7)) or `IPV6_RECVPKTINFO` (ipv6(7)) set, each datagram comes with an
+//!   `IPPROTO_IP/IP_PKTINFO` `in_pktinfo` whose `ipi_addr` is the destination address of its IP
+//!   header, or an `IPPROTO_IPV6/IPV6_PKTINFO` `in6_pktinfo` whose `ipi6_addr` is (an IPv4 datagram
+//!   on an IPv6 socket gets its address v4-mapped).
+//! - On a send, an `IP_PKTINFO` whose `ipi_spec_dst` is a local address, or an `IPV6_PKTINFO`
+//!   whose `ipi6_addr` is (v4-mapped for an IPv4 destination of an IPv6 socket: `ip_cmsg_send`),
+//!   with interface index 0, makes it the source address of that datagram, whatever address the
+//!   socket is bound to (`ip_cmsg_send`, `ip6_datagram_send_ctl`).
 
 use std::io;
 use std::mem;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use super::errqueue::ControlMessages;
+use super::errqueue::{self, ControlBuf, ControlMessages, SockAddr};
 
 /// `SO_RXQ_OVFL` (asm-generic/socket.h): report the socket's drop counter with each datagram.
 pub const SO_RXQ_OVFL: i32 = 40;
@@ -48,6 +56,8 @@ pub struct Received {
     pub drops: u32,
     /// Where the datagram came from (`msg_name`).
     pub source: Option<SocketAddr>,
+    /// The address it was sent to (`IP_PKTINFO`/`IPV6_PKTINFO`; `None` when absent).
+    pub destination: Option<IpAddr>,
 }
 
 /// The address in `name` (`len` bytes of it written by the kernel), when it is IPv4 or IPv6.
@@ -79,10 +89,30 @@ fn source_of(name: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<Sock
     }
 }
 
-/// Decodes one message's control data (`SOL_UDP/UDP_GRO`, `SOL_SOCKET/SO_RXQ_OVFL`) into `r`.
+/// Where `ipi_addr` (the header's destination address) lies in an `in_pktinfo`.
+const IPI_ADDR: usize = mem::offset_of!(libc::in_pktinfo, ipi_addr);
+/// Where `ipi_spec_dst` (the source address a send asks for) lies in an `in_pktinfo`.
+const IPI_SPEC_DST: usize = mem::offset_of!(libc::in_pktinfo, ipi_spec_dst);
+/// Where `ipi6_addr` lies in an `in6_pktinfo`.
+const IPI6_ADDR: usize = mem::offset_of!(libc::in6_pktinfo, ipi6_addr);
+
+/// Decodes one message's control data (`SOL_UDP/UDP_GRO`, `SOL_SOCKET/SO_RXQ_OVFL`,
+/// `IP_PKTINFO`, `IPV6_PKTINFO`) into `r`.
 fn decode_control(control: &[u8], r: &mut Received) {
     for m in ControlMessages::new(control) {
         match (m.level, m.ty) {
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                if let Some(b) = m.data.get(IPI_ADDR..IPI_ADDR + 4) {
+                    let octets: [u8; 4] = b.try_into().expect("four bytes");
+                    r.destination = Some(Ipv4Addr::from(octets).into());
+                }
+            }
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                if let Some(b) = m.data.get(IPI6_ADDR..IPI6_ADDR + 16) {
+                    let octets: [u8; 16] = b.try_into().expect("sixteen bytes");
+                    r.destination = Some(Ipv6Addr::from(octets).into());
+                }
+            }
             (libc::SOL_UDP, libc::UDP_GRO) => {
                 if let Some(b) = m.data.get(..4) {
                     let size = i32::from_ne_bytes(b.try_into().expect("four bytes"));
@@ -97,6 +127,36 @@ fn decode_control(control: &[u8], r: &mut Received) {
             _ => {}
         }
     }
+}
+
+/// The control message that makes `from` the source address of a send (`IP_PKTINFO` with
+/// `ipi_spec_dst`, or `IPV6_PKTINFO` with `ipi6_addr`; interface index 0: the route decides).
+fn source_control(from: IpAddr) -> io::Result<ControlBuf> {
+    let mut control = ControlBuf::default();
+    match from {
+        IpAddr::V4(a) => {
+            let mut info = [0u8; mem::size_of::<libc::in_pktinfo>()];
+            info[IPI_SPEC_DST..IPI_SPEC_DST + 4].copy_from_slice(&a.octets());
+            control.push(libc::IPPROTO_IP, libc::IP_PKTINFO, &info)?;
+        }
+        IpAddr::V6(a) => {
+            let mut info = [0u8; mem::size_of::<libc::in6_pktinfo>()];
+            info[IPI6_ADDR..IPI6_ADDR + 16].copy_from_slice(&a.octets());
+            control.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, &info)?;
+        }
+    }
+    Ok(control)
+}
+
+/// Sends `data` to `to` from the local address `from` (see [`source_control`]), copied during the
+/// call. Returns the bytes the kernel took.
+pub fn send_from(
+    fd: BorrowedFd<'_>,
+    data: &[u8],
+    to: SocketAddr,
+    from: IpAddr,
+) -> io::Result<usize> {
+    errqueue::send_copy(fd, data, Some(&SockAddr::from(to)), &source_control(from)?)
 }
 
 /// The longest UDP datagram (its 16-bit length field): no slot needs more room.
@@ -327,5 +387,63 @@ mod tests {
         let mut plain = Received::default();
         decode_control(&[], &mut plain);
         assert_eq!((plain.segment_size, plain.drops), (None, 0));
+    }
+
+    #[test]
+    fn control_data_decodes_the_destination_address() {
+        let mut v4 = [0u8; mem::size_of::<libc::in_pktinfo>()];
+        // ipi_spec_dst (the route's source) differs from ipi_addr (the header's destination).
+        v4[IPI_SPEC_DST..IPI_SPEC_DST + 4].copy_from_slice(&[127, 0, 0, 1]);
+        v4[IPI_ADDR..IPI_ADDR + 4].copy_from_slice(&[127, 0, 0, 2]);
+        let mut buf = ControlBuf::default();
+        buf.push(libc::IPPROTO_IP, libc::IP_PKTINFO, &v4).unwrap();
+        let mut r = Received::default();
+        decode_control(buf.as_bytes(), &mut r);
+        assert_eq!(r.destination, Some(Ipv4Addr::new(127, 0, 0, 2).into()));
+        let v6: Ipv6Addr = "fd00::2".parse().unwrap();
+        let mut info = [0u8; mem::size_of::<libc::in6_pktinfo>()];
+        info[IPI6_ADDR..IPI6_ADDR + 16].copy_from_slice(&v6.octets());
+        let mut buf = ControlBuf::default();
+        buf.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, &info)
+            .unwrap();
+        let mut r = Received::default();
+        decode_control(buf.as_bytes(), &mut r);
+        assert_eq!(r.destination, Some(v6.into()));
+    }
+
+    /// A datagram sent to 127.0.0.2 on a socket bound to every address says so, and an answer
+    /// sent from that address reaches a sender connected to it (one from the route's 127.0.0.1
+    /// would not).
+    #[test]
+    fn an_answer_leaves_from_the_address_the_datagram_was_sent_to() {
+        let receiver = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        let fd = receiver.as_fd();
+        crate::sys::socket::set_int_option(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1).unwrap();
+        receiver
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let port = receiver.local_addr().unwrap().port();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.connect(("127.0.0.2", port)).unwrap();
+        sender
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        sender.send(b"hello").unwrap();
+        let (mut data, mut control) = (vec![0u8; 16], vec![0u64; CONTROL_WORDS]);
+        let mut got = [Received::default()];
+        assert_eq!(
+            recv_batch(fd, &mut data, 16, &mut control, &mut got).unwrap(),
+            1
+        );
+        let [r] = got;
+        assert_eq!(r.destination, Some(Ipv4Addr::new(127, 0, 0, 2).into()));
+        let to = r.source.unwrap();
+        assert_eq!(
+            send_from(fd, b"answer", to, r.destination.unwrap()).unwrap(),
+            6
+        );
+        let mut buf = [0u8; 16];
+        let n = sender.recv(&mut buf).expect("the answer, from 127.0.0.2");
+        assert_eq!(&buf[..n], b"answer");
     }
 }
