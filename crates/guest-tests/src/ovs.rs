@@ -16,7 +16,9 @@
 //! 6. Open vSwitch's `ovs-dpctl show` and `dump-flows` read the switch's datapath, ports, flows and
 //!    counters as zcnet does;
 //! 7. after the run no datapath, vport or flow remains;
-//! 8. the switch's bounds on a datapath of their own (see `ovs_bounds`).
+//! 8. the switch's bounds on a datapath of their own (see `ovs_bounds`);
+//! 9. dumps of long action lists and of deleted datapaths (see `ovs_dump`), and `zcnet dp show`
+//!    over a datapath deleted while it reads (see `ovs_show_vanish`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -82,7 +84,7 @@ impl Misses {
 }
 
 /// Runs Open vSwitch's `ovs-dpctl` (packed into the initramfs by vm/run-suite) and returns its output.
-fn ovs_dpctl(args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn ovs_dpctl(args: &[&str]) -> anyhow::Result<String> {
     let out = std::process::Command::new("ovs-dpctl")
         .args(args)
         .output()
@@ -379,6 +381,8 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     );
     crate::ovs_bounds::run(&mut outcome, &ports[ports.len() - 1])?;
     numbered_name(&mut outcome)?;
+    crate::ovs_dump::run(&mut outcome)?;
+    crate::ovs_show_vanish::run(&mut outcome)?;
     Ok(outcome)
 }
 

@@ -4,7 +4,9 @@
 //! from one tool into the other.
 
 use anyhow::{Context, Result};
-use zcnet::ovs::{self, Datapath, DatapathInfo, DpFlow, FlowInfo};
+use zcnet::ovs::{
+    self, Datapath, DatapathInfo, DpFlow, FlowActions, FlowInfo, OvsErrorKind, VportInfo,
+};
 
 use crate::report::outln;
 
@@ -12,11 +14,15 @@ use crate::report::outln;
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum DpCommand {
     /// A datapath's counters, masks and ports, as `ovs-dpctl show` (every datapath without NAME).
+    /// A datapath deleted while it is being read is said to have vanished, and the others shown.
     Show {
         /// Datapath name.
         name: Option<String>,
     },
     /// Its flows with masks, counters and actions, one per line as `ovs-dpctl dump-flows` prints.
+    /// Actions the kernel's dump leaves out (a list too long for its message) are read again flow
+    /// by flow; a flow whose actions cannot be read prints `actions:unknown(WHY)`, is named on
+    /// standard error, and the run exits 1.
     DumpFlows {
         /// Datapath name.
         name: String,
@@ -66,13 +72,22 @@ pub fn run(cmd: DpCommand) -> Result<()> {
         DpCommand::DumpFlows { name, json } => {
             let mut dp = open(&name)?;
             let now = ovs::monotonic_ms();
+            let mut unknown = 0;
             for f in dp.flows().context("dumping flows")? {
                 if json {
                     outln!("{}", flow_json(&f, now));
                 } else {
                     outln!("{}", f.line(now));
                 }
+                if let FlowActions::Unknown(why) = &f.actions {
+                    eprintln!("zcnet: flow {}: actions unknown: {why}", f.key_text());
+                    unknown += 1;
+                }
             }
+            anyhow::ensure!(
+                unknown == 0,
+                "the actions of {unknown} flow(s) could not be read (named above)"
+            );
             Ok(())
         }
         DpCommand::AddFlow {
@@ -97,7 +112,17 @@ fn open(name: &str) -> Result<Datapath> {
     Datapath::open(name).with_context(|| format!("opening datapath {name}"))
 }
 
+/// Prints `info` (as listed) and its ports, or, when it is deleted before its ports are read, a
+/// line saying it vanished.
 fn show(info: &DatapathInfo) -> Result<()> {
+    let mut ports = match ports_of(info.ifindex) {
+        Ok(ports) => ports,
+        Err(e) if e.kind() == OvsErrorKind::DatapathGone => {
+            outln!("system@{}: vanished (deleted while being read)", info.name);
+            return Ok(());
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading datapath {}", info.name)),
+    };
     let s = &info.stats;
     outln!("system@{}:", info.name);
     outln!(
@@ -116,9 +141,6 @@ fn show(info: &DatapathInfo) -> Result<()> {
         };
         outln!("  masks: hit:{hit} total:{total} hit/pkt:{per_packet:.2}");
     }
-    let mut dp = Datapath::open_ifindex(info.ifindex)
-        .with_context(|| format!("opening datapath {}", info.name))?;
-    let mut ports = dp.vports().context("listing ports")?;
     ports.sort_by_key(|p| p.port_no);
     for p in ports {
         match vport_type_name(p.kind) {
@@ -127,6 +149,11 @@ fn show(info: &DatapathInfo) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The ports of the datapath whose internal device has `ifindex`.
+fn ports_of(ifindex: i32) -> Result<Vec<VportInfo>, ovs::OvsError> {
+    Datapath::open_ifindex(ifindex)?.vports()
 }
 
 /// The type `ovs-dpctl show` puts after a port (none for a network device: "system").
@@ -142,10 +169,15 @@ fn vport_type_name(kind: u32) -> Option<String> {
 }
 
 fn flow_json(f: &FlowInfo, now_ms: u64) -> serde_json::Value {
-    let flow = f.flow();
+    let unknown = match &f.actions {
+        FlowActions::Unknown(why) => Some(why),
+        _ => None,
+    };
     serde_json::json!({
-        "key": flow.key_text(),
-        "actions": flow.actions_text(),
+        "key": f.key_text(),
+        "actions": f.actions.bytes().map(|_| f.actions_text()),
+        "actions_unknown": unknown,
+        "actions_refetched": matches!(f.actions, FlowActions::Refetched(_)),
         "masked": f.mask.is_some(),
         "packets": f.stats.n_packets,
         "bytes": f.stats.n_bytes,

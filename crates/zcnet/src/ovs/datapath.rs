@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 
 use crate::sys::netlink::{Attributes, Request};
 use crate::sys::ovs::{
-    OvsDpStats, OvsFlowStats, OvsVportStats, action_attr, cmd, dp_attr, dp_feature, flow_attr,
-    packet_attr, packet_cmd, userspace_attr, vport_attr, vport_type,
+    OvsDpStats, OvsVportStats, action_attr, cmd, dp_attr, dp_feature, flow_attr, packet_attr,
+    packet_cmd, userspace_attr, vport_attr, vport_type,
 };
 
 use super::client::{Client, Family, reply_body};
 use super::error::OvsError;
-use super::odp::{DpFlow, tcp_flags_text};
+use super::flow_dump::{FlowActions, FlowInfo, flow_info};
+use super::odp::DpFlow;
 use super::upcall::UpcallSocket;
 
 /// How the kernel chooses the socket an upcall goes to.
@@ -85,59 +86,7 @@ pub struct VportInfo {
     pub stats: OvsVportStats,
 }
 
-/// An installed flow as a dump describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowInfo {
-    /// The flow's key attributes (masked, as the kernel keeps them).
-    pub key: Vec<u8>,
-    /// Its mask attributes (`None`: the dump carried none, an exact match).
-    pub mask: Option<Vec<u8>>,
-    /// Its action attributes (empty: drop).
-    pub actions: Vec<u8>,
-    /// Packets and bytes that hit it.
-    pub stats: OvsFlowStats,
-    /// `CLOCK_MONOTONIC` milliseconds when a packet last hit it (`None`: never).
-    pub used_ms: Option<u64>,
-    /// TCP flags of the packets that hit it, OR'd.
-    pub tcp_flags: u8,
-    /// The id it was installed with (`OVS_FLOW_ATTR_UFID`), if any.
-    pub ufid: Option<Vec<u8>>,
-}
-
-impl FlowInfo {
-    /// Its match and actions.
-    pub fn flow(&self) -> DpFlow {
-        DpFlow {
-            key: self.key.clone(),
-            mask: self.mask.clone(),
-            actions: self.actions.clone(),
-        }
-    }
-
-    /// The line `ovs-dpctl dump-flows` prints for it, `used` measured from `now_ms`
-    /// (`CLOCK_MONOTONIC` milliseconds): `KEY, packets:N, bytes:N, used:T[, flags:F], actions:A`.
-    pub fn line(&self, now_ms: u64) -> String {
-        let flow = self.flow();
-        let used = match self.used_ms {
-            Some(t) => format!("{:.3}s", now_ms.saturating_sub(t) as f64 / 1000.0),
-            None => "never".into(),
-        };
-        let flags = if self.tcp_flags == 0 {
-            String::new()
-        } else {
-            format!(", flags:{}", tcp_flags_text(self.tcp_flags.into()))
-        };
-        format!(
-            "{}, packets:{}, bytes:{}, used:{used}{flags}, actions:{}",
-            flow.key_text(),
-            self.stats.n_packets,
-            self.stats.n_bytes,
-            flow.actions_text()
-        )
-    }
-}
-
-/// Milliseconds of `CLOCK_MONOTONIC` now, the clock of [`FlowInfo::used_ms`].
+/// Milliseconds of `CLOCK_MONOTONIC` now, the clock of [`super::FlowInfo::used_ms`].
 pub fn monotonic_ms() -> u64 {
     crate::sys::socket::monotonic_time().map_or(0, |d| d.as_millis() as u64)
 }
@@ -204,32 +153,6 @@ fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
         }
     }
     Some(info)
-}
-
-fn flow_info(reply: &crate::sys::netlink::Reply) -> Option<FlowInfo> {
-    let (_, attrs) = reply_body(reply)?;
-    let mut flow = FlowInfo {
-        key: Vec::new(),
-        mask: None,
-        actions: Vec::new(),
-        stats: OvsFlowStats::default(),
-        used_ms: None,
-        tcp_flags: 0,
-        ufid: None,
-    };
-    for (ty, p) in Attributes::new(attrs).map_while(Result::ok) {
-        match ty {
-            flow_attr::KEY => flow.key = p.to_vec(),
-            flow_attr::MASK => flow.mask = Some(p.to_vec()),
-            flow_attr::ACTIONS => flow.actions = p.to_vec(),
-            flow_attr::STATS => flow.stats = OvsFlowStats::read(p)?,
-            flow_attr::USED => flow.used_ms = Some(u64::from_ne_bytes(p.try_into().ok()?)),
-            flow_attr::TCP_FLAGS => flow.tcp_flags = *p.first()?,
-            flow_attr::UFID => flow.ufid = Some(p.to_vec()),
-            _ => {}
-        }
-    }
-    Some(flow)
 }
 
 fn vport_info(reply: &crate::sys::netlink::Reply) -> Option<VportInfo> {
@@ -353,10 +276,11 @@ impl Datapath {
     }
 
     /// Opens the existing datapath whose internal device has `ifindex` (see [`Datapath::open`]).
+    /// `ENODEV` ([`super::OvsErrorKind::DatapathGone`]): no datapath has that ifindex (any more).
     pub fn open_ifindex(ifindex: i32) -> Result<Datapath, OvsError> {
         let client = Client::open()?;
         let req = client.request(Family::Datapath, 0, cmd::GET, ifindex);
-        Self::opened(client, req)
+        Self::opened(client, req).map_err(|e| e.gone_if_enodev(&format!("of ifindex {ifindex}")))
     }
 
     fn opened(mut client: Client, req: Request) -> Result<Datapath, OvsError> {
@@ -385,11 +309,12 @@ impl Datapath {
     }
 
     /// Its current description: stats and the user features in effect.
+    /// [`super::OvsErrorKind::DatapathGone`] once the datapath is deleted.
     pub fn info(&mut self) -> Result<DatapathInfo, OvsError> {
         let req = self
             .client
             .request(Family::Datapath, 0, cmd::GET, self.ifindex);
-        let replies = self.client.send(req, "OVS_DP_CMD_GET")?;
+        let replies = self.send_on_datapath(req, "OVS_DP_CMD_GET")?;
         replies.iter().find_map(datapath_info).ok_or_else(|| {
             OvsError::new(
                 "OVS_DP_CMD_GET",
@@ -430,7 +355,8 @@ impl Datapath {
         self.client.send(req, "OVS_VPORT_CMD_DEL").map(drop)
     }
 
-    /// Every vport with its counters.
+    /// Every vport with its counters. [`super::OvsErrorKind::DatapathGone`] once the datapath is
+    /// deleted (the kernel ends the dump with `ENODEV`), never an empty list.
     pub fn vports(&mut self) -> Result<Vec<VportInfo>, OvsError> {
         let req = self.client.request(
             Family::Vport,
@@ -438,7 +364,7 @@ impl Datapath {
             cmd::GET,
             self.ifindex,
         );
-        let replies = self.client.send(req, "OVS_VPORT_CMD_GET dump")?;
+        let replies = self.send_on_datapath(req, "OVS_VPORT_CMD_GET dump")?;
         Ok(replies.iter().filter_map(vport_info).collect())
     }
 
@@ -462,16 +388,72 @@ impl Datapath {
         self.client.send(req, "OVS_FLOW_CMD_DEL").map(drop)
     }
 
-    /// Every installed flow with its mask, actions and counters.
+    /// Every installed flow with its mask, actions and counters. A flow whose actions the dump left
+    /// out (too long for its message: see [`FlowActions`]) is read again on its own
+    /// (`OVS_FLOW_CMD_GET` by UFID or key): [`FlowActions::Refetched`], or
+    /// [`FlowActions::Unknown`] with that request's error when it fails (the flow deleted since the
+    /// dump). [`super::OvsErrorKind::DatapathGone`] once the datapath is deleted (the kernel ends the
+    /// dump with `ENODEV`), never an empty list.
     pub fn flows(&mut self) -> Result<Vec<FlowInfo>, OvsError> {
+        let mut flows = self.dumped_flows()?;
+        for flow in flows.iter_mut() {
+            if let FlowActions::Unknown(left_out) = &flow.actions {
+                flow.actions = match self.flow_actions(flow) {
+                    Ok(actions) => FlowActions::Refetched(actions),
+                    Err(e) => FlowActions::Unknown(format!("{left_out}; read again: {e}")),
+                };
+            }
+        }
+        Ok(flows)
+    }
+
+    /// The flows as the dump gives them, with the actions it left out unknown.
+    pub(crate) fn dumped_flows(&mut self) -> Result<Vec<FlowInfo>, OvsError> {
         let req = self.client.request(
             Family::Flow,
             libc::NLM_F_DUMP as u16,
             cmd::GET,
             self.ifindex,
         );
-        let replies = self.client.send(req, "OVS_FLOW_CMD_GET dump")?;
+        let replies = self.send_on_datapath(req, "OVS_FLOW_CMD_GET dump")?;
         Ok(replies.iter().filter_map(flow_info).collect())
+    }
+
+    /// The actions of the dumped `flow`, read by `OVS_FLOW_CMD_GET` of that flow alone: by the
+    /// UFID the dump named it by, else by the unmasked key it gave.
+    fn flow_actions(&mut self, flow: &FlowInfo) -> Result<Vec<u8>, OvsError> {
+        let req = self.request_for_flow(cmd::GET, flow);
+        let replies = self.send_on_datapath(req, "OVS_FLOW_CMD_GET")?;
+        replies
+            .iter()
+            .filter_map(flow_info)
+            .find_map(|f| f.actions.bytes().map(<[u8]>::to_vec))
+            .ok_or_else(|| invalid("OVS_FLOW_CMD_GET", "no actions in the reply"))
+    }
+
+    /// A flow request `command` naming the dumped `flow` as the dump did: by its UFID when it has
+    /// one, else by its key.
+    fn request_for_flow(&self, command: u8, flow: &FlowInfo) -> Request {
+        let mut req = self.client.request(Family::Flow, 0, command, self.ifindex);
+        match &flow.ufid {
+            Some(ufid) => req.attr(flow_attr::UFID, ufid),
+            None => req.attr(
+                flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED,
+                &flow.key,
+            ),
+        };
+        req
+    }
+
+    /// Sends a request whose only device is this datapath: `ENODEV` means it is gone.
+    fn send_on_datapath(
+        &mut self,
+        req: Request,
+        call: &'static str,
+    ) -> Result<Vec<crate::sys::netlink::Reply>, OvsError> {
+        self.client
+            .send(req, call)
+            .map_err(|e| e.gone_if_enodev(&self.name))
     }
 
     /// Installs `flow` (key, mask and actions as given; an existing flow of that match gets the
@@ -501,23 +483,16 @@ impl Datapath {
     pub fn remove(&mut self, flow: &DpFlow) -> Result<(), OvsError> {
         let want = flow.key_text();
         let found = self
-            .flows()?
+            .dumped_flows()?
             .into_iter()
-            .find(|f| f.flow().key_text() == want)
+            .find(|f| f.key_text() == want)
             .ok_or_else(|| {
                 OvsError::new(
                     "OVS_FLOW_CMD_DEL",
                     std::io::Error::from_raw_os_error(libc::ENOENT),
                 )
             })?;
-        let mut req = self.client.request(Family::Flow, 0, cmd::DEL, self.ifindex);
-        match &found.ufid {
-            Some(ufid) => req.attr(flow_attr::UFID, ufid),
-            None => req.attr(
-                flow_attr::KEY | crate::sys::netlink::NLA_F_NESTED,
-                &found.key,
-            ),
-        };
+        let req = self.request_for_flow(cmd::DEL, &found);
         self.client.send(req, "OVS_FLOW_CMD_DEL").map(drop)
     }
 

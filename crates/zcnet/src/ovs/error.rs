@@ -5,16 +5,52 @@ use std::io;
 
 use crate::sys::errno::error_name;
 
+/// What an [`OvsError`] means for its caller, where zcnet can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OvsErrorKind {
+    /// The datapath a handle names is gone: deleted — by its creator, another client or
+    /// `ovs-dpctl del-dp` — since the handle was opened or the datapath listed. The kernel answers
+    /// `ENODEV` for a request on an ifindex that no longer names a datapath (`get_dp`), a dump
+    /// included (its `NLMSG_DONE` carries the error).
+    DatapathGone,
+    /// Anything else: see [`OvsError::raw_os_error`] and [`OvsError::remedy`].
+    Other,
+}
+
 /// A datapath request the kernel refused (or whose reply made no sense).
 #[derive(Debug)]
 pub struct OvsError {
     call: &'static str,
     source: io::Error,
+    /// The datapath found gone ([`OvsErrorKind::DatapathGone`]), by name.
+    gone: Option<String>,
 }
 
 impl OvsError {
     pub(crate) fn new(call: &'static str, source: io::Error) -> OvsError {
-        OvsError { call, source }
+        OvsError {
+            call,
+            source,
+            gone: None,
+        }
+    }
+
+    /// The same error, marked [`OvsErrorKind::DatapathGone`] when it is `ENODEV` from a request
+    /// whose only device is the datapath `datapath` (a dump, a GET of the datapath or of a flow).
+    pub(crate) fn gone_if_enodev(mut self, datapath: &str) -> OvsError {
+        if self.source.raw_os_error() == Some(libc::ENODEV) {
+            self.gone = Some(datapath.to_string());
+        }
+        self
+    }
+
+    /// What it means for the caller.
+    pub fn kind(&self) -> OvsErrorKind {
+        match self.gone {
+            Some(_) => OvsErrorKind::DatapathGone,
+            None => OvsErrorKind::Other,
+        }
     }
 
     /// The request that failed (`"OVS_DP_CMD_NEW"`, `"resolve ovs_datapath"`).
@@ -29,6 +65,10 @@ impl OvsError {
 
     /// What the user can do about it.
     pub fn remedy(&self) -> &'static str {
+        if self.gone.is_some() {
+            return "the datapath was deleted (by its creator, another client or ovs-dpctl del-dp): \
+                    open it again once it exists again";
+        }
         match self.source.raw_os_error() {
             Some(libc::ENOENT) if self.call.starts_with("resolve") => {
                 "the openvswitch kernel module is not loaded (modprobe openvswitch)"
@@ -49,10 +89,13 @@ impl OvsError {
 
 impl fmt::Display for OvsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.call)?;
+        if let Some(name) = &self.gone {
+            write!(f, "datapath {name} is gone, ")?;
+        }
         write!(
             f,
-            "{}: {} ({}): {}",
-            self.call,
+            "{} ({}): {}",
             error_name(&self.source),
             self.source,
             self.remedy()

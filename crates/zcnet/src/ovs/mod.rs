@@ -12,11 +12,16 @@
 //! - A flow installed without `OVS_FLOW_ATTR_MASK` matches its key exactly; the key of an upcall can be
 //!   installed unchanged. `OVS_PACKET_CMD_EXECUTE` runs actions on a packet sent from user space.
 //! - Deleting a datapath deletes its vports and flows; devices that were vports return to the stack.
+//!   A request on its ifindex then fails with `ENODEV`, a dump too (its `NLMSG_DONE` carries the
+//!   error): [`OvsErrorKind::DatapathGone`].
+//! - A flow dump leaves out the actions of a flow too long for its message; [`Datapath::flows`]
+//!   reads them again (see [`FlowActions`]).
 //! - Resolving the families works for every user; changing anything needs CAP_NET_ADMIN.
 
 mod client;
 mod datapath;
 mod error;
+mod flow_dump;
 mod key;
 mod local_port;
 mod odp;
@@ -25,10 +30,11 @@ mod switch_table;
 mod upcall;
 
 pub use datapath::{
-    Action, Datapath, DatapathConfig, DatapathInfo, Dispatch, FlowInfo, VportInfo, datapaths,
-    monotonic_ms, remove_stale, set_user_features,
+    Action, Datapath, DatapathConfig, DatapathInfo, Dispatch, VportInfo, datapaths, monotonic_ms,
+    remove_stale, set_user_features,
 };
-pub use error::OvsError;
+pub use error::{OvsError, OvsErrorKind};
+pub use flow_dump::{FlowActions, FlowInfo};
 pub use key::FlowKey;
 pub use local_port::LocalPort;
 pub use odp::{

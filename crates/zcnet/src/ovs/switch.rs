@@ -324,7 +324,7 @@ impl Core {
             Ok(info) => self.follow_dispatch(info.user_features),
             Err(e) => self.failed(e),
         }
-        match self.datapath.flows() {
+        match self.datapath.dumped_flows() {
             Ok(flows) => {
                 let delete = self.forwarding.flows.sweep(
                     flows.iter().map(|f| (&f.key[..], f.stats.n_packets)),

@@ -103,6 +103,10 @@ pub const NLA_F_NESTED: u16 = 1 << 15;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
+/// `SOL_NETLINK` (include/linux/socket.h).
+const SOL_NETLINK: i32 = 270;
+/// `NETLINK_CAP_ACK` (include/uapi/linux/netlink.h, Linux 4.3): error messages without the request.
+const NETLINK_CAP_ACK: i32 = 10;
 
 const _: () = assert!(mem::size_of::<libc::nlmsghdr>() == NLMSG_HDRLEN);
 const _: () = assert!(mem::size_of::<libc::genlmsghdr>() == GENL_HDRLEN);
@@ -307,15 +311,33 @@ impl Message<'_> {
         if self.kind != libc::NLMSG_ERROR as u16 {
             return None;
         }
-        let code = match self.payload.get(0..4) {
-            Some(b) => i32::from_ne_bytes(b.try_into().expect("4 bytes")),
-            None => return Some(Err(malformed("truncated netlink error message"))),
-        };
-        Some(if code == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(code.saturating_neg()))
+        Some(match self.payload.get(0..4) {
+            Some(b) => status(i32::from_ne_bytes(b.try_into().expect("4 bytes"))),
+            None => Err(malformed("truncated netlink error message")),
         })
+    }
+
+    /// For an `NLMSG_DONE` message: `Ok(())` for a dump that ended well, else the error it ended
+    /// with. The kernel (`netlink_dump_done`, net/netlink/af_netlink.c) puts the dump's result, 0 or
+    /// a negative errno, in the message's first 4 bytes: a dump whose object is gone — an Open
+    /// vSwitch datapath deleted, `ENODEV` — ends with a `NLMSG_DONE` carrying that error, not with an
+    /// `NLMSG_ERROR`. A `NLMSG_DONE` without those bytes ended well.
+    pub fn done(&self) -> Option<io::Result<()>> {
+        if self.kind != libc::NLMSG_DONE as u16 {
+            return None;
+        }
+        Some(match self.payload.get(0..4) {
+            Some(b) => status(i32::from_ne_bytes(b.try_into().expect("4 bytes"))),
+            None => Ok(()),
+        })
+    }
+}
+
+/// A kernel status code: 0 (or positive) is success, a negative one is `-errno`.
+fn status(code: i32) -> io::Result<()> {
+    match code {
+        0.. => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(code.saturating_neg())),
     }
 }
 
@@ -451,11 +473,26 @@ impl GenlSocket {
             (&mut addr as *mut libc::sockaddr_nl).cast(),
             &mut len
         ))?;
-        Ok(GenlSocket {
+        let sock = GenlSocket {
             fd,
             seq: 1,
             port_id: addr.nl_pid,
-        })
+        };
+        sock.cap_acks(true)?;
+        Ok(sock)
+    }
+
+    /// Turns `NETLINK_CAP_ACK` on or off. On, an error message carries the refused request's
+    /// `nlmsghdr` only; off, the kernel echoes the whole request after the errno (`netlink_ack`),
+    /// which for a request of more than 64 KiB (a large packet to execute) makes an error message of
+    /// more than 64 KiB. A kernel older than 4.3 lacks the option (`ENOPROTOOPT`); its long error
+    /// messages are still read whole ([`GenlSocket::collect_replies`]).
+    fn cap_acks(&self, on: bool) -> io::Result<()> {
+        let value = i32::from(on);
+        match super::socket::set_int_option(self.fd.as_fd(), SOL_NETLINK, NETLINK_CAP_ACK, value) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => Ok(()),
+            other => other,
+        }
     }
 
     /// The socket's netlink port id (`nl_pid`).
@@ -485,17 +522,8 @@ impl GenlSocket {
     /// `ENOBUFS` means the socket's receive queue overflowed since the last call and the kernel
     /// dropped messages addressed to it.
     pub fn recv_nonblocking(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        let got = super::retry_if_interrupted(|| {
-            // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
-            syscall!(recv(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC
-            ))
-        });
-        match got {
-            Ok(n) => Ok(Some(n as usize)),
+        match self.recv_with(buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC) {
+            Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
@@ -545,21 +573,15 @@ impl GenlSocket {
         )
     }
 
-    /// Reads replies to request `seq` until it is complete (see [`GenlSocket::request`]).
+    /// Reads replies to request `seq` until it is complete (see [`GenlSocket::request`]). A dump
+    /// that fails part-way — its object deleted under it — is its error, not the replies before it
+    /// ([`Message::done`]).
     pub fn collect_replies(&mut self, seq: u32, dump: bool) -> io::Result<Vec<Reply>> {
         let mut replies = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let n = super::retry_if_interrupted(|| {
-                // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
-                syscall!(recv(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    0
-                ))
-            })? as usize;
-            for msg in messages(&buf[..n.min(buf.len())])? {
+            let n = self.recv_whole(&mut buf)?;
+            for msg in messages(&buf[..n])? {
                 if msg.seq != seq {
                     continue;
                 }
@@ -570,8 +592,8 @@ impl GenlSocket {
                     }
                     continue;
                 }
-                if msg.kind == libc::NLMSG_DONE as u16 {
-                    return Ok(replies);
+                if let Some(done) = msg.done() {
+                    return done.map(|()| replies);
                 }
                 if let Some(cmd) = msg.genl_cmd() {
                     replies.push(Reply {
@@ -581,6 +603,34 @@ impl GenlSocket {
                 }
             }
         }
+    }
+
+    /// Receives the next datagram whole, growing `buf` first when it is longer than `buf`: a peek
+    /// (`MSG_PEEK | MSG_TRUNC`) gives its length without taking it. Dump datagrams stay within
+    /// 32 KiB, but a single reply is sized for what it carries — an Open vSwitch flow with 64 KiB of
+    /// actions, an error echoing a long request — and a datagram read short is lost. Returns its
+    /// length.
+    fn recv_whole(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let len = self.recv_with(buf, libc::MSG_PEEK | libc::MSG_TRUNC)?;
+        if len > buf.len() {
+            buf.resize(len, 0);
+        }
+        Ok(self.recv_with(buf, 0)?.min(buf.len()))
+    }
+
+    /// `recv` into `buf` with `flags`, retried when interrupted. With `MSG_TRUNC` the result is the
+    /// datagram's full length, which may exceed `buf.len()`; the kernel writes at most `buf.len()`.
+    fn recv_with(&self, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+        super::retry_if_interrupted(|| {
+            // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
+            syscall!(recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags
+            ))
+        })
+        .map(|n| n as usize)
     }
 
     /// Resolves a generic netlink family name to its id (`CTRL_CMD_GETFAMILY`). `ENOENT` means the
@@ -769,6 +819,63 @@ mod tests {
         assert!(messages(&req).is_err());
         let bogus_attr = [0u8, 0, 0, 0, 200, 0, 1, 0];
         assert_eq!(attributes(&bogus_attr).count(), 0);
+    }
+
+    /// A request of more than 64 KiB that the kernel refuses: a family name far longer than
+    /// `GENL_NAMSIZ` (the controller's policy rejects it), 65,531 bytes, so that the whole message
+    /// is 65,556 bytes.
+    fn oversized_bad_request() -> Request {
+        let mut req = Request::new(
+            libc::GENL_ID_CTRL as u16,
+            0,
+            libc::CTRL_CMD_GETFAMILY as u8,
+            1,
+        );
+        req.attr(CTRL_ATTR_FAMILY_NAME, &[b'z'; 65_531]);
+        req
+    }
+
+    #[test]
+    fn an_error_to_a_request_over_64_kib_reads_as_its_errno() {
+        let mut sock = GenlSocket::open().unwrap();
+        let err = sock.request(oversized_bad_request()).unwrap_err();
+        assert!(err.raw_os_error().is_some(), "read as {err:?}");
+    }
+
+    #[test]
+    fn an_error_echoing_a_request_over_64_kib_is_read_whole() {
+        let mut sock = GenlSocket::open().unwrap();
+        sock.cap_acks(false).unwrap();
+        let err = sock.request(oversized_bad_request()).unwrap_err();
+        assert!(err.raw_os_error().is_some(), "read as {err:?}");
+        // The socket is in step: the next request gets its own reply.
+        assert!(sock.family_id("nlctrl").is_ok());
+    }
+
+    /// A message of `kind` whose payload is the status `code`.
+    fn status_message(kind: u16, code: i32) -> Vec<u8> {
+        let mut msg = vec![0u8; NLMSG_HDRLEN];
+        msg[0..4].copy_from_slice(&20u32.to_ne_bytes());
+        msg[4..6].copy_from_slice(&kind.to_ne_bytes());
+        msg.extend_from_slice(&code.to_ne_bytes());
+        msg
+    }
+
+    #[test]
+    fn a_dump_ended_by_an_error_reads_as_that_error() {
+        let failed = status_message(libc::NLMSG_DONE as u16, -libc::ENODEV);
+        let msgs = messages(&failed).unwrap();
+        let err = msgs[0].done().unwrap().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENODEV));
+        assert_eq!(msgs[0].ack().map(|r| r.is_ok()), None);
+        let ended = status_message(libc::NLMSG_DONE as u16, 0);
+        assert!(messages(&ended).unwrap()[0].done().unwrap().is_ok());
+        let bare = Request::rtnetlink(libc::NLMSG_DONE as u16, 0, &[])
+            .finish(1)
+            .unwrap();
+        assert!(messages(&bare).unwrap()[0].done().unwrap().is_ok());
+        let error = status_message(libc::NLMSG_ERROR as u16, -libc::EPERM);
+        assert_eq!(messages(&error).unwrap()[0].done().map(|r| r.is_ok()), None);
     }
 
     #[test]
