@@ -15,7 +15,7 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{pattern, vsock_async};
+use crate::{pattern, vsock_async, vsock_seqpacket};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -37,6 +37,10 @@ pub fn run() -> anyhow::Result<Outcome> {
         pooled_sends(ty, 4 * PACKET, &mut outcome)?;
         vsock_async::async_sends(ty, &mut outcome)?;
     }
+    for mode in [Mode::Copy, Mode::ZeroCopy] {
+        vsock_seqpacket::short_credit(mode, &mut outcome)?;
+    }
+    vsock_seqpacket::zerocopy_pieces(&mut outcome)?;
     starved_sends(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
     large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
@@ -58,16 +62,20 @@ pub(crate) fn ids(stats: &TxStats) -> String {
     )
 }
 
-/// zcnet's own loopback self-check: 64 KiB pooled sends, every byte verified, every buffer back.
+/// zcnet's own loopback self-check: 64 KiB pooled sends, every byte verified, every buffer back;
+/// zero-copy on a stream, copied on seqpacket (whole messages: see `zcnet::tx::vsock`).
 fn self_check(ty: VsockType, outcome: &mut Outcome) {
     let name = format!("{}-self-check", type_name(ty));
     match loopback_check(ty, Mode::ZeroCopy, PACKET, 64) {
         Ok(r) => {
             let s = &r.stats;
-            let ok = s.zc_calls > 0
-                && s.zc_ids + s.copied_ids == s.zc_calls
-                && s.zc_ids > 0
-                && r.pool_available == r.pool_capacity;
+            let zero_copy_ok = match ty {
+                VsockType::Stream => {
+                    s.zc_calls > 0 && s.zc_ids + s.copied_ids == s.zc_calls && s.zc_ids > 0
+                }
+                VsockType::Seqpacket => s.zc_calls == 0 && s.copy_unsupported == 64,
+            };
+            let ok = zero_copy_ok && r.pool_available == r.pool_capacity;
             let what = format!(
                 "{} bytes verified, {}, buffers back {}/{}",
                 r.bytes,
@@ -170,8 +178,9 @@ pub(crate) fn zero_copy_sender(
 
 /// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
 /// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
-/// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces; a seqpacket message
-/// cannot be split, so the sender copies it.
+/// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces. A seqpacket message
+/// is copied whatever its size: it is sent whole by one call that waits for the peer's credit, and a
+/// message enqueued in pieces takes one completion id per piece.
 fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Result<()> {
     let name = format!("{}-{}k", type_name(ty), size >> 10);
     let sends = 32;
@@ -190,7 +199,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     drop(tx.close(WAIT)?);
     let got = receiver.finish()?;
     let boundaries_kept = ty == VsockType::Stream || got.reads.iter().all(|&n| n == size);
-    let zero_copy_expected = ty == VsockType::Stream || size <= PACKET;
+    let zero_copy_expected = ty == VsockType::Stream;
     let completions_ok = if zero_copy_expected {
         stats.zc_ids > 0 && stats.zc_ids + stats.copied_ids == stats.zc_calls
     } else {
@@ -284,14 +293,14 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
 
 /// The completions read from an error queue, and the (level, type) of every control message.
 #[derive(Debug, Default)]
-struct Completions {
-    list: Vec<ZerocopyCompletion>,
+pub(crate) struct Completions {
+    pub(crate) list: Vec<ZerocopyCompletion>,
     cmsgs: Vec<(i32, i32)>,
 }
 
 impl Completions {
     /// Ids covered, and of those the ones reported copied.
-    fn ids(&self) -> (u32, u32) {
+    pub(crate) fn ids(&self) -> (u32, u32) {
         let count = |c: &ZerocopyCompletion| c.hi.wrapping_sub(c.lo) + 1;
         let all = self.list.iter().map(count).sum();
         let copied = self.list.iter().filter(|c| c.copied).map(count).sum();
@@ -305,7 +314,7 @@ impl Completions {
 }
 
 /// Reads error-queue entries until completions cover `ids` ids or [`WAIT`] passes.
-fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
+pub(crate) fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
     let mut control = ControlBuf::default();
     let mut got = Completions::default();
     let deadline = Instant::now() + WAIT;
@@ -326,7 +335,7 @@ fn completions(socket: &VsockSocket, ids: u32) -> anyhow::Result<Completions> {
 
 /// One raw `send(MSG_ZEROCOPY)` of `buf` on `socket`, to see what the kernel does with the flag; the
 /// caller keeps `buf` unchanged until its completion arrived, and the receiver checks the bytes arrive.
-fn raw_zerocopy_send(socket: &VsockSocket, buf: &[u8]) -> anyhow::Result<usize> {
+pub(crate) fn raw_zerocopy_send(socket: &VsockSocket, buf: &[u8]) -> anyhow::Result<usize> {
     let flags = rustix::net::SendFlags::from_bits_retain(libc::MSG_ZEROCOPY as u32);
     rustix::net::send(socket, buf, flags).context("send(MSG_ZEROCOPY) on the vsock stream")
 }

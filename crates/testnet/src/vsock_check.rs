@@ -57,7 +57,8 @@ fn pattern(i: u64) -> u8 {
 /// [`VsockSender`] in `mode` to a receiver on `VMADDR_CID_LOCAL`, verifying every byte and that every
 /// buffer comes back. Declines with [`LoopbackError::Unavailable`] — before connecting anywhere — when
 /// the host has no vsock loopback transport. For the guest harness: on a kernel with
-/// `vsock_loopback`, zero-copy completions are expected to be not copied for sizes up to 64 KiB.
+/// `vsock_loopback`, zero-copy completions of a stream are expected to be not copied for sizes up to
+/// 64 KiB; seqpacket messages are always copied (see `zcnet::tx::vsock`).
 pub fn loopback_check(
     ty: VsockType,
     mode: Mode,

@@ -239,7 +239,7 @@ fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
         let conn = listener.accept().context("accept on the vsock receiver")?;
         let before = resource_usage(UsageOf::Thread)?;
         let start = Instant::now();
-        let bytes = receive_all(&conn)?;
+        let bytes = receive_all(&conn, None)?.bytes;
         let seconds = start.elapsed().as_secs_f64();
         let usage = resource_usage(UsageOf::Thread)?.since(&before);
         let row = object(json!({
@@ -260,14 +260,32 @@ fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
     Ok(())
 }
 
-/// Reads until the sender closes; returns the bytes read.
-fn receive_all(conn: &VsockSocket) -> Result<u64> {
-    let mut buf = vec![0u8; 1 << 20];
-    let mut got = 0u64;
+/// What a receiver read until the sender closed.
+struct Received {
+    bytes: u64,
+    /// Reads (on seqpacket, messages).
+    reads: u64,
+    /// Messages whose length was not the expected one (cut, or merged with another).
+    misfits: u64,
+}
+
+/// Reads until the sender closes. With `message` (seqpacket), counts the messages of another
+/// length; the read buffer holds more than one, so a merged message shows its length.
+fn receive_all(conn: &VsockSocket, message: Option<usize>) -> Result<Received> {
+    let mut buf = vec![0u8; (1 << 20).max(2 * message.unwrap_or(0))];
+    let mut got = Received {
+        bytes: 0,
+        reads: 0,
+        misfits: 0,
+    };
     loop {
         match conn.recv(&mut buf).context("recv on the vsock receiver")? {
             0 => return Ok(got),
-            n => got += n as u64,
+            n => {
+                got.bytes += n as u64;
+                got.reads += 1;
+                got.misfits += u64::from(message.is_some_and(|m| m != n));
+            }
         }
     }
 }
@@ -370,9 +388,10 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
             set_buffer_size(listener.as_fd(), args.vsk_size)
                 .context("SO_VM_SOCKETS_BUFFER_SIZE (receiver)")?;
             let port = listener.local_port()?;
-            let receiving = thread::spawn(move || -> Result<u64> {
+            let message = (ty == VsockType::Seqpacket).then_some(size);
+            let receiving = thread::spawn(move || -> Result<Received> {
                 let conn = listener.accept().context("accept on the vsock receiver")?;
-                receive_all(&conn)
+                receive_all(&conn, message)
             });
             let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port)
                 .context("connect to the receiver")?;
@@ -382,8 +401,16 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
             let received = receiving
                 .join()
                 .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
-            if received != sent.bytes {
-                bail!("sent {} bytes but {received} arrived", sent.bytes);
+            if received.bytes != sent.bytes {
+                bail!("sent {} bytes but {} arrived", sent.bytes, received.bytes);
+            }
+            if received.misfits > 0 {
+                bail!(
+                    "{} of {} seqpacket messages arrived with a length other than {size} bytes \
+                     (cut, or merged with another)",
+                    received.misfits,
+                    received.reads
+                );
             }
             (sent, "loopback".to_string())
         }

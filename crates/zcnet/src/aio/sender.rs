@@ -149,7 +149,23 @@ impl Readiness {
 impl<S: ZcSocket> AsyncSender<S> {
     /// Registers `tx`'s socket with the current tokio runtime (call inside one). The sender's own
     /// sends use `MSG_DONTWAIT`, so the socket's blocking mode does not matter.
+    ///
+    /// Refused, with [`io::ErrorKind::Unsupported`] and a [`TxError::Unsupported`] inside, for a
+    /// socket that cuts messages (AF_VSOCK seqpacket, [`ZcSocket::cuts_messages`]): a send that
+    /// does not wait may enqueue part of a message and fail, so each message must be sent by a call
+    /// that waits in the kernel for the peer's credit — for as long as the peer takes to read,
+    /// which would hold a runtime thread. Send such messages with the blocking [`Sender`] on a
+    /// thread of its own (`tokio::task::spawn_blocking`, for one).
     pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
+        if tx.get_ref().cuts_messages() {
+            let e = TxError::Unsupported {
+                what: "AsyncSender on an AF_VSOCK seqpacket socket",
+                remedy: "each message is sent by one call that waits in the kernel until the peer \
+                         has credit for all of it, which would hold a runtime thread: send with the \
+                         blocking Sender on a thread of its own (tokio::task::spawn_blocking)",
+            };
+            return Err(io::Error::new(io::ErrorKind::Unsupported, e));
+        }
         let io = Readiness::new(&tx)?;
         Ok(AsyncSender {
             io,

@@ -9,6 +9,7 @@
 use std::io;
 use std::mem;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 /// `SOL_VSOCK` (linux/socket.h): the control-message level of vsock completions.
 pub const SOL_VSOCK: i32 = 287;
@@ -124,6 +125,57 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
         syscall!(recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0))
     })?;
     Ok(n as usize)
+}
+
+/// `send(fd, data, MSG_NOSIGNAL)` of one whole SOCK_SEQPACKET message, without `MSG_DONTWAIT`:
+/// returns `data.len()` once the kernel enqueued all of it.
+///
+/// Kernel behaviour relied on (`vsock_connectible_sendmsg`, net/vmw_vsock/af_vsock.c, 6.12 and
+/// later): the call enqueues as much of the message as the peer has credit for
+/// (`seqpacket_enqueue` → `virtio_transport_stream_enqueue`), then sleeps for more credit, up to the
+/// socket's `SO_SNDTIMEO`, until the whole message is enqueued, and only the last piece carries the
+/// end-of-message mark (`VIRTIO_VSOCK_SEQ_EOM`, set when `msg_data_left` is 0). When it stops
+/// partway — timeout (`EAGAIN`), signal (`EINTR`, or `ERESTARTSYS` without a send timeout, which a
+/// restarting signal handler turns into the same call again from the message's first byte), an
+/// allocation or socket error — it returns the error, not the count: a SOCK_SEQPACKET call returns
+/// bytes only when the whole message went (`sk_type == SOCK_STREAM || total_written == len`). The
+/// pieces already enqueued stay in the peer's queue with no end mark, so the peer would read them
+/// merged with the next message. An error therefore may have cut the message, and it is not
+/// retried here: not on `EINTR` either.
+pub fn send_whole_message(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: `data` is a live slice of `data.len()` bytes that the kernel reads during the call
+    // only (no MSG_ZEROCOPY).
+    let n = syscall!(send(
+        fd.as_raw_fd(),
+        data.as_ptr().cast(),
+        data.len(),
+        libc::MSG_NOSIGNAL
+    ))?;
+    Ok(n as usize)
+}
+
+/// The longest `SO_SNDTIMEO` zcnet sets (a year): finite, so that a signal during the wait ends the
+/// call with `EINTR` (`sock_intr_errno`) instead of restarting it from the message's first byte.
+pub const LONGEST_SEND_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Sets `SO_SNDTIMEO`, the longest a blocking send sleeps for room (see [`send_whole_message`]),
+/// to `timeout` (whole microseconds, at least one) capped at [`LONGEST_SEND_TIMEOUT`]; never to
+/// zero, which the kernel takes as "no limit" (`sock_set_timeout`, net/core/sock.c).
+pub fn set_send_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
+    let t = timeout.clamp(Duration::from_micros(1), LONGEST_SEND_TIMEOUT);
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: `tv` is a live `timeval` and the length passed is exactly its size.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_SNDTIMEO,
+        (&tv as *const libc::timeval).cast(),
+        mem::size_of::<libc::timeval>() as libc::socklen_t
+    ))
+    .map(drop)
 }
 
 /// The socket's bound address (`getsockname`).

@@ -40,6 +40,24 @@ pub enum TxError {
         /// Earlier buffers not wholly sent, in stream order (io_uring path only).
         unsent: Vec<UnsentBuf>,
     },
+    /// A whole-message send on a socket that may cut messages (AF_VSOCK seqpacket,
+    /// [`crate::tx::ZcSocket::cuts_messages`]) failed: the kernel may have enqueued the first part of
+    /// the message, which the peer then reads merged with whatever is sent next, so the connection can
+    /// no longer carry whole messages. The message comes back unsent beside the error
+    /// ([`crate::tx::SendError`]; [`crate::tx::Unsent::sent`] is 0, as the kernel does not say how
+    /// much went), and every later send on the sender fails the same way (`earlier`) without a call:
+    /// close the connection.
+    MessageCut {
+        /// The socket kind.
+        socket: &'static str,
+        /// Length of the message handed back.
+        len: usize,
+        /// The kernel's error: `EAGAIN` when the send timeout passed, `EINTR` on a signal, or an
+        /// error of the connection; for a later send, the error that cut the earlier message.
+        source: io::Error,
+        /// Whether an earlier message was cut (this one was not tried).
+        earlier: bool,
+    },
     /// A datagram longer than one io_uring request carries (the kernel would cut it short): refused
     /// before anything was queued, and handed back.
     TooLong {
@@ -124,6 +142,7 @@ impl TxError {
     fn io_source(&self) -> Option<&io::Error> {
         match self {
             TxError::Send { source, .. }
+            | TxError::MessageCut { source, .. }
             | TxError::Errqueue { source, .. }
             | TxError::Socket { source, .. }
             | TxError::Enter { source }
@@ -140,6 +159,8 @@ impl TxError {
     fn kind(&self) -> io::ErrorKind {
         match self {
             TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
+            // Not the source's kind: `EAGAIN` would read as "try again", which must never be done.
+            TxError::MessageCut { .. } => io::ErrorKind::ConnectionAborted,
             TxError::Timeout { .. } => io::ErrorKind::TimedOut,
             TxError::TooLong { .. } => io::ErrorKind::InvalidInput,
             TxError::Unsupported { .. } => io::ErrorKind::Unsupported,
@@ -214,6 +235,17 @@ pub fn enobufs_reason() -> String {
     )
 }
 
+fn cut_hint(errno: Option<i32>) -> &'static str {
+    match errno {
+        Some(libc::EAGAIN) => {
+            "the peer had no credit for the rest within the send timeout: it reads too slowly, or \
+             its vsock buffer (SO_VM_SOCKETS_BUFFER_SIZE) is small for the message"
+        }
+        Some(libc::EINTR) => "a signal interrupted the wait for the peer's credit",
+        other => send_hint(other),
+    }
+}
+
 fn send_hint(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::ECONNRESET | libc::EPIPE) => {
@@ -264,6 +296,31 @@ impl fmt::Display for TxError {
                 }
                 Ok(())
             }
+            TxError::MessageCut {
+                socket,
+                len,
+                source,
+                earlier: false,
+            } => write!(
+                f,
+                "send on {socket} seqpacket stopped before the whole message of {len} bytes was \
+                 enqueued: {} ({}); the kernel may have enqueued its first part, which the peer would \
+                 read merged with the next message, so this connection can no longer carry whole \
+                 messages: close it (the message is handed back unsent)",
+                error_name(source),
+                cut_hint(source.raw_os_error())
+            ),
+            TxError::MessageCut {
+                socket,
+                len,
+                source,
+                earlier: true,
+            } => write!(
+                f,
+                "{socket} seqpacket connection cut by an earlier message's failed send ({}): this \
+                 message of {len} bytes was not sent and is handed back; close the connection",
+                error_name(source)
+            ),
             TxError::TooLong { len, max } => write!(
                 f,
                 "a datagram of {len} bytes: one io_uring send request carries at most {max} \

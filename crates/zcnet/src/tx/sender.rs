@@ -30,7 +30,9 @@ pub struct SenderConfig {
     /// switch from `sendmsg` to io_uring.
     pub path: SendPath,
     /// Longest wait for send-buffer space (`sendmsg`) or for the kernel to take queued sends
-    /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket).
+    /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket). On an
+    /// AF_VSOCK seqpacket socket it becomes the socket's `SO_SNDTIMEO`, which bounds the one call
+    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]).
     pub send_timeout: Option<Duration>,
 }
 
@@ -191,6 +193,12 @@ impl<S: ZcSocket> Sender<S> {
                 batch,
                 ring_entries,
             } => {
+                if socket.cuts_messages() {
+                    return Sender {
+                        path: Path::Sendmsg(SendmsgPath::new(socket, &config, DRAIN_EVERY)),
+                        path_status: Err(whole_messages_fallback()),
+                    };
+                }
                 // The ring is set up first: on failure the socket is still here for sendmsg.
                 match UringPath::<S>::ring(ring_entries) {
                     Ok(ring) => Sender {
@@ -417,6 +425,19 @@ impl<S: ZcSocket> Sender<S> {
             Path::IoUring(p) => p.take_unsubmitted(),
         }
     }
+}
+
+/// Why a socket that cuts messages (AF_VSOCK seqpacket) is not sent on io_uring: io_uring makes
+/// each send without waiting first (`IO_URING_F_NONBLOCK`), and such a call may enqueue part of a
+/// message and fail (see [`ZcSocket::cuts_messages`]).
+#[cfg(feature = "io-uring")]
+fn whole_messages_fallback() -> Fallback {
+    Fallback::declined(
+        "io_uring tries each send without waiting first, and an AF_VSOCK seqpacket send that does \
+         not wait may enqueue part of a message and fail",
+        "sending with sendmsg, one call per message that waits in the kernel until the whole \
+         message is enqueued",
+    )
 }
 
 /// Why the sender fell back to `sendmsg`: the ring could not be set up.

@@ -18,6 +18,7 @@ use super::tracker::CompletionTracker;
 use super::unsent::{SendError, TrySendError, Unsent};
 use crate::Fallback;
 use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
+use crate::sys::vsock::{self, LONGEST_SEND_TIMEOUT};
 
 /// Longest single `poll` while waiting, so that deadlines are checked.
 const POLL_SLICE: Duration = Duration::from_millis(100);
@@ -82,6 +83,11 @@ pub(crate) struct SendmsgPath<S: ZcSocket> {
     gso_segment: Option<u16>,
     /// The socket's claim: only its holder numbers zero-copy sends and reads the error queue.
     claim: Option<Claim>,
+    /// On a socket that cuts messages: whether `SO_SNDTIMEO` was set, or its errno.
+    timeout_set: Result<(), i32>,
+    /// On a socket that cuts messages: the errno of the failed send that may have cut a message,
+    /// after which nothing is sent.
+    cut: Option<i32>,
 }
 
 impl<S: ZcSocket> SendmsgPath<S> {
@@ -103,6 +109,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
             _ if config.policy.mode == super::Mode::Copy => Err(Fallback::requested(
                 "choose Mode::ZeroCopy or Mode::Auto to send with MSG_ZEROCOPY",
             )),
+            _ if socket.cuts_messages() => Err(seqpacket_declined()),
             Ok(_) => enable_zerocopy_once(&socket),
             Err(Refused::InUse) => Err(Fallback::socket_in_use(
                 "another sender in this process owns this socket (reached through another descriptor \
@@ -114,6 +121,12 @@ impl<S: ZcSocket> SendmsgPath<S> {
                 e.raw_os_error().unwrap_or(0),
                 "the socket cannot be told apart from others: sends are copied",
             )),
+        };
+        let timeout_set = if socket.cuts_messages() {
+            let timeout = config.send_timeout.unwrap_or(LONGEST_SEND_TIMEOUT);
+            vsock::set_send_timeout(socket.fd(), timeout).map_err(|e| e.raw_os_error().unwrap_or(0))
+        } else {
+            Ok(())
         };
         SendmsgPath {
             socket: Some(socket),
@@ -127,6 +140,8 @@ impl<S: ZcSocket> SendmsgPath<S> {
             since_drain: 0,
             gso_segment: None,
             claim: claim.ok(),
+            timeout_set,
+            cut: None,
         }
     }
 
@@ -206,6 +221,9 @@ impl<S: ZcSocket> SendmsgPath<S> {
         dest: Option<&SockAddr>,
         wait: Wait,
     ) -> Result<(), (Stop, Unsent<B>)> {
+        if self.get_ref().cuts_messages() {
+            return self.send_whole(unsent, wait);
+        }
         let (buf, mut off) = unsent.into_parts();
         let len = buf.as_bytes().len();
         let stream = self.get_ref().is_stream();
@@ -227,6 +245,56 @@ impl<S: ZcSocket> SendmsgPath<S> {
             }
             if !stream {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Sends `unsent`'s buffer as one whole message on a socket that cuts messages
+    /// ([`ZcSocket::cuts_messages`]): one copying call that waits in the kernel, up to the send
+    /// timeout (`SO_SNDTIMEO`, set in [`SendmsgPath::new`]), until all of it is enqueued. A failed
+    /// call may have cut the message ([`TxError::MessageCut`]): it is never made again, and no
+    /// later message is sent. Refused when `wait` forbids waiting: a call that does not wait stops
+    /// at the peer's credit, which may be partway through the message.
+    fn send_whole<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        wait: Wait,
+    ) -> Result<(), (Stop, Unsent<B>)> {
+        let (buf, _) = unsent.into_parts();
+        let len = buf.as_bytes().len();
+        let refused = |e: TxError, buf: Arc<B>| Err((Stop::Failed(e), Unsent::new(buf, 0)));
+        if let Some(errno) = self.cut {
+            let source = io::Error::from_raw_os_error(errno);
+            return refused(cut_error(S::NAME, len, source, true), buf);
+        }
+        if let Err(errno) = self.timeout_set {
+            let source = io::Error::from_raw_os_error(errno);
+            let e = TxError::SocketOption {
+                option: "SO_SNDTIMEO",
+                source,
+            };
+            return refused(e, buf);
+        }
+        if let Wait::Never = wait {
+            let e = TxError::Unsupported {
+                what: "a send that never waits (try_send, AsyncSender) on an AF_VSOCK seqpacket socket",
+                remedy: "use send, which waits in the kernel until the whole message is enqueued \
+                         (bounded by the send timeout), on a thread that may block",
+            };
+            return refused(e, buf);
+        }
+        let decision = match self.decide(len) {
+            Decision::ZeroCopy => Decision::Copy(CopyReason::Unsupported),
+            d => d,
+        };
+        match vsock::send_whole_message(self.get_ref().fd(), buf.as_bytes()) {
+            Ok(n) => {
+                self.count_send(decision, n);
+                Ok(())
+            }
+            Err(e) => {
+                self.cut = Some(e.raw_os_error().unwrap_or(libc::EIO));
+                refused(cut_error(S::NAME, len, e, false), buf)
             }
         }
     }
@@ -569,6 +637,27 @@ fn enable_zerocopy_once<S: ZcSocket>(socket: &S) -> Result<(), Fallback> {
             format!("no zero-copy send for this {name} socket: sends are copied"),
         )
     })
+}
+
+/// Why a sender on a socket that cuts messages (AF_VSOCK seqpacket) copies.
+fn seqpacket_declined() -> Fallback {
+    Fallback::declined(
+        "AF_VSOCK seqpacket: a message the peer lacks credit for is enqueued in pieces, each with a \
+         completion id of its own (virtio_transport_send_pkt_info takes one per enqueue), so one \
+         send may take several ids and later completions would release buffers the kernel still \
+         reads",
+        "messages are copied; send on a stream socket for zero-copy",
+    )
+}
+
+/// The error of a whole-message send that failed (`earlier`: of a later one, not tried).
+fn cut_error(socket: &'static str, len: usize, source: io::Error, earlier: bool) -> TxError {
+    TxError::MessageCut {
+        socket,
+        len,
+        source,
+        earlier,
+    }
 }
 
 /// The reason a sender gives up zero-copy when a completion names id `id`, which it never registered.

@@ -23,6 +23,13 @@ pub trait ZcSocket: sealed::Sealed + Send {
     fn max_zerocopy_piece(&self) -> usize {
         usize::MAX
     }
+    /// Whether the kernel may enqueue part of a message and then fail the call without a count
+    /// (AF_VSOCK seqpacket: see [`crate::tx::TxError::MessageCut`]). Such a socket's messages are
+    /// sent whole by one call that waits in the kernel, copied, never with `MSG_DONTWAIT` and never
+    /// again after a call failed.
+    fn cuts_messages(&self) -> bool {
+        false
+    }
     /// Whether the kernel shows that nothing was ever sent on the socket, so that no send took a
     /// completion id yet; `None` when this kind of socket cannot tell (only TCP can, from `TCP_INFO`).
     fn nothing_sent(&self) -> io::Result<Option<bool>> {
@@ -65,6 +72,11 @@ impl ZcSocket for VsockSocket {
     }
     fn is_stream(&self) -> bool {
         self.socket_type() == crate::sys::vsock::VsockType::Stream
+    }
+    /// A seqpacket `sendmsg` the peer lacks credit for enqueues part of the message and returns an
+    /// error, not the count, when it cannot enqueue the rest (`vsock_connectible_sendmsg`).
+    fn cuts_messages(&self) -> bool {
+        self.socket_type() == crate::sys::vsock::VsockType::Seqpacket
     }
     /// The virtio vsock transport attaches one completion to each enqueue of at most 64 KiB
     /// (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`); larger sends would take several ids.

@@ -4,6 +4,17 @@
 //! `SOL_VSOCK/VSOCK_RECVERR` control messages; the virtio transports attach one completion id per enqueue
 //! of at most 64 KiB. Binding to `VMADDR_CID_LOCAL` fails with `EADDRNOTAVAIL` without a loopback
 //! transport ([`loopback_available`] says so before connecting anywhere).
+//!
+//! Seqpacket sockets keep message boundaries only for messages sent whole: a seqpacket `sendmsg`
+//! enqueues as much of a message as the peer has credit for and, when it cannot enqueue the rest
+//! (no waiting allowed, the send timeout passed, a signal), returns an error and no count although
+//! part of the message is in the peer's queue without its end mark (`vsock_connectible_sendmsg`,
+//! net/vmw_vsock/af_vsock.c). So a [`crate::tx::VsockSender`] sends each seqpacket message with one
+//! call that waits in the kernel (bounded by [`crate::tx::SenderConfig::send_timeout`], set as
+//! `SO_SNDTIMEO`), by copy (each piece takes a completion id of its own, so zero-copy ids would not
+//! match sends), on `sendmsg` (io_uring tries sends without waiting first); a failed call is
+//! [`crate::tx::TxError::MessageCut`] and nothing is sent after it; a send that may not wait
+//! (`try_send`, `zcnet::aio::AsyncSender`) is refused.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
