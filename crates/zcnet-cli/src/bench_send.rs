@@ -1093,9 +1093,10 @@ fn send_tcp(
     }
     // The end mark says the stream is whole (or that Ctrl-C stopped it): a receiver judges a stream
     // closed without it cut short.
-    let finish = match is_interrupted(&row) {
-        true => Finish::Interrupted,
-        false => Finish::Done,
+    let finish = if is_interrupted(&row) {
+        Finish::Interrupted
+    } else {
+        Finish::Done
     };
     let bytes = row["bytes"].as_u64().unwrap_or(0);
     let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));

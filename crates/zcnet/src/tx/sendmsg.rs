@@ -283,10 +283,8 @@ impl<S: ZcSocket> SendmsgPath<S> {
             };
             return refused(e, buf);
         }
-        let decision = match self.decide(len) {
-            Decision::ZeroCopy => Decision::Copy(CopyReason::Unsupported),
-            d => d,
-        };
+        // Zero-copy is declined on such a socket ([`seqpacket_declined`]): this decides a copy.
+        let decision = self.decide(len);
         match vsock::send_whole_message(self.get_ref().fd(), buf.as_bytes()) {
             Ok(n) => {
                 self.count_send(decision, n);
