@@ -428,6 +428,48 @@ fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
 /// What is written into each send's bytes just before it leaves (UDP sequence numbers).
 type Stamp<'a> = &'a mut dyn FnMut(&mut [u8]);
 
+/// Whether a timed run goes on, from the clock read once every [`RunClock::SENDS`] sends or
+/// [`RunClock::BYTES`] bytes, whichever comes first (and at the first send): on a VM a clock read
+/// (kvm-clock through the vDSO) costs about what the user-space part of a 64 KiB send does, and the
+/// end of a run need not be found to the send.
+struct RunClock {
+    start: Instant,
+    duration: Duration,
+    sends: u32,
+    bytes: usize,
+}
+
+impl RunClock {
+    const SENDS: u32 = 8;
+    const BYTES: usize = 1 << 20;
+
+    fn new(start: Instant, duration: Duration) -> RunClock {
+        RunClock {
+            start,
+            duration,
+            sends: Self::SENDS,
+            bytes: 0,
+        }
+    }
+
+    /// Called before each send of `size` bytes: false once the duration has passed.
+    fn running(&mut self, size: usize) -> bool {
+        if !self.read_next() {
+            self.sends += 1;
+            self.bytes = self.bytes.saturating_add(size);
+            return true;
+        }
+        self.sends = 1;
+        self.bytes = size;
+        self.start.elapsed() < self.duration
+    }
+
+    /// Whether the next [`RunClock::running`] reads the clock (interval lines are due then too).
+    fn read_next(&self) -> bool {
+        self.sends >= Self::SENDS || self.bytes >= Self::BYTES
+    }
+}
+
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
 /// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far; so does
@@ -441,9 +483,10 @@ fn timed<S: ZcSocket>(
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
+    let mut clock = RunClock::new(start, duration);
     let mut interrupted = false;
     let sent = (|| {
-        while start.elapsed() < duration {
+        while clock.running(size) {
             if live::interrupted() {
                 interrupted = true;
                 break;
@@ -458,7 +501,9 @@ fn timed<S: ZcSocket>(
             buf.set_len(size);
             stamp(&mut buf);
             tx.send(buf)?;
-            ticker.tick(tx.stats().bytes);
+            if clock.read_next() {
+                ticker.tick(tx.stats().bytes);
+            }
         }
         tx.flush(COMPLETION_WAIT)
     })();
@@ -1631,6 +1676,26 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_ends_within_a_few_sends_of_its_duration() {
+        let mut clock = RunClock::new(Instant::now(), Duration::ZERO);
+        assert!(!clock.running(1), "a run of no duration sends nothing");
+        let mut clock = RunClock::new(Instant::now(), Duration::from_millis(20));
+        assert!(clock.running(100));
+        std::thread::sleep(Duration::from_millis(30));
+        let small = (1..=RunClock::SENDS)
+            .take_while(|_| clock.running(100))
+            .count();
+        assert!(
+            small < RunClock::SENDS as usize,
+            "{small} sends after the end"
+        );
+        let mut clock = RunClock::new(Instant::now(), Duration::from_millis(20));
+        assert!(clock.running(RunClock::BYTES));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!clock.running(RunClock::BYTES), "a MiB send after the end");
+    }
 
     fn run(round: u32, mode: &str, gbit: f64, cpu: f64) -> Row {
         object(

@@ -372,8 +372,11 @@ pub fn sequence(datagram: &[u8]) -> Option<u64> {
 
 /// Fills `buf` with the pattern of units of `unit` bytes, starting at the beginning of a unit.
 pub fn fill(buf: &mut [u8], unit: usize) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = b'a' + ((i % unit.max(1)) % 26) as u8;
+    const ALPHABET: &[u8; 26] = b"abcdefghijklmnopqrstuvwxyz";
+    for unit in buf.chunks_mut(unit.max(1)) {
+        for run in unit.chunks_mut(ALPHABET.len()) {
+            run.copy_from_slice(&ALPHABET[..run.len()]);
+        }
     }
 }
 
@@ -601,6 +604,17 @@ mod tests {
         // A datagram longer than its unit: every byte past the unit differs.
         d.check_sequenced(0, &long[..unit + 4]);
         assert_eq!((d.errors, d.first_error), (4, Some(unit as u64)));
+    }
+
+    #[test]
+    fn the_pattern_restarts_its_alphabet_at_every_unit() {
+        for unit in [1, 25, 26, 27, 100, 65435] {
+            let mut buf = vec![0u8; 3 * unit + 11];
+            fill(&mut buf, unit);
+            for (i, &b) in buf.iter().enumerate() {
+                assert_eq!(b, b'a' + ((i % unit) % 26) as u8, "unit {unit}, byte {i}");
+            }
+        }
     }
 
     #[test]
