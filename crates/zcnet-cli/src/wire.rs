@@ -307,22 +307,25 @@ impl Answer {
     }
 }
 
-/// Header datagrams a UDP sender sends at most, [`ANSWER_WAIT`] apart, until its receiver answers.
+/// Header datagrams a UDP sender sends at most until its receiver answers.
 const HEADER_TRIES: u32 = 5;
-/// How long a UDP sender waits for an answer to each header datagram.
-const ANSWER_WAIT: Duration = Duration::from_millis(100);
+/// How long a UDP sender waits for an answer to its first header datagram; the wait doubles with
+/// each later one (3.1 s in all). A receiver reads a header behind the datagrams queued before it,
+/// so a busy or descheduled one answers late, and a sender that gave up too soon would send its
+/// run into another's.
+const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(100);
 
 /// Sends the header datagram of a UDP run on the connected `socket` ([`send_control`]) until the
-/// receiver answers, at most [`HEADER_TRIES`] times [`ANSWER_WAIT`]; returns its answer (`None`:
-/// none came). Datagrams that are not an answer are skipped. A receiver that is not there
-/// (`ECONNREFUSED`) is an error.
+/// receiver answers, at most [`HEADER_TRIES`] times, waiting [`FIRST_ANSWER_WAIT`] for the first
+/// answer and twice as long after each try; returns its answer (`None`: none came). Datagrams that
+/// are not an answer are skipped. A receiver that is not there (`ECONNREFUSED`) is an error.
 pub fn offer_header(socket: &UdpSocket, header: &[u8]) -> io::Result<Option<Answer>> {
     let before = socket.read_timeout()?;
     let answer = (|| {
         let mut buf = [0u8; REFUSE_MAGIC.len() + MAX_REASON];
-        for _ in 0..HEADER_TRIES {
+        for try_ in 0..HEADER_TRIES {
             send_control(socket, header)?;
-            let deadline = Instant::now() + ANSWER_WAIT;
+            let deadline = Instant::now() + FIRST_ANSWER_WAIT * (1 << try_);
             while let Some(left) = deadline.checked_duration_since(Instant::now()) {
                 socket.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
                 match socket.recv(&mut buf) {

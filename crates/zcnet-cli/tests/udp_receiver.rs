@@ -373,6 +373,39 @@ fn a_second_sender_is_refused_and_told_while_a_run_lasts() {
     assert_whole(&row, status);
 }
 
+/// A receiver that answers a header late (busy, or descheduled) is still heard: the sender keeps
+/// offering its header for seconds, and a refusal that comes 1.2 s after the first header fails
+/// the sender before it sends any data.
+#[test]
+fn a_refusal_that_comes_late_still_stops_the_sender() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = receiver.local_addr().unwrap();
+    let sender =
+        thread::spawn(move || connect_output(addr, &["--mode", "copy", "--duration", "0.3"]));
+    let mut buf = [0u8; 2048];
+    let (n, from) = receiver.recv_from(&mut buf).unwrap();
+    let first = buf[..n].to_vec();
+    sleep(Duration::from_millis(1200));
+    let mut refusal = b"ZCNETNO1".to_vec();
+    refusal.extend_from_slice(b"busy in this test");
+    receiver.send_to(&refusal, from).unwrap();
+    let out = sender.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the refused sender exited 0: {stderr}"
+    );
+    assert!(stderr.contains("busy in this test"), "{stderr}");
+    // Nothing but header datagrams came before the refusal.
+    receiver.set_nonblocking(true).unwrap();
+    let mut datagrams = 1;
+    while let Ok(n) = receiver.recv(&mut buf) {
+        assert_eq!(buf[..n], first[..], "a datagram other than the header");
+        datagrams += 1;
+    }
+    assert!((2..=5).contains(&datagrams), "{datagrams} headers");
+}
+
 /// Loss, duplication and reordering are counted apart from the sequence numbers: a repeated
 /// datagram does not make up for a lost one.
 #[test]
