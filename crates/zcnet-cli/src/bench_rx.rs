@@ -128,7 +128,7 @@ pub struct RxArgs {
     #[arg(long)]
     json: bool,
     /// Seconds between interval lines of the receiver (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = flags::interval)]
+    #[arg(long, default_value_t = 1.0, value_parser = flags::interval, conflicts_with = "connect")]
     interval: f64,
     /// Be the receiver only: listen on [ADDR:]PORT with one page of payload per segment and report each
     /// stream in every --mode's turn (until Ctrl-C, or --once).

@@ -230,6 +230,11 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "tcp", "--listen", "::"], "--listen"),
     (&["bench", "tcp", "--connect", "::1"], "--connect"),
     (&["bench", "rx", "--connect", "host:99999"], "--connect"),
+    // A flag of the receiver given to the sender.
+    (
+        &["bench", "rx", "--connect", "127.0.0.1:9", "--interval", "2"],
+        "--interval",
+    ),
     // Timeouts of the TCP senders.
     (
         &["bench", "tcp", "--connect-timeout", "0"],
