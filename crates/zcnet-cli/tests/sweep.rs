@@ -253,24 +253,27 @@ fn tcp_and_rx_sweeps_apart_send_a_stream_per_size_and_mode() {
         if bench == "rx" {
             listen.args(["--mode", "copy,zerocopy"]);
         }
-        let (child, addr, stdout) = start_listener(&mut listen);
+        let (mut child, addr, stdout) = start_listener(&mut listen);
         let mut send = Command::new(ZCNET);
         send.args(["bench", bench, "--connect", &addr.to_string()])
-            .args([
-                "--sizes",
-                "4K,16K",
-                "--mode",
-                "copy,zerocopy",
-                "--interval",
-                "0",
-            ])
-            .args(["--json"]);
+            .args(["--sizes", "4K,16K", "--mode", "copy,zerocopy", "--json"]);
         if bench == "rx" {
             send.args(["--mib", "4", "--rounds", "1"]);
         } else {
-            send.args(["--duration", "0.2"]);
+            send.args(["--duration", "0.2", "--interval", "0"]);
         }
-        let sent = json_rows(&stdout_of(&mut send, "the sweeping sender"));
+        let out = send.output().unwrap();
+        if !out.status.success() {
+            // The receiver would wait for streams that never come.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{bench}: the sweeping sender {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let sent = json_rows(&String::from_utf8_lossy(&out.stdout));
         let sent: Vec<&Value> = sent.iter().filter(|r| r.get("size").is_some()).collect();
         let sizes: Vec<u64> = sent.iter().map(|r| u(r, "size")).collect();
         assert_eq!(sizes, [4096, 4096, 16384, 16384], "{bench}: {sent:?}");
