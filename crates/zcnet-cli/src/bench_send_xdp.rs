@@ -83,7 +83,8 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
     let mut template = vec![0u8; run.size];
     wire::fill(&mut template, run.size);
     let mut next = 0u64;
-    let timed = live::run_for(run.duration, || {
+    // A failed step ends the run with what it sent so far, the row marked `failed` with why.
+    let (timed, failure) = live::run_until_failure(run.duration, || -> Result<u64> {
         let mut batch = endpoint.send_batch();
         for _ in 0..BATCH {
             let pushed = batch.push(run.dst, run.size, |buf| {
@@ -105,6 +106,7 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         ticker.tick(endpoint.stats().sent * run.size as u64);
         Ok(1)
     })?;
+    let failed = failure.map(|e| format!("{e:#}"));
     let (seconds, usage) = (timed.seconds, &timed.usage);
     let datagrams = endpoint.stats().sent;
     let bytes = datagrams * run.size as u64;
@@ -134,6 +136,7 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
         "cpu_ns_per_packet": ns_per_packet(cpu, datagrams),
         "zerocopy": why.clone().map_or(Value::Bool(bound == "zerocopy"), Value::String),
         "interrupted": timed.interrupted,
+        "failed": failed,
         "why": why.map(|w| format!("AF_XDP {bound}: {w}")),
     })))
 }

@@ -22,7 +22,7 @@ pub fn interrupted() -> bool {
     report::output_closed() || termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
 }
 
-/// What [`run_for`] measured: wall time, the calling thread's CPU time, the system calls its steps
+/// What [`run_until_failure`] measured: wall time, the calling thread's CPU time, the system calls its steps
 /// counted, and whether Ctrl-C ended it early.
 #[derive(Debug)]
 pub struct Timed {
@@ -32,20 +32,8 @@ pub struct Timed {
     pub interrupted: bool,
 }
 
-/// Runs `step` over and over for `duration`, or until Ctrl-C; each step returns the system calls it
-/// made.
-pub fn run_for(
-    duration: Duration,
-    step: impl FnMut() -> anyhow::Result<u64>,
-) -> anyhow::Result<Timed> {
-    match run_until_failure(duration, step)? {
-        (timed, None) => Ok(timed),
-        (_, Some(e)) => Err(e),
-    }
-}
-
-/// Runs `step` as [`run_for`] does, but a step that fails ends the run instead of discarding it:
-/// what ran until then, with the error that ended it.
+/// Runs `step` over and over for `duration`, or until Ctrl-C (each step returns the system calls
+/// it made); a step that fails ends the run: what ran until then, with the error that ended it.
 pub fn run_until_failure<E>(
     duration: Duration,
     mut step: impl FnMut() -> Result<u64, E>,
