@@ -163,6 +163,10 @@ impl VethPair {
                 "nodad",
             ])?;
             set_offloads(ns, ifname, config.offloads)?;
+            // No duplicate address detection for the link-local address either: for about a
+            // second after the link comes up it would be tentative, and the kernel sources its
+            // neighbour solicitations from it, so neither end could resolve the other over IPv6.
+            ns.set_sysctl(&format!("net.ipv6.conf.{ifname}.accept_dad"), "0")?;
             ns.ip(&["link", "set", ifname, "up"])?;
         }
         Ok(pair)

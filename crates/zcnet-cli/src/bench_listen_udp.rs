@@ -511,12 +511,17 @@ impl<T: FnOnce() -> Ticker> Run<T> {
     }
 
     /// Takes a valid header datagram from `reply.to`: a repeat of the run's header is answered
-    /// again; one from elsewhere opens the run, or takes over a run without the header (what that
-    /// brought becomes foreign), or — while a run with the header lasts — is refused.
+    /// again, and keeps the run from ending by silence (a sender that has not heard the answer yet
+    /// offers its header for longer than [`UDP_IDLE_END`]); one from elsewhere opens the run, or
+    /// takes over a run without the header (what that brought becomes foreign), or — while a run
+    /// with the header lasts — is refused.
     fn header(&mut self, reply: Reply, h: Header, drops: u32) {
         let from = reply.to;
         match self.report.peer.filter(|_| self.report.header.is_some()) {
-            Some(peer) if peer == from => self.answers.push((reply, Answer::Accepted)),
+            Some(peer) if peer == from => {
+                self.heard = true;
+                self.answers.push((reply, Answer::Accepted));
+            }
             Some(peer) => {
                 self.report.foreign += 1;
                 let why = format!("busy with a run from {peer} (one run at a time)");

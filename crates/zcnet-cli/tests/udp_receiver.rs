@@ -406,6 +406,29 @@ fn a_refusal_that_comes_late_still_stops_the_sender() {
     assert!((2..=5).contains(&datagrams), "{datagrams} headers");
 }
 
+/// A sender still offering its header (it has not heard the answer) keeps its run alive past the
+/// receiver's 2 s end by silence: headers 0.9 s apart for 2.7 s, then the data and the end, make
+/// one whole run.
+#[test]
+fn repeated_headers_keep_a_run_from_ending_by_silence() {
+    let mut l = Listener::start(&["--once"]);
+    let unit = 500;
+    let sender = run_to(l.addr, unit);
+    for _ in 0..3 {
+        sleep(Duration::from_millis(900));
+        sender.send(&header(2, 0, unit as u32)).unwrap();
+    }
+    for seq in 0..10 {
+        sender.send(&data(seq, unit)).unwrap();
+    }
+    sender.send(&end(10, 10 * unit as u64)).unwrap();
+    let row = l.row();
+    let status = l.exit_within(Duration::from_secs(5));
+    assert_eq!(row["end"], "end datagram", "{row}");
+    assert_eq!(u(&row, "datagrams"), 10, "{row}");
+    assert_whole(&row, status);
+}
+
 /// Loss, duplication and reordering are counted apart from the sequence numbers: a repeated
 /// datagram does not make up for a lost one.
 #[test]
