@@ -15,7 +15,7 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{pattern, vsock_async, vsock_seqpacket};
+use crate::{pattern, vsock_async, vsock_credit, vsock_seqpacket};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -42,6 +42,7 @@ pub fn run() -> anyhow::Result<Outcome> {
     }
     vsock_seqpacket::zerocopy_pieces(&mut outcome)?;
     starved_sends(&mut outcome)?;
+    vsock_credit::run(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
     large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
     large_send(None, &mut outcome)?;
@@ -116,7 +117,7 @@ impl Receiver {
 
     /// Like [`Receiver::start`], reading at most `read` bytes at a time with a `pause` after each read
     /// (a slow reader: the sender's credit runs short).
-    fn start_reading(
+    pub(crate) fn start_reading(
         ty: VsockType,
         total: u64,
         buffer: Option<u64>,
