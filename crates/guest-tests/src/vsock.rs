@@ -177,6 +177,24 @@ pub(crate) fn zero_copy_sender(
     ))
 }
 
+/// Sends `sends` buffers of `size` bytes from `pool`, the stream's pattern written into each as the
+/// pool hands it out (a buffer back from an earlier send is rewritten with the next bytes).
+pub(crate) fn send_pooled(
+    tx: &mut VsockSender,
+    pool: &BufferPool,
+    size: usize,
+    sends: usize,
+) -> anyhow::Result<()> {
+    let mut at = 0u64;
+    for _ in 0..sends {
+        let mut buf = tx.take_from(pool, WAIT)?;
+        buf.fill_with(size, |b| pattern::fill(b, at));
+        at += size as u64;
+        tx.send(buf)?;
+    }
+    Ok(())
+}
+
 /// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
 /// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
 /// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces. A seqpacket message
@@ -188,13 +206,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let total = (size * sends) as u64;
     let receiver = Receiver::start(ty, total, Some(RECEIVER_BUFFER))?;
     let (mut tx, pool) = zero_copy_sender(ty, receiver.port, size)?;
-    let mut at = 0u64;
-    for _ in 0..sends {
-        let mut buf = tx.take_from(&pool, WAIT)?;
-        buf.fill_with(size, |b| pattern::fill(b, at));
-        at += size as u64;
-        tx.send(buf)?;
-    }
+    send_pooled(&mut tx, &pool, size, sends)?;
     tx.flush(WAIT)?;
     let stats = tx.stats().clone();
     drop(tx.close(WAIT)?);
@@ -248,13 +260,7 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
         Duration::from_millis(1),
     )?;
     let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, size)?;
-    let mut at = 0u64;
-    for _ in 0..sends {
-        let mut buf = tx.take_from(&pool, WAIT)?;
-        buf.fill_with(size, |b| pattern::fill(b, at));
-        tx.send(buf)?;
-        at += size as u64;
-    }
+    send_pooled(&mut tx, &pool, size, sends)?;
     let flushed = tx.flush(WAIT);
     let stats = tx.stats().clone();
     let status = tx.zerocopy_status().map_err(|f| f.to_string());

@@ -9,17 +9,22 @@
 //! still queued to the reader shows up as data errors.
 
 use std::os::fd::AsFd;
+use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use zcnet::tx::Completion as ZerocopyCompletion;
 use zcnet::tx::errqueue::{self, ControlBuf, ErrqueueMessage};
-use zcnet::tx::vsock::{VMADDR_CID_LOCAL, VsockSocket, VsockType};
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, VsockSender};
+use zcnet::tx::vsock::{
+    VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType, set_buffer_size,
+};
 
 use crate::outcome::Outcome;
 use crate::pattern;
-use crate::vsock::{Receiver, WAIT, ids};
+use crate::vsock::{
+    Receiver, WAIT, completions, ids, raw_zerocopy_send, send_pooled, zero_copy_sender,
+};
 
 /// The reader's vsock buffer (`SO_VM_SOCKETS_BUFFER_SIZE`): the sender's credit.
 const PEER_BUFFER: u64 = 64 << 10;
@@ -51,6 +56,7 @@ const FAST: Pace = Pace {
 /// Runs the short-credit checks of a stream.
 pub fn run(outcome: &mut Outcome) -> anyhow::Result<()> {
     // 48 KiB does not divide the reader's buffer; 96 KiB goes out as a 64 KiB and a 32 KiB piece.
+    rewrite_while_lent(outcome)?;
     for (size, pace) in [(48 << 10, SLOW), (96 << 10, SLOW), (48 << 10, FAST)] {
         rewritten_pool(size, pace, outcome)?;
     }
@@ -71,7 +77,63 @@ fn reader(pace: Pace) -> anyhow::Result<Receiver> {
     )
 }
 
-/// zcnet's [`VsockSender`] (`sendmsg` path, [`Mode::ZeroCopy`]) streams pool buffers of `size` bytes,
+/// That the checks below can see a release that comes early: a raw zero-copy send of 48 KiB, its
+/// buffer rewritten before the reader (held back until then) reads it. The reader gets the new bytes:
+/// the transport queues the send's pages themselves, unread until the `recv`, so a pool buffer
+/// rewritten while the kernel still holds it reaches the reader changed.
+fn rewrite_while_lent(outcome: &mut Outcome) -> anyhow::Result<()> {
+    let size = 48 << 10;
+    let listener = VsockSocket::listen(VsockType::Stream, VMADDR_CID_LOCAL, VMADDR_PORT_ANY)
+        .context("listen on VMADDR_CID_LOCAL")?;
+    set_buffer_size(listener.as_fd(), PEER_BUFFER).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
+    let port = listener.local_port()?;
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let reader = thread::spawn(move || -> anyhow::Result<(u64, u64)> {
+        let conn = listener.accept().context("accept")?;
+        wait_for_go.recv().context("the sender's go")?;
+        let mut buf = vec![0u8; size];
+        let (mut bytes, mut errors) = (0u64, 0u64);
+        while bytes < size as u64 {
+            let n = conn.recv(&mut buf).context("recv")?;
+            if n == 0 {
+                break;
+            }
+            errors += pattern::mismatches(&buf[..n], bytes);
+            bytes += n as u64;
+        }
+        Ok((bytes, errors))
+    });
+    let socket =
+        VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, port).context("connect")?;
+    errqueue::enable_zerocopy(socket.as_fd())?;
+    let mut buf = vec![0u8; size];
+    pattern::fill(&mut buf, 0);
+    let sent = raw_zerocopy_send(&socket, &buf)?;
+    // The reader has read nothing, so the send has not completed: its pages are still queued.
+    let mut control = ControlBuf::default();
+    let mut early = Vec::new();
+    read_completions(&socket, &mut control, &mut early)?;
+    pattern::fill(&mut buf, 1 << 40);
+    go.send(()).context("the reader is gone")?;
+    let (bytes, errors) = reader.join().expect("reader thread panicked")?;
+    let done = completions(&socket, 1)?;
+    drop(buf);
+    let ok = sent == size
+        && early.is_empty()
+        && bytes == size as u64
+        && errors > 0
+        && done.list.first().is_some_and(|c| c.lo == 0 && !c.copied);
+    let what = format!(
+        "one zero-copy send of {size} bytes, rewritten before the reader read it: {bytes} bytes \
+         read, {errors} differ from what was sent (must be more than 0), completions before the \
+         read {early:?}, after {:?}",
+        done.list
+    );
+    outcome.check("stream-rewrite-while-lent-seen", ok, &what);
+    Ok(())
+}
+
+/// zcnet's `VsockSender` (`sendmsg` path, `Mode::ZeroCopy`) streams pool buffers of `size` bytes,
 /// each rewritten with new content whenever the pool hands it back, to a reader with a small
 /// buffer: every byte must arrive as written, every id completed once, every buffer back.
 fn rewritten_pool(size: usize, pace: Pace, outcome: &mut Outcome) -> anyhow::Result<()> {
@@ -82,21 +144,8 @@ fn rewritten_pool(size: usize, pace: Pace, outcome: &mut Outcome) -> anyhow::Res
     );
     let sends = STREAM / size;
     let receiver = reader(pace)?;
-    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)
-        .context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy));
-    let mut at = 0u64;
-    for _ in 0..sends {
-        let mut buf = tx.take_from(&pool, WAIT)?;
-        buf.fill_with(size, |b| pattern::fill(b, at));
-        at += size as u64;
-        tx.send(buf)?;
-    }
+    let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, size)?;
+    send_pooled(&mut tx, &pool, size, sends)?;
     let flushed = tx.flush(WAIT);
     let stats = tx.stats().clone();
     let status = tx.zerocopy_status().map_err(|f| f.to_string());
