@@ -23,6 +23,7 @@ mod pattern;
 mod peer;
 mod vsock;
 mod vsock_async;
+mod vsock_credit;
 mod vsock_seqpacket;
 mod wire;
 mod xdp_endpoint;

@@ -12,10 +12,10 @@ use zcnet::tx::errqueue::{self, ControlBuf, ErrqueueMessage, SOL_VSOCK, VSOCK_RE
 use zcnet::tx::vsock::{
     VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType, loopback_available, set_buffer_size,
 };
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxError, TxStats, VsockSender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{pattern, vsock_async, vsock_seqpacket};
+use crate::{pattern, vsock_async, vsock_credit, vsock_seqpacket};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -42,6 +42,7 @@ pub fn run() -> anyhow::Result<Outcome> {
     }
     vsock_seqpacket::zerocopy_pieces(&mut outcome)?;
     starved_sends(&mut outcome)?;
+    vsock_credit::run(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
     large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
     large_send(None, &mut outcome)?;
@@ -116,7 +117,7 @@ impl Receiver {
 
     /// Like [`Receiver::start`], reading at most `read` bytes at a time with a `pause` after each read
     /// (a slow reader: the sender's credit runs short).
-    fn start_reading(
+    pub(crate) fn start_reading(
         ty: VsockType,
         total: u64,
         buffer: Option<u64>,
@@ -176,6 +177,24 @@ pub(crate) fn zero_copy_sender(
     ))
 }
 
+/// Sends `sends` buffers of `size` bytes from `pool`, the stream's pattern written into each as the
+/// pool hands it out (a buffer back from an earlier send is rewritten with the next bytes).
+pub(crate) fn send_pooled(
+    tx: &mut VsockSender,
+    pool: &BufferPool,
+    size: usize,
+    sends: usize,
+) -> anyhow::Result<()> {
+    let mut at = 0u64;
+    for _ in 0..sends {
+        let mut buf = tx.take_from(pool, WAIT)?;
+        buf.fill_with(size, |b| pattern::fill(b, at));
+        at += size as u64;
+        tx.send(buf)?;
+    }
+    Ok(())
+}
+
 /// zcnet's [`VsockSender`] in zero-copy mode with pooled buffers of `size` bytes: data verified,
 /// message boundaries kept (seqpacket), completions counted, every buffer back in the pool.
 /// Above 64 KiB a stream sender splits each send into 64 KiB zero-copy pieces. A seqpacket message
@@ -187,13 +206,7 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
     let total = (size * sends) as u64;
     let receiver = Receiver::start(ty, total, Some(RECEIVER_BUFFER))?;
     let (mut tx, pool) = zero_copy_sender(ty, receiver.port, size)?;
-    let mut at = 0u64;
-    for _ in 0..sends {
-        let mut buf = tx.take_from(&pool, WAIT)?;
-        buf.fill_with(size, |b| pattern::fill(b, at));
-        at += size as u64;
-        tx.send(buf)?;
-    }
+    send_pooled(&mut tx, &pool, size, sends)?;
     tx.flush(WAIT)?;
     let stats = tx.stats().clone();
     drop(tx.close(WAIT)?);
@@ -233,9 +246,9 @@ fn pooled_sends(ty: VsockType, size: usize, outcome: &mut Outcome) -> anyhow::Re
 /// Credit starvation with the default vsock buffers (256 KiB) and a slow reader: a zero-copy stream
 /// sender refills each pooled 48 KiB buffer as soon as its completion releases it, so a buffer
 /// released early would reach the receiver overwritten. 48 KiB does not divide the peer's buffer, so
-/// sends meet partial credit. With short credit one `sendmsg` can take two
-/// completion ids; the sender must then notice the first completion naming an id it never registered,
-/// keep every buffer still lent and copy from there on. Either way every byte must arrive intact.
+/// sends meet partial credit. The sender's calls never wait in the kernel, so each takes one
+/// completion id however short the credit (see `vsock_credit`): no completion may name an id the
+/// sender never registered, every byte must arrive intact and every buffer come back.
 fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
     let (size, sends) = (48 << 10, 200);
     let total = (size * sends) as u64;
@@ -247,31 +260,16 @@ fn starved_sends(outcome: &mut Outcome) -> anyhow::Result<()> {
         Duration::from_millis(1),
     )?;
     let (mut tx, pool) = zero_copy_sender(VsockType::Stream, receiver.port, size)?;
-    let mut at = 0u64;
-    for _ in 0..sends {
-        // Once the sender lost track, lent buffers never come back: send fresh ones (by copy).
-        if tx.zerocopy_status().is_ok() {
-            let mut buf = tx.take_from(&pool, WAIT)?;
-            buf.fill_with(size, |b| pattern::fill(b, at));
-            tx.send(buf)?;
-        } else {
-            let mut buf = vec![0u8; size];
-            pattern::fill(&mut buf, at);
-            tx.send(buf)?;
-        }
-        at += size as u64;
-    }
+    send_pooled(&mut tx, &pool, size, sends)?;
     let flushed = tx.flush(WAIT);
     let stats = tx.stats().clone();
     let status = tx.zerocopy_status().map_err(|f| f.to_string());
     drop(tx);
     let got = receiver.finish()?;
-    let lost = stats.unregistered_ids > 0;
-    let tracked = if lost {
-        status.is_err() && matches!(flushed, Err(TxError::LostTrack { .. }))
-    } else {
-        flushed.is_ok() && pool.available() == pool.capacity()
-    };
+    let tracked = stats.unregistered_ids == 0
+        && status.is_ok()
+        && flushed.is_ok()
+        && pool.available() == pool.capacity();
     let starved = stats.waits > 0 && stats.partial_sends > 0;
     let ok = got.bytes == total && got.errors == 0 && tracked && starved && stats.zc_calls > 0;
     let what = format!(

@@ -417,6 +417,12 @@ pub(crate) trait LoanKeeper<L> {
 /// because a [`StableBytes`] loan's bytes cannot change or move while it lives, and a
 /// [`LoanKeeper`] keeps it until the completion of that id (or until the caller knows the kernel took
 /// no id).
+///
+/// The call never waits (`MSG_DONTWAIT`, whatever the socket's `O_NONBLOCK`), and that is part of
+/// why it takes one id: on an AF_VSOCK stream a call that waits for the peer's credit enqueues
+/// again, in the same call, under an id of its own, while a call that does not wait enqueues once
+/// (see [`crate::tx::vsock`]). Callers keep each AF_VSOCK piece within one virtio vsock packet
+/// (64 KiB, `ZcSocket::max_zerocopy_piece`).
 pub(crate) fn send_lent<L: StableBytes>(
     fd: BorrowedFd<'_>,
     keeper: &mut impl LoanKeeper<L>,

@@ -78,8 +78,9 @@ impl ZcSocket for VsockSocket {
     fn cuts_messages(&self) -> bool {
         self.socket_type() == crate::sys::vsock::VsockType::Seqpacket
     }
-    /// The virtio vsock transport attaches one completion to each enqueue of at most 64 KiB
-    /// (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`); larger sends would take several ids.
+    /// The virtio vsock transport attaches one completion to each enqueue, and a piece of at most
+    /// 64 KiB (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`) is one packet, enqueued whole or not at all; sent
+    /// without waiting it is enqueued once, so it takes one id (see [`crate::tx::vsock`]).
     fn max_zerocopy_piece(&self) -> usize {
         64 << 10
     }

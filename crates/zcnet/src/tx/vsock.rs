@@ -5,6 +5,19 @@
 //! of at most 64 KiB. Binding to `VMADDR_CID_LOCAL` fails with `EADDRNOTAVAIL` without a loopback
 //! transport ([`loopback_available`] says so before connecting anywhere).
 //!
+//! One zero-copy stream send, one completion id. `vsock_connectible_sendmsg` (net/vmw_vsock/af_vsock.c)
+//! enqueues what the peer has credit for, then loops while bytes are left and credit remains; a call
+//! that may wait sleeps for credit with the socket unlocked and enqueues the next piece under an id
+//! of its own (`virtio_transport_send_pkt_info` takes one per enqueue): one call, several ids. The
+//! sender's zero-copy calls never wait (`MSG_DONTWAIT`) and carry at most 64 KiB, and such a call
+//! enqueues once: it holds the socket lock from its first enqueue to its return, and credit comes
+//! back only in `virtio_transport_recv_pkt`, which takes that lock before it stores the peer's
+//! counters, so the space left after the enqueue is what the enqueue left — none when it was cut
+//! short, and the call returns its count. A piece of at most 64 KiB is one packet, sent whole or
+//! not at all, and a call that enqueued nothing gives its id back (`net_zcopy_put_abort`). So each
+//! call that returns a count took exactly one id, and a completion releases only the buffer of the
+//! call that took its id. The sender waits for credit in `poll`, between calls.
+//!
 //! Seqpacket sockets keep message boundaries only for messages sent whole: a seqpacket `sendmsg`
 //! enqueues as much of a message as the peer has credit for and, when it cannot enqueue the rest
 //! (no waiting allowed, the send timeout passed, a signal), returns an error and no count although
