@@ -24,6 +24,7 @@ mod peer;
 mod vsock;
 mod vsock_async;
 mod vsock_credit;
+mod vsock_optmem;
 mod vsock_seqpacket;
 mod wire;
 mod xdp_endpoint;

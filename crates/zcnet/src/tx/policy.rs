@@ -123,7 +123,8 @@ pub enum CopyReason {
     Small,
     /// Recent completions said the kernel copies anyway.
     Copied,
-    /// Backing off after `ENOBUFS`.
+    /// Backing off after `ENOBUFS` (on an AF_VSOCK stream, `ENOMEM`): the kernel had no memory
+    /// for a zero-copy send's notification or pinned pages.
     Enobufs,
     /// The process's locked-memory budget ([`crate::tx::MemlockBudget`]) had no room for the send's
     /// pages: copied instead of being refused with `ENOBUFS` ([`crate::tx::memlock_reason`]).

@@ -310,7 +310,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
     }
 
     /// One `sendmsg` of `buf[off..]` (retried on `EINTR`, on `EAGAIN` as `wait` allows, resent by copy on
-    /// `ENOBUFS`); returns the bytes the kernel took.
+    /// a zero-copy send's [`refused_for_memory`]); returns the bytes the kernel took.
     fn send_piece<B: SendBuf>(
         &mut self,
         buf: &Arc<B>,
@@ -380,7 +380,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
                             Wait::Until(deadline) => self.wait_writable(deadline, off, total)?,
                         },
                         Some(libc::EINTR) => {}
-                        Some(libc::ENOBUFS) if zc => {
+                        Some(errno) if zc && refused_for_memory(errno) => {
                             self.stats.enobufs += 1;
                             self.policy.on_enobufs();
                             forced = Some(CopyReason::Enobufs);
@@ -646,6 +646,16 @@ fn seqpacket_declined() -> Fallback {
          reads",
         "messages are copied; send on a stream socket for zero-copy",
     )
+}
+
+/// Whether a zero-copy `sendmsg` failed for want of the memory a zero-copy send needs — its
+/// notification (`optmem_max`) or its pinned pages (`RLIMIT_MEMLOCK`) — and sent nothing, so that
+/// the same bytes go again by copy: `ENOBUFS` from TCP and UDP (`msg_zerocopy_realloc` failed), and
+/// `ENOMEM` from an AF_VSOCK stream, whose virtio transport reports that same failure so
+/// (`virtio_transport_send_pkt_info`; it enqueues nothing, and a call that enqueued nothing returns
+/// the error, not a count). A datagram or stream call that fails with either took nothing.
+fn refused_for_memory(errno: i32) -> bool {
+    matches!(errno, libc::ENOBUFS | libc::ENOMEM)
 }
 
 /// The error of a whole-message send that failed (`earlier`: of a later one, not tried).

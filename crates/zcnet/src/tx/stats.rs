@@ -23,7 +23,8 @@ pub struct TxStats {
     pub copy_small: u64,
     /// Copied because recent completions said the kernel copies anyway.
     pub copy_copied: u64,
-    /// Copied while backing off after `ENOBUFS` (including the resend of the refused bytes).
+    /// Copied while backing off after `ENOBUFS` (`ENOMEM` on AF_VSOCK), including the resend of
+    /// the refused bytes.
     pub copy_enobufs: u64,
     /// Copied because the locked-memory budget had no room for the send's pages (see
     /// [`crate::tx::memlock_reason`]).
@@ -32,7 +33,8 @@ pub struct TxStats {
     pub copy_unsupported: u64,
     /// Copied because the auto mode measured copying to cost less CPU per byte.
     pub copy_cheaper: u64,
-    /// Zero-copy sends refused with `ENOBUFS` (sent again by copy).
+    /// Zero-copy sends refused for want of notification or locked memory — `ENOBUFS`, or `ENOMEM`
+    /// on an AF_VSOCK stream — and sent again by copy.
     pub enobufs: u64,
     /// Switches of the auto policy to copying after copied completions.
     pub policy_switches: u64,
