@@ -15,7 +15,7 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{pattern, vsock_async, vsock_credit, vsock_optmem, vsock_seqpacket};
+use crate::{pattern, vsock_async, vsock_credit, vsock_optmem, vsock_seqpacket, vsock_uring};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -44,6 +44,7 @@ pub fn run() -> anyhow::Result<Outcome> {
     starved_sends(&mut outcome)?;
     vsock_credit::run(&mut outcome)?;
     vsock_optmem::no_notification_memory(&mut outcome)?;
+    vsock_uring::run(&mut outcome)?;
     so_zerocopy(&mut outcome)?;
     large_send(Some(RECEIVER_BUFFER), &mut outcome)?;
     large_send(None, &mut outcome)?;

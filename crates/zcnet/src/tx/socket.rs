@@ -30,6 +30,11 @@ pub trait ZcSocket: sealed::Sealed + Send {
     fn cuts_messages(&self) -> bool {
         false
     }
+    /// Whether an io_uring zero-copy request (`IORING_OP_SEND_ZC`) sends zero-copy only on a socket
+    /// with `SO_ZEROCOPY` on; without it such a socket takes the request and copies it.
+    fn send_zc_needs_so_zerocopy(&self) -> bool {
+        false
+    }
     /// Whether the kernel shows that nothing was ever sent on the socket, so that no send took a
     /// completion id yet; `None` when this kind of socket cannot tell (only TCP can, from `TCP_INFO`).
     fn nothing_sent(&self) -> io::Result<Option<bool>> {
@@ -83,6 +88,11 @@ impl ZcSocket for VsockSocket {
     /// without waiting it is enqueued once, so it takes one id (see [`crate::tx::vsock`]).
     fn max_zerocopy_piece(&self) -> usize {
         64 << 10
+    }
+    /// `virtio_transport_send_pkt_info` clears `MSG_ZEROCOPY` on a socket without `SO_ZEROCOPY`,
+    /// the flag io_uring's zero-copy requests carry, and then builds the packets by copy.
+    fn send_zc_needs_so_zerocopy(&self) -> bool {
+        true
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, plan};
 use crate::Fallback;
+use crate::sys::errqueue::enable_zerocopy;
 use crate::sys::socket::{get_int_option, set_int_option, tcp_congestion};
 use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
@@ -176,7 +177,9 @@ impl<S: ZcSocket> UringPath<S> {
     }
 
     /// Wraps connected `socket` with `ring`. Unless the mode is [`Mode::Copy`], zero-copy needs
-    /// `IORING_OP_SEND_ZC`; without it the path copies and [`UringPath::zerocopy_status`] says why.
+    /// `IORING_OP_SEND_ZC`, and on a socket that asks for it (AF_VSOCK,
+    /// [`ZcSocket::send_zc_needs_so_zerocopy`]) `SO_ZEROCOPY`; without them the path copies and
+    /// [`UringPath::zerocopy_status`] says why.
     pub(crate) fn new(
         socket: S,
         ring: SendRing<dyn Erased>,
@@ -198,6 +201,20 @@ impl<S: ZcSocket> UringPath<S> {
                     "sending by copy",
                 )),
             }
+        };
+        // The socket's own opt-in, where the kernel asks for it (AF_VSOCK): io_uring's requests
+        // carry their notification, so no error-queue completion follows from it.
+        let zerocopy = match zerocopy {
+            Ok(()) if socket.send_zc_needs_so_zerocopy() => {
+                enable_zerocopy(socket.fd()).map_err(|e| {
+                    Fallback::refused(
+                        "setsockopt SO_ZEROCOPY",
+                        e.raw_os_error().unwrap_or(libc::EIO),
+                        "sending by copy",
+                    )
+                })
+            }
+            other => other,
         };
         let tcp = get_int_option(socket.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)
             .is_ok_and(|protocol| protocol == libc::IPPROTO_TCP);

@@ -1,0 +1,93 @@
+//! zcnet's sender on its io_uring path over an AF_VSOCK stream: `IORING_OP_SEND_ZC` requests, whose
+//! one notification covers every packet of the request however the peer's credit cuts it
+//! (`virtio_transport_send_pkt_info` attaches the request's `msg_ubuf` to each), sent zero-copy
+//! once the socket has `SO_ZEROCOPY` (without it the transport clears `MSG_ZEROCOPY` and copies).
+//! Each pool buffer is rewritten as soon as it comes back, so one released while the kernel still
+//! reads it shows as data errors.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use zcnet::tx::vsock::{VMADDR_CID_LOCAL, VsockSocket, VsockType};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, VsockSender};
+
+use crate::outcome::Outcome;
+use crate::vsock::{PACKET, RECEIVER_BUFFER, Receiver, WAIT, ids, send_pooled};
+
+/// Runs the io_uring checks: a stream with room, and one to a slow reader with a 64 KiB buffer.
+pub fn run(outcome: &mut Outcome) -> anyhow::Result<()> {
+    let roomy = Receiver::start(
+        VsockType::Stream,
+        (32 * PACKET) as u64,
+        Some(RECEIVER_BUFFER),
+    )?;
+    pooled("stream-io-uring-64k", roomy, PACKET, 32, outcome)?;
+    let size = 48 << 10;
+    let sends = 96;
+    let slow = Receiver::start_reading(
+        VsockType::Stream,
+        (sends * size) as u64,
+        Some(64 << 10),
+        4 << 10,
+        Duration::from_millis(1),
+    )?;
+    pooled(
+        "stream-io-uring-short-credit-48k",
+        slow,
+        size,
+        sends,
+        outcome,
+    )
+}
+
+/// `sends` pooled zero-copy sends of `size` bytes on the io_uring path to `receiver`: it must stay
+/// on io_uring, zero-copy some, and deliver every byte intact with every buffer back.
+fn pooled(
+    name: &str,
+    receiver: Receiver,
+    size: usize,
+    sends: usize,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)
+        .context("connect")?;
+    let pool = BufferPool::new(PoolConfig {
+        buf_size: size,
+        count: 8,
+        huge_pages: false,
+    })?;
+    let config = SenderConfig {
+        path: SendPath::IO_URING,
+        ..SenderConfig::with_mode(Mode::ZeroCopy)
+    };
+    let mut tx = VsockSender::new(socket, config);
+    let path = tx.path_status().map_err(|f| f.to_string());
+    let status = tx.zerocopy_status().map_err(|f| f.to_string());
+    let sent = send_pooled(&mut tx, &pool, size, sends);
+    let flushed = tx.flush(WAIT);
+    let stats = tx.stats().clone();
+    let outstanding = tx.outstanding();
+    drop(tx.close(WAIT)?);
+    let got = receiver.finish()?;
+    let total = (size * sends) as u64;
+    let ok = path.is_ok()
+        && status.is_ok()
+        && sent.is_ok()
+        && flushed.is_ok()
+        && got.bytes == total
+        && got.errors == 0
+        && stats.zc_ids > 0
+        && outstanding == 0
+        && pool.available() == pool.capacity();
+    let what = format!(
+        "{sends} sends of {size} bytes: path {path:?}, zero-copy {status:?}, send {sent:?}, flush \
+         {flushed:?}, {} bytes verified, {} data errors, {}, buffers back {}/{}",
+        got.bytes,
+        got.errors,
+        ids(&stats),
+        pool.available(),
+        pool.capacity()
+    );
+    outcome.check(name, ok, &what);
+    Ok(())
+}
