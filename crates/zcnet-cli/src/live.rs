@@ -22,8 +22,8 @@ pub fn interrupted() -> bool {
     report::output_closed() || termination_flag().is_ok_and(|flag| flag.load(Ordering::Relaxed))
 }
 
-/// What [`run_until_failure`] measured: wall time, the calling thread's CPU time, the system calls its steps
-/// counted, and whether Ctrl-C ended it early.
+/// What [`run_until_failure`] measured: wall time, the calling thread's CPU time, the system calls
+/// its steps counted, and whether Ctrl-C ended it early.
 #[derive(Debug)]
 pub struct Timed {
     pub seconds: f64,

@@ -421,8 +421,8 @@ pub(crate) trait LoanKeeper<L> {
 /// The call never waits (`MSG_DONTWAIT`, whatever the socket's `O_NONBLOCK`), and that is part of
 /// why it takes one id: on an AF_VSOCK stream a call that waits for the peer's credit enqueues
 /// again, in the same call, under an id of its own, while a call that does not wait enqueues once
-/// (see [`crate::tx::vsock`]). Callers keep each AF_VSOCK piece within one virtio vsock packet
-/// (64 KiB, `ZcSocket::max_zerocopy_piece`).
+/// (the `tx::vsock` module cites the kernel functions). Callers keep each AF_VSOCK piece within
+/// one virtio vsock packet (64 KiB, `ZcSocket::max_zerocopy_piece`).
 pub(crate) fn send_lent<L: StableBytes>(
     fd: BorrowedFd<'_>,
     keeper: &mut impl LoanKeeper<L>,
