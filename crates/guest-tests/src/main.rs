@@ -26,6 +26,7 @@ mod vsock_async;
 mod vsock_credit;
 mod vsock_optmem;
 mod vsock_seqpacket;
+mod vsock_timeout;
 mod vsock_uring;
 mod wire;
 mod xdp_endpoint;

@@ -15,7 +15,9 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
-use crate::{pattern, vsock_async, vsock_credit, vsock_optmem, vsock_seqpacket, vsock_uring};
+use crate::{
+    pattern, vsock_async, vsock_credit, vsock_optmem, vsock_seqpacket, vsock_timeout, vsock_uring,
+};
 
 /// The largest send the virtio vsock transport completes with one id (`VIRTIO_VSOCK_MAX_PKT_BUF_SIZE`).
 pub(crate) const PACKET: usize = 64 << 10;
@@ -41,6 +43,7 @@ pub fn run() -> anyhow::Result<Outcome> {
         vsock_seqpacket::short_credit(mode, &mut outcome)?;
     }
     vsock_seqpacket::zerocopy_pieces(&mut outcome)?;
+    vsock_timeout::restored_on_close(&mut outcome)?;
     starved_sends(&mut outcome)?;
     vsock_credit::run(&mut outcome)?;
     vsock_optmem::no_notification_memory(&mut outcome)?;

@@ -178,6 +178,41 @@ pub fn set_send_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()>
     .map(drop)
 }
 
+/// A socket's `SO_SNDTIMEO` as the kernel holds it (zero: no limit), read to be put back as it was.
+#[derive(Debug, Clone, Copy)]
+pub struct SavedSendTimeout(libc::timeval);
+
+impl SavedSendTimeout {
+    /// Reads `fd`'s `SO_SNDTIMEO`.
+    pub fn read(fd: BorrowedFd<'_>) -> io::Result<SavedSendTimeout> {
+        // SAFETY: timeval is plain old data; all zeroes is a valid value.
+        let mut tv: libc::timeval = unsafe { mem::zeroed() };
+        let mut len = mem::size_of::<libc::timeval>() as libc::socklen_t;
+        // SAFETY: `tv` and `len` are live locals; the kernel writes at most `len` bytes.
+        syscall!(getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&mut tv as *mut libc::timeval).cast(),
+            &mut len
+        ))?;
+        Ok(SavedSendTimeout(tv))
+    }
+
+    /// Puts it back on `fd`.
+    pub fn restore(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        // SAFETY: `self.0` is a live `timeval` and the length passed is exactly its size.
+        syscall!(setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&self.0 as *const libc::timeval).cast(),
+            mem::size_of::<libc::timeval>() as libc::socklen_t
+        ))
+        .map(drop)
+    }
+}
+
 /// The socket's bound address (`getsockname`).
 pub fn local_addr(fd: BorrowedFd<'_>) -> io::Result<SockaddrVm> {
     let mut addr = SockaddrVm::default();

@@ -18,7 +18,7 @@ use super::tracker::CompletionTracker;
 use super::unsent::{SendError, TrySendError, Unsent};
 use crate::Fallback;
 use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
-use crate::sys::vsock::{self, LONGEST_SEND_TIMEOUT};
+use crate::sys::vsock::{self, LONGEST_SEND_TIMEOUT, SavedSendTimeout};
 
 /// Longest single `poll` while waiting, so that deadlines are checked.
 const POLL_SLICE: Duration = Duration::from_millis(100);
@@ -85,6 +85,9 @@ pub(crate) struct SendmsgPath<S: ZcSocket> {
     claim: Option<Claim>,
     /// On a socket that cuts messages: whether `SO_SNDTIMEO` was set, or its errno.
     timeout_set: Result<(), i32>,
+    /// The socket's own `SO_SNDTIMEO` from before, put back when [`SendmsgPath::into_socket`]
+    /// hands the socket back.
+    timeout_before: Option<SavedSendTimeout>,
     /// On a socket that cuts messages: the errno of the failed send that may have cut a message,
     /// after which nothing is sent.
     cut: Option<i32>,
@@ -122,11 +125,14 @@ impl<S: ZcSocket> SendmsgPath<S> {
                 "the socket cannot be told apart from others: sends are copied",
             )),
         };
-        let timeout_set = if socket.cuts_messages() {
+        let (timeout_set, timeout_before) = if socket.cuts_messages() {
+            let before = SavedSendTimeout::read(socket.fd()).ok();
             let timeout = config.send_timeout.unwrap_or(LONGEST_SEND_TIMEOUT);
-            vsock::set_send_timeout(socket.fd(), timeout).map_err(|e| e.raw_os_error().unwrap_or(0))
+            let set = vsock::set_send_timeout(socket.fd(), timeout)
+                .map_err(|e| e.raw_os_error().unwrap_or(0));
+            (set, before)
         } else {
-            Ok(())
+            (Ok(()), None)
         };
         SendmsgPath {
             socket: Some(socket),
@@ -141,6 +147,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
             gso_segment: None,
             claim: claim.ok(),
             timeout_set,
+            timeout_before,
             cut: None,
         }
     }
@@ -579,9 +586,15 @@ impl<S: ZcSocket> SendmsgPath<S> {
         }
     }
 
-    /// The socket, no longer owned (for [`super::Sender::close`], after a flush).
+    /// The socket, no longer owned (for [`super::Sender::close`], after a flush), with the
+    /// `SO_SNDTIMEO` it had before the sender set its own (a failure to put it back leaves the
+    /// sender's, a finite wait).
     pub(crate) fn into_socket(mut self) -> S {
-        self.socket.take().expect("taken once")
+        let socket = self.socket.take().expect("taken once");
+        if let Some(before) = self.timeout_before {
+            let _ = before.restore(socket.fd());
+        }
+        socket
     }
 }
 
