@@ -131,20 +131,36 @@ pub fn socket_identity(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// The socket's `TCP_INFO` and how many bytes of it the kernel filled in (older kernels fill less).
-fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<(libc::tcp_info, usize)> {
-    // SAFETY: `tcp_info` is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: `info` and `len` are live locals; the kernel writes at most `len` bytes into `info`.
+/// Reads socket option `level`/`name` into a `T` that starts all-zero; returns it and how many
+/// bytes of it the kernel filled in.
+///
+/// # Safety
+/// `T` must be plain old data (a kernel struct of integers) for which every bit pattern, all
+/// zeroes included, is a valid value.
+pub(crate) unsafe fn get_struct_option<T>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+) -> io::Result<(T, usize)> {
+    // SAFETY: the caller promises all-zero is a valid `T`.
+    let mut value: T = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals; the kernel writes at most `len` bytes into
+    // `value`, and any bytes it writes make a valid `T` (the caller's promise).
     syscall!(getsockopt(
         fd.as_raw_fd(),
-        libc::IPPROTO_TCP,
-        libc::TCP_INFO,
-        (&mut info as *mut libc::tcp_info).cast(),
+        level,
+        name,
+        (&mut value as *mut T).cast(),
         &mut len,
     ))?;
-    Ok((info, len as usize))
+    Ok((value, len as usize))
+}
+
+/// The socket's `TCP_INFO` and how many bytes of it the kernel filled in (older kernels fill less).
+fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<(libc::tcp_info, usize)> {
+    // SAFETY: `tcp_info` is integers only: every bit pattern is valid.
+    unsafe { get_struct_option(fd, libc::IPPROTO_TCP, libc::TCP_INFO) }
 }
 
 /// Whether a TCP socket is closed (`tcpi_state` is `TCP_CLOSE`): after a reset or a timeout, or

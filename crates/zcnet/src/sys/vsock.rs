@@ -185,17 +185,14 @@ pub struct SavedSendTimeout(libc::timeval);
 impl SavedSendTimeout {
     /// Reads `fd`'s `SO_SNDTIMEO`.
     pub fn read(fd: BorrowedFd<'_>) -> io::Result<SavedSendTimeout> {
-        // SAFETY: timeval is plain old data; all zeroes is a valid value.
-        let mut tv: libc::timeval = unsafe { mem::zeroed() };
-        let mut len = mem::size_of::<libc::timeval>() as libc::socklen_t;
-        // SAFETY: `tv` and `len` are live locals; the kernel writes at most `len` bytes.
-        syscall!(getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&mut tv as *mut libc::timeval).cast(),
-            &mut len
-        ))?;
+        // SAFETY: `timeval` is two integers: every bit pattern is valid.
+        let (tv, _) = unsafe {
+            super::socket::get_struct_option::<libc::timeval>(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_SNDTIMEO,
+            )
+        }?;
         Ok(SavedSendTimeout(tv))
     }
 
