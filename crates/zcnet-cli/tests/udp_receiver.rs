@@ -10,8 +10,8 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, sleep};
 use std::time::{Duration, Instant};
 
@@ -47,11 +47,17 @@ fn data(seq: u64, unit: usize) -> Vec<u8> {
     b
 }
 
+/// Held by each [`Listener`]: one receiver (and the senders of its test) at a time. Most tests
+/// check that a run arrived whole, and UDP drops what a receiver cannot keep up with: tests
+/// running side by side on two cores would starve each other's receivers of CPU.
+static ONE_RECEIVER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// A `bench udp --listen` receiver on a loopback port, its announced address and its stdout.
 struct Listener {
     child: Child,
     addr: SocketAddr,
     stdout: BufReader<ChildStdout>,
+    _turn: MutexGuard<'static, ()>,
 }
 
 impl Listener {
@@ -61,6 +67,10 @@ impl Listener {
 
     /// A receiver started by `cmd` (this binary, perhaps in a namespace) on `addr`.
     fn start_with(mut cmd: Command, addr: &str, extra: &[&str]) -> Listener {
+        // A test that failed while holding it left nothing behind that the next one needs.
+        let turn = ONE_RECEIVER_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let (child, addr, stdout) = start_listener(
             cmd.args(["bench", "udp", "--listen", addr, "--json"])
                 .args(["--interval", "0"])
@@ -70,6 +80,7 @@ impl Listener {
             child,
             addr,
             stdout,
+            _turn: turn,
         }
     }
 
