@@ -439,11 +439,19 @@ impl Source for UdpEndpoint {
         Ok(Some((batch.len(), false)))
     }
 
-    /// From the endpoint's address: bound to every address, the route's source address (the
-    /// endpoint has no send from a chosen address yet).
+    /// From the address the header was sent to (an endpoint bound to every address holds them
+    /// all), else from the endpoint's own, or the route's source address.
     fn answer(&mut self, reply: Reply, answer: &Answer) {
         let bytes = answer.encode();
-        let _ = self.send(reply.to, bytes.len(), |b| b.copy_from_slice(&bytes));
+        let write = |b: &mut [u8]| b.copy_from_slice(&bytes);
+        let mut batch = self.send_batch();
+        let built = match reply.from {
+            Some(from) => batch.push_from(from, reply.to, bytes.len(), write),
+            None => batch.push(reply.to, bytes.len(), write),
+        };
+        if built.is_ok() {
+            let _ = batch.flush();
+        }
     }
 }
 

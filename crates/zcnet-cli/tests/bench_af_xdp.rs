@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::BufReader;
+use std::process::{Child, ChildStdout, Command};
 
-use common::{ZCNET, json_rows, modes_and_apis, stdout_of, u};
+use common::{ZCNET, json_rows, modes_and_apis, start_reading, stdout_of, u};
 use serde_json::Value;
 use testnet::{Offloads, VethConfig, VethPair};
 
@@ -94,13 +94,13 @@ fn af_xdp_over_ipv6_at_1400_bytes() {
     check_rows(&rows, 1400);
 }
 
-#[test]
-fn af_xdp_listen_receives_every_datagram_verified() {
-    let test = "af_xdp_listen_receives_every_datagram_verified";
+/// For a privileged `test`: a veth pair with two queues on each end, the receiving end `b`'s
+/// addresses pinned as neighbours of `a`. AF_XDP carries no checksum status: the kernel sender must
+/// put whole checksums in, so transmit checksum offload is off.
+fn listener_pair(test: &str) -> Option<VethPair> {
     if !testnet::privileged(test) {
-        return;
+        return None;
     }
-    // AF_XDP carries no checksum status: the kernel sender must put whole checksums in.
     let pair = VethPair::new(VethConfig {
         queues: 2,
         offloads: Offloads {
@@ -111,25 +111,35 @@ fn af_xdp_listen_receives_every_datagram_verified() {
     })
     .expect("veth harness");
     pair.pin_b_neighbours().expect("static neighbours");
+    Some(pair)
+}
+
+/// `zcnet bench udp --listen ADDR --api af_xdp --once` on `b`'s end, once it says it listens; its
+/// stdout after that line.
+fn af_xdp_listener(
+    pair: &VethPair,
+    addr: &str,
+    ip: Option<&str>,
+) -> (Child, BufReader<ChildStdout>) {
+    let mut cmd = pair.b.command(ZCNET);
+    cmd.args(["bench", "udp", "--listen", addr, "--api", "af_xdp"])
+        .args(["--iface", &pair.b_if, "--once", "--json", "--interval", "0"])
+        .args(ip);
+    let (child, line, stdout) = start_reading(&mut cmd);
+    assert!(line.contains("listening"), "{line:?}");
+    (child, stdout)
+}
+
+#[test]
+fn af_xdp_listen_receives_every_datagram_verified() {
+    let Some(pair) = listener_pair("af_xdp_listen_receives_every_datagram_verified") else {
+        return;
+    };
     for (addr, ip) in [
         (format!("{}:5301", pair.b_v4), None),
         (format!("[{}]:5302", pair.b_v6), Some("--ipv6")),
     ] {
-        let mut child = pair
-            .b
-            .command(ZCNET)
-            .args(["bench", "udp", "--listen", &addr, "--api", "af_xdp"])
-            .args(["--iface", &pair.b_if, "--once", "--json", "--interval", "0"])
-            .args(ip)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the receiver");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("listening"), "{line:?}");
+        let (child, stdout) = af_xdp_listener(&pair, &addr, ip);
         let mut sender = pair.a.command(ZCNET);
         sender
             .args([
@@ -144,9 +154,10 @@ fn af_xdp_listen_receives_every_datagram_verified() {
             .args(["--size", "1000", "--duration", "0.3"])
             .args(ip);
         let sent = json_rows(&stdout_of(&mut sender, "the sender"));
+        let rest = std::io::read_to_string(stdout).unwrap();
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+        let rows = json_rows(&rest);
         assert_eq!(rows.len(), 1, "{rows:?} {stderr}");
         let got = &rows[0];
         eprintln!("{got}");
@@ -177,4 +188,72 @@ fn af_xdp_listen_receives_every_datagram_verified() {
             assert!(stderr.contains("datagrams lost"), "{stderr}");
         }
     }
+}
+
+/// An AF_XDP listener bound to every address answers a header from the address it was sent to: a
+/// sender connected to the receiving end's second address (whose socket takes datagrams from that
+/// address only) hears the acceptance.
+#[test]
+fn af_xdp_listen_on_every_address_answers_from_the_address_sent_to() {
+    let test = "af_xdp_listen_on_every_address_answers_from_the_address_sent_to";
+    let Some(pair) = listener_pair(test) else {
+        return;
+    };
+    let second = "10.77.0.3";
+    pair.b
+        .ip(&["addr", "add", &format!("{second}/24"), "dev", &pair.b_if])
+        .expect("a second address on the receiving end");
+    let b_mac = pair.mac(&pair.b_if).expect("the receiving end's MAC");
+    let lladdr = b_mac.map(|b| format!("{b:02x}")).join(":");
+    pair.a
+        .ip(&[
+            "neigh",
+            "replace",
+            second,
+            "lladdr",
+            &lladdr,
+            "dev",
+            &pair.a_if,
+            "nud",
+            "permanent",
+        ])
+        .expect("a neighbour entry for the second address");
+    let (child, stdout) = af_xdp_listener(&pair, "0.0.0.0:5304", None);
+    // A header of a verified copy run of 1000-byte datagrams (crate::wire's layout), offered until
+    // answered (the receiving end may first have to resolve the sender's address), then an end of
+    // no datagrams, which ends the --once run.
+    let mut header = b"ZCNETBH1".to_vec();
+    header.extend([2, 0, 1, 0]);
+    header.extend(1000u32.to_le_bytes());
+    header.extend(1000u64.to_le_bytes());
+    header.extend(0u64.to_le_bytes());
+    let mut end = b"ZCNETEN1".to_vec();
+    end.extend([0u8; 16]);
+    let to = format!("{second}:5304");
+    let answer = pair.a.run(move || {
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        socket.connect(&to).unwrap();
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let mut answer = None;
+        for _ in 0..10 {
+            socket.send(&header).unwrap();
+            if let Ok(n) = socket.recv(&mut buf) {
+                answer = Some(buf[..n].to_vec());
+                break;
+            }
+        }
+        socket.send(&end).unwrap();
+        answer
+    });
+    let rest = std::io::read_to_string(stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        answer.as_deref(),
+        Some(&b"ZCNETOK1"[..]),
+        "no acceptance from {second}; receiver: {rest} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

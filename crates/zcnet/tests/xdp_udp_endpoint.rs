@@ -350,6 +350,14 @@ fn what_cannot_be_sent_is_refused_with_its_reason() {
         Err(SendError::FamilyMismatch { .. }) => {}
         other => panic!("IPv6 from an IPv4 endpoint: {other:?}"),
     }
+    let elsewhere: IpAddr = "10.77.0.9".parse().expect("literal");
+    match endpoint
+        .send_batch()
+        .push_from(elsewhere, peer, 10, |buf| buf.fill(7))
+    {
+        Err(SendError::SourceMismatch { from, .. }) => assert_eq!(from, elsewhere),
+        other => panic!("from an address the endpoint is not bound to: {other:?}"),
+    }
     assert_eq!(endpoint.stats().sent, 0);
 }
 

@@ -152,7 +152,7 @@ impl AsyncUdpEndpoint {
             self.endpoint.refresh_routes()?;
             self.routes_read = true;
         }
-        self.endpoint.build(to, len, write)
+        self.endpoint.build((None, to), len, write)
     }
 
     /// [`AsyncUdpEndpoint::push`], waiting for a free frame when every frame is in flight or

@@ -26,6 +26,14 @@ pub enum SendError {
         /// The destination.
         to: IpAddr,
     },
+    /// A source address was asked for ([`SendBatch::push_from`](super::SendBatch::push_from)) that
+    /// the endpoint cannot send from: it is bound to another address.
+    SourceMismatch {
+        /// The endpoint's address.
+        local: IpAddr,
+        /// The source asked for.
+        from: IpAddr,
+    },
     /// The kernel has no usable route to the destination (`RTM_GETROUTE` failed with `source`:
     /// `ENETUNREACH` for no route, `EHOSTUNREACH` for an unreachable or prohibited one).
     NoRoute {
@@ -87,6 +95,11 @@ impl fmt::Display for SendError {
                 f,
                 "cannot send to {to} from {local} (EAFNOSUPPORT; bind the endpoint to an \
                  unspecified address to send to both families)"
+            ),
+            SendError::SourceMismatch { local, from } => write!(
+                f,
+                "cannot send from {from}: the endpoint is bound to {local} (EADDRNOTAVAIL; bind it \
+                 to an unspecified address to choose the source per datagram)"
             ),
             SendError::NoRoute { to, source } => write!(
                 f,

@@ -465,14 +465,22 @@ impl UdpEndpoint {
         self.umem.alloc().ok_or(SendError::NoFrame)
     }
 
-    /// Builds a datagram to `to` in a frame and queues it for [`UdpEndpoint::flush`].
+    /// Builds a datagram to `to` in a frame, from `from` when given (else the bound address, or the
+    /// route's source), and queues it for [`UdpEndpoint::flush`].
     pub(crate) fn build(
         &mut self,
-        to: SocketAddr,
+        (from, to): (Option<IpAddr>, SocketAddr),
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> std::result::Result<(), SendError> {
-        let local = self.local.ip();
+        let bound = self.local.ip();
+        let local = match from {
+            Some(from) if !bound.is_unspecified() && from != bound => {
+                return Err(SendError::SourceMismatch { local: bound, from });
+            }
+            Some(from) => from,
+            None => bound,
+        };
         if !local.is_unspecified() && local.is_ipv4() != to.is_ipv4() {
             return Err(SendError::FamilyMismatch { local, to: to.ip() });
         }
@@ -759,11 +767,35 @@ impl SendBatch<'_> {
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> std::result::Result<(), SendError> {
+        self.push_with((None, to), len, write)
+    }
+
+    /// [`SendBatch::push`] from source address `from`: an endpoint bound to an unspecified address
+    /// sends from whichever of its addresses a datagram names (an answer from the address the
+    /// question was sent to; without it, the route's source address); one bound to an address
+    /// refuses any other ([`SendError::SourceMismatch`]). The address is not checked against the
+    /// interface's: a peer's answers to one it does not hold go elsewhere.
+    pub fn push_from(
+        &mut self,
+        from: IpAddr,
+        to: SocketAddr,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
+        self.push_with((Some(from), to), len, write)
+    }
+
+    fn push_with(
+        &mut self,
+        ends: (Option<IpAddr>, SocketAddr),
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> std::result::Result<(), SendError> {
         if !self.refreshed {
             self.endpoint.refresh_routes()?;
             self.refreshed = true;
         }
-        self.endpoint.build(to, len, write)
+        self.endpoint.build(ends, len, write)
     }
 
     /// Hands every built datagram to the tx ring and wakes the kernel; returns how many went. When
