@@ -12,7 +12,7 @@ use zcnet::tx::errqueue::{self, ControlBuf, ErrqueueMessage, SOL_VSOCK, VSOCK_RE
 use zcnet::tx::vsock::{
     VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType, loopback_available, set_buffer_size,
 };
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TxStats, VsockSender};
 
 use crate::outcome::Outcome;
 use crate::{
@@ -170,16 +170,27 @@ pub(crate) fn zero_copy_sender(
     port: u32,
     size: usize,
 ) -> anyhow::Result<(VsockSender, BufferPool)> {
+    zero_copy_sender_on(SendPath::SENDMSG, ty, port, size)
+}
+
+/// [`zero_copy_sender`] sending on `path`.
+pub(crate) fn zero_copy_sender_on(
+    path: SendPath,
+    ty: VsockType,
+    port: u32,
+    size: usize,
+) -> anyhow::Result<(VsockSender, BufferPool)> {
     let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port).context("connect")?;
     let pool = BufferPool::new(PoolConfig {
         buf_size: size,
         count: 8,
         huge_pages: false,
     })?;
-    Ok((
-        VsockSender::new(socket, SenderConfig::with_mode(Mode::ZeroCopy)),
-        pool,
-    ))
+    let config = SenderConfig {
+        path,
+        ..SenderConfig::with_mode(Mode::ZeroCopy)
+    };
+    Ok((VsockSender::new(socket, config), pool))
 }
 
 /// Sends `sends` buffers of `size` bytes from `pool`, the stream's pattern written into each as the

@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use zcnet::tx::vsock::{VMADDR_CID_LOCAL, VsockSocket, VsockType};
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, VsockSender};
+use zcnet::tx::SendPath;
+use zcnet::tx::vsock::VsockType;
 
 use crate::outcome::Outcome;
-use crate::vsock::{PACKET, RECEIVER_BUFFER, Receiver, WAIT, ids, send_pooled};
+use crate::vsock::{
+    PACKET, RECEIVER_BUFFER, Receiver, WAIT, ids, send_pooled, zero_copy_sender_on,
+};
 
 /// Runs the io_uring checks: a stream with room, and one to a slow reader with a 64 KiB buffer.
 pub fn run(outcome: &mut Outcome) -> anyhow::Result<()> {
@@ -49,18 +50,8 @@ fn pooled(
     sends: usize,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let socket = VsockSocket::connect(VsockType::Stream, VMADDR_CID_LOCAL, receiver.port)
-        .context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let config = SenderConfig {
-        path: SendPath::IO_URING,
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
-    let mut tx = VsockSender::new(socket, config);
+    let (mut tx, pool) =
+        zero_copy_sender_on(SendPath::IO_URING, VsockType::Stream, receiver.port, size)?;
     let path = tx.path_status().map_err(|f| f.to_string());
     let status = tx.zerocopy_status().map_err(|f| f.to_string());
     let sent = send_pooled(&mut tx, &pool, size, sends);

@@ -163,19 +163,11 @@ pub const LONGEST_SEND_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// zero, which the kernel takes as "no limit" (`sock_set_timeout`, net/core/sock.c).
 pub fn set_send_timeout(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
     let t = timeout.clamp(Duration::from_micros(1), LONGEST_SEND_TIMEOUT);
-    let tv = libc::timeval {
+    SavedSendTimeout(libc::timeval {
         tv_sec: t.as_secs() as libc::time_t,
         tv_usec: t.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: `tv` is a live `timeval` and the length passed is exactly its size.
-    syscall!(setsockopt(
-        fd.as_raw_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_SNDTIMEO,
-        (&tv as *const libc::timeval).cast(),
-        mem::size_of::<libc::timeval>() as libc::socklen_t
-    ))
-    .map(drop)
+    })
+    .restore(fd)
 }
 
 /// A socket's `SO_SNDTIMEO` as the kernel holds it (zero: no limit), read to be put back as it was.
@@ -196,7 +188,7 @@ impl SavedSendTimeout {
         Ok(SavedSendTimeout(tv))
     }
 
-    /// Puts it back on `fd`.
+    /// Sets it on `fd` (as it was read, or as [`set_send_timeout`] made it).
     pub fn restore(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         // SAFETY: `self.0` is a live `timeval` and the length passed is exactly its size.
         syscall!(setsockopt(
