@@ -63,7 +63,8 @@ impl From<AttachArg> for AttachMode {
 /// `--match`: which frames of the queue the redirect program hands to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MatchArg {
-    /// UDP datagrams to --port; everything else goes on to the network stack.
+    /// Unfragmented UDP datagrams to --port; everything else (fragments included) goes on to the
+    /// network stack.
     Udp,
     /// Every frame of the queue (xdpsock's behaviour): the stack sees none of them.
     All,

@@ -13,8 +13,9 @@ pub enum FrameMatch {
     /// Every frame of the queue (xdpsock's behaviour): nothing reaches the stack while a socket is
     /// bound there, not even ARP.
     All,
-    /// UDP datagrams to this destination port over IPv4 (without IP options, first fragments and
-    /// unfragmented datagrams) or IPv6 (UDP as the first next header), untagged Ethernet.
+    /// Unfragmented UDP datagrams to this destination port over IPv4 (without IP options) or IPv6
+    /// (UDP as the first next header), untagged Ethernet. Fragments, the first included, go to the
+    /// stack, which reassembles them for a kernel socket on the port.
     UdpPort(u16),
 }
 
@@ -149,9 +150,10 @@ fn udp_port_test(a: &mut Assembler, port: u16) {
     a.jump(Insn::jump_if_not_equal(field, 0x45, 0), Label::Pass);
     a.push(Insn::load_u8(field, data, (ETH_HLEN + 9) as i16));
     a.jump(Insn::jump_if_not_equal(field, IPPROTO_UDP, 0), Label::Pass);
-    // A non-first fragment carries no UDP header: fragment offset bits must be zero.
+    // No fragment: more-fragments (0x2000) clear and a zero offset (0x1fff). A first fragment has
+    // the UDP header but not the whole datagram; only the stack can reassemble it with the rest.
     a.push(Insn::load_u16(field, data, (ETH_HLEN + 6) as i16));
-    a.push(Insn::and64_imm(field, wire_u16(0x1fff)));
+    a.push(Insn::and64_imm(field, wire_u16(0x3fff)));
     a.jump(Insn::jump_if_not_equal(field, 0, 0), Label::Pass);
     a.push(Insn::load_u16(field, data, (udp + 2) as i16));
     a.jump(Insn::jump(0), Label::Port);

@@ -2,10 +2,14 @@
 //! interface, the datagrams' payloads read straight from the UMEM frames they arrived in.
 //!
 //! # Kernel behaviour relied on
-//! - The redirect program ([`FrameMatch::UdpPort`]) hands the sockets only UDP datagrams to the
-//!   endpoint's port (IPv4 without options and not a later fragment, IPv6 with UDP as the first next
+//! - The redirect program ([`FrameMatch::UdpPort`]) hands the sockets only unfragmented UDP
+//!   datagrams to the endpoint's port (IPv4 without options, IPv6 with UDP as the first next
 //!   header, untagged Ethernet); every other frame — ARP, neighbour discovery, ICMP, other ports —
 //!   goes on to the kernel's stack (`XDP_PASS`), so the interface keeps working for everything else.
+//! - A datagram a peer fragmented (over the MTU, don't-fragment off) goes to the stack too, every
+//!   fragment of it: the stack reassembles it and delivers it to a kernel UDP socket on the port,
+//!   when the application keeps one (the endpoint alone would see a first fragment it cannot
+//!   complete).
 //! - A frame redirected to an AF_XDP socket never reaches the stack: the kernel's own UDP sockets on
 //!   that port see nothing, and nothing answers ICMP port unreachable for it.
 //! - AF_XDP delivers no checksum status with a frame, so the endpoint verifies every checksum
@@ -117,7 +121,8 @@ impl Default for EndpointConfig {
 pub struct EndpointStats {
     /// Datagrams delivered by [`UdpEndpoint::receive`].
     pub received: u64,
-    /// Frames dropped as malformed: short, not IP, IPv4 options, fragments, not UDP, bad lengths.
+    /// Frames dropped as malformed: short, not IP, IPv4 options, not UDP, bad lengths. (IPv4
+    /// fragments would be too, but the redirect program leaves them to the stack.)
     pub malformed: u64,
     /// Frames dropped for a bad IPv4 header or UDP checksum.
     pub bad_checksum: u64,
