@@ -5,8 +5,10 @@
 //! (any context id, `--port`), `--sender CID` the sender (a guest reaches its host at CID 2). The
 //! receiver grants `--vsk-size` bytes of credit (SO_VM_SOCKETS_BUFFER_SIZE, set at both ends) and reads
 //! until the sender closes; the sender sends `--bytes` in `--buf-size` pieces from pooled buffers, on a
-//! fresh connection per mode and buffer size. As vsock_perf does, the headline rate is computed from the
-//! time spent inside `send()` only (zero-copy returns as soon as the pages are pinned); the total rate
+//! fresh connection per mode, buffer size and `--api` (MSG_ZEROCOPY `sendmsg`, or io_uring `SEND_ZC`
+//! from the pool registered with the ring). As vsock_perf does, the headline rate is computed from the
+//! time spent inside `send()` only (zero-copy returns as soon as the pages are pinned; on io_uring a
+//! send only queues, so its rows have none); the total rate
 //! also counts waiting for the receiver and for the last completions. The loopback run needs a vsock
 //! loopback transport (the `vsock_loopback` module): where there is none it fails before connecting.
 
@@ -22,8 +24,9 @@ use zcnet::tx::vsock::{
     self, VMADDR_CID_ANY, VMADDR_CID_LOCAL, VMADDR_PORT_ANY, VsockSocket, VsockType,
     set_buffer_size,
 };
-use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats, VsockSender};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats};
 
+use crate::bench_api::{self, Api};
 use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::sweep::{self, Swept};
@@ -78,6 +81,17 @@ pub struct VsockArgs {
         conflicts_with = "listen"
     )]
     mode: Vec<Mode>,
+    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY, completions on the error
+    /// queue), io_uring (SEND_ZC from the pool registered with the ring; stream only: a seqpacket
+    /// message is sent whole by one call that waits, which io_uring does not make); each mode runs
+    /// with each, side by side.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sendmsg",
+        conflicts_with = "listen"
+    )]
+    api: Vec<Api>,
     /// Vsock buffer (credit) of both sockets, SO_VM_SOCKETS_BUFFER_SIZE (K, M, G suffixes as above).
     #[arg(long, value_parser = crate::flags::count64, default_value = "4M")]
     vsk_size: u64,
@@ -109,6 +123,7 @@ pub struct VsockArgs {
 
 const COLUMNS: &[Column] = &[
     ("type", "TYPE"),
+    ("api", "API"),
     ("mode", "MODE"),
     ("buf_size", "BUF"),
     ("bytes", "BYTES"),
@@ -137,6 +152,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
         Type::Seqpacket => VsockType::Seqpacket,
     };
     check_peer(&args)?;
+    check_apis(&args.api, ty)?;
     if args.listen {
         return listen(&args, ty);
     }
@@ -172,12 +188,15 @@ pub fn run(args: VsockArgs) -> Result<()> {
     // The order of the modes alternates from one size to the next (see sweep::schedule).
     'sweep: for (_, size, modes) in sweep::schedule(1, &sizes, &args.mode) {
         for mode in modes {
-            let mut row = run_one(ty, mode, size, &args)
-                .with_context(|| format!("vsock {} {size}-byte sends", mode.name()))?;
-            row.insert("emulated_cpu".into(), Value::Bool(emulated));
-            rows.push(row);
-            if crate::live::interrupted() {
-                break 'sweep;
+            for &api in &args.api {
+                let mut row = run_one(ty, (mode, api), size, &args).with_context(|| {
+                    format!("vsock {} {} {size}-byte sends", api.name(), mode.name())
+                })?;
+                row.insert("emulated_cpu".into(), Value::Bool(emulated));
+                rows.push(row);
+                if crate::live::interrupted() {
+                    break 'sweep;
+                }
             }
         }
     }
@@ -209,6 +228,34 @@ fn check_peer(args: &VsockArgs) -> Result<()> {
             "--port {VMADDR_PORT_ANY} with --sender is VMADDR_PORT_ANY, no port to connect to"
         ))
         .into());
+    }
+    Ok(())
+}
+
+/// Refuses the APIs that send no AF_VSOCK socket's pooled buffers, and io_uring on seqpacket (see
+/// `--api`), before anything connects.
+fn check_apis(apis: &[Api], ty: VsockType) -> Result<()> {
+    for &api in apis {
+        match api {
+            Api::Sendmsg => {}
+            Api::IoUring if ty == VsockType::Stream => {}
+            Api::IoUring => {
+                return Err(UsageError(
+                    "--api io_uring with --type seqpacket: a seqpacket message is sent whole by \
+                     one call that waits for credit, and io_uring tries each send without waiting \
+                     first (use --api sendmsg)"
+                        .into(),
+                )
+                .into());
+            }
+            Api::Sendmmsg | Api::AfXdp => {
+                return Err(UsageError(format!(
+                    "--api {}: bench vsock sends with sendmsg or io_uring",
+                    api.name()
+                ))
+                .into());
+            }
+        }
     }
     Ok(())
 }
@@ -300,6 +347,8 @@ fn type_name(ty: VsockType) -> &'static str {
 /// What one sender run measured.
 struct Sent {
     stats: TxStats,
+    /// io_uring: whether the pool was registered, or why not (null for sendmsg).
+    registered: Value,
     bytes: u64,
     in_send: Duration,
     seconds: f64,
@@ -307,11 +356,11 @@ struct Sent {
     interrupted: bool,
 }
 
-/// Sends `sends` buffers of `size` bytes on `socket` in `mode`, waits for every completion and closes
-/// the connection (the receiver sees the end of the stream).
+/// Sends `sends` buffers of `size` bytes on `socket` in `mode` with `api`, waits for every
+/// completion and closes the connection (the receiver sees the end of the stream).
 fn send_run(
     socket: VsockSocket,
-    mode: Mode,
+    (mode, api): (Mode, Api),
     size: usize,
     sends: u64,
     ticker: &mut crate::live::Ticker,
@@ -322,7 +371,8 @@ fn send_run(
         huge_pages: false,
     })
     .context("mapping the send buffer pool")?;
-    let mut tx = VsockSender::new(socket, SenderConfig::with_mode(mode));
+    let mut tx = bench_api::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
+    let registered = bench_api::registered(&tx);
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut in_send = Duration::ZERO;
@@ -351,6 +401,7 @@ fn send_run(
     drop(tx.close(WAIT)?);
     Ok(Sent {
         stats,
+        registered,
         bytes: done * size as u64,
         in_send,
         seconds: start.elapsed().as_secs_f64(),
@@ -359,13 +410,13 @@ fn send_run(
     })
 }
 
-/// One mode and buffer size: `--bytes` (rounded up to whole buffers) from a fresh sender, to the
+/// One mode, API and buffer size: `--bytes` (rounded up to whole buffers) from a fresh sender, to the
 /// receiver in this process over loopback, or to `--sender CID`.
-fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<Row> {
+fn run_one(ty: VsockType, (mode, api): (Mode, Api), size: usize, args: &VsockArgs) -> Result<Row> {
     let sends = args.bytes.div_ceil(size as u64);
     let mut ticker = crate::live::Ticker::new(
         args.interval,
-        json!({"bench": "vsock", "mode": mode.name(), "buf_size": size}),
+        json!({"bench": "vsock", "api": api.name(), "mode": mode.name(), "buf_size": size}),
         args.json,
     );
     let (sent, path) = match args.sender {
@@ -378,7 +429,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
             })?;
             set_buffer_size(socket.as_fd(), args.vsk_size).context("SO_VM_SOCKETS_BUFFER_SIZE")?;
             (
-                send_run(socket, mode, size, sends, &mut ticker)?,
+                send_run(socket, (mode, api), size, sends, &mut ticker)?,
                 format!("cid:{cid}"),
             )
         }
@@ -397,7 +448,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
                 .context("connect to the receiver")?;
             set_buffer_size(socket.as_fd(), args.vsk_size)
                 .context("SO_VM_SOCKETS_BUFFER_SIZE (sender)")?;
-            let sent = send_run(socket, mode, size, sends, &mut ticker)?;
+            let sent = send_run(socket, (mode, api), size, sends, &mut ticker)?;
             let received = receiving
                 .join()
                 .map_err(|_| anyhow::anyhow!("vsock receiver panicked"))??;
@@ -420,6 +471,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "bench": "vsock",
         "path": path,
         "type": type_name(ty),
+        "api": api.name(),
         "mode": mode.name(),
         "buf_size": size,
         "size": size,
@@ -427,7 +479,9 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "bytes": sent.bytes,
         "seconds": sent.seconds,
         "send_seconds": sent.in_send.as_secs_f64(),
-        "tx_gbit_per_s": gbit_per_s(sent.bytes, sent.in_send.as_secs_f64()),
+        // On io_uring a send queues (the kernel sends from the ring later): no rate in send.
+        "tx_gbit_per_s": (api == Api::Sendmsg)
+            .then(|| gbit_per_s(sent.bytes, sent.in_send.as_secs_f64())),
         "gbit_per_s": gbit_per_s(sent.bytes, sent.seconds),
         "calls": s.calls,
         "zc_calls": s.zc_calls,
@@ -436,6 +490,7 @@ fn run_one(ty: VsockType, mode: Mode, size: usize, args: &VsockArgs) -> Result<R
         "zc_ids": s.zc_ids,
         "copied_ids": s.copied_ids,
         "fallbacks": s.fallbacks(),
+        "registered": sent.registered,
         "cpu_user_s": sent.usage.user.as_secs_f64(),
         "cpu_sys_s": sent.usage.system.as_secs_f64(),
         "cpu_us_per_mb": cpu_us_per_mb(&sent.usage, sent.bytes),

@@ -91,6 +91,12 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "vsock", "--bytes", "0"], "--bytes"),
     (&["bench", "vsock", "--buf-size", "12Q"], "--buf-size"),
     (&["bench", "vsock", "--vsk-size=-1"], "--vsk-size"),
+    (&["bench", "vsock", "--api", "af_xdp"], "--api"),
+    (&["bench", "vsock", "--api", "sendmsg,sendmmsg"], "--api"),
+    (
+        &["bench", "vsock", "--type", "seqpacket", "--api", "io_uring"],
+        "--api",
+    ),
     (
         &["bench", "vsock", "--listen", "--connections", "0"],
         "--connections",

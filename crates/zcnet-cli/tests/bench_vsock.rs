@@ -90,7 +90,13 @@ fn held_port() -> (Option<VsockSocket>, String) {
 fn a_flag_of_the_other_side_is_a_usage_error() {
     let (held, port) = held_port();
     let mut failures = Vec::new();
-    let listener = ["--mode copy", "--bytes 1M", "--buf-size 4K", "--interval 2"];
+    let listener = [
+        "--mode copy",
+        "--api io_uring",
+        "--bytes 1M",
+        "--buf-size 4K",
+        "--interval 2",
+    ];
     let cases = listener
         .iter()
         .map(|other| ("--listen", vec!["--listen", "--port", &port], *other))
