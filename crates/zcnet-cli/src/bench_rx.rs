@@ -785,7 +785,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     } else {
         Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
     };
-    // After the veth harness, whose own Ctrl-C handler this replaces (see bench_send::run_tcp).
+    // After the veth harness, whose own Ctrl-C handler this replaces (see bench_tcp::run_tcp).
     live::watch_interrupts()?;
     // The order of the modes alternates from one round (and size) to the next, so that a noisy
     // neighbour hits them alike.

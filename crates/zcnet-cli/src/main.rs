@@ -17,6 +17,9 @@ mod bench_send;
 mod bench_send_mmsg;
 mod bench_send_xdp;
 mod bench_serve;
+mod bench_summary;
+mod bench_tcp;
+mod bench_udp;
 mod bench_upcall;
 mod bench_vsock;
 mod bench_xdp;
@@ -65,9 +68,9 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum Bench {
     /// TCP stream with MSG_ZEROCOPY (both sides on this host, or apart with --listen/--connect).
-    Tcp(bench_send::TcpArgs),
+    Tcp(bench_tcp::TcpArgs),
     /// UDP datagrams with MSG_ZEROCOPY, optionally with GSO or into an XDP drop sink.
-    Udp(bench_send::UdpArgs),
+    Udp(bench_udp::UdpArgs),
     /// TCP zero-copy receive (TCP_ZEROCOPY_RECEIVE) against plain recv, as tcp_mmap does.
     Rx(bench_rx::RxArgs),
     /// AF_XDP against AF_PACKET TPACKET_V3 and recvmmsg/sendmmsg on a veth pair.
@@ -96,8 +99,8 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Probe(args) => probe_cmd::run(args),
-        Command::Bench(Bench::Tcp(args)) => bench_send::run_tcp(args),
-        Command::Bench(Bench::Udp(args)) => bench_send::run_udp(args),
+        Command::Bench(Bench::Tcp(args)) => bench_tcp::run_tcp(args),
+        Command::Bench(Bench::Udp(args)) => bench_udp::run_udp(args),
         Command::Bench(Bench::Rx(args)) => bench_rx::run(args),
         Command::Bench(Bench::Xdp(args)) => bench_xdp::run(args),
         Command::Bench(Bench::Vsock(args)) => bench_vsock::run(args),

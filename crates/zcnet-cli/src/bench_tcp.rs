@@ -1,0 +1,265 @@
+//! `zcnet bench tcp`: a TCP stream per mode (and `--api`), from this process to a receiver of its
+//! own, or apart with `--listen` and `--connect` (see [`crate::bench_send`]).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use zcnet::rx::{RxConfig, RxMode};
+use zcnet::tx::Mode;
+
+use crate::bench_api::{self, Api};
+use crate::bench_listen;
+use crate::bench_send::{
+    COMPLETION_WAIT, Common, Net, Peer, check_listener_api, connect_addr, cut_short, cut_short_by,
+    header, is_interrupted, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
+    sender_config,
+};
+use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
+use crate::flags::{self, UsageError};
+use crate::live;
+use crate::report::{Column, Row, object};
+use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
+use crate::sweep;
+use crate::wire::{self, Bench, Finish};
+
+/// Options of `zcnet bench tcp`.
+#[derive(Debug, clap::Args)]
+pub struct TcpArgs {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    serve: ServeFlags,
+    #[command(flatten)]
+    timeouts: TcpTimeouts,
+}
+
+/// Largest `--size` of `bench tcp`: the pool holds [`POOL_BUFFERS`](crate::bench_send::POOL_BUFFERS)
+/// buffers of it.
+const MAX_TCP_SIZE: u64 = 16 << 20;
+
+/// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
+/// harness installs a handler of its own (which removes its namespaces and ends the process), and
+/// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
+/// the harness the ordinary way.
+pub fn run_tcp(args: TcpArgs) -> Result<()> {
+    let common = &args.common;
+    if common.apis().contains(&Api::AfXdp) {
+        return Err(UsageError(
+            "--api af_xdp: only bench udp --sink xdp-drop sends through AF_XDP".into(),
+        )
+        .into());
+    }
+    if common.apis().contains(&Api::Sendmmsg) {
+        return Err(UsageError("--api sendmmsg: only bench udp sends datagrams".into()).into());
+    }
+    check_listener_api(common, "the receiver reads with recv")?;
+    if let Some(addr) = receiver_role(common)? {
+        return listen_tcp(addr, common, &args.serve);
+    }
+    let single = (common.size.unwrap_or(64 << 10), "--size");
+    sweep::check_plot(common.plot.as_deref())?;
+    let sizes = sweep::sizes(&common.sizes, single, |flag, size| {
+        flags::at_most(
+            flag,
+            size as u64,
+            MAX_TCP_SIZE,
+            "the bench keeps 64 buffers of a send's size",
+        )
+    })?;
+    let timeouts = &args.timeouts;
+    if let Some(spec) = &common.connect {
+        live::watch_interrupts()?;
+        let addr = connect_addr(spec, common.ipv6)?;
+        return run_rounds((common, "tcp", &sizes), |size, mode, api| {
+            let stream = timeouts.connect(addr)?;
+            send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
+        });
+    }
+    let net = Net::new(common, false)?;
+    live::watch_interrupts()?;
+    run_rounds((common, "tcp", &sizes), |size, mode, api| {
+        let peer = Peer::spawn(&net, "tcp", &[], common)?;
+        let addr = peer.addr;
+        let sent = net.in_sender(|| timeouts.connect(addr)).and_then(|stream| {
+            // A receiver stopped (SIGSTOP, a debugger) for 2 s gets the stream shut down under
+            // the sender, which would otherwise wait for it until its send timeout.
+            let guard = peer.child.guard(&stream)?;
+            let sent = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts));
+            // Ended whatever the send gave: a guard left running would watch the child for ever.
+            let stopped = guard.finish();
+            let mut row = sent?;
+            if let Some(why) = stopped {
+                row.insert(
+                    "failed".into(),
+                    json!(format!("the receiver process {why}")),
+                );
+            }
+            Ok(row)
+        });
+        if let Ok(row) = &sent
+            && cut_short_by(row).is_some()
+        {
+            // The watch reset the connection, or the receiver went away: it has nothing whole to
+            // report.
+            peer.abandon();
+            return sent;
+        }
+        let (row, received) = peer.merge_into(sent, "tcp", mode)?;
+        let sent = row["bytes"].as_u64().unwrap_or(0);
+        let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+        // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
+        if received.get("complete").and_then(Value::as_bool) == Some(false) && !is_interrupted(&row)
+        {
+            let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
+            bail!(
+                "tcp {}: the receiver's stream ended {}: {}",
+                mode.name(),
+                field("ended"),
+                field("reason")
+            );
+        }
+        if got != sent {
+            bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
+        }
+        Ok(row)
+    })
+}
+
+/// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`,
+/// under a [`SendWatch`]: a stream the peer stops taking, or that Ctrl-C interrupts, ends with the
+/// row of what was sent, marked `stalled` (with what was seen) or `interrupted`.
+fn send_tcp(
+    mut stream: TcpStream,
+    path: &str,
+    (mode, api): (Mode, Api),
+    size: usize,
+    (common, timeouts): (&Common, &TcpTimeouts),
+) -> Result<Row> {
+    let dst = stream.peer_addr()?;
+    let watch = SendWatch::start(&stream, timeouts)?;
+    if !common.apart.raw {
+        stream
+            .write_all(&header(Bench::Tcp, mode, size, common).encode())
+            .context("sending the stream header")?;
+    }
+    let pool = new_pool(size, size, common.huge_pages)?;
+    let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
+    let mut row = measure(
+        &mut tx,
+        &pool,
+        "tcp",
+        path,
+        dst,
+        (mode, api),
+        (size, &mut |_| {}),
+        (common, Some(&watch)),
+    )?;
+    if watch.stop().is_some() || cut_short_by(&row).is_some() {
+        return Ok(row);
+    }
+    // The end mark says the stream is whole (or that Ctrl-C stopped it): a receiver judges a stream
+    // closed without it cut short.
+    let finish = if is_interrupted(&row) {
+        Finish::Interrupted
+    } else {
+        Finish::Done
+    };
+    let bytes = row["bytes"].as_u64().unwrap_or(0);
+    let mark = (!common.apart.raw).then(|| wire::encode_stream_end(bytes, finish));
+    let closed = tx
+        .close(COMPLETION_WAIT)
+        .map_err(|e| cut_short(e.raw_os_error(), &e));
+    let ended = closed.and_then(|mut s| {
+        if let Some(mark) = mark {
+            s.write_all(&mark)
+                .map_err(|e| format!("sending the stream's end mark: {e}"))?;
+        }
+        s.shutdown(std::net::Shutdown::Write)
+            .map(|()| s)
+            .map_err(|e| format!("shutting the stream down: {e}"))
+    });
+    let stream = match ended {
+        Ok(stream) => stream,
+        Err(why) => {
+            let (key, value) = match watch.stop() {
+                Some(Stop::Interrupted) => ("interrupted", json!(true)),
+                Some(Stop::Stalled(why)) => ("stalled", json!(why)),
+                None => ("failed", json!(why)),
+            };
+            row.insert(key.into(), value);
+            return Ok(row);
+        }
+    };
+    drop(watch);
+    // Wait (bounded, and no longer once Ctrl-C came) for the receiver to close, so that every byte
+    // is counted before the next mode starts.
+    stream.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let deadline = Instant::now() + COMPLETION_WAIT;
+    let mut sink = [0u8; 64];
+    while Instant::now() < deadline && !live::interrupted() {
+        match (&stream).read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(row)
+}
+
+/// `bench tcp --listen`: streams side by side ([`bench_serve::serve`]), a row for each. Fails at its
+/// end when a stream whose sender asked for verification did not arrive whole or had wrong bytes (the
+/// one-process mode's receiver leaves that judgement to the bench that started it, which reads its
+/// row).
+fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<()> {
+    serve.check()?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+    bench_listen::announce(listener.local_addr()?, common.json);
+    let config = RxConfig {
+        mode: RxMode::Copy,
+        copy_buffer: TCP_READ,
+        low_water: Some(TCP_READ),
+        ..RxConfig::default()
+    };
+    let how = Serving {
+        rows: Rows {
+            bench: "tcp",
+            columns: TCP_RECEIVER_COLUMNS,
+            json: common.json,
+        },
+        once: common.apart.once,
+        flags: serve,
+        judge: !common.exit_with_parent,
+    };
+    bench_serve::serve(&listener, &how, |peer| StreamSetup {
+        config: config.clone(),
+        ticker: receiver_ticker(common, "tcp", Some(peer)),
+        // In place of the library's "copy requested", whose remedy names a --mode this receiver
+        // does not take: it reads with recv whatever the sender's mode.
+        fields: object(json!({"fallback": TCP_RECEIVER_COPIES})),
+    })
+}
+
+/// Why `bench tcp --listen` does not map received pages.
+const TCP_RECEIVER_COPIES: &str =
+    "copy: bench tcp's receiver reads with recv (bench rx maps received pages)";
+
+/// Bytes per read of the TCP receiver, and its `SO_RCVLOWAT`: a wake-up brings this much.
+const TCP_READ: usize = 512 << 10;
+
+/// The text columns of a `bench tcp --listen` stream row.
+const TCP_RECEIVER_COLUMNS: &[Column] = &[
+    ("bench", "bench"),
+    ("peer", "peer"),
+    ("sender_mode", "sender"),
+    ("bytes", "bytes"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("data_errors", "data errors"),
+    ("ended", "ended"),
+    ("complete", "complete"),
+];
