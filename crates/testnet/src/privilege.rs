@@ -60,9 +60,9 @@ fn effective_caps() -> CapabilitySet {
     capabilities(None).map_or(CapabilitySet::empty(), |sets| sets.effective)
 }
 
-/// Whether this process may build topologies: it holds [`TOPOLOGY_CAPS`] in its effective set, as
-/// root does. When it may not, [`skip`]s `test` with the missing capabilities and returns `false`
-/// (so under `ZCNET_PRIV_TESTS=1` it panics).
+/// Whether this process may build topologies: it holds CAP_SYS_ADMIN, CAP_NET_ADMIN and
+/// CAP_NET_RAW in its effective set, as root does. When it may not, [`skip`]s `test` with the
+/// missing capabilities and returns `false` (so under `ZCNET_PRIV_TESTS=1` it panics).
 pub fn privileged(test: &str) -> bool {
     let caps = effective_caps();
     let missing: Vec<&str> = TOPOLOGY_CAPS
