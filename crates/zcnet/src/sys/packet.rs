@@ -552,9 +552,9 @@ unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &mut [libc::iovec]) -> io::Result
 }
 
 /// Sends `data` cut into datagrams of `unit` bytes (the last one shorter) on a connected socket with
-/// one `sendmmsg(2)` call, at most 1024 of them (`UIO_MAXIOV`, the batch limit); returns how many the kernel took. A
-/// blocking socket blocks until the first one is taken; the call stops early at an error after the
-/// first datagram (sendmmsg(2)), so a short count leaves the rest for the next call.
+/// one `sendmmsg(2)` call, at most 1024 of them (`UIO_MAXIOV`); returns how many the kernel took.
+/// A blocking socket blocks until the first one is taken; the call stops early at an error after
+/// the first datagram (sendmmsg(2)), so a short count leaves the rest for the next call.
 pub fn send_chunks(fd: BorrowedFd<'_>, data: &[u8], unit: usize) -> io::Result<usize> {
     let mut iov: Vec<libc::iovec> = data
         .chunks(unit.max(1))
