@@ -12,7 +12,9 @@ RX_MIB="${RX_MIB:-1024}"
 PAGE_MSS=4108
 
 zc_sender() {
-	"$ZCNET" bench rx --connect "127.0.0.1:$1" --raw --sender zerocopy --mib "$2" >/dev/null
+	# One stream (one round of one receive mode): tcp_mmap reads one connection at a time.
+	"$ZCNET" bench rx --connect "127.0.0.1:$1" --raw --sender zerocopy --rounds 1 --mode zerocopy \
+		--mib "$2" >/dev/null
 }
 
 # tcp_mmap_receive FLAG MIB: sets MM_MB MM_PCT MM_GBIT MM_US (µs per MiB) from its summary.

@@ -134,8 +134,10 @@ pub struct RxArgs {
     /// stream in every --mode's turn (until Ctrl-C, or --once).
     #[arg(long, value_name = "[ADDR:]PORT", conflicts_with_all = ["connect", "netns"])]
     listen: Option<String>,
-    /// Be the sender only: send --mib to HOST:PORT (the one-process mode runs its sender this way, in
-    /// a process of its own, so that the receiver's page zaps need no TLB shootdown on its CPU).
+    /// Be the sender only: send --mib to HOST:PORT once per --mode for each of --rounds rounds, a
+    /// stream each, for a --listen receiver with the same --mode (the one-process mode runs its
+    /// sender this way, in a process of its own, so that the receiver's page zaps need no TLB
+    /// shootdown on its CPU).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "netns")]
     connect: Option<String>,
     #[command(flatten)]
@@ -454,6 +456,8 @@ fn run_one(
         .args(["bench", "rx", "--connect"])
         .arg(listener.local_addr()?.to_string())
         .args(["--sender", sender_name(args.sender)])
+        // One stream, which this receiver takes in `mode`.
+        .args(["--rounds", "1", "--mode", mode_name(mode)])
         .args(["--mib", &args.mib.to_string()])
         .args(["--write-kib", &(write >> 10).to_string()])
         .args(args.timeouts.args())
@@ -554,13 +558,12 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
     })
 }
 
-/// `--connect`: connects, sends `--mib` (after the header unless `--raw`), reports its counts; with
-/// `--sizes`, one stream per `--mode` at each size of each round, in the sweep's order.
+/// `--connect`: one stream per `--mode` for each of `--rounds` rounds (at each size of `--sizes`, in
+/// the sweep's order), as the one-process run receives them, so that a `--listen` receiver with the
+/// same `--mode` takes each in its mode's turn: each connects, sends `--mib` (after the header
+/// unless `--raw`) and reports its counts.
 fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
     let addr = bench_send::connect_addr(spec, args.ipv6)?;
-    if args.sizes.is_empty() {
-        return send_stream(args, addr, sizes[0]).map(drop);
-    }
     for (_, size, modes) in sweep::schedule(args.rounds, sizes, &args.mode) {
         for _ in modes {
             if send_stream(args, addr, size)?.interrupted {

@@ -7,7 +7,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, interrupt_and_finish, json_rows, start_reading, stdout_of, succeeded};
+use common::{
+    ZCNET, interrupt_and_finish, json_rows, listen_command, start_listener, start_reading,
+    stdout_of, succeeded,
+};
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
 
@@ -150,12 +153,44 @@ fn tcp_udp_and_rx_apart_over_loopback() {
         "rx",
         "127.0.0.1:0",
         &["--mode", "zerocopy"],
-        &["--mib", "8"],
+        &["--mib", "8", "--rounds", "1", "--mode", "zerocopy"],
     );
     assert_eq!(received["bytes"], 8 << 20);
     // Under a locked-memory limit the sender keeps only as many sends in flight as it can pin.
     let mapped = received["mapped_pct"].as_f64().unwrap();
     assert!(mapped > 90.0, "{received}");
+}
+
+/// `bench rx --connect` sends what the one-process run receives, a stream per `--mode` in each of
+/// `--rounds` rounds, and a `--listen` receiver with the same `--mode` takes each in its mode's turn.
+#[test]
+fn the_rx_sender_sends_a_stream_per_mode_in_each_round() {
+    let modes = ["--mode", "copy,zerocopy"];
+    let (child, addr, mut stdout) = start_listener(listen_command("rx").args(modes));
+    let extra = [&["--mib", "1", "--rounds", "2"][..], &modes].concat();
+    let sent = send(here(), "rx", &addr.to_string(), &extra);
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    let mut received = Vec::new();
+    let mut line = String::new();
+    while received.len() < 4 && stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        received.extend(json_rows(&line));
+        line.clear();
+    }
+    interrupt_and_finish(child, stdout);
+    let modes: Vec<&str> = received
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        modes,
+        ["copy", "zerocopy", "copy", "zerocopy"],
+        "{received:?}"
+    );
+    for row in &received {
+        assert_eq!(row["bytes"], 1 << 20, "{row}");
+        assert_eq!(row["verified"], true, "{row}");
+        assert_eq!(row["data_errors"], 0, "{row}");
+    }
 }
 
 /// `bench tcp --listen` reads with recv whatever the sender's mode, and its row says so without
@@ -176,7 +211,17 @@ fn the_rx_sender_prints_a_table_in_text() {
     for json in [false, true] {
         let l = listen(here(), "rx", "127.0.0.1:0", &[]);
         let mut send = here();
-        send.args(["bench", "rx", "--connect", &l.addr, "--mib", "1"]);
+        send.args([
+            "bench",
+            "rx",
+            "--connect",
+            &l.addr,
+            "--mib",
+            "1",
+            "--rounds",
+            "1",
+        ]);
+        send.args(["--mode", "copy"]);
         if json {
             send.arg("--json");
         }
@@ -228,7 +273,9 @@ fn tcp_udp_and_rx_apart_across_namespaces() {
         "rx",
         &b6,
         &["--mode", "zerocopy"],
-        &["--mib", "8", "--ipv6"],
+        &[
+            "--mib", "8", "--ipv6", "--rounds", "1", "--mode", "zerocopy",
+        ],
     );
     assert_eq!(received["bytes"], 8 << 20);
     assert!(received["mapped_bytes"].as_u64().unwrap() > 0, "{received}");
@@ -502,7 +549,7 @@ fn a_listener_ends_at_the_first_row_its_closed_output_cannot_take() {
         // Unverified: datagrams a normal user's small socket buffer drops would fail the run,
         // which is not what this test is about.
         ("udp", "--mode copy --duration 0.2 --interval 0 --no-verify"),
-        ("rx", "--mib 1"),
+        ("rx", "--mib 1 --rounds 1 --mode copy"),
     ] {
         let (mut child, line, stdout) = start_reading(
             here()
