@@ -2,7 +2,8 @@
 //! vSwitch run:
 //! 1. a flow whose action list is too long for the kernel's dump message (the kernel then leaves
 //!    `OVS_FLOW_ATTR_ACTIONS` out of it) reads with its real actions through the library and
-//!    through `zcnet dp dump-flows`, and a drop flow beside it still reads as `drop`;
+//!    through `zcnet dp dump-flows`, read again by its key, or by its UFID when `ovs-dpctl add-flow`
+//!    installed it under one; and a drop flow beside it still reads as `drop`;
 //! 2. a handle kept on a datapath deleted since — by zcnet, or by Open vSwitch's
 //!    `ovs-dpctl del-dp` — reads its flows and vports as an error naming `ENODEV`, not as none.
 
@@ -91,8 +92,33 @@ fn long_actions(outcome: &mut Outcome) -> anyhow::Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         ),
     );
+
+    // The same list installed by Open vSwitch's own tool under a UFID: the dump names the flow by
+    // it, and the flow is read again by it.
+    let key = "in_port(1),eth(),eth_type(0x0800),ipv4(src=10.8.0.3,frag=no)";
+    let flow = format!("ufid:{UFID},{key}");
+    crate::ovs::ovs_dpctl(&["add-flow", &name, &flow, &ports.join(",")])?;
+    let flows = dp.flows()?;
+    let read = flows
+        .iter()
+        .find(|f| f.key_text().contains("src=10.8.0.3,"));
+    outcome.check(
+        "dump-long-actions-ufid",
+        read.is_some_and(|f| {
+            f.ufid.is_some() && f.actions == FlowActions::Refetched(long.actions.clone())
+        }),
+        &format!(
+            "a flow of {LONG_LIST} output actions added by ovs-dpctl with ufid:{UFID} read back by Datapath::flows with UFID {:?} and actions {} (want its UFID, and all actions refetched)",
+            read.and_then(|f| f.ufid.as_ref()).map(|u| u.len()),
+            summary(read.map(|f| &f.actions)),
+        ),
+    );
     Ok(())
 }
+
+/// The UFID the long flow is installed under by `ovs-dpctl add-flow` (a UUID, as Open vSwitch
+/// writes them).
+const UFID: &str = "2f3c4a5b-6d7e-4f80-9a1b-2c3d4e5f6071";
 
 /// How a flow's actions were read, in a few words.
 fn summary(actions: Option<&FlowActions>) -> String {
