@@ -252,9 +252,10 @@ impl Datapath {
         })?;
         // The name the kernel gave its device: a `%d` in `name` is replaced by a number, as for
         // any network device.
-        let name = match info.name.is_empty() {
-            true => name.to_string(),
-            false => info.name,
+        let name = if info.name.is_empty() {
+            name.to_string()
+        } else {
+            info.name
         };
         Ok(Datapath {
             client,
