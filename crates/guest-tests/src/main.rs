@@ -27,6 +27,7 @@ mod vsock_credit;
 mod vsock_optmem;
 mod vsock_seqpacket;
 mod vsock_timeout;
+mod vsock_trace;
 mod vsock_uring;
 mod wire;
 mod xdp_endpoint;

@@ -47,6 +47,13 @@
 //! ([`crate::tx::TxError::TooLong`]) and handed back. When a request fails, nothing queued after it is sent,
 //! and the error hands back every buffer not wholly sent, in order ([`crate::tx::TxError::unsent`]).
 //!
+//! On an AF_VSOCK stream the virtio transport copies a request the peer lacks credit for at its
+//! first try, and each later piece of it (`virtio_transport_can_zcopy` refuses an iterator longer
+//! than the credit or already part sent), yet attaches the request's notification to those copied
+//! packets too, and io_uring's usage report flags a copy only when no packet went zero-copy or the
+//! stack copied one later (`skb_copy_ubufs`): such a request counts in
+//! [`TxStats::zc_ids`](crate::tx::TxStats::zc_ids). The `sendmsg` path reports those copies.
+//!
 //! Kernel behaviour relied on (see `sys::uring`): two CQEs per zero-copy request, `F_MORE` on
 //! failed requests too, `MSG_WAITALL` on streams, `-ECANCELED` for the rest of a broken chain,
 //! `MSG_EOR` ending notification stacking, a send cut at `MAX_RW_COUNT` without an error.
