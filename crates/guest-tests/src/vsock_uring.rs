@@ -23,59 +23,44 @@ use crate::vsock::{
 };
 use crate::vsock_trace::PacketTrace;
 
-/// Runs the io_uring checks: a stream with room, and one to a slow reader with a 64 KiB buffer.
+/// Runs the io_uring checks, a stream with room and one to a slow reader with a 64 KiB buffer, and
+/// the same slow stream on the `sendmsg` path.
 pub fn run(outcome: &mut Outcome) -> anyhow::Result<()> {
     let roomy = Receiver::start(
         VsockType::Stream,
         (32 * PACKET) as u64,
         Some(RECEIVER_BUFFER),
     )?;
-    pooled("stream-io-uring-64k", roomy, PACKET, 32, outcome)?;
-    let size = 48 << 10;
-    let sends = 96;
-    let slow = Receiver::start_reading(
-        VsockType::Stream,
-        (sends * size) as u64,
-        Some(64 << 10),
-        4 << 10,
-        Duration::from_millis(1),
-    )?;
+    let room = (PACKET, 32);
     pooled(
-        "stream-io-uring-short-credit-48k",
-        slow,
-        size,
-        sends,
+        SendPath::IO_URING,
+        "stream-io-uring-64k",
+        roomy,
+        room,
         outcome,
     )?;
-    let slow = Receiver::start_reading(
-        VsockType::Stream,
-        (sends * size) as u64,
-        Some(64 << 10),
-        4 << 10,
-        Duration::from_millis(1),
-    )?;
-    pooled_on(
-        SendPath::SENDMSG,
-        "stream-sendmsg-short-credit-48k",
-        slow,
-        (size, sends),
-        outcome,
-    )
+    // 48 KiB sends to a reader with a 64 KiB buffer taking 4 KiB a millisecond, on each path.
+    let run = (48 << 10, 96);
+    for (path, name) in [
+        (SendPath::IO_URING, "stream-io-uring-short-credit-48k"),
+        (SendPath::SENDMSG, "stream-sendmsg-short-credit-48k"),
+    ] {
+        let slow = Receiver::start_reading(
+            VsockType::Stream,
+            (run.0 * run.1) as u64,
+            Some(64 << 10),
+            4 << 10,
+            Duration::from_millis(1),
+        )?;
+        pooled(path, name, slow, run, outcome)?;
+    }
+    Ok(())
 }
 
-/// `sends` pooled zero-copy sends of `size` bytes on the io_uring path to `receiver`: it must stay
-/// on io_uring, zero-copy some, and deliver every byte intact with every buffer back.
+/// `sends` pooled zero-copy sends of `size` bytes on `send_path` to `receiver`, the kernel's packet
+/// trace on: it must stay on that path, zero-copy some, and deliver every byte intact with every
+/// buffer back (on `sendmsg`, with as many ids as the kernel built data packets).
 fn pooled(
-    name: &str,
-    receiver: Receiver,
-    size: usize,
-    sends: usize,
-    outcome: &mut Outcome,
-) -> anyhow::Result<()> {
-    pooled_on(SendPath::IO_URING, name, receiver, (size, sends), outcome)
-}
-
-fn pooled_on(
     send_path: SendPath,
     name: &str,
     receiver: Receiver,
