@@ -61,7 +61,11 @@ pub enum SendPath {
     /// sends are queued and submitted as linked chains, notifications come as CQEs, and a
     /// registered [`BufferPool`] ([`Sender::register_pool`]) sends without pinning pages per
     /// request. When the ring cannot be set up the sender uses [`SendPath::SENDMSG`] instead and
-    /// [`Sender::path_status`] says why.
+    /// [`Sender::path_status`] says why. On AF_VSOCK it pays only while the peer has credit for
+    /// whole requests: the virtio transport copies a request longer than the credit at its first
+    /// try (and each later piece of it) yet completes it as zero-copied, so
+    /// [`TxStats::zc_ids`](crate::tx::TxStats::zc_ids) then counts copies; the `sendmsg` path
+    /// sends pieces that fit and reports each copy.
     #[cfg(feature = "io-uring")]
     IoUring {
         /// Sends queued before they are submitted as one linked chain (default 32; a chain also

@@ -49,13 +49,15 @@ pub struct TxStats {
     pub waits: u64,
     /// Error-queue reads that returned a completion.
     pub notifications: u64,
-    /// Completion ids the kernel really sent from the lent pages.
+    /// Completion ids the kernel reported sent from the lent pages.
     ///
     /// On the `sendmsg` path the split between this and [`TxStats::copied_ids`] is per
     /// notification, not per id: the kernel extends a queued completion range with the next ids
     /// without comparing their copied flag (`skb_zerocopy_notify_extend`), so a merged range counts
     /// as the first of its sends went. Where copied and zero-copied sends alternate, either count
-    /// can be off by the ids merged across a change; io_uring notifies each request alone.
+    /// can be off by the ids merged across a change. io_uring notifies each request alone, but on
+    /// AF_VSOCK it reports as zero-copied a request the transport copied because the peer lacked
+    /// credit for all of it (see [`crate::tx::SendPath::IoUring`]).
     pub zc_ids: u64,
     /// Completion ids the kernel copied (`SO_EE_CODE_ZEROCOPY_COPIED`; see [`TxStats::zc_ids`] for
     /// how merged ranges count).
