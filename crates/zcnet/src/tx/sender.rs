@@ -65,7 +65,7 @@ pub enum SendPath {
     /// whole requests: the virtio transport copies a request longer than the credit at its first
     /// try (and each later piece of it) yet completes it as zero-copied, so
     /// [`TxStats::zc_ids`](crate::tx::TxStats::zc_ids) then counts copies; the `sendmsg` path
-    /// sends pieces that fit and reports each copy.
+    /// reports each such copy.
     #[cfg(feature = "io-uring")]
     IoUring {
         /// Sends queued before they are submitted as one linked chain (default 32; a chain also
