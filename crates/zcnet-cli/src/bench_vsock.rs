@@ -83,8 +83,9 @@ pub struct VsockArgs {
     mode: Vec<Mode>,
     /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY, completions on the error
     /// queue), io_uring (SEND_ZC from the pool registered with the ring; stream only: a seqpacket
-    /// message is sent whole by one call that waits, which io_uring does not make); each mode runs
-    /// with each, side by side.
+    /// message is sent whole by one call that waits, which io_uring does not make; a request the
+    /// peer lacks credit for is copied yet counted in ZC IDS); each mode runs with each, side by
+    /// side.
     #[arg(
         long,
         value_delimiter = ',',
