@@ -837,7 +837,7 @@ fn a_peer_never_heard_from_is_resolved_after_the_first_refusal(test: &str, famil
     assert_eq!(&buf[..n], &[3; 5]);
 }
 
-/// A datagram over the MTU that the peer's stack fragments (path MTU discovery off): the endpoint
+/// A datagram over the MTU, which the peer's stack fragments (a UDP socket's default): the endpoint
 /// takes no fragment of it, the stack reassembles it and a kernel socket on the port reads it
 /// whole; the endpoint still takes the unfragmented datagram sent after it.
 fn a_fragmented_datagram_goes_whole_to_the_stack(test: &str, family_v6: bool) {
@@ -854,20 +854,8 @@ fn a_fragmented_datagram_goes_whole_to_the_stack(test: &str, family_v6: bool) {
     let sender = pair
         .b
         .run(|| UdpSocket::bind((peer, 0)).expect("bind sender"));
-    let (level, option, dont) = match family_v6 {
-        false => (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DONT,
-        ),
-        true => (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_DONT,
-        ),
-    };
-    set_int(&sender, level, option, dont);
-    // Three fragments over the 1500-byte MTU.
+    // Three fragments over the 1500-byte MTU (the socket's default `IP_PMTUDISC_WANT` fragments a
+    // datagram larger than the path MTU).
     let large: Vec<u8> = (0..4000u32).map(|i| (i * 13 + 5) as u8).collect();
     sender.send_to(&large, to).expect("send the large datagram");
     sender.send_to(b"small", to).expect("send the small one");
@@ -883,22 +871,6 @@ fn a_fragmented_datagram_goes_whole_to_the_stack(test: &str, family_v6: bool) {
     let stats = endpoint.stats();
     assert_eq!(stats.received, 1, "{stats:?}");
     assert_eq!(stats.malformed + stats.bad_checksum, 0, "{stats:?}");
-}
-
-/// Sets an int socket option (one the standard library has no setter for).
-fn set_int(socket: &UdpSocket, level: i32, option: i32, value: i32) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the option value is a live int of the length passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_fd().as_raw_fd(),
-            level,
-            option,
-            (&value as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "setsockopt: {}", std::io::Error::last_os_error());
 }
 
 #[test]
