@@ -3,7 +3,8 @@
 //! io_uring), every buffer back, every zero-copy send completed, copied ones reported copied for a
 //! local receiver; sizes around the page and the threshold; the auto policy following copied
 //! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
-//! sender whose sending thread exits with sends in flight, carried on by another thread.
+//! sender whose sending thread exits with sends in flight, carried on by another thread; io_uring
+//! submitting large sends a chain (512 KiB) at a time.
 
 mod tx_common;
 
@@ -334,4 +335,38 @@ each_path! {
              {unsent_at_return:?}"
         );
     }
+}
+
+/// On io_uring, 64 KiB sends are submitted as soon as a chain's worth (512 KiB) waits, not once
+/// `batch` (32) of them do: a stream of them never has more than two chains' worth queued (16
+/// buffers) where it had a chain and `batch` (40).
+#[test]
+fn io_uring_submits_large_sends_once_a_chain_s_worth_waits() {
+    if !tx_common::io_uring_available("io_uring_submits_large_sends_once_a_chain_s_worth_waits") {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(64 << 10, 48);
+    let mut tx = sender_on(
+        stream,
+        path_config(SendPath::IO_URING, Mode::ZeroCopy),
+        &pool,
+    );
+    let mut sent = Checksum::default();
+    let mut most_queued = 0;
+    for _ in 0..256 {
+        let mut buf = tx_common::take(&pool, &mut tx);
+        sent.fill_next(&mut buf, 64 << 10);
+        tx.send(buf).expect("send");
+        most_queued = most_queued.max(tx.queued());
+    }
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_stream_delivered(sink, sent, &pool, &stats);
+    assert!(
+        most_queued <= 16,
+        "{most_queued} sends of 64 KiB were queued at once"
+    );
 }

@@ -30,7 +30,8 @@ use crate::tx::{SendError, TrySendError, Unsent};
 /// io_uring_zerocopy_tx submits eight 64 KiB requests at a time. A chain of `batch` large sends
 /// would lend that many buffers at once, and the next chain waits for the whole of it; over
 /// loopback, where the kernel copies what it delivers, fewer lent buffers also stay in the CPU's
-/// cache. Small sends (32 of 4 KiB) stay well below it.
+/// cache. Small sends (32 of 4 KiB) stay well below it. Sends queued behind the chain in flight
+/// are submitted once they exceed it too (see [`UringPath::next_chain_full`]).
 const CHAIN_BYTES: usize = 512 << 10;
 
 /// On TCP, a request ends a record (`MSG_EOR`) once this many bytes were submitted since the last
@@ -109,8 +110,8 @@ struct Failure {
 /// What a wait loop waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Goal {
-    /// Every queued send submitted.
-    Submitted,
+    /// Room for more sends: those queued behind the last chain no longer fill the next one.
+    Room,
     /// Every queued send taken whole by the kernel (its result in; notifications may follow).
     Taken,
     /// Every request finished and every buffer back.
@@ -119,7 +120,7 @@ enum Goal {
 
 /// The io_uring path owning socket `S` (see [`super`]).
 ///
-/// Sends are queued and submitted `batch` at a time (and by [`UringPath::poll_completions`],
+/// Sends are queued and submitted a chain at a time, `batch` sends or [`CHAIN_BYTES`] (and by [`UringPath::poll_completions`],
 /// [`UringPath::wait_completions`], [`UringPath::flush`]). A request that fails ends the chain:
 /// nothing queued after it is sent, and the error — from the next call, once the chain has finished
 /// — hands back every buffer not wholly sent, in order ([`TxError::unsent`]); sends go on after
@@ -365,9 +366,10 @@ impl<S: ZcSocket> UringPath<S> {
     /// Queues the rest of `unsent` for sending: on a stream socket as one byte run in order (one
     /// longer than a request carries goes out in several, in order), on a datagram socket as one
     /// datagram (or one GSO train). The buffer stays lent until the kernel took it and, for a
-    /// zero-copy request, until its notification. Submits when `batch` sends are queued; with
-    /// `wait`, waits (bounded by the send timeout) for the previous chain to finish first, without
-    /// it stops with [`TrySendError::WouldBlock`] when `batch` sends wait already.
+    /// zero-copy request, until its notification. Submits when the sends waiting fill a chain
+    /// (`batch` sends or [`CHAIN_BYTES`], [`UringPath::next_chain_full`]); with `wait`, waits
+    /// (bounded by the send timeout) for the previous chain to finish first, until they no longer
+    /// do, without it stops with [`TrySendError::WouldBlock`] when a chain's worth waits already.
     ///
     /// Every error hands the buffer back, not queued: the error of an earlier request (with the
     /// earlier buffers not wholly sent inside it, [`TxError::unsent`]), a datagram longer than one
@@ -398,24 +400,24 @@ impl<S: ZcSocket> UringPath<S> {
                 Unsent::new(buf, sent),
             )));
         }
-        if !wait && self.queue.len() - self.chain_len >= self.batch {
+        if !wait && self.next_chain_full() {
             if let Err(e) = self.start_chain() {
                 return Err(TrySendError::Failed(SendError::new(
                     e,
                     Unsent::new(buf, sent),
                 )));
             }
-            if self.queue.len() - self.chain_len >= self.batch {
+            if self.next_chain_full() {
                 return Err(TrySendError::WouldBlock(Unsent::new(buf, sent)));
             }
         }
         let queued: Queued = Arc::clone(&buf) as Queued;
         self.queue.push_back(Pending::new(queued, sent));
-        if self.queue.len() - self.chain_len < self.batch {
+        if !self.next_chain_full() {
             return Ok(());
         }
         let result = if wait {
-            self.run_until(Goal::Submitted, self.send_timeout, "send")
+            self.run_until(Goal::Room, self.send_timeout, "send")
         } else {
             self.start_chain()
         };
@@ -530,7 +532,7 @@ impl<S: ZcSocket> UringPath<S> {
             self.start_chain()?;
             let failed = self.failure.is_some() && self.chain_pending == 0;
             let reached = match goal {
-                Goal::Submitted => self.queue.len() == self.chain_len || failed,
+                Goal::Room => !self.next_chain_full() || failed,
                 Goal::Taken => self.queue.is_empty() || failed,
                 Goal::Idle => self.queue.is_empty() && self.ring.in_flight() == 0,
             };
@@ -918,6 +920,23 @@ impl<S: ZcSocket> UringPath<S> {
                 p.forced = forced;
             }
         }
+    }
+
+    /// Whether the sends queued behind the last chain fill the next one: `batch` sends, or
+    /// [`CHAIN_BYTES`] (a chain takes no more). Large sends are then submitted as soon as a
+    /// chain's worth waits, not once `batch` of them are out of the caller's hands: 64 KiB sends
+    /// from a pool keep about two chains of buffers out (16) instead of `batch` and a chain (40).
+    /// Over loopback, where the kernel copies what it delivers, the buffers a pool hands out again
+    /// are then still in the CPU's cache.
+    fn next_chain_full(&self) -> bool {
+        let mut bytes = 0usize;
+        self.queue
+            .range(self.chain_len..)
+            .enumerate()
+            .any(|(k, p)| {
+                bytes = bytes.saturating_add(p.len() - p.sent);
+                k + 1 >= self.batch || bytes >= CHAIN_BYTES
+            })
     }
 
     /// Releases what request `id` lent, without counting a completion; whether it was lent.
