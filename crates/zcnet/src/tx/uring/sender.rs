@@ -61,6 +61,8 @@ fn bytes_of(buf: &dyn Erased) -> &[u8] {
 /// One buffer queued for sending, until the kernel took all of it.
 struct Pending {
     buf: Queued,
+    /// The buffer's length, read once (its bytes cannot change while it is queued).
+    len: usize,
     /// Bytes the kernel has taken.
     sent: usize,
     /// Copy the next request, for this reason (the kernel refused a zero-copy one).
@@ -75,6 +77,7 @@ struct Pending {
 impl Pending {
     fn new(buf: Queued, sent: usize) -> Self {
         Pending {
+            len: buf.as_bytes().len(),
             buf,
             sent,
             forced: None,
@@ -85,7 +88,12 @@ impl Pending {
     }
 
     fn len(&self) -> usize {
-        self.buf.as_bytes().len()
+        self.len
+    }
+
+    /// Bytes the kernel has not taken yet.
+    fn left(&self) -> usize {
+        self.len - self.sent
     }
 }
 
@@ -154,6 +162,8 @@ pub(crate) struct UringPath<S: ZcSocket> {
     /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
     queue: VecDeque<Pending>,
     chain_len: usize,
+    /// Bytes left in the buffers queued behind the last chain (`queue[chain_len..]`).
+    waiting_bytes: usize,
     /// Requests of the last chain whose result has not arrived.
     chain_pending: usize,
     next_copy: u64,
@@ -246,6 +256,7 @@ impl<S: ZcSocket> UringPath<S> {
             unrecorded: 0,
             queue: VecDeque::new(),
             chain_len: 0,
+            waiting_bytes: 0,
             chain_pending: 0,
             next_copy: 0,
             failed: HashSet::default(),
@@ -412,7 +423,9 @@ impl<S: ZcSocket> UringPath<S> {
             }
         }
         let queued: Queued = Arc::clone(&buf) as Queued;
-        self.queue.push_back(Pending::new(queued, sent));
+        let pending = Pending::new(queued, sent);
+        self.waiting_bytes = self.waiting_bytes.saturating_add(pending.left());
+        self.queue.push_back(pending);
         if !self.next_chain_full() {
             return Ok(());
         }
@@ -450,6 +463,7 @@ impl<S: ZcSocket> UringPath<S> {
             && last.request.is_none()
         {
             let last = self.queue.pop_back().expect("the last buffer");
+            self.waiting_bytes = self.waiting_bytes.saturating_sub(last.left());
             return Some((error, last.sent));
         }
         if let TxError::Send { unsent, .. } = &mut error
@@ -509,6 +523,7 @@ impl<S: ZcSocket> UringPath<S> {
     /// Takes the buffers queued and not yet submitted out of the queue, in order (for a close whose
     /// flush failed, which hands them back rather than dropping them with the sender).
     pub(crate) fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
+        self.waiting_bytes = 0;
         self.queue
             .drain(self.chain_len..)
             .map(|p| UnsentBuf::new(p.buf, p.sent))
@@ -616,13 +631,13 @@ impl<S: ZcSocket> UringPath<S> {
             .take(self.batch)
             .take_while(|p| {
                 let first = bytes == 0;
-                bytes = bytes.saturating_add(p.len() - p.sent);
+                bytes = bytes.saturating_add(p.left());
                 first || bytes <= CHAIN_BYTES
             })
             .count();
         for p in self.queue.range_mut(..take) {
             if p.decision.is_none() {
-                let left = p.len() - p.sent;
+                let left = p.left();
                 let decision = match p.forced.take() {
                     Some(reason) => Decision::Copy(reason),
                     None => Self::decide(&mut self.policy, &self.zerocopy, left),
@@ -638,7 +653,7 @@ impl<S: ZcSocket> UringPath<S> {
             .queue
             .range(..take)
             .map(|p| Part {
-                left: p.len() - p.sent,
+                left: p.left(),
                 zc: p.decision == Some(Decision::ZeroCopy),
             })
             .collect();
@@ -746,6 +761,7 @@ impl<S: ZcSocket> UringPath<S> {
         self.unrecorded = unrecorded;
         self.lent_bytes = lent_bytes;
         self.chain_len = chain_len;
+        self.count_waiting();
         self.chain_pending = planned.len();
         match self.ring.submit() {
             Ok(_) => {}
@@ -815,6 +831,7 @@ impl<S: ZcSocket> UringPath<S> {
                 failure.unsent.extend(unsent);
             }
             self.chain_len = 0;
+            self.count_waiting();
         }
         if self.tracker.outstanding() == 0 {
             self.policy.on_drained();
@@ -854,7 +871,7 @@ impl<S: ZcSocket> UringPath<S> {
                 self.count_send(decision, n);
                 let mut left = n;
                 for p in self.queue.range_mut(parts.clone()) {
-                    let took = (p.len() - p.sent).min(left);
+                    let took = p.left().min(left);
                     p.sent += took;
                     left -= took;
                     p.done = p.sent == p.len();
@@ -929,14 +946,20 @@ impl<S: ZcSocket> UringPath<S> {
     /// Over loopback, where the kernel copies what it delivers, the buffers a pool hands out again
     /// are then still in the CPU's cache.
     fn next_chain_full(&self) -> bool {
-        let mut bytes = 0usize;
+        debug_assert_eq!(self.waiting_bytes, self.sum_waiting());
+        self.queue.len() - self.chain_len >= self.batch || self.waiting_bytes >= CHAIN_BYTES
+    }
+
+    /// Counts the bytes left behind the last chain again, once it has changed (a chain submitted
+    /// or finished), so that each send checks [`UringPath::next_chain_full`] in constant time.
+    fn count_waiting(&mut self) {
+        self.waiting_bytes = self.sum_waiting();
+    }
+
+    fn sum_waiting(&self) -> usize {
         self.queue
             .range(self.chain_len..)
-            .enumerate()
-            .any(|(k, p)| {
-                bytes = bytes.saturating_add(p.len() - p.sent);
-                k + 1 >= self.batch || bytes >= CHAIN_BYTES
-            })
+            .fold(0, |sum, p| sum.saturating_add(p.left()))
     }
 
     /// Releases what request `id` lent, without counting a completion; whether it was lent.
