@@ -195,10 +195,26 @@ impl<T: ?Sized> std::fmt::Debug for SendRequest<'_, T> {
 /// Where a ring finds the bytes of each loan it holds.
 pub type Project<T> = for<'a> fn(&'a T) -> &'a [u8];
 
-/// The iovec array and message header of a vectored request.
+/// The most finished vectored requests' messages and loan lists a ring keeps for the next ones: a
+/// chain of the default 32 sends makes at most 32 requests.
+const MAX_SPARE: usize = 32;
+
+/// The iovec array and message header of a vectored request. A finished request's is kept for
+/// the next one ([`SendRing::spare_messages`]), so that vectored requests allocate nothing.
 struct Message {
-    _iovecs: Box<[libc::iovec]>,
-    _header: Box<libc::msghdr>,
+    iovecs: Vec<libc::iovec>,
+    header: Box<libc::msghdr>,
+}
+
+impl Message {
+    fn new() -> Message {
+        Message {
+            iovecs: Vec::new(),
+            // SAFETY: msghdr is plain old data (pointers and integers): all zeroes is a valid
+            // value, an empty message without name or control data.
+            header: Box::new(unsafe { std::mem::zeroed() }),
+        }
+    }
 }
 
 // SAFETY: the pointers inside are only read by the kernel; user space never dereferences them, so the
@@ -208,13 +224,13 @@ unsafe impl Send for Message {}
 /// The loans of one request (most send from one), held, never read: dropping them ends the loan.
 enum Loans<T: ?Sized> {
     One { _loan: Arc<T> },
-    Many { _loans: Vec<Arc<T>> },
+    Many { loans: Vec<Arc<T>> },
 }
 
 /// What a request lends: its loans (and message), kept until its last CQE.
 struct Lent<T: ?Sized> {
     loans: Loans<T>,
-    _message: Option<Message>,
+    message: Option<Message>,
     awaiting_result: bool,
     awaiting_notif: bool,
     notified: bool,
@@ -229,6 +245,10 @@ pub struct SendRing<T: ?Sized> {
     project: Project<T>,
     lent: HashMap<u64, Lent<T>, BuildHasherDefault<UserDataHasher>>,
     registered: Option<Arc<PageArena>>,
+    /// Messages and loan lists of finished vectored requests, emptied, for the next ones (at most
+    /// [`MAX_SPARE`] of each).
+    spare_messages: Vec<Message>,
+    spare_loans: Vec<Vec<Arc<T>>>,
 }
 
 /// Hashes a request's `user_data` with one multiplication: the keys are the sender's own (ids and
@@ -292,6 +312,8 @@ impl<T: ?Sized> SendRing<T> {
             project,
             lent: HashMap::default(),
             registered: None,
+            spare_messages: Vec::new(),
+            spare_loans: Vec::new(),
         })
     }
 
@@ -440,7 +462,7 @@ impl<T: ?Sized> SendRing<T> {
 
     /// Builds one request's entry and what it lends, checking every length and range it was given.
     fn prepare(
-        &self,
+        &mut self,
         fd: BorrowedFd<'_>,
         request: &SendRequest<'_, T>,
     ) -> io::Result<(squeue::Entry, Lent<T>)> {
@@ -454,6 +476,12 @@ impl<T: ?Sized> SendRing<T> {
         if parts.len() > MAX_PARTS {
             return Err(einval());
         }
+        // A vectored request's message and loan list, from a finished one's when there is one.
+        let (spare_message, spare_loans) = if parts.len() > 1 {
+            (self.spare_messages.pop(), self.spare_loans.pop())
+        } else {
+            (None, None)
+        };
         let bytes_of = |part| self.part_bytes(part).ok_or_else(einval);
         let mut total = 0usize;
         for part in parts {
@@ -497,18 +525,19 @@ impl<T: ?Sized> SendRing<T> {
                 }
             }
             _ => {
-                let iovecs = parts
-                    .iter()
-                    .map(|part| {
-                        bytes_of(part).map(|b| libc::iovec {
-                            iov_base: b.as_ptr().cast_mut().cast(),
-                            iov_len: b.len(),
-                        })
-                    })
-                    .collect::<io::Result<Box<[libc::iovec]>>>()?;
+                let mut spare = spare_message.unwrap_or_else(Message::new);
+                spare.iovecs.clear();
+                for part in parts {
+                    let b = bytes_of(part)?;
+                    spare.iovecs.push(libc::iovec {
+                        iov_base: b.as_ptr().cast_mut().cast(),
+                        iov_len: b.len(),
+                    });
+                }
+                let Message { iovecs, mut header } = spare;
                 // SAFETY: msghdr is plain old data (pointers and integers): all zeroes is a valid
                 // value, an empty message without name or control data.
-                let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+                *header = unsafe { std::mem::zeroed() };
                 header.msg_iov = iovecs.as_ptr().cast_mut();
                 header.msg_iovlen = iovecs.len();
                 let entry = match kind {
@@ -527,10 +556,7 @@ impl<T: ?Sized> SendRing<T> {
                         .flags(msg_flags as u32)
                         .build(),
                 };
-                message = Some(Message {
-                    _iovecs: iovecs,
-                    _header: header,
-                });
+                message = Some(Message { iovecs, header });
                 entry
             }
         };
@@ -545,11 +571,13 @@ impl<T: ?Sized> SendRing<T> {
                 [(loan, _)] => Loans::One {
                     _loan: Arc::clone(loan),
                 },
-                _ => Loans::Many {
-                    _loans: parts.iter().map(|(loan, _)| Arc::clone(loan)).collect(),
-                },
+                _ => {
+                    let mut loans = spare_loans.unwrap_or_default();
+                    loans.extend(parts.iter().map(|(loan, _)| Arc::clone(loan)));
+                    Loans::Many { loans }
+                }
             },
-            _message: message,
+            message,
             awaiting_result: true,
             awaiting_notif: false,
             notified: false,
@@ -628,7 +656,19 @@ impl<T: ?Sized> SendRing<T> {
                 && !entry.get().awaiting_result
                 && !entry.get().awaiting_notif
             {
-                entry.remove();
+                let Lent { loans, message, .. } = entry.remove();
+                // The loans end here (their clones dropped); the emptied lists are kept.
+                if let Loans::Many { mut loans } = loans
+                    && self.spare_loans.len() < MAX_SPARE
+                {
+                    loans.clear();
+                    self.spare_loans.push(loans);
+                }
+                if let Some(message) = message
+                    && self.spare_messages.len() < MAX_SPARE
+                {
+                    self.spare_messages.push(message);
+                }
             }
             on_event(event);
         }
@@ -642,7 +682,7 @@ impl<T: ?Sized> Drop for SendRing<T> {
         for (_, lent) in self.lent.drain() {
             // The kernel may still read these bytes: never free or reuse them.
             std::mem::forget(lent.loans);
-            std::mem::forget(lent._message);
+            std::mem::forget(lent.message);
         }
     }
 }
@@ -827,6 +867,50 @@ mod tests {
         want.extend([8u8; 5_000]);
         want.extend([9u8; 200]);
         want.extend([8u8; 50]);
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_finished_vectored_request_s_message_carries_the_next_one_s_own_parts() {
+        if !send_zc_available(
+            "a_finished_vectored_request_s_message_carries_the_next_one_s_own_parts",
+        ) {
+            return;
+        }
+        let (client, mut server) = tcp_pair();
+        let a: Arc<[u8]> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+        let b: Arc<[u8]> = (0..3000u32).map(|i| (i % 239) as u8).collect();
+        let mut ring = SendRing::<[u8]>::new(8, whole).unwrap();
+        let fd = client.as_fd();
+        let finish = |ring: &mut SendRing<[u8]>| {
+            while ring.in_flight() > 0 {
+                ring.wait(1, Some(Duration::from_secs(5))).unwrap();
+                ring.reap(drop);
+            }
+        };
+        let first = [(&a, 0..1000), (&b, 0..1000), (&a, 1000..1500)];
+        ring.push(1, fd, &first, ZC, ALONE).unwrap();
+        finish(&mut ring);
+        assert_eq!((ring.spare_messages.len(), ring.spare_loans.len()), (1, 1));
+        let header: *const libc::msghdr = &*ring.spare_messages[0].header;
+        // Fewer parts than the first request: none of its parts may go out again.
+        let second = [(&b, 2000..3000), (&a, 2000..3000)];
+        ring.push(2, fd, &second, SendKind::Copy, ALONE).unwrap();
+        let reused = ring.lent[&2]
+            .message
+            .as_ref()
+            .expect("a vectored request's message");
+        assert!(std::ptr::eq(&*reused.header, header));
+        assert!(ring.spare_messages.is_empty() && ring.spare_loans.is_empty());
+        finish(&mut ring);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
+        let mut got = vec![0u8; 4500];
+        server.read_exact(&mut got).unwrap();
+        let want: Vec<u8> = first
+            .iter()
+            .chain(&second)
+            .flat_map(|(loan, range)| loan[range.clone()].to_vec())
+            .collect();
         assert_eq!(got, want);
     }
 
