@@ -421,10 +421,11 @@ impl<T: ?Sized> SendRing<T> {
         // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
         // message header) until the request's last CQE. The bytes are what `project` found in each
         // loan; the loan clones stored in `self.lent` below keep them allocated and, each being a
-        // shared borrow of its loan that lasts as long as the clone, unchanged; the boxed iovecs and
-        // header are stored beside them. `reap` drops all of it only after the last CQE, and `Drop`
-        // leaks the loans when that CQE never came. Every length was checked by `prepare`
-        // (`MAX_PARTS` iovecs, `MAX_REQUEST_LEN` bytes, each range inside its loan).
+        // shared borrow of its loan that lasts as long as the clone, unchanged; the iovecs and header
+        // (on the heap, where moving their owner leaves them) are stored beside them. `reap` releases
+        // all of it only after the last CQE (a message is reused only then), and `Drop` leaks the
+        // loans when that CQE never came. Every length was checked by `prepare` (`MAX_PARTS`
+        // iovecs, `MAX_REQUEST_LEN` bytes, each range inside its loan).
         unsafe { self.ring.submission().push_multiple(&entries) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
         for (request, (_, lent)) in requests.iter().zip(prepared) {

@@ -31,7 +31,7 @@ use crate::tx::{SendError, TrySendError, Unsent};
 /// would lend that many buffers at once, and the next chain waits for the whole of it; over
 /// loopback, where the kernel copies what it delivers, fewer lent buffers also stay in the CPU's
 /// cache. Small sends (32 of 4 KiB) stay well below it. Sends queued behind the chain in flight
-/// are submitted once they exceed it too (see [`UringPath::next_chain_full`]).
+/// are submitted once they reach it too (see [`UringPath::next_chain_full`]).
 const CHAIN_BYTES: usize = 512 << 10;
 
 /// On TCP, a request ends a record (`MSG_EOR`) once this many bytes were submitted since the last
@@ -128,8 +128,8 @@ enum Goal {
 
 /// The io_uring path owning socket `S` (see [`super`]).
 ///
-/// Sends are queued and submitted a chain at a time, `batch` sends or [`CHAIN_BYTES`] (and by [`UringPath::poll_completions`],
-/// [`UringPath::wait_completions`], [`UringPath::flush`]). A request that fails ends the chain:
+/// Sends are queued and submitted a chain at a time, `batch` sends or [`CHAIN_BYTES`] (and by
+/// [`UringPath::poll_completions`], [`UringPath::wait_completions`], [`UringPath::flush`]). A request that fails ends the chain:
 /// nothing queued after it is sent, and the error — from the next call, once the chain has finished
 /// — hands back every buffer not wholly sent, in order ([`TxError::unsent`]); sends go on after
 /// it with the buffers given from then on. No buffer is ever dropped unsent or sent twice.
@@ -942,9 +942,8 @@ impl<S: ZcSocket> UringPath<S> {
     /// Whether the sends queued behind the last chain fill the next one: `batch` sends, or
     /// [`CHAIN_BYTES`] (a chain takes no more). Large sends are then submitted as soon as a
     /// chain's worth waits, not once `batch` of them are out of the caller's hands: 64 KiB sends
-    /// from a pool keep about two chains of buffers out (16) instead of `batch` and a chain (40).
-    /// Over loopback, where the kernel copies what it delivers, the buffers a pool hands out again
-    /// are then still in the CPU's cache.
+    /// keep at most two chains' worth queued (16 buffers) instead of `batch` and a chain (40), so a
+    /// pool runs dry later and the kernel has the bytes sooner.
     fn next_chain_full(&self) -> bool {
         debug_assert_eq!(self.waiting_bytes, self.sum_waiting());
         self.queue.len() - self.chain_len >= self.batch || self.waiting_bytes >= CHAIN_BYTES
