@@ -9,7 +9,12 @@
 //!   over. Its bytes stay in the CPU's cache; a pool's buffers in flight (a socket buffer's worth) do
 //!   not, and over loopback, where the kernel copies what it delivers, that costs per byte;
 //! - `frozen:N`: N frozen pool buffers sent in turn (`one` is `frozen:1`), which shows what that
-//!   cost comes to as the bytes in turn outgrow the cache.
+//!   cost comes to as the bytes in turn outgrow the cache;
+//! - `unaligned:N`: one buffer of the heap, not the pool (so sent unregistered, its pages pinned
+//!   per request), whose bytes start N bytes (0-4095) past a page start, lent to every send as
+//!   `one` is. A send whose bytes cross one page more than they need becomes one more fragment in
+//!   the kernel's socket buffers: over loopback, 65435-byte sends starting 2048 bytes into a page ran
+//!   at a third of the rate of page-aligned ones (README, "Side by side with the kernel's tools").
 //!
 //! With `huge` the pool is on transparent huge pages, which zcnet does not register (a fixed send
 //! from a huge page is charged to the socket as up to the whole page): its sends pin their pages
@@ -28,9 +33,11 @@ use std::time::{Duration, Instant};
 
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TcpSender};
 
+const PAGE: usize = 4096;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N] [huge]";
+    let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge]";
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (addr, size, seconds, source, huge_pages) = match args[..] {
         [addr, size, seconds] => (addr, size, seconds, "pool", false),
@@ -39,15 +46,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [addr, size, seconds, source, "huge"] => (addr, size, seconds, source, true),
         _ => return Err(usage.into()),
     };
-    // How many frozen buffers are sent in turn; none: a pool buffer per send.
+    // How many frozen buffers are sent in turn; none: a pool buffer per send (or, with
+    // `unaligned`, the heap buffer).
+    let mut unaligned = None;
     let frozen = match source {
         "pool" => None,
         "one" => Some(1),
-        other => match other.strip_prefix("frozen:").map(str::parse::<usize>) {
-            Some(Ok(n)) if n > 0 => Some(n),
-            _ => return Err(usage.into()),
-        },
+        other => {
+            if let Some(offset) = other.strip_prefix("unaligned:") {
+                match offset.parse::<usize>() {
+                    Ok(n) if n < PAGE => unaligned = Some(n),
+                    _ => return Err(usage.into()),
+                }
+                None
+            } else {
+                match other.strip_prefix("frozen:").map(str::parse::<usize>) {
+                    Some(Ok(n)) if n > 0 => Some(n),
+                    _ => return Err(usage.into()),
+                }
+            }
+        }
     };
+    if unaligned.is_some() && huge_pages {
+        return Err(usage.into());
+    }
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
     // A socket buffer's worth of buffers in flight (4 MiB, the default most of tcp_wmem), at least
@@ -80,7 +102,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sends += 1;
         sends % 8 != 1 || start.elapsed() < duration
     };
-    if let Some(n) = frozen {
+    if let Some(offset) = unaligned {
+        // Leaked: the sends borrow it for as long as the kernel may read it.
+        let heap: &'static [u8] = Box::leak(vec![b'z'; size + 2 * PAGE].into_boxed_slice());
+        let start = heap.as_ptr().align_offset(PAGE) + offset;
+        let buf: &'static [u8] = &heap[start..start + size];
+        while running() {
+            tx.send(buf)?;
+        }
+    } else if let Some(n) = frozen {
         let mut bufs = Vec::with_capacity(n);
         for _ in 0..n {
             let mut buf = pool
