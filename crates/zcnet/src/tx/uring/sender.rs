@@ -75,9 +75,10 @@ struct Pending {
 }
 
 impl Pending {
-    fn new(buf: Queued, sent: usize) -> Self {
+    /// `buf`, of `len` bytes, `sent` of them taken already.
+    fn new(buf: Queued, len: usize, sent: usize) -> Self {
         Pending {
-            len: buf.as_bytes().len(),
+            len,
             buf,
             sent,
             forced: None,
@@ -423,7 +424,7 @@ impl<S: ZcSocket> UringPath<S> {
             }
         }
         let queued: Queued = Arc::clone(&buf) as Queued;
-        let pending = Pending::new(queued, sent);
+        let pending = Pending::new(queued, len, sent);
         self.waiting_bytes = self.waiting_bytes.saturating_add(pending.left());
         self.queue.push_back(pending);
         if !self.next_chain_full() {
