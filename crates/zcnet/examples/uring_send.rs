@@ -35,6 +35,17 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, SendPath, SenderConfig, TcpSender}
 
 const PAGE: usize = 4096;
 
+/// What the sends lend (see the module docs).
+#[derive(Clone, Copy)]
+enum Source {
+    /// The next free pool buffer per send.
+    Pool,
+    /// This many frozen pool buffers, in turn.
+    Frozen(usize),
+    /// One heap buffer starting this many bytes past a page start.
+    Unaligned(usize),
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge]";
@@ -46,30 +57,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [addr, size, seconds, source, "huge"] => (addr, size, seconds, source, true),
         _ => return Err(usage.into()),
     };
-    // How many frozen buffers are sent in turn; none: a pool buffer per send (or, with
-    // `unaligned`, the heap buffer).
-    let mut unaligned = None;
-    let frozen = match source {
-        "pool" => None,
-        "one" => Some(1),
-        other => {
-            if let Some(offset) = other.strip_prefix("unaligned:") {
-                match offset.parse::<usize>() {
-                    Ok(n) if n < PAGE => unaligned = Some(n),
-                    _ => return Err(usage.into()),
-                }
-                None
-            } else {
-                match other.strip_prefix("frozen:").map(str::parse::<usize>) {
-                    Some(Ok(n)) if n > 0 => Some(n),
-                    _ => return Err(usage.into()),
-                }
-            }
-        }
+    let source = match source {
+        "pool" => Source::Pool,
+        "one" => Source::Frozen(1),
+        other => match other.split_once(':') {
+            Some(("frozen", n)) => match n.parse() {
+                Ok(n) if n > 0 => Source::Frozen(n),
+                _ => return Err(usage.into()),
+            },
+            Some(("unaligned", offset)) if !huge_pages => match offset.parse() {
+                Ok(offset) if offset < PAGE => Source::Unaligned(offset),
+                _ => return Err(usage.into()),
+            },
+            _ => return Err(usage.into()),
+        },
     };
-    if unaligned.is_some() && huge_pages {
-        return Err(usage.into());
-    }
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
     // A socket buffer's worth of buffers in flight (4 MiB, the default most of tcp_wmem), at least
@@ -92,7 +94,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if huge_pages && let Err(why) = pool.huge_pages() {
         return Err(format!("no huge pages: {why}").into());
     }
-    if let Err(why) = tx.register_pool(&pool) {
+    if !matches!(source, Source::Unaligned(_))
+        && let Err(why) = tx.register_pool(&pool)
+    {
         eprintln!("unregistered buffers: {why}");
     }
     let start = Instant::now();
@@ -102,38 +106,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sends += 1;
         sends % 8 != 1 || start.elapsed() < duration
     };
-    if let Some(offset) = unaligned {
-        // Leaked: the sends borrow it for as long as the kernel may read it.
-        let heap: &'static [u8] = Box::leak(vec![b'z'; size + 2 * PAGE].into_boxed_slice());
-        let start = heap.as_ptr().align_offset(PAGE) + offset;
-        let buf: &'static [u8] = &heap[start..start + size];
-        while running() {
-            tx.send(buf)?;
-        }
-    } else if let Some(n) = frozen {
-        let mut bufs = Vec::with_capacity(n);
-        for _ in 0..n {
-            let mut buf = pool
-                .take()
-                .ok_or("fewer pool buffers than frozen:N asks for")?;
-            buf.fill_with(size, |b| b.fill(b'z'));
-            bufs.push(buf.freeze());
-        }
-        for buf in bufs.iter().cycle() {
-            if !running() {
-                break;
+    match source {
+        Source::Unaligned(offset) => {
+            // Leaked: the sends borrow it for as long as the kernel may read it.
+            let heap: &'static [u8] = Box::leak(vec![b'z'; size + 2 * PAGE].into_boxed_slice());
+            let start = heap.as_ptr().align_offset(PAGE) + offset;
+            let buf: &'static [u8] = &heap[start..start + size];
+            while running() {
+                tx.send(buf)?;
             }
-            tx.send(buf.clone())?;
         }
-    } else {
-        while running() {
-            match pool.take() {
-                Some(mut buf) => {
-                    // Whatever the buffer held (as the selftest, which never rewrites its payload).
-                    buf.set_len(size);
-                    tx.send(buf)?;
+        Source::Frozen(n) => {
+            let mut bufs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let mut buf = pool
+                    .take()
+                    .ok_or("fewer pool buffers than frozen:N asks for")?;
+                buf.fill_with(size, |b| b.fill(b'z'));
+                bufs.push(buf.freeze());
+            }
+            for buf in bufs.iter().cycle() {
+                if !running() {
+                    break;
                 }
-                None => drop(tx.wait_completions(Duration::from_millis(100))?),
+                tx.send(buf.clone())?;
+            }
+        }
+        Source::Pool => {
+            while running() {
+                match pool.take() {
+                    Some(mut buf) => {
+                        // Whatever the buffer held (as the selftest, which never rewrites its
+                        // payload).
+                        buf.set_len(size);
+                        tx.send(buf)?;
+                    }
+                    None => drop(tx.wait_completions(Duration::from_millis(100))?),
+                }
             }
         }
     }
