@@ -249,6 +249,9 @@ pub struct SendRing<T: ?Sized> {
     /// [`MAX_SPARE`] of each).
     spare_messages: Vec<Message>,
     spare_loans: Vec<Vec<Arc<T>>>,
+    /// [`Self::push_chain`]'s entries and what each lends, emptied after every call and kept for
+    /// the next.
+    prepared: (Vec<squeue::Entry>, Vec<Lent<T>>),
 }
 
 /// Hashes a request's `user_data` with one multiplication: the keys are the sender's own (ids and
@@ -314,6 +317,7 @@ impl<T: ?Sized> SendRing<T> {
             registered: None,
             spare_messages: Vec::new(),
             spare_loans: Vec::new(),
+            prepared: (Vec::new(), Vec::new()),
         })
     }
 
@@ -404,7 +408,10 @@ impl<T: ?Sized> SendRing<T> {
         fd: BorrowedFd<'_>,
         requests: &[SendRequest<'_, T>],
     ) -> io::Result<()> {
-        let mut prepared = Vec::with_capacity(requests.len());
+        // Kept from one call to the next (an error drops them, with the loans cloned so far).
+        let (mut entries, mut lents) = std::mem::take(&mut self.prepared);
+        entries.clear();
+        lents.clear();
         for (k, request) in requests.iter().enumerate() {
             let user_data = request.user_data;
             if self.lent.contains_key(&user_data)
@@ -412,12 +419,13 @@ impl<T: ?Sized> SendRing<T> {
             {
                 return Err(io::Error::from_raw_os_error(libc::EEXIST));
             }
-            prepared.push(self.prepare(fd, request)?);
+            let (entry, lent) = self.prepare(fd, request)?;
+            entries.push(entry);
+            lents.push(lent);
         }
-        if self.sq_space() < prepared.len() {
+        if self.sq_space() < entries.len() {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
-        let entries: Vec<squeue::Entry> = prepared.iter().map(|(entry, _)| entry.clone()).collect();
         // SAFETY: the kernel reads the parts' bytes (and, for a vectored request, the iovec array and
         // message header) until the request's last CQE. The bytes are what `project` found in each
         // loan; the loan clones stored in `self.lent` below keep them allocated and, each being a
@@ -428,9 +436,10 @@ impl<T: ?Sized> SendRing<T> {
         // iovecs, `MAX_REQUEST_LEN` bytes, each range inside its loan).
         unsafe { self.ring.submission().push_multiple(&entries) }
             .map_err(|_| io::Error::from_raw_os_error(libc::EBUSY))?;
-        for (request, (_, lent)) in requests.iter().zip(prepared) {
+        for (request, lent) in requests.iter().zip(lents.drain(..)) {
             self.lent.insert(request.user_data, lent);
         }
+        self.prepared = (entries, lents);
         Ok(())
     }
 

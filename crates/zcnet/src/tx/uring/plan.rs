@@ -42,7 +42,8 @@ pub(crate) struct Planned {
     pub last_take: usize,
 }
 
-/// Plans up to `max_requests` requests over `parts`, in order. A stream request gathers consecutive
+/// Plans up to `max_requests` requests over `parts`, in order, into `planned` (emptied first: the
+/// sender keeps one vector for every chain). A stream request gathers consecutive
 /// parts decided alike, up to `gather_bytes` and [`MAX_PARTS`]; a part longer than
 /// [`MAX_REQUEST_LEN`] goes out alone, cut to that length, and ends the chain (the rest goes in the
 /// next one, after the kernel took this). On a datagram socket every part is one request, whole:
@@ -52,8 +53,9 @@ pub(crate) fn plan(
     stream: bool,
     gather_bytes: usize,
     max_requests: usize,
-) -> Vec<Planned> {
-    let mut planned = Vec::new();
+    planned: &mut Vec<Planned>,
+) {
+    planned.clear();
     let mut start = 0;
     while start < parts.len() && planned.len() < max_requests {
         let first = parts[start];
@@ -87,7 +89,6 @@ pub(crate) fn plan(
         });
         start = end;
     }
-    planned
 }
 
 #[cfg(test)]
@@ -127,7 +128,8 @@ mod tests {
         gather_bytes: usize,
         max_requests: usize,
     ) -> Result<(), TestCaseError> {
-        let planned = plan(parts, stream, gather_bytes, max_requests);
+        let mut planned = Vec::new();
+        plan(parts, stream, gather_bytes, max_requests, &mut planned);
         prop_assert!(planned.len() <= max_requests);
         if max_requests > 0 && !parts.is_empty() {
             prop_assert!(!planned.is_empty(), "no progress");
@@ -185,7 +187,8 @@ mod tests {
             zc: true,
         };
         let after = Part { left: 10, zc: true };
-        let planned = plan(&[huge, after], true, GATHER_BYTES, 64);
+        let mut planned = Vec::new();
+        plan(&[huge, after], true, GATHER_BYTES, 64, &mut planned);
         assert_eq!(
             planned,
             [Planned {
@@ -198,7 +201,8 @@ mod tests {
     #[test]
     fn many_small_parts_gather_at_most_uio_maxiov_per_request() {
         let parts = vec![Part { left: 1, zc: true }; 3000];
-        let planned = plan(&parts, true, GATHER_BYTES, usize::MAX);
+        let mut planned = Vec::new();
+        plan(&parts, true, GATHER_BYTES, usize::MAX, &mut planned);
         assert_eq!(planned.len(), 3);
         assert_eq!(planned[0].parts, 0..MAX_PARTS);
         assert_eq!(planned[2].parts, 2 * MAX_PARTS..3000);

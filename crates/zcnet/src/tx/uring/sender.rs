@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, plan};
+use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, Planned, plan};
 use crate::Fallback;
 use crate::sys::errqueue::enable_zerocopy;
 use crate::sys::socket::{get_int_option, set_int_option, tcp_congestion};
@@ -116,6 +116,18 @@ struct Failure {
     unsent: Vec<UnsentBuf>,
 }
 
+/// The vectors one chain is planned in, kept by the sender from one chain to the next so that
+/// starting a chain allocates only what borrows the queue.
+#[derive(Default)]
+struct Scratch {
+    /// Each queued send of the chain as the planner sees it.
+    parts: Vec<Part>,
+    /// The chain's requests.
+    planned: Vec<Planned>,
+    /// Per request: its `user_data`, how it sends, whether it ends a record, and its parts' range.
+    heads: Vec<(u64, SendKind, bool, Range<usize>)>,
+}
+
 /// What a wait loop waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Goal {
@@ -173,6 +185,8 @@ pub(crate) struct UringPath<S: ZcSocket> {
     failed: HashSet<u32, BuildHasherDefault<UserDataHasher>>,
     /// The CQEs of the last [`UringPath::reap`], kept for the next one's (empty between them).
     events: Vec<SendEvent>,
+    /// The vectors [`UringPath::start_chain`] fills for each chain, kept for the next one.
+    scratch: Scratch,
     /// The first request of the chain that failed: set from its result, handed out (with every
     /// buffer not sent) once the chain has finished.
     failure: Option<Failure>,
@@ -262,6 +276,7 @@ impl<S: ZcSocket> UringPath<S> {
             next_copy: 0,
             failed: HashSet::default(),
             events: Vec::new(),
+            scratch: Scratch::default(),
             failure: None,
             #[cfg(feature = "tokio")]
             cqes: 0,
@@ -542,7 +557,9 @@ impl<S: ZcSocket> UringPath<S> {
         timeout: Option<Duration>,
         what: &'static str,
     ) -> Result<(), TxError> {
-        let start = Instant::now();
+        // The clock is read once there is something to wait for: most calls reach their goal
+        // without waiting, or after one wait.
+        let mut started: Option<Instant> = None;
         loop {
             self.reap();
             self.start_chain()?;
@@ -560,12 +577,18 @@ impl<S: ZcSocket> UringPath<S> {
             }
             let slice = match timeout {
                 Some(t) => {
-                    let left = t.saturating_sub(start.elapsed());
+                    let left = match started {
+                        Some(start) => t.saturating_sub(start.elapsed()),
+                        None => {
+                            started = Some(Instant::now());
+                            t
+                        }
+                    };
                     if left.is_zero() {
                         return Err(TxError::Timeout {
                             what,
                             outstanding: self.ring.in_flight(),
-                            waited: start.elapsed(),
+                            waited: started.map_or(Duration::ZERO, |start| start.elapsed()),
                         });
                     }
                     left.min(WAIT_SLICE)
@@ -650,20 +673,34 @@ impl<S: ZcSocket> UringPath<S> {
             .socket
             .as_ref()
             .expect("the socket is present until close()");
-        let parts: Vec<Part> = self
-            .queue
-            .range(..take)
-            .map(|p| Part {
-                left: p.left(),
-                zc: p.decision == Some(Decision::ZeroCopy),
-            })
-            .collect();
-        let planned = plan(&parts, socket.is_stream(), self.gather_bytes, room);
+        // The chain's vectors are the sender's, kept from one chain to the next.
+        let Scratch {
+            mut parts,
+            mut planned,
+            mut heads,
+        } = std::mem::take(&mut self.scratch);
+        parts.clear();
+        parts.extend(self.queue.range(..take).map(|p| Part {
+            left: p.left(),
+            zc: p.decision == Some(Decision::ZeroCopy),
+        }));
+        plan(
+            &parts,
+            socket.is_stream(),
+            self.gather_bytes,
+            room,
+            &mut planned,
+        );
         let Some(last) = planned.last() else {
+            self.scratch = Scratch {
+                parts,
+                planned,
+                heads,
+            };
             return Ok(());
         };
         let chain_len = last.parts.end;
-        let mut heads = Vec::with_capacity(planned.len());
+        heads.clear();
         // The parts of every request, one after the other.
         let mut ranges: Vec<(&Queued, Range<usize>)> = Vec::with_capacity(chain_len);
         let mut unrecorded = self.unrecorded;
@@ -764,6 +801,11 @@ impl<S: ZcSocket> UringPath<S> {
         self.chain_len = chain_len;
         self.count_waiting();
         self.chain_pending = planned.len();
+        self.scratch = Scratch {
+            parts,
+            planned,
+            heads,
+        };
         match self.ring.submit() {
             Ok(_) => {}
             // The completion queue is backed up: the entries stay queued for the next enter.
