@@ -12,9 +12,13 @@
 //!   cost comes to as the bytes in turn outgrow the cache;
 //! - `unaligned:N`: one buffer of the heap, not the pool (so sent unregistered, its pages pinned
 //!   per request), whose bytes start N bytes (0-4095) past a page start, lent to every send as
-//!   `one` is. A send whose bytes cross one page more than they need becomes one more fragment in
-//!   the kernel's socket buffers: over loopback, 65435-byte sends starting 2048 bytes into a page ran
-//!   at a third of the rate of page-aligned ones (README, "Side by side with the kernel's tools").
+//!   `one` is. Each page a send's bytes touch is one fragment of the kernel's socket buffer, which
+//!   holds at most `net.core.max_skb_frags` (17): 65435 bytes starting 2048 bytes into a page touch
+//!   17 pages, so every segment stops 49 bytes short of loopback's MSS, and with Nagle's algorithm
+//!   on such sends ran at 0.43x the rate of page-aligned ones (README, "Side by side with the
+//!   kernel's tools").
+//!
+//! With `nodelay` the socket has `TCP_NODELAY` (Nagle's algorithm off); without it, the default.
 //!
 //! With `huge` the pool is on transparent huge pages, which zcnet does not register (a fixed send
 //! from a huge page is charged to the socket as up to the whole page): its sends pin their pages
@@ -48,30 +52,24 @@ enum Source {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge]";
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (addr, size, seconds, source, huge_pages) = match args[..] {
-        [addr, size, seconds] => (addr, size, seconds, "pool", false),
-        [addr, size, seconds, "huge"] => (addr, size, seconds, "pool", true),
-        [addr, size, seconds, source] => (addr, size, seconds, source, false),
-        [addr, size, seconds, source, "huge"] => (addr, size, seconds, source, true),
-        _ => return Err(usage.into()),
+    let usage =
+        "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge] [nodelay]";
+    let [addr, size, seconds, options @ ..] = &args[..] else {
+        return Err(usage.into());
     };
-    let source = match source {
-        "pool" => Source::Pool,
-        "one" => Source::Frozen(1),
-        other => match other.split_once(':') {
-            Some(("frozen", n)) => match n.parse() {
-                Ok(n) if n > 0 => Source::Frozen(n),
-                _ => return Err(usage.into()),
-            },
-            Some(("unaligned", offset)) if !huge_pages => match offset.parse() {
-                Ok(offset) if offset < PAGE => Source::Unaligned(offset),
-                _ => return Err(usage.into()),
-            },
+    let (mut source, mut huge_pages, mut nodelay) = (None, false, false);
+    for option in options {
+        match option.as_str() {
+            "huge" if !huge_pages => huge_pages = true,
+            "nodelay" if !nodelay => nodelay = true,
+            word if source.is_none() => source = Some(parse_source(word).ok_or(usage)?),
             _ => return Err(usage.into()),
-        },
-    };
+        }
+    }
+    let source = source.unwrap_or(Source::Pool);
+    if huge_pages && matches!(source, Source::Unaligned(_)) {
+        return Err(usage.into());
+    }
     let size: usize = size.parse()?;
     let duration = Duration::from_secs_f64(seconds.parse()?);
     // A socket buffer's worth of buffers in flight (4 MiB, the default most of tcp_wmem), at least
@@ -85,7 +83,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path: SendPath::IO_URING,
         ..SenderConfig::with_mode(Mode::ZeroCopy)
     };
-    let mut tx = TcpSender::new(TcpStream::connect(addr)?, config);
+    let stream = TcpStream::connect(addr.as_str())?;
+    stream.set_nodelay(nodelay)?;
+    let mut tx = TcpSender::new(stream, config);
     // This example measures io_uring: a sender that fell back to sendmsg would measure the wrong
     // path.
     if let Err(why) = tx.path_status() {
@@ -167,4 +167,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.copied_ids
     );
     Ok(())
+}
+
+/// A source named on the command line (see the module docs).
+fn parse_source(word: &str) -> Option<Source> {
+    match word {
+        "pool" => Some(Source::Pool),
+        "one" => Some(Source::Frozen(1)),
+        other => match other.split_once(':')? {
+            ("frozen", n) => n.parse().ok().filter(|&n| n > 0).map(Source::Frozen),
+            ("unaligned", offset) => offset
+                .parse()
+                .ok()
+                .filter(|&offset| offset < PAGE)
+                .map(Source::Unaligned),
+            _ => None,
+        },
+    }
 }
