@@ -14,9 +14,9 @@
 //!   per request), whose bytes start N bytes (0-4095) past a page start, lent to every send as
 //!   `one` is. Each page a send's bytes touch is one fragment of the kernel's socket buffer, which
 //!   holds at most `net.core.max_skb_frags` (17): 65435 bytes starting 2048 bytes into a page touch
-//!   17 pages, so every segment stops 49 bytes short of loopback's MSS, and with Nagle's algorithm
-//!   on such sends ran at 0.43x the rate of page-aligned ones (README, "Side by side with the
-//!   kernel's tools").
+//!   all 17, and over loopback such sends ran at about a third of the rate of page-aligned ones,
+//!   Nagle's algorithm holding their segments (with `nodelay`, 0.92x the selftest; README, "Side
+//!   by side with the kernel's tools").
 //!
 //! With `nodelay` the socket has `TCP_NODELAY` (Nagle's algorithm off); without it, the default.
 //!
