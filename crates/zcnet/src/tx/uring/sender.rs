@@ -577,18 +577,19 @@ impl<S: ZcSocket> UringPath<S> {
             }
             let slice = match timeout {
                 Some(t) => {
-                    let left = match started {
-                        Some(start) => t.saturating_sub(start.elapsed()),
+                    let waited = match started {
+                        Some(start) => start.elapsed(),
                         None => {
                             started = Some(Instant::now());
-                            t
+                            Duration::ZERO
                         }
                     };
+                    let left = t.saturating_sub(waited);
                     if left.is_zero() {
                         return Err(TxError::Timeout {
                             what,
                             outstanding: self.ring.in_flight(),
-                            waited: started.map_or(Duration::ZERO, |start| start.elapsed()),
+                            waited,
                         });
                     }
                     left.min(WAIT_SLICE)
@@ -673,30 +674,18 @@ impl<S: ZcSocket> UringPath<S> {
             .socket
             .as_ref()
             .expect("the socket is present until close()");
-        // The chain's vectors are the sender's, kept from one chain to the next.
         let Scratch {
-            mut parts,
-            mut planned,
-            mut heads,
-        } = std::mem::take(&mut self.scratch);
+            parts,
+            planned,
+            heads,
+        } = &mut self.scratch;
         parts.clear();
         parts.extend(self.queue.range(..take).map(|p| Part {
             left: p.left(),
             zc: p.decision == Some(Decision::ZeroCopy),
         }));
-        plan(
-            &parts,
-            socket.is_stream(),
-            self.gather_bytes,
-            room,
-            &mut planned,
-        );
+        plan(parts, socket.is_stream(), self.gather_bytes, room, planned);
         let Some(last) = planned.last() else {
-            self.scratch = Scratch {
-                parts,
-                planned,
-                heads,
-            };
             return Ok(());
         };
         let chain_len = last.parts.end;
@@ -710,7 +699,7 @@ impl<S: ZcSocket> UringPath<S> {
             report_usage: self.report_usage,
             vectored_fixed: self.vectored_fixed,
         };
-        for request in &planned {
+        for request in planned.iter() {
             let last_index = request.parts.end - 1;
             let first = ranges.len();
             ranges.extend((request.parts.clone()).map(|i| {
@@ -791,21 +780,16 @@ impl<S: ZcSocket> UringPath<S> {
                 p.decision = Some(Decision::Copy(CopyReason::Memlock));
             }
         }
-        for (request, &(user_data, kind, ..)) in planned.iter().zip(&heads) {
+        for (request, &(user_data, kind, ..)) in planned.iter().zip(heads.iter()) {
             for p in self.queue.range_mut(request.parts.clone()) {
                 p.request = Some((user_data, kind));
             }
         }
+        self.chain_pending = planned.len();
         self.unrecorded = unrecorded;
         self.lent_bytes = lent_bytes;
         self.chain_len = chain_len;
         self.count_waiting();
-        self.chain_pending = planned.len();
-        self.scratch = Scratch {
-            parts,
-            planned,
-            heads,
-        };
         match self.ring.submit() {
             Ok(_) => {}
             // The completion queue is backed up: the entries stay queued for the next enter.
