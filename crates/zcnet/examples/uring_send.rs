@@ -94,15 +94,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if huge_pages && let Err(why) = pool.huge_pages() {
         return Err(format!("no huge pages: {why}").into());
     }
-    if !matches!(source, Source::Unaligned(_))
-        && let Err(why) = tx.register_pool(&pool)
-    {
-        eprintln!("unregistered buffers: {why}");
-    }
-    if matches!(source, Source::Pool) {
-        // Every buffer written once, as the selftest writes its payload once: a page never written
-        // maps the kernel's shared zero page, and sends pinning their pages per request (`huge`)
-        // would all read that one page.
+    if !matches!(source, Source::Unaligned(_)) {
+        if let Err(why) = tx.register_pool(&pool) {
+            eprintln!("unregistered buffers: {why}");
+        }
+        // Every buffer written once, as the selftest writes its payload once (the pool keeps
+        // contents): a page never written maps the kernel's shared zero page, and sends pinning
+        // their pages per request (`huge`) would all read that one page.
         let mut all = Vec::with_capacity(pool.capacity());
         while let Some(mut buf) = pool.take() {
             buf.fill_with(size, |b| b.fill(b'z'));
@@ -132,7 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut buf = pool
                     .take()
                     .ok_or("fewer pool buffers than frozen:N asks for")?;
-                buf.fill_with(size, |b| b.fill(b'z'));
+                buf.set_len(size);
                 bufs.push(buf.freeze());
             }
             for buf in bufs.iter().cycle() {
@@ -146,8 +144,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while running() {
                 match pool.take() {
                     Some(mut buf) => {
-                        // Whatever the buffer held (as the selftest, which never rewrites its
-                        // payload).
+                        // The bytes written before the run (the selftest never rewrites its
+                        // payload either).
                         buf.set_len(size);
                         tx.send(buf)?;
                     }
