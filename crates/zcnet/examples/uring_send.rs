@@ -14,11 +14,9 @@
 //!   per request), whose bytes start N bytes (0-4095) past a page start, lent to every send as
 //!   `one` is. Each page a send's bytes touch is one fragment of the kernel's socket buffer, which
 //!   holds at most `net.core.max_skb_frags` (17): 65435 bytes starting 2048 bytes into a page touch
-//!   all 17, and over loopback such sends ran at about a third of the rate of page-aligned ones,
-//!   Nagle's algorithm holding their segments (with `nodelay`, 0.92x the selftest; README, "Side
-//!   by side with the kernel's tools").
-//!
-//! With `nodelay` the socket has `TCP_NODELAY` (Nagle's algorithm off); without it, the default.
+//!   all 17, and each such send leaves as one segment short of loopback's MSS. With Nagle's
+//!   algorithm on they ran at about a third of the rate of page-aligned ones; the io_uring path
+//!   turns it off on a TCP socket it owns (README, "Side by side with the kernel's tools").
 //!
 //! With `huge` the pool is on transparent huge pages, which zcnet does not register (a fixed send
 //! from a huge page is charged to the socket as up to the whole page): its sends pin their pages
@@ -52,16 +50,14 @@ enum Source {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage =
-        "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge] [nodelay]";
+    let usage = "usage: uring_send HOST:PORT SIZE SECONDS [pool|one|frozen:N|unaligned:N] [huge]";
     let [addr, size, seconds, options @ ..] = &args[..] else {
         return Err(usage.into());
     };
-    let (mut source, mut huge_pages, mut nodelay) = (None, false, false);
+    let (mut source, mut huge_pages) = (None, false);
     for option in options {
         match option.as_str() {
             "huge" if !huge_pages => huge_pages = true,
-            "nodelay" if !nodelay => nodelay = true,
             word if source.is_none() => source = Some(parse_source(word).ok_or(usage)?),
             _ => return Err(usage.into()),
         }
@@ -84,7 +80,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..SenderConfig::with_mode(Mode::ZeroCopy)
     };
     let stream = TcpStream::connect(addr.as_str())?;
-    stream.set_nodelay(nodelay)?;
     let mut tx = TcpSender::new(stream, config);
     // This example measures io_uring: a sender that fell back to sendmsg would measure the wrong
     // path.

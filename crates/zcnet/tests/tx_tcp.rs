@@ -4,7 +4,8 @@
 //! local receiver; sizes around the page and the threshold; the auto policy following copied
 //! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
 //! sender whose sending thread exits with sends in flight, carried on by another thread; io_uring
-//! submitting large sends a chain (512 KiB) at a time.
+//! submitting large sends a chain (512 KiB) at a time, and turning Nagle's algorithm off while it
+//! owns the socket.
 
 mod tx_common;
 
@@ -369,4 +370,49 @@ fn io_uring_submits_large_sends_once_a_chain_s_worth_waits() {
         most_queued <= 16,
         "{most_queued} sends of 64 KiB were queued at once"
     );
+}
+
+/// The io_uring path turns Nagle's algorithm off while it owns a TCP socket (a stream of
+/// 65435-byte requests, each a segment just short of loopback's MSS, would otherwise wait for
+/// ACKs), delivers every byte so, and hands the socket back as it found it; the `sendmsg` path
+/// leaves the option alone.
+#[test]
+fn io_uring_turns_nagle_off_while_it_owns_a_tcp_socket_and_restores_it() {
+    if !tx_common::io_uring_available(
+        "io_uring_turns_nagle_off_while_it_owns_a_tcp_socket_and_restores_it",
+    ) {
+        return;
+    }
+    for (path, nodelay_before, nodelay_while) in [
+        (SendPath::IO_URING, false, true),
+        (SendPath::IO_URING, true, true),
+        (SendPath::SENDMSG, false, false),
+    ] {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let (stream, sink) = tcp_pair(listener);
+        stream.set_nodelay(nodelay_before).unwrap();
+        let pool = pool(65435, 8);
+        let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
+        assert_eq!(
+            tx.get_ref().nodelay().unwrap(),
+            nodelay_while,
+            "{path:?}, TCP_NODELAY {nodelay_before} before"
+        );
+        let mut sent = Checksum::default();
+        for _ in 0..64 {
+            let mut buf = tx_common::take(&pool, &mut tx);
+            sent.fill_next(&mut buf, 65435);
+            tx.send(buf).expect("send");
+        }
+        tx.flush(Duration::from_secs(20)).expect("flush");
+        let stats = tx.stats().clone();
+        let stream = tx.close(Duration::from_secs(1)).expect("close");
+        assert_eq!(
+            stream.nodelay().unwrap(),
+            nodelay_before,
+            "{path:?}: TCP_NODELAY after close"
+        );
+        drop(stream);
+        assert_stream_delivered(sink, sent, &pool, &stats);
+    }
 }

@@ -168,6 +168,9 @@ pub(crate) struct UringPath<S: ZcSocket> {
     vectored_fixed: bool,
     /// A TCP socket: a request ends a record (`MSG_EOR`) every [`RECORD_BYTES`].
     tcp: bool,
+    /// The path turned Nagle's algorithm off (`TCP_NODELAY`) and turns it on again when it hands
+    /// the socket back.
+    nagle_was_on: bool,
     /// The most bytes a stream request gathers from several buffers (see [`PACED_GATHER_BYTES`]).
     gather_bytes: usize,
     /// Bytes submitted on TCP since the last request that ended a record.
@@ -244,6 +247,12 @@ impl<S: ZcSocket> UringPath<S> {
         };
         let tcp = get_int_option(socket.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL)
             .is_ok_and(|protocol| protocol == libc::IPPROTO_TCP);
+        // Nagle's algorithm off while the path owns a TCP socket (see the module docs), and back on
+        // when it hands the socket back, if it was on.
+        let nagle_was_on = tcp
+            && get_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)
+                .is_ok_and(|on| on == 0)
+            && set_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1).is_ok();
         // Read once: a congestion control changed on the socket later keeps this choice.
         let paced = tcp && tcp_congestion(socket.fd()).is_ok_and(|name| name.starts_with("bbr"));
         let gather_bytes = if paced {
@@ -267,6 +276,7 @@ impl<S: ZcSocket> UringPath<S> {
             report_usage: true,
             vectored_fixed: true,
             tcp,
+            nagle_was_on,
             gather_bytes,
             unrecorded: 0,
             queue: VecDeque::new(),
@@ -438,8 +448,10 @@ impl<S: ZcSocket> UringPath<S> {
                 return Err(TrySendError::WouldBlock(Unsent::new(buf, sent)));
             }
         }
-        let queued: Queued = Arc::clone(&buf) as Queued;
-        let pending = Pending::new(queued, len, sent);
+        // Moved, not cloned (a reference count costs two atomic operations per send): a failure
+        // below finds it again by its address.
+        let address = Arc::as_ptr(&buf).cast::<()>();
+        let pending = Pending::new(buf as Queued, len, sent);
         self.waiting_bytes = self.waiting_bytes.saturating_add(pending.left());
         self.queue.push_back(pending);
         if !self.next_chain_full() {
@@ -452,11 +464,8 @@ impl<S: ZcSocket> UringPath<S> {
         };
         match result {
             Ok(()) => Ok(()),
-            Err(e) => match self.hand_back(e, &buf) {
-                Some((e, sent)) => Err(TrySendError::Failed(SendError::new(
-                    e,
-                    Unsent::new(buf, sent),
-                ))),
+            Err(e) => match self.hand_back::<B>(e, address) {
+                Some((e, unsent)) => Err(TrySendError::Failed(SendError::new(e, unsent))),
                 // Submitted: the kernel has it; the queue entries left unsubmitted by a failed
                 // `io_uring_enter` are submitted by the next call.
                 None => Ok(()),
@@ -464,31 +473,34 @@ impl<S: ZcSocket> UringPath<S> {
         }
     }
 
-    /// Takes `buf`, the last buffer queued, back out of the queue — or out of `error`, which
-    /// gathered it with the other buffers a failed chain left unsent — unless it was submitted;
-    /// returns the error (without it) and the bytes of it sent.
+    /// Takes the last buffer queued, a `B` at `address`, back out of the queue — or out of `error`,
+    /// which gathered it with the other buffers a failed chain left unsent — unless it was
+    /// submitted; returns the error (without it) and the buffer with the bytes of it sent.
     fn hand_back<B: SendBuf>(
         &mut self,
         mut error: TxError,
-        buf: &Arc<B>,
-    ) -> Option<(TxError, usize)> {
-        let ours = |q: &Queued| std::ptr::addr_eq(Arc::as_ptr(q), Arc::as_ptr(buf));
-        if self.queue.len() > self.chain_len
+        address: *const (),
+    ) -> Option<(TxError, Unsent<B>)> {
+        let ours = |q: &Queued| std::ptr::addr_eq(Arc::as_ptr(q), address);
+        let last = if self.queue.len() > self.chain_len
             && let Some(last) = self.queue.back()
             && ours(&last.buf)
             && last.request.is_none()
         {
             let last = self.queue.pop_back().expect("the last buffer");
             self.waiting_bytes = self.waiting_bytes.saturating_sub(last.left());
-            return Some((error, last.sent));
-        }
-        if let TxError::Send { unsent, .. } = &mut error
+            UnsentBuf::new(last.buf, last.sent)
+        } else if let TxError::Send { unsent, .. } = &mut error
             && unsent.last().is_some_and(|u| ours(u.queued()))
         {
-            let last = unsent.pop().expect("the last buffer");
-            return Some((error, last.sent()));
-        }
-        None
+            unsent.pop().expect("the last buffer")
+        } else {
+            return None;
+        };
+        let unsent = last
+            .downcast::<B>()
+            .unwrap_or_else(|_| unreachable!("the buffer at that address is a B"));
+        Some((error, unsent))
     }
 
     /// Submits every queued send and waits, bounded by the send timeout, until the kernel took
@@ -546,9 +558,16 @@ impl<S: ZcSocket> UringPath<S> {
             .collect()
     }
 
-    /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush).
+    /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush), with Nagle's
+    /// algorithm on again if it was when the path took it.
     pub(crate) fn into_socket(mut self) -> S {
-        self.socket.take().expect("taken once")
+        let socket = self.socket.take().expect("taken once");
+        if self.nagle_was_on {
+            // Everything was flushed: nothing is left for the option to delay. A failure leaves
+            // Nagle's algorithm off, which only sends short segments sooner.
+            let _ = set_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 0);
+        }
+        socket
     }
 
     fn run_until(
