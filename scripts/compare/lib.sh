@@ -15,8 +15,8 @@
 #   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
 #   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
 #   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
-#   netns_add NAME        creates the namespace NAME (NETNS) with its loopback up, under the TCP
-#                         congestion control TCP_CC (env) when set and allowed.
+#   netns_add NAME        creates the namespace NAME (NETNS) with its loopback up, TCP metrics not
+#                         saved, under the TCP congestion control TCP_CC (env) when set and allowed.
 #   congestion_control    prints the TCP congestion control of NETNS (or the host's), and whether it paces.
 #   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
 #
@@ -166,11 +166,15 @@ SCRATCH="$(mktemp -d)"
 NETNS=""
 trap 'rm -rf "$SCRATCH"; [ -z "$NETNS" ] || ip netns del "$NETNS" 2>/dev/null || true' EXIT
 
-# netns_add NAME: a network namespace with its loopback up, in $NETNS until netns_del.
+# netns_add NAME: a network namespace with its loopback up, in $NETNS until netns_del. TCP keeps
+# no metrics there (net.ipv4.tcp_no_metrics_save): otherwise each connection to 127.0.0.1 starts
+# from what the previous run's connection left in the cache (after a selftest run: rtt 4751us,
+# rttvar 9444us, cwnd 11, reordering 5), so that every run would inherit from the one before it.
 netns_add() {
 	ip netns add "$1"
 	NETNS="$1"
 	ip -n "$NETNS" link set lo up
+	ip netns exec "$NETNS" sysctl -q -w net.ipv4.tcp_no_metrics_save=1
 	if [ -n "${TCP_CC:-}" ] &&
 		! ip netns exec "$NETNS" sysctl -q -w "net.ipv4.tcp_congestion_control=$TCP_CC" 2>/dev/null; then
 		echo "TCP_CC=$TCP_CC: a namespace may use only what net.ipv4.tcp_allowed_congestion_control" \
