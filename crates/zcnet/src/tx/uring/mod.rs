@@ -39,8 +39,8 @@
 //! gathered 64 KiB one leaves 53 bytes over) until an ACK came, or until the next request's bytes
 //! joined it and stacked their notifications. Over loopback under bbr on a VM, 65435-byte sends
 //! ran at a median 0.86x-0.88x `io_uring_zerocopy_tx`'s rate per paired trial with it on and
-//! 0.93x-1.00x with it off, 4096-byte ones at 1.18x and 1.29x (README, "Side by side with the
-//! kernel's tools").
+//! 0.93x-1.00x with it off, 4096-byte ones at 1.18x with it on and 1.29x off (README, "Side by
+//! side with the kernel's tools").
 //!
 //! A zero-copy request charges the process's locked-memory budget
 //! ([`MemlockBudget`](crate::tx::MemlockBudget)) with its pages, as the kernel charges the user,
