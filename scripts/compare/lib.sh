@@ -10,7 +10,9 @@
 #   ratio A B             prints A/B with three decimals ("-" when B is 0 or empty).
 #   pair_line NAME ZC REF prints one comparison line: "NAME zcnet ZC reference REF ratio ZC/REF".
 #   skip REASON           prints "SKIP <comparison>: REASON" (fails instead under ZCNET_PRIV_TESTS=1).
-#   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now.
+#   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now (in NETNS
+#                         when one is made).
+#   in_netns CMD...       runs CMD in the namespace NETNS when one is made, else on the host.
 #   cpu_s FILE            user+system seconds from a file written by `/usr/bin/time -f '%U %S' -o FILE`.
 #   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
 #   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
@@ -111,7 +113,15 @@ skip() {
 }
 
 free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	in_netns python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+in_netns() {
+	if [ -n "${NETNS:-}" ]; then
+		ip netns exec "$NETNS" "$@"
+	else
+		"$@"
+	fi
 }
 
 cpu_s() {
