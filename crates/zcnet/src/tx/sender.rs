@@ -63,11 +63,11 @@ pub enum SendPath {
     /// request. On TCP it turns Nagle's algorithm off (`TCP_NODELAY`) while it owns the socket and
     /// back on when [`Sender::close`] hands the socket back: it gathers sends itself, and each
     /// chain's last segment leaves at once. When the ring cannot be set up the sender uses
-    /// [`SendPath::SENDMSG`] instead and [`Sender::path_status`] says why. On AF_VSOCK it pays only while the peer has credit for
-    /// whole requests: the virtio transport copies a request longer than the credit at its first
-    /// try (and each later piece of it) yet completes it as zero-copied, so
-    /// [`TxStats::zc_ids`](crate::tx::TxStats::zc_ids) then counts copies; the `sendmsg` path
-    /// reports each such copy.
+    /// [`SendPath::SENDMSG`] instead and [`Sender::path_status`] says why. On AF_VSOCK it pays only
+    /// while the peer has credit for whole requests: the virtio transport copies a request longer
+    /// than the credit at its first try (and each later piece of it) yet completes it as
+    /// zero-copied, so [`TxStats::zc_ids`](crate::tx::TxStats::zc_ids) then counts copies; the
+    /// `sendmsg` path reports each such copy.
     #[cfg(feature = "io-uring")]
     IoUring {
         /// Sends queued before they are submitted as one linked chain (default 32; a chain also
