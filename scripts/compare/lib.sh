@@ -8,7 +8,9 @@
 #                         vsock_perf). Everything lives in $REFS_CACHE, never in the repository.
 #   zcnet_bin             builds zcnet (release) if needed and prints the path of the binary.
 #   ratio A B             prints A/B with three decimals ("-" when B is 0 or empty).
-#   pair_line NAME ZC REF prints one comparison line: "NAME zcnet ZC reference REF ratio ZC/REF".
+#   pair_line NAME ZC REF [WHO]
+#                         prints one comparison line: "NAME WHO ZC reference REF ratio ZC/REF" (WHO:
+#                         zcnet unless given).
 #   skip REASON           prints "SKIP <comparison>: REASON" (fails instead under ZCNET_PRIV_TESTS=1).
 #   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now (in NETNS
 #                         when one is made).
@@ -101,7 +103,7 @@ ratio() {
 }
 
 pair_line() {
-	printf '%-44s zcnet %12s  reference %12s  ratio %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"
+	printf '%-44s %s %12s  reference %12s  ratio %s\n' "$1" "${4:-zcnet}" "$2" "$3" "$(ratio "$2" "$3")"
 }
 
 skip() {

@@ -14,14 +14,14 @@
 # fixed send from a huge page is charged to the socket as up to the whole page).
 #
 # Each round runs the four senders one after the other (the order reverses every other round), and
-# the selftest a second time at the far end of the round, each for $SECONDS_PER_RUN seconds, the receiver on one CPU and the sender on another, in one private
-# network namespace made for the whole comparison (only
-# its own loopback; a namespace per run would be torn down by the kernel while the next run
-# measures, and rates would then swing between two levels almost 2x apart). The medians of the
-# rounds are compared. The selftest's second run is compared with its first too (the `control`
-# line): one program against itself, the spread that one run of the comparison cannot resolve (on
-# a shared VM, median ratios of 5 rounds of the same program ranged 0.99x-1.28x). Rates are MB/s
-# (MiB per second). The selftest prints its bytes over whole
+# the selftest a second time at the far end of the round, each for $SECONDS_PER_RUN seconds, the
+# receiver on one CPU and the sender on another, in one private network namespace made for the
+# whole comparison (only its own loopback, no TCP metrics kept; a namespace per run would be torn
+# down by the kernel while the next run measures, and rates would then swing between two levels
+# almost 2x apart). The medians of the rounds are compared. The selftest's second run is compared
+# with its first too (the `control` line): one program against itself, the spread that one run of
+# the comparison cannot resolve (on a shared VM, median ratios of 5 rounds of the same program
+# ranged 0.99x-1.28x). Rates are MB/s (MiB per second). The selftest prints its bytes over whole
 # seconds although it runs 0.2 s longer (cfg_runtime_ms = 200 + t * 1000): its rate here is its MB
 # over the time it really ran.
 #
@@ -120,10 +120,8 @@ uring_compare() {
 			echo "  round $round, $size-byte sends: zcnet one buffer ${one[-1]} MB/s, zcnet pool ${pool[-1]} MB/s, zcnet pool on huge pages ${huge[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s and again ${again[-1]} MB/s"
 		done
 		ref_median="$(printf '%s\n' "${ref[@]}" | median)"
-		printf '%-44s again %12s  reference %12s  ratio %s\n' \
-			"control: io_uring_zerocopy_tx $size B" \
-			"$(printf '%s\n' "${again[@]}" | median)" "$ref_median" \
-			"$(ratio "$(printf '%s\n' "${again[@]}" | median)" "$ref_median")"
+		pair_line "control: io_uring_zerocopy_tx $size B" \
+			"$(printf '%s\n' "${again[@]}" | median)" "$ref_median" again
 		pair_line "tcp loopback send_zc $size B, one buffer" \
 			"$(printf '%s\n' "${one[@]}" | median)" "$ref_median"
 		pair_line "tcp loopback send_zc $size B, zcnet pool" \
