@@ -18,12 +18,18 @@
 # receiver on one CPU and the sender on another, in one private network namespace made for the
 # whole comparison (only its own loopback, no TCP metrics kept; a namespace per run would be torn
 # down by the kernel while the next run measures, and rates would then swing between two levels
-# almost 2x apart). The medians of the rounds are compared. The selftest's second run is compared
-# with its first too (the `control` line): one program against itself, the spread that one run of
-# the comparison cannot resolve (on a shared VM, median ratios of 5 rounds of the same program
-# ranged 0.99x-1.28x). Rates are MB/s (MiB per second). The selftest prints its bytes over whole
+# almost 2x apart). Rates are MB/s (MiB per second). The selftest prints its bytes over whole
 # seconds although it runs 0.2 s longer (cfg_runtime_ms = 200 + t * 1000): its rate here is its MB
 # over the time it really ran.
+#
+# The comparison is paired by round: each zcnet run is divided by the geometric mean of the
+# selftest's two runs of the same round, which bracket it in time (a shared host's rates drift by
+# a quarter from one minute to the next), and each sender's line gives the median of those
+# per-round ratios, then their geometric mean with a range of two standard errors either side
+# (`gm A [LO-HI]`): a range that holds 1.0 does not tell the two apart. The columns beside it are
+# the medians of the rates. The `control` line divides the selftest's second run by its first in
+# each round: one program against itself (its spread is about 1.15x the others', a ratio of two
+# single runs rather than of one run and a mean of two).
 #
 # Both senders' TCP runs under the namespace's congestion control, the host's default unless TCP_CC
 # names another that net.ipv4.tcp_allowed_congestion_control lets a namespace choose: under bbr every
@@ -95,7 +101,36 @@ uring_compare() {
 		sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 	}
 
-	echo "io_uring zero-copy send, TCP over loopback: MB/s, median of $ROUNDS rounds of ${SECONDS_PER_RUN}s each"
+	# paired_line NAME WHO RUNS [BASE]: one line for the array named RUNS against the selftest:
+	# the medians of the rates (RUNS', and the selftest's over both its runs), then the median of
+	# the per-round ratios, RUNS[i] / sqrt(ref[i] * again[i]) (or RUNS[i] / BASE[i] when the array
+	# BASE is named), and their geometric mean with two standard errors either side. A round
+	# missing a rate counts in neither.
+	paired_line() {
+		local -n runs="$3"
+		local -n first="${4:-ref}" second="${4:-again}"
+		local name="$1" who="$2" i rows=""
+		for i in "${!runs[@]}"; do
+			rows+="${runs[$i]} ${first[$i]} ${second[$i]}"$'\n'
+		done
+		local stats
+		stats="$(printf '%s' "$rows" |
+			awk '$1 > 0 && $2 > 0 && $3 > 0 { printf "%.9f\n", log($1 / sqrt($2 * $3)) }' |
+			sort -g | awk '
+				{ l[NR] = $1; s += $1 }
+				END {
+					if (NR == 0) { print "-"; exit }
+					m = s / NR
+					for (i = 1; i <= NR; i++) q += (l[i] - m) ^ 2
+					se = NR > 1 ? sqrt(q / (NR - 1) / NR) : 0
+					med = NR % 2 ? l[(NR + 1) / 2] : (l[NR / 2] + l[NR / 2 + 1]) / 2
+					printf "%.3f gm %.3f [%.3f-%.3f]\n", exp(med), exp(m), exp(m - 2 * se), exp(m + 2 * se)
+				}')"
+		printf '%-55s %s %8s  reference %8s  paired ratio %s\n' "$name" "$who" \
+			"$(printf '%s\n' "${runs[@]}" | median)" "$ref_median" "$stats"
+	}
+
+	echo "io_uring zero-copy send, TCP over loopback: MB/s, median of $ROUNDS rounds of ${SECONDS_PER_RUN}s each; ratios paired by round"
 	echo "TCP congestion control: $(congestion_control)"
 	for size in "${SIZES[@]}"; do
 		ref=()
@@ -119,15 +154,11 @@ uring_compare() {
 			fi
 			echo "  round $round, $size-byte sends: zcnet one buffer ${one[-1]} MB/s, zcnet pool ${pool[-1]} MB/s, zcnet pool on huge pages ${huge[-1]} MB/s, io_uring_zerocopy_tx ${ref[-1]} MB/s and again ${again[-1]} MB/s"
 		done
-		ref_median="$(printf '%s\n' "${ref[@]}" | median)"
-		pair_line "control: io_uring_zerocopy_tx $size B" \
-			"$(printf '%s\n' "${again[@]}" | median)" "$ref_median" again
-		pair_line "tcp loopback send_zc $size B, one buffer" \
-			"$(printf '%s\n' "${one[@]}" | median)" "$ref_median"
-		pair_line "tcp loopback send_zc $size B, zcnet pool" \
-			"$(printf '%s\n' "${pool[@]}" | median)" "$ref_median"
-		pair_line "tcp loopback send_zc $size B, zcnet pool on huge pages" \
-			"$(printf '%s\n' "${huge[@]}" | median)" "$ref_median"
+		ref_median="$(printf '%s\n' "${ref[@]}" "${again[@]}" | median)"
+		paired_line "control: io_uring_zerocopy_tx $size B" again again ref
+		paired_line "tcp loopback send_zc $size B, one buffer" zcnet one
+		paired_line "tcp loopback send_zc $size B, zcnet pool" zcnet pool
+		paired_line "tcp loopback send_zc $size B, zcnet pool on huge pages" zcnet huge
 	done
 	netns_del
 }
