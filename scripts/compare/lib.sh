@@ -11,6 +11,9 @@
 #   pair_line NAME ZC REF [WHO]
 #                         prints one comparison line: "NAME WHO ZC reference REF ratio ZC/REF" (WHO:
 #                         zcnet unless given).
+#   paired_ratio          reads lines "X A B" (one per round) and prints the median over rounds of
+#                         X/sqrt(A*B) (X/A when B is A), then their geometric mean with two standard
+#                         errors either side: "MEDIAN gm MEAN [LO-HI]" ("-" without a round).
 #   skip REASON           prints "SKIP <comparison>: REASON" (fails instead under ZCNET_PRIV_TESTS=1).
 #   free_port             prints a TCP/UDP port on 127.0.0.1 that nothing listens on now (in NETNS
 #                         when one is made).
@@ -104,6 +107,20 @@ ratio() {
 
 pair_line() {
 	printf '%-44s %s %12s  reference %12s  ratio %s\n' "$1" "${4:-zcnet}" "$2" "$3" "$(ratio "$2" "$3")"
+}
+
+paired_ratio() {
+	awk '$1 > 0 && $2 > 0 && $3 > 0 { printf "%.9f\n", log($1 / sqrt($2 * $3)) }' |
+		sort -g | awk '
+			{ l[NR] = $1; s += $1 }
+			END {
+				if (NR == 0) { print "-"; exit }
+				m = s / NR
+				for (i = 1; i <= NR; i++) q += (l[i] - m) ^ 2
+				se = NR > 1 ? sqrt(q / (NR - 1) / NR) : 0
+				med = NR % 2 ? l[(NR + 1) / 2] : (l[NR / 2] + l[NR / 2 + 1]) / 2
+				printf "%.3f gm %.3f [%.3f-%.3f]\n", exp(med), exp(m), exp(m - 2 * se), exp(m + 2 * se)
+			}'
 }
 
 skip() {

@@ -3,7 +3,11 @@
 # (`msg_zerocopy -r`, which discards with MSG_TRUNC), plain against --mode copy and -z against
 # --mode zerocopy, 65435-byte sends (msg_zerocopy's default) for SECONDS. The receiver's MiB count is
 # the throughput; the sender's user+system time per MB is its cost. Also checks zcnet's byte count
-# against the receiver's, and msg_zerocopy -z into zcnet's receiver.
+# against the receiver's, and msg_zerocopy -z into zcnet's receiver. After the rounds, the `all
+# rounds` lines divide the sums over the rounds, and the `paired ratio` lines take each round's
+# ratio (the two senders ran one after the other) and give their median and geometric mean with
+# two standard errors either side (paired_ratio): on a shared host a run's rate moves by a quarter
+# from one minute to the next, and a range that holds 1.0 does not tell the two apart.
 #
 # As root everything runs in one private network namespace (netns_add: only its own loopback, and
 # no TCP metrics carried from one run's connection to the next, where the host's cache held
@@ -62,12 +66,18 @@ us_per_mb() {
 
 declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
+# Per mode, one line per round for paired_ratio: "ZC REF REF", MiB and us/MB.
+declare -A rounds=()
 
 # tcp_round ROUND MODE FLAG: prints one round's pair and adds it to the totals.
 tcp_round() {
+	local zc_us ref_us
+	zc_us="$(us_per_mb "$ZC_CPU" "$ZC_MIB")"
+	ref_us="$(us_per_mb "$REF_CPU" "$REF_MIB")"
 	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" "$ZC_MIB" "$REF_MIB"
-	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" \
-		"$(us_per_mb "$ZC_CPU" "$ZC_MIB")" "$(us_per_mb "$REF_CPU" "$REF_MIB")"
+	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" "$zc_us" "$ref_us"
+	rounds[mib_$2]+="$ZC_MIB $REF_MIB $REF_MIB"$'\n'
+	rounds[us_$2]+="$zc_us $ref_us $ref_us"$'\n'
 	check_equal "zcnet --mode $2 -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
 	add "zc_mib_$2" "$ZC_MIB"
 	add "ref_mib_$2" "$REF_MIB"
@@ -82,6 +92,10 @@ for pair in "copy:plain" "zerocopy:-z"; do
 	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: us/MB" \
 		"$(us_per_mb "${total[zc_cpu_$mode]}" "${total[zc_mib_$mode]}")" \
 		"$(us_per_mb "${total[ref_cpu_$mode]}" "${total[ref_mib_$mode]}")"
+	for what in mib:MiB us:us/MB; do
+		printf '%-44s paired ratio %s\n' "$ROUNDS rounds $mode vs msg_zerocopy ${pair#*:}: ${what#*:}" \
+			"$(printf '%s' "${rounds[${what%%:*}_$mode]}" | paired_ratio)"
+	done
 done
 
 # msg_zerocopy -z into zcnet's receiver (a foreign stream: counted, not verified).

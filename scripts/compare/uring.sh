@@ -114,18 +114,7 @@ uring_compare() {
 			rows+="${runs[$i]} ${first[$i]} ${second[$i]}"$'\n'
 		done
 		local stats
-		stats="$(printf '%s' "$rows" |
-			awk '$1 > 0 && $2 > 0 && $3 > 0 { printf "%.9f\n", log($1 / sqrt($2 * $3)) }' |
-			sort -g | awk '
-				{ l[NR] = $1; s += $1 }
-				END {
-					if (NR == 0) { print "-"; exit }
-					m = s / NR
-					for (i = 1; i <= NR; i++) q += (l[i] - m) ^ 2
-					se = NR > 1 ? sqrt(q / (NR - 1) / NR) : 0
-					med = NR % 2 ? l[(NR + 1) / 2] : (l[NR / 2] + l[NR / 2 + 1]) / 2
-					printf "%.3f gm %.3f [%.3f-%.3f]\n", exp(med), exp(m), exp(m - 2 * se), exp(m + 2 * se)
-				}')"
+		stats="$(printf '%s' "$rows" | paired_ratio)"
 		printf '%-55s %s %8s  reference %8s  paired ratio %s\n' "$name" "$who" \
 			"$(printf '%s\n' "${runs[@]}" | median)" "$ref_median" "$stats"
 	}

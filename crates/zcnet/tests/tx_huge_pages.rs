@@ -140,7 +140,9 @@ each_path! {
         let sink = std::thread::spawn(move || tx_common::read_checksum(server));
         tx.flush(Duration::from_secs(20)).expect("flush");
         let stats = tx.stats().clone();
-        assert_eq!(stats.zc_calls, COUNT as u64, "{stats:?}");
+        // Every send zero-copy (pinned per request, none refused): one call each on sendmsg,
+        // gathered several to a request on io_uring.
+        assert!(stats.zc_calls > 0 && stats.zc_calls == stats.calls, "{stats:?}");
         drop(tx.close(Duration::from_secs(1)).expect("close"));
         assert_stream_delivered(sink, sent, &pool, &stats);
     }

@@ -97,28 +97,6 @@ pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
     Ok(value)
 }
 
-/// The name of the TCP socket `fd`'s congestion control (`TCP_CONGESTION`), such as `cubic` or `bbr`.
-#[cfg(feature = "io-uring")]
-pub fn tcp_congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
-    // TCP_CA_NAME_MAX: the kernel writes at most 16 bytes, NUL-padded.
-    let mut name = [0u8; 16];
-    let mut len = name.len() as libc::socklen_t;
-    // SAFETY: `name` and `len` are live locals; the kernel writes at most `len` bytes into `name`.
-    syscall!(getsockopt(
-        fd.as_raw_fd(),
-        libc::IPPROTO_TCP,
-        libc::TCP_CONGESTION,
-        name.as_mut_ptr().cast(),
-        &mut len,
-    ))?;
-    let written = &name[..(len as usize).min(name.len())];
-    let end = written
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(written.len());
-    Ok(String::from_utf8_lossy(&written[..end]).into_owned())
-}
-
 /// The identity of the kernel socket behind `fd`: the device and inode number of its sockfs inode
 /// (`fstat`). Every descriptor of one socket — `dup`, `try_clone`, one received over `SCM_RIGHTS` —
 /// gives the same pair, and two sockets alive at once give different ones, except when the kernel's
@@ -341,18 +319,6 @@ mod tests {
     use super::*;
     use std::net::UdpSocket;
     use std::os::fd::AsFd;
-
-    #[test]
-    fn a_new_tcp_socket_names_the_namespace_default_congestion_control() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
-        assert_eq!(
-            tcp_congestion(listener.as_fd()).unwrap(),
-            default.trim_end()
-        );
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert!(tcp_congestion(udp.as_fd()).is_err(), "not a TCP socket");
-    }
 
     #[test]
     fn int_options_round_trip() {

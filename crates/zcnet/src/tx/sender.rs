@@ -72,8 +72,7 @@ pub enum SendPath {
     IoUring {
         /// Sends queued before they are submitted as one linked chain (default 32; a chain also
         /// stops at 512 KiB past its first send, and is submitted once that much waits); on a
-        /// stream also the most buffers one request carries (up to 256 KiB, 64 KiB under bbr, and
-        /// 1024 buffers).
+        /// stream also the most buffers one request carries (up to 256 KiB and 1024 buffers).
         batch: u32,
         /// Submission queue entries (default 256): also the most requests in flight, results and
         /// notifications together.

@@ -4,11 +4,10 @@
 //! The path owns a connected socket and a ring. A send takes ownership of a byte container
 //! ([`SendBuf`](crate::tx::SendBuf)) and queues it;
 //! queued sends are submitted in batches as one linked chain, so a stream's bytes go out in order. On
-//! a stream, consecutive buffers of a batch go out as one request up to 256 KiB — 64 KiB under a
-//! congestion control that paces every flow (bbr), where gathering 64 KiB sends cost more than it
-//! saved — (`IORING_OP_SENDMSG_ZC` with an iovec per buffer): one result and one notification for
-//! many small sends, which is what makes 4 KiB sends cheap; on a datagram socket each buffer is one
-//! `IORING_OP_SEND_ZC` (one datagram).
+//! a stream, consecutive buffers of a batch go out as one request up to 256 KiB
+//! (`IORING_OP_SENDMSG_ZC` with an iovec per buffer): one result and one notification for
+//! many sends, which is what makes 4 KiB sends cheap, and four 64 KiB ones share one too; on a
+//! datagram socket each buffer is one `IORING_OP_SEND_ZC` (one datagram).
 //! Each zero-copy request takes an id in the same [`CompletionTracker`](crate::tx::CompletionTracker)
 //! the MSG_ZEROCOPY path uses, and its buffer stays lent until the request's notification CQE — the
 //! io_uring counterpart of an error-queue completion — is turned into a one-id completion range. The
@@ -40,7 +39,8 @@
 //! joined it and stacked their notifications. Over loopback under bbr on a VM, 65435-byte sends
 //! ran at a median 0.86x-0.88x `io_uring_zerocopy_tx`'s rate per paired trial with it on and
 //! 0.93x-1.00x with it off, 4096-byte ones at 1.18x with it on and 1.29x off (README, "Side by
-//! side with the kernel's tools").
+//! side with the kernel's tools"). With it off, gathering pays under bbr too: requests of up to
+//! 256 KiB instead of one per 64 KiB send took those to 1.05x and 1.44x (see `plan::GATHER_BYTES`).
 //!
 //! A zero-copy request charges the process's locked-memory budget
 //! ([`MemlockBudget`](crate::tx::MemlockBudget)) with its pages, as the kernel charges the user,

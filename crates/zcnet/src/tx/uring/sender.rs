@@ -10,10 +10,10 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::plan::{GATHER_BYTES, MAX_REQUEST_LEN, PACED_GATHER_BYTES, Part, Planned, plan};
+use super::plan::{MAX_REQUEST_LEN, Part, Planned, plan};
 use crate::Fallback;
 use crate::sys::errqueue::enable_zerocopy;
-use crate::sys::socket::{get_int_option, set_int_option, tcp_congestion};
+use crate::sys::socket::{get_int_option, set_int_option};
 use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
     memlock_limit,
@@ -171,8 +171,6 @@ pub(crate) struct UringPath<S: ZcSocket> {
     /// The path turned Nagle's algorithm off (`TCP_NODELAY`) and turns it on again when it hands
     /// the socket back.
     nagle_was_on: bool,
-    /// The most bytes a stream request gathers from several buffers (see [`PACED_GATHER_BYTES`]).
-    gather_bytes: usize,
     /// Bytes submitted on TCP since the last request that ended a record.
     unrecorded: usize,
     /// Buffers not yet wholly taken, in order; the first `chain_len` were in the last chain.
@@ -253,13 +251,6 @@ impl<S: ZcSocket> UringPath<S> {
             && get_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)
                 .is_ok_and(|on| on == 0)
             && set_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1).is_ok();
-        // Read once: a congestion control changed on the socket later keeps this choice.
-        let paced = tcp && tcp_congestion(socket.fd()).is_ok_and(|name| name.starts_with("bbr"));
-        let gather_bytes = if paced {
-            PACED_GATHER_BYTES
-        } else {
-            GATHER_BYTES
-        };
         UringPath {
             ring,
             socket: Some(socket),
@@ -277,7 +268,6 @@ impl<S: ZcSocket> UringPath<S> {
             vectored_fixed: true,
             tcp,
             nagle_was_on,
-            gather_bytes,
             unrecorded: 0,
             queue: VecDeque::new(),
             chain_len: 0,
@@ -703,7 +693,7 @@ impl<S: ZcSocket> UringPath<S> {
             left: p.left(),
             zc: p.decision == Some(Decision::ZeroCopy),
         }));
-        plan(parts, socket.is_stream(), self.gather_bytes, room, planned);
+        plan(parts, socket.is_stream(), room, planned);
         let Some(last) = planned.last() else {
             return Ok(());
         };
