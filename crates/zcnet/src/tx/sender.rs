@@ -54,7 +54,9 @@ pub enum SendPath {
     /// One `sendmsg(MSG_ZEROCOPY)` per send (per piece of a stream send the kernel takes part
     /// of), completions read from the socket's error queue.
     Sendmsg {
-        /// Drain the error queue after this many sends even when nothing forces it (default 32).
+        /// Drain the error queue after this many sends even when nothing forces it (default 32),
+        /// and in any case once 256 KiB went out zero-copy since the last drain: a buffer comes
+        /// back only once its completion is read.
         drain_every: u32,
     },
     /// io_uring `IORING_OP_SEND_ZC` / `IORING_OP_SENDMSG_ZC` (feature `io-uring`, kernel 6.0+):
