@@ -24,6 +24,8 @@
 #   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
 #   netns_add NAME        creates the namespace NAME (NETNS) with its loopback up, TCP metrics not
 #                         saved, under the TCP congestion control TCP_CC (env) when set and allowed.
+#   own_netns NAME        as root, netns_add NAME; otherwise says the comparison runs over the
+#                         host's loopback.
 #   congestion_control    prints the TCP congestion control of NETNS (or the host's), and whether it paces.
 #   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
 #
@@ -209,6 +211,14 @@ netns_add() {
 		echo "TCP_CC=$TCP_CC: a namespace may use only what net.ipv4.tcp_allowed_congestion_control" \
 			"lists ($(sysctl -n net.ipv4.tcp_allowed_congestion_control)); keeping" \
 			"$(ip netns exec "$NETNS" sysctl -n net.ipv4.tcp_congestion_control)" >&2
+	fi
+}
+
+own_netns() {
+	if [ "$(id -u)" -eq 0 ]; then
+		netns_add "$1"
+	else
+		echo "not root: over the host's loopback, whose TCP metrics carry from one run to the next"
 	fi
 }
 

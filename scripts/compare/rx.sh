@@ -5,15 +5,17 @@
 # defaults in each mode (`zcnet bench rx --listen --mode copy|zerocopy|auto`). Per round and as means:
 # Gbit/s, CPU per MiB and % mapped, the mapped/copy cost ratio of each tool, and auto against the
 # cheaper of tcp_mmap's two. Also checks the byte counts of zcnet's sender into tcp_mmap (with and
-# without -z) and of tcp_mmap's own -z sender (32 GiB, once) into zcnet's receiver.
+# without -z) and of tcp_mmap's own -z sender (32 GiB, once) into zcnet's receiver. As root in its
+# own network namespace (own_netns), as tcp.sh.
 
 RX_MIB="${RX_MIB:-1024}"
 # TCP_MAXSEG that leaves one 4096-byte page of payload per segment: 4096 + 12 bytes of timestamps.
 PAGE_MSS=4108
+own_netns "zcnet-rx-$$"
 
 zc_sender() {
 	# One stream (one round of one receive mode): tcp_mmap reads one connection at a time.
-	"$ZCNET" bench rx --connect "127.0.0.1:$1" --raw --sender zerocopy --rounds 1 --mode zerocopy \
+	in_netns "$ZCNET" bench rx --connect "127.0.0.1:$1" --raw --sender zerocopy --rounds 1 --mode zerocopy \
 		--mib "$2" >/dev/null
 }
 
@@ -22,7 +24,7 @@ tcp_mmap_receive() {
 	local port
 	port="$(free_port)"
 	# Line-buffered: its summary must reach the file before it is stopped.
-	stdbuf -oL "$REFS/tcp_mmap" -s $1 -M "$PAGE_MSS" -p "$port" -4 >"$SCRATCH/mm" 2>&1 &
+	in_netns stdbuf -oL "$REFS/tcp_mmap" -s $1 -M "$PAGE_MSS" -p "$port" -4 >"$SCRATCH/mm" 2>&1 &
 	local pid=$!
 	sleep 0.3
 	zc_sender "$port" "$2"
@@ -44,7 +46,7 @@ tcp_mmap_receive() {
 zc_receive() {
 	local port
 	port="$(free_port)"
-	"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode "$1" --interval 0 \
+	in_netns "$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode "$1" --interval 0 \
 		--json >"$SCRATCH/zr" &
 	local pid=$!
 	sleep 0.3
@@ -119,10 +121,11 @@ pair_line "mean auto vs cheaper usec per MiB" "$(mean zc_auto_US)" \
 
 # tcp_mmap's client always sends 32 GiB (FILE_SZ), without a header: counted, not verified.
 port="$(free_port)"
-"$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode zerocopy --interval 0 --json >"$SCRATCH/zr" &
+in_netns "$ZCNET" bench rx --listen "127.0.0.1:$port" --once --mode zerocopy --interval 0 --json >"$SCRATCH/zr" &
 pid=$!
 sleep 0.3
-"$REFS/tcp_mmap" -H 127.0.0.1 -z -M "$PAGE_MSS" -p "$port" -4 >/dev/null 2>&1
+in_netns "$REFS/tcp_mmap" -H 127.0.0.1 -z -M "$PAGE_MSS" -p "$port" -4 >/dev/null 2>&1
 wait "$pid"
 got="$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["bytes"])' "$SCRATCH/zr")"
 check_equal "tcp_mmap -z -> zcnet rx --listen (bytes)" "$((1 << 35))" "$got"
+[ -z "$NETNS" ] || netns_del

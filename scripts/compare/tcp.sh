@@ -15,11 +15,7 @@
 # loopback, as it says.
 
 SECONDS_TCP="${SECONDS_TCP:-2}"
-if [ "$(id -u)" -eq 0 ]; then
-	netns_add "zcnet-tcp-$$"
-else
-	echo "not root: over the host's loopback, whose TCP metrics carry from one run to the next"
-fi
+own_netns "zcnet-tcp-$$"
 # msg_zerocopy -t N sends for N seconds plus 200 ms.
 ZC_DURATION="$(awk -v t="$SECONDS_TCP" 'BEGIN { print t + 0.2 }')"
 

@@ -2,15 +2,17 @@
 # zcnet bench udp --connect --raw against msg_zerocopy's UDP sender, both into `msg_zerocopy -r udp`
 # (which checks every datagram's length and first bytes against its own pattern, the one zcnet
 # sends), UDP_SIZE-byte datagrams for SECONDS_UDP: plain against --mode copy, -z against
-# --mode zerocopy. Datagrams received are the throughput; sender CPU per MB the cost.
+# --mode zerocopy. Datagrams received are the throughput; sender CPU per MB the cost. As root in
+# its own network namespace (own_netns), as tcp.sh.
 
 SECONDS_UDP="${SECONDS_UDP:-2}"
 UDP_SIZE="${UDP_SIZE:-1400}"
 UDP_DURATION="$(awk -v t="$SECONDS_UDP" 'BEGIN { print t + 0.2 }')"
+own_netns "zcnet-udp-$$"
 
 udp_receiver() {
 	PORT="$(free_port)"
-	"$REFS/msg_zerocopy" -4 -r -s "$UDP_SIZE" -t "$SECONDS_UDP" -p "$PORT" -D 127.0.0.1 udp \
+	in_netns "$REFS/msg_zerocopy" -4 -r -s "$UDP_SIZE" -t "$SECONDS_UDP" -p "$PORT" -D 127.0.0.1 udp \
 		2>"$SCRATCH/rx" &
 	RX_PID=$!
 	sleep 0.3
@@ -27,7 +29,7 @@ udp_received() {
 
 ref_udp() {
 	udp_receiver
-	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$REFS/msg_zerocopy" -4 $1 -s "$UDP_SIZE" \
+	in_netns /usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$REFS/msg_zerocopy" -4 $1 -s "$UDP_SIZE" \
 		-t "$SECONDS_UDP" -p "$PORT" -D 127.0.0.1 -S 127.0.0.1 udp 2>/dev/null >/dev/null
 	udp_received
 	REF_PACKETS="$RX_PACKETS"
@@ -36,7 +38,7 @@ ref_udp() {
 
 zc_udp() {
 	udp_receiver
-	/usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$ZCNET" bench udp --connect "127.0.0.1:$PORT" \
+	in_netns /usr/bin/time -f '%U %S' -o "$SCRATCH/cpu" "$ZCNET" bench udp --connect "127.0.0.1:$PORT" \
 		--raw --mode "$1" --size "$UDP_SIZE" --duration "$UDP_DURATION" --interval 0 --json \
 		>"$SCRATCH/zc"
 	udp_received
@@ -56,3 +58,4 @@ udp_round() {
 }
 
 each_round_and_mode ref_udp zc_udp udp_round
+[ -z "$NETNS" ] || netns_del
