@@ -5,7 +5,7 @@
 //! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
 //! sender whose sending thread exits with sends in flight, carried on by another thread; io_uring
 //! submitting large sends a chain (512 KiB) at a time, and turning Nagle's algorithm off while it
-//! owns the socket.
+//! owns the socket; `sendmsg` reading completions once 256 KiB went out zero-copy.
 
 mod tx_common;
 
@@ -415,4 +415,67 @@ fn io_uring_turns_nagle_off_while_it_owns_a_tcp_socket_and_restores_it() {
         drop(stream);
         assert_stream_delivered(sink, sent, &pool, &stats);
     }
+}
+
+/// The `sendmsg` path reads the error queue once 256 KiB went out zero-copy since it last did,
+/// however far `drain_every` is: a lent buffer comes back only once its completion is read. The
+/// first 64 KiB send's completion is queued (the socket reports `POLLERR`) before three more
+/// sends; nothing reads it until the fourth makes 256 KiB, and that send does, without a poll.
+#[test]
+fn sendmsg_reads_completions_once_256_kib_went_out_zero_copy() {
+    // Zero-copy must happen: the user's locked-memory budget is this test's alone.
+    let _turn = testnet::memlock_turn();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    // Room for all four sends at once: a send that found the socket full would wait for room and
+    // read the queue then.
+    rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
+    let pool = pool(64 << 10, 8);
+    let config = SenderConfig {
+        path: SendPath::Sendmsg {
+            drain_every: u32::MAX,
+        },
+        ..tx_common::sender_config(Mode::ZeroCopy)
+    };
+    let mut tx = sender_on(stream, config, &pool);
+    tx.zerocopy_status().expect("zero-copy on TCP");
+    let mut sent = Checksum::default();
+    let mut send = |tx: &mut zcnet::tx::Sender<TcpStream>| {
+        let mut buf = tx_common::take(&pool, tx);
+        sent.fill_next(&mut buf, 64 << 10);
+        tx.send(buf).expect("send");
+    };
+    send(&mut tx);
+    let fd = tx.get_ref().as_fd();
+    let mut polled = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::empty(),
+    )];
+    let timeout = rustix::event::Timespec {
+        tv_sec: 10,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut polled, Some(&timeout)).expect("poll");
+    assert!(
+        polled[0].revents().contains(rustix::event::PollFlags::ERR),
+        "the first send's completion was not queued within 10 s"
+    );
+    send(&mut tx);
+    send(&mut tx);
+    assert_eq!(
+        tx.stats().notifications,
+        0,
+        "read before 256 KiB: {:?}",
+        tx.stats()
+    );
+    send(&mut tx);
+    assert!(
+        tx.stats().notifications > 0,
+        "256 KiB sent zero-copy and no completion read: {:?}",
+        tx.stats()
+    );
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_stream_delivered(sink, sent, &pool, &stats);
 }
