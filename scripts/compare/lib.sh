@@ -8,9 +8,7 @@
 #                         vsock_perf). Everything lives in $REFS_CACHE, never in the repository.
 #   zcnet_bin             builds zcnet (release) if needed and prints the path of the binary.
 #   ratio A B             prints A/B with three decimals ("-" when B is 0 or empty).
-#   pair_line NAME ZC REF [WHO]
-#                         prints one comparison line: "NAME WHO ZC reference REF ratio ZC/REF" (WHO:
-#                         zcnet unless given).
+#   pair_line NAME ZC REF prints one comparison line: "NAME zcnet ZC reference REF ratio ZC/REF".
 #   paired_ratio          reads lines "X A B" (one per round) and prints the median over rounds of
 #                         X/sqrt(A*B) (X/A when B is A), then their geometric mean with two standard
 #                         errors either side: "MEDIAN gm MEAN [LO-HI]" ("-" without a round).
@@ -108,7 +106,7 @@ ratio() {
 }
 
 pair_line() {
-	printf '%-44s %s %12s  reference %12s  ratio %s\n' "$1" "${4:-zcnet}" "$2" "$3" "$(ratio "$2" "$3")"
+	printf '%-44s zcnet %12s  reference %12s  ratio %s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"
 }
 
 paired_ratio() {
@@ -237,6 +235,7 @@ congestion_control() {
 }
 
 netns_del() {
+	[ -n "$NETNS" ] || return 0
 	ip netns del "$NETNS"
 	NETNS=""
 }

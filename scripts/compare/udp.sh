@@ -58,4 +58,4 @@ udp_round() {
 }
 
 each_round_and_mode ref_udp zc_udp udp_round
-[ -z "$NETNS" ] || netns_del
+netns_del

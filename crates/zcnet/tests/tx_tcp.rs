@@ -16,9 +16,9 @@ use std::time::Duration;
 use testnet::{Offloads, VethConfig, VethPair};
 use tx_common::{
     Checksum, STREAM_SIZES, assert_stream_delivered, fill, path_config, pool, send_sizes,
-    sender_on, tcp_pair,
+    sender_config, sender_on, tcp_pair,
 };
-use zcnet::tx::{Mode, PolicyConfig, SendPath, SenderConfig, TrySendError, TxStats};
+use zcnet::tx::{Mode, PolicyConfig, SendPath, Sender, SenderConfig, TrySendError, TxStats};
 
 /// Streams `STREAM_SIZES` `rounds` times through a 4-buffer pool and checks every byte and buffer.
 fn roundtrip(
@@ -435,12 +435,12 @@ fn sendmsg_reads_completions_once_256_kib_went_out_zero_copy() {
         path: SendPath::Sendmsg {
             drain_every: u32::MAX,
         },
-        ..tx_common::sender_config(Mode::ZeroCopy)
+        ..sender_config(Mode::ZeroCopy)
     };
     let mut tx = sender_on(stream, config, &pool);
     tx.zerocopy_status().expect("zero-copy on TCP");
     let mut sent = Checksum::default();
-    let mut send = |tx: &mut zcnet::tx::Sender<TcpStream>| {
+    let mut send = |tx: &mut Sender<TcpStream>| {
         let mut buf = tx_common::take(&pool, tx);
         sent.fill_next(&mut buf, 64 << 10);
         tx.send(buf).expect("send");

@@ -61,7 +61,7 @@ impl From<TxError> for Stop {
 /// pool ran at a median 1.06x `msg_zerocopy -z`'s rate per paired trial draining every 32 sends,
 /// 1.17x every 8, 1.21x-1.24x every 2 and 1.34x every 4 (a drain is one more system call); at 4096
 /// bytes every 32 sends ran at 1.60x, every 4 or 8 at 1.48x. So: every 32 sends or 256 KiB.
-pub(crate) const DRAIN_BYTES: usize = 256 << 10;
+const DRAIN_BYTES: usize = 256 << 10;
 
 /// The MSG_ZEROCOPY path owning socket `S` (see [`crate::tx`]). Sends never block on completions:
 /// completions are drained when the socket is not writable, every `drain_every` sends or
