@@ -318,3 +318,37 @@ async fn a_send_future_never_polled_sends_nothing(path: SendPath) {
     assert_eq!(reader.await.expect("reader"), expected);
 }
 }
+
+each_path! {
+/// Waiting for a pool buffer first sends what Nagle's algorithm holds back (on `sendmsg`; io_uring
+/// turns it off): with the pool's two 4 KiB buffers lent, the second held behind the first and the
+/// peer acknowledging a lone segment only when its delayed-ACK timer fires, a wait that left it
+/// held would get no buffer back for 40 ms or more, every time the pool ran dry.
+async fn waiting_for_a_pool_buffer_sends_what_nagle_holds_back(path: SendPath) {
+    // Zero-copy must happen (a copied send's buffer comes back at once, and nothing waits): the
+    // user's locked-memory budget is this test's alone.
+    let _turn = testnet::memlock_turn();
+    let (client, server) = tx_common::delayed_ack_pair();
+    let config = path_config(path, Mode::ZeroCopy);
+    let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
+    tx.get_ref().zerocopy_status().expect("zero-copy on TCP");
+    let pool = pool(tx_common::PAGE, 2);
+    let mut sent = Checksum::default();
+    for _ in 0..2 {
+        let mut buf = tx.take_from(&pool).await.expect("a pool buffer");
+        sent.fill_next(&mut buf, tx_common::PAGE);
+        tx.send(buf).await.expect("send");
+    }
+    // The pool is dry; a buffer may come back within the bound or not.
+    drop(timeout(Duration::from_millis(5), tx.take_from(&pool)).await);
+    assert_eq!(
+        tx_common::unsent_bytes(tx.get_ref().get_ref()),
+        0,
+        "the wait for a pool buffer left bytes unsent"
+    );
+    let reader = tokio::spawn(read_all(server, None));
+    drop(tx.close().await.expect("close"));
+    assert_eq!(reader.await.expect("reader"), sent);
+    assert_eq!(pool.available(), pool.capacity(), "every buffer back");
+}
+}

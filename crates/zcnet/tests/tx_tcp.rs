@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use testnet::{Offloads, VethConfig, VethPair};
 use tx_common::{
-    Checksum, STREAM_SIZES, assert_stream_delivered, fill, path_config, pool, send_sizes,
+    Checksum, PAGE, STREAM_SIZES, assert_stream_delivered, fill, path_config, pool, send_sizes,
     sender_config, sender_on, tcp_pair,
 };
 use zcnet::tx::{Mode, PolicyConfig, SendPath, Sender, SenderConfig, TrySendError, TxStats};
@@ -478,4 +478,46 @@ fn sendmsg_reads_completions_once_256_kib_went_out_zero_copy() {
     let stats = tx.stats().clone();
     drop(tx.close(Duration::from_secs(1)).expect("close"));
     assert_stream_delivered(sink, sent, &pool, &stats);
+}
+
+each_path! {
+    /// A wait for completions first sends what Nagle's algorithm holds back. A lent buffer comes
+    /// back only once its bytes are acknowledged, and here the peer acknowledges a lone segment
+    /// only when its delayed-ACK timer fires: two 4 KiB sends from a pool of two, the second held
+    /// by the algorithm (on `sendmsg`; io_uring turns it off) behind the first, unacknowledged.
+    /// Had the wait left it held, the sender would get its buffers back 40 ms or more later, every
+    /// time its pool ran dry.
+    fn a_wait_for_completions_sends_what_nagle_holds_back(path: SendPath) {
+        // Zero-copy must happen (a copied send's buffer comes back at once, and nothing waits):
+        // the user's locked-memory budget is this test's alone.
+        let _turn = testnet::memlock_turn();
+        let (stream, server) = tx_common::delayed_ack_pair();
+        let pool = pool(PAGE, 2);
+        let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
+        tx.zerocopy_status().expect("zero-copy on TCP");
+        let mut sent = Checksum::default();
+        for _ in 0..2 {
+            let mut buf = tx_common::take(&pool, &mut tx);
+            sent.fill_next(&mut buf, PAGE);
+            tx.send(buf).expect("send");
+        }
+        if matches!(path, SendPath::Sendmsg { .. }) {
+            assert_eq!(
+                tx_common::unsent_bytes(tx.get_ref()),
+                PAGE as u32,
+                "Nagle's algorithm did not hold the second send back"
+            );
+        }
+        tx.wait_completions(Duration::from_millis(1)).expect("wait");
+        assert_eq!(
+            tx_common::unsent_bytes(tx.get_ref()),
+            0,
+            "the wait for completions left bytes unsent"
+        );
+        let sink = std::thread::spawn(move || tx_common::read_checksum(server));
+        tx.flush(Duration::from_secs(20)).expect("flush");
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::from_secs(1)).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
+    }
 }

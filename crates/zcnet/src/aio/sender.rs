@@ -370,6 +370,7 @@ async fn completions<S: ZcSocket>(io: &Readiness, tx: &mut Sender<S>) -> Result<
     if io.ring {
         return ring_ready(&io.fd, tx).await;
     }
+    tx.push_held();
     let mut ready = io
         .fd
         .ready(Interest::ERROR)

@@ -544,6 +544,16 @@ impl<S: ZcSocket> SendmsgPath<S> {
         Ok(released)
     }
 
+    /// Sends what the socket holds back (Nagle's algorithm) before a wait for completions. A lent
+    /// buffer comes back once its bytes are acknowledged; with the algorithm on, a send shorter than
+    /// the MSS waits while an earlier segment is unacknowledged, and a peer acknowledges a lone
+    /// segment only when its delayed-ACK timer fires (40 ms or more on Linux). A sender whose
+    /// buffers are all lent would otherwise wait that long for each one it gets back.
+    pub(crate) fn push_held(&self) {
+        // A failure leaves the segment held until the peer's ACK: a slower wait, not a wrong one.
+        let _ = self.get_ref().push_held();
+    }
+
     /// Reads the completions queued now (without waiting); returns the number of ids released.
     pub(crate) fn poll_completions(&mut self) -> Result<u64, TxError> {
         self.drain()
@@ -556,6 +566,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
         if released > 0 || self.outstanding() == 0 {
             return Ok(released);
         }
+        self.push_held();
         errqueue::poll_socket(self.get_ref().fd(), false, timeout)
             .map_err(|e| self.queue_error(e))?;
         self.drain()
@@ -595,6 +606,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
                     source: e,
                 });
             }
+            self.push_held();
             let ready = errqueue::poll_socket(self.get_ref().fd(), false, left.min(POLL_SLICE))
                 .map_err(|e| self.queue_error(e))?;
             if ready.hangup && !ready.error {

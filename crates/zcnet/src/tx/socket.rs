@@ -40,6 +40,11 @@ pub trait ZcSocket: sealed::Sealed + Send {
     fn nothing_sent(&self) -> io::Result<Option<bool>> {
         Ok(None)
     }
+    /// Sends at once what the socket holds back for later bytes to join (Nagle's algorithm on TCP;
+    /// nothing on the others). Returns whether it pushed anything.
+    fn push_held(&self) -> io::Result<bool> {
+        Ok(false)
+    }
 }
 
 impl sealed::Sealed for TcpStream {}
@@ -55,6 +60,11 @@ impl ZcSocket for TcpStream {
     /// the stream, and a failed one gave its id back (TCP aborts the send's completion record).
     fn nothing_sent(&self) -> io::Result<Option<bool>> {
         crate::sys::socket::tcp_nothing_written(self.as_fd()).map(Some)
+    }
+    /// With `TCP_NODELAY` off, a segment shorter than the MSS waits while an earlier one is
+    /// unacknowledged; this sends it now (see [`crate::sys::socket::push_held_segments`]).
+    fn push_held(&self) -> io::Result<bool> {
+        crate::sys::socket::push_held_segments(self.as_fd())
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -254,6 +255,25 @@ pub fn backlog_pair() -> (TcpStream, TcpStream) {
     rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
     let (server, _) = listener.accept().unwrap();
     (stream, server)
+}
+
+/// Connects a TCP pair over loopback whose receiving end (returned second, not read yet) delays
+/// its ACKs: it leaves quick-ACK mode (`TCP_QUICKACK` off), so it acknowledges a lone segment only
+/// when its delayed-ACK timer fires, 40 ms or more later. The sending end has Nagle's algorithm on
+/// (the default), so a short send waits while an earlier short segment is unacknowledged.
+pub fn delayed_ack_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    rustix::net::sockopt::set_tcp_quickack(&server, false).unwrap();
+    (stream, server)
+}
+
+/// Bytes the socket holds and has not sent (`tcpi_notsent_bytes`).
+pub fn unsent_bytes(stream: &TcpStream) -> u32 {
+    zcnet::probe::tcp_send_state(stream.as_fd())
+        .expect("TCP_INFO")
+        .notsent_bytes
 }
 
 /// Connects a TCP pair: the listener end is read by [`tcp_sink`].
