@@ -101,20 +101,20 @@ pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i
 /// and off again: turning it on pushes the pending segments (`__tcp_sock_set_nodelay` calls
 /// `tcp_push_pending_frames`, past Nagle's algorithm and `TCP_CORK`), turning it off again leaves
 /// later writes to the algorithm as before. Does nothing when the option is on (nothing is held
-/// back for it then) or no byte waits unsent (`SIOCOUTQNSD`). Returns whether it pushed.
-pub fn push_held_segments(fd: BorrowedFd<'_>) -> io::Result<bool> {
+/// back for it then) or no byte waits unsent (`SIOCOUTQNSD`). Another descriptor of the socket that
+/// turns the option on between the read and the two writes finds it off again.
+pub fn push_held_segments(fd: BorrowedFd<'_>) -> io::Result<()> {
     if get_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)? != 0 {
-        return Ok(false);
+        return Ok(());
     }
     let mut unsent: libc::c_int = 0;
     // SAFETY: the ioctl writes one int through the pointer, which points at a live local.
     syscall!(ioctl(fd.as_raw_fd(), libc::SIOCOUTQNSD, &mut unsent))?;
     if unsent == 0 {
-        return Ok(false);
+        return Ok(());
     }
     set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
-    set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 0)?;
-    Ok(true)
+    set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 0)
 }
 
 /// The identity of the kernel socket behind `fd`: the device and inode number of its sockfs inode

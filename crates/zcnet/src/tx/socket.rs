@@ -41,9 +41,9 @@ pub trait ZcSocket: sealed::Sealed + Send {
         Ok(None)
     }
     /// Sends at once what the socket holds back for later bytes to join (Nagle's algorithm on TCP;
-    /// nothing on the others). Returns whether it pushed anything.
-    fn push_held(&self) -> io::Result<bool> {
-        Ok(false)
+    /// nothing on the others).
+    fn push_held(&self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -63,7 +63,7 @@ impl ZcSocket for TcpStream {
     }
     /// With `TCP_NODELAY` off, a segment shorter than the MSS waits while an earlier one is
     /// unacknowledged; this sends it now (see [`crate::sys::socket::push_held_segments`]).
-    fn push_held(&self) -> io::Result<bool> {
+    fn push_held(&self) -> io::Result<()> {
         crate::sys::socket::push_held_segments(self.as_fd())
     }
 }
