@@ -92,6 +92,11 @@ pub(crate) struct Common {
     /// the kernel charges a fixed send from a huge page to the socket as up to the whole page).
     #[arg(long, conflicts_with = "listen")]
     pub(crate) huge_pages: bool,
+    /// Buffers in the send pool, each of a send's size. A zero-copy send keeps its buffer until the
+    /// peer acknowledges its bytes: a pool holding less than the peer leaves unacknowledged makes
+    /// the sender wait for ACKs.
+    #[arg(long, default_value_t = POOL_BUFFERS, value_parser = flags::count, conflicts_with = "listen")]
+    pub(crate) pool_buffers: u32,
     /// One JSON object per interval and per mode instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -148,8 +153,26 @@ pub(crate) const COLUMNS: &[Column] = &[
     ("why", "why"),
 ];
 
-/// Buffers per pool: enough to keep the socket busy while completions trail behind.
-pub(crate) const POOL_BUFFERS: usize = 64;
+/// Buffers per pool unless `--pool-buffers` says otherwise: enough to keep the socket busy while
+/// completions trail behind.
+const POOL_BUFFERS: u32 = 64;
+
+/// Most bytes of send buffers a bench maps and writes (`--pool-buffers` times a send's size).
+const MAX_POOL_BYTES: u64 = 1 << 30;
+
+/// Fails (a usage error naming `flag`) when `--pool-buffers` buffers of `size` bytes exceed
+/// [`MAX_POOL_BYTES`].
+pub(crate) fn check_pool_bytes(flag: &str, size: usize, common: &Common) -> Result<()> {
+    flags::at_most(
+        flag,
+        size as u64,
+        MAX_POOL_BYTES / u64::from(common.pool_buffers),
+        &format!(
+            "the bench keeps {} buffers of a send's size (--pool-buffers), at most 1 GiB",
+            common.pool_buffers
+        ),
+    )
+}
 
 /// Longest wait for MSG_ZEROCOPY completions before a run fails.
 pub(crate) const COMPLETION_WAIT: Duration = Duration::from_secs(10);
@@ -349,19 +372,20 @@ pub(crate) fn sender_config(
     }
 }
 
-/// A pool whose every buffer holds the pattern of units of `unit` bytes (filled once: buffers keep
-/// their bytes when they come back).
-pub(crate) fn new_pool(size: usize, unit: usize, huge_pages: bool) -> Result<BufferPool> {
+/// A pool of `--pool-buffers` buffers (on huge pages with `--huge-pages`) whose every buffer holds
+/// the pattern of units of `unit` bytes (filled once: buffers keep their bytes when they come back).
+pub(crate) fn new_pool(size: usize, unit: usize, common: &Common) -> Result<BufferPool> {
+    let count = common.pool_buffers as usize;
     let pool = BufferPool::new_keeping_contents(PoolConfig {
         buf_size: size.max(1),
-        count: POOL_BUFFERS,
-        huge_pages,
+        count,
+        huge_pages: common.huge_pages,
     })
     .context("mapping the send buffer pool")?;
-    if let (true, Err(why)) = (huge_pages, pool.huge_pages()) {
+    if let (true, Err(why)) = (common.huge_pages, pool.huge_pages()) {
         eprintln!("zcnet: --huge-pages: the send buffers are on small pages: {why}");
     }
-    let mut all = Vec::with_capacity(POOL_BUFFERS);
+    let mut all = Vec::with_capacity(count);
     while let Some(mut buf) = pool.take() {
         buf.fill_with(size, |b| wire::fill(b, unit));
         all.push(buf);

@@ -13,12 +13,12 @@ use zcnet::tx::Mode;
 use crate::bench_api::{self, Api};
 use crate::bench_listen;
 use crate::bench_send::{
-    COMPLETION_WAIT, Common, Net, Peer, check_listener_api, connect_addr, cut_short, cut_short_by,
-    header, is_interrupted, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
-    sender_config,
+    COMPLETION_WAIT, Common, Net, Peer, check_listener_api, check_pool_bytes, connect_addr,
+    cut_short, cut_short_by, header, is_interrupted, measure, new_pool, receiver_role,
+    receiver_ticker, run_rounds, sender_config,
 };
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
-use crate::flags::{self, UsageError};
+use crate::flags::UsageError;
 use crate::live;
 use crate::report::{Column, Row, object};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
@@ -35,10 +35,6 @@ pub struct TcpArgs {
     #[command(flatten)]
     timeouts: TcpTimeouts,
 }
-
-/// Largest `--size` of `bench tcp`: the pool holds [`POOL_BUFFERS`](crate::bench_send::POOL_BUFFERS)
-/// buffers of it.
-const MAX_TCP_SIZE: u64 = 16 << 20;
 
 /// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
 /// harness installs a handler of its own (which removes its namespaces and ends the process), and
@@ -62,12 +58,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     let single = (common.size.unwrap_or(64 << 10), "--size");
     sweep::check_plot(common.plot.as_deref())?;
     let sizes = sweep::sizes(&common.sizes, single, |flag, size| {
-        flags::at_most(
-            flag,
-            size as u64,
-            MAX_TCP_SIZE,
-            "the bench keeps 64 buffers of a send's size",
-        )
+        check_pool_bytes(flag, size, common)
     })?;
     let timeouts = &args.timeouts;
     if let Some(spec) = &common.connect {
@@ -145,7 +136,7 @@ fn send_tcp(
             .write_all(&header(Bench::Tcp, mode, size, common).encode())
             .context("sending the stream header")?;
     }
-    let pool = new_pool(size, size, common.huge_pages)?;
+    let pool = new_pool(size, size, common)?;
     let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
     let mut row = measure(
         &mut tx,

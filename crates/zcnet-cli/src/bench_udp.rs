@@ -16,8 +16,8 @@ use crate::bench_api::{self, Api};
 use crate::bench_listen;
 use crate::bench_listen_udp::{self, DatagramReport};
 use crate::bench_send::{
-    COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, connect_addr, cut_short,
-    cut_short_by, header, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
+    COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, check_pool_bytes, connect_addr,
+    cut_short, cut_short_by, header, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
     sender_config, ticker,
 };
 use crate::bench_send_mmsg::{self, MmsgSend};
@@ -136,6 +136,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             MAX_UDP_PAYLOAD,
             "the largest UDP payload",
         )?;
+        check_pool_bytes(flag, size, common)?;
         if common.apis().contains(&Api::AfXdp) && common.listen.is_none() {
             flags::at_most(
                 flag,
@@ -372,7 +373,7 @@ fn send_pooled(
     args: &UdpArgs,
 ) -> Result<(Row, Option<UdpSocket>)> {
     let common = &args.common;
-    let pool = new_pool(size, unit, common.huge_pages)?;
+    let pool = new_pool(size, unit, common)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
     let mut tx = bench_api::sender(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;

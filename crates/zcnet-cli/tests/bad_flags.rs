@@ -13,6 +13,21 @@ const TABLE: &[(&[&str], &str)] = &[
     (&["bench", "tcp", "--size", "64M"], "--size"),
     (&["bench", "tcp", "--interval=-1"], "--interval"),
     (&["bench", "tcp", "--threshold", "0"], "--threshold"),
+    (&["bench", "tcp", "--pool-buffers", "0"], "--pool-buffers"),
+    (&["bench", "udp", "--pool-buffers", "-1"], "--pool-buffers"),
+    (
+        &["bench", "tcp", "--pool-buffers", "4294967296"],
+        "--pool-buffers",
+    ),
+    // More send buffers than the bench maps (1 GiB): refused before anything is mapped.
+    (
+        &["bench", "tcp", "--size", "1M", "--pool-buffers", "2048"],
+        "--pool-buffers",
+    ),
+    (
+        &["bench", "udp", "--size", "60000", "--pool-buffers", "1M"],
+        "--pool-buffers",
+    ),
     (&["bench", "tcp", "--listen", "nowhere"], "--listen"),
     (&["bench", "tcp", "--connect", "no-port"], "--connect"),
     (&["bench", "udp", "--size", "70000"], "--size"),
@@ -473,6 +488,7 @@ const OTHER_ROLE: &[(&str, &str, &[&str])] = &[
             "--rounds 5",
             "--threshold 1",
             "--huge-pages",
+            "--pool-buffers 8",
             "--connect-timeout 1",
             "--send-timeout 1",
             "--plot x.svg",
@@ -493,6 +509,7 @@ const OTHER_ROLE: &[(&str, &str, &[&str])] = &[
             "--gso 1400",
             "--batch 8",
             "--huge-pages",
+            "--pool-buffers 8",
         ],
     ),
     (

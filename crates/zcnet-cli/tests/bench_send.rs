@@ -187,3 +187,36 @@ fn rounds_alternate_the_order_and_total_each_mode() {
         "{auto}"
     );
 }
+
+/// `--pool-buffers 2`: two 4 KiB buffers, each lent until the receiver acknowledges its bytes, on
+/// both submission paths; the run sends and its receiver gets every byte (the bench fails
+/// otherwise). On `sendmsg` the second of two sends waits behind Nagle's algorithm for the first's
+/// ACK unless the sender pushes it before it waits for completions.
+#[test]
+fn a_pool_of_two_buffers_delivers_every_byte_on_both_apis() {
+    let out = stdout_of(
+        Command::new(ZCNET).args([
+            "bench",
+            "tcp",
+            "--mode",
+            "zerocopy",
+            "--size",
+            "4K",
+            "--pool-buffers",
+            "2",
+            "--api",
+            "sendmsg,io_uring",
+            "--duration",
+            "0.3",
+            "--json",
+        ]),
+        "zcnet bench tcp --pool-buffers 2",
+    );
+    let rows = json_rows(&out);
+    assert_eq!(rows.len(), 2, "{out}");
+    for (row, api) in rows.iter().zip(["sendmsg", "io_uring"]) {
+        assert_eq!(row["api"], api, "{row}");
+        assert_eq!(row["mode"], "zerocopy", "{row}");
+        assert!(u(row, "bytes") > 0, "{row}");
+    }
+}
