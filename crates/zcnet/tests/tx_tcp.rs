@@ -521,3 +521,44 @@ each_path! {
         assert_stream_delivered(sink, sent, &pool, &stats);
     }
 }
+
+/// On io_uring, a chain that goes out because the caller waits (here for a buffer of a dry pool)
+/// ends its last send apart: two 4 KiB sends from a pool of two make two requests, not one. A
+/// request's notification comes once its last segment is acknowledged, and a receiver may hold
+/// the ACK of a lone segment for its delayed-ACK timer; in two requests, the first buffer comes
+/// back once the second's segment follows its own.
+#[test]
+fn io_uring_ends_the_last_send_of_a_waiting_chain_apart() {
+    if !tx_common::io_uring_available("io_uring_ends_the_last_send_of_a_waiting_chain_apart") {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (stream, sink) = tcp_pair(listener);
+    let pool = pool(PAGE, 2);
+    let mut tx = sender_on(
+        stream,
+        path_config(SendPath::IO_URING, Mode::ZeroCopy),
+        &pool,
+    );
+    let mut sent = Checksum::default();
+    for _ in 0..2 {
+        let mut buf = tx_common::take(&pool, &mut tx);
+        sent.fill_next(&mut buf, PAGE);
+        tx.send(buf).expect("send");
+    }
+    assert_eq!(
+        tx.queued(),
+        2,
+        "submitted before the wait: {:?}",
+        tx.stats()
+    );
+    drop(
+        tx.take_from(&pool, Duration::from_secs(20))
+            .expect("a buffer back"),
+    );
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    assert_stream_delivered(sink, sent, &pool, &stats);
+    assert_eq!(stats.calls, 2, "requests for two sends: {stats:?}");
+}

@@ -41,6 +41,11 @@
 //! 0.93x-1.00x with it off, 4096-byte ones at 1.18x with it on and 1.29x off (README, "Side by
 //! side with the kernel's tools"). With it off, gathering pays under bbr too: requests of up to
 //! 256 KiB instead of one per 64 KiB send took those to 1.05x and 1.44x (see `plan::GATHER_BYTES`).
+//! A chain short of a full one (submitted because the caller waits: a dry pool, a flush) ends its
+//! last send apart, in a request of its own: a request's one notification comes once its last
+//! segment is acknowledged, and a receiver may hold the ACK of a lone short segment until its
+//! delayed-ACK timer fires, so a small pool gathered whole got its buffers back 40 ms late each
+//! time it ran dry (README, "Zero-copy send").
 //!
 //! A zero-copy request charges the process's locked-memory budget
 //! ([`MemlockBudget`](crate::tx::MemlockBudget)) with its pages, as the kernel charges the user,

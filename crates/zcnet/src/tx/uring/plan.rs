@@ -43,12 +43,24 @@ pub(crate) struct Planned {
 
 /// Plans up to `max_requests` requests over `parts`, in order, into `planned` (emptied first: the
 /// sender keeps one vector for every chain). A stream request gathers consecutive
-/// parts decided alike, up to [`GATHER_BYTES`] and [`MAX_PARTS`]; a part longer than
+/// parts decided alike, up to [`GATHER_BYTES`] and [`MAX_PARTS`]; with `last_apart`, never the
+/// last of `parts` with any before it (it goes in a request of its own). A part longer than
 /// [`MAX_REQUEST_LEN`] goes out alone, cut to that length, and ends the chain (the rest goes in the
 /// next one, after the kernel took this). On a datagram socket every part is one request, whole:
 /// the sender refuses longer datagrams before queueing them.
-pub(crate) fn plan(parts: &[Part], stream: bool, max_requests: usize, planned: &mut Vec<Planned>) {
+pub(crate) fn plan(
+    parts: &[Part],
+    stream: bool,
+    last_apart: bool,
+    max_requests: usize,
+    planned: &mut Vec<Planned>,
+) {
     planned.clear();
+    // Where gathering stops: before the last part when it goes apart.
+    let gather_end = match parts.len() {
+        n if last_apart && n > 1 => n - 1,
+        n => n,
+    };
     let mut start = 0;
     while start < parts.len() && planned.len() < max_requests {
         let first = parts[start];
@@ -69,7 +81,7 @@ pub(crate) fn plan(parts: &[Part], stream: bool, max_requests: usize, planned: &
         }
         let mut end = start + 1;
         let mut bytes = first.left;
-        while end < parts.len() && end - start < MAX_PARTS && parts[end].zc == first.zc {
+        while end < gather_end && end - start < MAX_PARTS && parts[end].zc == first.zc {
             match bytes.checked_add(parts[end].left) {
                 Some(sum) if sum <= GATHER_BYTES => bytes = sum,
                 _ => break,
@@ -115,9 +127,14 @@ mod tests {
     }
 
     /// Checks every promise of [`plan`] for one input.
-    fn check(parts: &[Part], stream: bool, max_requests: usize) -> Result<(), TestCaseError> {
+    fn check(
+        parts: &[Part],
+        stream: bool,
+        last_apart: bool,
+        max_requests: usize,
+    ) -> Result<(), TestCaseError> {
         let mut planned = Vec::new();
-        plan(parts, stream, max_requests, &mut planned);
+        plan(parts, stream, last_apart, max_requests, &mut planned);
         prop_assert!(planned.len() <= max_requests);
         if max_requests > 0 && !parts.is_empty() {
             prop_assert!(!planned.is_empty(), "no progress");
@@ -151,6 +168,9 @@ mod tests {
             prop_assert!(u32::try_from(bytes).is_ok());
             if carried.len() > 1 {
                 prop_assert!(bytes <= GATHER_BYTES);
+                if last_apart {
+                    prop_assert!(request.parts.end < parts.len(), "the last part gathered");
+                }
             }
         }
         Ok(())
@@ -161,9 +181,10 @@ mod tests {
         fn every_request_is_one_the_kernel_takes_whole(
             parts in parts(),
             stream in any::<bool>(),
+            last_apart in any::<bool>(),
             max_requests in prop_oneof![Just(0usize), 1usize..300, Just(usize::MAX)],
         ) {
-            check(&parts, stream, max_requests)?;
+            check(&parts, stream, last_apart, max_requests)?;
         }
     }
 
@@ -175,7 +196,7 @@ mod tests {
         };
         let after = Part { left: 10, zc: true };
         let mut planned = Vec::new();
-        plan(&[huge, after], true, 64, &mut planned);
+        plan(&[huge, after], true, false, 64, &mut planned);
         assert_eq!(
             planned,
             [Planned {
@@ -189,9 +210,25 @@ mod tests {
     fn many_small_parts_gather_at_most_uio_maxiov_per_request() {
         let parts = vec![Part { left: 1, zc: true }; 3000];
         let mut planned = Vec::new();
-        plan(&parts, true, usize::MAX, &mut planned);
+        plan(&parts, true, false, usize::MAX, &mut planned);
         assert_eq!(planned.len(), 3);
         assert_eq!(planned[0].parts, 0..MAX_PARTS);
         assert_eq!(planned[2].parts, 2 * MAX_PARTS..3000);
+    }
+
+    #[test]
+    fn the_last_part_goes_apart_when_asked() {
+        let parts = [Part {
+            left: 4096,
+            zc: true,
+        }; 4];
+        let mut planned = Vec::new();
+        plan(&parts, true, true, 64, &mut planned);
+        let ranges: Vec<_> = planned.iter().map(|p| p.parts.clone()).collect();
+        assert_eq!(ranges, [0..3, 3..4]);
+        plan(&parts[..1], true, true, 64, &mut planned);
+        assert_eq!(planned.len(), 1);
+        plan(&parts, true, false, 64, &mut planned);
+        assert_eq!(planned.len(), 1);
     }
 }

@@ -652,6 +652,14 @@ impl<S: ZcSocket> UringPath<S> {
         if self.chain_pending > 0 || self.failure.is_some() {
             return Ok(());
         }
+        // A chain short of a full one goes out because the caller waits (for a pool buffer, a
+        // flush): its last send goes in a request of its own. A request's one notification comes
+        // once its last segment is acknowledged, and a receiver may hold the ACK of a lone short
+        // segment until its delayed-ACK timer fires (40 ms or more): a small pool gathered whole
+        // into one request got its buffers back that late, every time it ran dry. Ended apart,
+        // the buffers before the last come back once the segments after them arrive, which a
+        // receiver acknowledges at once.
+        let last_apart = !self.next_chain_full();
         let room = self
             .ring
             .entries()
@@ -693,7 +701,7 @@ impl<S: ZcSocket> UringPath<S> {
             left: p.left(),
             zc: p.decision == Some(Decision::ZeroCopy),
         }));
-        plan(parts, socket.is_stream(), room, planned);
+        plan(parts, socket.is_stream(), last_apart, room, planned);
         let Some(last) = planned.last() else {
             return Ok(());
         };
