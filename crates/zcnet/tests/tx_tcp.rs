@@ -315,8 +315,7 @@ each_path! {
             if pool.available() == 0 {
                 let released = tx.wait_completions(Duration::from_secs(20)).expect("completions");
                 if released > 0 {
-                    let state = zcnet::probe::tcp_send_state(tx.get_ref().as_fd()).unwrap();
-                    unsent_at_return.push(state.notsent_bytes);
+                    unsent_at_return.push(tx_common::unsent_bytes(tx.get_ref()));
                 }
             }
             let mut buf = pool.take().expect("a buffer after completions");

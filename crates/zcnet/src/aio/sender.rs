@@ -370,7 +370,9 @@ async fn completions<S: ZcSocket>(io: &Readiness, tx: &mut Sender<S>) -> Result<
     if io.ring {
         return ring_ready(&io.fd, tx).await;
     }
-    tx.push_held();
+    // What Nagle's algorithm holds back is sent first, as the blocking wait does (see
+    // `ZcSocket::push_held`); a failure leaves it held until the peer's ACK, a slower wait.
+    let _ = tx.get_ref().push_held();
     let mut ready = io
         .fd
         .ready(Interest::ERROR)

@@ -392,16 +392,6 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Sends what the socket holds back for later bytes to join before a wait for completions
-    /// (`sendmsg`: see `SendmsgPath::push_held`; io_uring keeps Nagle's algorithm off, so holds
-    /// nothing back).
-    #[cfg(feature = "tokio")]
-    pub(crate) fn push_held(&self) {
-        if let Path::Sendmsg(p) = &self.path {
-            p.push_held();
-        }
-    }
-
     /// Whether no buffer sent through this sender is still queued or lent.
     pub(crate) fn holds_nothing(&self) -> bool {
         match &self.path {
