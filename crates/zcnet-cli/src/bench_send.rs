@@ -88,10 +88,13 @@ pub(crate) struct Common {
     /// Size threshold of the auto mode, in bytes.
     #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, conflicts_with = "listen")]
     pub(crate) threshold: usize,
-    /// Back the send buffers with transparent huge pages (io_uring then sends them unregistered:
-    /// the kernel charges a fixed send from a huge page to the socket as up to the whole page).
-    #[arg(long, conflicts_with = "listen")]
-    pub(crate) huge_pages: bool,
+    /// Pages backing the send buffers: `huge` (transparent huge pages), `small`, or `auto`: huge for
+    /// the sendmsg API, whose sends the kernel pins page by page (a 64 KiB send from a huge page is
+    /// one fragment of a socket buffer, not sixteen), small for io_uring, which registers them (the
+    /// kernel charges a fixed send from a huge page to the socket as up to the whole page, so with
+    /// `huge` io_uring sends them unregistered).
+    #[arg(long, value_enum, default_value_t = Pages::Auto, conflicts_with = "listen")]
+    pub(crate) pages: Pages,
     /// Buffers in the send pool, each of a send's size. A zero-copy send keeps its buffer until the
     /// peer acknowledges its bytes: a pool holding less than the peer leaves unacknowledged makes
     /// the sender wait for ACKs.
@@ -372,18 +375,43 @@ pub(crate) fn sender_config(
     }
 }
 
-/// A pool of `--pool-buffers` buffers (on huge pages with `--huge-pages`) whose every buffer holds
-/// the pattern of units of `unit` bytes (filled once: buffers keep their bytes when they come back).
-pub(crate) fn new_pool(size: usize, unit: usize, common: &Common) -> Result<BufferPool> {
+/// Which pages back the send buffers (`--pages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Pages {
+    /// Huge pages for the sendmsg API, small (registered) ones for io_uring.
+    Auto,
+    /// Small pages.
+    Small,
+    /// Transparent huge pages, where the kernel allows them.
+    Huge,
+}
+
+impl Pages {
+    /// Whether `api`'s send buffers are asked onto huge pages.
+    fn huge_for(self, api: Api) -> bool {
+        match self {
+            Pages::Auto => api != Api::IoUring,
+            Pages::Small => false,
+            Pages::Huge => true,
+        }
+    }
+}
+
+/// A pool of `--pool-buffers` buffers for `api` (on the pages `--pages` chooses for it) whose every
+/// buffer holds the pattern of units of `unit` bytes (filled once: buffers keep their bytes when
+/// they come back). Huge pages the kernel does not give leave the pool on small ones; only an
+/// explicit `--pages huge` says so here (the row's `huge_pages` says which it was).
+pub(crate) fn new_pool(size: usize, unit: usize, api: Api, common: &Common) -> Result<BufferPool> {
     let count = common.pool_buffers as usize;
+    let huge_pages = common.pages.huge_for(api);
     let pool = BufferPool::new_keeping_contents(PoolConfig {
         buf_size: size.max(1),
         count,
-        huge_pages: common.huge_pages,
+        huge_pages,
     })
     .context("mapping the send buffer pool")?;
-    if let (true, Err(why)) = (common.huge_pages, pool.huge_pages()) {
-        eprintln!("zcnet: --huge-pages: the send buffers are on small pages: {why}");
+    if let (Pages::Huge, Err(why)) = (common.pages, pool.huge_pages()) {
+        eprintln!("zcnet: --pages huge: the send buffers are on small pages: {why}");
     }
     let mut all = Vec::with_capacity(count);
     while let Some(mut buf) = pool.take() {
@@ -511,7 +539,9 @@ pub(crate) fn measure<S: ZcSocket>(
     let duration = Duration::from_secs_f64(common.duration);
     let m = timed(tx, pool, (size, stamp), duration, (&mut ticker, watch))
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
-    Ok(row(bench, path, dst, (mode, api), size, &m, tx))
+    let mut row = row(bench, path, dst, (mode, api), size, &m, tx);
+    row.insert("huge_pages".into(), json!(pool.huge_pages().is_ok()));
+    Ok(row)
 }
 
 fn row<S: ZcSocket>(

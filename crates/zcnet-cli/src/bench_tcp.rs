@@ -136,7 +136,7 @@ fn send_tcp(
             .write_all(&header(Bench::Tcp, mode, size, common).encode())
             .context("sending the stream header")?;
     }
-    let pool = new_pool(size, size, common)?;
+    let pool = new_pool(size, size, api, common)?;
     let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
     let mut row = measure(
         &mut tx,

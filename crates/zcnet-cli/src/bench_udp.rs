@@ -373,7 +373,7 @@ fn send_pooled(
     args: &UdpArgs,
 ) -> Result<(Row, Option<UdpSocket>)> {
     let common = &args.common;
-    let pool = new_pool(size, unit, common)?;
+    let pool = new_pool(size, unit, api, common)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
     let mut tx = bench_api::sender(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;

@@ -1,14 +1,14 @@
 //! `zcnet bench tcp|udp --api sendmsg,io_uring`: one row per api and mode, side by side, each with its
 //! api named; io_uring rows count ids through REPORT_USAGE (copied over loopback, not copied into the
 //! XDP drop sink) and register the pool for fixed sends — except a pool on huge pages, which is sent
-//! unregistered, saying why.
+//! unregistered, saying why. By default only the sendmsg API's pool is on huge pages.
 
 mod common;
 
 use std::process::Command;
 
 use common::{ZCNET, json_lines, stdout_of, u};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn bench(args: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(ZCNET);
@@ -107,16 +107,17 @@ fn a_pool_on_huge_pages_is_sent_unregistered_and_says_why() {
         .args([
             "--api",
             "io_uring",
-            "--huge-pages",
+            "--pages",
+            "huge",
             "--duration",
             "0.3",
             "--json",
         ])
         .output()
         .expect("run zcnet");
-    common::succeeded(&out, "zcnet bench tcp --api io_uring --huge-pages");
+    common::succeeded(&out, "zcnet bench tcp --api io_uring --pages huge");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("--huge-pages: the send buffers are on small pages") {
+    if stderr.contains("--pages huge: the send buffers are on small pages") {
         testnet::skip(
             "a_pool_on_huge_pages_is_sent_unregistered_and_says_why",
             &stderr,
@@ -136,3 +137,42 @@ fn a_pool_on_huge_pages_is_sent_unregistered_and_says_why() {
         "{stderr}"
     );
 }
+
+/// Where the kernel gives transparent huge pages (`madvise` or `always`), `--pages auto` (the
+/// default) puts the sendmsg API's pool on them and keeps io_uring's on small, registered pages;
+/// `--pages small` keeps both on small pages.
+#[test]
+fn by_default_only_the_sendmsg_pool_is_on_huge_pages() {
+    const TEST: &str = "by_default_only_the_sendmsg_pool_is_on_huge_pages";
+    let thp = std::fs::read_to_string(THP_ENABLED).unwrap_or_default();
+    if !thp.contains("[madvise]") && !thp.contains("[always]") {
+        testnet::skip(TEST, &format!("no transparent huge pages here ({thp:?})"));
+        return;
+    }
+    // Per row: the api, whether its pool is on huge pages, and whether io_uring registered it.
+    let pools = |pages: &[&str]| -> Vec<Value> {
+        let mut args = vec!["tcp", "--mode", "zerocopy", "--size", "64K"];
+        args.extend_from_slice(pages);
+        bench(&args)
+            .iter()
+            .map(|r| json!([r["api"], r["huge_pages"], r["registered"]]))
+            .collect()
+    };
+    assert_eq!(
+        pools(&[]),
+        [
+            json!(["sendmsg", true, null]),
+            json!(["io_uring", false, true])
+        ]
+    );
+    assert_eq!(
+        pools(&["--pages", "small"]),
+        [
+            json!(["sendmsg", false, null]),
+            json!(["io_uring", false, true])
+        ]
+    );
+}
+
+/// The system's transparent huge page mode: `[always]`, `[madvise]` or `[never]` is selected.
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
