@@ -20,6 +20,12 @@ pub struct PoolConfig {
     /// Number of buffers.
     pub count: usize,
     /// Back the pool with transparent huge pages (`madvise(MADV_HUGEPAGE)`), when the kernel allows.
+    ///
+    /// Pays for large sends on the `sendmsg` path: the kernel pins a `MSG_ZEROCOPY` send's pages one
+    /// by one and makes each a fragment of a socket buffer (at most 17), where a send within one
+    /// huge page is one fragment. On the io_uring path keep small pages and register the pool
+    /// ([`crate::tx::Sender::register_pool`] declines a pool on huge pages: the kernel would charge
+    /// a fixed send from one to the socket as up to the whole page).
     pub huge_pages: bool,
 }
 
