@@ -62,7 +62,8 @@ impl ZcSocket for TcpStream {
         crate::sys::socket::tcp_nothing_written(self.as_fd()).map(Some)
     }
     /// With `TCP_NODELAY` off, a segment shorter than the MSS waits while an earlier one is
-    /// unacknowledged; this sends it now (see [`crate::sys::socket::push_held_segments`]).
+    /// unacknowledged; this sends it now, turning the option on and off again (only while it is
+    /// off and bytes wait unsent: `SIOCOUTQNSD`), which also sends what `TCP_CORK` holds.
     fn push_held(&self) -> io::Result<()> {
         crate::sys::socket::push_held_segments(self.as_fd())
     }
