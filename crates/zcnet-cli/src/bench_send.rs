@@ -88,16 +88,17 @@ pub(crate) struct Common {
     /// Size threshold of the auto mode, in bytes.
     #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, conflicts_with = "listen")]
     pub(crate) threshold: usize,
-    /// Pages backing the send buffers: `huge` (transparent huge pages), `small`, or `auto`: huge for
-    /// the sendmsg API, whose sends the kernel pins page by page (a 64 KiB send from a huge page is
-    /// one fragment of a socket buffer, not sixteen), small for io_uring, which registers them (the
+    /// Pages backing the send buffers of the sendmsg and io_uring APIs (udp's sendmmsg sends from
+    /// buffers of its own): `huge` (transparent huge pages), `small`, or `auto`: huge for the
+    /// sendmsg API, whose sends the kernel pins page by page (a 64 KiB send from a huge page is one
+    /// fragment of a socket buffer, not sixteen), small for io_uring, which registers them (the
     /// kernel charges a fixed send from a huge page to the socket as up to the whole page, so with
     /// `huge` io_uring sends them unregistered).
     #[arg(long, value_enum, default_value_t = Pages::Auto, conflicts_with = "listen")]
     pub(crate) pages: Pages,
-    /// Buffers in the send pool, each of a send's size. A zero-copy send keeps its buffer until the
-    /// peer acknowledges its bytes: a pool holding less than the peer leaves unacknowledged makes
-    /// the sender wait for ACKs.
+    /// Buffers in the send pool of the sendmsg and io_uring APIs, each of a send's size. A zero-copy
+    /// send keeps its buffer until the peer acknowledges its bytes: a pool holding less than the
+    /// peer leaves unacknowledged makes the sender wait for ACKs.
     #[arg(long, default_value_t = POOL_BUFFERS, value_parser = flags::count, conflicts_with = "listen")]
     pub(crate) pool_buffers: u32,
     /// One JSON object per interval and per mode instead of a table.
