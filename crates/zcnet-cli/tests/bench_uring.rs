@@ -9,6 +9,7 @@ use std::process::Command;
 
 use common::{ZCNET, json_lines, stdout_of, u};
 use serde_json::{Value, json};
+use zcnet::tx::{BufferPool, PoolConfig};
 
 fn bench(args: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(ZCNET);
@@ -138,15 +139,21 @@ fn a_pool_on_huge_pages_is_sent_unregistered_and_says_why() {
     );
 }
 
-/// Where the kernel gives transparent huge pages (`madvise` or `always`), `--pages auto` (the
+/// Where the kernel gives transparent huge pages, `--pages auto` (the
 /// default) puts the sendmsg API's pool on them and keeps io_uring's on small, registered pages;
 /// `--pages small` keeps both on small pages.
 #[test]
 fn by_default_only_the_sendmsg_pool_is_on_huge_pages() {
     const TEST: &str = "by_default_only_the_sendmsg_pool_is_on_huge_pages";
-    let thp = std::fs::read_to_string(THP_ENABLED).unwrap_or_default();
-    if !thp.contains("[madvise]") && !thp.contains("[always]") {
-        testnet::skip(TEST, &format!("no transparent huge pages here ({thp:?})"));
+    // The library's own answer, which the bench's rows report.
+    let probe = BufferPool::new(PoolConfig {
+        buf_size: 4096,
+        count: 1,
+        huge_pages: true,
+    })
+    .expect("a one-buffer pool");
+    if let Err(why) = probe.huge_pages() {
+        testnet::skip(TEST, &format!("no transparent huge pages here: {why}"));
         return;
     }
     // Per row: the api, whether its pool is on huge pages, and whether io_uring registered it.
@@ -173,6 +180,3 @@ fn by_default_only_the_sendmsg_pool_is_on_huge_pages() {
         ]
     );
 }
-
-/// The system's transparent huge page mode: `[always]`, `[madvise]` or `[never]` is selected.
-const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
