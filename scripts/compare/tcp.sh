@@ -3,11 +3,16 @@
 # (`msg_zerocopy -r`, which discards with MSG_TRUNC), plain against --mode copy and -z against
 # --mode zerocopy, 65435-byte sends (msg_zerocopy's default) for SECONDS. The receiver's MiB count is
 # the throughput; the sender's user+system time per MB is its cost. Also checks zcnet's byte count
-# against the receiver's, and msg_zerocopy -z into zcnet's receiver. After the rounds, the `all
-# rounds` lines divide the sums over the rounds, and the `paired ratio` lines take each round's
-# ratio (the two senders ran one after the other) and give their median and geometric mean with
-# two standard errors either side (paired_ratio): on a shared host a run's rate moves by a quarter
-# from one minute to the next, and a range that holds 1.0 does not tell the two apart.
+# against the receiver's, and msg_zerocopy -z into zcnet's receiver.
+#
+# Each round runs, per mode, msg_zerocopy, then zcnet, then msg_zerocopy again: zcnet's run is
+# divided by the geometric mean of the two that bracket it in time (on a shared host a run's rate
+# moves by a quarter from one minute to the next, and a drift then weighs on both sides alike), and
+# a `control` line divides msg_zerocopy's second run by its first, one program against itself:
+# what one round cannot tell apart. After the rounds, the `all rounds` lines divide the sums over
+# the rounds (msg_zerocopy's two runs counting half each), and the `paired ratio` lines give the
+# median of the per-round ratios and their geometric mean with two standard errors either side
+# (paired_ratio): a range that holds 1.0 does not tell the two apart.
 #
 # As root everything runs in one private network namespace (netns_add: only its own loopback, and
 # no TCP metrics carried from one run's connection to the next, where the host's cache held
@@ -62,26 +67,43 @@ us_per_mb() {
 
 declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
-# Per mode, one line per round for paired_ratio: "ZC REF REF", MiB and us/MB.
+# half_sum A B: (A + B) / 2 (an empty one counts 0).
+half_sum() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + b) / 2 }'; }
+# Per mode, one line per round for paired_ratio: "ZC REF AGAIN" (MiB, us/MB) and "AGAIN REF REF"
+# (the control).
 declare -A rounds=()
 
-# tcp_round ROUND MODE FLAG: prints one round's pair and adds it to the totals.
+# tcp_round ROUND MODE FLAG: msg_zerocopy FLAG, zcnet MODE, msg_zerocopy FLAG again; prints the
+# round's lines and adds them to the totals.
 tcp_round() {
-	local zc_us ref_us
+	local zc_us ref_us again_us ref_mib ref_cpu
+	ref_tcp "$3"
+	ref_mib="$REF_MIB"
+	ref_cpu="$REF_CPU"
+	zc_tcp "$2"
+	ref_tcp "$3"
 	zc_us="$(us_per_mb "$ZC_CPU" "$ZC_MIB")"
-	ref_us="$(us_per_mb "$REF_CPU" "$REF_MIB")"
-	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" "$ZC_MIB" "$REF_MIB"
-	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" "$zc_us" "$ref_us"
-	rounds[mib_$2]+="$ZC_MIB $REF_MIB $REF_MIB"$'\n'
-	rounds[us_$2]+="$zc_us $ref_us $ref_us"$'\n'
+	ref_us="$(us_per_mb "$ref_cpu" "$ref_mib")"
+	again_us="$(us_per_mb "$REF_CPU" "$REF_MIB")"
+	printf '%-44s zcnet %12s  reference %12s and %s\n' "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" \
+		"$ZC_MIB" "$ref_mib" "$REF_MIB"
+	printf '%-44s zcnet %12s  reference %12s and %s\n' "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" \
+		"$zc_us" "$ref_us" "$again_us"
+	rounds[mib_$2]+="$ZC_MIB $ref_mib $REF_MIB"$'\n'
+	rounds[us_$2]+="$zc_us $ref_us $again_us"$'\n'
+	rounds[control_mib_$2]+="$REF_MIB $ref_mib $ref_mib"$'\n'
+	rounds[control_us_$2]+="$again_us $ref_us $ref_us"$'\n'
 	check_equal "zcnet --mode $2 -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
 	add "zc_mib_$2" "$ZC_MIB"
-	add "ref_mib_$2" "$REF_MIB"
 	add "zc_cpu_$2" "$ZC_CPU"
-	add "ref_cpu_$2" "$REF_CPU"
+	add "ref_mib_$2" "$(half_sum "$ref_mib" "$REF_MIB")"
+	add "ref_cpu_$2" "$(half_sum "$ref_cpu" "$REF_CPU")"
 }
 
-each_round_and_mode ref_tcp zc_tcp tcp_round
+for round in $(seq 1 "$ROUNDS"); do
+	tcp_round "$round" copy ""
+	tcp_round "$round" zerocopy -z
+done
 for pair in "copy:plain" "zerocopy:-z"; do
 	mode="${pair%%:*}"
 	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: MiB" "${total[zc_mib_$mode]}" "${total[ref_mib_$mode]}"
@@ -89,6 +111,8 @@ for pair in "copy:plain" "zerocopy:-z"; do
 		"$(us_per_mb "${total[zc_cpu_$mode]}" "${total[zc_mib_$mode]}")" \
 		"$(us_per_mb "${total[ref_cpu_$mode]}" "${total[ref_mib_$mode]}")"
 	for what in mib:MiB us:us/MB; do
+		printf '%-44s paired ratio %s\n' "control: msg_zerocopy ${pair#*:} again: ${what#*:}" \
+			"$(printf '%s' "${rounds[control_${what%%:*}_$mode]}" | paired_ratio)"
 		printf '%-44s paired ratio %s\n' "$ROUNDS rounds $mode vs msg_zerocopy ${pair#*:}: ${what#*:}" \
 			"$(printf '%s' "${rounds[${what%%:*}_$mode]}" | paired_ratio)"
 	done
