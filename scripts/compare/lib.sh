@@ -19,13 +19,19 @@
 #   cpu_s FILE            user+system seconds from a file written by `/usr/bin/time -f '%U %S' -o FILE`.
 #   mib_gbit MIB SECONDS  Gbit/s of MIB mebibytes in SECONDS.
 #   check_equal WHAT A B  prints "interop WHAT: A = B ok" or fails the comparison.
-#   in_order ROUND A B    runs functions A then B on odd rounds, B then A on even ones.
+#   each_round_and_mode F calls `F ROUND MODE FLAG` for copy ("") and zerocopy (-z) in each round.
+#   bracketed_line NAME KEY ZC REF AGAIN
+#                         prints a round's zcnet figure between the reference's before and after it,
+#                         and keeps it under KEY for bracketed_summary.
+#   bracketed_summary NAME CONTROL_NAME KEY
+#                         prints the paired ratios of KEY's rounds: the reference against itself, then
+#                         zcnet against the reference.
 #   netns_add NAME        creates the namespace NAME (NETNS) with its loopback up, TCP metrics not
 #                         saved, under the TCP congestion control TCP_CC (env) when set and allowed.
 #   own_netns NAME        as root, netns_add NAME; otherwise says the comparison runs over the
 #                         host's loopback.
 #   congestion_control    prints the TCP congestion control of NETNS (or the host's), and whether it paces.
-#   ROUNDS                rounds per comparison (env, default 3); orders alternate between rounds.
+#   ROUNDS                rounds per comparison (env, default 3).
 #
 # The sources come from Debian's package with the ordinary apt client; their code is never copied into
 # zcnet, and neither they nor their binaries are committed.
@@ -160,33 +166,36 @@ check_equal() {
 	fi
 }
 
-in_order() {
-	if [ $(($1 % 2)) -eq 1 ]; then
-		"$2"
-		"$3"
-	else
-		"$3"
-		"$2"
-	fi
+# each_round_and_mode ROUND_FN: over $ROUNDS rounds, zcnet's copy mode against msg_zerocopy plain
+# and its zerocopy mode against msg_zerocopy -z: calls `ROUND_FN ROUND MODE FLAG` (FLAG "" or -z),
+# which runs and reports one bracketed pair.
+each_round_and_mode() {
+	local round
+	for round in $(seq 1 "$ROUNDS"); do
+		"$1" "$round" copy ""
+		"$1" "$round" zerocopy -z
+	done
 }
 
-# each_round_and_mode REF ZC REPORT: over $ROUNDS rounds, zcnet's copy mode against msg_zerocopy plain
-# and its zerocopy mode against msg_zerocopy -z: runs `REF FLAG` and `ZC MODE` (the order alternating
-# between rounds), then `REPORT ROUND MODE FLAG`.
-each_round_and_mode() {
-	local ref="$1" zc="$2" report="$3" round pair mode flag
-	for round in $(seq 1 "$ROUNDS"); do
-		for pair in "copy:" "zerocopy:-z"; do
-			mode="${pair%%:*}"
-			flag="${pair#*:}"
-			# shellcheck disable=SC2317 # called through in_order
-			run_ref() { "$ref" "$flag"; }
-			# shellcheck disable=SC2317
-			run_zc() { "$zc" "$mode"; }
-			in_order "$round" run_ref run_zc
-			"$report" "$round" "$mode" "$flag"
-		done
-	done
+# Per-round triples of the bracketed comparisons (tcp, udp), by comparison and key, one line per
+# round for paired_ratio: "ZC REF AGAIN" under KEY, and "AGAIN REF REF" (the reference against
+# itself) under control_KEY.
+declare -A BRACKETED=()
+
+# bracketed_line NAME KEY ZC REF AGAIN: prints one round's line (zcnet's figure, and the
+# reference's just before and just after it) and keeps the round under KEY.
+bracketed_line() {
+	printf '%-44s zcnet %12s  reference %12s and %s\n' "$1" "$3" "$4" "$5"
+	BRACKETED[${COMPARISON}_$2]+="$3 $4 $5"$'\n'
+	BRACKETED[${COMPARISON}_control_$2]+="$5 $4 $4"$'\n'
+}
+
+# bracketed_summary NAME CONTROL_NAME KEY: the paired ratios of the rounds kept under KEY: the
+# reference against itself (CONTROL_NAME), then zcnet against the reference (NAME).
+bracketed_summary() {
+	printf '%-44s paired ratio %s\n' "$2" \
+		"$(printf '%s' "${BRACKETED[${COMPARISON}_control_$3]:-}" | paired_ratio)"
+	printf '%-44s paired ratio %s\n' "$1" "$(printf '%s' "${BRACKETED[${COMPARISON}_$3]:-}" | paired_ratio)"
 }
 
 # A scratch directory removed when the script exits, and a network namespace a comparison may make

@@ -69,10 +69,6 @@ declare -A total=()
 add() { total[$1]=$(awk -v a="${total[$1]:-0}" -v b="$2" 'BEGIN { print a + b }'); }
 # half_sum A B: (A + B) / 2 (an empty one counts 0).
 half_sum() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + b) / 2 }'; }
-# Per mode, one line per round for paired_ratio: "ZC REF AGAIN" (MiB, us/MB) and "AGAIN REF REF"
-# (the control).
-declare -A rounds=()
-
 # tcp_round ROUND MODE FLAG: msg_zerocopy FLAG, zcnet MODE, msg_zerocopy FLAG again; prints the
 # round's lines and adds them to the totals.
 tcp_round() {
@@ -85,14 +81,8 @@ tcp_round() {
 	zc_us="$(us_per_mb "$ZC_CPU" "$ZC_MIB")"
 	ref_us="$(us_per_mb "$ref_cpu" "$ref_mib")"
 	again_us="$(us_per_mb "$REF_CPU" "$REF_MIB")"
-	printf '%-44s zcnet %12s  reference %12s and %s\n' "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" \
-		"$ZC_MIB" "$ref_mib" "$REF_MIB"
-	printf '%-44s zcnet %12s  reference %12s and %s\n' "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" \
-		"$zc_us" "$ref_us" "$again_us"
-	rounds[mib_$2]+="$ZC_MIB $ref_mib $REF_MIB"$'\n'
-	rounds[us_$2]+="$zc_us $ref_us $again_us"$'\n'
-	rounds[control_mib_$2]+="$REF_MIB $ref_mib $ref_mib"$'\n'
-	rounds[control_us_$2]+="$again_us $ref_us $ref_us"$'\n'
+	bracketed_line "round $1 $2 vs msg_zerocopy ${3:-plain}: MiB" "mib_$2" "$ZC_MIB" "$ref_mib" "$REF_MIB"
+	bracketed_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB" "us_$2" "$zc_us" "$ref_us" "$again_us"
 	check_equal "zcnet --mode $2 -> msg_zerocopy -r (MiB)" "$((ZC_SENT >> 20))" "$ZC_MIB"
 	add "zc_mib_$2" "$ZC_MIB"
 	add "zc_cpu_$2" "$ZC_CPU"
@@ -100,10 +90,7 @@ tcp_round() {
 	add "ref_cpu_$2" "$(half_sum "$ref_cpu" "$REF_CPU")"
 }
 
-for round in $(seq 1 "$ROUNDS"); do
-	tcp_round "$round" copy ""
-	tcp_round "$round" zerocopy -z
-done
+each_round_and_mode tcp_round
 for pair in "copy:plain" "zerocopy:-z"; do
 	mode="${pair%%:*}"
 	pair_line "all rounds $mode vs msg_zerocopy ${pair#*:}: MiB" "${total[zc_mib_$mode]}" "${total[ref_mib_$mode]}"
@@ -111,10 +98,8 @@ for pair in "copy:plain" "zerocopy:-z"; do
 		"$(us_per_mb "${total[zc_cpu_$mode]}" "${total[zc_mib_$mode]}")" \
 		"$(us_per_mb "${total[ref_cpu_$mode]}" "${total[ref_mib_$mode]}")"
 	for what in mib:MiB us:us/MB; do
-		printf '%-44s paired ratio %s\n' "control: msg_zerocopy ${pair#*:} again: ${what#*:}" \
-			"$(printf '%s' "${rounds[control_${what%%:*}_$mode]}" | paired_ratio)"
-		printf '%-44s paired ratio %s\n' "$ROUNDS rounds $mode vs msg_zerocopy ${pair#*:}: ${what#*:}" \
-			"$(printf '%s' "${rounds[${what%%:*}_$mode]}" | paired_ratio)"
+		bracketed_summary "$ROUNDS rounds $mode vs msg_zerocopy ${pair#*:}: ${what#*:}" \
+			"control: msg_zerocopy ${pair#*:} again: ${what#*:}" "${what%%:*}_$mode"
 	done
 done
 

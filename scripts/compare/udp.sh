@@ -3,7 +3,9 @@
 # (which checks every datagram's length and first bytes against its own pattern, the one zcnet
 # sends), UDP_SIZE-byte datagrams for SECONDS_UDP: plain against --mode copy, -z against
 # --mode zerocopy. Datagrams received are the throughput; sender CPU per MB the cost. As root in
-# its own network namespace (own_netns), as tcp.sh.
+# its own network namespace (own_netns), as tcp.sh, and like it each round runs, per mode,
+# msg_zerocopy, zcnet, then msg_zerocopy again: zcnet's run is divided by the geometric mean of
+# the two around it, and a `control` line divides msg_zerocopy's second run by its first.
 
 SECONDS_UDP="${SECONDS_UDP:-2}"
 UDP_SIZE="${UDP_SIZE:-1400}"
@@ -50,12 +52,28 @@ us_per_datagram_mb() {
 	awk -v c="$1" -v p="$2" -v s="$UDP_SIZE" 'BEGIN { if (p > 0) printf "%.1f\n", c * 1e6 / (p * s / 1e6); else print 0 }'
 }
 
-# udp_round ROUND MODE FLAG: prints one round's pair.
+# udp_round ROUND MODE FLAG: msg_zerocopy FLAG, zcnet MODE, msg_zerocopy FLAG again; prints the
+# round's lines.
 udp_round() {
-	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: datagrams" "$ZC_PACKETS" "$REF_PACKETS"
-	pair_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB received" \
-		"$(us_per_datagram_mb "$ZC_CPU" "$ZC_PACKETS")" "$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
+	local zc_us ref_us again_us ref_packets
+	ref_udp "$3"
+	ref_packets="$REF_PACKETS"
+	ref_us="$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
+	zc_udp "$2"
+	ref_udp "$3"
+	zc_us="$(us_per_datagram_mb "$ZC_CPU" "$ZC_PACKETS")"
+	again_us="$(us_per_datagram_mb "$REF_CPU" "$REF_PACKETS")"
+	bracketed_line "round $1 $2 vs msg_zerocopy ${3:-plain}: datagrams" "datagrams_$2" \
+		"$ZC_PACKETS" "$ref_packets" "$REF_PACKETS"
+	bracketed_line "round $1 $2 vs msg_zerocopy ${3:-plain}: us/MB received" "us_$2" \
+		"$zc_us" "$ref_us" "$again_us"
 }
 
-each_round_and_mode ref_udp zc_udp udp_round
+each_round_and_mode udp_round
+for pair in "copy:plain" "zerocopy:-z"; do
+	for what in "datagrams:datagrams" "us:us/MB received"; do
+		bracketed_summary "$ROUNDS rounds ${pair%%:*} vs msg_zerocopy ${pair#*:}: ${what#*:}" \
+			"control: msg_zerocopy ${pair#*:} again: ${what#*:}" "${what%%:*}_${pair%%:*}"
+	done
+done
 netns_del
