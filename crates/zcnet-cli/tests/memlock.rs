@@ -37,6 +37,17 @@ fn refused_zero_copy_names_the_locked_memory_limit() {
         "{line}"
     );
     assert!(!line.contains("TxStats"), "a debug dump: {line}");
+    // Mapped receive needs a zero-copy sender: with none, the finding says it measured nothing and
+    // why, rather than that nothing maps.
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tcp.zerocopy_receive"))
+        .unwrap_or_else(|| panic!("no tcp.zerocopy_receive line: {text}"));
+    assert!(
+        line.contains("not measured: the MSG_ZEROCOPY sender copied all 8 sends")
+            && line.contains("RLIMIT_MEMLOCK (0 KiB here"),
+        "{line}"
+    );
 
     let out = without_locked_memory(&[
         "bench",

@@ -8,7 +8,12 @@ fn zcnet() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zcnet"))
 }
 
+/// Runs a probe holding the user's locked-memory budget ([`testnet::memlock_turn`]): every probe
+/// sends MSG_ZEROCOPY, and the pages each pins count against the one budget all of a normal
+/// user's processes share, so that probes run side by side by this binary's tests could leave
+/// one of them copying (`ENOBUFS`) instead of measuring what zero-copy does.
 fn probe_json(cmd: &mut Command) -> Value {
+    let _turn = testnet::memlock_turn();
     let out = cmd.output().expect("run zcnet probe");
     assert!(
         out.status.success(),
@@ -76,7 +81,10 @@ fn usage_errors_exit_non_zero() {
 
 #[test]
 fn table_has_a_row_per_feature() {
-    let out = zcnet().args(["probe", "--iface", "lo"]).output().unwrap();
+    let out = {
+        let _turn = testnet::memlock_turn();
+        zcnet().args(["probe", "--iface", "lo"]).output().unwrap()
+    };
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("FEATURE"), "{text}");
