@@ -8,30 +8,40 @@ use std::process::{Command, Output};
 
 use common::{ZCNET, json_rows, u};
 
-/// Runs zcnet with `args` under RLIMIT_MEMLOCK 0 and without CAP_IPC_LOCK (root drops it from its
-/// bounding set with setpriv; a normal user has none).
+/// Runs zcnet with `args` under RLIMIT_MEMLOCK 0 and without CAP_IPC_LOCK.
 fn without_locked_memory(args: &[&str]) -> Output {
-    let script = r#"ulimit -l 0 && exec "$0" "$@""#;
+    with_locked_memory_kib(0, args)
+}
+
+/// Runs zcnet with `args` under RLIMIT_MEMLOCK `kib` KiB and without CAP_IPC_LOCK (root drops it
+/// from its bounding set with setpriv; a normal user has none).
+fn with_locked_memory_kib(kib: u32, args: &[&str]) -> Output {
+    let script = format!(r#"ulimit -l {kib} && exec "$0" "$@""#);
     let mut cmd = if rustix::process::geteuid().is_root() {
         let mut c = Command::new("setpriv");
-        c.args(["--bounding-set=-ipc_lock", "sh", "-c", script]);
+        c.args(["--bounding-set=-ipc_lock", "sh", "-c", &script]);
         c
     } else {
         let mut c = Command::new("sh");
-        c.args(["-c", script]);
+        c.args(["-c", &script]);
         c
     };
     cmd.arg(ZCNET).args(args).output().expect("run zcnet")
+}
+
+/// The line of `zcnet probe`'s table for `feature`.
+fn probe_row<'a>(table: &'a str, feature: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.starts_with(feature))
+        .unwrap_or_else(|| panic!("no {feature} line: {table}"))
 }
 
 #[test]
 fn refused_zero_copy_names_the_locked_memory_limit() {
     let out = without_locked_memory(&["probe"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("tcp.msg_zerocopy_loopback"))
-        .unwrap_or_else(|| panic!("no tcp.msg_zerocopy_loopback line: {text}"));
+    let line = probe_row(&text, "tcp.msg_zerocopy_loopback");
     assert!(
         line.contains("RLIMIT_MEMLOCK (0 KiB here") && line.contains("ulimit -l"),
         "{line}"
@@ -39,10 +49,7 @@ fn refused_zero_copy_names_the_locked_memory_limit() {
     assert!(!line.contains("TxStats"), "a debug dump: {line}");
     // Mapped receive needs a zero-copy sender: with none, the finding says it measured nothing and
     // why, rather than that nothing maps.
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("tcp.zerocopy_receive"))
-        .unwrap_or_else(|| panic!("no tcp.zerocopy_receive line: {text}"));
+    let line = probe_row(&text, "tcp.zerocopy_receive");
     assert!(
         line.contains("not measured: the MSG_ZEROCOPY sender copied all 8 sends")
             && line.contains("RLIMIT_MEMLOCK (0 KiB here"),
@@ -68,4 +75,25 @@ fn refused_zero_copy_names_the_locked_memory_limit() {
     assert_eq!(u(row, "zc_ids"), 0, "{row}");
     assert_eq!(u(row, "data_errors"), 0, "{row}");
     assert!(row["memlock_reason"].is_string(), "{row}");
+}
+
+#[test]
+fn mapped_receive_is_measured_over_the_sends_that_went_out_zero_copy() {
+    // 128 KiB leaves room for one 64 KiB send's pinned pages in flight: the probe's other sends
+    // are copied, into pages no receiver can map, and the share is taken over the rest.
+    let out = with_locked_memory_kib(128, &["probe"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = probe_row(&text, "tcp.zerocopy_receive");
+    assert!(
+        line.contains("% of bytes mapped with a MSG_ZEROCOPY sender (of the ")
+            && line.contains("sends that went out zero-copy whole;")
+            && line.contains("RLIMIT_MEMLOCK (128 KiB here"),
+        "{line}"
+    );
+    // Before, the copied sends counted against the share: one of eight sends mapped read as 12.5%.
+    let mapped: f64 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_suffix('%')?.parse().ok())
+        .unwrap_or_else(|| panic!("no share in {line}"));
+    assert!(mapped > 50.0, "{line}");
 }

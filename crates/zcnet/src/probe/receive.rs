@@ -20,7 +20,7 @@ pub(super) fn zerocopy_receive() -> Finding {
     const FEATURE: &str = "tcp.zerocopy_receive";
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     // What the MSG_ZEROCOPY sender did, recorded once its sends were flushed.
-    let (mut whole_zc_sends, mut sender) = (0u64, TxStats::default());
+    let (mut whole_zc_sends, mut sender, mut refused) = (0u64, TxStats::default(), None);
     let zerocopy = rx::measure_loopback(ip, |client| {
         let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
         for _ in 0..LOOPBACK_SENDS {
@@ -30,6 +30,7 @@ pub(super) fn zerocopy_receive() -> Finding {
         }
         tx.flush(Duration::from_secs(5))?;
         sender = tx.stats().clone();
+        refused = tx.zerocopy_status().err().map(ToString::to_string);
         tx.close(Duration::from_secs(5))
             .map(drop)
             .map_err(io::Error::from)
@@ -45,7 +46,7 @@ pub(super) fn zerocopy_receive() -> Finding {
             format!(
                 "not measured: the MSG_ZEROCOPY sender copied all {LOOPBACK_SENDS} sends ({}); {:.1}% \
                  of bytes mapped with a plain sender (loopback, MSS 4096)",
-                copy_why(&sender),
+                copy_why(&sender, refused.as_deref()),
                 plain.mapped_pct()
             ),
         ),
@@ -63,7 +64,7 @@ pub(super) fn zerocopy_receive() -> Finding {
                 n => format!(
                     " (of the {whole_zc_sends} of {LOOPBACK_SENDS} sends that went out zero-copy \
                      whole; {n} copied: {})",
-                    copy_why(&sender)
+                    copy_why(&sender, refused.as_deref())
                 ),
             };
             Finding::new(
@@ -79,13 +80,19 @@ pub(super) fn zerocopy_receive() -> Finding {
     }
 }
 
-/// Why a MSG_ZEROCOPY sender copied sends, from its statistics.
-fn copy_why(stats: &TxStats) -> String {
-    if stats.copy_memlock > 0 {
+/// Why a MSG_ZEROCOPY sender copied sends: the socket's refusal of zero-copy (`refused`, the
+/// sender's [`crate::tx::Sender::zerocopy_status`]), else its statistics.
+fn copy_why(stats: &TxStats, refused: Option<&str>) -> String {
+    if let Some(refused) = refused {
+        refused.to_string()
+    } else if stats.copy_memlock > 0 {
         crate::tx::memlock_reason()
     } else if stats.copy_enobufs > 0 {
         crate::tx::enobufs_reason()
     } else {
-        format!("{} sends copied by the sender's policy", stats.copy_calls)
+        format!(
+            "{} calls copied by the sender's policy ({} as too small, {} after copied completions)",
+            stats.copy_calls, stats.copy_small, stats.copy_copied
+        )
     }
 }
