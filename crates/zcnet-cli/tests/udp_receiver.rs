@@ -325,27 +325,54 @@ fn a_spoofed_end_datagram_from_another_port_is_ignored() {
 /// A stray sender without zcnet's header (one-byte datagrams, from before the real sender starts to
 /// after it ends) does not own the receiver: the real sender's header takes over, its run is the one
 /// `--once` reports, whole and verified, and the stray datagrams are counted as foreign.
+///
+/// The sender floods loopback for 0.3 s: on a loaded host the receiver's socket can overflow (the
+/// kernel's drop counter says so), which is not what this test is about, so such a run is tried
+/// again, at most twice, saying why.
 #[test]
 fn a_stray_sender_does_not_take_the_receiver_from_a_real_run() {
-    let mut l = Listener::start(&["--once"]);
-    let stop = keep_sending(socket_to(l.addr), |_| b"x".to_vec());
-    let out = connect_output(l.addr, &["--mode", "copy", "--duration", "0.3"]);
-    let (_, strays) = stop();
-    assert!(
-        out.status.success(),
-        "sender {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let sent = json_rows(&String::from_utf8_lossy(&out.stdout));
-    let row = l.row();
-    let status = l.exit_within(Duration::from_secs(5));
+    const TRIES: u32 = 3;
+    for attempt in 1..=TRIES {
+        let mut l = Listener::start(&["--once"]);
+        let stop = keep_sending(socket_to(l.addr), |_| b"x".to_vec());
+        let out = connect_output(l.addr, &["--mode", "copy", "--duration", "0.3"]);
+        let (_, strays) = stop();
+        assert!(
+            out.status.success(),
+            "sender {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sent = json_rows(&String::from_utf8_lossy(&out.stdout));
+        let row = l.row();
+        let status = l.exit_within(Duration::from_secs(5));
+        if u(&row, "socket_drops") > 0 && attempt < TRIES {
+            eprintln!(
+                "RETRY a_stray_sender_does_not_take_the_receiver_from_a_real_run: the receiver's \
+                 socket dropped {} datagrams (a loaded host): {row}",
+                u(&row, "socket_drops")
+            );
+            continue;
+        }
+        assert_stray_did_not_take_the_run(&row, &sent[0], strays, status);
+        return;
+    }
+}
+
+/// What [`a_stray_sender_does_not_take_the_receiver_from_a_real_run`] checks of one run: the
+/// receiver's `row`, the sender's row `sent`, and the stray datagrams sent.
+fn assert_stray_did_not_take_the_run(
+    row: &Value,
+    sent: &Value,
+    strays: u64,
+    status: Option<ExitStatus>,
+) {
     assert_eq!(row["zcnet_header"], true, "{row}");
-    assert_eq!(u(&row, "sent_bytes"), u(&sent[0], "bytes"), "{row}");
-    assert_eq!(u(&row, "bytes"), u(&sent[0], "bytes"), "{row}");
-    let foreign = u(&row, "foreign");
+    assert_eq!(u(row, "sent_bytes"), u(sent, "bytes"), "{row}");
+    assert_eq!(u(row, "bytes"), u(sent, "bytes"), "{row}");
+    let foreign = u(row, "foreign");
     assert!((1..=strays).contains(&foreign), "{strays} strays: {row}");
-    assert_whole(&row, status);
+    assert_whole(row, status);
 }
 
 /// While a run with the header lasts, a second sender's header is refused: the receiver answers
