@@ -1,6 +1,6 @@
 //! `zcnet probe` end to end: valid JSON, the findings this kernel is known for, exit statuses.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -12,9 +12,14 @@ fn zcnet() -> Command {
 /// sends MSG_ZEROCOPY, and the pages each pins count against the one budget all of a normal
 /// user's processes share, so that probes run side by side by this binary's tests could leave
 /// one of them copying (`ENOBUFS`) instead of measuring what zero-copy does.
-fn probe_json(cmd: &mut Command) -> Value {
+fn probe_output(cmd: &mut Command) -> Output {
     let _turn = testnet::memlock_turn();
-    let out = cmd.output().expect("run zcnet probe");
+    cmd.output().expect("run zcnet probe")
+}
+
+/// [`probe_output`] of a `--json` probe, parsed.
+fn probe_json(cmd: &mut Command) -> Value {
+    let out = probe_output(cmd);
     assert!(
         out.status.success(),
         "{}",
@@ -81,10 +86,7 @@ fn usage_errors_exit_non_zero() {
 
 #[test]
 fn table_has_a_row_per_feature() {
-    let out = {
-        let _turn = testnet::memlock_turn();
-        zcnet().args(["probe", "--iface", "lo"]).output().unwrap()
-    };
+    let out = probe_output(zcnet().args(["probe", "--iface", "lo"]));
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("FEATURE"), "{text}");

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use super::send::{LOOPBACK_SEND_SIZE, LOOPBACK_SENDS};
+use super::send::{LOOPBACK_SEND_SIZE, LOOPBACK_SENDS, pin_refusal};
 use super::{Finding, Support};
 use crate::rx;
 use crate::tx::{Mode, SenderConfig, TcpSender, TxStats};
@@ -81,18 +81,15 @@ pub(super) fn zerocopy_receive() -> Finding {
 }
 
 /// Why a MSG_ZEROCOPY sender copied sends: the socket's refusal of zero-copy (`refused`, the
-/// sender's [`crate::tx::Sender::zerocopy_status`]), else its statistics.
+/// sender's [`crate::tx::Sender::zerocopy_status`]), else pages it could not pin ([`pin_refusal`]),
+/// else its policy.
 fn copy_why(stats: &TxStats, refused: Option<&str>) -> String {
-    if let Some(refused) = refused {
-        refused.to_string()
-    } else if stats.copy_memlock > 0 {
-        crate::tx::memlock_reason()
-    } else if stats.copy_enobufs > 0 {
-        crate::tx::enobufs_reason()
-    } else {
-        format!(
+    match (refused, pin_refusal(stats)) {
+        (Some(refused), _) => refused.to_string(),
+        (None, Some((_, why))) => why,
+        (None, None) => format!(
             "{} calls copied by the sender's policy ({} as too small, {} after copied completions)",
             stats.copy_calls, stats.copy_small, stats.copy_copied
-        )
+        ),
     }
 }

@@ -40,24 +40,12 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
                 s.copied_ids
             ),
         ),
-        Ok(s) if s.copy_memlock > 0 => Finding::new(
+        Ok(s) if let Some((copied, why)) = pin_refusal(&s) => Finding::new(
             feature,
             Support::No,
             format!(
-                "no zero-copy send happened ({} of {} sends copied): {}",
-                s.copy_memlock,
-                s.calls,
-                crate::tx::memlock_reason()
-            ),
-        ),
-        Ok(s) if s.copy_enobufs > 0 => Finding::new(
-            feature,
-            Support::No,
-            format!(
-                "no zero-copy send happened ({} of {} sends copied): {}",
-                s.copy_enobufs,
-                s.calls,
-                crate::tx::enobufs_reason()
+                "no zero-copy send happened ({copied} of {} sends copied): {why}",
+                s.calls
             ),
         ),
         Ok(s) => Finding::new(
@@ -68,6 +56,19 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
                 s.copy_calls, s.calls
             ),
         ),
+    }
+}
+
+/// Why a sender copied sends whose pages could not be pinned, from its statistics: how many it
+/// copied for that and the remedy — the locked-memory budget had no room, else the kernel answered
+/// `ENOBUFS`; `None` when neither happened.
+pub(super) fn pin_refusal(s: &TxStats) -> Option<(u64, String)> {
+    if s.copy_memlock > 0 {
+        Some((s.copy_memlock, crate::tx::memlock_reason()))
+    } else if s.copy_enobufs > 0 {
+        Some((s.copy_enobufs, crate::tx::enobufs_reason()))
+    } else {
+        None
     }
 }
 
