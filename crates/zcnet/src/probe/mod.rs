@@ -35,6 +35,9 @@ pub enum Support {
     Partial,
     /// The kernel refused it or it is absent.
     No,
+    /// It could not be measured here: what the measurement needed was missing (for example
+    /// locked memory for a zero-copy sender). The reason says what, and what to do.
+    Unknown,
 }
 
 impl fmt::Display for Support {
@@ -43,6 +46,7 @@ impl fmt::Display for Support {
             Support::Yes => "yes",
             Support::Partial => "partial",
             Support::No => "no",
+            Support::Unknown => "unknown",
         })
     }
 }

@@ -15,7 +15,8 @@ use crate::tx::{Mode, SenderConfig, TcpSender, TxStats};
 /// Only what the MSG_ZEROCOPY sender sent zero-copy can map: a send it copied instead (`ENOBUFS`
 /// when the pages it would pin exceed the user's locked-memory limit, which every process of the
 /// user shares) lands in the kernel's own unaligned pages. The share is therefore taken over the
-/// sends that went out zero-copy whole, and the reason names any that did not.
+/// sends that went out zero-copy whole, and the reason names any that did not; when none did, the
+/// finding is [`Support::Unknown`] ("not measured", and why), not a verdict on the receive path.
 pub(super) fn zerocopy_receive() -> Finding {
     const FEATURE: &str = "tcp.zerocopy_receive";
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -42,7 +43,7 @@ pub(super) fn zerocopy_receive() -> Finding {
         (Err(e), _) | (_, Err(e)) => Finding::new(FEATURE, Support::No, e.to_string()),
         (Ok(_), Ok(plain)) if whole_zc_sends == 0 => Finding::new(
             FEATURE,
-            Support::No,
+            Support::Unknown,
             format!(
                 "not measured: the MSG_ZEROCOPY sender copied all {LOOPBACK_SENDS} sends ({}); {:.1}% \
                  of bytes mapped with a plain sender (loopback, MSS 4096)",
