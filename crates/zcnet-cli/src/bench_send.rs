@@ -142,6 +142,7 @@ pub(crate) const COLUMNS: &[Column] = &[
     ("api", "api"),
     ("mode", "mode"),
     ("size", "size"),
+    ("huge_pages", "huge pages"),
     ("gbit_per_s", "Gbit/s"),
     ("calls", "calls"),
     ("cpu_us_per_mb", "CPU us/MB"),

@@ -1,7 +1,8 @@
 //! `zcnet bench tcp|udp --api sendmsg,io_uring`: one row per api and mode, side by side, each with its
 //! api named; io_uring rows count ids through REPORT_USAGE (copied over loopback, not copied into the
 //! XDP drop sink) and register the pool for fixed sends — except a pool on huge pages, which is sent
-//! unregistered, saying why. By default only the sendmsg API's pool is on huge pages.
+//! unregistered, saying why. By default only the sendmsg API's pool is on huge pages, as the rows and
+//! the table say.
 
 mod common;
 
@@ -178,5 +179,34 @@ fn by_default_only_the_sendmsg_pool_is_on_huge_pages() {
             json!(["sendmsg", false, null]),
             json!(["io_uring", false, true])
         ]
+    );
+    // The table says it too, in its `huge pages` column: one line per api, in the JSON's order.
+    let mut cmd = Command::new(ZCNET);
+    cmd.args(["bench", "tcp", "--mode", "zerocopy", "--size", "64K"])
+        .args([
+            "--api",
+            "sendmsg,io_uring",
+            "--duration",
+            "0.3",
+            "--interval",
+            "0",
+        ]);
+    let table = stdout_of(&mut cmd, "zcnet bench tcp (table)");
+    let mut lines = table.lines();
+    let header = lines.next().expect("a header line");
+    let at = header
+        .find("huge pages")
+        .unwrap_or_else(|| panic!("no huge pages column: {header}"));
+    let cells: Vec<(&str, &str)> = lines
+        .map(|l| {
+            let api = l.split_whitespace().nth(2).unwrap_or("");
+            let cell = l.get(at..).and_then(|c| c.split_whitespace().next());
+            (api, cell.unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [("sendmsg", "true"), ("io_uring", "false")],
+        "{table}"
     );
 }

@@ -33,10 +33,12 @@ pub enum Support {
     /// It is accepted but does not deliver its benefit here (e.g. zero-copy sends that the kernel
     /// copies anyway).
     Partial,
-    /// The kernel refused it or it is absent.
+    /// This process cannot use it here: the kernel refused it or lacks it, or the process lacks a
+    /// privilege or resource it needs (the reason names which, and what to do).
     No,
-    /// It could not be measured here: what the measurement needed was missing (for example
-    /// locked memory for a zero-copy sender). The reason says what, and what to do.
+    /// Not found out: only what the probe's own test needed around the feature was missing (for
+    /// example locked memory for the zero-copy sender whose stream a mapped receive would read),
+    /// so the feature itself went untried. The reason says what, and what to do.
     Unknown,
 }
 
