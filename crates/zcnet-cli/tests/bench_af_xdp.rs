@@ -11,7 +11,7 @@ use std::process::{Child, ChildStdout, Command};
 
 use common::{ZCNET, json_rows, modes_and_apis, start_reading, stdout_of, u};
 use serde_json::Value;
-use testnet::{Offloads, VethConfig, VethPair};
+use testnet::{VethConfig, VethPair};
 
 /// Frames the receiving end may count beyond the bench's datagrams: what the sending namespace's
 /// own stack sends while a run lasts (IPv6 router solicitations, MLD reports).
@@ -101,15 +101,7 @@ fn listener_pair(test: &str) -> Option<VethPair> {
     if !testnet::privileged(test) {
         return None;
     }
-    let pair = VethPair::new(VethConfig {
-        queues: 2,
-        offloads: Offloads {
-            tx_checksum: false,
-            ..Offloads::default()
-        },
-        ..VethConfig::default()
-    })
-    .expect("veth harness");
+    let pair = VethPair::new(VethConfig::full_checksums(2)).expect("veth harness");
     pair.pin_b_neighbours().expect("static neighbours");
     Some(pair)
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use testnet::{Offloads, VethConfig, VethPair};
+use testnet::{VethConfig, VethPair};
 use zcnet::aio::AsyncUdpEndpoint;
 use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint, UmemConfig};
 
@@ -26,23 +26,15 @@ const ROUND: usize = 40;
 /// Bound on every wait (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
-/// then carry only the pseudo-header sum).
+/// A one-queue pair whose ends put whole UDP checksums in what they send (see
+/// [`VethConfig::full_checksums`]).
 fn pair() -> VethPair {
     pair_with_queues(1)
 }
 
 /// [`pair`] with `queues` queues per end.
 fn pair_with_queues(queues: u32) -> VethPair {
-    VethPair::new(VethConfig {
-        queues,
-        offloads: Offloads {
-            tx_checksum: false,
-            ..Offloads::default()
-        },
-        ..VethConfig::default()
-    })
-    .expect("veth pair")
+    VethPair::new(VethConfig::full_checksums(queues)).expect("veth pair")
 }
 
 /// Payload `seq`: 1 to 1400 bytes derived from the sequence number.

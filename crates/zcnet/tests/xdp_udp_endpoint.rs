@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use testnet::{Offloads, VethConfig, VethPair};
+use testnet::{VethConfig, VethPair};
 use zcnet::packet;
 use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
 use zcnet::xdp::{
@@ -22,23 +22,15 @@ const COUNT: usize = 300;
 /// Bound on every wait (never reached when things work).
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A pair whose ends compute full UDP checksums (veth offloads them by default, and AF_XDP frames
-/// then carry only the pseudo-header sum: see the endpoint's docs).
+/// A one-queue pair whose ends put whole UDP checksums in what they send (see
+/// [`VethConfig::full_checksums`]).
 fn pair() -> VethPair {
     pair_with_queues(1)
 }
 
 /// [`pair`] with `queues` queues per end.
 fn pair_with_queues(queues: u32) -> VethPair {
-    VethPair::new(VethConfig {
-        queues,
-        offloads: Offloads {
-            tx_checksum: false,
-            ..Offloads::default()
-        },
-        ..VethConfig::default()
-    })
-    .expect("veth pair")
+    VethPair::new(VethConfig::full_checksums(queues)).expect("veth pair")
 }
 
 /// For a privileged `test`: a one-queue [`pair`] and the endpoint on `a`'s IPv4 address.
