@@ -213,3 +213,36 @@ each_path! {
         assert_eq!((stats.zc_calls, stats.notifications), (0, 0));
     }
 }
+
+/// The lengths of the datagrams `rx` receives until none comes for half a second.
+fn datagram_lengths(rx: &UdpSocket) -> Vec<usize> {
+    rx.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    std::iter::from_fn(|| rx.recv(&mut buf).ok()).collect()
+}
+
+each_path! {
+    /// A GSO segment size set while earlier sends are still queued (io_uring submits them later,
+    /// as one chain) applies only to the sends after it: the earlier datagrams arrive as they were
+    /// sent, neither split into segments nor joined into one datagram.
+    fn a_gso_change_applies_only_to_the_datagrams_sent_after_it(path: SendPath) {
+        let (a, b) = pair(Ipv4Addr::LOCALHOST.into());
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let pool = pool(4096, 8);
+        let mut tx = sender_on(a, path_config(path, Mode::ZeroCopy), &pool);
+        for byte in 1..=3u8 {
+            tx.send(vec![byte; 3000]).expect("send a whole datagram");
+        }
+        tx.set_gso_segment(Some(1000)).expect("UDP_SEGMENT 1000");
+        tx.send(vec![4u8; 3000]).expect("send three segments");
+        tx.set_gso_segment(None).expect("UDP_SEGMENT off");
+        tx.send(vec![5u8; 2000]).expect("send a whole datagram");
+        tx.flush(Duration::from_secs(10)).expect("flush");
+        assert_eq!(
+            datagram_lengths(&b),
+            [3000, 3000, 3000, 1000, 1000, 1000, 2000],
+            "datagrams as sent, each under the segment size in force when it was sent"
+        );
+    }
+}

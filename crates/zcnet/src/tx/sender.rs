@@ -535,14 +535,27 @@ impl Sender<UdpSocket> {
     /// `UDP_SEGMENT` control message on each send; io_uring: the `UDP_SEGMENT` socket option).
     /// `None` turns it off. Without it a datagram larger than the path MTU is fragmented, and the
     /// kernel copies it even with zero-copy (it zero-copies only data the device checksums).
-    pub fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
+    ///
+    /// The kernel reads the socket option when a request is issued, so on io_uring this first
+    /// submits the queued sends and waits (bounded by the send timeout) until the kernel took
+    /// them, as [`Sender::set_cork`] does: each datagram goes out under the segment size in force
+    /// when it was sent. A send error on the way is returned (handing back the buffers not sent)
+    /// and the option left as it was.
+    pub fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
         match &mut self.path {
             Path::Sendmsg(p) => {
                 p.set_gso_segment(segment);
                 Ok(())
             }
             #[cfg(feature = "io-uring")]
-            Path::IoUring(p) => p.set_gso_segment(segment),
+            Path::IoUring(p) => {
+                p.settle()?;
+                p.set_gso_segment(segment)
+                    .map_err(|source| TxError::SocketOption {
+                        option: "UDP_SEGMENT",
+                        source,
+                    })
+            }
         }
     }
 

@@ -1039,8 +1039,8 @@ impl<S: ZcSocket> Drop for UringPath<S> {
 
 impl UringPath<UdpSocket> {
     /// Sets the GSO segment size on the socket (`UDP_SEGMENT` socket option): every datagram longer
-    /// than one segment — sends submitted from now on — goes out as a train of up to 64 segments.
-    /// `None` turns it off.
+    /// than one segment — requests issued from now on — goes out as a train of up to 64 segments.
+    /// `None` turns it off. The caller settles the queued sends first.
     pub(crate) fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
         set_int_option(
             self.get_ref().fd(),
