@@ -242,7 +242,11 @@ impl<S: ZcSocket> Sender<S> {
         self.path_status.as_ref().map(|_| ())
     }
 
-    /// The socket.
+    /// The socket. On io_uring, sends still queued ([`Sender::queued`]) reach the kernel when they
+    /// are submitted and go out under the socket's state then: [`Sender::flush`] before changing
+    /// it through this reference (a UDP socket's `connect`, its TTL, a TCP socket's
+    /// `TCP_NODELAY`), or the sends queued before the change go out under it;
+    /// [`Sender::set_cork`] and [`Sender::set_gso_segment`] settle the queue themselves.
     pub fn get_ref(&self) -> &S {
         on_path!(&self.path, p => p.get_ref())
     }
