@@ -75,6 +75,9 @@ const IORING_RECVSEND_FIXED_BUF: u16 = 1 << 2;
 const IORING_ENTER_GETEVENTS: u32 = 1 << 0;
 /// The largest buffer one registration entry may hold (io_uring/rsrc.c).
 pub const MAX_REGISTERED_BYTES: usize = 1 << 30;
+/// The most submission queue entries `io_uring_setup` accepts (`IORING_MAX_ENTRIES`,
+/// io_uring/io_uring.c): more is `EINVAL` unless the ring asks to be clamped.
+pub const MAX_RING_ENTRIES: u32 = 32768;
 
 /// Zero-copy send opcodes the running kernel accepts (`IORING_REGISTER_PROBE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

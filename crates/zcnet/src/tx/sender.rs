@@ -2,7 +2,6 @@
 //! `sendmsg(MSG_ZEROCOPY)` ([`super::sendmsg`]) or io_uring `SEND_ZC` (`super::uring`, feature
 //! `io-uring`). Each path owns its mechanism; this file only picks one and hands calls to it.
 
-use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
@@ -20,6 +19,8 @@ use super::unsent::{SendError, TrySendError, Unsent};
 #[cfg(feature = "io-uring")]
 use super::uring::UringPath;
 use crate::Fallback;
+#[cfg(feature = "io-uring")]
+use crate::sys::uring::MAX_RING_ENTRIES;
 
 /// How a [`Sender`] behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,8 +77,9 @@ pub enum SendPath {
         /// stops at 512 KiB past its first send, and is submitted once that much waits); on a
         /// stream also the most buffers one request carries (up to 256 KiB and 1024 buffers).
         batch: u32,
-        /// Submission queue entries (default 256): also the most requests in flight, results and
-        /// notifications together.
+        /// Submission queue entries (default 256; at most 32768, the kernel's
+        /// `IORING_MAX_ENTRIES`): also the most requests in flight, results and notifications
+        /// together.
         ring_entries: u32,
     },
 }
@@ -187,7 +189,8 @@ impl<S: ZcSocket> Sender<S> {
     /// On the io_uring path it sets up a ring; zero-copy needs `IORING_OP_SEND_ZC`, without which
     /// the sender copies (`IORING_OP_SEND`) and [`Sender::zerocopy_status`] says why. When the ring
     /// cannot be set up at all (`io_uring_setup`: `ENOSYS`, `EPERM` under
-    /// `kernel.io_uring_disabled`, `ENOMEM` when locked memory is used up) the sender sends on
+    /// `kernel.io_uring_disabled`, `ENOMEM` when locked memory is used up, `EINVAL` for more
+    /// `ring_entries` than a ring takes) the sender sends on
     /// [`SendPath::SENDMSG`] instead — every send still goes out, with MSG_ZEROCOPY — and
     /// [`Sender::path_status`] says why and what to do.
     pub fn new(socket: S, config: SenderConfig) -> Self {
@@ -217,7 +220,7 @@ impl<S: ZcSocket> Sender<S> {
                         let path = SendmsgPath::new(socket, &config, DRAIN_EVERY);
                         Sender {
                             path: Path::Sendmsg(path),
-                            path_status: Err(ring_setup_fallback(&e)),
+                            path_status: Err(ring_setup_fallback(&e, ring_entries)),
                         }
                     }
                 }
@@ -452,10 +455,21 @@ fn whole_messages_fallback() -> Fallback {
     )
 }
 
-/// Why the sender fell back to `sendmsg`: the ring could not be set up.
+/// Why the sender fell back to `sendmsg`: the ring of `ring_entries` entries could not be set up.
 #[cfg(feature = "io-uring")]
-fn ring_setup_fallback(e: &io::Error) -> Fallback {
+fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
     let errno = e.raw_os_error().unwrap_or(libc::EIO);
+    if errno == libc::EINVAL && ring_entries > MAX_RING_ENTRIES {
+        return Fallback::refused(
+            "io_uring_setup",
+            errno,
+            format!(
+                "SendPath::IoUring ring_entries {ring_entries} is more than a ring takes \
+                 ({MAX_RING_ENTRIES}, IORING_MAX_ENTRIES): choose at most that; sending with \
+                 sendmsg (MSG_ZEROCOPY) instead"
+            ),
+        );
+    }
     let remedy = match errno {
         // The rings are charged to the locked-memory limit of a user without CAP_IPC_LOCK, and
         // setup fails with ENOMEM when it is used up.
