@@ -459,31 +459,23 @@ fn whole_messages_fallback() -> Fallback {
 #[cfg(feature = "io-uring")]
 fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
     let errno = e.raw_os_error().unwrap_or(libc::EIO);
-    if errno == libc::EINVAL && ring_entries > MAX_RING_ENTRIES {
-        return Fallback::refused(
-            "io_uring_setup",
-            errno,
-            format!(
-                "SendPath::IoUring ring_entries {ring_entries} is more than a ring takes \
-                 ({MAX_RING_ENTRIES}, IORING_MAX_ENTRIES): choose at most that; sending with \
-                 sendmsg (MSG_ZEROCOPY) instead"
-            ),
-        );
-    }
-    let remedy = match errno {
+    let why = match errno {
+        libc::EINVAL if ring_entries > MAX_RING_ENTRIES => format!(
+            "SendPath::IoUring ring_entries {ring_entries} is more than a ring takes \
+             ({MAX_RING_ENTRIES}, IORING_MAX_ENTRIES): choose at most that"
+        ),
         // The rings are charged to the locked-memory limit of a user without CAP_IPC_LOCK, and
         // setup fails with ENOMEM when it is used up.
-        libc::ENOMEM => {
-            "the rings are charged to locked memory and RLIMIT_MEMLOCK is used up: raise it \
-             (`ulimit -l`, limits.conf memlock) or run with CAP_IPC_LOCK; sending with sendmsg \
-             (MSG_ZEROCOPY) instead"
-        }
-        _ => {
-            "no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 is needed; sending with \
-             sendmsg (MSG_ZEROCOPY) instead"
-        }
+        libc::ENOMEM => "the rings are charged to locked memory and RLIMIT_MEMLOCK is used up: \
+                         raise it (`ulimit -l`, limits.conf memlock) or run with CAP_IPC_LOCK"
+            .to_string(),
+        _ => "no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 is needed".to_string(),
     };
-    Fallback::refused("io_uring_setup", errno, remedy)
+    Fallback::refused(
+        "io_uring_setup",
+        errno,
+        format!("{why}; sending with sendmsg (MSG_ZEROCOPY) instead"),
+    )
 }
 
 /// The `sendmsg` path's answer to a pool registration.
@@ -566,14 +558,7 @@ impl Sender<UdpSocket> {
                 Ok(())
             }
             #[cfg(feature = "io-uring")]
-            Path::IoUring(p) => {
-                p.settle()?;
-                p.set_gso_segment(segment)
-                    .map_err(|source| TxError::SocketOption {
-                        option: "UDP_SEGMENT",
-                        source,
-                    })
-            }
+            Path::IoUring(p) => p.set_gso_segment(segment),
         }
     }
 

@@ -1039,14 +1039,20 @@ impl<S: ZcSocket> Drop for UringPath<S> {
 
 impl UringPath<UdpSocket> {
     /// Sets the GSO segment size on the socket (`UDP_SEGMENT` socket option): every datagram longer
-    /// than one segment — requests issued from now on — goes out as a train of up to 64 segments.
-    /// `None` turns it off. The caller settles the queued sends first.
-    pub(crate) fn set_gso_segment(&mut self, segment: Option<u16>) -> io::Result<()> {
+    /// than one segment goes out as a train of up to 64 segments. `None` turns it off. The kernel
+    /// reads the option when a request is issued, so the queued sends are settled first: each
+    /// datagram goes out under the size in force when it was sent.
+    pub(crate) fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
+        self.settle()?;
         set_int_option(
             self.get_ref().fd(),
             libc::SOL_UDP,
             libc::UDP_SEGMENT,
             i32::from(segment.unwrap_or(0)),
         )
+        .map_err(|source| TxError::SocketOption {
+            option: "UDP_SEGMENT",
+            source,
+        })
     }
 }
