@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -41,16 +42,31 @@ use crate::tx::{
 /// [`send`](AsyncSender::send) hands back its own buffer beside them ([`SendError`]). So a stream
 /// never loses, repeats or reorders a byte whatever futures are dropped, and a buffer is released
 /// only by the completions covering it (or, if nothing of it was lent, when it is handed back or
-/// sent by copy). Dropping the `AsyncSender` itself drops what is still queued unsent (as closing
-/// a socket with unsent data would) and keeps outstanding loans lent for good, as [`Sender`] does:
-/// [`close`](AsyncSender::close) it instead, which hands back what it could not send.
+/// sent by copy).
+///
+/// # Dropping
+///
+/// Dropping the `AsyncSender` loses nothing it accepted either, as closing a socket delivers its
+/// send buffer: when anything is still queued — rests of dropped send futures, sends the io_uring
+/// path has not submitted — the drop hands the sender to tokio's blocking pool
+/// (`spawn_blocking`; outside a runtime it finishes on the dropping thread), which sends them
+/// with the blocking [`Sender`], each waiting as a send does, for at most
+/// [`crate::tx::SenderConfig::send_timeout`] or 60 s, whichever is shorter. A runtime's shutdown
+/// waits for that task. When a send fails there (the timeout included), a TCP stream is reset, so
+/// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent for good, as [`Sender`]'s drop leaves them:
+/// [`close`](AsyncSender::close) to know that everything arrived, or to get back what could not
+/// be sent.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
-    tx: Sender<S>,
+    /// Present until the drop hands it to [`finish`] (or `close` takes it).
+    tx: Option<Sender<S>>,
     /// Buffers of dropped send futures, with their unsent parts, oldest first.
-    queue: VecDeque<Box<dyn Queued<S>>>,
+    queue: Backlog<S>,
 }
+
+/// The rests of dropped send futures, oldest first.
+type Backlog<S> = VecDeque<Box<dyn Queued<S>>>;
 
 /// The unsent part of a buffer of any type, waiting in an [`AsyncSender`]'s queue.
 trait Queued<S: ZcSocket>: Send {
@@ -59,6 +75,9 @@ trait Queued<S: ZcSocket>: Send {
 
     /// The rest, for an error to hand back.
     fn hand_back(self: Box<Self>) -> UnsentBuf;
+
+    /// Sends the rest, waiting as a blocking send does (for a dropped sender's [`finish`]).
+    fn finish(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), TxError>;
 }
 
 enum Resume<S: ZcSocket> {
@@ -82,12 +101,16 @@ impl<S: ZcSocket, B: SendBuf> Queued<S> for Unsent<B> {
         let (buf, sent) = self.into_parts();
         UnsentBuf::new(buf, sent)
     }
+
+    fn finish(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), TxError> {
+        tx.send_unsent(*self).map_err(|e| e.into_parts().0)
+    }
 }
 
 /// A send future's own buffer: moved to the back of the queue if the future is dropped with part of
 /// it unsent.
 struct InFlight<'a, S: ZcSocket, B: SendBuf> {
-    queue: &'a mut VecDeque<Box<dyn Queued<S>>>,
+    queue: &'a mut Backlog<S>,
     unsent: Option<Unsent<B>>,
 }
 
@@ -169,9 +192,19 @@ impl<S: ZcSocket> AsyncSender<S> {
         let io = Readiness::new(&tx)?;
         Ok(AsyncSender {
             io,
-            tx,
+            tx: Some(tx),
             queue: VecDeque::new(),
         })
+    }
+
+    /// The registration, the sender and the queue, apart.
+    fn parts(&mut self) -> (&mut Readiness, &mut Sender<S>, &mut Backlog<S>) {
+        let AsyncSender { io, tx, queue } = self;
+        (io, tx.as_mut().expect(PRESENT), queue)
+    }
+
+    fn tx(&self) -> &Sender<S> {
+        self.tx.as_ref().expect(PRESENT)
     }
 
     /// Sends all of `buf` (a stream in as many calls as it takes, a datagram in one), after the rest
@@ -180,7 +213,7 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// (all of `buf` when a queued buffer failed, which comes back inside the error with the rest of
     /// the queue). See the type's docs for cancellation.
     pub async fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
-        let AsyncSender { io, tx, queue } = self;
+        let (io, tx, queue) = self.parts();
         let unsent = Unsent::new(Arc::new(buf), 0);
         let mut mine = InFlight {
             queue,
@@ -210,10 +243,10 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// it and the rest of the queue). Bound it with `tokio::time::timeout`; a dropped flush loses
     /// nothing.
     pub async fn flush(&mut self) -> Result<(), TxError> {
-        let AsyncSender { io, tx, queue, .. } = self;
+        let (io, tx, queue) = self.parts();
         send_queued(io, tx, queue).await?;
         loop {
-            match tx.flush(std::time::Duration::ZERO) {
+            match tx.flush(Duration::ZERO) {
                 Ok(()) => return Ok(()),
                 Err(TxError::Timeout { .. }) => {}
                 Err(e) => return Err(e),
@@ -226,13 +259,13 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// order, every buffer not yet given to the kernel ([`TxError::unsent`]); the ones still lent
     /// stay lent for good, as [`Sender::close`] leaves them.
     pub async fn close(mut self) -> Result<S, TxError> {
-        if let Err(e) = self.flush().await {
-            let unsubmitted = self.tx.take_unsubmitted();
-            return Err(e.handing_back(unsubmitted, []));
+        let flushed = self.flush().await;
+        let mut tx = self.tx.take().expect(PRESENT);
+        if let Err(e) = flushed {
+            return Err(tx.give_up(e));
         }
-        let AsyncSender { io, tx, .. } = self;
-        drop(io);
-        tx.close(std::time::Duration::ZERO)
+        drop(self);
+        tx.close(Duration::ZERO)
     }
 
     /// A free buffer of `pool`, sending the buffers of dropped send futures and reading completions
@@ -245,41 +278,79 @@ impl<S: ZcSocket> AsyncSender<S> {
             if let Some(buf) = pool.take() {
                 return Ok(buf);
             }
-            if !self.queue.is_empty() {
+            let (io, tx, queue) = self.parts();
+            if !queue.is_empty() {
                 // Queued buffers may be the pool's: once sent, they come back by copy or by
                 // completion.
-                send_queued(&mut self.io, &mut self.tx, &mut self.queue).await?;
+                send_queued(io, tx, queue).await?;
                 continue;
             }
-            if self.tx.holds_nothing() {
+            if tx.holds_nothing() {
                 return Err(TxError::Timeout {
                     what: "a free pool buffer",
                     outstanding: 0,
                     waited: started.elapsed(),
                 });
             }
-            completions(&self.io, &mut self.tx).await?;
+            completions(io, tx).await?;
         }
     }
 
     /// The sender: its stats, zero-copy status and socket.
     pub fn get_ref(&self) -> &Sender<S> {
-        &self.tx
+        self.tx()
     }
 
     /// The counters so far.
     pub fn stats(&self) -> &TxStats {
-        self.tx.stats()
+        self.tx().stats()
     }
 
     /// Zero-copy ids sent and not yet completed.
     pub fn outstanding(&self) -> usize {
-        self.tx.outstanding()
+        self.tx().outstanding()
     }
 
     /// Buffers of dropped send futures whose bytes are still queued.
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+}
+
+/// The longest a dropped sender's [`finish`] waits for the peer to take a send, when the sender's
+/// send timeout is longer or unset: a peer that stopped reading holds a blocking-pool thread (and a
+/// runtime's shutdown) that long, not for good. A peer that reads, however slowly, is waited for.
+const FINISH_WAIT: Duration = Duration::from_secs(60);
+
+const PRESENT: &str = "the sender is present until the AsyncSender is dropped or closed";
+
+impl<S: ZcSocket> Drop for AsyncSender<S> {
+    fn drop(&mut self) {
+        let Some(tx) = self.tx.take() else {
+            return;
+        };
+        let queue = std::mem::take(&mut self.queue);
+        if queue.is_empty() && !tx.waits_on_drop() {
+            return;
+        }
+        // The sends wait for the kernel, which must not hold a runtime thread.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || finish(tx, queue))),
+            Err(_) => finish(tx, queue),
+        }
+    }
+}
+
+/// Sends what a dropped [`AsyncSender`] still held, in order: the rests of dropped send futures,
+/// then (in the [`Sender`]'s own drop) what the io_uring path queued. When a send fails, the stream
+/// is cut short: nothing after it goes out, and a TCP peer is told by a reset.
+fn finish<S: ZcSocket>(mut tx: Sender<S>, queue: Backlog<S>) {
+    tx.limit_send_timeout(FINISH_WAIT);
+    for queued in queue {
+        if queued.finish(&mut tx).is_err() {
+            tx.cut_short();
+            return;
+        }
     }
 }
 
@@ -289,7 +360,7 @@ impl<S: ZcSocket> AsyncSender<S> {
 async fn send_queued<S: ZcSocket>(
     io: &mut Readiness,
     tx: &mut Sender<S>,
-    queue: &mut VecDeque<Box<dyn Queued<S>>>,
+    queue: &mut Backlog<S>,
 ) -> Result<(), TxError> {
     while let Some(front) = queue.pop_front() {
         let error = match front.resume(tx) {
@@ -411,7 +482,7 @@ fn queue_error<S: ZcSocket>(source: io::Error) -> TxError {
 impl<S: ZcSocket + std::fmt::Debug> std::fmt::Debug for AsyncSender<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncSender")
-            .field("tx", &self.tx)
+            .field("tx", self.tx())
             .field("queued", &self.queue.len())
             .finish()
     }

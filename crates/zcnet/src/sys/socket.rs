@@ -82,6 +82,25 @@ pub fn set_int_option(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> 
     .map(drop)
 }
 
+/// Makes the socket's last close reset the connection instead of ending it: `SO_LINGER` on with a
+/// zero timeout, under which `tcp_close` discards what is unsent and sends RST rather than FIN, so
+/// that the peer reads `ECONNRESET`, not the end of a whole stream.
+pub fn reset_on_close(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `linger` is a live `struct linger` and the length passed is exactly its size.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_LINGER,
+        (&linger as *const libc::linger).cast(),
+        mem::size_of::<libc::linger>() as libc::socklen_t,
+    ))
+    .map(drop)
+}
+
 /// `getsockopt` for an option whose value is a C `int`.
 pub fn get_int_option(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;

@@ -153,11 +153,15 @@ macro_rules! on_path {
 /// - [`Sender::flush`] submits what is queued and waits until every buffer is back; after any
 ///   error it succeeds or returns, once, every buffer still queued. [`Sender::close`] flushes and
 ///   returns the socket.
-/// - Nothing queued is ever dropped silently — except by dropping the sender itself: buffers
-///   still queued are then dropped unsent (as closing a socket drops unsent data), and lent ones
-///   stay lent forever (leaked, never reused, since the kernel may still read them; their
-///   locked-memory charges go back to [`crate::tx::MemlockBudget`]). Call [`Sender::flush`] or
-///   [`Sender::close`] first.
+/// - Nothing queued is ever dropped silently, not even by dropping the sender. What `send`
+///   accepted is delivered as a socket's close delivers its send buffer: on `sendmsg` the kernel
+///   holds it already; on io_uring the drop submits the queued sends and waits, as a send does
+///   (bounded by [`SenderConfig::send_timeout`]), until the kernel has taken each. When that fails
+///   (a send error, the timeout), or a [`Sender::close`] failed and handed buffers back, a TCP
+///   stream is reset (`SO_LINGER` 0), so that its peer never takes a stream cut short for a whole
+///   one. Buffers still lent at the drop stay lent forever (leaked, never reused, since the kernel
+///   may still read them; their locked-memory charges go back to
+///   [`crate::tx::MemlockBudget`]): [`Sender::flush`] or [`Sender::close`] first to get them back.
 ///
 /// On the `sendmsg` path one sender owns a kernel socket: a second `sendmsg` sender on the same
 /// socket (another descriptor of it, from `try_clone` or `dup`) sends by copy and never reads the
@@ -425,15 +429,57 @@ impl<S: ZcSocket> Sender<S> {
     /// wrapping it again on that path copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         if let Err(e) = self.flush(timeout) {
-            let unsubmitted = self.take_unsubmitted();
-            return Err(e.handing_back(unsubmitted, []));
+            return Err(self.give_up(e));
         }
         Ok(on_path!(self.path, p => p.into_socket()))
     }
 
+    /// Whether dropping the sender waits for sends still queued (io_uring; `sendmsg` queues
+    /// nothing).
+    pub(crate) fn waits_on_drop(&self) -> bool {
+        match &self.path {
+            Path::Sendmsg(_) => false,
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.waits_on_drop(),
+        }
+    }
+
+    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit` (a
+    /// shorter [`SenderConfig::send_timeout`] stays).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
+        on_path!(&mut self.path, p => p.limit_send_timeout(limit))
+    }
+
+    /// Marks the stream as missing bytes the application gave (a dropped async sender could not
+    /// send them): its close resets the connection ([`ZcSocket::reset_on_close`]), and the drop no
+    /// longer waits for what is queued.
+    pub(crate) fn cut_short(&mut self) {
+        match &mut self.path {
+            Path::Sendmsg(p) => {
+                let _ = p.get_ref().reset_on_close();
+            }
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.cut_short(),
+        }
+    }
+
+    /// Ends a close whose flush failed with `e`: hands back, inside the error, the buffers queued
+    /// and not yet submitted too (io_uring; `sendmsg` queues nothing). A stream that then misses
+    /// bytes — those handed back, or what the ring has not sent yet — is cut short (see
+    /// `cut_short`): the sender is being dropped, and its peer must not see a clean end.
+    pub(crate) fn give_up(&mut self, e: TxError) -> TxError {
+        let unsubmitted = self.take_unsubmitted();
+        let e = e.handing_back(unsubmitted, []);
+        if !e.unsent().is_empty() || self.waits_on_drop() {
+            self.cut_short();
+        }
+        e
+    }
+
     /// Takes the buffers queued and not yet submitted (io_uring; none on `sendmsg`, which queues
     /// nothing), in order.
-    pub(crate) fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
+    fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
         match &mut self.path {
             Path::Sendmsg(_) => Vec::new(),
             #[cfg(feature = "io-uring")]

@@ -170,6 +170,12 @@ impl<S: ZcSocket> SendmsgPath<S> {
         self.drain_every
     }
 
+    /// Bounds every later wait of a send by `limit` (the send timeout, if shorter, stays).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
+        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
+    }
+
     /// The socket.
     pub(crate) fn get_ref(&self) -> &S {
         present(&self.socket)

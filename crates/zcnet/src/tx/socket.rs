@@ -11,8 +11,9 @@ mod sealed {
 }
 
 /// A socket a [`crate::tx::Sender`] can send from with MSG_ZEROCOPY (sealed: TCP streams, UDP sockets,
-/// AF_VSOCK sockets).
-pub trait ZcSocket: sealed::Sealed + Send {
+/// AF_VSOCK sockets), owning its descriptor (`'static`: a dropped `aio::AsyncSender` may finish its
+/// sends on another thread).
+pub trait ZcSocket: sealed::Sealed + Send + 'static {
     /// The socket's name in messages (`TCP`, `UDP`, `AF_VSOCK`).
     const NAME: &'static str;
     /// The socket's file descriptor.
@@ -45,6 +46,12 @@ pub trait ZcSocket: sealed::Sealed + Send {
     fn push_held(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Makes the socket's close tell the peer that the stream was cut short, for a sender dropped
+    /// with bytes it accepted and could not send (TCP: a reset; nothing on the others: a datagram
+    /// socket has no stream to cut, and an AF_VSOCK close always shuts the stream down cleanly).
+    fn reset_on_close(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl sealed::Sealed for TcpStream {}
@@ -66,6 +73,10 @@ impl ZcSocket for TcpStream {
     /// off and bytes wait unsent: `SIOCOUTQNSD`), which also sends what `TCP_CORK` holds.
     fn push_held(&self) -> io::Result<()> {
         crate::sys::socket::push_held_segments(self.as_fd())
+    }
+    /// `SO_LINGER` with a zero timeout: the close sends RST, and the peer reads `ECONNRESET`.
+    fn reset_on_close(&self) -> io::Result<()> {
+        crate::sys::socket::reset_on_close(self.as_fd())
     }
 }
 

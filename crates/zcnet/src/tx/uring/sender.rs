@@ -147,9 +147,9 @@ enum Goal {
 /// — hands back every buffer not wholly sent, in order ([`TxError::unsent`]); sends go on after
 /// it with the buffers given from then on. No buffer is ever dropped unsent or sent twice.
 ///
-/// Dropping a sender with buffers lent keeps them lent forever (leaked, never reused, since the
-/// kernel may still read them) and drops the ones still queued unsent: call
-/// [`UringPath::flush`] or [`UringPath::close`] first.
+/// Dropping a sender first hands the kernel what is still queued, waiting as a send does (see
+/// the `Drop` impl); buffers still lent then stay lent forever (leaked, never reused, since the
+/// kernel may still read them).
 pub(crate) struct UringPath<S: ZcSocket> {
     ring: SendRing<dyn Erased>,
     /// Present until [`UringPath::close`] takes it.
@@ -191,6 +191,9 @@ pub(crate) struct UringPath<S: ZcSocket> {
     /// The first request of the chain that failed: set from its result, handed out (with every
     /// buffer not sent) once the chain has finished.
     failure: Option<Failure>,
+    /// The stream misses bytes given to the sender ([`UringPath::cut_short`]): the drop does not
+    /// wait for the queue, and the socket's close resets the connection.
+    cut_short: bool,
     /// CQEs handled so far: an event loop's measure of progress.
     #[cfg(feature = "tokio")]
     cqes: u64,
@@ -278,6 +281,7 @@ impl<S: ZcSocket> UringPath<S> {
             events: Vec::new(),
             scratch: Scratch::default(),
             failure: None,
+            cut_short: false,
             #[cfg(feature = "tokio")]
             cqes: 0,
         }
@@ -546,6 +550,27 @@ impl<S: ZcSocket> UringPath<S> {
             .drain(self.chain_len..)
             .map(|p| UnsentBuf::new(p.buf, p.sent))
             .collect()
+    }
+
+    /// Bounds every later wait of a send by `limit` (the send timeout, if shorter, stays).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
+        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
+    }
+
+    /// Whether dropping the path waits for queued sends to be taken (see the `Drop` impl).
+    pub(crate) fn waits_on_drop(&self) -> bool {
+        self.socket.is_some() && !self.queue.is_empty() && !self.cut_short
+    }
+
+    /// Marks the stream as missing bytes given to the sender: the drop no longer waits for what is
+    /// queued, and the socket's close tells the peer the stream was cut
+    /// ([`ZcSocket::reset_on_close`]; a failure to set that leaves a clean close).
+    pub(crate) fn cut_short(&mut self) {
+        self.cut_short = true;
+        if let Some(socket) = &self.socket {
+            let _ = socket.reset_on_close();
+        }
     }
 
     /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush), with Nagle's
@@ -1029,7 +1054,15 @@ fn describe_memlock() -> String {
 }
 
 impl<S: ZcSocket> Drop for UringPath<S> {
+    /// `send` took the queued buffers as a socket takes bytes into its send buffer, which its close
+    /// still delivers; so the drop first hands them to the kernel and waits, as a send does (bounded
+    /// by the send timeout), until each is taken whole (closing the ring would cancel a request not
+    /// yet done). When that fails — a send error, the timeout — the stream is cut short: the peer
+    /// is told by a reset, never shown an end that looks whole.
     fn drop(&mut self) {
+        if self.waits_on_drop() && self.settle().is_err() {
+            self.cut_short();
+        }
         self.reap();
         // The ring keeps (and, dropped, leaks) the buffers the kernel may still read; the charges
         // go back to the budget, as on the sendmsg path.

@@ -1,0 +1,180 @@
+//! Dropping a sender without `close`: every byte `send` accepted arrives, as closing a socket
+//! delivers its send buffer (on io_uring the drop submits the sends still queued and waits for the
+//! kernel to take them; a dropped `AsyncSender` finishes its queue on tokio's blocking pool); and
+//! a TCP stream that cannot be finished so is reset, never ended cleanly with bytes missing.
+
+mod tx_common;
+
+use std::io::{ErrorKind, Read};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use tokio::time::timeout;
+use tx_common::{Checksum, fill, path_config, pool};
+use zcnet::aio::AsyncSender;
+use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender};
+
+/// A connected pair with small socket buffers (64 KiB each way), so that sends wait for the reader.
+fn small_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    for s in [&client, &server] {
+        rustix::net::sockopt::set_socket_send_buffer_size(s, 64 << 10).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(s, 64 << 10).unwrap();
+    }
+    (client, server)
+}
+
+/// How a stream read to its end ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// A clean end (FIN).
+    Closed,
+    /// `ECONNRESET`: the sender cut the stream.
+    Reset,
+}
+
+/// Reads `conn` to its end (each read bounded by 60 s): the checksum of what arrived, checked to be
+/// the stream pattern from position 0, and how the stream ended.
+fn read_stream(mut conn: TcpStream) -> (Checksum, End) {
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut sum = Checksum::default();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut expected = vec![0u8; buf.len()];
+    loop {
+        let n = match conn.read(&mut buf) {
+            Ok(0) => return (sum, End::Closed),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (sum, End::Reset),
+            Err(e) => panic!("read after {} bytes: {e}", sum.len),
+        };
+        fill(&mut expected[..n], sum.len);
+        assert!(
+            buf[..n] == expected[..n],
+            "bytes {}..{} are not the stream sent",
+            sum.len,
+            sum.len + n as u64
+        );
+        sum.update(&buf[..n]);
+    }
+}
+
+/// `len` bytes of the stream pattern, from `sum`'s position on, added to `sum`.
+fn next_bytes(sum: &mut Checksum, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    fill(&mut b, sum.len);
+    sum.update(&b);
+    b
+}
+
+each_path! {
+    /// Sends of every size, from a pool and from owned vectors, fewer than an io_uring batch (so
+    /// that they are still queued there), then a drop: all of them arrive, in order, and the
+    /// stream ends cleanly.
+    fn a_dropped_sender_delivers_every_byte_it_accepted(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let reader = thread::spawn(move || read_stream(listener.accept().unwrap().0));
+        let pool = pool(64 << 10, 8);
+        let mut tx = tx_common::sender_on(client, path_config(path, Mode::ZeroCopy), &pool);
+        let mut sent = Checksum::default();
+        for &size in &tx_common::STREAM_SIZES {
+            let mut buf = pool.take().expect("a free pool buffer");
+            sent.fill_next(&mut buf, size);
+            tx.send(buf).expect("send");
+            tx.send(next_bytes(&mut sent, size + 3)).expect("send");
+        }
+        drop(tx);
+        assert_eq!(reader.join().unwrap(), (sent, End::Closed), "{path:?}");
+    }
+}
+
+each_path! {
+    /// Nobody reads, and sends go on until one fails with the send timeout (its rest handed back)
+    /// or 64 MiB were accepted; then the drop, and the peer reads. On `sendmsg` every accepted
+    /// byte is in the kernel already and the stream ends cleanly; on io_uring sends accepted into
+    /// the queue cannot be taken before the drop's wait runs out, and the stream is reset. Either
+    /// way no stream misses an accepted byte and still ends cleanly.
+    fn a_dropped_sender_that_cannot_deliver_resets_the_stream(path: SendPath) {
+        let (client, server) = small_pair();
+        let config = SenderConfig {
+            send_timeout: Some(Duration::from_millis(300)),
+            ..path_config(path, Mode::Copy)
+        };
+        let mut tx = TcpSender::new(client, config);
+        let mut accepted = Checksum::default();
+        let mut cut = false;
+        while accepted.len < 64 << 20 {
+            let mut next = accepted;
+            let buf = next_bytes(&mut next, 16 << 10);
+            match tx.send(buf) {
+                Ok(()) => accepted = next,
+                Err(e) => {
+                    let (error, unsent) = e.into_parts();
+                    let timed_out = std::io::Error::from(error).kind() == ErrorKind::TimedOut;
+                    assert!(timed_out, "{path:?}: a send failed, not by the send timeout");
+                    // A stream send taken in part keeps its prefix in the stream.
+                    accepted.update(&unsent.buf()[..unsent.sent()]);
+                    cut = true;
+                    break;
+                }
+            }
+        }
+        assert!(cut, "{path:?}: 64 MiB accepted by a socket nobody reads");
+        drop(tx);
+        let (got, end) = read_stream(server);
+        match path {
+            SendPath::Sendmsg { .. } => assert_eq!((got, end), (accepted, End::Closed)),
+            _ => assert_eq!(end, End::Reset, "{path:?}: {} of {} bytes", got.len, accepted.len),
+        }
+    }
+}
+
+each_path! {
+    /// Nobody reads while send futures are dropped at their first wait (their rests queued in the
+    /// `AsyncSender`, or in the io_uring sender's own queue); then the sender is dropped, not
+    /// closed, and a reader starts: every buffer arrives, in order, and the stream ends cleanly.
+    async fn a_dropped_async_sender_finishes_its_queue(path: SendPath) {
+        const LEN: usize = 16 << 10;
+        let (client, server) = small_pair();
+        let mut tx = AsyncSender::new(TcpSender::new(client, path_config(path, Mode::ZeroCopy)))
+            .unwrap();
+        let mut sent = Checksum::default();
+        let mut dropped = 0;
+        for _ in 0..200 {
+            let buf = next_bytes(&mut sent, LEN);
+            if timeout(Duration::from_millis(1), tx.send(buf)).await.is_err() {
+                dropped += 1;
+            }
+        }
+        assert!(dropped > 64, "{path:?}: only {dropped} send futures dropped");
+        drop(tx);
+        let reader = tokio::task::spawn_blocking(move || read_stream(server));
+        assert_eq!(reader.await.unwrap(), (sent, End::Closed), "{path:?}");
+    }
+}
+
+each_path! {
+    /// As above, but nobody reads before the drop's sends run out of their 300 ms send timeout:
+    /// the stream is reset, so its peer cannot take what arrived for all of it.
+    async fn a_dropped_async_sender_that_cannot_finish_resets_the_stream(path: SendPath) {
+        let (client, server) = small_pair();
+        let config = SenderConfig {
+            send_timeout: Some(Duration::from_millis(300)),
+            ..path_config(path, Mode::Copy)
+        };
+        let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
+        let mut sent = Checksum::default();
+        for _ in 0..200 {
+            let _ = timeout(Duration::from_millis(1), tx.send(next_bytes(&mut sent, 16 << 10))).await;
+        }
+        drop(tx);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let reader = tokio::task::spawn_blocking(move || read_stream(server));
+        let (got, end) = reader.await.unwrap();
+        assert_eq!(end, End::Reset, "{path:?}: {} of {} bytes", got.len, sent.len);
+    }
+}
