@@ -178,3 +178,34 @@ each_path! {
         assert_eq!(end, End::Reset, "{path:?}: {} of {} bytes", got.len, sent.len);
     }
 }
+
+each_path! {
+    /// A runtime shut down under a task whose sender holds queued sends (nobody read yet): the
+    /// task is dropped unfinished, and every buffer still arrives, in order, ending cleanly.
+    fn a_sender_dropped_with_its_runtime_finishes_its_queue(path: SendPath) {
+        const LEN: usize = 16 << 10;
+        let (client, server) = small_pair();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sent = runtime.block_on(async {
+            let config = path_config(path, Mode::ZeroCopy);
+            let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
+            let mut sent = Checksum::default();
+            for _ in 0..200 {
+                let _ = timeout(Duration::from_millis(1), tx.send(next_bytes(&mut sent, LEN))).await;
+            }
+            assert!(tx.queued() > 64, "{path:?}: only {} buffers queued", tx.queued());
+            tokio::spawn(async move {
+                let _held = tx;
+                std::future::pending::<()>().await;
+            });
+            sent
+        });
+        let reader = thread::spawn(move || read_stream(server));
+        drop(runtime);
+        assert_eq!(reader.join().unwrap(), (sent, End::Closed), "{path:?}");
+    }
+}

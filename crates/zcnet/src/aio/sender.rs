@@ -59,7 +59,7 @@ use crate::tx::{
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
-    /// Present until the drop hands it to [`finish`] (or `close` takes it).
+    /// Present until the drop hands it to [`Unfinished`] (or `close` takes it).
     tx: Option<Sender<S>>,
     /// Buffers of dropped send futures, with their unsent parts, oldest first.
     queue: Backlog<S>,
@@ -76,7 +76,7 @@ trait Queued<S: ZcSocket>: Send {
     /// The rest, for an error to hand back.
     fn hand_back(self: Box<Self>) -> UnsentBuf;
 
-    /// Sends the rest, waiting as a blocking send does (for a dropped sender's [`finish`]).
+    /// Sends the rest, waiting as a blocking send does (for a dropped sender's [`Unfinished`]).
     fn finish(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), TxError>;
 }
 
@@ -317,7 +317,7 @@ impl<S: ZcSocket> AsyncSender<S> {
     }
 }
 
-/// The longest a dropped sender's [`finish`] waits for the peer to take a send, when the sender's
+/// The longest a dropped sender's [`Unfinished`] waits for the peer to take a send, when the sender's
 /// send timeout is longer or unset: a peer that stopped reading holds a blocking-pool thread (and a
 /// runtime's shutdown) that long, not for good. A peer that reads, however slowly, is waited for.
 const FINISH_WAIT: Duration = Duration::from_secs(60);
@@ -329,27 +329,39 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
         let Some(tx) = self.tx.take() else {
             return;
         };
-        let queue = std::mem::take(&mut self.queue);
-        if queue.is_empty() && !tx.waits_on_drop() {
+        let unfinished = Unfinished {
+            tx,
+            queue: std::mem::take(&mut self.queue),
+        };
+        if unfinished.queue.is_empty() && !unfinished.tx.waits_on_drop() {
             return;
         }
-        // The sends wait for the kernel, which must not hold a runtime thread.
+        // Its drop waits for the kernel, which must not hold a runtime thread. A runtime shutting
+        // down may drop the task unrun: it then finishes on the thread that drops it.
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || finish(tx, queue))),
-            Err(_) => finish(tx, queue),
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(unfinished))),
+            Err(_) => drop(unfinished),
         }
     }
 }
 
-/// Sends what a dropped [`AsyncSender`] still held, in order: the rests of dropped send futures,
-/// then (in the [`Sender`]'s own drop) what the io_uring path queued. When a send fails, the stream
-/// is cut short: nothing after it goes out, and a TCP peer is told by a reset.
-fn finish<S: ZcSocket>(mut tx: Sender<S>, queue: Backlog<S>) {
-    tx.limit_send_timeout(FINISH_WAIT);
-    for queued in queue {
-        if queued.finish(&mut tx).is_err() {
-            tx.cut_short();
-            return;
+/// What a dropped [`AsyncSender`] still held, sent when this is dropped, in order: the rests of
+/// dropped send futures, then (in the [`Sender`]'s own drop) what the io_uring path queued. When a
+/// send fails, the stream is cut short: nothing after it goes out, and a TCP peer is told by a
+/// reset.
+struct Unfinished<S: ZcSocket> {
+    tx: Sender<S>,
+    queue: Backlog<S>,
+}
+
+impl<S: ZcSocket> Drop for Unfinished<S> {
+    fn drop(&mut self) {
+        self.tx.limit_send_timeout(FINISH_WAIT);
+        for queued in std::mem::take(&mut self.queue) {
+            if queued.finish(&mut self.tx).is_err() {
+                self.tx.cut_short();
+                return;
+            }
         }
     }
 }
