@@ -65,7 +65,7 @@ const DRAIN_BYTES: usize = 256 << 10;
 
 /// The MSG_ZEROCOPY path owning socket `S` (see [`crate::tx`]). Sends never block on completions:
 /// completions are drained when the socket is not writable, every `drain_every` sends or
-/// [`DRAIN_BYTES`] lent, when the socket reports `POLLERR`, and in
+/// [`DRAIN_BYTES`] lent while any id is outstanding, when the socket reports `POLLERR`, and in
 /// [`SendmsgPath::poll_completions`] / [`SendmsgPath::flush`].
 ///
 /// [`SendmsgPath::send`] waits for send-buffer space (whatever the socket's `O_NONBLOCK`);
@@ -264,7 +264,9 @@ impl<S: ZcSocket> SendmsgPath<S> {
                 Ok(n) => off += n,
                 Err(stop) => return Err((stop, Unsent::new(buf, off))),
             }
+            // Nothing lent, nothing to read: a copying sender never drains on the way.
             if (self.since_drain >= self.drain_every || self.lent_since_drain >= DRAIN_BYTES)
+                && self.tracker.outstanding() > 0
                 && let Err(e) = self.drain()
             {
                 return Err((Stop::Failed(e), Unsent::new(buf, off)));
