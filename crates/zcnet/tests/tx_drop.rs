@@ -209,3 +209,28 @@ each_path! {
         assert_eq!(reader.join().unwrap(), (sent, End::Closed), "{path:?}");
     }
 }
+
+each_path! {
+    /// Five datagrams, fewer than an io_uring batch, then a drop: each arrives, whole, in order.
+    fn a_dropped_udp_sender_sends_its_queued_datagrams(path: SendPath) {
+        let rx = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let socket = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        socket.connect(rx.local_addr().unwrap()).unwrap();
+        let mut tx = zcnet::tx::UdpSender::new(socket, path_config(path, Mode::ZeroCopy));
+        let mut sent = Checksum::default();
+        let sizes = [1, 1000, 12_000, 30_000, 65_000];
+        for size in sizes {
+            tx.send(next_bytes(&mut sent, size)).expect("send");
+        }
+        drop(tx);
+        let mut got = Checksum::default();
+        let mut buf = vec![0u8; 1 << 16];
+        for size in sizes {
+            let n = rx.recv(&mut buf).unwrap_or_else(|e| panic!("{path:?}: datagram of {size}: {e}"));
+            assert_eq!(n, size, "{path:?}");
+            got.update(&buf[..n]);
+        }
+        assert_eq!(got, sent, "{path:?}");
+    }
+}

@@ -53,9 +53,9 @@ use crate::tx::{
 /// with the blocking [`Sender`], each waiting as a send does, for at most
 /// [`crate::tx::SenderConfig::send_timeout`] or 60 s, whichever is shorter. A runtime's shutdown
 /// waits for that task. When a send fails there (the timeout included), a TCP stream is reset, so
-/// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent for good, as [`Sender`]'s drop leaves them:
-/// [`close`](AsyncSender::close) to know that everything arrived, or to get back what could not
-/// be sent.
+/// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent
+/// for good, as [`Sender`]'s drop leaves them: [`close`](AsyncSender::close) to know that
+/// everything arrived, or to get back what could not be sent.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
@@ -256,8 +256,9 @@ impl<S: ZcSocket> AsyncSender<S> {
     }
 
     /// Flushes and returns the socket (deregistered). On failure the error hands back, in stream
-    /// order, every buffer not yet given to the kernel ([`TxError::unsent`]); the ones still lent
-    /// stay lent for good, as [`Sender::close`] leaves them.
+    /// order, every buffer not yet given to the kernel ([`TxError::unsent`]), and a TCP stream
+    /// that then misses bytes is reset; the ones still lent stay lent for good, as
+    /// [`Sender::close`] leaves them.
     pub async fn close(mut self) -> Result<S, TxError> {
         let flushed = self.flush().await;
         let mut tx = self.tx.take().expect(PRESENT);
