@@ -15,8 +15,8 @@ use crate::sys::{errqueue, reactor};
 #[cfg(feature = "io-uring")]
 use crate::tx::SendPath;
 use crate::tx::{
-    BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
-    UnsentBuf, ZcSocket,
+    BufferPool, DROP_WAIT, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats,
+    Unsent, UnsentBuf, ZcSocket,
 };
 
 /// A [`Sender`] driven by tokio (see [`crate::aio`]), on either submission path: `send(buf).await`
@@ -51,7 +51,7 @@ use crate::tx::{
 /// path has not submitted — the drop hands the sender to tokio's blocking pool
 /// (`spawn_blocking`; outside a runtime it finishes on the dropping thread), which sends them
 /// with the blocking [`Sender`], each waiting as a send does, for at most
-/// [`crate::tx::SenderConfig::send_timeout`] or 60 s, whichever is shorter. A runtime's shutdown
+/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset). A runtime's shutdown
 /// waits for that task. When a send fails there (the timeout included), a TCP stream is reset, so
 /// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent
 /// for good, as [`Sender`]'s drop leaves them: [`close`](AsyncSender::close) to know that
@@ -318,11 +318,6 @@ impl<S: ZcSocket> AsyncSender<S> {
     }
 }
 
-/// The longest a dropped sender's [`Unfinished`] waits for the peer to take a send, when the sender's
-/// send timeout is longer or unset: a peer that stopped reading holds a blocking-pool thread (and a
-/// runtime's shutdown) that long, not for good. A peer that reads, however slowly, is waited for.
-const FINISH_WAIT: Duration = Duration::from_secs(60);
-
 const PRESENT: &str = "the sender is present until the AsyncSender is dropped or closed";
 
 impl<S: ZcSocket> Drop for AsyncSender<S> {
@@ -357,7 +352,9 @@ struct Unfinished<S: ZcSocket> {
 
 impl<S: ZcSocket> Drop for Unfinished<S> {
     fn drop(&mut self) {
-        self.tx.limit_send_timeout(FINISH_WAIT);
+        // A peer that stopped reading holds a blocking-pool thread (and a runtime's shutdown)
+        // that long per send, not for good; one that reads, however slowly, is waited for.
+        self.tx.bound_waits(DROP_WAIT);
         for queued in std::mem::take(&mut self.queue) {
             if queued.finish(&mut self.tx).is_err() {
                 self.tx.cut_short();

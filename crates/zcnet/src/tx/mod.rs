@@ -59,6 +59,8 @@ pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
+#[cfg(any(feature = "io-uring", feature = "tokio"))]
+pub(crate) use sender::DROP_WAIT;
 pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;

@@ -22,6 +22,12 @@ use crate::Fallback;
 #[cfg(feature = "io-uring")]
 use crate::sys::uring::MAX_RING_ENTRIES;
 
+/// The longest a dropped sender waits for the kernel to take the sends it still holds when
+/// [`SenderConfig::send_timeout`] is unset: a peer that stopped reading holds the dropping thread
+/// that long, not for good.
+#[cfg(any(feature = "io-uring", feature = "tokio"))]
+pub(crate) const DROP_WAIT: Duration = Duration::from_secs(60);
+
 /// How a [`Sender`] behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SenderConfig {
@@ -155,8 +161,9 @@ macro_rules! on_path {
 ///   returns the socket.
 /// - Nothing queued is ever dropped silently, not even by dropping the sender. What `send`
 ///   accepted is delivered as a socket's close delivers its send buffer: on `sendmsg` the kernel
-///   holds it already; on io_uring the drop submits the queued sends and waits, as a send does
-///   (bounded by [`SenderConfig::send_timeout`]), until the kernel has taken each. When that fails
+///   holds it already; on io_uring the drop submits the queued sends and waits, as a send does,
+///   until the kernel has taken each, for at most [`SenderConfig::send_timeout`] (60 s when it
+///   is unset: a drop never waits for good on a peer that stopped reading). When that fails
 ///   (a send error, the timeout), or a [`Sender::close`] failed and handed buffers back, a TCP
 ///   stream is reset (`SO_LINGER` 0), so that its peer never takes a stream cut short for a whole
 ///   one. Buffers still lent at the drop stay lent forever (leaked, never reused, since the kernel
@@ -445,11 +452,11 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit` (a
-    /// shorter [`SenderConfig::send_timeout`] stays).
+    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`,
+    /// unless [`SenderConfig::send_timeout`] is set.
     #[cfg(feature = "tokio")]
-    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
-        on_path!(&mut self.path, p => p.limit_send_timeout(limit))
+    pub(crate) fn bound_waits(&mut self, limit: Duration) {
+        on_path!(&mut self.path, p => p.bound_waits(limit))
     }
 
     /// Marks the stream as missing bytes the application gave (a dropped async sender could not

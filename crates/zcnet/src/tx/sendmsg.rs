@@ -170,10 +170,10 @@ impl<S: ZcSocket> SendmsgPath<S> {
         self.drain_every
     }
 
-    /// Bounds every later wait of a send by `limit` (the send timeout, if shorter, stays).
+    /// Bounds every later wait of a send by `limit`, unless a send timeout is set.
     #[cfg(feature = "tokio")]
-    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
-        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
+    pub(crate) fn bound_waits(&mut self, limit: Duration) {
+        self.send_timeout.get_or_insert(limit);
     }
 
     /// The socket.

@@ -21,8 +21,8 @@ use crate::sys::uring::{
 use crate::tx::erased::{Erased, Queued, UnsentBuf};
 use crate::tx::socket::present;
 use crate::tx::{
-    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode,
-    Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
+    BufferPool, Charge, Completion, CompletionTracker, CopyReason, DROP_WAIT, Decision,
+    MemlockBudget, Mode, Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
 };
 use crate::tx::{SendError, TrySendError, Unsent};
 
@@ -552,10 +552,10 @@ impl<S: ZcSocket> UringPath<S> {
             .collect()
     }
 
-    /// Bounds every later wait of a send by `limit` (the send timeout, if shorter, stays).
+    /// Bounds every later wait of a send by `limit`, unless a send timeout is set.
     #[cfg(feature = "tokio")]
-    pub(crate) fn limit_send_timeout(&mut self, limit: Duration) {
-        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
+    pub(crate) fn bound_waits(&mut self, limit: Duration) {
+        self.send_timeout.get_or_insert(limit);
     }
 
     /// Whether dropping the path waits for queued sends to be taken (see the `Drop` impl).
@@ -1055,12 +1055,13 @@ fn describe_memlock() -> String {
 
 impl<S: ZcSocket> Drop for UringPath<S> {
     /// `send` took the queued buffers as a socket takes bytes into its send buffer, which its close
-    /// still delivers; so the drop first hands them to the kernel and waits, as a send does (bounded
-    /// by the send timeout), until each is taken whole (closing the ring would cancel a request not
-    /// yet done). When that fails — a send error, the timeout — the stream is cut short: the peer
-    /// is told by a reset, never shown an end that looks whole.
+    /// still delivers; so the drop first hands them to the kernel and waits, as a send does (for at
+    /// most the send timeout, or [`DROP_WAIT`]), until each is taken whole (closing the ring would
+    /// cancel a request not yet done). When that fails — a send error, the timeout — the stream is
+    /// cut short: the peer is told by a reset, never shown an end that looks whole.
     fn drop(&mut self) {
-        if self.waits_on_drop() && self.settle().is_err() {
+        let bound = self.send_timeout.unwrap_or(DROP_WAIT);
+        if self.waits_on_drop() && self.run_until(Goal::Taken, Some(bound), "send").is_err() {
             self.cut_short();
         }
         self.reap();
