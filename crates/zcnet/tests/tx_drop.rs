@@ -234,3 +234,37 @@ each_path! {
         assert_eq!(got, sent, "{path:?}");
     }
 }
+
+each_path! {
+    /// A thread that panics holding a sender with sends queued (nobody reads): the unwinding drop
+    /// does not wait, and a stream that misses bytes is reset, not ended cleanly.
+    fn a_sender_dropped_by_a_panic_does_not_wait(path: SendPath) {
+        let (client, server) = small_pair();
+        let sender = thread::spawn(move || {
+            let mut tx = TcpSender::new(client, path_config(path, Mode::Copy));
+            let mut sent = Checksum::default();
+            // Fill the socket, then queue more (io_uring) or wait (sendmsg) no longer than this.
+            while tx.try_send(next_bytes(&mut sent, 16 << 10)).is_ok() {}
+            for _ in 0..4 {
+                let _ = tx.try_send(next_bytes(&mut sent, 1000));
+            }
+            let queued = tx.queued();
+            let started = std::time::Instant::now();
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _tx = tx;
+                panic!("a panic while the sender holds {queued} queued sends");
+            }));
+            assert!(unwound.is_err());
+            (queued, started.elapsed())
+        });
+        let (queued, took) = sender.join().unwrap();
+        if matches!(path, SendPath::IoUring { .. }) {
+            assert!(queued > 0, "the io_uring sender queued nothing");
+        }
+        assert!(took < Duration::from_secs(5), "{path:?}: the unwinding drop waited {took:?}");
+        let (got, end) = read_stream(server);
+        if queued > 0 {
+            assert_eq!(end, End::Reset, "{path:?}: {} bytes, {queued} sends queued", got.len);
+        }
+    }
+}

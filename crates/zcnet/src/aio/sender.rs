@@ -352,6 +352,11 @@ struct Unfinished<S: ZcSocket> {
 
 impl<S: ZcSocket> Drop for Unfinished<S> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Dropped while unwinding (outside a runtime): sending could panic again, and abort.
+            self.tx.cut_short();
+            return;
+        }
         // A peer that stopped reading holds a blocking-pool thread (and a runtime's shutdown)
         // that long per send, not for good; one that reads, however slowly, is waited for.
         self.tx.bound_waits(DROP_WAIT);

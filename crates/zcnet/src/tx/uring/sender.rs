@@ -1058,10 +1058,14 @@ impl<S: ZcSocket> Drop for UringPath<S> {
     /// still delivers; so the drop first hands them to the kernel and waits, as a send does (for at
     /// most the send timeout, or [`DROP_WAIT`]), until each is taken whole (closing the ring would
     /// cancel a request not yet done). When that fails — a send error, the timeout — the stream is
-    /// cut short: the peer is told by a reset, never shown an end that looks whole.
+    /// cut short: the peer is told by a reset, never shown an end that looks whole. A thread
+    /// unwinding from a panic cuts the stream at once: waiting could panic again, and abort.
     fn drop(&mut self) {
         let bound = self.send_timeout.unwrap_or(DROP_WAIT);
-        if self.waits_on_drop() && self.run_until(Goal::Taken, Some(bound), "send").is_err() {
+        if self.waits_on_drop()
+            && (std::thread::panicking()
+                || self.run_until(Goal::Taken, Some(bound), "send").is_err())
+        {
             self.cut_short();
         }
         self.reap();
