@@ -433,8 +433,8 @@ impl<S: ZcSocket> Sender<S> {
     /// failure the buffers still lent are leaked — never reused — and the error says how many; the
     /// ones still queued on io_uring, never submitted, come back inside it ([`TxError::Stopped`],
     /// [`TxError::unsent`]), and a TCP stream that then misses bytes is reset when the socket
-    /// closes (`SO_LINGER` 0), never ended cleanly. A socket from the `sendmsg` path keeps `SO_ZEROCOPY` on, so a sender
-    /// wrapping it again on that path copies (see [`Sender::new`]).
+    /// closes (`SO_LINGER` 0), never ended cleanly. A socket from the `sendmsg` path keeps
+    /// `SO_ZEROCOPY` on, so a sender wrapping it again on that path copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         if let Err(e) = self.flush(timeout) {
             return Err(self.give_up(e));

@@ -264,10 +264,8 @@ impl<S: ZcSocket> SendmsgPath<S> {
                 Ok(n) => off += n,
                 Err(stop) => return Err((stop, Unsent::new(buf, off))),
             }
-            // Nothing lent, nothing to read: a copying sender never drains on the way.
             if (self.since_drain >= self.drain_every || self.lent_since_drain >= DRAIN_BYTES)
-                && self.tracker.outstanding() > 0
-                && let Err(e) = self.drain()
+                && let Err(e) = self.drain_lent()
             {
                 return Err((Stop::Failed(e), Unsent::new(buf, off)));
             }
@@ -502,6 +500,17 @@ impl<S: ZcSocket> SendmsgPath<S> {
             socket: S::NAME,
             source,
         }
+    }
+
+    /// [`SendmsgPath::drain`] when an id is outstanding; otherwise nothing can be queued (a copying
+    /// sender never reads the error queue on the way), and only the counts start again.
+    fn drain_lent(&mut self) -> Result<u64, TxError> {
+        if self.tracker.outstanding() > 0 {
+            return self.drain();
+        }
+        self.since_drain = 0;
+        self.lent_since_drain = 0;
+        Ok(0)
     }
 
     /// Reads every completion queued now, releasing the buffers they cover; returns the ids released.
