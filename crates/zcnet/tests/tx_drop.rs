@@ -268,3 +268,26 @@ each_path! {
         }
     }
 }
+
+each_path! {
+    /// An `AsyncSender` whose every send went out, flushed, then dropped by a panic: nothing was
+    /// cut, so the stream ends cleanly with every byte.
+    async fn an_async_sender_with_nothing_queued_dropped_by_a_panic_ends_cleanly(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let reader = thread::spawn(move || read_stream(listener.accept().unwrap().0));
+        let mut tx = AsyncSender::new(TcpSender::new(client, path_config(path, Mode::Copy)))
+            .unwrap();
+        let mut sent = Checksum::default();
+        for _ in 0..8 {
+            tx.send(next_bytes(&mut sent, 10_000)).await.expect("send");
+        }
+        tx.flush().await.expect("flush");
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _tx = tx;
+            panic!("a panic after every send went out");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(reader.join().unwrap(), (sent, End::Closed), "{path:?}");
+    }
+}

@@ -325,13 +325,13 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
         let Some(tx) = self.tx.take() else {
             return;
         };
+        if self.queue.is_empty() && !tx.waits_on_drop() {
+            return;
+        }
         let unfinished = Unfinished {
             tx,
             queue: std::mem::take(&mut self.queue),
         };
-        if unfinished.queue.is_empty() && !unfinished.tx.waits_on_drop() {
-            return;
-        }
         // Its drop waits for the kernel, which must not hold a runtime thread. A runtime shutting
         // down may drop the task unrun: it then finishes on the thread that drops it.
         match tokio::runtime::Handle::try_current() {
@@ -341,7 +341,8 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
     }
 }
 
-/// What a dropped [`AsyncSender`] still held, sent when this is dropped, in order: the rests of
+/// What a dropped [`AsyncSender`] still held (built only when something is left), sent when this
+/// is dropped, in order: the rests of
 /// dropped send futures, then (in the [`Sender`]'s own drop) what the io_uring path queued. When a
 /// send fails, the stream is cut short: nothing after it goes out, and a TCP peer is told by a
 /// reset.
