@@ -342,10 +342,9 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
 }
 
 /// What a dropped [`AsyncSender`] still held (built only when something is left), sent when this
-/// is dropped, in order: the rests of
-/// dropped send futures, then (in the [`Sender`]'s own drop) what the io_uring path queued. When a
-/// send fails, the stream is cut short: nothing after it goes out, and a TCP peer is told by a
-/// reset.
+/// is dropped, in order: the rests of dropped send futures, then (in the [`Sender`]'s own drop)
+/// what the io_uring path queued. When a send fails, the stream is cut short: nothing after it
+/// goes out, and a TCP peer is told by a reset.
 struct Unfinished<S: ZcSocket> {
     tx: Sender<S>,
     queue: Backlog<S>,
