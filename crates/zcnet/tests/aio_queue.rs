@@ -10,22 +10,9 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::time::timeout;
-use tx_common::{Checksum, fill, pool};
+use tx_common::{Checksum, fill, pool, small_pair};
 use zcnet::aio::AsyncSender;
 use zcnet::tx::{Mode, SenderConfig, TcpSender};
-
-/// A connected pair with small socket buffers (64 KiB each way), so that sends wait for the reader.
-fn small_pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    for s in [&client, &server] {
-        let fd = rustix::fd::AsFd::as_fd(s);
-        rustix::net::sockopt::set_socket_send_buffer_size(fd, 64 << 10).unwrap();
-        rustix::net::sockopt::set_socket_recv_buffer_size(fd, 64 << 10).unwrap();
-    }
-    (client, server)
-}
 
 /// Reads `stream` to its end.
 async fn read_to_end(stream: TcpStream) -> Vec<u8> {

@@ -11,21 +11,9 @@ use std::thread;
 use std::time::Duration;
 
 use tokio::time::timeout;
-use tx_common::{Checksum, fill, path_config, pool};
+use tx_common::{Checksum, fill, path_config, pool, small_pair};
 use zcnet::aio::AsyncSender;
 use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender};
-
-/// A connected pair with small socket buffers (64 KiB each way), so that sends wait for the reader.
-fn small_pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (server, _) = listener.accept().unwrap();
-    for s in [&client, &server] {
-        rustix::net::sockopt::set_socket_send_buffer_size(s, 64 << 10).unwrap();
-        rustix::net::sockopt::set_socket_recv_buffer_size(s, 64 << 10).unwrap();
-    }
-    (client, server)
-}
 
 /// How a stream read to its end ended.
 #[derive(Debug, PartialEq, Eq)]

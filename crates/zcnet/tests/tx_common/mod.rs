@@ -245,6 +245,19 @@ pub fn assert_stream_delivered(
     assert_eq!(stats.zc_ids + stats.copied_ids, stats.zc_calls, "{stats:?}");
 }
 
+/// A connected TCP pair over loopback with small socket buffers (64 KiB each way, both ends), so
+/// that sends wait for the reader.
+pub fn small_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    for s in [&client, &server] {
+        rustix::net::sockopt::set_socket_send_buffer_size(s, 64 << 10).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(s, 64 << 10).unwrap();
+    }
+    (client, server)
+}
+
 /// Connects a TCP pair over loopback whose sender can hold a backlog: the receiving end (returned
 /// second, not read yet) has a 64 KiB receive buffer, so a small window, and the sending end a
 /// 4 MiB send buffer.
