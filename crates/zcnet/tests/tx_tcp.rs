@@ -5,7 +5,8 @@
 //! completions; a peer that resets mid-stream; frozen pool buffers lent to many sends at once; a
 //! sender whose sending thread exits with sends in flight, carried on by another thread; io_uring
 //! submitting large sends a chain (512 KiB) at a time, and turning Nagle's algorithm off while it
-//! owns the socket; `sendmsg` reading completions once 256 KiB went out zero-copy.
+//! owns the socket, and handing it no more than its congestion window; `sendmsg` reading
+//! completions once 256 KiB went out zero-copy.
 
 mod tx_common;
 
@@ -309,7 +310,9 @@ each_path! {
         let pool = pool(64 << 10, 24);
         let mut tx = sender_on(stream, path_config(path, Mode::ZeroCopy), &pool);
         let mut sent = Checksum::default();
-        // What the socket still held unsent whenever a wait for the dry pool ended.
+        // What the socket still held unsent whenever buffers came back: in a wait for the dry
+        // pool, or inside a send (the io_uring path waits there while what it lent fills the
+        // congestion window).
         let mut unsent_at_return = Vec::new();
         for _ in 0..192 {
             if pool.available() == 0 {
@@ -320,7 +323,11 @@ each_path! {
             }
             let mut buf = pool.take().expect("a buffer after completions");
             sent.fill_next(&mut buf, 64 << 10);
+            let available = pool.available();
             tx.send(buf).expect("send");
+            if pool.available() > available {
+                unsent_at_return.push(tx_common::unsent_bytes(tx.get_ref()));
+            }
         }
         tx.flush(Duration::from_secs(30)).expect("flush");
         let stats = tx.stats().clone();
@@ -560,4 +567,85 @@ fn io_uring_ends_the_last_send_of_a_waiting_chain_apart() {
     drop(tx.close(Duration::from_secs(1)).expect("close"));
     assert_stream_delivered(sink, sent, &pool, &stats);
     assert_eq!(stats.calls, 2, "requests for two sends: {stats:?}");
+}
+
+/// On TCP the io_uring path hands the socket no more than its congestion window lets it send at
+/// once while the peer keeps up: it cuts or holds the next chain while what it lent and the chain
+/// would exceed the window, so the socket never holds much more unsent than one chain, here
+/// where the socket's pacing rate is capped below what the sender gives. Without that, the socket
+/// held most of its 4 MiB send buffer unsent: 969-977 of the 1000 sends left over 512 KiB unsent
+/// beyond the window, in three runs. The reader only counts (a checksumming one in a debug build
+/// is slow enough to be what limits the connection, and the path then lets the socket buffer for
+/// it): every byte arrives, and every buffer comes back.
+#[test]
+fn io_uring_hands_a_tcp_socket_no_more_than_its_congestion_window() {
+    let test = "io_uring_hands_a_tcp_socket_no_more_than_its_congestion_window";
+    if !tx_common::io_uring_available(test) {
+        return;
+    }
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sink = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            match std::io::Read::read(&mut conn, &mut buf).expect("read") {
+                0 => return total,
+                n => total += n as u64,
+            }
+        }
+    });
+    let stream = TcpStream::connect(addr).unwrap();
+    // 256 MB/s: the kernel sends slower than the sender gives, and the peer reads all it gets.
+    tx_common::cap_pacing_rate(&stream, 256 << 20);
+    let pool = pool(64 << 10, 2);
+    let mut tx = sender_on(
+        stream,
+        path_config(SendPath::IO_URING, Mode::ZeroCopy),
+        &pool,
+    );
+    let mut buf = pool.take().unwrap();
+    buf.fill_with(64 << 10, |b| fill(b, 0));
+    let frozen = buf.freeze();
+    // After each send while the peer's receive window is not the smaller (a reader short of CPU
+    // on a loaded host can be what limits the connection): the bytes the socket holds unsent
+    // beyond its congestion window.
+    let mut beyond = Vec::new();
+    const SENDS: usize = 1_000;
+    for _ in 0..SENDS {
+        tx.send(frozen.clone()).expect("send");
+        let state = zcnet::probe::tcp_send_state(tx.get_ref().as_fd()).expect("TCP_INFO");
+        if state
+            .snd_wnd
+            .is_none_or(|w| u64::from(w) >= state.congestion_window)
+        {
+            beyond.push(u64::from(state.notsent_bytes).saturating_sub(state.congestion_window));
+        }
+    }
+    tx.flush(Duration::from_secs(20)).expect("flush");
+    let stats = tx.stats().clone();
+    drop(tx.close(Duration::from_secs(1)).expect("close"));
+    drop(frozen);
+    assert_eq!(sink.join().unwrap(), (SENDS * (64 << 10)) as u64);
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "a buffer did not come back"
+    );
+    assert!(
+        stats.window_waits > 0,
+        "no chain waited for the window: {stats:?}"
+    );
+    // The window may shrink after a chain went (a loss, a reordering): a few samples may exceed.
+    let over = beyond.iter().filter(|&&b| b > 512 << 10).count();
+    beyond.sort_unstable();
+    assert!(
+        beyond.len() >= SENDS / 2 && over * 10 <= beyond.len(),
+        "{over} of {} sends left over 512 KiB unsent beyond the congestion window (most {}, \
+         {} chains held back)",
+        beyond.len(),
+        beyond[beyond.len() - 1],
+        stats.window_waits
+    );
 }

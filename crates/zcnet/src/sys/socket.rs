@@ -211,6 +211,9 @@ pub struct TcpSendState {
     /// The peer's last advertised receive window, scaled (`tcpi_snd_wnd`, Linux 5.4+): 0 when the
     /// peer's receive buffer is full, that is when it does not read.
     pub snd_wnd: Option<u32>,
+    /// The congestion window in bytes, `tcpi_snd_cwnd` segments of `tcpi_snd_mss` bytes: how much
+    /// the connection may have sent and not yet acknowledged.
+    pub congestion_window: u64,
     /// Retransmissions of the connection so far (`tcpi_total_retrans`).
     pub total_retrans: u32,
     /// Milliseconds since the last ACK arrived (`tcpi_last_ack_recv`).
@@ -231,6 +234,7 @@ pub fn tcp_send_state(fd: BorrowedFd<'_>) -> io::Result<TcpSendState> {
         unacked: info.tcpi_unacked,
         notsent_bytes: info.tcpi_notsent_bytes,
         snd_wnd: (len >= snd_wnd_end).then_some(info.tcpi_snd_wnd),
+        congestion_window: u64::from(info.tcpi_snd_cwnd) * u64::from(info.tcpi_snd_mss),
         total_retrans: info.tcpi_total_retrans,
         ms_since_ack: info.tcpi_last_ack_recv,
         established: info.tcpi_state == TCP_ESTABLISHED,

@@ -47,6 +47,9 @@ pub struct TxStats {
     pub partial_sends: u64,
     /// Waits for send-buffer space (`EAGAIN`).
     pub waits: u64,
+    /// Chains the io_uring path held back on TCP because the bytes lent already filled the
+    /// connection's congestion window (see [`crate::tx::SendPath::IoUring`]).
+    pub window_waits: u64,
     /// Error-queue reads that returned a completion.
     pub notifications: u64,
     /// Completion ids the kernel reported sent from the lent pages.

@@ -482,3 +482,25 @@ pub fn resetting_peer(listener: TcpListener) -> JoinHandle<()> {
         drop(conn);
     })
 }
+
+/// Caps the rate at which the kernel sends from `stream` (`SO_MAX_PACING_RATE`, TCP's own pacing):
+/// a sender faster than that keeps bytes unsent in the socket while the peer reads all it gets.
+pub fn cap_pacing_rate(stream: &TcpStream, bytes_per_second: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain integer option on a descriptor `stream` owns, its length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&bytes_per_second as *const u64).cast(),
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "SO_MAX_PACING_RATE: {}",
+        std::io::Error::last_os_error()
+    );
+}
