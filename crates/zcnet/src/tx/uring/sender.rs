@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::plan::{MAX_REQUEST_LEN, Part, Planned, plan};
 use crate::Fallback;
 use crate::sys::errqueue::enable_zerocopy;
-use crate::sys::socket::{get_int_option, set_int_option, tcp_send_state};
+use crate::sys::socket::{TcpSendState, get_int_option, set_int_option, tcp_send_state};
 use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
     memlock_limit,
@@ -158,13 +158,10 @@ pub(crate) struct UringPath<S: ZcSocket> {
     tracker: CompletionTracker<Lending>,
     /// Bytes of the zero-copy requests whose notification has not arrived.
     lent_bytes: usize,
-    /// On TCP, the congestion window in bytes as last read (0 before the first read): a chain
-    /// that would take the bytes lent past it reads it again, and is cut or waits if it still
-    /// would ([`UringPath::window_room`]).
+    /// On TCP, the congestion window in bytes as last read (0 before the first read, `usize::MAX`
+    /// once a read failed): a chain that would take the bytes lent past it reads it again, and is
+    /// cut or waits if it still would ([`UringPath::window_room`]).
     window: usize,
-    /// The last read found the peer's receive window below the congestion window: nothing is
-    /// held to the latter until a read finds otherwise.
-    receiver_limited: bool,
     /// The next chain is held back for the window (counted once in [`TxStats::window_waits`]).
     window_held: bool,
     policy: Policy,
@@ -269,7 +266,6 @@ impl<S: ZcSocket> UringPath<S> {
             tracker: CompletionTracker::new(0),
             lent_bytes: 0,
             window: 0,
-            receiver_limited: false,
             window_held: false,
             policy: Policy::new(config.policy),
             stats: TxStats::default(),
@@ -1043,38 +1039,42 @@ impl<S: ZcSocket> UringPath<S> {
     /// so a sender well inside it makes no extra system call. A failed read limits nothing. Each
     /// chain held back counts once in [`TxStats::window_waits`].
     fn window_room(&mut self) -> Option<usize> {
+        let room = self.room_in_window();
+        let held = room == Some(0);
+        if held && !self.window_held {
+            self.stats.window_waits += 1;
+        }
+        self.window_held = held;
+        room
+    }
+
+    /// [`UringPath::window_room`] without the counting.
+    fn room_in_window(&mut self) -> Option<usize> {
         if !self.tcp || self.ring.in_flight() == 0 {
-            self.window_held = false;
             return None;
         }
         let wanted = self
             .lent_bytes
             .saturating_add(self.waiting_bytes.min(CHAIN_BYTES));
-        if wanted > self.window || self.receiver_limited {
+        if wanted > self.window {
             let socket = self
                 .socket
                 .as_ref()
                 .expect("the socket is present until close()");
-            (self.window, self.receiver_limited) = match tcp_send_state(socket.fd()) {
-                Ok(state) => (
-                    usize::try_from(state.congestion_window).unwrap_or(usize::MAX),
-                    state
-                        .snd_wnd
-                        .is_some_and(|w| u64::from(w) < state.congestion_window),
-                ),
-                Err(_) => (usize::MAX, false),
+            let state = tcp_send_state(socket.fd()).ok();
+            self.window = state.map_or(usize::MAX, |state| {
+                usize::try_from(state.congestion_window).unwrap_or(usize::MAX)
+            });
+            let peer_limited = |state: TcpSendState| {
+                state
+                    .snd_wnd
+                    .is_some_and(|w| u64::from(w) < state.congestion_window)
             };
+            if state.is_none_or(peer_limited) {
+                return None;
+            }
         }
-        if self.receiver_limited || self.window == usize::MAX {
-            self.window_held = false;
-            return None;
-        }
-        let room = self.window.saturating_sub(self.lent_bytes);
-        if room == 0 && !self.window_held {
-            self.stats.window_waits += 1;
-        }
-        self.window_held = room == 0;
-        Some(room)
+        Some(self.window.saturating_sub(self.lent_bytes))
     }
 
     /// Whether the sends queued behind the last chain fill the next one: `batch` sends, or
