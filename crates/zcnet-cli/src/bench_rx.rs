@@ -262,7 +262,8 @@ fn send_all(
         match watch.stop() {
             Some(Stop::Interrupted) => sent.interrupted = true,
             Some(Stop::Stalled(why)) => sent.stalled = Some(why),
-            None => return Err(e),
+            // No end is set on this watch: a stream of a size, not of a duration.
+            Some(Stop::Slow { .. }) | None => return Err(e),
         }
     }
     Ok(sent)
