@@ -799,9 +799,11 @@ pub(crate) fn run_rounds(
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
+    let mut whole = true;
     for (round, size, mode, api) in schedule(common, sizes) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
+            whole = false;
             break;
         }
         let mut row = match one_run(size, mode, api) {
@@ -815,6 +817,7 @@ pub(crate) fn run_rounds(
         let stop = is_interrupted(&row) || cut_short_by(&row).is_some();
         rows.push(row);
         if stop {
+            whole = false;
             break;
         }
     }
@@ -826,7 +829,7 @@ pub(crate) fn run_rounds(
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, common.json, common.plot.as_deref())?;
+        sweep::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
     }
     if let Some(row) = rows.last()
         && let Some(why) = cut_short_by(row)
