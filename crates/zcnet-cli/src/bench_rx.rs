@@ -262,7 +262,8 @@ fn send_all(
         match watch.stop() {
             Some(Stop::Interrupted) => sent.interrupted = true,
             Some(Stop::Stalled(why)) => sent.stalled = Some(why),
-            None => return Err(e),
+            // No end is set on this watch: a stream of a size, not of a duration.
+            Some(Stop::Slow { .. }) | None => return Err(e),
         }
     }
     Ok(sent)
@@ -800,6 +801,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
                 .map(move |&mode| ((size, mode), Totals::default()))
         })
         .collect();
+    let mut whole = true;
     'sweep: for (_, size, modes) in sweep::schedule(args.rounds, &sizes, &args.mode) {
         for mode in modes {
             let (measured, sent) = run_one(&args, &path, (mode, size))?;
@@ -807,8 +809,15 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
                 total.add(measured, sent);
             }
             if live::interrupted() {
+                whole = false;
                 break 'sweep;
             }
+        }
+    }
+    if !whole {
+        // A mode and size that did not get every round it was to have is part of a measurement.
+        for (_, total) in &mut totals {
+            total.interrupted |= total.connections < args.rounds;
         }
     }
     let rows: Vec<Row> = totals
@@ -846,7 +855,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             path: path.name(),
             size_means: "bytes per write of the sender",
         };
-        sweep::finish(&rows, &swept, args.json, args.plot.as_deref())?;
+        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
     }
     Ok(())
 }

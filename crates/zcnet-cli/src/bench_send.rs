@@ -470,8 +470,9 @@ impl RunClock {
 
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
-/// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far; so does
-/// any other send error (a peer that went away), the run then marked `failed` with why.
+/// A send that `watch` ended (Ctrl-C, no progress, or a slow peer past the run's end, which the
+/// watch is told) ends the run with what it sent so far; so does any other send error (a peer that
+/// went away), the run then marked `failed` with why.
 fn timed<S: ZcSocket>(
     tx: &mut Sender<S>,
     pool: &BufferPool,
@@ -481,6 +482,9 @@ fn timed<S: ZcSocket>(
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
+    if let Some(watch) = watch {
+        watch.end_by(start + duration);
+    }
     let mut clock = RunClock::new(start, duration);
     let mut interrupted = false;
     let sent = (|| {
@@ -510,6 +514,8 @@ fn timed<S: ZcSocket>(
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
+            // The run reached its end; its caller counts what the peer had not taken.
+            Some(Stop::Slow { .. }) => {}
             None => failed = Some(cut_short(e.raw_os_error(), &e)),
         }
     }
@@ -793,9 +799,11 @@ pub(crate) fn run_rounds(
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
+    let mut whole = true;
     for (round, size, mode, api) in schedule(common, sizes) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
+            whole = false;
             break;
         }
         let mut row = match one_run(size, mode, api) {
@@ -809,6 +817,7 @@ pub(crate) fn run_rounds(
         let stop = is_interrupted(&row) || cut_short_by(&row).is_some();
         rows.push(row);
         if stop {
+            whole = false;
             break;
         }
     }
@@ -820,7 +829,7 @@ pub(crate) fn run_rounds(
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, common.json, common.plot.as_deref())?;
+        sweep::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
     }
     if let Some(row) = rows.last()
         && let Some(why) = cut_short_by(row)

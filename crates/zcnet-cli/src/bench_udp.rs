@@ -295,8 +295,8 @@ fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api sendmmsg with {why}")).into())
 }
 
-/// Sends one UDP run in `mode`: header datagrams (unless `--raw`) until the receiver answers, the
-/// pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
+/// Sends one UDP run in `mode`: header datagrams (unless `--raw`, or into `--sink xdp-drop`) until
+/// the receiver answers, the pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
 /// refuses the run (it is busy with another sender's); a receiver that does not answer is sent to
 /// all the same.
 fn send_udp(
@@ -314,7 +314,9 @@ fn send_udp(
         .with_context(|| format!("sending to {dest}"))?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const END_REPEATS: usize = 6;
-    if !common.apart.raw {
+    // A drop sink answers no header and reads no end datagram: the run goes without them.
+    let control = !common.apart.raw && args.sink != Sink::XdpDrop;
+    if control {
         let h = header(Bench::Udp, mode, unit, common).encode();
         let answer = wire::offer_header(&socket, &h)
             .with_context(|| format!("sending the header datagram to {dest}"))?;
@@ -349,7 +351,7 @@ fn send_udp(
         "cpu_ns_per_packet".into(),
         json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
     );
-    if let (false, Some(socket)) = (common.apart.raw, socket) {
+    if let (true, Some(socket)) = (control, socket) {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
         let end = wire::encode_end(datagrams, bytes);
         for _ in 0..END_REPEATS {

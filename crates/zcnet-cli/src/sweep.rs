@@ -242,8 +242,27 @@ pub struct Swept<'a> {
 }
 
 /// After a sweep's table: prints each crossover (a line, or a JSON object with `--json`) and, with
-/// `plot`, draws the picture there.
-pub fn finish(rows: &[Row], swept: &Swept<'_>, json: bool, plot: Option<&Path>) -> Result<()> {
+/// `plot`, draws the picture there. A sweep that stopped before its end (`whole` false: Ctrl-C, or a
+/// run cut short) has neither: part of a sweep decides nothing, and says so instead.
+pub fn finish(
+    rows: &[Row],
+    swept: &Swept<'_>,
+    json: bool,
+    (plot, whole): (Option<&Path>, bool),
+) -> Result<()> {
+    if !whole {
+        const WHY: &str = "the sweep stopped before its end: no crossover and no plot from part \
+                           of it";
+        report::emit(&if json {
+            format!(
+                "{}\n",
+                json!({"sweep": "cut short", "bench": swept.bench, "path": swept.path, "why": WHY})
+            )
+        } else {
+            format!("{WHY}\n")
+        });
+        return Ok(());
+    }
     let points = points(rows);
     let crossovers = crossovers(&points);
     let several = crossovers.len() > 1;
