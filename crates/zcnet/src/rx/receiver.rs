@@ -332,10 +332,11 @@ impl Receiver {
         self.offset
     }
 
-    /// Why this receiver reads with plain `recv` for good, or `None` while it may map pages (in
-    /// [`RxMode::Auto`], [`RxStats::auto`] says which way it measured cheaper).
-    pub fn fallback(&self) -> Option<&Fallback> {
-        self.fallback.as_ref()
+    /// `Ok` while this receiver may map pages, or why it reads with plain `recv` for good (in
+    /// [`RxMode::Auto`], [`RxStats::auto`] says which way it measured cheaper). The same question
+    /// as [`crate::tx::Sender::zerocopy_status`] and [`crate::xdp::Socket::zerocopy_status`].
+    pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
+        self.fallback.as_ref().map_or(Ok(()), Err)
     }
 
     /// The errno with which the kernel refused the copybuf fields (then unaligned bytes are read with
@@ -637,6 +638,6 @@ mod tests {
         let rx = Receiver::new(stream, config).unwrap();
         let window = rx.window.as_ref().expect("TCP sockets map");
         assert_eq!(window.len(), 2 * tcp_zc::page_size());
-        assert!(rx.fallback().is_none());
+        assert!(rx.zerocopy_status().is_ok());
     }
 }

@@ -36,18 +36,45 @@ impl Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = ParseModeError;
+    fn from_str(s: &str) -> Result<Mode, ParseModeError> {
         match s {
             "copy" => Ok(Mode::Copy),
             "zerocopy" | "zc" => Ok(Mode::ZeroCopy),
             "auto" => Ok(Mode::Auto),
-            other => Err(format!(
-                "unknown mode {other:?}: use copy, zerocopy or auto"
-            )),
+            other => Err(ParseModeError {
+                text: other.to_string(),
+            }),
         }
     }
 }
+
+/// Text that names no [`Mode`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseModeError {
+    text: String,
+}
+
+impl ParseModeError {
+    /// The text that was read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for ParseModeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown mode {:?}: use copy, zerocopy or auto",
+            self.text
+        )
+    }
+}
+
+impl std::error::Error for ParseModeError {}
+
+crate::error::own_error!(ParseModeError, InvalidInput);
 
 /// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
 /// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only

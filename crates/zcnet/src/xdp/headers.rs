@@ -86,6 +86,8 @@ impl fmt::Display for Malformed {
 
 impl std::error::Error for Malformed {}
 
+crate::error::own_error!(Malformed, InvalidData);
+
 /// A parsed UDP datagram: its addresses and where its payload lies in the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpFrame {
@@ -281,6 +283,19 @@ pub enum BuildError {
     /// payload).
     TooLong,
 }
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BuildError::MixedFamilies => "source and destination of different address families",
+            BuildError::TooLong => "datagram too long for the IP length field or the frame buffer",
+        })
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+crate::error::own_error!(BuildError, InvalidInput);
 
 /// Writes the Ethernet, IP and UDP headers of a datagram along `path` in front of the `payload_len`
 /// bytes of payload already at `frame[headers_len(..)..]`, with the IPv4 header checksum and the UDP
