@@ -39,7 +39,8 @@ pub struct SenderConfig {
     /// Longest wait for send-buffer space (`sendmsg`) or for the kernel to take queued sends
     /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket). On an
     /// AF_VSOCK seqpacket socket it becomes the socket's `SO_SNDTIMEO`, which bounds the one call
-    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]).
+    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
+    /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
 }
 
@@ -367,7 +368,8 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
-    /// a [`BufferPool`] ran dry); returns the number of ids released.
+    /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
+    /// clock (`Duration::MAX`) waits without a deadline.
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         on_path!(&mut self.path, p => p.wait_completions(timeout))
     }

@@ -211,7 +211,10 @@ impl<S: ZcSocket> SendmsgPath<S> {
         unsent: Unsent<B>,
         dest: Option<&SockAddr>,
     ) -> Result<(), SendError<B>> {
-        let deadline = self.send_timeout.map(|t| Instant::now() + t);
+        // A timeout too long for the clock to reach has no deadline.
+        let deadline = self
+            .send_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         self.send_rest(unsent, dest, Wait::Until(deadline))
             .map_err(|(stop, unsent)| {
                 let error = match stop {

@@ -525,7 +525,8 @@ impl<S: ZcSocket> UringPath<S> {
     /// Submits what is queued and waits up to `timeout` until at least one id is released (for
     /// example when a [`BufferPool`] ran dry) or nothing is lent; returns the number released.
     pub(crate) fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long for the clock to reach has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         let mut released = 0;
         loop {
             released += self.reap();
@@ -534,7 +535,9 @@ impl<S: ZcSocket> UringPath<S> {
                 return Err(self.send_error(failure));
             }
             let idle = self.idle();
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if released > 0 || idle || left.is_zero() {
                 return Ok(released);
             }
