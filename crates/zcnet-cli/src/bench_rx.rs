@@ -89,7 +89,7 @@ pub struct RxArgs {
     #[arg(long, value_enum, default_value = "zap", conflicts_with = "connect")]
     release: ReleaseArg,
     /// Bytes per write of the sender, in KiB.
-    #[arg(long, default_value_t = 512, value_parser = flags::size, conflicts_with = "listen")]
+    #[arg(long, default_value_t = 512, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
     write_kib: usize,
     /// The sender's write sizes to sweep instead of one --write-kib, comma-separated, in bytes with
     /// K and M suffixes (e.g. 4K,16K,64K,256K; whole KiB, at most 64M): every --mode receives --mib
@@ -99,7 +99,7 @@ pub struct RxArgs {
     /// what changes with it is how the sender's pages land in the segments that arrive (a zero-copy
     /// sender's pages map only when it writes whole pages). With --connect: one stream per --mode at
     /// each size for --rounds rounds, to a --listen receiver with the same --mode.
-    #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["write_kib", "listen"])]
+    #[arg(long, value_delimiter = ',', value_parser = flags::size, allow_hyphen_values = true, conflicts_with_all = ["write_kib", "listen"])]
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB of the receiver against the size, a line per mode,
     /// into FILE.svg (not with --connect: the receiver measures).
@@ -111,11 +111,11 @@ pub struct RxArgs {
     )]
     plot: Option<PathBuf>,
     /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
-    #[arg(long, value_parser = flags::size, conflicts_with = "connect")]
+    #[arg(long, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "connect")]
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
     /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
-    #[arg(long, value_parser = flags::size_or_zero, conflicts_with = "connect")]
+    #[arg(long, value_parser = flags::size_or_zero, allow_hyphen_values = true, conflicts_with = "connect")]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).

@@ -37,6 +37,24 @@ const TABLE: &[(&[&str], &str)] = &[
         "--size",
     ),
     (&["bench", "udp", "--duration", "inf"], "--duration"),
+    // A negative size names its flag (not "unexpected argument '-1'").
+    (&["bench", "tcp", "--size", "-1K"], "--size"),
+    (&["bench", "udp", "--sizes", "-1K,4K"], "--sizes"),
+    (&["bench", "rx", "--write-kib", "-4K"], "--write-kib"),
+    // The AF_XDP receiver takes one port, which its sender must know.
+    (
+        &[
+            "bench",
+            "udp",
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "af_xdp",
+            "--iface",
+            "lo",
+        ],
+        "--listen",
+    ),
     // A plot that is no regular file: refused before the sweep, not after it.
     (
         &["bench", "tcp", "--sizes", "4K,8K", "--plot", "/dev/full"],
