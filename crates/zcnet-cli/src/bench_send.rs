@@ -715,14 +715,15 @@ impl Peer {
     }
 
     /// The sender's row of a run `sent` to this receiver, with the receiver's findings added, and
-    /// the receiver's own row; fails when the send failed (the receiver is stopped then) or the
-    /// receiver found wrong bytes.
+    /// the receiver's own row — `None` when the receiver gave none (it was stopped, or failed),
+    /// the sender's row then marked `failed` with why; fails when the send failed (the receiver is
+    /// stopped then) or the receiver found wrong bytes.
     pub(crate) fn merge_into(
         self,
         sent: Result<Row>,
         bench: &str,
         mode: Mode,
-    ) -> Result<(Row, Row)> {
+    ) -> Result<(Row, Option<Row>)> {
         let mut row = match sent {
             Ok(row) => row,
             Err(e) => {
@@ -730,10 +731,16 @@ impl Peer {
                 return Err(e);
             }
         };
-        let received = self.finish()?;
+        let received = match self.finish() {
+            Ok(received) => received,
+            Err(e) => {
+                row.insert("failed".into(), json!(format!("{e:#}")));
+                return Ok((row, None));
+            }
+        };
         merge_receiver(&mut row, &received);
         check_data(bench, mode, &received)?;
-        Ok((row, received))
+        Ok((row, Some(received)))
     }
 }
 

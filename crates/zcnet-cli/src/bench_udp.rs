@@ -206,7 +206,9 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             }
             Some(peer) => {
                 let (row, received) = peer.merge_into(sent, "udp", mode)?;
-                if received.get("complete").and_then(Value::as_bool) == Some(false) {
+                if let Some(received) = received
+                    && received.get("complete").and_then(Value::as_bool) == Some(false)
+                {
                     let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
                     let sent = received.get("sent_datagrams").and_then(Value::as_u64);
                     shortfalls.push(match sent {
