@@ -286,9 +286,12 @@ fn send_pieces(
             (n > 0).then_some(n)
         })
     };
+    // No buffer larger than the stream, and no more of them than it has writes.
+    let largest = total.min(write as u64) as usize;
+    let writes = total.div_ceil(write.max(1) as u64);
     let client = match sender {
         SenderArg::Copy => {
-            let mut buf = vec![0u8; write];
+            let mut buf = vec![0u8; largest];
             wire::fill(&mut buf, write);
             let mut client = client;
             for n in pieces() {
@@ -303,14 +306,14 @@ fn send_pieces(
         SenderArg::Zerocopy => {
             // Filled once below: the buffers keep the pattern from one send to the next.
             let pool = BufferPool::new_keeping_contents(PoolConfig {
-                buf_size: write,
-                count: buffers_in_flight(write),
+                buf_size: largest.max(1),
+                count: buffers_in_flight(write).min(writes.max(1) as usize),
                 huge_pages: false,
             })
             .context("send buffer pool")?;
             let mut filled = Vec::new();
             while let Some(mut buf) = pool.take() {
-                buf.fill_with(write, |b| wire::fill(b, write));
+                buf.fill_with(largest, |b| wire::fill(b, write));
                 filled.push(buf);
             }
             drop(filled);
@@ -347,16 +350,22 @@ fn send_pieces(
     Ok(())
 }
 
-/// Buffers the zero-copy sender keeps in flight: 16, or as many sends of `write` bytes as the
-/// process's locked-memory budget can pin at once (at least 2), so that under a normal user's limit
-/// every send still goes zero-copy and its pages map on the receiver.
+/// Buffers the zero-copy sender keeps in flight: 16, fewer when that is more than
+/// [`POOL_BYTES`] (at least 2), or as many sends of `write` bytes as the process's locked-memory
+/// budget can pin at once (at least 2), so that under a normal user's limit every send still goes
+/// zero-copy and its pages map on the receiver.
 fn buffers_in_flight(write: usize) -> usize {
+    let by_bytes = (POOL_BYTES / write.max(1)).clamp(2, 16);
     let budget = MemlockBudget::global();
     match budget.usable() {
-        None => 16,
-        Some(usable) => (usable / budget.pages_for(write)).clamp(2, 16) as usize,
+        None => by_bytes,
+        Some(usable) => (usable / budget.pages_for(write)).clamp(2, by_bytes as u64) as usize,
     }
 }
+
+/// The bytes of send buffers beyond which the zero-copy sender keeps fewer than 16: a socket holds
+/// a few MiB in flight, and 16 writes of 64 MiB would hold 1 GiB.
+const POOL_BYTES: usize = 64 << 20;
 
 /// Longest wait for MSG_ZEROCOPY completions before the run fails.
 const COMPLETION_WAIT: Duration = Duration::from_secs(10);
