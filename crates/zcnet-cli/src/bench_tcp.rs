@@ -98,7 +98,11 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             peer.abandon();
             return sent;
         }
-        let (row, received) = peer.merge_into(sent, "tcp", mode)?;
+        let (row, received) = match peer.merge_into(sent, "tcp", mode)? {
+            (row, Some(received)) => (row, received),
+            // Marked failed: the receiver gave no report.
+            (row, None) => return Ok(row),
+        };
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
         // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).

@@ -17,8 +17,8 @@ use crate::bench_listen;
 use crate::bench_listen_udp::{self, DatagramReport};
 use crate::bench_send::{
     COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
-    sender_config, ticker,
+    cut_short, cut_short_by, header, listen_addr, measure, new_pool, receiver_role,
+    receiver_ticker, run_rounds, sender_config, ticker,
 };
 use crate::bench_send_mmsg::{self, MmsgSend};
 use crate::bench_send_xdp::{self, XdpSend};
@@ -206,7 +206,9 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             }
             Some(peer) => {
                 let (row, received) = peer.merge_into(sent, "udp", mode)?;
-                if received.get("complete").and_then(Value::as_bool) == Some(false) {
+                if let Some(received) = received
+                    && received.get("complete").and_then(Value::as_bool) == Some(false)
+                {
                     let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
                     let sent = received.get("sent_datagrams").and_then(Value::as_u64);
                     shortfalls.push(match sent {
@@ -260,11 +262,15 @@ fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     if !common.apis().contains(&Api::AfXdp) {
         return Ok(());
     }
-    let why = if common.listen.is_some() {
-        if args.iface.is_some() {
+    let why = if let Some(spec) = &common.listen {
+        if args.iface.is_none() {
+            "--listen and no --iface: the endpoint serves the queues of one interface"
+        } else if listen_addr(spec, common.ipv6)?.port() == 0 {
+            "--listen on port 0: the endpoint takes the datagrams of one port, which the sender \
+             must know (give one, as in --listen 192.0.2.1:5201)"
+        } else {
             return Ok(());
         }
-        "--listen and no --iface: the endpoint serves the queues of one interface"
     } else if args.gso.is_some() {
         "--gso: an AF_XDP endpoint sends one frame per datagram, there is no UDP GSO"
     } else if common.connect.is_some() {

@@ -47,11 +47,22 @@ pub fn sizes(
 }
 
 /// Refuses a `--plot` file that cannot be written, before the sweep runs rather than after it (a
-/// file created to find out is removed again).
+/// file created to find out is removed again), and anything but a regular file: opening a FIFO
+/// waits for a reader, and a device such as `/dev/full` takes the open and fails the write.
 pub fn check_plot(plot: Option<&Path>) -> Result<()> {
     let Some(path) = plot else {
         return Ok(());
     };
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(UsageError(format!(
+            "--plot {}: not a regular file (a directory, FIFO or device): the picture is written \
+             as a file",
+            path.display()
+        ))
+        .into());
+    }
     let existed = path.exists();
     std::fs::OpenOptions::new()
         .append(true)

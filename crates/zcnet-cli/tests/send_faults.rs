@@ -319,17 +319,15 @@ fn a_stopped_or_killed_sender_process_ends_the_one_process_bench_rx() {
     }
 }
 
-#[test]
-fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
-    // A receiver that stops reading makes the sender wait; without a watch on the receiver
-    // process that wait lasts the send timeout (10 s), far past the run's own duration.
-    let args = ["tcp", "--mode", "copy", "--duration", "3600", "--json"];
-    let (out, receiver) = signal_the_other_side(&args, "-STOP");
+/// Runs the one-process `zcnet bench ARGS`, stops its receiver process, and checks that the bench
+/// fails with its one row, marked failed for the stopped receiver, which is gone.
+fn stop_the_receiver(args: &[&str]) {
+    let (out, receiver) = signal_the_other_side(args, "-STOP");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("the receiver process was stopped"), "{err}");
     let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows.len(), 1, "{rows:?} {err}");
     assert!(
         rows[0]["failed"]
             .as_str()
@@ -338,6 +336,20 @@ fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
         rows[0]
     );
     assert_gone(receiver, "the receiver process");
+}
+
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
+    // A receiver that stops reading makes the sender wait; without a watch on the receiver
+    // process that wait lasts the send timeout (10 s), far past the run's own duration.
+    stop_the_receiver(&["tcp", "--mode", "copy", "--duration", "3600", "--json"]);
+}
+
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench_udp_with_its_row() {
+    // UDP sends on whatever the receiver does: the run ends at its duration, and the receiver's
+    // report never comes.
+    stop_the_receiver(&["udp", "--mode", "copy", "--duration", "1", "--json"]);
 }
 
 /// Runs the sender `cmd` (`--mode copy,zerocopy --json` with interval lines) until its first interval
