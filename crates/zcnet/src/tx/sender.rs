@@ -454,8 +454,15 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`,
-    /// unless [`SenderConfig::send_timeout`] is set.
+    /// How long a drop may wait for what is still queued, all of it together: the send timeout, or
+    /// [`DROP_WAIT`] when it is unset.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn drop_wait(&self) -> Duration {
+        on_path!(&self.path, p => p.send_timeout()).unwrap_or(DROP_WAIT)
+    }
+
+    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`, or
+    /// by [`SenderConfig::send_timeout`] when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
         on_path!(&mut self.path, p => p.bound_waits(limit))

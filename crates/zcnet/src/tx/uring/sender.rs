@@ -563,10 +563,16 @@ impl<S: ZcSocket> UringPath<S> {
             .collect()
     }
 
-    /// Bounds every later wait of a send by `limit`, unless a send timeout is set.
+    /// The bound of a send's waits, when there is one.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn send_timeout(&self) -> Option<Duration> {
+        self.send_timeout
+    }
+
+    /// Bounds every later wait of a send by `limit`, or by the send timeout when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        self.send_timeout.get_or_insert(limit);
+        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
     }
 
     /// Whether dropping the path waits for queued sends to be taken (see the `Drop` impl).
