@@ -102,3 +102,35 @@ fn a_killed_holder_is_put_back_by_lease_restore_and_refusals_are_named() {
     assert_eq!(queues(&pair), (4, 4));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn probe_says_what_zcrx_lacks_on_each_queue_of_a_veth() {
+    if !testnet::privileged("probe_says_what_zcrx_lacks_on_each_queue_of_a_veth") {
+        return;
+    }
+    let pair = VethPair::new(VethConfig {
+        queues: 4,
+        ..VethConfig::default()
+    })
+    .expect("veth pair");
+    let mut cmd = pair.a.command(ZCNET);
+    cmd.args(["probe", "--iface", &pair.a_if]);
+    let out = stdout_of(&mut cmd, "probe --iface");
+    let row = |feature: &str| {
+        out.lines()
+            .find(|l| l.starts_with(feature))
+            .unwrap_or_else(|| panic!("no {feature} row: {out}"))
+            .to_string()
+    };
+    let split = row("zcrx.header_split");
+    assert!(
+        split.contains(" no ") && split.contains("EOPNOTSUPP"),
+        "{split}"
+    );
+    assert!(row("zcrx.hds_thresh").contains(" no "), "{out}");
+    let q = row("zcrx.queues");
+    assert!(
+        q.contains("4 RX queue(s) listed by netdev queue-get"),
+        "{q}"
+    );
+}
