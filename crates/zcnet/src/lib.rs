@@ -137,6 +137,8 @@
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
+//! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
+//!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
@@ -152,6 +154,7 @@ mod fallback;
 pub mod ovs;
 pub mod packet;
 pub mod probe;
+pub mod queue_lease;
 pub mod rx;
 mod sys;
 pub mod tx;

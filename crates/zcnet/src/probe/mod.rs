@@ -7,6 +7,7 @@
 //! (an XDP_ZEROCOPY bind) runs only on interfaces the caller names and opts into.
 
 mod iface;
+mod nic_queues;
 mod ovs;
 mod receive;
 mod send;

@@ -14,7 +14,7 @@
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
+//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
 //! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
 
@@ -42,6 +42,7 @@ pub(crate) mod bpf;
 pub(crate) mod datagram;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
+pub(crate) mod ethtool;
 pub(crate) mod frame_area;
 pub(crate) mod link;
 pub(crate) mod netlink;
