@@ -15,7 +15,8 @@
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
 //! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! (interface indices), `uring` (io_uring zero-copy sends and probing), `trial` (a system call tried in a
+//! throwaway child, to see whether a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -56,6 +57,7 @@ pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 pub(crate) mod vsock;
