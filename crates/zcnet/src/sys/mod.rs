@@ -14,8 +14,10 @@
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
+//! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
+//! indices), `uring` (io_uring zero-copy sends and probing), `trial` (a system call tried in a throwaway
+//! child, to see whether a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -57,6 +59,7 @@ pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 pub(crate) mod vsock;

@@ -231,11 +231,17 @@ impl<S: ZcSocket> UringPath<S> {
                     "IORING_OP_SEND_ZC is missing from IORING_REGISTER_PROBE",
                     "kernel 6.0 or later has it: sending by copy",
                 )),
-                Err(e) => Err(Fallback::refused(
-                    "io_uring_register IORING_REGISTER_PROBE",
-                    e.raw_os_error().unwrap_or(libc::EIO),
-                    "sending by copy",
-                )),
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    let why = crate::probe::seccomp::io_uring_refusal("io_uring_register", errno);
+                    Err(Fallback::refused(
+                        "io_uring_register IORING_REGISTER_PROBE",
+                        errno,
+                        why.map_or("sending by copy".into(), |why| {
+                            format!("{why}; sending by copy")
+                        }),
+                    ))
+                }
             }
         };
         // The socket's own opt-in, where the kernel asks for it (AF_VSOCK): io_uring's requests
