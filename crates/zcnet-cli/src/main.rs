@@ -26,6 +26,7 @@ mod bench_xdp;
 mod child;
 mod dp_cmd;
 mod flags;
+mod iperf3;
 mod live;
 mod measure_verdict;
 mod plot;
@@ -63,6 +64,9 @@ enum Command {
     /// Show any Open vSwitch datapath's ports and flows, add and delete flows, in ovs-dpctl's text.
     #[command(subcommand)]
     Dp(dp_cmd::DpCommand),
+    /// Be a peer of stock iperf3: its server (-s) or its client (-c HOST), sending and receiving
+    /// with zcnet.
+    Iperf3(iperf3::Iperf3Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Switch(args) => switch_cmd::run(args),
         Command::Dp(cmd) => dp_cmd::run(cmd),
+        Command::Iperf3(args) => iperf3::run(args),
     };
     match result {
         // The error was reported when the write failed.
