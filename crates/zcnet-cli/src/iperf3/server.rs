@@ -48,21 +48,51 @@ pub fn serve(port: u16, one_off: bool, zc: Zc, out: Output) -> Result<()> {
     } else {
         emit(&line);
     }
+    let mut next: Option<NextClient> = None;
     loop {
         if interrupted() {
             return Ok(());
         }
-        let Some((ctrl, peer)) = accept(&listener, Duration::from_millis(100)) else {
-            continue;
+        let (ctrl, peer, cookie) = match next.take() {
+            Some(n) => (n.ctrl, n.peer, Some(n.cookie)),
+            None => match accept(&listener, Duration::from_millis(100)) {
+                Some((ctrl, peer)) => (ctrl, peer, None),
+                None => continue,
+            },
         };
-        if let Err(e) = test(&listener, ctrl, peer, zc, out) {
-            eprintln!("zcnet iperf3: the test from {peer} ended: {e:#}");
+        if let Err(e) = test(&listener, (ctrl, peer, cookie), zc, out) {
+            match e.downcast::<NextClient>() {
+                Ok(n) => {
+                    eprintln!("zcnet iperf3: the test from {peer} ended: {}", n.why);
+                    next = Some(n);
+                }
+                Err(e) => eprintln!("zcnet iperf3: the test from {peer} ended: {e:#}"),
+            }
         }
         if one_off {
             return Ok(());
         }
     }
 }
+
+/// A connection that came while a test's streams were being opened, with another cookie, after the
+/// test's client left: the control connection of the next test, its cookie read.
+#[derive(Debug)]
+struct NextClient {
+    ctrl: TcpStream,
+    peer: SocketAddr,
+    cookie: Cookie,
+    /// Why the test it interrupted ended.
+    why: String,
+}
+
+impl std::fmt::Display for NextClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for NextClient {}
 
 /// The next connection, waiting at most `wait`.
 fn accept(listener: &TcpListener, wait: Duration) -> Option<(TcpStream, SocketAddr)> {
@@ -88,17 +118,19 @@ fn deny(mut s: TcpStream, peer: SocketAddr) {
     eprintln!("zcnet iperf3: {peer} answered busy (a test is running)");
 }
 
-/// Runs one test on the control connection `ctrl`.
+/// Runs one test on the control connection `ctrl` from `peer` (whose cookie may have been read).
 fn test(
     listener: &TcpListener,
-    mut ctrl: TcpStream,
-    peer: SocketAddr,
+    (mut ctrl, peer, cookie): (TcpStream, SocketAddr, Option<Cookie>),
     zc: Zc,
     out: Output,
 ) -> Result<()> {
     ctrl.set_nodelay(true)?;
     ctrl.set_read_timeout(Some(CONTROL_WAIT))?;
-    let cookie = Cookie::read(&mut ctrl).context("reading the cookie")?;
+    let cookie = match cookie {
+        Some(c) => c,
+        None => Cookie::read(&mut ctrl).context("reading the cookie")?,
+    };
     State::ParamExchange.write(&mut ctrl)?;
     let params: Params = match proto::read_json(&mut ctrl, MAX_PARAMS) {
         Ok(p) => p,
@@ -136,11 +168,16 @@ fn test(
     for sender in stream_roles(&params, false) {
         let socket = match udp.take() {
             Some(listening) => {
-                let (stream, next) = accept_udp(listening, local, deadline, window)?;
+                let (stream, next) = accept_udp(listening, (local, &ctrl), deadline, window)?;
                 udp = Some(next);
                 Socket::Udp(stream)
             }
-            None => Socket::Tcp(accept_tcp(listener, &cookie, deadline, (window, mss))?),
+            None => Socket::Tcp(accept_tcp(
+                (listener, &ctrl),
+                &cookie,
+                deadline,
+                (window, mss),
+            )?),
         };
         test.add(sender, socket)?;
     }
@@ -201,19 +238,13 @@ fn test(
 
 /// The next TCP stream of the test: a connection that brings `cookie`. Any other is answered busy.
 fn accept_tcp(
-    listener: &TcpListener,
+    (listener, ctrl): (&TcpListener, &TcpStream),
     cookie: &Cookie,
     deadline: Instant,
     (window, mss): (Option<usize>, Option<u32>),
 ) -> Result<TcpStream> {
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!(
-                "the client did not open its streams within {} s",
-                STREAMS_WAIT.as_secs()
-            );
-        }
+        let left = opening(ctrl, deadline)?;
         let Some((mut s, peer)) = accept(listener, left.min(Duration::from_millis(100))) else {
             continue;
         };
@@ -225,27 +256,62 @@ fn accept_tcp(
                 tune(&s, window, mss).context("setting -w/-M on a stream")?;
                 return Ok(s);
             }
-            _ => deny(s, peer),
+            Ok(()) => match opening(ctrl, deadline) {
+                Ok(_) => deny(s, peer),
+                Err(why) => {
+                    return Err(NextClient {
+                        ctrl: s,
+                        peer,
+                        cookie: Cookie(theirs),
+                        why: format!("{why:#}"),
+                    }
+                    .into());
+                }
+            },
+            Err(_) => deny(s, peer),
         }
     }
+}
+
+/// The time left to open the streams; fails once it is over, or when the client spoke or closed the
+/// control connection meanwhile (it has nothing to say until the test starts).
+fn opening(ctrl: &TcpStream, deadline: Instant) -> Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        bail!(
+            "the client did not open its streams within {} s",
+            STREAMS_WAIT.as_secs()
+        );
+    }
+    if readable(ctrl, Duration::ZERO)? {
+        let mut b = [0u8; 1];
+        match ctrl.peek(&mut b) {
+            Ok(0) => bail!("the client closed the control connection while opening its streams"),
+            Ok(_) => bail!("the client spoke while its streams were being opened"),
+            Err(e) => bail!("reading the control connection: {e}"),
+        }
+    }
+    Ok(left)
 }
 
 /// The next UDP stream: the listening socket takes the client's first datagram, connects to its
 /// sender and answers; a new socket on the same address listens for the next stream.
 fn accept_udp(
     listening: std::net::UdpSocket,
-    local: SocketAddr,
+    (local, ctrl): (SocketAddr, &TcpStream),
     deadline: Instant,
     window: Option<usize>,
 ) -> Result<(std::net::UdpSocket, std::net::UdpSocket)> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    listening.set_read_timeout(Some(left))?;
     let mut hello = [0u8; 4];
-    let (_, peer) = listening
-        .recv_from(&mut hello)
-        .context("waiting for the client's UDP stream")?;
+    let peer = loop {
+        let left = opening(ctrl, deadline)?;
+        listening.set_read_timeout(Some(left.min(Duration::from_millis(100))))?;
+        match listening.recv_from(&mut hello) {
+            Ok((_, peer)) => break peer,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => bail!("waiting for the client's UDP stream: {e}"),
+        }
+    };
     listening.connect(peer)?;
     listening.set_read_timeout(None)?;
     tune(&listening, window, None).context("setting -w on a UDP stream")?;
