@@ -27,6 +27,7 @@ mod child;
 mod dp_cmd;
 mod flags;
 mod lease_cmd;
+mod iperf3;
 mod live;
 mod measure_verdict;
 mod plot;
@@ -67,6 +68,9 @@ enum Command {
     /// Dedicate a NIC receive queue to a flow (zcrx, AF_XDP) and put back exactly what changed.
     #[command(subcommand)]
     Lease(lease_cmd::LeaseCommand),
+    /// Be a peer of stock iperf3: its server (-s) or its client (-c HOST), sending and receiving
+    /// with zcnet.
+    Iperf3(iperf3::Iperf3Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => switch_cmd::run(args),
         Command::Dp(cmd) => dp_cmd::run(cmd),
         Command::Lease(cmd) => lease_cmd::run(cmd),
+        Command::Iperf3(args) => iperf3::run(args),
     };
     match result {
         // The error was reported when the write failed.
