@@ -15,7 +15,7 @@
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
 //! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! (interface indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -51,6 +51,7 @@ pub(crate) mod netlink;
 pub(crate) mod ovs;
 pub(crate) mod packet;
 pub(crate) mod pages;
+pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
