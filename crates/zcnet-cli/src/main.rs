@@ -28,6 +28,7 @@ mod dp_cmd;
 mod flags;
 mod live;
 mod measure_verdict;
+mod observe;
 mod plot;
 mod probe_cmd;
 mod probe_measure;
@@ -63,6 +64,8 @@ enum Command {
     /// Show any Open vSwitch datapath's ports and flows, add and delete flows, in ovs-dpctl's text.
     #[command(subcommand)]
     Dp(dp_cmd::DpCommand),
+    /// Watch zero-copy happen in running processes: sends, completions, copies, mapped receives.
+    Observe(observe::ObserveArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Switch(args) => switch_cmd::run(args),
         Command::Dp(cmd) => dp_cmd::run(cmd),
+        Command::Observe(args) => observe::run(args),
     };
     match result {
         // The error was reported when the write failed.
