@@ -30,6 +30,7 @@ mod lease_cmd;
 mod iperf3;
 mod live;
 mod measure_verdict;
+mod observe;
 mod plot;
 mod probe_cmd;
 mod probe_measure;
@@ -71,6 +72,8 @@ enum Command {
     /// Be a peer of stock iperf3: its server (-s) or its client (-c HOST), sending and receiving
     /// with zcnet.
     Iperf3(iperf3::Iperf3Args),
+    /// Watch zero-copy happen in running processes: sends, completions, copies, mapped receives.
+    Observe(observe::ObserveArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Dp(cmd) => dp_cmd::run(cmd),
         Command::Lease(cmd) => lease_cmd::run(cmd),
         Command::Iperf3(args) => iperf3::run(args),
+        Command::Observe(args) => observe::run(args),
     };
     match result {
         // The error was reported when the write failed.

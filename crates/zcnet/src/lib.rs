@@ -135,6 +135,8 @@
 //! - `aio` (feature `tokio`): `AsyncSender`, `AsyncReceiver` and `AsyncUdpEndpoint` on tokio's
 //!   reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`observe`]: count zero-copy sends, completions, copies and mapped receives in any running
+//!   process (or this one) with BPF programs on the kernel's tracepoints.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
@@ -151,6 +153,7 @@ pub mod aio;
 mod cost;
 mod error;
 mod fallback;
+pub mod observe;
 pub mod ovs;
 pub mod packet;
 pub mod probe;

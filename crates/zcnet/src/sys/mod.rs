@@ -16,8 +16,9 @@
 //! sockets and rings), `netlink`
 //! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
 //! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
-//! indices), `uring` (io_uring zero-copy sends and probing), `trial` (a system call tried in a throwaway
-//! child, to see whether a seccomp filter refuses it) and `vsock`.
+//! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
+//! `trial` (a system call tried in a throwaway child, to see whether a seccomp filter refuses it) and
+//! `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -54,6 +55,7 @@ pub(crate) mod netlink;
 pub(crate) mod ovs;
 pub(crate) mod packet;
 pub(crate) mod pages;
+pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
