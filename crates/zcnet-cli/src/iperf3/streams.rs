@@ -471,7 +471,7 @@ fn receive_tcp(
             "rx_mode": mode.name(),
             "mapped_bytes": s.mapped_bytes,
             "copied_bytes": s.copied_bytes(),
-            "fallback": rx.fallback().map(ToString::to_string),
+            "fallback": rx.zerocopy_status().err().map(ToString::to_string),
         }),
         error,
     })
