@@ -63,6 +63,8 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+#[cfg(feature = "io-uring")]
+mod btf;
 mod cost;
 mod fallback;
 pub mod ovs;

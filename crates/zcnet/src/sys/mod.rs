@@ -15,7 +15,8 @@
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
 //! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! (interface indices), `uring` (io_uring zero-copy sends and probing), `zcrx` (io_uring zero-copy
+//! receive) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -61,6 +62,8 @@ pub(crate) mod uring;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;
+#[cfg(feature = "io-uring")]
+pub(crate) mod zcrx;
 
 pub(crate) use errno::errno_name;
 
