@@ -33,6 +33,10 @@ pub fn rx_short(s: &RxStats) -> Option<String> {
             zc_ns_per_kb,
             copy_ns_per_kb,
         } => measured_short(mode, zc_ns_per_kb, copy_ns_per_kb),
+        rx::AutoReason::Zcrx {
+            copied_bytes,
+            bytes,
+        } => format!("{mode}: zcrx, kernel copied {copied_bytes} of {bytes} bytes"),
     })
 }
 
@@ -47,6 +51,12 @@ pub fn rx_choice_json(choice: &rx::AutoChoice) -> Value {
         rx::AutoReason::Refused => "refused",
         rx::AutoReason::NothingMapped => "nothing_mapped",
         rx::AutoReason::Unmeasured => "unmeasured",
+        rx::AutoReason::Zcrx {
+            copied_bytes,
+            bytes,
+        } => {
+            return json!({"mode": mode, "reason": "zcrx", "copied_bytes": copied_bytes, "bytes": bytes});
+        }
     };
     json!({"mode": mode, "reason": reason})
 }

@@ -150,6 +150,8 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+#[cfg(feature = "io-uring")]
+mod btf;
 mod cost;
 mod error;
 mod fallback;

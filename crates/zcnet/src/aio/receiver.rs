@@ -20,11 +20,20 @@ use crate::sys::reactor;
 /// a stale wake-up never turns into a `WouldBlock` error; an error the peek reads (a reset) is
 /// returned, and again by every later chunk, as [`Receiver::recv`] does. Reading the stream behind the receiver's back
 /// (through [`Receiver::stream`]) takes bytes out of its order; a chunk then may fail with `WouldBlock`.
+///
+/// On the io_uring zero-copy receive path ([`RxPath::Zcrx`](crate::rx::RxPath::Zcrx)) readiness
+/// comes from the ring: an eventfd registered with it, which the kernel signals when a completion
+/// or the deferred work that posts one waits. A completion taken while looking is kept for the next
+/// chunk, so dropping the future loses nothing there either.
 #[derive(Debug)]
 pub struct AsyncReceiver {
-    /// The socket's registration with the reactor (through a duplicate descriptor).
+    /// The socket's registration with the reactor (through a duplicate descriptor), or the ring's
+    /// eventfd on the zcrx path.
     io: AsyncFd<OwnedFd>,
     rx: Receiver,
+    /// Readiness comes from the zcrx ring's eventfd.
+    #[cfg_attr(not(feature = "io-uring"), allow(dead_code))]
+    ring: bool,
 }
 
 impl AsyncReceiver {
@@ -32,8 +41,17 @@ impl AsyncReceiver {
     /// inside one).
     pub fn new(mut rx: Receiver) -> io::Result<AsyncReceiver> {
         rx.set_nonblocking(true)?;
+        #[cfg(feature = "io-uring")]
+        if let Some(eventfd) = rx.zcrx_eventfd() {
+            let io = reactor::register(eventfd?.as_fd(), Interest::READABLE)?;
+            return Ok(AsyncReceiver { io, rx, ring: true });
+        }
         let io = reactor::register(rx.as_fd(), Interest::READABLE)?;
-        Ok(AsyncReceiver { io, rx })
+        Ok(AsyncReceiver {
+            io,
+            rx,
+            ring: false,
+        })
     }
 
     /// The next chunk of the stream, `Ok(None)` at its end. Cancel-safe: a dropped future has taken
@@ -45,6 +63,16 @@ impl AsyncReceiver {
 
     /// Ready once a receive will not wait: bytes or the end are queued, or the receiver holds some.
     fn poll_receivable(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), RxError>> {
+        #[cfg(feature = "io-uring")]
+        if self.ring {
+            while !self.rx.has_buffered() && !self.rx.zcrx_ready()? {
+                let mut ready =
+                    ready!(self.io.poll_read_ready(cx)).map_err(|e| RxError::new(RxOp::Poll, e))?;
+                crate::sys::zcrx::drain_eventfd(ready.get_inner().as_fd());
+                ready.clear_ready();
+            }
+            return Poll::Ready(Ok(()));
+        }
         while !self.rx.has_buffered() {
             let mut ready =
                 ready!(self.io.poll_read_ready(cx)).map_err(|e| RxError::new(RxOp::Poll, e))?;

@@ -23,6 +23,8 @@ pub(crate) mod seccomp;
 mod send;
 mod tcp_loopback;
 mod vsock;
+#[cfg(feature = "io-uring")]
+mod zcrx;
 
 /// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
 pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
@@ -123,6 +125,14 @@ pub struct ProbeOptions {
     pub try_xsk_bind: bool,
 }
 
+/// The io_uring zero-copy receive rows of [`probe`] alone: `io_uring.zcrx` (the opcode and the
+/// kernel's zcrx query), `io_uring.zcrx_nodev` (a device-less instance registered, or why not) and
+/// `io_uring.zcrx_events` (the copy events and statistics, their layout from the kernel's BTF).
+#[cfg(feature = "io-uring")]
+pub fn zcrx() -> Vec<Finding> {
+    zcrx::zcrx()
+}
+
 /// Runs every check and returns the findings in a stable order.
 pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     let mut out = vec![kernel()];
@@ -146,6 +156,8 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     ));
     out.push(receive::zerocopy_receive());
     out.extend(send::uring());
+    #[cfg(feature = "io-uring")]
+    out.extend(zcrx::zcrx());
     out.push(Finding::from_result(
         "xdp.socket",
         sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0),

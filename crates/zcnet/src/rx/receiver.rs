@@ -7,8 +7,12 @@ use std::net::TcpStream;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 
+#[cfg(feature = "io-uring")]
+use super::ZcrxConfig;
 use super::auto::{AutoConfig, AutoProbe, AutoReason};
-use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
+#[cfg(feature = "io-uring")]
+use super::zcrx_path::{ZStep, ZcrxPath};
+use super::{AutoChoice, Chunk, ChunkKind, RxError, RxOp, RxStats};
 use crate::Fallback;
 use crate::cost::CpuStamp;
 use crate::sys::socket::{self, set_int_option};
@@ -39,6 +43,27 @@ impl RxMode {
             RxMode::Auto => "auto",
         }
     }
+}
+
+/// How a [`Receiver`] takes bytes from the kernel: the socket's own receive calls (mapped pages or
+/// `recv`, as [`RxMode`] says), or io_uring zero-copy receive into a registered area. Every path
+/// hands out the same [`Chunk`]s and counts into the same [`RxStats`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RxPath {
+    /// `TCP_ZEROCOPY_RECEIVE` and `recv` on the socket (the default).
+    #[default]
+    Socket,
+    /// io_uring zero-copy receive (zcrx, feature `io-uring`): a multishot `IORING_OP_RECV_ZC` whose
+    /// completions hand out buffers of a registered area ([`ChunkKind::Zcrx`]), bound to a NIC
+    /// queue (Linux 6.15, a NIC with header split) or to no device (Linux 7.1, every byte copied).
+    /// [`RxMode`] only decides what [`RxMode::Auto`] reports ([`AutoReason::Zcrx`]). A kernel or
+    /// device that refuses it fails [`Receiver::new`] with [`RxError::zcrx_refusal`] saying why.
+    /// The kernel ties the ring to the thread that set it up (`IORING_SETUP_SINGLE_ISSUER`): the
+    /// receiver must receive on that thread (another gets `EEXIST`); on tokio, drive its
+    /// `AsyncReceiver` from a current-thread runtime or a `LocalSet`.
+    #[cfg(feature = "io-uring")]
+    Zcrx(ZcrxConfig),
 }
 
 /// What happens to mapped pages when their [`Chunk`] is dropped.
@@ -76,6 +101,8 @@ pub struct RxConfig {
     /// Give up zero-copy and use plain `recv` once this many bytes arrived without a single page mapped
     /// (`None`: never give up). A sender whose pages cannot map costs an extra call per read otherwise.
     pub give_up_after: Option<u64>,
+    /// How bytes are taken from the kernel (default [`RxPath::Socket`]).
+    pub path: RxPath,
 }
 
 impl Default for RxConfig {
@@ -95,6 +122,7 @@ impl Default for RxConfig {
             release: Release::Zap,
             low_water: None,
             give_up_after: Some(4 << 20),
+            path: RxPath::Socket,
         }
     }
 }
@@ -110,6 +138,26 @@ impl RxConfig {
             low_water: Some(config.window),
             ..config
         }
+    }
+
+    /// This configuration with `path`.
+    pub fn with_path(self, path: RxPath) -> RxConfig {
+        RxConfig { path, ..self }
+    }
+}
+
+/// What [`RxMode::Auto`] reports on the zcrx path: copying when the kernel says it copied.
+fn zcrx_choice(stats: &RxStats) -> AutoChoice {
+    AutoChoice {
+        mode: if stats.zcrx_copied_bytes > 0 {
+            RxMode::Copy
+        } else {
+            RxMode::ZeroCopy
+        },
+        reason: AutoReason::Zcrx {
+            copied_bytes: stats.zcrx_copied_bytes,
+            bytes: stats.zcrx_bytes,
+        },
     }
 }
 
@@ -145,6 +193,9 @@ fn nothing_mapped(bytes: u64) -> Fallback {
 pub struct Receiver {
     // Declared before `stream`: the window is unmapped before the socket is closed.
     window: Option<SocketMapping>,
+    /// The io_uring zero-copy receive path, when [`RxPath::Zcrx`] chose it.
+    #[cfg(feature = "io-uring")]
+    zcrx: Option<ZcrxPath>,
     stream: TcpStream,
     config: RxConfig,
     buf: Vec<u8>,
@@ -198,7 +249,17 @@ impl Receiver {
                 .map_err(setup)?;
         }
         let page = tcp_zc::page_size();
+        #[cfg(feature = "io-uring")]
+        let zcrx = match &config.path {
+            RxPath::Zcrx(zcrx) => Some(ZcrxPath::new(zcrx)?),
+            RxPath::Socket => None,
+        };
+        #[cfg(feature = "io-uring")]
+        let socket_path = zcrx.is_none();
+        #[cfg(not(feature = "io-uring"))]
+        let socket_path = true;
         let (window, fallback) = match config.mode {
+            _ if !socket_path => (None, None),
             RxMode::Copy => (
                 None,
                 Some(Fallback::requested(
@@ -231,9 +292,12 @@ impl Receiver {
         };
         let copybuf_len = if config.copybuf { page - 1 } else { 0 };
         let buf = vec![0u8; config.copy_buffer.max(copybuf_len).max(1)];
-        let auto = (config.mode == RxMode::Auto).then(|| AutoProbe::new(config.auto));
+        let auto =
+            (config.mode == RxMode::Auto && socket_path).then(|| AutoProbe::new(config.auto));
         let mut rx = Receiver {
             window,
+            #[cfg(feature = "io-uring")]
+            zcrx,
             stream,
             config,
             buf,
@@ -304,6 +368,20 @@ impl Receiver {
     }
 
     fn step(&mut self) -> Result<Step, RxError> {
+        #[cfg(feature = "io-uring")]
+        if let Some(zcrx) = self.zcrx.as_mut() {
+            let step = zcrx.next(&self.stream, &mut self.stats)?;
+            if self.config.mode == RxMode::Auto {
+                self.stats.auto = Some(zcrx_choice(&self.stats));
+            }
+            return Ok(match step {
+                ZStep::Data(range) => Step::Chunk(ChunkKind::Zcrx, range),
+                ZStep::End => {
+                    self.eof = true;
+                    Step::End
+                }
+            });
+        }
         if !self.pending.is_empty() {
             Ok(Step::Chunk(
                 ChunkKind::Copybuf,
@@ -349,6 +427,25 @@ impl Receiver {
         self.unconsumed.is_some() || !self.pending.is_empty() || self.eof || self.ended_by.is_some()
     }
 
+    /// On the zcrx path, an eventfd the kernel signals when the ring has work (for a reactor to
+    /// wait on before [`Receiver::zcrx_ready`]); `None` on the socket path.
+    #[cfg(all(feature = "tokio", feature = "io-uring"))]
+    pub(crate) fn zcrx_eventfd(&mut self) -> Option<io::Result<std::os::fd::OwnedFd>> {
+        self.zcrx.as_mut().map(ZcrxPath::eventfd)
+    }
+
+    /// On the zcrx path: whether the next [`Receiver::recv`] returns without waiting (it runs the
+    /// ring's deferred work, taking nothing from the stream).
+    #[cfg(all(feature = "tokio", feature = "io-uring"))]
+    pub(crate) fn zcrx_ready(&mut self) -> Result<bool, RxError> {
+        match self.zcrx.as_mut() {
+            Some(zcrx) => zcrx
+                .ready(&self.stream, &mut self.stats)
+                .map_err(|e| self.record_end(e)),
+            None => Ok(true),
+        }
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &RxStats {
         &self.stats
@@ -387,6 +484,23 @@ impl Receiver {
         self.window.as_ref().map_or(&[], SocketMapping::mapped)
     }
 
+    pub(super) fn zcrx_bytes(&self, range: Range<usize>) -> &[u8] {
+        #[cfg(feature = "io-uring")]
+        if let Some(zcrx) = &self.zcrx {
+            return zcrx.bytes(range);
+        }
+        let _ = range;
+        &[]
+    }
+
+    pub(super) fn zcrx_released(&mut self, range: Range<usize>) {
+        #[cfg(feature = "io-uring")]
+        if let Some(zcrx) = self.zcrx.as_mut() {
+            zcrx.give_back(range);
+        }
+        let _ = range;
+    }
+
     pub(super) fn chunk_released(&mut self) {
         if self.config.release == Release::Zap
             && let Some(window) = self.window.as_mut()
@@ -403,6 +517,7 @@ impl Receiver {
         match kind {
             ChunkKind::Mapped => &self.mapped_pages()[range],
             ChunkKind::Copybuf | ChunkKind::Recv => &self.buf[range],
+            ChunkKind::Zcrx => self.zcrx_bytes(range),
         }
     }
 
@@ -663,10 +778,14 @@ impl BufRead for Receiver {
         range.start += amt;
         self.offset += amt as u64;
         if range.start == range.end {
-            let kind = *kind;
+            let (kind, end) = (*kind, range.end);
             self.unconsumed = None;
-            if kind == ChunkKind::Mapped {
-                self.chunk_released();
+            match kind {
+                ChunkKind::Mapped => self.chunk_released(),
+                // The buffer is named by an offset inside it: the chunk's last byte (its start has
+                // moved to its end, which may be the next buffer's first byte).
+                ChunkKind::Zcrx => self.zcrx_released(end - 1..end),
+                ChunkKind::Copybuf | ChunkKind::Recv => {}
             }
         }
     }

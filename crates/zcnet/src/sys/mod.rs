@@ -17,8 +17,8 @@
 //! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
 //! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
 //! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
-//! `trial` (a system call tried in a throwaway child, to see whether a seccomp filter refuses it) and
-//! `vsock`.
+//! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
+//! a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -67,6 +67,8 @@ pub(crate) mod uring;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;
+#[cfg(feature = "io-uring")]
+pub(crate) mod zcrx;
 
 pub(crate) use errno::errno_name;
 
