@@ -19,8 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
