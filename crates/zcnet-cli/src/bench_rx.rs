@@ -12,8 +12,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
 use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};

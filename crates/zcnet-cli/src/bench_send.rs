@@ -19,8 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
@@ -356,6 +356,9 @@ pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String
         Some(libc::EMSGSIZE) => {
             "a datagram is larger than the path to the peer takes (EMSGSIZE)".into()
         }
+        Some(libc::EPERM) => "a firewall rule on this host refused the send (EPERM: an nftables \
+                              or iptables drop or reject on output)"
+            .into(),
         _ => e.to_string(),
     }
 }
@@ -904,6 +907,13 @@ pub(crate) fn cut_short_by(row: &Row) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_refused_by_a_firewall_says_so() {
+        let e = std::io::Error::from_raw_os_error(libc::EPERM);
+        let why = cut_short(e.raw_os_error(), &e);
+        assert!(why.contains("firewall"), "{why}");
+    }
 
     #[test]
     fn a_run_ends_within_a_few_sends_of_its_duration() {

@@ -18,8 +18,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use benchnet::VethPair;
 use serde_json::{Value, json};
-use testnet::VethPair;
 use zcnet::tx::Mode;
 use zcnet::xdp::{self, EndpointConfig, SendError, UdpEndpoint};
 

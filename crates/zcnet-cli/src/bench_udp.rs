@@ -7,8 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use benchnet::VethConfig;
 use serde_json::{Value, json};
-use testnet::VethConfig;
 use zcnet::tx::Mode;
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 

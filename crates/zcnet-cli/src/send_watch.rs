@@ -262,7 +262,8 @@ pub fn stall_reason(s: &TcpSendState, limit: Duration) -> String {
     if s.snd_wnd == Some(0) {
         return format!(
             "zero window: for --send-timeout {seconds}s the peer acknowledged nothing new and \
-             advertised no room (it is not reading)"
+             advertised no room (it is not reading, or reads too slowly to open its window in \
+             that time)"
         );
     }
     if s.unacked > 0 && u128::from(s.ms_since_ack) >= limit.as_millis() {
@@ -296,7 +297,12 @@ mod tests {
             unacked: 1,
             ..Default::default()
         };
-        assert!(stall_reason(&zero, limit).starts_with("zero window"));
+        let why = stall_reason(&zero, limit);
+        // A peer that reads a little now and then looks the same from here.
+        assert!(
+            why.starts_with("zero window") && why.contains("reads too slowly"),
+            "{why}"
+        );
         let hole = TcpSendState {
             snd_wnd: Some(65535),
             unacked: 10,
