@@ -15,7 +15,7 @@ use super::proto::{
 };
 use super::run::{Output, Test, start_json, stream_roles};
 use super::streams::{Socket, Zc};
-use super::{UDP_BLOCK, readable, spec_of, tune, udp_socket};
+use super::{MAX_DATAGRAM, MIN_DATAGRAM, UDP_BLOCK, readable, spec_of, tune, udp_socket};
 use crate::live::interrupted;
 
 /// The longest the client waits for each message of the server outside the test itself.
@@ -50,7 +50,7 @@ pub fn run(
     if params.is_udp() && params.len.is_none() {
         let mss =
             zcnet::rx::sender::current_mss(rustix::fd::AsFd::as_fd(&ctrl)).unwrap_or(UDP_BLOCK);
-        params.len = Some(mss.clamp(16, 65_507) as u32);
+        params.len = Some(mss.clamp(MIN_DATAGRAM, MAX_DATAGRAM) as u32);
     }
     expect(&mut ctrl, State::ParamExchange)?;
     proto::write_json(&mut ctrl, &params)?;

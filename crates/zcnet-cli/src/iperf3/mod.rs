@@ -102,6 +102,8 @@ pub struct Iperf3Args {
 const MAX_STREAMS: u32 = 128;
 /// iperf3's largest TCP block.
 const MAX_BLOCK: usize = 1 << 20;
+/// The shortest datagram: iperf3's header with 64-bit counters.
+const MIN_DATAGRAM: usize = 16;
 /// The largest UDP payload over IPv4.
 const MAX_DATAGRAM: usize = 65_507;
 /// iperf3's largest socket buffer.
@@ -166,8 +168,20 @@ fn client_params(a: &Iperf3Args) -> Result<Params> {
             "iperf3's largest socket buffer",
         )?;
     }
-    let flag = |on: bool| on.then_some(true);
     let ends_by_count = a.bytes.is_some() || a.blockcount.is_some();
+    if a.time == 0 && !ends_by_count {
+        return Err(UsageError(
+            "-t 0: a test needs an end (more than 0 seconds, or -n or -k)".into(),
+        )
+        .into());
+    }
+    if a.udp && a.length.is_some_and(|l| l < MIN_DATAGRAM) {
+        return Err(UsageError(format!(
+            "-l: a UDP datagram holds at least its {MIN_DATAGRAM}-byte header"
+        ))
+        .into());
+    }
+    let flag = |on: bool| on.then_some(true);
     Ok(Params {
         tcp: flag(!a.udp),
         udp: flag(a.udp),
@@ -217,7 +231,7 @@ fn check_params(p: &Params) -> Result<(), String> {
             "no end (no time, bytes or blocks)".to_string(),
         ),
         (
-            p.is_udp() && p.len.is_some_and(|l| (l as usize) < 16),
+            p.is_udp() && p.len.is_some_and(|l| (l as usize) < MIN_DATAGRAM),
             "datagrams shorter than their header".to_string(),
         ),
     ];

@@ -199,8 +199,14 @@ impl Test {
     }
 
     /// Whether the receivers got the `-n` bytes of the test (iperf3's client ends a reverse test so).
+    /// (`-k` counts as that many blocks of bytes).
     pub fn received_enough(&self) -> bool {
-        self.params.num > 0 && self.totals().1 >= self.params.num
+        let got = self.totals().1;
+        let blocks = self
+            .params
+            .blockcount
+            .saturating_mul(self.spec.blksize as u64);
+        (self.params.num > 0 && got >= self.params.num) || (blocks > 0 && got >= blocks)
     }
 
     /// Ends the omit period and reports the intervals that are due; returns how long to wait before

@@ -3,6 +3,11 @@
 //! it is a stream of the test (it brings the test's cookie while the streams are being opened). A
 //! test the client aborts or breaks — killed mid-test, a bad cookie, a malformed or outsized
 //! parameter block — ends with a line saying why, and the server goes on serving.
+//!
+//! Kernel behaviour relied on: UDP sockets bound to one address with `SO_REUSEADDR` may coexist, and
+//! a datagram goes to the one connected to its sender before the unconnected one, so each UDP stream
+//! is a socket connected to its client while a fresh one on the same port waits for the next (as
+//! iperf3's server does it).
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};

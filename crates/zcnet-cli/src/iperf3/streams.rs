@@ -7,6 +7,12 @@
 //! [`Outcome`] when it ends. Senders stop at the test's [`Stop`] flag or when the test's byte or block
 //! budget is spent; a TCP receiver stops at the end of its stream or when [`Running::finish`] shuts
 //! its socket down for reading, a UDP receiver at the flag.
+//!
+//! Kernel behaviour relied on: `shutdown(SHUT_RD)` on a socket another thread waits on in `poll` or
+//! `recv` wakes it, and its reads then return 0; `shutdown(SHUT_WR)` makes a `sendmsg` blocked for
+//! buffer space fail (`EPIPE`), so a sender whose peer stopped reading can be ended; a connected
+//! UDP socket reports the peer's ICMP port-unreachable as `ECONNREFUSED` on a later call, which a
+//! receiver ignores (the datagrams that did arrive still count).
 
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream, UdpSocket};
