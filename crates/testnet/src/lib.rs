@@ -8,7 +8,8 @@
 //!
 //! It also holds what only zcnet's tests and benchmarks need: UDP frame builders ([`frame`]) and CPU
 //! placement ([`cpu`]). (The AF_PACKET sockets and rings AF_XDP is compared with are zcnet's own,
-//! `zcnet::packet`.) The signal handler holds this crate's only `unsafe` code.
+//! `zcnet::packet`.) The signal handler and the `testnet-seccomp` helper (a seccomp filter installed
+//! for a confined child) hold this crate's only `unsafe` code.
 //!
 //! Creating namespaces needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW); tests call
 //! [`privileged`] first, which prints why they skip, or fails them when `ZCNET_PRIV_TESTS=1` demands
