@@ -30,7 +30,7 @@ mod termination;
 mod veth;
 mod vsock_check;
 
-pub use command::run_checked;
+pub use command::{run_checked, with_tracefs};
 pub use netns::Netns;
 pub use privilege::{MemlockTurn, adapted, memlock_budget, memlock_turn, privileged, skip};
 pub use smaps::{anon_huge_kib, smaps_field};

@@ -479,7 +479,12 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         name != "rxdrop",
         receives.then_some((args.attach.into(), args.frame_match())),
     )?;
-    if let Some(reason) = app.socket.fallback().filter(|f| f.errno().is_some()) {
+    if let Some(reason) = app
+        .socket
+        .zerocopy_status()
+        .err()
+        .filter(|f| f.raw_os_error().is_some())
+    {
         eprintln!(
             "zcnet: copy mode: {}",
             report::in_flag_words(&reason.to_string())
@@ -536,7 +541,8 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
             "fallback",
             json!(
                 app.socket
-                    .fallback()
+                    .zerocopy_status()
+                    .err()
                     .map(|f| report::in_flag_words(&f.to_string()))
             ),
         ),

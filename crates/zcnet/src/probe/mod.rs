@@ -14,6 +14,7 @@
 
 mod cgroup;
 mod iface;
+mod nic_queues;
 mod ovs;
 mod process;
 mod receive;

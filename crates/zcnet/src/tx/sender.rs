@@ -39,7 +39,8 @@ pub struct SenderConfig {
     /// Longest wait for send-buffer space (`sendmsg`) or for the kernel to take queued sends
     /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket). On an
     /// AF_VSOCK seqpacket socket it becomes the socket's `SO_SNDTIMEO`, which bounds the one call
-    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]).
+    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
+    /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
 }
 
@@ -370,7 +371,8 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
-    /// a [`BufferPool`] ran dry); returns the number of ids released.
+    /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
+    /// clock (`Duration::MAX`) waits without a deadline.
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         on_path!(&mut self.path, p => p.wait_completions(timeout))
     }
@@ -455,8 +457,15 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`,
-    /// unless [`SenderConfig::send_timeout`] is set.
+    /// How long a drop may wait for what is still queued, all of it together: the send timeout, or
+    /// [`DROP_WAIT`] when it is unset.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn drop_wait(&self) -> Duration {
+        on_path!(&self.path, p => p.send_timeout()).unwrap_or(DROP_WAIT)
+    }
+
+    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`, or
+    /// by [`SenderConfig::send_timeout`] when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
         on_path!(&mut self.path, p => p.bound_waits(limit))
