@@ -3,6 +3,9 @@
 //! root ([`privileged`]) — or failing it when `ZCNET_PRIV_TESTS=1` demands that it run; the
 //! locked-memory budget that tests depending on root's exemption from it ask for ([`memlock_budget`],
 //! [`adapted`]); `/proc/self/smaps` fields; and a check of the vsock loopback transport.
+//!
+//! The `testnet-seccomp` helper binary (a seccomp filter installed for a confined child) holds this
+//! crate's only `unsafe` code.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

@@ -158,16 +158,28 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     out.extend(send::uring());
     #[cfg(feature = "io-uring")]
     out.extend(zcrx::zcrx());
-    out.push(Finding::from_result(
-        "xdp.socket",
-        sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0),
-        |_| "AF_XDP socket created".into(),
-    ));
+    out.push(xdp_socket());
     out.extend(vsock::vsock());
     out.push(ovs::datapath());
     out.extend(iface::interfaces(opts));
     out.extend(limits());
     out
+}
+/// An AF_XDP socket: `EPERM` without `CAP_NET_RAW` (held for the network namespace's owner).
+fn xdp_socket() -> Finding {
+    match sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0) {
+        Ok(_) => Finding::new("xdp.socket", Support::Yes, "AF_XDP socket created"),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Finding::new(
+            "xdp.socket",
+            Support::No,
+            format!(
+                "{}: needs CAP_NET_RAW over this network namespace; {}",
+                refusal(&e),
+                remedy::Remedy::capability("NET_RAW")
+            ),
+        ),
+        Err(e) => Finding::new("xdp.socket", Support::No, refusal(&e)),
+    }
 }
 fn kernel() -> Finding {
     Finding::from_result("kernel", sys::socket::kernel_release(), |r| r)

@@ -20,8 +20,8 @@ use std::path::Path;
 use super::remedy::Remedy;
 use super::{Finding, Support};
 
-/// The capabilities zcnet uses: bit, name without `CAP_`, and what for.
-pub(crate) const CAPABILITIES: [(u32, &str, &str); 5] = [
+/// The capabilities zcnet's own calls need: bit, name without `CAP_`, and what for.
+pub(crate) const CAPABILITIES: [(u32, &str, &str); 4] = [
     (
         13,
         "NET_RAW",
@@ -38,14 +38,10 @@ pub(crate) const CAPABILITIES: [(u32, &str, &str); 5] = [
         "IPC_LOCK",
         "pinning pages past RLIMIT_MEMLOCK (zero-copy sends, UMEMs, registered buffers)",
     ),
-    (
-        21,
-        "SYS_ADMIN",
-        "io_uring under kernel.io_uring_disabled=1 outside kernel.io_uring_group",
-    ),
 ];
 
-/// `CAP_SYS_ADMIN`'s bit.
+/// `CAP_SYS_ADMIN`'s bit: it lets io_uring through `kernel.io_uring_disabled = 1` outside
+/// `kernel.io_uring_group` (the `syscall.io_uring_setup` row says when that is what refuses it).
 pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 
 /// What `/proc` says about this process.

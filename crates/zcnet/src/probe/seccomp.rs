@@ -130,10 +130,17 @@ impl Refuser {
     /// Says who refused `call` and what to change.
     pub(crate) fn explain(&self, call: &str) -> String {
         match self {
+            Refuser::Filter(errno) if call == "bpf" => format!(
+                "a seccomp filter refuses bpf ({}; Seccomp: 2 in /proc/self/status) — Docker's and \
+                 containerd's default profiles allow it only to a container holding CAP_BPF or \
+                 CAP_SYS_ADMIN; {}",
+                errno_name(*errno),
+                Remedy::capability("BPF")
+            ),
             Refuser::Filter(errno) => format!(
                 "a seccomp filter refuses {call} ({}; Seccomp: 2 in /proc/self/status) — Docker's \
-                 and containerd's default profiles refuse the io_uring calls, and bpf without \
-                 CAP_BPF; {}",
+                 and containerd's default profiles refuse the io_uring calls (EPERM), Podman's \
+                 too (ENOSYS); {}",
                 errno_name(*errno),
                 Remedy::seccomp_profile()
             ),
