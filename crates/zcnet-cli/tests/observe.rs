@@ -1,6 +1,6 @@
 //! `zcnet observe` watching other processes: its totals for a sender it observes by pid equal what
 //! the sender reports itself (zcnet's bench, `--connect` side, on the `sendmsg` and io_uring paths,
-//! and copying), inside a network namespace; a copying sender shows no zero-copy; after
+//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; a copying sender shows no zero-copy; after
 //! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
 //! them.
 
@@ -111,11 +111,16 @@ fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
         .into_iter()
         .rfind(|r| r["role"] == "sender")
         .unwrap_or_else(|| panic!("no sender row in {rows}"));
-    let process = json_lines(&summary)
+    (row, totals_of(&summary, pid))
+}
+
+/// The counters of the `process` line of `pid` in an observer's summary.
+fn totals_of(summary: &str, pid: u64) -> Value {
+    json_lines(summary)
         .into_iter()
         .find(|v| v["event"] == "process" && v["pid"] == pid)
-        .unwrap_or_else(|| panic!("no totals for pid {pid} in {summary}"));
-    (row, process["counters"].clone())
+        .unwrap_or_else(|| panic!("no totals for pid {pid} in {summary}"))["counters"]
+        .clone()
 }
 
 #[test]
@@ -166,6 +171,61 @@ fn observe_pid_totals_equal_what_each_sender_reports() {
             "a copying sender shows {zero_copy}: {seen}"
         );
     }
+}
+
+#[test]
+fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
+    let test = "observe_pid_mapped_bytes_equal_what_the_receiver_reports";
+    if !may_observe(test) {
+        return;
+    }
+    let ns = testnet::Netns::create("obsrx").expect("namespace");
+    // The receiver's shell says its pid and becomes the bench (same pid).
+    let mut receiver = ns
+        .command("sh")
+        .args(["-c", "echo $$; exec \"$0\" \"$@\"", ZCNET])
+        .args(["bench", "rx", "--listen", "127.0.0.1:0", "--once", "--json"])
+        .args(["--interval", "0", "--mode", "zerocopy"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the receiver");
+    let mut out = BufReader::new(receiver.stdout.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        out.read_line(line).unwrap();
+    }
+    let pid: u64 = lines[0].trim().parse().expect("the receiver's pid");
+    let listening: Value = serde_json::from_str(&lines[1]).expect("the listening line");
+    let addr = listening["listening"].as_str().expect("its address");
+    let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
+    let sent = ns
+        .command(ZCNET)
+        .args(["bench", "rx", "--connect", addr, "--sender", "zerocopy"])
+        .args([
+            "--mode", "zerocopy", "--rounds", "1", "--mib", "256", "--json",
+        ])
+        .output()
+        .expect("run the sender");
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let mut rows = String::new();
+    out.read_to_string(&mut rows).unwrap();
+    assert!(
+        receiver.wait().unwrap().success(),
+        "receiver failed: {rows}"
+    );
+    sigint(&observer);
+    let mut summary = String::new();
+    observed.read_to_string(&mut summary).unwrap();
+    let row = json_lines(&rows)
+        .into_iter()
+        .rfind(|r| r.get("mapped_bytes").is_some())
+        .unwrap_or_else(|| panic!("no receiver row in {rows}"));
+    let seen = totals_of(&summary, pid);
+    agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
 }
 
 #[test]
