@@ -1,7 +1,8 @@
 //! `zcnet lease` on a veth pair in a namespace: a refused step is named and the channels already
 //! changed are put back; a holder killed with SIGKILL leaves its record, `lease show` calls it
 //! abandoned and `lease restore` puts the channels back; `--for` puts them back by itself. Channel
-//! counts are read from the namespace's sysfs, not through zcnet.
+//! counts are read from the namespace's sysfs, not through zcnet. `zcnet probe` names what zcrx
+//! lacks on veth and what holds each queue.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::process::Command;
 
 use common::{ZCNET, start_reading, stdout_of};
 use testnet::{VethConfig, VethPair};
+use zcnet::xdp::{Mode, Socket, Umem, UmemConfig};
 
 /// `zcnet lease ARGS… --records DIR` inside the pair's namespace `a`.
 fn lease(pair: &VethPair, dir: &PathBuf, args: &[&str]) -> Command {
@@ -133,4 +135,18 @@ fn probe_says_what_zcrx_lacks_on_each_queue_of_a_veth() {
         q.contains("4 RX queue(s) listed by netdev queue-get"),
         "{q}"
     );
+    assert!(q.contains("none held"), "{q}");
+    // An AF_XDP socket on queue 2: netdev queue-get names it as the queue's holder.
+    let held = pair.a.run(|| {
+        let mut umem = Umem::new(UmemConfig::default()).expect("umem");
+        let socket = Socket::bind(&mut umem, &pair.a_if, 2, Mode::Copy).expect("bind copy");
+        (umem, socket)
+    });
+    let out = stdout_of(&mut cmd, "probe --iface, a socket on queue 2");
+    let q = out.lines().find(|l| l.starts_with("zcrx.queues")).unwrap();
+    assert!(
+        q.contains("rx 2: AF_XDP socket") && !q.contains("rx 1:"),
+        "{q}"
+    );
+    drop(held);
 }

@@ -42,7 +42,7 @@ pub use record::{DEFAULT_DIR, Record, RestoreOutcome, RestoreReport, records, re
 pub use steps::{FlowMatch, FlowProto, Step, Undo};
 
 use crate::sys::errno_name;
-use crate::sys::ethtool::tcp_data_split;
+use crate::sys::ethtool::{Channels, tcp_data_split};
 use crate::sys::netlink::GenlSocket;
 use steps::{Device, channel_words, default_spread, rule_location, split_name, without_queue};
 
@@ -187,11 +187,9 @@ impl fmt::Display for LeaseError {
     }
 }
 
-impl std::error::Error for LeaseError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
+/// The kernel's error is part of the message (and in [`LeaseError::error`]): no separate source,
+/// which error reporters would print a second time.
+impl std::error::Error for LeaseError {}
 
 /// A dedicated NIC queue, put back as it was when dropped.
 #[derive(Debug)]
@@ -335,155 +333,171 @@ impl Lease {
     }
 
     fn apply_steps(&mut self, spec: &LeaseSpec) -> Result<(), Failure> {
-        let ifindex = self.dev.ifindex;
         let channels = self
             .dev
             .nl
-            .channels(ifindex)
+            .channels(self.dev.ifindex)
             .map_err(fail(Step::Snapshot, "ETHTOOL_MSG_CHANNELS_GET"))?;
-        let mut rx_queues = channels.count[0] + channels.count[3];
-        if let Some(n) = spec.channels {
-            // Combined channels where the device has them, else RX and TX.
-            let mut set = [None; 4];
-            let mut before = [None; 4];
-            if channels.max[3] > 0 {
-                set[3] = Some(n);
-                before[3] = Some(channels.count[3]);
-            } else {
-                set[0] = Some(n);
-                set[1] = Some(n);
-                before[0] = Some(channels.count[0]);
-                before[1] = Some(channels.count[1]);
-            }
-            let call = format!("ETHTOOL_MSG_CHANNELS_SET {}", channel_words(&set));
-            let set_call = call.clone();
-            self.step(
-                Undo::Channels(before),
-                |dev| {
-                    dev.nl
-                        .set_channels(ifindex, set)
-                        .map_err(fail(Step::Channels, set_call))
-                },
-                |dev| {
-                    let now = dev
-                        .nl
-                        .channels(ifindex)
-                        .map_err(fail(Step::Channels, "ETHTOOL_MSG_CHANNELS_GET"))?;
-                    let got = now.count[0] + now.count[3];
-                    if set
-                        .iter()
-                        .zip(now.count)
-                        .any(|(s, c)| s.is_some_and(|s| s != c))
-                    {
-                        return Err(fail(Step::Channels, call)(mismatch(format!(
-                            "reads back as {}",
-                            channel_words(&now.count.map(Some))
-                        ))));
-                    }
-                    rx_queues = got;
-                    Ok(())
-                },
-            )?;
-            self.applied
-                .push(format!("channels {}", channel_words(&set)));
-        }
+        let rx_queues = match spec.channels {
+            Some(n) => self.set_channels(&channels, n)?,
+            None => channels.count[0] + channels.count[3],
+        };
         self.verify_queue(rx_queues)?;
         if spec.header_split {
-            let rings = self
-                .dev
-                .nl
-                .rings(ifindex)
-                .map_err(fail(Step::HeaderSplit, "ETHTOOL_MSG_RINGS_GET"))?;
-            // hds-thresh only where the driver has the knob (a set naming it is refused otherwise).
-            let thresh = rings.hds_thresh.map(|_| 0);
-            let call = if thresh.is_some() {
-                "ETHTOOL_MSG_RINGS_SET tcp-data-split on hds-thresh 0"
-            } else {
-                "ETHTOOL_MSG_RINGS_SET tcp-data-split on"
-            };
-            let undo = Undo::Rings {
-                tcp_data_split: Some(match rings.tcp_data_split {
-                    tcp_data_split::UNKNOWN => tcp_data_split::DISABLED,
-                    v => v,
-                }),
-                hds_thresh: rings.hds_thresh.map(|(t, _)| t),
-            };
-            self.step(
-                undo,
-                |dev| {
-                    dev.nl
-                        .set_rings(ifindex, Some(tcp_data_split::ENABLED), thresh)
-                        .map_err(fail(Step::HeaderSplit, call))
-                },
-                |dev| {
-                    let now = dev
-                        .nl
-                        .rings(ifindex)
-                        .map_err(fail(Step::HeaderSplit, "ETHTOOL_MSG_RINGS_GET"))?;
-                    if now.tcp_data_split != tcp_data_split::ENABLED
-                        || now.hds_thresh.is_some_and(|(t, _)| t != 0)
-                    {
-                        return Err(fail(Step::HeaderSplit, call)(mismatch(format!(
-                            "reads back as tcp-data-split {} hds-thresh {:?}",
-                            split_name(now.tcp_data_split),
-                            now.hds_thresh.map(|(t, _)| t)
-                        ))));
-                    }
-                    Ok(())
-                },
-            )?;
-            self.applied
-                .push(call.trim_start_matches("ETHTOOL_MSG_RINGS_SET ").into());
+            self.split_headers()?;
         }
         if spec.isolate {
-            let queue = spec.queue;
-            let table = self
-                .dev
-                .nl
-                .rss_indir(ifindex)
-                .map_err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET"))?;
-            let call = format!("ETHTOOL_SRXFHINDIR without queue {queue}");
-            if table.is_empty() {
-                return Err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET")(
-                    io::Error::from_raw_os_error(libc::EOPNOTSUPP),
-                ));
-            }
-            let new = without_queue(&table, queue, rx_queues).ok_or_else(|| {
-                fail(Step::RssIsolate, call.clone())(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{rx_queues} RX queue(s): no other queue to spread the table over"),
-                ))
-            })?;
-            let before = (table != default_spread(table.len(), rx_queues)).then(|| table.clone());
-            let set_call = call.clone();
-            self.step(
-                Undo::Rss(before),
-                |dev| {
-                    dev.ioctl()
-                        .and_then(|i| i.set_rxfh_indir(&new))
-                        .map_err(fail(Step::RssIsolate, set_call))
-                },
-                |dev| {
-                    let now = dev
-                        .nl
-                        .rss_indir(ifindex)
-                        .map_err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET"))?;
-                    if now != new {
-                        return Err(fail(Step::RssIsolate, call)(mismatch(format!(
-                            "reads back as {now:?}"
-                        ))));
-                    }
-                    Ok(())
-                },
-            )?;
-            self.applied.push(format!(
-                "queue {queue} out of the RSS table ({} entries)",
-                new.len()
-            ));
+            self.isolate(rx_queues)?;
         }
         if let Some(flow) = spec.flow {
             self.add_rule(flow, spec.queue)?;
         }
+        Ok(())
+    }
+
+    /// Step `channels`: `n` combined channels where the device has them, else `n` RX and TX.
+    /// Returns the RX queue count after it.
+    fn set_channels(&mut self, channels: &Channels, n: u32) -> Result<u32, Failure> {
+        let ifindex = self.dev.ifindex;
+        let mut set = [None; 4];
+        let mut before = [None; 4];
+        let which: &[usize] = if channels.max[3] > 0 { &[3] } else { &[0, 1] };
+        for &i in which {
+            set[i] = Some(n);
+            before[i] = Some(channels.count[i]);
+        }
+        let call = format!("ETHTOOL_MSG_CHANNELS_SET {}", channel_words(&set));
+        let set_call = call.clone();
+        let mut rx_queues = 0;
+        self.step(
+            Undo::Channels(before),
+            |dev| {
+                dev.nl
+                    .set_channels(ifindex, set)
+                    .map_err(fail(Step::Channels, set_call))
+            },
+            |dev| {
+                let now = dev
+                    .nl
+                    .channels(ifindex)
+                    .map_err(fail(Step::Channels, "ETHTOOL_MSG_CHANNELS_GET"))?;
+                if set
+                    .iter()
+                    .zip(now.count)
+                    .any(|(s, c)| s.is_some_and(|s| s != c))
+                {
+                    return Err(fail(Step::Channels, call)(mismatch(format!(
+                        "reads back as {}",
+                        channel_words(&now.count.map(Some))
+                    ))));
+                }
+                rx_queues = now.count[0] + now.count[3];
+                Ok(())
+            },
+        )?;
+        self.applied
+            .push(format!("channels {}", channel_words(&set)));
+        Ok(rx_queues)
+    }
+
+    /// Step `header-split`: `tcp-data-split` on, and `hds-thresh` 0 where the driver has that
+    /// knob (a set naming it is refused otherwise).
+    fn split_headers(&mut self) -> Result<(), Failure> {
+        let ifindex = self.dev.ifindex;
+        let rings = self
+            .dev
+            .nl
+            .rings(ifindex)
+            .map_err(fail(Step::HeaderSplit, "ETHTOOL_MSG_RINGS_GET"))?;
+        let thresh = rings.hds_thresh.map(|_| 0);
+        let call = if thresh.is_some() {
+            "ETHTOOL_MSG_RINGS_SET tcp-data-split on hds-thresh 0"
+        } else {
+            "ETHTOOL_MSG_RINGS_SET tcp-data-split on"
+        };
+        let undo = Undo::Rings {
+            tcp_data_split: Some(match rings.tcp_data_split {
+                tcp_data_split::UNKNOWN => tcp_data_split::DISABLED,
+                v => v,
+            }),
+            hds_thresh: rings.hds_thresh.map(|(t, _)| t),
+        };
+        self.step(
+            undo,
+            |dev| {
+                dev.nl
+                    .set_rings(ifindex, Some(tcp_data_split::ENABLED), thresh)
+                    .map_err(fail(Step::HeaderSplit, call))
+            },
+            |dev| {
+                let now = dev
+                    .nl
+                    .rings(ifindex)
+                    .map_err(fail(Step::HeaderSplit, "ETHTOOL_MSG_RINGS_GET"))?;
+                if now.tcp_data_split != tcp_data_split::ENABLED
+                    || now.hds_thresh.is_some_and(|(t, _)| t != 0)
+                {
+                    return Err(fail(Step::HeaderSplit, call)(mismatch(format!(
+                        "reads back as tcp-data-split {} hds-thresh {:?}",
+                        split_name(now.tcp_data_split),
+                        now.hds_thresh.map(|(t, _)| t)
+                    ))));
+                }
+                Ok(())
+            },
+        )?;
+        self.applied
+            .push(call.trim_start_matches("ETHTOOL_MSG_RINGS_SET ").into());
+        Ok(())
+    }
+
+    /// Step `rss-isolate`: the queue's entries of the default indirection table given to the
+    /// other `rx_queues` in turn.
+    fn isolate(&mut self, rx_queues: u32) -> Result<(), Failure> {
+        let (ifindex, queue) = (self.dev.ifindex, self.record.queue);
+        let table = self
+            .dev
+            .nl
+            .rss_indir(ifindex)
+            .map_err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET"))?;
+        if table.is_empty() {
+            return Err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET")(
+                io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            ));
+        }
+        let call = format!("ETHTOOL_SRXFHINDIR without queue {queue}");
+        let new = without_queue(&table, queue, rx_queues).ok_or_else(|| {
+            fail(Step::RssIsolate, call.clone())(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rx_queues} RX queue(s): no other queue to spread the table over"),
+            ))
+        })?;
+        let before = (table != default_spread(table.len(), rx_queues)).then_some(table);
+        let set_call = call.clone();
+        self.step(
+            Undo::Rss(before),
+            |dev| {
+                dev.ioctl()
+                    .and_then(|i| i.set_rxfh_indir(&new))
+                    .map_err(fail(Step::RssIsolate, set_call))
+            },
+            |dev| {
+                let now = dev
+                    .nl
+                    .rss_indir(ifindex)
+                    .map_err(fail(Step::RssIsolate, "ETHTOOL_MSG_RSS_GET"))?;
+                if now != new {
+                    return Err(fail(Step::RssIsolate, call)(mismatch(format!(
+                        "reads back as {now:?}"
+                    ))));
+                }
+                Ok(())
+            },
+        )?;
+        self.applied.push(format!(
+            "queue {queue} out of the RSS table ({} entries)",
+            new.len()
+        ));
         Ok(())
     }
 
