@@ -436,10 +436,10 @@ impl Test {
             .collect()
     }
 
-    /// The report of the ended test, with the peer's results; `error` when the test did not end
-    /// as the protocol says.
-    pub fn report(&self, peer: &Results, error: Option<&str>) -> Value {
+    /// The report of the ended test, with the peer's results.
+    pub fn report(&self, peer: &Results) -> Value {
         let ended = self.ended();
+        let mine = self.results();
         let seconds = self.elapsed();
         let udp = self.spec.udp;
         let mut streams = Vec::new();
@@ -468,7 +468,7 @@ impl Test {
             let tally = if s.sender {
                 theirs.clone()
             } else {
-                self.results().streams[i].clone()
+                mine.streams[i].clone()
             };
             let packets = if s.sender {
                 self.outcomes[i].as_ref().map_or(0, |o| o.packets as i64)
@@ -553,9 +553,6 @@ impl Test {
         report.insert("start".into(), Value::Object(self.start_json.clone()));
         report.insert("intervals".into(), Value::Array(self.intervals.clone()));
         report.insert("end".into(), Value::Object(end));
-        if let Some(e) = error {
-            report.insert("error".into(), json!(e));
-        }
         Value::Object(report)
     }
 
@@ -608,9 +605,6 @@ impl Test {
                 .unwrap_or(0.0),
             z["cpu_us_per_mb"].as_f64().unwrap_or(0.0)
         ));
-        if let Some(e) = report.get("error") {
-            emit(&format!("zcnet iperf3: {}\n", e.as_str().unwrap_or("?")));
-        }
     }
 
     /// The `test_start` object of the report.
