@@ -145,6 +145,13 @@ fn agree(case: &str, iperf3: &Value, zcnet: &Value) {
                 "{case} stream {i}: zcnet's {zcnet_side} bytes"
             );
         }
+        // The sender's retransmits, where both report them, went across in the results.
+        if let (Some(a), Some(b)) = (
+            t["sender"]["retransmits"].as_u64(),
+            o["sender"]["retransmits"].as_u64(),
+        ) {
+            assert_eq!(a, b, "{case} stream {i}: retransmits");
+        }
         if iperf3_sends {
             // zcnet received it: to the last byte iperf3 sent.
             assert_eq!(

@@ -102,7 +102,7 @@ pub fn run(
         .map_err(|e| anyhow::anyhow!("the server's results: {e}"))?;
     expect(&mut ctrl, State::DisplayResults)?;
     State::IperfDone.write(&mut ctrl)?;
-    let report = test.report(&theirs, None);
+    let report = test.report(&theirs);
     test.print(&report);
     let failures = test.failures();
     if !failures.is_empty() {

@@ -48,7 +48,8 @@ pub struct Iperf3Args {
     /// UDP rather than TCP.
     #[arg(short = 'u', long, conflicts_with = "server")]
     udp: bool,
-    /// Bits per second per stream, K/M/G in powers of 1000 (UDP default 1M; TCP: unlimited).
+    /// Bits per second per stream, K/M/G in powers of 1000 (UDP default 1048576, as iperf3; TCP:
+    /// unlimited).
     #[arg(short = 'b', long, value_parser = bitrate, conflicts_with = "server")]
     bitrate: Option<u64>,
     /// Bytes per send or datagram (TCP default 128K; UDP default: the control connection's MSS).

@@ -66,6 +66,9 @@ pub struct Test {
     stopped: Option<Instant>,
     /// Bytes each stream moved while omitted.
     omitted: Vec<u64>,
+    /// Each TCP sender's retransmits (`TCP_INFO`) at the end of the omit period, at the last
+    /// interval report, and at the end.
+    retransmits: Vec<Retransmits>,
     /// Bytes at the last interval report, and when it was.
     last: (Vec<u64>, Instant),
     intervals: Vec<Value>,
@@ -94,6 +97,7 @@ impl Test {
             measured: None,
             stopped: None,
             omitted: vec![0; count],
+            retransmits: vec![Retransmits::default(); count],
             last: (vec![0; count], now),
             intervals: Vec::new(),
             start_json: Map::new(),
@@ -218,6 +222,11 @@ impl Test {
             if now >= omit_end {
                 self.report_interval(now, true);
                 self.omitted = self.bytes_now();
+                for i in 0..self.streams.len() {
+                    let now = self.retransmitted(i);
+                    self.retransmits[i].omitted = now;
+                    self.retransmits[i].reported = now;
+                }
                 self.measured = Some(now);
             } else if self.out.interval > 0.0
                 && now >= self.last.1 + Duration::from_secs_f64(self.out.interval)
@@ -246,10 +255,18 @@ impl Test {
         let mut rows = Vec::new();
         for (i, s) in self.streams.iter().enumerate() {
             let b = bytes[i].saturating_sub(self.last.0[i]);
-            rows.push(json!({
+            let mut row = json!({
                 "socket": s.fd, "start": start, "end": end, "seconds": seconds, "bytes": b,
                 "bits_per_second": bits(b, seconds), "omitted": omitted, "sender": s.sender,
-            }));
+            });
+            if let Some(tcp) = self.running.tcp_state(i).filter(|_| s.sender) {
+                let r = &mut self.retransmits[i];
+                row["retransmits"] = json!(tcp.total_retrans.saturating_sub(r.reported));
+                row["snd_cwnd"] = json!(tcp.congestion_window);
+                row["snd_wnd"] = json!(tcp.snd_wnd.unwrap_or(0));
+                r.reported = tcp.total_retrans;
+            }
+            rows.push(row);
         }
         self.last = (bytes, now);
         let mut interval = Map::new();
@@ -260,13 +277,15 @@ impl Test {
                 .collect();
             let b: u64 = mine.iter().map(|r| r["bytes"].as_u64().unwrap_or(0)).sum();
             let sender = mine.first().is_some_and(|r| r["sender"] == true);
-            interval.insert(
-                name.into(),
-                json!({
-                    "start": start, "end": end, "seconds": seconds, "bytes": b,
-                    "bits_per_second": bits(b, seconds), "omitted": omitted, "sender": sender,
-                }),
-            );
+            let retransmits: Option<u64> = mine.iter().map(|r| r["retransmits"].as_u64()).sum();
+            let mut sum = json!({
+                "start": start, "end": end, "seconds": seconds, "bytes": b,
+                "bits_per_second": bits(b, seconds), "omitted": omitted, "sender": sender,
+            });
+            if let Some(r) = retransmits {
+                sum["retransmits"] = json!(r);
+            }
+            interval.insert(name.into(), sum);
         }
         if !self.out.json {
             for (r, s) in rows.iter().zip(&self.streams) {
@@ -305,8 +324,30 @@ impl Test {
         self.params.direction() == Direction::Bidir && sender == self.server
     }
 
+    /// The retransmits of stream `i` so far, when zcnet sends it on TCP (else 0).
+    fn retransmitted(&self, i: usize) -> u32 {
+        let sends = self.streams.get(i).is_some_and(|s| s.sender);
+        self.running
+            .tcp_state(i)
+            .filter(|_| sends)
+            .map_or(0, |t| t.total_retrans)
+    }
+
+    /// Whether zcnet's side counts the retransmits of its sends: 1 on TCP when it sends, -1 when
+    /// it only receives, 0 for UDP (iperf3's `sender_has_retransmits`).
+    fn has_retransmits(&self) -> i64 {
+        match (self.streams.iter().any(|s| s.sender), self.spec.udp) {
+            (false, _) => -1,
+            (true, true) => 0,
+            (true, false) => 1,
+        }
+    }
+
     /// Ends the test: stops the senders and waits for them.
     pub fn stop_senders(&mut self) {
+        for i in 0..self.streams.len() {
+            self.retransmits[i].end = self.retransmitted(i);
+        }
         let now = Instant::now();
         self.stopped = Some(now);
         // The last, partial interval, as iperf3 reports it at the end.
@@ -361,25 +402,25 @@ impl Test {
             cpu_util_total: ended.cpu.0,
             cpu_util_user: ended.cpu.1,
             cpu_util_system: ended.cpu.2,
-            // TCP retransmits are not counted on zcnet's side.
-            sender_has_retransmits: i64::from(if self.streams.iter().any(|s| s.sender) {
-                0
-            } else {
-                -1
-            }),
+            sender_has_retransmits: self.has_retransmits(),
             congestion_used: None,
             streams: self
                 .streams
                 .iter()
                 .zip(&ended.bytes)
                 .zip(&self.outcomes)
-                .map(|((s, &bytes), o)| {
+                .zip(&self.retransmits)
+                .map(|(((s, &bytes), o), retransmits)| {
                     let o = o.as_ref();
                     let tally = o.and_then(|o| o.tally);
                     StreamResult {
                         id: s.id,
                         bytes,
-                        retransmits: -1,
+                        retransmits: if self.has_retransmits() == 1 && s.sender {
+                            i64::from(retransmits.end.saturating_sub(retransmits.omitted))
+                        } else {
+                            -1
+                        },
                         jitter: tally.map_or(0.0, |t| t.jitter),
                         errors: tally.map_or(0, |t| t.lost),
                         packets: match tally {
@@ -436,10 +477,10 @@ impl Test {
             .collect()
     }
 
-    /// The report of the ended test, with the peer's results; `error` when the test did not end
-    /// as the protocol says.
-    pub fn report(&self, peer: &Results, error: Option<&str>) -> Value {
+    /// The report of the ended test, with the peer's results.
+    pub fn report(&self, peer: &Results) -> Value {
         let ended = self.ended();
+        let mine = self.results();
         let seconds = self.elapsed();
         let udp = self.spec.udp;
         let mut streams = Vec::new();
@@ -462,13 +503,26 @@ impl Test {
                 json!({"socket": s.fd, "start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
                        "bits_per_second": bits(bytes, secs), "sender": sender})
             };
+            let retransmits = if s.sender {
+                mine.streams[i].retransmits
+            } else if peer.sender_has_retransmits == 1 {
+                theirs.retransmits
+            } else {
+                -1
+            };
             let mut entry = Map::new();
-            entry.insert("sender".into(), side(sent, sent_s, s.sender));
-            entry.insert("receiver".into(), side(got, got_s, s.sender));
+            if !udp {
+                let mut sender = side(sent, sent_s, s.sender);
+                if retransmits >= 0 {
+                    sender["retransmits"] = json!(retransmits);
+                }
+                entry.insert("sender".into(), sender);
+                entry.insert("receiver".into(), side(got, got_s, s.sender));
+            }
             let tally = if s.sender {
                 theirs.clone()
             } else {
-                self.results().streams[i].clone()
+                mine.streams[i].clone()
             };
             let packets = if s.sender {
                 self.outcomes[i].as_ref().map_or(0, |o| o.packets as i64)
@@ -493,12 +547,13 @@ impl Test {
                 }));
             }
             let sum = &mut sums[usize::from(self.direction_of(s.sender))];
+            sum.udp = udp;
             sum.add(
                 sent,
                 got,
                 (sent_s, got_s),
                 (tally.errors, packets, tally.jitter),
-                s.sender,
+                (s.sender, retransmits),
             );
             streams.push(Value::Object(entry));
         }
@@ -553,9 +608,6 @@ impl Test {
         report.insert("start".into(), Value::Object(self.start_json.clone()));
         report.insert("intervals".into(), Value::Array(self.intervals.clone()));
         report.insert("end".into(), Value::Object(end));
-        if let Some(e) = error {
-            report.insert("error".into(), json!(e));
-        }
         Value::Object(report)
     }
 
@@ -608,9 +660,6 @@ impl Test {
                 .unwrap_or(0.0),
             z["cpu_us_per_mb"].as_f64().unwrap_or(0.0)
         ));
-        if let Some(e) = report.get("error") {
-            emit(&format!("zcnet iperf3: {}\n", e.as_str().unwrap_or("?")));
-        }
     }
 
     /// The `test_start` object of the report.
@@ -657,6 +706,14 @@ impl Test {
     }
 }
 
+/// A TCP sender's retransmit count (`tcpi_total_retrans`) at three moments.
+#[derive(Debug, Clone, Copy, Default)]
+struct Retransmits {
+    omitted: u32,
+    reported: u32,
+    end: u32,
+}
+
 /// What zcnet's side measured of an ended test.
 struct Ended {
     /// Each stream's bytes after the omit period, in stream order.
@@ -679,6 +736,9 @@ struct Sum {
     streams: u32,
     /// Whether zcnet's side sends in this direction.
     sender: bool,
+    /// The senders' retransmits, when every sender counts them.
+    retransmits: Option<i64>,
+    udp: bool,
 }
 
 impl Sum {
@@ -688,8 +748,14 @@ impl Sum {
         got: u64,
         (sent_s, got_s): (f64, f64),
         (lost, packets, jitter): (i64, i64, f64),
-        sender: bool,
+        (sender, retransmits): (bool, i64),
     ) {
+        let counted = (retransmits >= 0).then_some(retransmits);
+        self.retransmits = if self.streams == 0 {
+            counted
+        } else {
+            self.retransmits.zip(counted).map(|(a, b)| a + b)
+        };
         self.sent += sent;
         self.received += got;
         self.sent_s = self.sent_s.max(sent_s);
@@ -707,15 +773,22 @@ impl Sum {
         } else {
             (self.received, self.received_s)
         };
-        let lost_percent = if self.packets > 0 {
-            self.lost as f64 * 100.0 / self.packets as f64
-        } else {
-            0.0
-        };
-        json!({"start": 0.0, "end": secs, "seconds": secs, "bytes": bytes, "bits_per_second": bits(bytes, secs),
-               "jitter_ms": self.jitter * 1000.0 / f64::from(self.streams.max(1)),
-               "lost_packets": self.lost, "packets": self.packets, "lost_percent": lost_percent,
-               "sender": self.sender})
+        let mut sum = json!({"start": 0.0, "end": secs, "seconds": secs, "bytes": bytes,
+                             "bits_per_second": bits(bytes, secs), "sender": self.sender});
+        if self.udp {
+            let lost_percent = if self.packets > 0 {
+                self.lost as f64 * 100.0 / self.packets as f64
+            } else {
+                0.0
+            };
+            sum["jitter_ms"] = json!(self.jitter * 1000.0 / f64::from(self.streams.max(1)));
+            sum["lost_packets"] = json!(self.lost);
+            sum["packets"] = json!(self.packets);
+            sum["lost_percent"] = json!(lost_percent);
+        } else if let Some(r) = self.retransmits.filter(|_| sent) {
+            sum["retransmits"] = json!(r);
+        }
+        sum
     }
 }
 

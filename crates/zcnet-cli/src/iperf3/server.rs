@@ -228,7 +228,7 @@ fn test(
     proto::write_json(&mut ctrl, &test.results())?;
     State::DisplayResults.write(&mut ctrl)?;
     let done = proto::read_state(&mut ctrl);
-    let report = test.report(&theirs, None);
+    let report = test.report(&theirs);
     test.print(&report);
     let failures = test.failures();
     if !failures.is_empty() {

@@ -16,12 +16,14 @@
 
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use zcnet::probe::{TcpSendState, tcp_send_state};
 use zcnet::rx::{DatagramBatch, Receiver, RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, ZcSocket};
 
@@ -203,6 +205,12 @@ impl Running {
             waker,
             sender,
         });
+    }
+
+    /// The TCP sending state of stream `i` (`TCP_INFO`), while it runs; `None` for UDP.
+    pub fn tcp_state(&self, i: usize) -> Option<TcpSendState> {
+        let socket = self.handles[i].as_ref()?.waker.as_ref()?;
+        tcp_send_state(socket.as_fd()).ok()
     }
 
     /// Whether stream `i`'s thread has ended (or it never started).
