@@ -128,7 +128,14 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     let mut out = vec![kernel()];
     let facts = process::ProcessFacts::read();
     out.extend(process::rows(&facts));
-    out.extend(seccomp::rows(&facts));
+    let calls = seccomp::rows(&facts);
+    // A filter may kill a process making a call it refuses: when the trial in a child saw
+    // io_uring_setup refused, this process does not make it.
+    let uring_refused = calls
+        .iter()
+        .find(|r| r.feature == "syscall.io_uring_setup" && r.support == Support::No)
+        .map(|r| r.reason.clone());
+    out.extend(calls);
     for (feature, domain, kind) in [
         ("tcp.so_zerocopy", libc::AF_INET, libc::SOCK_STREAM),
         ("udp.so_zerocopy", libc::AF_INET, libc::SOCK_DGRAM),
@@ -145,7 +152,10 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
         send::udp_zerocopy_stats(),
     ));
     out.push(receive::zerocopy_receive());
-    out.extend(send::uring());
+    match uring_refused {
+        Some(why) => out.extend(send::uring_refused(&why)),
+        None => out.extend(send::uring()),
+    }
     out.push(xdp_socket());
     out.extend(vsock::vsock());
     out.push(ovs::datapath());

@@ -97,6 +97,20 @@ pub(super) fn udp_zerocopy_stats() -> Result<TxStats, String> {
         .map_err(|e| e.to_string())?;
     Ok(tx.stats().clone())
 }
+/// io_uring's rows when a trial in a child saw `io_uring_setup` refused (`why`): not tried here.
+pub(super) fn uring_refused(why: &str) -> Vec<Finding> {
+    ["io_uring.send_zc", "io_uring.send_zc_report_usage"]
+        .into_iter()
+        .map(|feature| {
+            Finding::new(
+                feature,
+                Support::No,
+                format!("not tried (syscall.io_uring_setup is refused): {why}"),
+            )
+        })
+        .collect()
+}
+
 #[cfg(feature = "io-uring")]
 pub(super) fn uring() -> Vec<Finding> {
     let ops = match sys::uring::zero_copy_opcodes() {
