@@ -21,6 +21,7 @@ const SECCOMP: &str =
     "an_io_uring_sender_under_a_seccomp_filter_falls_back_and_delivers_every_byte";
 const SECCOMP_ENOSYS: &str =
     "a_filter_answering_enosys_is_named_as_the_filter_not_as_a_kernel_without_io_uring";
+const SECCOMP_KILL: &str = "a_probe_under_a_filter_that_kills_survives_and_names_it";
 const USERNS: &str =
     "an_io_uring_sender_in_a_user_namespace_delivers_every_byte_within_the_memlock_limit";
 const NOCAPS: &str = "an_io_uring_sender_as_a_user_without_capabilities_delivers_every_byte";
@@ -156,6 +157,27 @@ fn filtered(errno: &str) {
     }
 }
 
+/// Under a filter that kills a process calling io_uring: the probe tries each call in a child, so
+/// it survives, names the filter, and does not make the call itself.
+fn under_killing_seccomp() {
+    let rows = rows();
+    for call in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+        assert_says(
+            row(&rows, &format!("syscall.{call}")),
+            Support::No,
+            &[
+                "a seccomp filter kills a process calling",
+                "--security-opt seccomp=",
+            ],
+        );
+    }
+    assert_says(
+        row(&rows, "io_uring.send_zc"),
+        Support::No,
+        &["not tried", "seccomp filter kills"],
+    );
+}
+
 /// In a user namespace as its root: every capability is held but counts only inside it, so the
 /// locked-memory limit applies; io_uring works (the sysctl lets everyone use it here).
 fn in_user_namespace() {
@@ -213,7 +235,11 @@ fn without_capabilities() {
 /// Runs `test`'s `checks` in the child; in the parent, the child under `wrapper`.
 fn confined(test: &str, checks: fn(), wrapper: &[&str]) {
     match std::env::var(CHILD) {
-        Ok(child) if child == test => return checks(),
+        Ok(child) if child == test => {
+            checks();
+            println!("confined checks done");
+            return;
+        }
         Ok(_) => return,
         Err(_) => {}
     }
@@ -238,7 +264,7 @@ fn confined(test: &str, checks: fn(), wrapper: &[&str]) {
     eprintln!("child stdout:\n{stdout}\nchild stderr:\n{stderr}");
     assert!(out.status.success(), "the confined child failed");
     assert!(
-        stdout.contains("delivered") && stdout.contains("1 passed"),
+        stdout.contains("confined checks done") && stdout.contains("1 passed"),
         "the child ran no check"
     );
 }
@@ -258,6 +284,15 @@ fn a_filter_answering_enosys_is_named_as_the_filter_not_as_a_kernel_without_io_u
         SECCOMP_ENOSYS,
         under_seccomp_enosys,
         &[env!("CARGO_BIN_EXE_testnet-seccomp"), "--errno", "38", "--"],
+    );
+}
+
+#[test]
+fn a_probe_under_a_filter_that_kills_survives_and_names_it() {
+    confined(
+        SECCOMP_KILL,
+        under_killing_seccomp,
+        &[env!("CARGO_BIN_EXE_testnet-seccomp"), "--kill", "--"],
     );
 }
 

@@ -1,8 +1,9 @@
 //! Runs a command under a seccomp filter that refuses io_uring as Docker's default profile does:
 //! `io_uring_setup`, `io_uring_enter` and `io_uring_register` fail with `EPERM` (or the errno given
-//! with `--errno N`), every other call is allowed.
+//! with `--errno N`; with `--kill` they kill the process, `SECCOMP_RET_KILL_PROCESS`), every other
+//! call is allowed.
 //!
-//! Usage: `testnet-seccomp [--errno N] -- PROGRAM [ARGS...]`
+//! Usage: `testnet-seccomp [--errno N | --kill] -- PROGRAM [ARGS...]`
 //!
 //! Kernel behaviour relied on (Documentation/userspace-api/seccomp_filter.rst): a process that set
 //! `PR_SET_NO_NEW_PRIVS` may install a classic BPF filter with `prctl(PR_SET_SECCOMP,
@@ -29,8 +30,12 @@ fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The filter: other architectures and other calls allowed, the three io_uring calls refused.
-fn filter(errno: u16) -> Vec<libc::sock_filter> {
+/// `SECCOMP_RET_KILL_PROCESS` (linux/seccomp.h).
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+
+/// The filter: other architectures and other calls allowed, the three io_uring calls refused with
+/// `refusal` (a `SECCOMP_RET_*` action and its data).
+fn filter(refusal: u32) -> Vec<libc::sock_filter> {
     let refused = [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -48,29 +53,28 @@ fn filter(errno: u16) -> Vec<libc::sock_filter> {
         prog.push(insn(JEQ_K, n - i as u8, 0, *nr as u32));
     }
     prog.push(insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW));
-    prog.push(insn(
-        RET_K,
-        0,
-        0,
-        libc::SECCOMP_RET_ERRNO | u32::from(errno),
-    ));
+    prog.push(insn(RET_K, 0, 0, refusal));
     prog
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (errno, command) = match args.as_slice() {
+    let errno = |n: u16| libc::SECCOMP_RET_ERRNO | u32::from(n);
+    let (refusal, command) = match args.as_slice() {
         [flag, n, dashes, rest @ ..] if flag == "--errno" && dashes == "--" => {
-            (n.parse().ok(), rest)
+            (n.parse().ok().map(errno), rest)
         }
-        [dashes, rest @ ..] if dashes == "--" => (Some(libc::EPERM as u16), rest),
+        [flag, dashes, rest @ ..] if flag == "--kill" && dashes == "--" => {
+            (Some(RET_KILL_PROCESS), rest)
+        }
+        [dashes, rest @ ..] if dashes == "--" => (Some(errno(libc::EPERM as u16)), rest),
         _ => (None, &[][..]),
     };
-    let (Some(errno), [program, program_args @ ..]) = (errno, command) else {
-        eprintln!("usage: testnet-seccomp [--errno N] -- PROGRAM [ARGS...]");
+    let (Some(refusal), [program, program_args @ ..]) = (refusal, command) else {
+        eprintln!("usage: testnet-seccomp [--errno N | --kill] -- PROGRAM [ARGS...]");
         return ExitCode::from(2);
     };
-    let prog = filter(errno);
+    let prog = filter(refusal);
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),

@@ -138,7 +138,14 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     let mut out = vec![kernel()];
     let facts = process::ProcessFacts::read();
     out.extend(process::rows(&facts));
-    out.extend(seccomp::rows(&facts));
+    let calls = seccomp::rows(&facts);
+    // A filter may kill a process making a call it refuses: when the trial in a child saw
+    // io_uring_setup refused, this process does not make it.
+    let uring_refused = calls
+        .iter()
+        .find(|r| r.feature == "syscall.io_uring_setup" && r.support == Support::No)
+        .map(|r| r.reason.clone());
+    out.extend(calls);
     for (feature, domain, kind) in [
         ("tcp.so_zerocopy", libc::AF_INET, libc::SOCK_STREAM),
         ("udp.so_zerocopy", libc::AF_INET, libc::SOCK_DGRAM),
@@ -155,9 +162,18 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
         send::udp_zerocopy_stats(),
     ));
     out.push(receive::zerocopy_receive());
-    out.extend(send::uring());
-    #[cfg(feature = "io-uring")]
-    out.extend(zcrx::zcrx());
+    match uring_refused {
+        Some(why) => {
+            out.extend(uring_not_tried(&send::URING_FEATURES, &why));
+            #[cfg(feature = "io-uring")]
+            out.extend(uring_not_tried(&zcrx::FEATURES, &why));
+        }
+        None => {
+            out.extend(send::uring());
+            #[cfg(feature = "io-uring")]
+            out.extend(zcrx::zcrx());
+        }
+    }
     out.push(xdp_socket());
     out.extend(vsock::vsock());
     out.push(ovs::datapath());
@@ -166,6 +182,21 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     out
 }
 /// An AF_XDP socket: `EPERM` without `CAP_NET_RAW` (held for the network namespace's owner).
+/// io_uring rows when a trial in a child saw `io_uring_setup` refused (`why`): not tried here, since
+/// a filter may kill a process making a call it refuses.
+fn uring_not_tried(features: &[&'static str], why: &str) -> Vec<Finding> {
+    features
+        .iter()
+        .map(|&feature| {
+            Finding::new(
+                feature,
+                Support::No,
+                format!("not tried (syscall.io_uring_setup is refused): {why}"),
+            )
+        })
+        .collect()
+}
+
 fn xdp_socket() -> Finding {
     match sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0) {
         Ok(_) => Finding::new("xdp.socket", Support::Yes, "AF_XDP socket created"),

@@ -97,6 +97,9 @@ pub(super) fn udp_zerocopy_stats() -> Result<TxStats, String> {
         .map_err(|e| e.to_string())?;
     Ok(tx.stats().clone())
 }
+/// The rows [`uring`] gives.
+pub(super) const URING_FEATURES: [&str; 2] = ["io_uring.send_zc", "io_uring.send_zc_report_usage"];
+
 #[cfg(feature = "io-uring")]
 pub(super) fn uring() -> Vec<Finding> {
     let ops = match sys::uring::zero_copy_opcodes() {

@@ -8,17 +8,20 @@ use crate::sys::zcrx::{
 };
 
 /// The zcrx rows, in a stable order.
+/// The rows [`zcrx`] gives.
+pub(super) const FEATURES: [&str; 3] = [
+    "io_uring.zcrx",
+    "io_uring.zcrx_nodev",
+    "io_uring.zcrx_events",
+];
+
 pub(super) fn zcrx() -> Vec<Finding> {
     if !zcrx::recv_zc_supported() {
         let why = "no IORING_OP_RECV_ZC (io_uring zero-copy receive is Linux 6.15+)";
-        return [
-            "io_uring.zcrx",
-            "io_uring.zcrx_nodev",
-            "io_uring.zcrx_events",
-        ]
-        .into_iter()
-        .map(|f| Finding::new(f, Support::No, why))
-        .collect();
+        return FEATURES
+            .into_iter()
+            .map(|f| Finding::new(f, Support::No, why))
+            .collect();
     }
     let query = match zcrx::query_zcrx() {
         Ok(Some(q)) => Ok(q),

@@ -204,7 +204,8 @@ impl<S: ZcSocket> Sender<S> {
     /// Docker's and containerd's default profiles refuse io_uring —, `EPERM` under
     /// `kernel.io_uring_disabled` or outside `kernel.io_uring_group`, `ENOSYS` from a kernel without
     /// io_uring, `ENOMEM` when locked memory is used up, `EINVAL` for more `ring_entries` than a ring
-    /// takes, `EACCES` when the ring cannot be restricted) the sender sends on
+    /// takes; a filter refusing the `io_uring_register` calls that probe, restrict and enable the new
+    /// ring fails the setup too) the sender sends on
     /// [`SendPath::SENDMSG`] instead — every send still goes out, with MSG_ZEROCOPY — and
     /// [`Sender::path_status`] says which of those refused it and what to do (for a container: the
     /// `docker run` flag and the Kubernetes `securityContext`).
