@@ -40,7 +40,8 @@ const SO_EE_ORIGIN_ZEROCOPY: i32 = 5;
 /// `SO_EE_CODE_ZEROCOPY_COPIED`.
 const SO_EE_CODE_ZEROCOPY_COPIED: i32 = 1;
 
-/// Scratch kinds: what the entry of a system call saw.
+/// Scratch kinds: what the entry of a system call saw (none: the exit took it already).
+const KIND_NONE: i32 = 0;
 const KIND_ZC_SEND: i32 = 1;
 const KIND_COPY_SEND: i32 = 2;
 const KIND_ERRQUEUE: i32 = 3;
@@ -230,12 +231,26 @@ impl<'a> Prog<'a> {
         self.asm.push([Insn::call(helper::MAP_LOOKUP_ELEM)]);
     }
 
-    /// Stores `{fd: r7, kind: r9, ptr: r8}` for this thread's system call exit.
+    /// Stores `{fd: r7, kind: r9, ptr: r8}` for this thread's system call exit: in place when the
+    /// thread has an entry already (a lookup costs less than an update of an LRU map), else as a
+    /// new entry.
     fn scratch_put(&mut self) {
         let scratch = self.maps.scratch;
         self.asm.push([
             Insn::call(helper::GET_CURRENT_PID_TGID),
             Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R0),
+        ]);
+        self.lookup(scratch, SCRATCH_KEY);
+        let create = self.asm.label();
+        self.asm.jump(Insn::jump_if_equal(Reg::R0, 0, 0), create);
+        self.asm.push([
+            Insn::store_u32(Reg::R0, 0, Reg::R7),
+            Insn::store_u32(Reg::R0, 4, Reg::R9),
+            Insn::store_u64(Reg::R0, 8, Reg::R8),
+        ]);
+        self.exit_if(Insn::jump(0));
+        self.asm.bind(create);
+        self.asm.push([
             Insn::store_u32(Reg::R10, SCRATCH, Reg::R7),
             Insn::store_u32(Reg::R10, SCRATCH + 4, Reg::R9),
             Insn::store_u64(Reg::R10, SCRATCH + 8, Reg::R8),
@@ -249,8 +264,8 @@ impl<'a> Prog<'a> {
         ]);
     }
 
-    /// Takes (reads and deletes) this thread's scratch entry: fd in r7, pointer in r8, kind in r9;
-    /// leaves when there is none.
+    /// Takes this thread's scratch entry: fd in r7, pointer in r8, kind in r9; the entry stays, its
+    /// kind cleared (`KIND_NONE`), for the thread's next call. Leaves when there is none.
     fn scratch_take(&mut self) {
         let scratch = self.maps.scratch;
         self.asm.push([
@@ -263,10 +278,9 @@ impl<'a> Prog<'a> {
             Insn::load_u32(Reg::R7, Reg::R0, 0),
             Insn::load_u32(Reg::R9, Reg::R0, 4),
             Insn::load_u64(Reg::R8, Reg::R0, 8),
+            Insn::mov64_imm(Reg::R1, KIND_NONE),
+            Insn::store_u32(Reg::R0, 4, Reg::R1),
         ]);
-        self.map(Reg::R1, scratch);
-        self.stack_ptr(Reg::R2, SCRATCH_KEY);
-        self.asm.push([Insn::call(helper::MAP_DELETE_ELEM)]);
     }
 
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
