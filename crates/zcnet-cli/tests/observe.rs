@@ -1,6 +1,7 @@
 //! `zcnet observe` watching other processes: its totals for a sender it observes by pid equal what
 //! the sender reports itself (zcnet's bench, `--connect` side, on the `sendmsg` and io_uring paths,
-//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; a copying sender shows no zero-copy; after
+//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; its
+//! totals for a cgroup are those of the bench processes in it; a copying sender shows no zero-copy; after
 //! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
 //! them.
 
@@ -226,6 +227,88 @@ fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
         .unwrap_or_else(|| panic!("no receiver row in {rows}"));
     let seen = totals_of(&summary, pid);
     agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
+}
+
+/// A cgroup v2 directory of this test's own, removed when dropped (its processes have ended).
+struct Cgroup(std::path::PathBuf);
+
+impl Cgroup {
+    /// A new cgroup under the first cgroup2 mount in `/proc/mounts`.
+    fn create(name: &str) -> Cgroup {
+        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let root = mounts
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .find(|f| f.get(2) == Some(&"cgroup2"))
+            .map(|f| f[1].to_string())
+            .expect("a cgroup2 mount");
+        let dir = std::path::Path::new(&root).join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create the cgroup");
+        Cgroup(dir)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+#[test]
+fn observe_cgroup_counts_every_process_in_it() {
+    let test = "observe_cgroup_counts_every_process_in_it";
+    if !may_observe(test) {
+        return;
+    }
+    let cgroup = Cgroup::create("zcnet-observe");
+    let dir = cgroup.0.to_str().unwrap().to_string();
+    let (observer, _, mut observed) = start_observer(&["--cgroup", &dir]);
+    // The shell joins the cgroup, then becomes a bench whose sender and receiver processes are
+    // its children (in the cgroup too).
+    let procs = format!("{dir}/cgroup.procs");
+    let out = Command::new("sh")
+        .args(["-c", "echo $$ > \"$0\" && exec \"$@\"", &procs, ZCNET])
+        .args(["bench", "tcp", "--mode", "zerocopy", "--duration", "1"])
+        .args(["--json", "--interval", "0"])
+        .output()
+        .expect("run the bench");
+    let rows = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{rows}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sigint(&observer);
+    let mut summary = String::new();
+    observed.read_to_string(&mut summary).unwrap();
+    let row = json_lines(&rows)
+        .into_iter()
+        .rfind(|r| r["role"] == "sender")
+        .unwrap_or_else(|| panic!("no sender row in {rows}"));
+    let mut seen = serde_json::Map::new();
+    for process in json_lines(&summary)
+        .iter()
+        .filter(|v| v["event"] == "process")
+    {
+        for (name, value) in process["counters"].as_object().unwrap() {
+            let sum = seen.get(name).and_then(Value::as_u64).unwrap_or(0) + value.as_u64().unwrap();
+            seen.insert(name.clone(), sum.into());
+        }
+    }
+    let seen = Value::Object(seen);
+    agree(
+        &seen,
+        &row,
+        &[
+            ("zc_sends", "zc_calls"),
+            ("zc_bytes", "bytes"),
+            ("notifications", "notifications"),
+            ("copied_completions", "copied_ids"),
+            ("rx_copied_bytes", "bytes"),
+        ],
+    );
 }
 
 #[test]
