@@ -31,7 +31,9 @@ mod vsock_check;
 
 pub use command::{run_checked, with_tracefs};
 pub use netns::Netns;
-pub use privilege::{MemlockTurn, adapted, memlock_budget, memlock_turn, privileged, skip};
+pub use privilege::{
+    MemlockTurn, adapted, may_trace, memlock_budget, memlock_turn, privileged, skip,
+};
 pub use smaps::{anon_huge_kib, smaps_field};
 pub use sweep::sweep;
 pub use termination::termination_flag;

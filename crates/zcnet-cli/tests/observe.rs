@@ -15,11 +15,6 @@ use std::time::{Duration, Instant};
 use common::{ZCNET, json_lines, sigint, start_listener, start_reading, u};
 use serde_json::Value;
 
-/// Whether this process may load tracing programs (root here); skips `test` otherwise.
-fn may_observe(test: &str) -> bool {
-    testnet::privileged(test)
-}
-
 /// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
 /// first line announced and the rest of its stdout.
 fn start_observer(
@@ -136,7 +131,7 @@ fn totals_of(summary: &str, pid: u64) -> Value {
 #[test]
 fn observe_pid_totals_equal_what_each_sender_reports() {
     let test = "observe_pid_totals_equal_what_each_sender_reports";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
         return;
     }
     let ns = testnet::Netns::create("obs").expect("namespace");
@@ -177,7 +172,7 @@ fn observe_pid_totals_equal_what_each_sender_reports() {
 #[test]
 fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
     let test = "observe_pid_mapped_bytes_equal_what_the_receiver_reports";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
         return;
     }
     let ns = testnet::Netns::create("obsrx").expect("namespace");
@@ -259,7 +254,7 @@ impl Drop for Cgroup {
 #[test]
 fn observe_cgroup_counts_every_process_in_it() {
     let test = "observe_cgroup_counts_every_process_in_it";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) {
         return;
     }
     let cgroup = Cgroup::create("zcnet-observe");
@@ -305,7 +300,7 @@ fn observe_cgroup_counts_every_process_in_it() {
 #[test]
 fn observe_leaves_nothing_loaded_after_sigkill() {
     let test = "observe_leaves_nothing_loaded_after_sigkill";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) {
         return;
     }
     let (mut observer, ids, _) = start_observer(&["--all"]);
