@@ -529,3 +529,94 @@ fn receive_copy(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
     p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R8))]);
     Ok(p.finish())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::bpf::disassemble;
+    use std::os::fd::AsFd;
+
+    /// Each tracepoint's fields the programs read, at their offsets and sizes on Linux 6.18 (as its
+    /// tracefs `format` files give them).
+    const LAYOUTS: [&str; 11] = [
+        "fd:16:8 msg:24:8 flags:32:8",
+        "ret:16:8",
+        "fd:16:8 buff:24:8 len:32:8 flags:40:8",
+        "ret:16:8",
+        "fd:16:8 msg:24:8 flags:32:8",
+        "ret:16:8",
+        "fd:16:8 level:24:8 optname:32:8 optval:40:8",
+        "ret:16:8",
+        "ctx:8:8 req:16:8 user_data:24:8 opcode:32:1",
+        "ctx:8:8 req:16:8 user_data:24:8 res:32:4 cflags:36:4",
+        "skbaddr:8:8 len:16:4",
+    ];
+
+    /// A `format` file's text holding `fields` (`name:offset:size`, space-separated).
+    fn format(fields: &str) -> String {
+        fields
+            .split(' ')
+            .map(|f| {
+                let [name, offset, size] = f.split(':').collect::<Vec<_>>()[..] else {
+                    panic!("{f}")
+                };
+                format!("\tfield:long {name};\toffset:{offset};\tsize:{size};\tsigned:0;\n")
+            })
+            .collect()
+    }
+
+    /// Every program's disassembly for `scope`, the maps being descriptors 0, 1 and 2.
+    fn disassembly(scope: Scope) -> String {
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let maps = Maps {
+            counters: stdin.as_fd(),
+            scratch: stdout.as_fd(),
+            uring: stderr.as_fd(),
+        };
+        let mut text = String::new();
+        for ((group, name, build), layout) in TRACEPOINTS.iter().zip(LAYOUTS) {
+            let event = Event::parse(&format!("{group}:{name}"), 0, &format(layout));
+            let insns = build(scope, maps, &event).expect("build");
+            text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
+        }
+        text
+    }
+
+    /// The programs' disassembly, compared with the reviewed copy in `programs.golden`: any change
+    /// to the bytecode shows up as a diff of that file.
+    #[test]
+    fn programs_match_golden_disassembly() {
+        let text = disassembly(Scope::Process(4242));
+        assert_eq!(
+            text,
+            include_str!("programs.golden"),
+            "disassembly changed; review and update src/observe/programs.golden"
+        );
+    }
+
+    #[test]
+    fn every_program_opens_with_its_scope_test() {
+        let count = |text: &str, what: &str| text.matches(what).count();
+        let process = disassembly(Scope::Process(4242));
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 11);
+        let cgroup = disassembly(Scope::Cgroup(77));
+        assert_eq!(
+            count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
+            11
+        );
+        assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
+    }
+
+    #[test]
+    fn a_missing_field_is_an_error_naming_it() {
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let maps = Maps {
+            counters: stdin.as_fd(),
+            scratch: stdout.as_fd(),
+            uring: stderr.as_fd(),
+        };
+        let event = Event::parse("skb:skb_copy_datagram_iovec", 0, &format("skbaddr:8:8"));
+        let err = receive_copy(Scope::All, maps, &event).unwrap_err();
+        assert!(err.to_string().contains("no field len"), "{err}");
+    }
+}
