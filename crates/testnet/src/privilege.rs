@@ -90,6 +90,20 @@ pub fn privileged(test: &str) -> bool {
     false
 }
 
+/// Whether this process may load tracing programs and mount tracefs in a mount namespace of its
+/// own ([`crate::with_tracefs`]): it holds CAP_SYS_ADMIN, as root does (CAP_BPF and CAP_PERFMON
+/// load the programs, but not the mount). When it may not, [`skip`]s `test` saying so.
+pub fn may_trace(test: &str) -> bool {
+    if effective_caps().contains(CapabilitySet::SYS_ADMIN) {
+        return true;
+    }
+    skip(
+        test,
+        "needs root (CAP_SYS_ADMIN) to load tracing programs and mount tracefs",
+    );
+    false
+}
+
 /// The bytes of pages this process may have pinned at once by MSG_ZEROCOPY sends, io_uring buffer
 /// registrations and AF_XDP UMEMs: `RLIMIT_MEMLOCK`'s soft limit, or `None` when the process is
 /// exempt (it has CAP_IPC_LOCK, as root does) or the limit is unlimited.

@@ -1,6 +1,7 @@
 //! `zcnet observe` watching other processes: its totals for a sender it observes by pid equal what
 //! the sender reports itself (zcnet's bench, `--connect` side, on the `sendmsg` and io_uring paths,
-//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; a copying sender shows no zero-copy; after
+//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; its
+//! totals for a cgroup are those of the bench processes in it; a copying sender shows no zero-copy; after
 //! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
 //! them.
 
@@ -13,11 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::{ZCNET, json_lines, sigint, start_listener, start_reading, u};
 use serde_json::Value;
-
-/// Whether this process may load tracing programs (root here); skips `test` otherwise.
-fn may_observe(test: &str) -> bool {
-    testnet::privileged(test)
-}
 
 /// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
 /// first line announced and the rest of its stdout.
@@ -57,6 +53,15 @@ fn within_one_percent(what: &str, seen: u64, reported: u64) {
         "{what}: observe saw {seen}, the sender reported {reported}"
     );
 }
+
+/// What `zcnet observe` counts for a `sendmsg` path sender, beside the field of the sender's row it
+/// equals.
+const SENDMSG_AGREES: &[(&str, &str)] = &[
+    ("zc_sends", "zc_calls"),
+    ("zc_bytes", "bytes"),
+    ("notifications", "notifications"),
+    ("copied_completions", "copied_ids"),
+];
 
 /// Each observed counter of `pairs` is within 1% of the sender row's field beside it.
 fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
@@ -126,22 +131,13 @@ fn totals_of(summary: &str, pid: u64) -> Value {
 #[test]
 fn observe_pid_totals_equal_what_each_sender_reports() {
     let test = "observe_pid_totals_equal_what_each_sender_reports";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
         return;
     }
     let ns = testnet::Netns::create("obs").expect("namespace");
 
     let (row, seen) = observed_sender(&ns, &["--mode", "zerocopy", "--api", "sendmsg"]);
-    agree(
-        &seen,
-        &row,
-        &[
-            ("zc_sends", "zc_calls"),
-            ("zc_bytes", "bytes"),
-            ("notifications", "notifications"),
-            ("copied_completions", "copied_ids"),
-        ],
-    );
+    agree(&seen, &row, SENDMSG_AGREES);
     // Loopback delivery copies: every completion says so (kernel-facts.md).
     assert_eq!(u(&seen, "completions"), u(&seen, "copied_completions"));
 
@@ -176,7 +172,7 @@ fn observe_pid_totals_equal_what_each_sender_reports() {
 #[test]
 fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
     let test = "observe_pid_mapped_bytes_equal_what_the_receiver_reports";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
         return;
     }
     let ns = testnet::Netns::create("obsrx").expect("namespace");
@@ -228,10 +224,83 @@ fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
     agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
 }
 
+/// A cgroup v2 directory of this test's own, removed when dropped (its processes have ended).
+struct Cgroup(std::path::PathBuf);
+
+impl Cgroup {
+    /// A new cgroup under the first cgroup2 mount in `/proc/mounts`.
+    fn create(name: &str) -> Cgroup {
+        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let root = mounts
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .find(|f| f.get(2) == Some(&"cgroup2"))
+            .map(|f| f[1].to_string())
+            .expect("a cgroup2 mount");
+        let dir = std::path::Path::new(&root).join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create the cgroup");
+        Cgroup(dir)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+#[test]
+fn observe_cgroup_counts_every_process_in_it() {
+    let test = "observe_cgroup_counts_every_process_in_it";
+    if !testnet::may_trace(test) {
+        return;
+    }
+    let cgroup = Cgroup::create("zcnet-observe");
+    let dir = cgroup.0.to_str().unwrap().to_string();
+    let (observer, _, mut observed) = start_observer(&["--cgroup", &dir]);
+    // The shell joins the cgroup, then becomes a bench whose sender and receiver processes are
+    // its children (in the cgroup too).
+    let procs = format!("{dir}/cgroup.procs");
+    let out = Command::new("sh")
+        .args(["-c", "echo $$ > \"$0\" && exec \"$@\"", &procs, ZCNET])
+        .args(["bench", "tcp", "--mode", "zerocopy", "--duration", "1"])
+        .args(["--json", "--interval", "0"])
+        .output()
+        .expect("run the bench");
+    let rows = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{rows}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sigint(&observer);
+    let mut summary = String::new();
+    observed.read_to_string(&mut summary).unwrap();
+    let row = json_lines(&rows)
+        .into_iter()
+        .rfind(|r| r["role"] == "sender")
+        .unwrap_or_else(|| panic!("no sender row in {rows}"));
+    let mut seen = serde_json::Map::new();
+    for process in json_lines(&summary)
+        .iter()
+        .filter(|v| v["event"] == "process")
+    {
+        for (name, value) in process["counters"].as_object().unwrap() {
+            let sum = seen.get(name).and_then(Value::as_u64).unwrap_or(0) + value.as_u64().unwrap();
+            seen.insert(name.clone(), sum.into());
+        }
+    }
+    let seen = Value::Object(seen);
+    agree(&seen, &row, SENDMSG_AGREES);
+    agree(&seen, &row, &[("rx_copied_bytes", "bytes")]);
+}
+
 #[test]
 fn observe_leaves_nothing_loaded_after_sigkill() {
     let test = "observe_leaves_nothing_loaded_after_sigkill";
-    if !may_observe(test) {
+    if !testnet::may_trace(test) {
         return;
     }
     let (mut observer, ids, _) = start_observer(&["--all"]);

@@ -39,7 +39,7 @@ fn run_example(path: &str) -> (HashMap<String, u64>, HashMap<String, u64>) {
 #[test]
 fn own_process_counters_equal_the_senders_stats() {
     let test = "own_process_counters_equal_the_senders_stats";
-    if !testnet::privileged(test) {
+    if !testnet::may_trace(test) {
         return;
     }
     let (sender, seen) = run_example("sendmsg");

@@ -345,11 +345,11 @@ fn parse_cpu_list(list: &str) -> Option<usize> {
     max.map(|m| m + 1)
 }
 
-/// Refuses early, naming them, when the effective capabilities lack what loading tracing programs
-/// needs (`CapEff` in `/proc/self/status`).
+/// Refuses early, naming them, when the calling thread's effective capabilities (capabilities are
+/// per thread; `CapEff` in `/proc/thread-self/status`) lack what loading tracing programs needs.
 fn check_capabilities() -> Result<(), ObserveError> {
-    let status = fs::read_to_string("/proc/self/status")
-        .map_err(|e| ObserveError::kernel("read /proc/self/status", e))?;
+    let status = fs::read_to_string("/proc/thread-self/status")
+        .map_err(|e| ObserveError::kernel("read /proc/thread-self/status", e))?;
     let effective = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))

@@ -40,7 +40,8 @@ const SO_EE_ORIGIN_ZEROCOPY: i32 = 5;
 /// `SO_EE_CODE_ZEROCOPY_COPIED`.
 const SO_EE_CODE_ZEROCOPY_COPIED: i32 = 1;
 
-/// Scratch kinds: what the entry of a system call saw.
+/// Scratch kinds: what the entry of a system call saw (none: the exit took it already).
+const KIND_NONE: i32 = 0;
 const KIND_ZC_SEND: i32 = 1;
 const KIND_COPY_SEND: i32 = 2;
 const KIND_ERRQUEUE: i32 = 3;
@@ -230,12 +231,26 @@ impl<'a> Prog<'a> {
         self.asm.push([Insn::call(helper::MAP_LOOKUP_ELEM)]);
     }
 
-    /// Stores `{fd: r7, kind: r9, ptr: r8}` for this thread's system call exit.
+    /// Stores `{fd: r7, kind: r9, ptr: r8}` for this thread's system call exit: in place when the
+    /// thread has an entry already (a lookup costs less than an update of an LRU map), else as a
+    /// new entry.
     fn scratch_put(&mut self) {
         let scratch = self.maps.scratch;
         self.asm.push([
             Insn::call(helper::GET_CURRENT_PID_TGID),
             Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R0),
+        ]);
+        self.lookup(scratch, SCRATCH_KEY);
+        let create = self.asm.label();
+        self.asm.jump(Insn::jump_if_equal(Reg::R0, 0, 0), create);
+        self.asm.push([
+            Insn::store_u32(Reg::R0, 0, Reg::R7),
+            Insn::store_u32(Reg::R0, 4, Reg::R9),
+            Insn::store_u64(Reg::R0, 8, Reg::R8),
+        ]);
+        self.exit_if(Insn::jump(0));
+        self.asm.bind(create);
+        self.asm.push([
             Insn::store_u32(Reg::R10, SCRATCH, Reg::R7),
             Insn::store_u32(Reg::R10, SCRATCH + 4, Reg::R9),
             Insn::store_u64(Reg::R10, SCRATCH + 8, Reg::R8),
@@ -249,8 +264,8 @@ impl<'a> Prog<'a> {
         ]);
     }
 
-    /// Takes (reads and deletes) this thread's scratch entry: fd in r7, pointer in r8, kind in r9;
-    /// leaves when there is none.
+    /// Takes this thread's scratch entry: fd in r7, pointer in r8, kind in r9; the entry stays, its
+    /// kind cleared (`KIND_NONE`), for the thread's next call. Leaves when there is none.
     fn scratch_take(&mut self) {
         let scratch = self.maps.scratch;
         self.asm.push([
@@ -263,10 +278,9 @@ impl<'a> Prog<'a> {
             Insn::load_u32(Reg::R7, Reg::R0, 0),
             Insn::load_u32(Reg::R9, Reg::R0, 4),
             Insn::load_u64(Reg::R8, Reg::R0, 8),
+            Insn::mov64_imm(Reg::R1, KIND_NONE),
+            Insn::store_u32(Reg::R0, 4, Reg::R1),
         ]);
-        self.map(Reg::R1, scratch);
-        self.stack_ptr(Reg::R2, SCRATCH_KEY);
-        self.asm.push([Insn::call(helper::MAP_DELETE_ELEM)]);
     }
 
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
@@ -514,4 +528,95 @@ fn receive_copy(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
     p.owner_key(None);
     p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R8))]);
     Ok(p.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::bpf::disassemble;
+    use std::os::fd::AsFd;
+
+    /// Each tracepoint's fields the programs read, at their offsets and sizes on Linux 6.18 (as its
+    /// tracefs `format` files give them).
+    const LAYOUTS: [&str; 11] = [
+        "fd:16:8 msg:24:8 flags:32:8",
+        "ret:16:8",
+        "fd:16:8 buff:24:8 len:32:8 flags:40:8",
+        "ret:16:8",
+        "fd:16:8 msg:24:8 flags:32:8",
+        "ret:16:8",
+        "fd:16:8 level:24:8 optname:32:8 optval:40:8",
+        "ret:16:8",
+        "ctx:8:8 req:16:8 user_data:24:8 opcode:32:1",
+        "ctx:8:8 req:16:8 user_data:24:8 res:32:4 cflags:36:4",
+        "skbaddr:8:8 len:16:4",
+    ];
+
+    /// A `format` file's text holding `fields` (`name:offset:size`, space-separated).
+    fn format(fields: &str) -> String {
+        fields
+            .split(' ')
+            .map(|f| {
+                let [name, offset, size] = f.split(':').collect::<Vec<_>>()[..] else {
+                    panic!("{f}")
+                };
+                format!("\tfield:long {name};\toffset:{offset};\tsize:{size};\tsigned:0;\n")
+            })
+            .collect()
+    }
+
+    /// Every program's disassembly for `scope`, the maps being descriptors 0, 1 and 2.
+    fn disassembly(scope: Scope) -> String {
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let maps = Maps {
+            counters: stdin.as_fd(),
+            scratch: stdout.as_fd(),
+            uring: stderr.as_fd(),
+        };
+        let mut text = String::new();
+        for ((group, name, build), layout) in TRACEPOINTS.iter().zip(LAYOUTS) {
+            let event = Event::parse(&format!("{group}:{name}"), 0, &format(layout));
+            let insns = build(scope, maps, &event).expect("build");
+            text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
+        }
+        text
+    }
+
+    /// The programs' disassembly, compared with the reviewed copy in `programs.golden`: any change
+    /// to the bytecode shows up as a diff of that file.
+    #[test]
+    fn programs_match_golden_disassembly() {
+        let text = disassembly(Scope::Process(4242));
+        assert_eq!(
+            text,
+            include_str!("programs.golden"),
+            "disassembly changed; review and update src/observe/programs.golden"
+        );
+    }
+
+    #[test]
+    fn every_program_opens_with_its_scope_test() {
+        let count = |text: &str, what: &str| text.matches(what).count();
+        let process = disassembly(Scope::Process(4242));
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 11);
+        let cgroup = disassembly(Scope::Cgroup(77));
+        assert_eq!(
+            count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
+            11
+        );
+        assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
+    }
+
+    #[test]
+    fn a_missing_field_is_an_error_naming_it() {
+        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let maps = Maps {
+            counters: stdin.as_fd(),
+            scratch: stdout.as_fd(),
+            uring: stderr.as_fd(),
+        };
+        let event = Event::parse("skb:skb_copy_datagram_iovec", 0, &format("skbaddr:8:8"));
+        let err = receive_copy(Scope::All, maps, &event).unwrap_err();
+        assert!(err.to_string().contains("no field len"), "{err}");
+    }
 }

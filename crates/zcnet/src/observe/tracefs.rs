@@ -6,10 +6,11 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Where tracefs is mounted: the first `tracefs` in `/proc/self/mountinfo`, else the debugfs
+/// Where tracefs is mounted, as the calling thread sees the mounts (a thread may have a mount
+/// namespace of its own): the first `tracefs` in `/proc/thread-self/mountinfo`, else the debugfs
 /// automount point `/sys/kernel/debug/tracing`, when it has events.
 pub(super) fn mount_point() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mountinfo = fs::read_to_string("/proc/thread-self/mountinfo").unwrap_or_default();
     mountinfo
         .lines()
         .find_map(tracefs_in_mountinfo_line)
@@ -47,11 +48,17 @@ impl Event {
             .parse()
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "tracepoint id"))?;
         let format = fs::read_to_string(dir.join("format"))?;
-        Ok(Event {
-            name: format!("{group}:{name}"),
+        Ok(Event::parse(&format!("{group}:{name}"), id, &format))
+    }
+
+    /// The tracepoint `name` (`group:event`) with id `id`, described by the text of its `format`
+    /// file.
+    pub fn parse(name: &str, id: u64, format: &str) -> Event {
+        Event {
+            name: name.to_string(),
             id,
-            fields: parse_fields(&format),
-        })
+            fields: parse_fields(format),
+        }
     }
 
     /// The offset and size of field `name` in the record, or an error naming the event and field.
@@ -101,11 +108,7 @@ mod tests {
             \tfield:__data_loc char[] op_str;\toffset:52;\tsize:4;\tsigned:0;\n\
             \tfield:char comm[16];\toffset:56;\tsize:16;\tsigned:0;\n\n\
             print fmt: \"%d\", REC->flags\n";
-        let event = Event {
-            name: "syscalls:sys_enter_sendto".into(),
-            id: 2224,
-            fields: parse_fields(format),
-        };
+        let event = Event::parse("syscalls:sys_enter_sendto", 2224, format);
         assert_eq!(event.field("flags").unwrap(), (40, 8));
         assert_eq!(event.field("common_type").unwrap(), (0, 2));
         assert_eq!(event.field("op_str").unwrap(), (52, 4));

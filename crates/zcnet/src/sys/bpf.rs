@@ -368,6 +368,16 @@ impl fmt::Debug for Insn {
     }
 }
 
+/// The C type of a load's or store's size bits.
+fn size_name(code: u8) -> &'static str {
+    match code & 0x18 {
+        BPF_W => "u32",
+        BPF_H => "u16",
+        BPF_B => "u8",
+        _ => "u64",
+    }
+}
+
 /// Disassembles a program in the kernel verifier's notation, one instruction per line, prefixed with its
 /// slot number; the second slot of a 64-bit immediate load is folded into the first.
 pub fn disassemble(insns: &[Insn]) -> String {
@@ -381,15 +391,52 @@ pub fn disassemble(insns: &[Insn]) -> String {
             c if c == BPF_ALU64 | BPF_ADD | BPF_K => (format!("r{} += {}", i.dst(), i.imm), 1),
             c if c == BPF_ALU64 | BPF_AND | BPF_K => (format!("r{} &= {:#x}", i.dst(), i.imm), 1),
             c if c & 0x07 == BPF_LDX && c & 0xe0 == BPF_MEM => {
-                let size = match c & 0x18 {
-                    BPF_W => "u32",
-                    BPF_H => "u16",
-                    BPF_B => "u8",
-                    _ => "u64",
-                };
-                let text = format!("r{} = *({size} *)(r{} {:+})", i.dst(), i.src(), i.off);
+                let text = format!(
+                    "r{} = *({} *)(r{} {:+})",
+                    i.dst(),
+                    size_name(c),
+                    i.src(),
+                    i.off
+                );
                 (text, 1)
             }
+            c if c & 0x07 == BPF_STX && c & 0xe0 == BPF_MEM => {
+                let text = format!(
+                    "*({} *)(r{} {:+}) = r{}",
+                    size_name(c),
+                    i.dst(),
+                    i.off,
+                    i.src()
+                );
+                (text, 1)
+            }
+            c if c & 0x07 == BPF_ST && c & 0xe0 == BPF_MEM => {
+                let text = format!(
+                    "*({} *)(r{} {:+}) = {}",
+                    size_name(c),
+                    i.dst(),
+                    i.off,
+                    i.imm
+                );
+                (text, 1)
+            }
+            c if c == BPF_STX | BPF_ATOMIC | BPF_DW && i.imm == BPF_ADD as i32 => (
+                format!("lock *(u64 *)(r{} {:+}) += r{}", i.dst(), i.off, i.src()),
+                1,
+            ),
+            c if c == BPF_ALU | BPF_SUB | BPF_X => (format!("w{} -= w{}", i.dst(), i.src()), 1),
+            c if c == BPF_ALU64 | BPF_RSH | BPF_K => (format!("r{} >>= {}", i.dst(), i.imm), 1),
+            c if c == BPF_JMP | BPF_JSET | BPF_K => (
+                format!("if r{} & {:#x} goto {:+}", i.dst(), i.imm, i.off),
+                1,
+            ),
+            c if c == BPF_JMP | BPF_JSGT | BPF_K => {
+                (format!("if r{} s> {} goto {:+}", i.dst(), i.imm, i.off), 1)
+            }
+            c if c == BPF_JMP | BPF_JNE | BPF_X => (
+                format!("if r{} != r{} goto {:+}", i.dst(), i.src(), i.off),
+                1,
+            ),
             c if c == BPF_JMP | BPF_JMP_JA => (format!("goto {:+}", i.off), 1),
             c if c == BPF_JMP | BPF_JGT | BPF_X => (
                 format!("if r{} > r{} goto {:+}", i.dst(), i.src(), i.off),
