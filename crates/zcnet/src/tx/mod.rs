@@ -41,6 +41,7 @@ mod error;
 pub mod errqueue;
 #[cfg(test)]
 mod errqueue_room_tests;
+mod leak;
 mod policy;
 mod pool;
 mod sender;
@@ -57,6 +58,7 @@ pub use budget::{Charge, MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
+pub use leak::{Leaked, leaked};
 pub use policy::{
     AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
 };

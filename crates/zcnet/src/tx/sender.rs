@@ -429,6 +429,14 @@ impl<S: ZcSocket> Sender<S> {
         on_path!(&mut self.path, p => p.flush(timeout))
     }
 
+    /// Ends the connection now, waiting for nothing: a TCP stream is reset (`SO_LINGER` 0), what
+    /// io_uring still queued is dropped unsent, and the buffers still lent are leaked (counted in
+    /// [`crate::tx::leaked`]). For a connection that has failed, or a peer not worth waiting for;
+    /// [`Sender::close`] delivers what was sent and gives every buffer back.
+    pub fn abort(mut self) {
+        self.cut_short();
+    }
+
     /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On
     /// failure the buffers still lent are leaked — never reused — and the error says how many; the
     /// ones still queued on io_uring, never submitted, come back inside it ([`TxError::Stopped`],
