@@ -170,6 +170,17 @@ macro_rules! on_path {
 ///   may still read them; their locked-memory charges go back to
 ///   [`crate::tx::MemlockBudget`]): [`Sender::flush`] or [`Sender::close`] first to get them back.
 ///
+/// # Drop
+///
+/// | end | waits | what is still lent | connection |
+/// |---|---|---|---|
+/// | [`Sender::close`]`(timeout)` | for every completion, up to `timeout` | given back (or leaked and named in the error) | closed, or reset if bytes are missing |
+/// | [`Sender::abort`] | never | leaked, counted in [`crate::tx::leaked`] | reset |
+/// | dropping it | on `sendmsg` never; on io_uring until the queued sends are taken (bounded, above) | leaked, counted in [`crate::tx::leaked`] | closed, or reset if bytes are missing |
+///
+/// A server that drops connections on error paths reads [`crate::tx::leaked`] to see what that
+/// costs; [`crate::aio::AsyncSender`]'s drop moves any wait off the runtime's threads.
+///
 /// On the `sendmsg` path one sender owns a kernel socket: a second `sendmsg` sender on the same
 /// socket (another descriptor of it, from `try_clone` or `dup`) sends by copy and never reads the
 /// socket's error queue, and its [`Sender::zerocopy_status`] says so
