@@ -49,6 +49,8 @@ mod sendmsg;
 mod socket;
 mod stats;
 mod tracker;
+#[cfg(test)]
+mod tracker_hostile_tests;
 mod unsent;
 #[cfg(feature = "io-uring")]
 mod uring;
@@ -68,7 +70,8 @@ pub(crate) use sender::DROP_WAIT;
 pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;
-pub use tracker::{Completion, CompletionTracker, TrackerCounts};
+pub use tracker::Completion;
+pub(crate) use tracker::CompletionTracker;
 pub use unsent::{SendError, TrySendError, Unsent};
 pub use vsock::VsockSocket;
 
