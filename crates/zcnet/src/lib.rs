@@ -133,7 +133,7 @@
 //!   over `sendmsg(MSG_ZEROCOPY)` or io_uring (`SEND_ZC`, feature `io-uring`), chosen in the config.
 //! - [`rx`]: TCP zero-copy receive into a mapped window.
 //! - `aio` (feature `tokio`): `AsyncSender`, `AsyncReceiver` and `AsyncUdpEndpoint` on tokio's
-//!   reactor.
+//!   reactor, entered from tokio's own sockets (`aio::connect`, `aio::split`, `from_tokio`).
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
 //! - [`observe`]: count zero-copy sends, completions, copies and mapped receives in any running
 //!   process (or this one) with BPF programs on the kernel's tracepoints.
@@ -141,14 +141,18 @@
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
 //!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
+//! - [`packet`]: AF_PACKET sockets and rings, the copying paths AF_XDP replaces, for comparing
+//!   with them (the benches do).
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
 //! - `sys` (private to the crate): the kernel boundary; the only module with `unsafe` code.
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
 #[cfg(feature = "io-uring")]
 mod btf;

@@ -192,7 +192,7 @@ fn a_request_response_exchange_does_not_stall_under_auto() {
             }
             assert_eq!(got.len(), want, "round {round}: bytes of the next request");
             let answer = rx_util::checksum(&got).to_le_bytes();
-            sender::send_record(rx.stream(), &answer).expect("answer");
+            sender::send_record(rx.get_ref(), &answer).expect("answer");
         }
         assert!(rx.recv().expect("the end").is_none());
         *rx.stats()

@@ -148,3 +148,20 @@ fn recv_after_a_partial_consume_hands_out_the_rest_and_read_copies_the_same_byte
     assert!(got == expected, "every byte once, in order");
     assert_eq!(rx.offset(), expected.len() as u64);
 }
+
+#[test]
+fn into_inner_gives_the_stream_back_only_once_every_received_byte_is_handed_out() {
+    let (mut client, server) = sender::connect_page_mss(V4).expect("loopback pair");
+    std::io::Write::write_all(&mut client, b"hello").unwrap();
+    let mut rx = Receiver::new(server, RxConfig::default()).expect("receiver");
+    assert_eq!(rx.fill_buf().unwrap(), b"hello");
+    rx.consume(2);
+    let mut rx = rx.into_inner().expect_err("three bytes not handed out");
+    assert_eq!(rx.fill_buf().unwrap(), b"llo");
+    rx.consume(3);
+    let mut stream = rx.into_inner().expect("nothing held");
+    std::io::Write::write_all(&mut stream, b"back").unwrap();
+    let mut answer = [0u8; 4];
+    client.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"back");
+}

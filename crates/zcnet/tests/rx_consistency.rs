@@ -37,7 +37,7 @@ fn nonblocking_set_through_the_stream_is_honoured() {
         thread::spawn(move || {
             let mut rx = Receiver::new(server, config).expect("receiver");
             assert_eq!(rx.as_fd().as_raw_fd(), raw, "AsFd gives the socket");
-            rx.stream().set_nonblocking(true).unwrap();
+            rx.get_ref().set_nonblocking(true).unwrap();
             let empty = rx.recv().map(|c| c.map(|c| c.len())).map_err(|e| e.kind());
             answer.send(empty).unwrap();
         });

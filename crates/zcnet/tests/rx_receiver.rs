@@ -316,7 +316,9 @@ fn small_requests_get_answers_with_the_default_config() {
                     }
                 }
                 assert_eq!(request, vec![round; REQUEST]);
-                rx.stream().write_all(&[round]).map_err(|e| e.to_string())?;
+                rx.get_ref()
+                    .write_all(&[round])
+                    .map_err(|e| e.to_string())?;
             }
             Ok(ROUNDS)
         });

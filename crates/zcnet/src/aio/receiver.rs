@@ -19,7 +19,7 @@ use crate::sys::reactor;
 /// Readiness is confirmed with a one-byte `MSG_PEEK` before each receive that would read the socket, so
 /// a stale wake-up never turns into a `WouldBlock` error; an error the peek reads (a reset) is
 /// returned, and again by every later chunk, as [`Receiver::recv`] does. Reading the stream behind the receiver's back
-/// (through [`Receiver::stream`]) takes bytes out of its order; a chunk then may fail with `WouldBlock`.
+/// (through [`Receiver::get_ref`]) takes bytes out of its order; a chunk then may fail with `WouldBlock`.
 ///
 /// On the io_uring zero-copy receive path ([`RxPath::Zcrx`](crate::rx::RxPath::Zcrx)) readiness
 /// comes from the ring: an eventfd registered with it, which the kernel signals when a completion
@@ -76,7 +76,7 @@ impl AsyncReceiver {
         while !self.rx.has_buffered() {
             let mut ready =
                 ready!(self.io.poll_read_ready(cx)).map_err(|e| RxError::new(RxOp::Poll, e))?;
-            match self.rx.stream().peek(&mut [0u8]) {
+            match self.rx.get_ref().peek(&mut [0u8]) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
                 // The peek took the socket's pending error (a reset): only it can report it.
                 Err(e) => return Poll::Ready(Err(self.rx.record_end(RxError::new(RxOp::Recv, e)))),

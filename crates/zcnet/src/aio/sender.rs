@@ -270,6 +270,16 @@ impl<S: ZcSocket> AsyncSender<S> {
         tx.close(Duration::ZERO)
     }
 
+    /// Ends the connection now, without a task or a wait: the buffers still queued are dropped
+    /// unsent, a TCP stream is reset, and the buffers still lent are leaked (counted in
+    /// [`crate::tx::leaked`]), as [`Sender::abort`]. [`close`](AsyncSender::close) delivers
+    /// everything instead, and dropping the sender drains in the background (see "Dropping").
+    pub fn abort(mut self) {
+        if let Some(tx) = self.tx.take() {
+            tx.abort();
+        }
+    }
+
     /// A free buffer of `pool`, sending the buffers of dropped send futures and reading completions
     /// as they arrive while the pool is dry. Fails with [`TxError::Timeout`] at once when this sender
     /// holds none of the pool's buffers — none queued, none lent — (waiting on it cannot bring one

@@ -58,7 +58,7 @@ pub struct AutoChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutoReason {
     /// The socket could not be mapped or `TCP_ZEROCOPY_RECEIVE` was refused: copying for good
-    /// ([`Receiver::fallback`](super::Receiver::fallback) names the call and errno).
+    /// ([`Receiver::zerocopy_status`](super::Receiver::zerocopy_status) names the call and errno).
     Refused,
     /// None of the first [`RxConfig::give_up_after`](super::RxConfig::give_up_after) bytes mapped (the
     /// sender's segments do not carry whole pages): copying for good.

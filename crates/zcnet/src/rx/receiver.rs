@@ -180,7 +180,7 @@ fn nothing_mapped(bytes: u64) -> Fallback {
 /// `Ok(None)` at end of stream. On a non-blocking socket an empty queue is an error of kind
 /// `WouldBlock`; a reset is `ConnectionReset`, after the bytes that arrived before it. Whether the
 /// socket is non-blocking is read from the descriptor when the receiver would wait, so it may be
-/// switched through [`Receiver::stream`] at any time.
+/// switched through [`Receiver::get_ref`] at any time.
 ///
 /// It is also a [`BufRead`]: `fill_buf` lends the next chunk in place and `consume` advances
 /// through it, so a framed protocol parses headers and takes payloads in parts without copying
@@ -331,7 +331,7 @@ impl Receiver {
     /// An error that ends the connection (`ConnectionReset`, `TimedOut`, …) comes after every byte
     /// that arrived before it, and again from every later call. While the receiver maps pages, a
     /// connection that ended without a FIN after its error was read elsewhere (`SO_ERROR`, a read
-    /// of [`Receiver::stream`]) is reported as `ECONNRESET`; reading with `recv`
+    /// of [`Receiver::get_ref`]) is reported as `ECONNRESET`; reading with `recv`
     /// ([`RxMode::Copy`], a fallback), such an end reads as the stream's end, as it does for any
     /// socket.
     ///
@@ -470,12 +470,24 @@ impl Receiver {
     }
 
     /// The stream, e.g. to write answers, shut it down or switch it to non-blocking.
-    pub fn stream(&self) -> &TcpStream {
+    pub fn get_ref(&self) -> &TcpStream {
         &self.stream
     }
 
+    /// Unmaps the window and gives the stream back, or the receiver itself while it still holds
+    /// bytes it received and has not handed out (the rest of a chunk [`BufRead::fill_buf`] lent,
+    /// copybuf bytes): read them first, so that no byte is lost.
+    pub fn into_inner(self) -> Result<TcpStream, Box<Receiver>> {
+        if self.unconsumed.is_some() || !self.pending.is_empty() {
+            return Err(Box::new(self));
+        }
+        let Receiver { window, stream, .. } = self;
+        drop(window);
+        Ok(stream)
+    }
+
     /// Switches the socket between blocking and non-blocking receives (as
-    /// `self.stream().set_nonblocking(…)` does).
+    /// `self.get_ref().set_nonblocking(…)` does).
     pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
         self.stream.set_nonblocking(nonblocking)
     }

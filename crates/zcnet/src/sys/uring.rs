@@ -733,14 +733,28 @@ impl<T: ?Sized> SendRing<T> {
     }
 }
 
+impl<T: ?Sized> SendRing<T> {
+    /// Gives up the requests in flight, after reaping what completed: returns their loans, which
+    /// the kernel may still read (the caller must never free or reuse them), and leaks their
+    /// messages.
+    pub fn abandon(&mut self) -> Vec<Arc<T>> {
+        self.reap(drop);
+        let mut loans = Vec::new();
+        for (_, lent) in self.lent.drain() {
+            std::mem::forget(lent.message);
+            match lent.loans {
+                Loans::One { _loan } => loans.push(_loan),
+                Loans::Many { loans: many } => loans.extend(many),
+            }
+        }
+        loans
+    }
+}
+
 impl<T: ?Sized> Drop for SendRing<T> {
     fn drop(&mut self) {
-        self.reap(drop);
-        for (_, lent) in self.lent.drain() {
-            // The kernel may still read these bytes: never free or reuse them.
-            std::mem::forget(lent.loans);
-            std::mem::forget(lent.message);
-        }
+        // The kernel may still read these bytes: never free or reuse them.
+        self.abandon().into_iter().for_each(std::mem::forget);
     }
 }
 

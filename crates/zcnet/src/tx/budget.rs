@@ -130,6 +130,12 @@ impl MemlockBudget {
 
     /// Charges a zero-copy send of `len` bytes, or `None` when it would take the budget past
     /// [`MemlockBudget::usable`] (the send should be copied).
+    ///
+    /// Public for memory the application pins by other means under the same `RLIMIT_MEMLOCK`
+    /// (its own `mlock`, io_uring buffer registrations, an AF_XDP UMEM): charging it here keeps
+    /// zcnet's senders from counting on locked memory that is taken, so they copy instead of
+    /// meeting `ENOBUFS`. A charge held for good (`mem::forget`) makes zero-copy sends copy once
+    /// the budget is spent, as the pinned memory itself would make the kernel refuse them.
     pub fn try_charge(&self, len: usize) -> Option<Charge<'_>> {
         let bytes = self.pages_for(len);
         let usable = self.usable().unwrap_or(u64::MAX);

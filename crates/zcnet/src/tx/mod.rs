@@ -41,6 +41,7 @@ mod error;
 pub mod errqueue;
 #[cfg(test)]
 mod errqueue_room_tests;
+mod leak;
 mod policy;
 mod pool;
 mod sender;
@@ -48,6 +49,8 @@ mod sendmsg;
 mod socket;
 mod stats;
 mod tracker;
+#[cfg(test)]
+mod tracker_hostile_tests;
 mod unsent;
 #[cfg(feature = "io-uring")]
 mod uring;
@@ -57,6 +60,7 @@ pub use budget::{Charge, MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
+pub use leak::{Leaked, leaked};
 pub use policy::{
     AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
 };
@@ -66,7 +70,8 @@ pub(crate) use sender::DROP_WAIT;
 pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;
-pub use tracker::{Completion, CompletionTracker, TrackerCounts};
+pub use tracker::Completion;
+pub(crate) use tracker::CompletionTracker;
 pub use unsent::{SendError, TrySendError, Unsent};
 pub use vsock::VsockSocket;
 

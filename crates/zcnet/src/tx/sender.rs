@@ -171,6 +171,17 @@ macro_rules! on_path {
 ///   may still read them; their locked-memory charges go back to
 ///   [`crate::tx::MemlockBudget`]): [`Sender::flush`] or [`Sender::close`] first to get them back.
 ///
+/// # Drop
+///
+/// | end | waits | what is still lent | connection |
+/// |---|---|---|---|
+/// | [`Sender::close`]`(timeout)` | for every completion, up to `timeout` | given back (or leaked and named in the error) | closed, or reset if bytes are missing |
+/// | [`Sender::abort`] | never | leaked, counted in [`crate::tx::leaked`] | reset |
+/// | dropping it | on `sendmsg` never; on io_uring until the queued sends are taken (bounded, above) | leaked, counted in [`crate::tx::leaked`] | closed, or reset if bytes are missing |
+///
+/// A server that drops connections on error paths reads [`crate::tx::leaked`] to see what that
+/// costs; [`crate::aio::AsyncSender`]'s drop moves any wait off the runtime's threads.
+///
 /// On the `sendmsg` path one sender owns a kernel socket: a second `sendmsg` sender on the same
 /// socket (another descriptor of it, from `try_clone` or `dup`) sends by copy and never reads the
 /// socket's error queue, and its [`Sender::zerocopy_status`] says so
@@ -433,6 +444,14 @@ impl<S: ZcSocket> Sender<S> {
     /// buffers still lent then stay lent).
     pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
         on_path!(&mut self.path, p => p.flush(timeout))
+    }
+
+    /// Ends the connection now, waiting for nothing: a TCP stream is reset (`SO_LINGER` 0), what
+    /// io_uring still queued is dropped unsent, and the buffers still lent are leaked (counted in
+    /// [`crate::tx::leaked`]). For a connection that has failed, or a peer not worth waiting for;
+    /// [`Sender::close`] delivers what was sent and gives every buffer back.
+    pub fn abort(mut self) {
+        self.cut_short();
     }
 
     /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On

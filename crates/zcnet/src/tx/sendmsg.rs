@@ -752,14 +752,14 @@ impl<S: ZcSocket> Drop for SendmsgPath<S> {
         if self.socket.is_some() {
             let _ = self.drain();
         }
-        // The kernel may still read what is lent: never free or reuse it. Its locked-memory charge
-        // goes back to the budget, which would otherwise shrink for good with every sender dropped
-        // so; the kernel un-accounts the pages when it frees the socket's packets, and an ENOBUFS
-        // before then is copied and backs off.
-        for (loan, charge) in self.tracker.abandon() {
-            std::mem::forget(loan);
-            drop(charge);
-        }
+        // The kernel may still read what is lent: never free or reuse it (counted in
+        // `tx::leaked`). Its locked-memory charge goes back to the budget, which would otherwise
+        // shrink for good with every sender dropped so; the kernel un-accounts the pages when it
+        // frees the socket's packets (at the close, or its reset), and an ENOBUFS before then is
+        // copied and backs off.
+        let (loans, charges): (Vec<_>, Vec<_>) = self.tracker.abandon().into_iter().unzip();
+        super::leak::leak(loans);
+        drop(charges);
     }
 }
 

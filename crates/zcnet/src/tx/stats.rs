@@ -116,3 +116,95 @@ impl TxStats {
         self.unregistered_ids = c.unregistered_ids;
     }
 }
+
+/// Sums the counters of several senders (connections): `total += tx.stats().clone()`. `auto`, a
+/// choice rather than a count, is the last one added that has one.
+impl std::ops::AddAssign for TxStats {
+    fn add_assign(&mut self, other: TxStats) {
+        // Destructured, so that a counter added to the struct cannot be left out here.
+        let TxStats {
+            calls,
+            bytes,
+            zc_calls,
+            copy_calls,
+            copy_mode,
+            copy_empty,
+            copy_small,
+            copy_copied,
+            copy_enobufs,
+            copy_memlock,
+            copy_unsupported,
+            copy_cheaper,
+            enobufs,
+            policy_switches,
+            cost_comparisons,
+            partial_sends,
+            waits,
+            window_waits,
+            notifications,
+            zc_ids,
+            copied_ids,
+            ignored_ids,
+            unregistered_ids,
+            queue_errors,
+            auto,
+        } = other;
+        self.calls += calls;
+        self.bytes += bytes;
+        self.zc_calls += zc_calls;
+        self.copy_calls += copy_calls;
+        self.copy_mode += copy_mode;
+        self.copy_empty += copy_empty;
+        self.copy_small += copy_small;
+        self.copy_copied += copy_copied;
+        self.copy_enobufs += copy_enobufs;
+        self.copy_memlock += copy_memlock;
+        self.copy_unsupported += copy_unsupported;
+        self.copy_cheaper += copy_cheaper;
+        self.enobufs += enobufs;
+        self.policy_switches += policy_switches;
+        self.cost_comparisons += cost_comparisons;
+        self.partial_sends += partial_sends;
+        self.waits += waits;
+        self.window_waits += window_waits;
+        self.notifications += notifications;
+        self.zc_ids += zc_ids;
+        self.copied_ids += copied_ids;
+        self.ignored_ids += ignored_ids;
+        self.unregistered_ids += unregistered_ids;
+        self.queue_errors += queue_errors;
+        if auto.is_some() {
+            self.auto = auto;
+        }
+    }
+}
+
+impl std::ops::AddAssign<&TxStats> for TxStats {
+    fn add_assign(&mut self, other: &TxStats) {
+        *self += other.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_several_senders_sum() {
+        let mut total = TxStats::default();
+        let one = TxStats {
+            calls: 2,
+            bytes: 100,
+            zc_ids: 1,
+            queue_errors: 1,
+            ..TxStats::default()
+        };
+        total += &one;
+        total += one.clone();
+        assert_eq!(
+            (total.calls, total.bytes, total.zc_ids, total.queue_errors),
+            (4, 200, 2, 2)
+        );
+        assert_eq!(total.auto, None);
+    }
+}

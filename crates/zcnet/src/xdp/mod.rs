@@ -12,7 +12,7 @@
 //!   returns for a frame it was not lent is rejected, never turned into a second token, and ring
 //!   indices the kernel could not have written are clamped.
 //! - [`Socket`]: one kernel socket, [`Socket::bind`] in [`Mode::Auto`], [`Mode::Copy`] or
-//!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::fallback`]);
+//!   [`Mode::ZeroCopy`]; why it copies is a [`crate::Fallback`] ([`Socket::zerocopy_status`]);
 //!   [`probe_zero_copy`] asks just that question; [`TxMetadata`] says which AF_XDP TX metadata
 //!   (checksum, timestamp, launch time) a bound mode gets on an interface. Sockets share a UMEM (`XDP_SHARED_UMEM`) by binding
 //!   with the same one; the sockets on one queue share its fill and completion rings, which stay

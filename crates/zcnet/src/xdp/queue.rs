@@ -176,9 +176,9 @@ impl Queue {
         self.inherited
     }
 
-    /// Why the queue copies, when this queue registered the UMEM (see [`Socket::fallback`]).
+    /// Why the queue copies, when this queue registered the UMEM (see [`Socket::zerocopy_status`]).
     ///
-    /// [`Socket::fallback`]: crate::xdp::Socket::fallback
+    /// [`Socket::zerocopy_status`]: crate::xdp::Socket::zerocopy_status
     pub(crate) fn fallback(&self) -> Option<&Fallback> {
         self.fallback.as_ref()
     }

@@ -1153,8 +1153,9 @@ impl<S: ZcSocket> Drop for UringPath<S> {
             self.cut_short();
         }
         self.reap();
-        // The ring keeps (and, dropped, leaks) the buffers the kernel may still read; the charges
-        // go back to the budget, as on the sendmsg path.
+        // The kernel may still read what requests in flight lend: leak it (counted in
+        // `tx::leaked`). The charges go back to the budget, as on the sendmsg path.
+        crate::tx::leak::leak(self.ring.abandon());
         drop(self.tracker.abandon());
     }
 }

@@ -4,8 +4,8 @@
 
 use std::collections::VecDeque;
 
+use super::tracker::{Completion, CompletionTracker};
 use proptest::prelude::*;
-use zcnet::tx::{Completion, CompletionTracker};
 
 #[derive(Debug, Clone)]
 enum Op {
