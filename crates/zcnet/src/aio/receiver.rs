@@ -39,6 +39,14 @@ pub struct AsyncReceiver {
 impl AsyncReceiver {
     /// Switches `rx`'s socket to non-blocking and registers it with the current tokio runtime (call
     /// inside one).
+    ///
+    /// # Errors
+    ///
+    /// Switching the socket or registering it fails.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as tokio's registration does.
     pub fn new(mut rx: Receiver) -> io::Result<AsyncReceiver> {
         rx.set_nonblocking(true)?;
         #[cfg(feature = "io-uring")]

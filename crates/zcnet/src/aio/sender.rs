@@ -180,6 +180,10 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// that waits in the kernel for the peer's credit — for as long as the peer takes to read,
     /// which would hold a runtime thread. Send such messages with the blocking [`Sender`] on a
     /// thread of its own (`tokio::task::spawn_blocking`, for one).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as tokio's registration does.
     pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
         if tx.get_ref().cuts_messages() {
             let e = TxError::Unsupported {
@@ -260,6 +264,11 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// order, every buffer not yet given to the kernel ([`TxError::unsent`]), and a TCP stream
     /// that then misses bytes is reset; the ones still lent stay lent for good, as
     /// [`Sender::close`] leaves them.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the sender: what it still holds is sent as its drop sends it (see
+    /// "Dropping" above), within the same bound, and nothing is lost that the drop would not lose.
     pub async fn close(mut self) -> Result<S, TxError> {
         let flushed = self.flush().await;
         let mut tx = self.tx.take().expect(PRESENT);
@@ -284,6 +293,11 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// as they arrive while the pool is dry. Fails with [`TxError::Timeout`] at once when this sender
     /// holds none of the pool's buffers — none queued, none lent — (waiting on it cannot bring one
     /// back), and with the error of a queued send that fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a dropped future took no buffer from the pool, and what it was sending of the
+    /// queue stays queued, in order, for the next call.
     pub async fn take_from(&mut self, pool: &BufferPool) -> Result<PooledBuf, TxError> {
         let started = std::time::Instant::now();
         loop {

@@ -63,6 +63,10 @@ pub struct AsyncUdpEndpoint {
 impl AsyncUdpEndpoint {
     /// Registers every socket of `endpoint` with the current tokio runtime (call inside one).
     /// AF_XDP sockets never block, so nothing about them changes.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as tokio's registration does.
     pub fn new(endpoint: UdpEndpoint) -> Result<AsyncUdpEndpoint, Error> {
         let sockets = endpoint
             .sockets()

@@ -10,7 +10,7 @@
 //! [`SenderConfig::path`] chooses how sends reach the kernel: [`SendPath::Sendmsg`] (`sendmsg` with
 //! `MSG_ZEROCOPY`, completions on the socket's error queue: `sendmsg.rs`) or `SendPath::IoUring`
 //! (feature `io-uring`: `IORING_OP_SEND_ZC` requests in linked chains, completions as notification
-//! CQEs: `uring/`). Both feed the same [`CompletionTracker`], policy and stats, and keep one contract
+//! CQEs: `uring/`). Both feed the same completion tracker, policy and stats, and keep one contract
 //! (see [`Sender`]): a failed send hands back what was not sent, and one [`TxError`] says why.
 //!
 //! Kernel behaviour relied on by the `sendmsg` path (Documentation/networking/msg_zerocopy.rst):
