@@ -32,6 +32,7 @@ mod vsock_uring;
 mod wire;
 mod xdp_endpoint;
 mod xdp_zc;
+mod zcrx;
 
 /// zcnet's guest-kernel checks and their host-side peer.
 #[derive(Debug, Parser)]
@@ -90,6 +91,15 @@ enum Command {
         #[arg(long, default_value = "eth0")]
         iface: String,
     },
+    /// In the guest: io_uring zero-copy receive (device-less over loopback, and its refusals).
+    Zcrx {
+        /// Only check that the kernel refuses zcrx as too old (the 6.12 boot).
+        #[arg(long)]
+        expect_too_old: bool,
+        /// Also try a real registration on queue 0 of this NIC (refused without header split).
+        #[arg(long)]
+        iface: Option<String>,
+    },
     /// On the host side of the guest's NIC: receive and verify the guest's streams.
     Peer {
         /// Address to listen on.
@@ -116,6 +126,10 @@ fn main() -> ExitCode {
         ),
         Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
         Command::Xdp { peer, ip, iface } => ("xdp", xdp_zc::run(peer, ip, &iface)),
+        Command::Zcrx {
+            expect_too_old,
+            iface,
+        } => ("zcrx", zcrx::run(expect_too_old, iface.as_deref())),
         Command::Peer {
             listen,
             max_seconds,

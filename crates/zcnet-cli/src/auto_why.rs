@@ -33,6 +33,10 @@ pub fn rx_short(s: &RxStats) -> Option<String> {
             zc_ns_per_kb,
             copy_ns_per_kb,
         } => measured_short(mode, zc_ns_per_kb, copy_ns_per_kb),
+        rx::AutoReason::Zcrx {
+            copied_bytes,
+            bytes,
+        } => format!("{mode}: zcrx, kernel copied {copied_bytes} of {bytes} bytes"),
     })
 }
 
@@ -47,6 +51,12 @@ pub fn rx_choice_json(choice: &rx::AutoChoice) -> Value {
         rx::AutoReason::Refused => "refused",
         rx::AutoReason::NothingMapped => "nothing_mapped",
         rx::AutoReason::Unmeasured => "unmeasured",
+        rx::AutoReason::Zcrx {
+            copied_bytes,
+            bytes,
+        } => {
+            return json!({"mode": mode, "reason": "zcrx", "copied_bytes": copied_bytes, "bytes": bytes});
+        }
     };
     json!({"mode": mode, "reason": reason})
 }
@@ -59,7 +69,7 @@ pub fn short(s: &TxStats) -> Option<String> {
         AutoReason::BelowThreshold => format!("{mode}: below --threshold"),
         AutoReason::Refused => format!("{mode}: zero-copy refused"),
         AutoReason::CopiedCompletions => format!("{mode}: kernel copied"),
-        AutoReason::Unmeasured => format!("{mode}: not copied, unmeasured"),
+        AutoReason::Unmeasured => format!("{mode}: kernel did not copy, cost not compared"),
         AutoReason::CheaperPerByte {
             zc_ns_per_kb,
             copy_ns_per_kb,
@@ -190,6 +200,15 @@ mod tests {
             choice_json(&kept.auto.unwrap()),
             json!({"mode": "zerocopy", "reason": "cheaper_per_byte", "zc_ns_per_kb": 630,
                    "copy_ns_per_kb": 620})
+        );
+    }
+
+    #[test]
+    fn an_unmeasured_choice_says_what_was_not_done() {
+        let s = stats(Mode::ZeroCopy, AutoReason::Unmeasured);
+        assert_eq!(
+            short(&s).unwrap(),
+            "zerocopy: kernel did not copy, cost not compared"
         );
     }
 

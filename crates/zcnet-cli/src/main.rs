@@ -26,9 +26,11 @@ mod bench_xdp;
 mod child;
 mod dp_cmd;
 mod flags;
+mod iperf3;
 mod lease_cmd;
 mod live;
 mod measure_verdict;
+mod observe;
 mod plot;
 mod probe_cmd;
 mod probe_measure;
@@ -67,6 +69,11 @@ enum Command {
     /// Dedicate a NIC receive queue to a flow (zcrx, AF_XDP) and put back exactly what changed.
     #[command(subcommand)]
     Lease(lease_cmd::LeaseCommand),
+    /// Be a peer of stock iperf3: its server (-s) or its client (-c HOST), sending and receiving
+    /// with zcnet.
+    Iperf3(iperf3::Iperf3Args),
+    /// Watch zero-copy happen in running processes: sends, completions, copies, mapped receives.
+    Observe(observe::ObserveArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,6 +125,8 @@ fn main() -> ExitCode {
         Command::Switch(args) => switch_cmd::run(args),
         Command::Dp(cmd) => dp_cmd::run(cmd),
         Command::Lease(cmd) => lease_cmd::run(cmd),
+        Command::Iperf3(args) => iperf3::run(args),
+        Command::Observe(args) => observe::run(args),
     };
     match result {
         // The error was reported when the write failed.

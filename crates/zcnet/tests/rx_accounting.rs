@@ -11,7 +11,9 @@ use std::thread;
 
 use proptest::prelude::*;
 use rx_util::{SendWith, send_writes};
-use zcnet::rx::{AutoConfig, ChunkKind, Receiver, Release, RxConfig, RxMode, RxStats, sender};
+use zcnet::rx::{
+    AutoConfig, ChunkKind, Receiver, Release, RxConfig, RxMode, RxPath, RxStats, sender,
+};
 
 const PAGE: usize = 4096;
 
@@ -73,6 +75,7 @@ fn case() -> impl Strategy<Value = Case> {
                         release: if lazy { Release::Lazy } else { Release::Zap },
                         low_water,
                         give_up_after: give_up,
+                        path: RxPath::Socket,
                     },
                     nonblocking,
                     with: if zerocopy {
@@ -147,6 +150,7 @@ fn check(case: Case) -> Result<RxStats, TestCaseError> {
                 prop_assert!(chunk.len() <= copy_buffer.max(PAGE - 1));
                 by_kind.recv_bytes += chunk.len() as u64;
             }
+            ChunkKind::Zcrx => prop_assert!(false, "the socket path handed out a zcrx chunk"),
         }
         next += chunk.len();
     }

@@ -74,6 +74,15 @@ pub enum AutoReason {
         /// Plain `recv`'s cost, in nanoseconds per kilobyte.
         copy_ns_per_kb: u64,
     },
+    /// The receiver uses io_uring zero-copy receive ([`RxPath::Zcrx`](super::RxPath::Zcrx)); it
+    /// counts as copying once the kernel says it copied bytes into the area (a device-less
+    /// instance, a flow the queue did not get), as zero-copy otherwise.
+    Zcrx {
+        /// Bytes the kernel copied into the area.
+        copied_bytes: u64,
+        /// Bytes received.
+        bytes: u64,
+    },
 }
 
 /// The auto mode's state in a receiver: the comparison, the window being measured, and the reason it

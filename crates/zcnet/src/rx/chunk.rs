@@ -14,13 +14,32 @@ pub enum ChunkKind {
     Copybuf,
     /// Read with `recv` into the copy buffer.
     Recv,
+    /// A buffer of the io_uring zero-copy receive area ([`RxPath::Zcrx`](super::RxPath::Zcrx)),
+    /// written by the NIC or (device-less, or a flow the queue did not get) copied there by the
+    /// kernel ([`RxStats::zcrx_copied_bytes`](super::RxStats::zcrx_copied_bytes) says how much);
+    /// given back through the refill ring when the chunk is dropped.
+    Zcrx,
 }
 
 /// Consecutive bytes of the stream, starting at [`Chunk::offset`], readable through `Deref<[u8]>`.
 ///
-/// A chunk borrows its receiver, so the mapped pages or the copy buffer behind it cannot be replaced
-/// while it lives. Dropping a mapped chunk releases its pages (`MADV_DONTNEED`) under
-/// [`Release::Zap`](super::Release::Zap), or leaves them for the next receive to replace.
+/// A chunk borrows its receiver, so the mapped pages, the copy buffer or the zcrx area behind it
+/// cannot be replaced while it lives, nor outlive the receiver:
+///
+/// ```compile_fail
+/// # fn outlive(stream: std::net::TcpStream) -> Result<(), zcnet::rx::RxError> {
+/// use zcnet::rx::{Receiver, RxConfig, RxPath, ZcrxConfig};
+/// let config = RxConfig::default().with_path(RxPath::Zcrx(ZcrxConfig::no_device()));
+/// let chunk = {
+///     let mut rx = Receiver::new(stream, config)?;
+///     rx.recv()?.unwrap()
+/// }; // error: `rx` dropped here while still borrowed
+/// # drop(chunk); Ok(()) }
+/// ```
+///
+/// Dropping a mapped chunk releases its pages (`MADV_DONTNEED`) under
+/// [`Release::Zap`](super::Release::Zap), or leaves them for the next receive to replace; dropping a
+/// zcrx chunk gives its buffer back to the kernel, once.
 pub struct Chunk<'a> {
     pub(super) rx: &'a mut Receiver,
     pub(super) kind: ChunkKind,
@@ -44,17 +63,16 @@ impl Deref for Chunk<'_> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        match self.kind {
-            ChunkKind::Mapped => &self.rx.mapped_pages()[self.range.clone()],
-            ChunkKind::Copybuf | ChunkKind::Recv => &self.rx.copy_buffer()[self.range.clone()],
-        }
+        self.rx.chunk_bytes(self.kind, self.range.clone())
     }
 }
 
 impl Drop for Chunk<'_> {
     fn drop(&mut self) {
-        if self.kind == ChunkKind::Mapped {
-            self.rx.chunk_released();
+        match self.kind {
+            ChunkKind::Mapped => self.rx.chunk_released(),
+            ChunkKind::Zcrx => self.rx.zcrx_released(self.range.clone()),
+            ChunkKind::Copybuf | ChunkKind::Recv => {}
         }
     }
 }

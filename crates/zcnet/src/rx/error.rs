@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io;
 
+use super::ZcrxRefusal;
 use crate::sys::errno::error_name;
 
 /// The kernel call an [`RxError`] comes from.
@@ -18,6 +19,11 @@ pub enum RxOp {
     Setup,
     /// A pending socket error the kernel reported (`SO_ERROR`), such as a reset.
     Socket,
+    /// Setting up io_uring zero-copy receive: the ring, the area, the refill ring, the registration
+    /// (`IORING_REGISTER_ZCRX_IFQ`).
+    ZcrxSetup,
+    /// An io_uring zero-copy receive (`IORING_OP_RECV_ZC`) or waiting for its completions.
+    ZcrxReceive,
 }
 
 /// A failed receive: the call, the kernel's error, and advice.
@@ -25,11 +31,31 @@ pub enum RxOp {
 pub struct RxError {
     op: RxOp,
     source: io::Error,
+    zcrx: Option<ZcrxRefusal>,
 }
 
 impl RxError {
     pub(crate) fn new(op: RxOp, source: io::Error) -> RxError {
-        RxError { op, source }
+        RxError {
+            op,
+            source,
+            zcrx: None,
+        }
+    }
+
+    /// The kernel refused io_uring zero-copy receive, for `refusal`.
+    pub(crate) fn zcrx(op: RxOp, source: io::Error, refusal: ZcrxRefusal) -> RxError {
+        RxError {
+            op,
+            source,
+            zcrx: Some(refusal),
+        }
+    }
+
+    /// Why the kernel refused zero-copy receive through io_uring (with [`RxError::raw_os_error`],
+    /// the errno), when that is what failed.
+    pub fn zcrx_refusal(&self) -> Option<ZcrxRefusal> {
+        self.zcrx
     }
 
     /// The call that failed.
@@ -49,6 +75,9 @@ impl RxError {
     }
 
     fn advice(&self) -> &'static str {
+        if let Some(refusal) = self.zcrx {
+            return refusal.remedy();
+        }
         match (self.op, self.source.raw_os_error()) {
             (_, Some(libc::EAGAIN)) => {
                 "nothing queued on a non-blocking socket: poll and call again"
@@ -71,8 +100,14 @@ impl fmt::Display for RxError {
             RxOp::Poll => "poll for POLLIN",
             RxOp::Setup => "setting up the receiver",
             RxOp::Socket => "socket error",
+            RxOp::ZcrxSetup => "setting up io_uring zero-copy receive",
+            RxOp::ZcrxReceive => "io_uring RECV_ZC",
         };
-        write!(f, "{op}: {} ({})", error_name(&self.source), self.advice())
+        write!(f, "{op}: {} ", error_name(&self.source))?;
+        match self.zcrx {
+            Some(refusal) => write!(f, "({refusal:?}: {})", self.advice()),
+            None => write!(f, "({})", self.advice()),
+        }
     }
 }
 
@@ -82,12 +117,7 @@ impl std::error::Error for RxError {
     }
 }
 
-impl From<RxError> for io::Error {
-    fn from(err: RxError) -> io::Error {
-        let kind = err.kind();
-        io::Error::new(kind, err)
-    }
-}
+crate::error::into_io_error!(RxError);
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,7 @@
 //!     let mapped = chunk.kind() == ChunkKind::Mapped;
 //!     println!("{} bytes at {} ({})", chunk.len(), chunk.offset(), if mapped { "mapped" } else { "copied" });
 //! }
-//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.fallback());
+//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.zerocopy_status());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -45,11 +45,15 @@ mod measure;
 mod receiver;
 pub mod sender;
 mod stats;
+mod zcrx;
+#[cfg(feature = "io-uring")]
+mod zcrx_path;
 
 pub use auto::{AutoChoice, AutoConfig, AutoReason};
 pub use chunk::{Chunk, ChunkKind};
 pub use datagrams::{Datagram, DatagramBatch};
 pub use error::{RxError, RxOp};
 pub use measure::measure_loopback;
-pub use receiver::{Receiver, Release, RxConfig, RxMode};
+pub use receiver::{Receiver, Release, RxConfig, RxMode, RxPath};
 pub use stats::RxStats;
+pub use zcrx::{ZcrxBind, ZcrxConfig, ZcrxRefusal};

@@ -28,17 +28,39 @@ pub struct RxStats {
     pub cost_comparisons: u64,
     /// What [`RxMode::Auto`](super::RxMode::Auto) does and why (`None` in the other modes).
     pub auto: Option<AutoChoice>,
+    /// Bytes received through io_uring zero-copy receive ([`RxPath::Zcrx`](super::RxPath::Zcrx)),
+    /// zero-copied or not.
+    pub zcrx_bytes: u64,
+    /// Of those, the bytes the kernel copied into the area instead of the NIC writing them there:
+    /// its own statistics (`zcrx_stats.copy_bytes`, Linux 7.2), or every byte of a device-less
+    /// instance on a kernel without them.
+    pub zcrx_copied_bytes: u64,
+    /// The kernel's count of copies into the area (`zcrx_stats.copy_count`; pieces it copied, not
+    /// completions).
+    pub zcrx_copy_count: u64,
+    /// Copy events the kernel posted (`ZCRX_EVENT_COPY`, each re-armed at once).
+    pub zcrx_copy_events: u64,
+    /// Allocation-failure events (`ZCRX_EVENT_ALLOC_FAIL`: the NIC queue's page pool found no free
+    /// buffer in the area and the device dropped packets until chunks came back).
+    pub zcrx_alloc_failures: u64,
+    /// Events that could not be re-armed (the event stays silent; the statistics still count).
+    pub zcrx_rearm_failures: u64,
+    /// Receives that ended because the area was exhausted (`-ENOMEM`); each was re-armed once the
+    /// chunks came back, losing nothing.
+    pub zcrx_exhausted: u64,
+    /// Multishot `RECV_ZC` requests submitted.
+    pub zcrx_arms: u64,
 }
 
 impl RxStats {
     /// All bytes received.
     pub fn bytes(&self) -> u64 {
-        self.mapped_bytes + self.copied_bytes()
+        self.mapped_bytes + self.copybuf_bytes + self.recv_bytes + self.zcrx_bytes
     }
 
-    /// Bytes that were copied (copybuf and recv).
+    /// Bytes that were copied (copybuf, recv, and what a zcrx instance copied).
     pub fn copied_bytes(&self) -> u64 {
-        self.copybuf_bytes + self.recv_bytes
+        self.copybuf_bytes + self.recv_bytes + self.zcrx_copied_bytes
     }
 
     /// Share of the bytes that arrived mapped, in percent (tcp_mmap's "% mmap'ed"); 0 before any byte.
@@ -64,6 +86,14 @@ impl std::ops::AddAssign for RxStats {
         self.chunks += other.chunks;
         self.cost_comparisons += other.cost_comparisons;
         self.auto = other.auto.or(self.auto);
+        self.zcrx_bytes += other.zcrx_bytes;
+        self.zcrx_copied_bytes += other.zcrx_copied_bytes;
+        self.zcrx_copy_count += other.zcrx_copy_count;
+        self.zcrx_copy_events += other.zcrx_copy_events;
+        self.zcrx_alloc_failures += other.zcrx_alloc_failures;
+        self.zcrx_rearm_failures += other.zcrx_rearm_failures;
+        self.zcrx_exhausted += other.zcrx_exhausted;
+        self.zcrx_arms += other.zcrx_arms;
     }
 }
 
@@ -87,5 +117,14 @@ mod tests {
         twice += stats;
         assert_eq!(twice.bytes(), 8_000_000);
         assert_eq!(twice.mapped_pct(), 75.0);
+        let zcrx = RxStats {
+            zcrx_bytes: 1000,
+            zcrx_copied_bytes: 1000,
+            ..RxStats::default()
+        };
+        assert_eq!(
+            (zcrx.bytes(), zcrx.copied_bytes(), zcrx.mapped_pct()),
+            (1000, 1000, 0.0)
+        );
     }
 }

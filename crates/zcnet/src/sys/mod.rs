@@ -14,8 +14,11 @@
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing) and `vsock`.
+//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
+//! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
+//! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
+//! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
+//! a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -52,16 +55,20 @@ pub(crate) mod netlink;
 pub(crate) mod ovs;
 pub(crate) mod packet;
 pub(crate) mod pages;
+pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;
+#[cfg(feature = "io-uring")]
+pub(crate) mod zcrx;
 
 pub(crate) use errno::errno_name;
 

@@ -214,6 +214,7 @@ pub fn kind_index(kind: ChunkKind) -> usize {
         ChunkKind::Mapped => 0,
         ChunkKind::Copybuf => 1,
         ChunkKind::Recv => 2,
+        ChunkKind::Zcrx => panic!("the socket path handed out a zcrx chunk"),
     }
 }
 
