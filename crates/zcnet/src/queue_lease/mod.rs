@@ -13,6 +13,20 @@
 //! rule or setting it did not make. A process that dies holding a lease leaves its record, which
 //! [`restore_abandoned`] (run by `zcnet` at start and by `zcnet lease restore`) restores.
 //!
+//! ```no_run
+//! use std::path::Path;
+//! use zcnet::queue_lease::{DEFAULT_DIR, Lease, LeaseSpec};
+//!
+//! let spec = LeaseSpec::zcrx("eth1", 3, "tcp:9000".parse()?);
+//! let lease = Lease::apply(&spec, Path::new(DEFAULT_DIR))?; // or which step was refused, and why
+//! // … register io_uring zero-copy receive on eth1 queue 3 …
+//! drop(lease); // every setting it changed goes back
+//! // An AF_XDP socket on queue 2 needs the steering, not header split.
+//! let xsk = Lease::apply(&LeaseSpec::af_xdp("eth1", 2, None), Path::new(DEFAULT_DIR))?;
+//! # drop(xsk);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Kernel behaviour relied on
 //! - ethtool netlink `CHANNELS_SET` and `RINGS_SET` apply all their attributes or none; a set
 //!   naming a ring knob the driver lacks (`tcp-data-split`, `hds-thresh`) is `EOPNOTSUPP` before
@@ -591,11 +605,6 @@ impl Lease {
     /// The lease record file.
     pub fn record_path(&self) -> &Path {
         &self.path
-    }
-
-    /// The device's interface index.
-    pub fn ifindex(&self) -> u32 {
-        self.dev.ifindex
     }
 
     /// Puts back what the lease changed, last first (what dropping it does), and says what: one

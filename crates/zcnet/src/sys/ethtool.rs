@@ -371,15 +371,20 @@ impl EthtoolIoctl {
         let mut nfc = Rxnfc::new(ETHTOOL_GRXCLSRLCNT);
         // The kernel reads and writes one `struct ethtool_rxnfc`.
         self.call((&mut nfc as *mut Rxnfc).cast())?;
+        // `data`: the table size, with `RX_CLS_LOC_SPECIAL` or'ed in when the driver picks.
         Ok((
             nfc.rule_cnt,
-            nfc.data as u32,
+            (nfc.data & !RX_CLS_LOC_SPECIAL) as u32,
             nfc.data & RX_CLS_LOC_SPECIAL != 0,
         ))
     }
 
     /// `ETHTOOL_GRXCLSRLALL`: the locations of the rules in use (at most `count`).
     pub fn rule_locations(&self, count: u32) -> io::Result<Vec<u32>> {
+        if count == 0 {
+            // Not asked: some drivers walk a location array the kernel did not allocate for 0.
+            return Ok(Vec::new());
+        }
         // A `struct ethtool_rxnfc` followed by `count` u32 locations, in u64s for alignment.
         let words = (RULE_LOCS_OFFSET + 4 * count as usize).div_ceil(8);
         let mut buf = vec![0u64; words.max(mem::size_of::<Rxnfc>() / 8)];
