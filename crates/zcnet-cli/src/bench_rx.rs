@@ -23,11 +23,13 @@ use crate::bench_apart::ApartFlags;
 use crate::bench_listen::{self, Ended, mapped_pct};
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::child::Watched;
+use crate::crossover::Swept;
 use crate::flags::UsageError;
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
-use crate::sweep::{self, Swept};
+use crate::sweep;
+use crate::sweep_report;
 use crate::wire::{self, Bench, Header};
 use crate::{bench_send, flags};
 
@@ -864,7 +866,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             path: path.name(),
             size_means: "bytes per write of the sender",
         };
-        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
+        sweep_report::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
     }
     Ok(())
 }

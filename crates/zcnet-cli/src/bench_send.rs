@@ -28,13 +28,15 @@ use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 use crate::auto_why;
 use crate::bench_apart::ApartFlags;
 use crate::bench_api::{self, Api};
-use crate::bench_summary::print_summary;
+use crate::bench_summary::{Shown, print_summary};
 use crate::child::Watched;
+use crate::crossover::Swept;
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
-use crate::report::{Column, Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
+use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
 use crate::send_watch::{SendWatch, Stop};
-use crate::sweep::{self, Swept};
+use crate::sweep;
+use crate::sweep_report;
 use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches. The sender's are refused with `--listen`; `--api` is checked once
@@ -135,28 +137,6 @@ impl Common {
         }
     }
 }
-
-pub(crate) const COLUMNS: &[Column] = &[
-    ("path", "path"),
-    ("round", "round"),
-    ("api", "api"),
-    ("mode", "mode"),
-    ("size", "size"),
-    ("huge_pages", "huge pages"),
-    ("gbit_per_s", "Gbit/s"),
-    ("calls", "calls"),
-    ("cpu_us_per_mb", "CPU us/MB"),
-    ("cpu_ns_per_packet", "CPU ns/pkt"),
-    ("zc_ids", "zc ids"),
-    ("copied_ids", "copied ids"),
-    ("notifications", "notifs"),
-    ("enobufs", "ENOBUFS"),
-    ("fallbacks", "fallbacks"),
-    ("rx_cpu_us_per_mb", "rx us/MB"),
-    ("lost", "lost"),
-    ("data_errors", "data errors"),
-    ("why", "why"),
-];
 
 /// Buffers per pool unless `--pool-buffers` says otherwise: enough to keep the socket busy while
 /// completions trail behind.
@@ -819,7 +799,7 @@ pub(crate) fn run_rounds(
         let mut row = match one_run(size, mode, api) {
             Ok(row) => row,
             Err(e) => {
-                print_summary(&rows, common);
+                print_summary(&rows, shown(common));
                 return Err(e);
             }
         };
@@ -831,7 +811,7 @@ pub(crate) fn run_rounds(
             break;
         }
     }
-    print_summary(&rows, common);
+    print_summary(&rows, shown(common));
     if !common.sizes.is_empty() {
         let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
         let swept = Swept {
@@ -839,7 +819,7 @@ pub(crate) fn run_rounds(
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
+        sweep_report::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
     }
     if let Some(row) = rows.last()
         && let Some(why) = cut_short_by(row)
@@ -890,6 +870,15 @@ pub(crate) fn check_listener_api(common: &Common, reads: &str) -> Result<()> {
         apis.join(",")
     ))
     .into())
+}
+
+/// What the summary of `common`'s runs shows.
+fn shown(common: &Common) -> Shown {
+    Shown {
+        json: common.json,
+        rounds: common.rounds > 1,
+        sweep: !common.sizes.is_empty(),
+    }
 }
 
 pub(crate) fn is_interrupted(row: &Row) -> bool {

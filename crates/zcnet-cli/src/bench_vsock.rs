@@ -27,9 +27,11 @@ use zcnet::tx::vsock::{
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats};
 
 use crate::bench_api::{self, Api};
+use crate::crossover::Swept;
 use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
-use crate::sweep::{self, Swept};
+use crate::sweep;
+use crate::sweep_report;
 
 /// Buffers in the send pool: enough to keep the sender busy while completions are on their way.
 const POOL_BUFFERS: usize = 16;
@@ -230,7 +232,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
+        sweep_report::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
     }
     Ok(())
 }

@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use crate::sweep::{Crossover, Point, Swept, human};
+use crate::crossover::{Crossover, Point, Swept};
+use crate::sweep::human;
 
 /// The picture's size in pixels: two charts of 640 × 480 under a title.
 const SIZE: (u32, u32) = (1280, 540);
