@@ -15,7 +15,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::net::sockopt;
 use zcnet::rx::RxConfig;
 
-use crate::bench_listen::{Ended, StreamReport, Watch, receive_stream, stream_row};
+use crate::bench::run::listen::{Ended, StreamReport, Watch, receive_stream, stream_row};
 use crate::flags;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Column, Row, emit, print_rows};

@@ -1,13 +1,13 @@
 //! After a sweep's table: its crossover, as a line or a JSON object, and its picture
-//! (`--plot`, [`crate::plot`]).
+//! (`--plot`, [`crate::bench::report::svg`]).
 
 use std::path::Path;
 
 use anyhow::Result;
 use serde_json::json;
 
-use crate::crossover::{Swept, crossovers, points};
-use crate::plot;
+use crate::bench::report::crossover::{Swept, crossovers, points};
+use crate::bench::report::svg;
 use crate::report::{self, Row};
 
 /// After a sweep's table: prints each crossover (a line, or a JSON object with `--json`) and, with
@@ -50,7 +50,7 @@ pub fn finish(
         }
     }
     if let Some(file) = plot {
-        plot::draw(file, swept, &points, &crossovers)?;
+        svg::draw(file, swept, &points, &crossovers)?;
         if !json {
             report::emit(&format!("plot: {}\n", file.display()));
         }

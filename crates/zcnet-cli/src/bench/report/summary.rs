@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::bench::plan;
 use crate::report::{self, Column, Row, object, print_rows};
-use crate::sweep;
 
 /// The totals over every round of each api and mode, and auto against the better of copy and
 /// zerocopy of the same api.
@@ -176,7 +176,7 @@ pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
             if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
                 // A sweep names the size each line is about.
                 let at = match row.get("size").and_then(Value::as_u64) {
-                    Some(size) if shown.sweep => format!(" at {}", sweep::human(size)),
+                    Some(size) if shown.sweep => format!(" at {}", plan::human(size)),
                     _ => String::new(),
                 };
                 report::emit(&format!("auto{at}: {why}\n"));

@@ -1,4 +1,4 @@
-//! What `zcnet bench tcp` ([`crate::bench_tcp`]) and `zcnet bench udp` ([`crate::bench_udp`]) share:
+//! What `zcnet bench tcp` ([`crate::bench::tcp`]) and `zcnet bench udp` ([`crate::bench::udp`]) share:
 //! MSG_ZEROCOPY senders against plain copying sends, every mode in the same invocation so that ratios
 //! are meaningful on a noisy host.
 //!
@@ -8,7 +8,7 @@
 //! `--connect` run the two sides apart, on two hosts. `zcnet bench udp --sink xdp-drop` sends into a
 //! veth whose far end runs a native XDP program dropping every frame — the one local path where the
 //! kernel does not copy zero-copy sends. Each mode gets a fresh socket (MSG_ZEROCOPY ids start at 0
-//! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::wire`].
+//! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::bench::run::wire`].
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
@@ -25,19 +25,19 @@ use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
-use crate::auto_why;
-use crate::bench_apart::ApartFlags;
-use crate::bench_api::{self, Api};
-use crate::bench_summary::{Shown, print_summary};
-use crate::child::Watched;
-use crate::crossover::Swept;
+use crate::bench::apart::ApartFlags;
+use crate::bench::api::{self, Api};
+use crate::bench::plan;
+use crate::bench::report::crossover::Swept;
+use crate::bench::report::summary::{Shown, print_summary};
+use crate::bench::report::sweep;
+use crate::bench::report::why;
+use crate::bench::run::child::Watched;
+use crate::bench::run::watch::{SendWatch, Stop};
+use crate::bench::run::wire::{self, Bench, Header};
 use crate::flags::{self, UsageError};
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
-use crate::send_watch::{SendWatch, Stop};
-use crate::sweep;
-use crate::sweep_report;
-use crate::wire::{self, Bench, Header};
 
 /// Options shared by both benches. The sender's are refused with `--listen`; `--api` is checked once
 /// parsed (udp's receiver takes `--api af_xdp`).
@@ -569,16 +569,16 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": bench_api::zerocopy(tx),
-        "registered": bench_api::registered(tx),
+        "zerocopy": api::zerocopy(tx),
+        "registered": api::registered(tx),
         "interrupted": m.interrupted,
         "stalled": m.stalled,
         "failed": m.failed,
         "copy_cheaper": s.copy_cheaper,
         "cost_comparisons": s.cost_comparisons,
-        "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
-        "why": auto_why::short(s),
-        "auto_reason": auto_why::sentence(s),
+        "auto_choice": s.auto.as_ref().map(why::choice_json),
+        "why": why::short(s),
+        "auto_reason": why::sentence(s),
         "enobufs_reason": (s.copy_enobufs > 0).then(|| format!(
             "{} of {} sends copied: {}",
             s.copy_enobufs,
@@ -761,14 +761,14 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
     }
 }
 
-/// Every (round, size, mode, api) in the order they run: the [`sweep::schedule`] of `sizes` (one
+/// Every (round, size, mode, api) in the order they run: the [`plan::schedule`] of `sizes` (one
 /// size: `--mode`'s order, reversed on even rounds), so that a noisy neighbour hits every mode alike;
 /// the APIs of each mode side by side. `sendmmsg` always copies: it runs in copy mode only.
 fn schedule<'a>(
     common: &'a Common,
     sizes: &'a [usize],
 ) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
-    sweep::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
+    plan::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
         let apis = common.apis();
         modes.into_iter().flat_map(move |mode| {
             apis.iter()
@@ -819,7 +819,7 @@ pub(crate) fn run_rounds(
             path,
             size_means: "bytes per send",
         };
-        sweep_report::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
+        sweep::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
     }
     if let Some(row) = rows.last()
         && let Some(why) = cut_short_by(row)

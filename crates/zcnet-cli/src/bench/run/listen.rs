@@ -1,6 +1,6 @@
 //! One received TCP stream of `zcnet bench tcp|rx --listen` (UDP's runs are
-//! [`crate::bench_listen_udp`]; the accept loop that runs streams side by side is
-//! [`crate::bench_serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
+//! [`crate::bench::run::listen_udp`]; the accept loop that runs streams side by side is
+//! [`crate::bench::run::serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
 //! the pattern when the sender asked for verification — and how the stream ended.
 //!
 //! TCP streams are read with [`zcnet::rx::Receiver`] (plain `recv` for `bench tcp`, zero-copy receive
@@ -23,10 +23,12 @@ use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
-use crate::auto_why;
+use crate::bench::report::why;
+use crate::bench::run::wire::{
+    self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier,
+};
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
-use crate::wire::{self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
 pub(crate) const WAKE: Duration = Duration::from_millis(200);
@@ -427,7 +429,7 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "mapped_bytes": r.stats.mapped_bytes,
         "mapped_pct": mapped_pct(r.stats.mapped_bytes, r.bytes),
         "fallback": r.fallback,
-        "why": auto_why::rx_short(&r.stats),
+        "why": why::rx_short(&r.stats),
         "verified": r.data_errors.is_some() && complete,
         "data_errors": r.data_errors,
         "first_error": r.first_error,

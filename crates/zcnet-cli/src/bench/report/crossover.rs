@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
+use crate::bench::plan::human;
 use crate::report::Row;
-use crate::sweep::human;
 
 /// One line of the picture: a mode (of one send API, when rows name theirs) at one size.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,5 @@
 //! The plan of a size sweep of `zcnet bench tcp|udp|rx|vsock --sizes`: which sizes, and the order
-//! the runs go in. What the rows of a sweep say is [`crate::crossover`]'s.
+//! the runs go in. What the rows of a sweep say is [`crate::bench::report::crossover`]'s.
 //!
 //! Each bench runs its modes at every size as it runs them at one; this file only decides the order
 //! (the modes reversed from one size, and one round, to the next, so that no mode always runs first
