@@ -8,6 +8,7 @@ use clap::Subcommand;
 
 pub(crate) mod apart;
 pub(crate) mod api;
+pub(crate) mod args;
 pub(crate) mod plan;
 pub(crate) mod report;
 pub(crate) mod run;

@@ -1,5 +1,5 @@
-//! The plan of a size sweep of `zcnet bench tcp|udp|rx|vsock --sizes`: which sizes, and the order
-//! the runs go in. What the rows of a sweep say is [`crate::bench::report::crossover`]'s.
+//! The plan of a bench's runs: which sizes (`--sizes`, or the one size), and the order the runs go
+//! in over rounds, sizes, modes and (for the benches of sends) APIs. What the rows of a sweep say is [`crate::bench::report::crossover`]'s.
 //!
 //! Each bench runs its modes at every size as it runs them at one; this file only decides the order
 //! (the modes reversed from one size, and one round, to the next, so that no mode always runs first
@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use anyhow::Result;
+use zcnet::tx::Mode;
 
+use crate::bench::api::Api;
 use crate::flags::UsageError;
 
 /// The most sizes one sweep takes: a sweep runs every mode at each, so it stays minutes long.
@@ -90,6 +92,25 @@ pub fn schedule<'a, M: Clone>(
             order.reverse();
         }
         (round, size, order)
+    })
+}
+
+/// Every (round, size, mode, api) of a bench of sends, in the order they run: the [`schedule`] of
+/// `sizes` (one size: `modes` in order, reversed on even rounds), so that a noisy neighbour hits
+/// every mode alike; the APIs of each mode side by side. `sendmmsg` always copies: it runs in copy
+/// mode only.
+pub fn sends<'a>(
+    rounds: u32,
+    sizes: &'a [usize],
+    modes: &'a [Mode],
+    apis: &'a [Api],
+) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
+    schedule(rounds, sizes, modes).flat_map(move |(round, size, modes)| {
+        modes.into_iter().flat_map(move |mode| {
+            apis.iter()
+                .filter(move |&&api| api != Api::Sendmmsg || mode == Mode::Copy)
+                .map(move |&api| (round, size, mode, api))
+        })
     })
 }
 

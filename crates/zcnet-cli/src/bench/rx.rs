@@ -19,6 +19,7 @@ use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::bench::apart::ApartFlags;
+use crate::bench::args;
 use crate::bench::plan;
 use crate::bench::report::crossover::Swept;
 use crate::bench::report::sweep;
@@ -28,7 +29,6 @@ use crate::bench::run::listen::{self, Ended, mapped_pct};
 use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
 use crate::bench::run::wire::{self, Bench, Header};
-use crate::bench::send;
 use crate::flags;
 use crate::flags::UsageError;
 use crate::live::{self, Ticker};
@@ -576,7 +576,7 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
 /// same `--mode` takes each in its mode's turn: each connects, sends `--mib` (after the header
 /// unless `--raw`) and reports its counts.
 fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
-    let addr = send::connect_addr(spec, args.ipv6)?;
+    let addr = args::connect_addr(spec, args.ipv6)?;
     for (_, size, modes) in plan::schedule(args.rounds, sizes, &args.mode) {
         for _ in modes {
             if send_stream(args, addr, size)?.interrupted {
@@ -636,7 +636,7 @@ const SENDER_COLUMNS: &[Column] = &[
 /// had wrong bytes.
 fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     args.serve.check()?;
-    let addr = send::listen_addr(spec, args.ipv6)?;
+    let addr = args::listen_addr(spec, args.ipv6)?;
     let listener = sender::bind_page_mss(addr).with_context(|| format!("listening on {addr}"))?;
     listen::announce(listener.local_addr()?, args.json);
     let how = Serving {

@@ -11,15 +11,15 @@ use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::Mode;
 
 use crate::bench::api::{self, Api};
+use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr};
 use crate::bench::plan;
 use crate::bench::run::listen;
 use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
 use crate::bench::run::wire::{self, Bench, Finish};
 use crate::bench::send::{
-    COMPLETION_WAIT, Common, Net, Peer, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, is_interrupted, measure, new_pool, receiver_role,
-    receiver_ticker, run_rounds, sender_config,
+    COMPLETION_WAIT, Net, Peer, cut_short, cut_short_by, header, is_interrupted, measure, new_pool,
+    receiver_role, receiver_ticker, run_rounds, sender_config,
 };
 use crate::flags::UsageError;
 use crate::live;

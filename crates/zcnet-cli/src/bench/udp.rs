@@ -13,6 +13,7 @@ use zcnet::tx::Mode;
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 
 use crate::bench::api::{self, Api};
+use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr, listen_addr};
 use crate::bench::plan;
 use crate::bench::run::af_xdp::{self, XdpSend};
 use crate::bench::run::listen;
@@ -20,9 +21,8 @@ use crate::bench::run::listen_udp::{self, DatagramReport};
 use crate::bench::run::mmsg::{self, MmsgSend};
 use crate::bench::run::wire::{self, Bench};
 use crate::bench::send::{
-    COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, listen_addr, measure, new_pool, receiver_role,
-    receiver_ticker, run_rounds, sender_config, ticker,
+    COMPLETION_WAIT, Net, Peer, Stamp, cut_short, cut_short_by, header, measure, new_pool,
+    receiver_role, receiver_ticker, run_rounds, sender_config, ticker,
 };
 use crate::flags::{self, UsageError};
 use crate::live;
