@@ -15,7 +15,7 @@ use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope};
 
 use crate::flags;
 use crate::live::{interrupted, watch_interrupts};
-use crate::xdp_cmd::Refused;
+use crate::xdp::Refused;
 
 /// `zcnet observe` flags.
 #[derive(Debug, Args)]

@@ -4,18 +4,18 @@
 //! reported, and TCP keepalive on every accepted socket finds a peer that vanished. Nothing a peer
 //! does ends the receiver: each stream ends with a row saying how ([`Ended`]).
 
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::net::sockopt;
 use zcnet::rx::RxConfig;
 
-use crate::bench_listen::{Ended, StreamReport, receive_stream, stream_row};
+use crate::bench::run::listen::{Ended, StreamReport, Watch, receive_stream, stream_row};
 use crate::flags;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Column, Row, emit, print_rows};
@@ -100,61 +100,6 @@ pub struct StreamSetup {
     pub ticker: Ticker,
     /// Fields added to the stream's row.
     pub fields: Row,
-}
-
-/// What the accept loop keeps of a stream being received, to end it from outside: the receiving
-/// thread may wait in `poll` without a timeout (a zero-copy receive), so ending it takes its socket
-/// switched to non-blocking and shut down for reading, after which the receiver's next call returns.
-pub struct Watch {
-    socket: TcpStream,
-    since: Instant,
-    /// Milliseconds from `since` to the last bytes.
-    last: AtomicU64,
-    /// How the watch ended the stream, and why, once it has.
-    stop: Mutex<Option<(Ended, String)>>,
-    /// Whether the stream has been received (set before its row is printed, so that a peer that
-    /// reads the row finds the stream's slot free).
-    received: AtomicBool,
-}
-
-impl Watch {
-    fn new(stream: &TcpStream) -> std::io::Result<Watch> {
-        Ok(Watch {
-            socket: stream.try_clone()?,
-            since: Instant::now(),
-            last: AtomicU64::new(0),
-            stop: Mutex::new(None),
-            received: AtomicBool::new(false),
-        })
-    }
-
-    /// Records that bytes arrived now.
-    pub fn heard(&self) {
-        let ms = self.since.elapsed().as_millis() as u64;
-        self.last.store(ms, Ordering::Relaxed);
-    }
-
-    fn silent_for(&self) -> Duration {
-        self.since
-            .elapsed()
-            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)))
-    }
-
-    /// Ends the stream as `ended` (the first ending stays).
-    fn end(&self, ended: Ended, reason: String) {
-        let mut stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
-        if stop.is_none() {
-            *stop = Some((ended, reason));
-            let _ = self.socket.set_nonblocking(true);
-            let _ = self.socket.shutdown(Shutdown::Read);
-        }
-    }
-
-    /// How the watch ended the stream, if it did.
-    pub fn stopped(&self) -> Option<(Ended, Option<String>)> {
-        let stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
-        stop.as_ref().map(|(e, why)| (*e, Some(why.clone())))
-    }
 }
 
 /// A stream being received on its thread.

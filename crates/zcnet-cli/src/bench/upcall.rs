@@ -26,8 +26,8 @@ use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSoc
 use zcnet::probe::{UsageOf, resource_usage};
 
 use crate::live::{self, Ticker};
+use crate::ovs::switch::DispatchArg;
 use crate::report::{Column, Row, emit, object, print_rows};
-use crate::switch_cmd::DispatchArg;
 
 /// `--features`: which upcall format the datapath is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

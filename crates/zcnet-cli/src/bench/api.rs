@@ -2,7 +2,7 @@
 //! its MSG_ZEROCOPY `sendmsg` path or its io_uring `SEND_ZC` path (with the bench's pool registered
 //! for fixed sends). Both share the policy, the tracker and the stats, so one row shape serves both.
 //! The batched copy sender (`sendmmsg`) and the AF_XDP endpoint have rows of their own
-//! (`crate::bench_send_mmsg`, `crate::bench_send_xdp`).
+//! (`crate::bench::run::mmsg`, `crate::bench::run::af_xdp`).
 
 use anyhow::{Result, bail};
 use serde_json::Value;
@@ -17,10 +17,10 @@ pub enum Api {
     #[value(name = "io_uring")]
     IoUring,
     /// `sendmmsg(2)`, `--batch` datagrams a call, always copied (`bench udp --mode copy` only).
-    // No socket sender: see bench_send_mmsg.
+    // No socket sender: see crate::bench::run::mmsg.
     Sendmmsg,
     /// An AF_XDP UDP endpoint on the sending veth end (`bench udp --sink xdp-drop` only).
-    // No socket sender: see bench_send_xdp.
+    // No socket sender: see crate::bench::run::af_xdp.
     #[value(name = "af_xdp")]
     AfXdp,
 }

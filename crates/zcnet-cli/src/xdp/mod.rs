@@ -5,6 +5,9 @@
 //! by this process, so it goes away when the command ends in any way (normal exit, SIGINT/SIGTERM,
 //! SIGKILL): the kernel closes the link descriptor with the process.
 
+pub(crate) mod feed;
+pub(crate) mod meter;
+
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
@@ -19,7 +22,7 @@ use zcnet::xdp::{
 use crate::flags::UsageError;
 use crate::live;
 use crate::report::{self, Row};
-use crate::xdp_meter::Meter;
+use crate::xdp::meter::Meter;
 
 /// `--mode`: which AF_XDP data path to ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,8 +1,8 @@
 //! `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
-//! socket APIs send (payload size, sequence number and pattern of [`crate::wire`]) built by a
+//! socket APIs send (payload size, sequence number and pattern of [`crate::bench::run::wire`]) built by a
 //! [`UdpEndpoint`] bound on the sending veth end, into the XDP drop program on the receiving end.
 //! As a `--listen` receiver (`--iface IF`): an endpoint on every rx queue of IF takes the runs the
-//! recvmmsg receiver would, and they are checked the same way (`crate::bench_listen_udp`).
+//! recvmmsg receiver would, and they are checked the same way (`crate::bench::run::listen_udp`).
 //!
 //! # Kernel behaviour relied on
 //! - veth has no AF_XDP zero-copy (`XDP_ZEROCOPY` gives `EOPNOTSUPP`): the endpoint's socket runs
@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use zcnet::tx::Mode;
 use zcnet::xdp::{self, EndpointConfig, SendError, UdpEndpoint};
 
+use crate::bench::run::wire;
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
-use crate::wire;
 
 /// Datagrams built per batch (one tx ring wakeup each).
 const BATCH: usize = 64;

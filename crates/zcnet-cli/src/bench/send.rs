@@ -1,4 +1,4 @@
-//! What `zcnet bench tcp` ([`crate::bench_tcp`]) and `zcnet bench udp` ([`crate::bench_udp`]) share:
+//! What `zcnet bench tcp` ([`crate::bench::tcp`]) and `zcnet bench udp` ([`crate::bench::udp`]) share:
 //! MSG_ZEROCOPY senders against plain copying sends, every mode in the same invocation so that ratios
 //! are meaningful on a noisy host.
 //!
@@ -8,12 +8,11 @@
 //! `--connect` run the two sides apart, on two hosts. `zcnet bench udp --sink xdp-drop` sends into a
 //! veth whose far end runs a native XDP program dropping every frame — the one local path where the
 //! kernel does not copy zero-copy sends. Each mode gets a fresh socket (MSG_ZEROCOPY ids start at 0
-//! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::wire`].
+//! per socket) and the same buffer pool size; streams carry the header and pattern of [`crate::bench::run::wire`].
 
 use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,159 +24,18 @@ use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
-use crate::auto_why;
-use crate::bench_apart::ApartFlags;
-use crate::bench_api::{self, Api};
-use crate::bench_summary::print_summary;
-use crate::child::Watched;
-use crate::flags::{self, UsageError};
+use crate::bench::api::{self, Api};
+use crate::bench::args::{Common, Pages, listen_addr};
+use crate::bench::plan;
+use crate::bench::report::crossover::Swept;
+use crate::bench::report::summary::{Shown, print_summary};
+use crate::bench::report::sweep;
+use crate::bench::report::why;
+use crate::bench::run::child::Watched;
+use crate::bench::run::watch::{SendWatch, Stop};
+use crate::bench::run::wire::{self, Bench, Header};
 use crate::live::{self, Ticker};
-use crate::report::{Column, Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
-use crate::send_watch::{SendWatch, Stop};
-use crate::sweep::{self, Swept};
-use crate::wire::{self, Bench, Header};
-
-/// Options shared by both benches. The sender's are refused with `--listen`; `--api` is checked once
-/// parsed (udp's receiver takes `--api af_xdp`).
-#[derive(Debug, clap::Args)]
-pub(crate) struct Common {
-    /// Bytes per send call (K, M suffixes allowed).
-    #[arg(long, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
-    pub(crate) size: Option<usize>,
-    /// Send sizes to sweep instead of one --size, comma-separated (e.g. 1K,4K,16K,64K,256K): every
-    /// --mode runs at every size, the order of the modes reversed from one size (and round) to the
-    /// next; a row per size and mode, then the size from which zerocopy costs less CPU per MB than
-    /// copy. Each size is the bytes of one send, within --size's limits (udp --gso: the bytes of one
-    /// send, cut into --gso segments, the last one shorter; at most 64 segments and 65507 bytes).
-    #[arg(long, value_delimiter = ',', value_parser = flags::size, allow_hyphen_values = true, conflicts_with_all = ["size", "listen"])]
-    pub(crate) sizes: Vec<usize>,
-    /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
-    #[arg(
-        long,
-        value_name = "FILE.svg",
-        requires = "sizes",
-        conflicts_with = "listen"
-    )]
-    pub(crate) plot: Option<PathBuf>,
-    /// Seconds each mode runs.
-    #[arg(long, default_value_t = 2.0, value_parser = flags::duration, conflicts_with = "listen")]
-    pub(crate) duration: f64,
-    /// Modes to compare, comma-separated: copy, zerocopy, auto.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "copy,zerocopy,auto",
-        conflicts_with = "listen"
-    )]
-    pub(crate) mode: Vec<Mode>,
-    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY), io_uring (SEND_ZC from
-    /// registered buffers), sendmmsg (udp only: --batch datagrams a call, always copied, so it runs
-    /// in --mode copy only; no --gso), af_xdp (udp --sink xdp-drop only: an AF_XDP UDP endpoint on
-    /// the sending veth end; --mode copy binds XDP_COPY, zerocopy and auto try XDP_ZEROCOPY and fall
-    /// back to copy, saying why; no --gso); each mode runs with each, side by side [default:
-    /// sendmsg].
-    // No default_value: a `--listen` given `--api sendmsg` is refused, which a default would hide.
-    #[arg(long, value_delimiter = ',')]
-    pub(crate) api: Vec<Api>,
-    /// Use IPv6.
-    #[arg(long)]
-    pub(crate) ipv6: bool,
-    /// Run over a veth pair between two fresh network namespaces instead of loopback (needs root).
-    #[arg(long, conflicts_with_all = ["listen", "connect"])]
-    pub(crate) netns: bool,
-    /// Size threshold of the auto mode, in bytes.
-    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
-    pub(crate) threshold: usize,
-    /// Pages backing the send buffers of the sendmsg and io_uring APIs (udp's sendmmsg sends from
-    /// buffers of its own): `huge` (transparent huge pages), `small`, or `auto`: huge for the
-    /// sendmsg API, whose sends the kernel pins page by page (a 64 KiB send from a huge page is one
-    /// fragment of a socket buffer, not sixteen), small for io_uring, which registers them (the
-    /// kernel charges a fixed send from a huge page to the socket as up to the whole page, so with
-    /// `huge` io_uring sends them unregistered).
-    #[arg(long, value_enum, default_value_t = Pages::Auto, conflicts_with = "listen")]
-    pub(crate) pages: Pages,
-    /// Buffers in the send pool of the sendmsg and io_uring APIs, each of a send's size. A zero-copy
-    /// send keeps its buffer until the peer acknowledges its bytes: a pool holding less than the
-    /// peer leaves unacknowledged makes the sender wait for ACKs.
-    #[arg(long, default_value_t = POOL_BUFFERS, value_parser = flags::count, conflicts_with = "listen")]
-    pub(crate) pool_buffers: u32,
-    /// One JSON object per interval and per mode instead of a table.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Seconds between interval lines (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = flags::interval)]
-    pub(crate) interval: f64,
-    /// Rounds: every mode runs once per round, in reverse order on even rounds; with more than one,
-    /// the summary adds each mode's totals and how auto compares with the better of the other two.
-    #[arg(long, default_value_t = 1, value_parser = flags::count, conflicts_with = "listen")]
-    pub(crate) rounds: u32,
-    /// Be the receiver only: listen on [ADDR:]PORT and report each stream (until Ctrl-C, or --once).
-    #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "connect")]
-    pub(crate) listen: Option<String>,
-    /// Be the sender only: send each --mode to a `--listen` receiver (or a foreign one with --raw) at
-    /// HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub(crate) connect: Option<String>,
-    #[command(flatten)]
-    pub(crate) apart: ApartFlags,
-    /// Internal: end when standard input closes (the receiver process of the one-process mode).
-    #[arg(long, hide = true)]
-    pub(crate) exit_with_parent: bool,
-}
-
-impl Common {
-    /// The send APIs of `--api`, `sendmsg` when it is not given.
-    pub(crate) fn apis(&self) -> &[Api] {
-        if self.api.is_empty() {
-            &[Api::Sendmsg]
-        } else {
-            &self.api
-        }
-    }
-}
-
-pub(crate) const COLUMNS: &[Column] = &[
-    ("path", "path"),
-    ("round", "round"),
-    ("api", "api"),
-    ("mode", "mode"),
-    ("size", "size"),
-    ("huge_pages", "huge pages"),
-    ("gbit_per_s", "Gbit/s"),
-    ("calls", "calls"),
-    ("cpu_us_per_mb", "CPU us/MB"),
-    ("cpu_ns_per_packet", "CPU ns/pkt"),
-    ("zc_ids", "zc ids"),
-    ("copied_ids", "copied ids"),
-    ("notifications", "notifs"),
-    ("enobufs", "ENOBUFS"),
-    ("fallbacks", "fallbacks"),
-    ("rx_cpu_us_per_mb", "rx us/MB"),
-    ("lost", "lost"),
-    ("data_errors", "data errors"),
-    ("why", "why"),
-];
-
-/// Buffers per pool unless `--pool-buffers` says otherwise: enough to keep the socket busy while
-/// completions trail behind.
-const POOL_BUFFERS: u32 = 64;
-
-/// Most bytes of send buffers a bench maps and writes (`--pool-buffers` times a send's size).
-const MAX_POOL_BYTES: u64 = 1 << 30;
-
-/// Fails (a usage error naming `flag`) when `--pool-buffers` buffers of `size` bytes exceed
-/// [`MAX_POOL_BYTES`].
-pub(crate) fn check_pool_bytes(flag: &str, size: usize, common: &Common) -> Result<()> {
-    flags::at_most(
-        flag,
-        size as u64,
-        MAX_POOL_BYTES / u64::from(common.pool_buffers),
-        &format!(
-            "the bench keeps {} buffers of a send's size (--pool-buffers), at most 1 GiB",
-            common.pool_buffers
-        ),
-    )
-}
+use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
 
 /// Longest wait for MSG_ZEROCOPY completions before a run fails.
 pub(crate) const COMPLETION_WAIT: Duration = Duration::from_secs(10);
@@ -263,75 +121,6 @@ fn loopback(ipv6: bool) -> IpAddr {
     }
 }
 
-/// The address of `--listen [ADDR:]PORT` (a bare port, or `:PORT`, listens on every address; an IPv6
-/// address goes in brackets, `[::1]:5201`).
-pub(crate) fn listen_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
-    if let Ok(addr) = spec.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    let usage = |why: &str| -> anyhow::Error {
-        UsageError(format!(
-            "--listen {spec:?}: {why}, e.g. 5201, 0.0.0.0:5201 or [::1]:5201"
-        ))
-        .into()
-    };
-    if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(UsageError(format!("--listen {spec:?}: {}", no_port(ip, spec))).into());
-    }
-    let port = spec.strip_prefix(':').unwrap_or(spec);
-    match port.parse::<u16>() {
-        Ok(port) if ipv6 => Ok(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)),
-        Ok(port) => Ok(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port)),
-        Err(_) => Err(usage("expected [ADDR:]PORT")),
-    }
-}
-
-/// Why `spec`, which parsed as the address `ip`, is no address with a port. An IPv6 address takes
-/// its port after brackets; one whose last group reads as a port (`::1:5401`) is shown so
-/// (`[::1]:5401`), unless that leaves the bare `::` (`::1` is loopback more likely than port 1).
-fn no_port(ip: IpAddr, spec: &str) -> String {
-    if ip.is_ipv4() {
-        return format!("{ip} has no port: use ADDR:PORT");
-    }
-    let meant = spec
-        .rsplit_once(':')
-        .filter(|(addr, port)| {
-            *addr != "::" && addr.parse::<Ipv6Addr>().is_ok() && port.parse::<u16>().is_ok()
-        })
-        .map_or_else(
-            || "[::1]:5201".to_string(),
-            |(addr, port)| format!("[{addr}]:{port}"),
-        );
-    format!("an IPv6 address goes in brackets before its port, as in {meant}")
-}
-
-/// The address of `--connect HOST:PORT` (an IPv6 one first with --ipv6): a usage error without a
-/// port, an error naming the host when the name does not resolve.
-pub(crate) fn connect_addr(spec: &str, ipv6: bool) -> Result<SocketAddr> {
-    if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Err(UsageError(format!("--connect {spec:?}: {}", no_port(ip, spec))).into());
-    }
-    let port_ok = spec
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-    if !port_ok {
-        return Err(UsageError(format!(
-            "--connect {spec:?}: expected HOST:PORT (e.g. 192.0.2.1:5201, [::1]:5201)"
-        ))
-        .into());
-    }
-    let addrs: Vec<SocketAddr> = spec
-        .to_socket_addrs()
-        .with_context(|| format!("--connect {spec:?}: the host name did not resolve"))?
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv6() == ipv6)
-        .or(addrs.first())
-        .copied()
-        .with_context(|| format!("--connect {spec:?}: the host name has no address"))
-}
-
 /// What one timed run measured on the sending thread.
 struct Measured {
     seconds: f64,
@@ -377,28 +166,6 @@ pub(crate) fn sender_config(
         },
         send_timeout,
         ..Default::default()
-    }
-}
-
-/// Which pages back the send buffers (`--pages`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Pages {
-    /// Huge pages for the sendmsg API, small (registered) ones for io_uring.
-    Auto,
-    /// Small pages.
-    Small,
-    /// Transparent huge pages, where the kernel allows them.
-    Huge,
-}
-
-impl Pages {
-    /// Whether `api`'s send buffers are asked onto huge pages.
-    fn huge_for(self, api: Api) -> bool {
-        match self {
-            Pages::Auto => api != Api::IoUring,
-            Pages::Small => false,
-            Pages::Huge => true,
-        }
     }
 }
 
@@ -589,16 +356,16 @@ fn row<S: ZcSocket>(
         "zc_calls": s.zc_calls,
         "copy_small": s.copy_small,
         "policy_switches": s.policy_switches,
-        "zerocopy": bench_api::zerocopy(tx),
-        "registered": bench_api::registered(tx),
+        "zerocopy": api::zerocopy(tx),
+        "registered": api::registered(tx),
         "interrupted": m.interrupted,
         "stalled": m.stalled,
         "failed": m.failed,
         "copy_cheaper": s.copy_cheaper,
         "cost_comparisons": s.cost_comparisons,
-        "auto_choice": s.auto.as_ref().map(auto_why::choice_json),
-        "why": auto_why::short(s),
-        "auto_reason": auto_why::sentence(s),
+        "auto_choice": s.auto.as_ref().map(why::choice_json),
+        "why": why::short(s),
+        "auto_reason": why::sentence(s),
         "enobufs_reason": (s.copy_enobufs > 0).then(|| format!(
             "{} of {} sends copied: {}",
             s.copy_enobufs,
@@ -781,24 +548,7 @@ fn check_data(bench: &str, mode: Mode, peer: &Row) -> Result<()> {
     }
 }
 
-/// Every (round, size, mode, api) in the order they run: the [`sweep::schedule`] of `sizes` (one
-/// size: `--mode`'s order, reversed on even rounds), so that a noisy neighbour hits every mode alike;
-/// the APIs of each mode side by side. `sendmmsg` always copies: it runs in copy mode only.
-fn schedule<'a>(
-    common: &'a Common,
-    sizes: &'a [usize],
-) -> impl Iterator<Item = (u32, usize, Mode, Api)> + 'a {
-    sweep::schedule(common.rounds, sizes, &common.mode).flat_map(|(round, size, modes)| {
-        let apis = common.apis();
-        modes.into_iter().flat_map(move |mode| {
-            apis.iter()
-                .filter(move |&&api| api != Api::Sendmmsg || mode == Mode::Copy)
-                .map(move |&api| (round, size, mode, api))
-        })
-    })
-}
-
-/// Runs `one_run` for every (round, size, mode, api) of the [`schedule`] of `sizes`, stopping after a
+/// Runs `one_run` for every (round, size, mode, api) of the [`plan::sends`] of `sizes`, stopping after a
 /// run that was interrupted, stalled or failed (or before the next run once Ctrl-C came or the
 /// output closed), and prints the summary of the rows (each with its round) — with `--sizes`, then
 /// the crossover and the `--plot`; a stalled or failed run then fails the bench with what was seen.
@@ -810,7 +560,7 @@ pub(crate) fn run_rounds(
 ) -> Result<()> {
     let mut rows = Vec::new();
     let mut whole = true;
-    for (round, size, mode, api) in schedule(common, sizes) {
+    for (round, size, mode, api) in plan::sends(common.rounds, sizes, &common.mode, common.apis()) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
             whole = false;
@@ -819,7 +569,7 @@ pub(crate) fn run_rounds(
         let mut row = match one_run(size, mode, api) {
             Ok(row) => row,
             Err(e) => {
-                print_summary(&rows, common);
+                print_summary(&rows, shown(common));
                 return Err(e);
             }
         };
@@ -831,7 +581,7 @@ pub(crate) fn run_rounds(
             break;
         }
     }
-    print_summary(&rows, common);
+    print_summary(&rows, shown(common));
     if !common.sizes.is_empty() {
         let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
         let swept = Swept {
@@ -878,18 +628,13 @@ pub(crate) fn exit_with_parent() {
     });
 }
 
-/// Refuses `--api` with `--listen`: the API is the sender's (udp's receiver takes `--api af_xdp`
-/// alone, checked by [`check_af_xdp`]).
-pub(crate) fn check_listener_api(common: &Common, reads: &str) -> Result<()> {
-    if common.listen.is_none() || common.api.is_empty() || common.api == [Api::AfXdp] {
-        return Ok(());
+/// What the summary of `common`'s runs shows.
+fn shown(common: &Common) -> Shown {
+    Shown {
+        json: common.json,
+        rounds: common.rounds > 1,
+        sweep: !common.sizes.is_empty(),
     }
-    let apis: Vec<&str> = common.api.iter().map(|api| api.name()).collect();
-    Err(UsageError(format!(
-        "--api {} with --listen: the API is the sender's ({reads})",
-        apis.join(",")
-    ))
-    .into())
 }
 
 pub(crate) fn is_interrupted(row: &Row) -> bool {

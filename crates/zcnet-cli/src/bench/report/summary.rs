@@ -3,9 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::bench_send::{COLUMNS, Common};
+use crate::bench::plan;
 use crate::report::{self, Column, Row, object, print_rows};
-use crate::sweep;
 
 /// The totals over every round of each api and mode, and auto against the better of copy and
 /// zerocopy of the same api.
@@ -114,6 +113,29 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// The columns of a run's row.
+const COLUMNS: &[Column] = &[
+    ("path", "path"),
+    ("round", "round"),
+    ("api", "api"),
+    ("mode", "mode"),
+    ("size", "size"),
+    ("huge_pages", "huge pages"),
+    ("gbit_per_s", "Gbit/s"),
+    ("calls", "calls"),
+    ("cpu_us_per_mb", "CPU us/MB"),
+    ("cpu_ns_per_packet", "CPU ns/pkt"),
+    ("zc_ids", "zc ids"),
+    ("copied_ids", "copied ids"),
+    ("notifications", "notifs"),
+    ("enobufs", "ENOBUFS"),
+    ("fallbacks", "fallbacks"),
+    ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("lost", "lost"),
+    ("data_errors", "data errors"),
+    ("why", "why"),
+];
+
 const TOTAL_COLUMNS: &[Column] = &[
     ("path", "path"),
     ("api", "api"),
@@ -131,17 +153,30 @@ const TOTAL_COLUMNS: &[Column] = &[
     ("auto_vs_best_cpu_median", "CPU per MB"),
 ];
 
-pub(crate) fn print_summary(rows: &[Row], common: &Common) {
-    print_rows(rows, COLUMNS, common.json);
-    if common.rounds > 1 && !rows.is_empty() {
-        print_rows(&totals(rows), TOTAL_COLUMNS, common.json);
+/// What the summary shows, from the flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shown {
+    /// `--json`.
+    pub(crate) json: bool,
+    /// More than one round (`--rounds`): totals follow the rows.
+    pub(crate) rounds: bool,
+    /// A sweep (`--sizes`): each auto line names its size.
+    pub(crate) sweep: bool,
+}
+
+/// Prints the rows of a run, their totals over rounds, and the lines that say why auto chose as
+/// it did and what kept a run from sending zero-copy.
+pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
+    print_rows(rows, COLUMNS, shown.json);
+    if shown.rounds && !rows.is_empty() {
+        print_rows(&totals(rows), TOTAL_COLUMNS, shown.json);
     }
-    if !common.json {
+    if !shown.json {
         for row in rows {
             if let Some(why) = row.get("auto_reason").and_then(Value::as_str) {
                 // A sweep names the size each line is about.
                 let at = match row.get("size").and_then(Value::as_u64) {
-                    Some(size) if !common.sizes.is_empty() => format!(" at {}", sweep::human(size)),
+                    Some(size) if shown.sweep => format!(" at {}", plan::human(size)),
                     _ => String::new(),
                 };
                 report::emit(&format!("auto{at}: {why}\n"));

@@ -26,10 +26,12 @@ use zcnet::tx::vsock::{
 };
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats};
 
-use crate::bench_api::{self, Api};
+use crate::bench::api::{self, Api};
+use crate::bench::plan;
+use crate::bench::report::crossover::Swept;
+use crate::bench::report::sweep;
 use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
-use crate::sweep::{self, Swept};
 
 /// Buffers in the send pool: enough to keep the sender busy while completions are on their way.
 const POOL_BUFFERS: usize = 16;
@@ -182,8 +184,8 @@ pub fn run(args: VsockArgs) -> Result<()> {
             .map(|&b| usize::try_from(b).context("--buf-size does not fit in memory"))
             .collect::<Result<Vec<usize>>>()?
     } else {
-        sweep::check_plot(args.plot.as_deref())?;
-        sweep::sizes(&args.sizes, (0, "--buf-size"), |_, _| Ok(()))?
+        plan::check_plot(args.plot.as_deref())?;
+        plan::sizes(&args.sizes, (0, "--buf-size"), |_, _| Ok(()))?
     };
     if args.sender.is_none() {
         vsock::loopback_available().map_err(|reason| {
@@ -206,8 +208,8 @@ pub fn run(args: VsockArgs) -> Result<()> {
     crate::live::watch_interrupts()?;
     let mut rows = Vec::new();
     let mut whole = true;
-    // The order of the modes alternates from one size to the next (see sweep::schedule).
-    'sweep: for (_, size, modes) in sweep::schedule(1, &sizes, &args.mode) {
+    // The order of the modes alternates from one size to the next (see plan::schedule).
+    'sweep: for (_, size, modes) in plan::schedule(1, &sizes, &args.mode) {
         for mode in modes {
             for api in args.api.iter().map(|&api| Api::from(api)) {
                 let mut row = run_one(ty, (mode, api), size, &args).with_context(|| {
@@ -379,8 +381,8 @@ fn send_run(
         huge_pages: false,
     })
     .context("mapping the send buffer pool")?;
-    let mut tx = bench_api::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
-    let registered = bench_api::registered(&tx);
+    let mut tx = api::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
+    let registered = api::registered(&tx);
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut in_send = Duration::ZERO;

@@ -1,5 +1,8 @@
 //! `zcnet probe`: what this host supports, each feature measured, as a table or JSON; with
-//! `--measure`, also whether zero-copy pays on each path ([`crate::probe_measure`]).
+//! `--measure`, also whether zero-copy pays on each path ([`crate::probe::measure`]).
+
+pub(crate) mod measure;
+pub(crate) mod verdict;
 
 use serde_json::json;
 use zcnet::probe::{Finding, ProbeOptions, probe};
@@ -43,7 +46,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     let findings = probe(&opts);
     let rows: Vec<Row> = findings.iter().map(row).collect();
-    let measured = args.measure.then(crate::probe_measure::run).transpose()?;
+    let measured = args.measure.then(crate::probe::measure::run).transpose()?;
     if args.json {
         let kernel = findings
             .iter()
@@ -66,7 +69,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
             false,
         );
         if let Some(measured) = &measured {
-            crate::probe_measure::print(measured);
+            crate::probe::measure::print(measured);
         }
     }
     Ok(())

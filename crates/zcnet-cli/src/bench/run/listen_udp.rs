@@ -50,11 +50,11 @@ use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::datagrams::{self, Datagram, DatagramBatch};
 use zcnet::xdp::{self, UdpEndpoint};
 
-use crate::bench_listen::{WAKE, woke_up};
-use crate::bench_send_xdp::ns_per_packet;
+use crate::bench::run::af_xdp::ns_per_packet;
+use crate::bench::run::listen::{WAKE, woke_up};
+use crate::bench::run::wire::{self, Answer, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, gbit_per_s, object};
-use crate::wire::{self, Answer, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
 
 /// Datagrams per `recvmmsg` call.
 const BATCH: usize = 64;

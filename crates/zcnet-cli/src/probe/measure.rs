@@ -12,9 +12,9 @@ use anyhow::Context;
 use rustix::thread::{CapabilitySet, capabilities};
 use serde_json::{Value, json};
 
-use crate::child::Watched;
+use crate::bench::run::child::Watched;
 use crate::live;
-use crate::measure_verdict::{Comparison, MARGIN_PCT, PER_MB};
+use crate::probe::verdict::{Comparison, MARGIN_PCT, PER_MB};
 use crate::report::{Row, outln};
 
 /// One path: what it compares, the bench runs that measure it, and what they cannot show.

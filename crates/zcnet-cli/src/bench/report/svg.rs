@@ -1,4 +1,4 @@
-//! `--plot FILE.svg` of a size sweep ([`crate::sweep`]): two charts side by side in one SVG, drawn
+//! `--plot FILE.svg` of a size sweep ([`crate::bench::plan`]): two charts side by side in one SVG, drawn
 //! with plotters' SVG backend — Gbit/s against size and CPU µs per MB against size, a line per mode
 //! on a log2 size axis labelled as `--sizes` takes sizes (1K, 64K, 1M) — with the crossover marked
 //! (a vertical line at the size from which zero-copy is cheaper), or the chart saying it never is.
@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use crate::sweep::{Crossover, Point, Swept, human};
+use crate::bench::plan::human;
+use crate::bench::report::crossover::{Crossover, Point, Swept};
 
 /// The picture's size in pixels: two charts of 640 × 480 under a title.
 const SIZE: (u32, u32) = (1280, 540);

@@ -1,6 +1,6 @@
 //! One received TCP stream of `zcnet bench tcp|rx --listen` (UDP's runs are
-//! [`crate::bench_listen_udp`]; the accept loop that runs streams side by side is
-//! [`crate::bench_serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
+//! [`crate::bench::run::listen_udp`]; the accept loop that runs streams side by side is
+//! [`crate::bench::run::serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
 //! the pattern when the sender asked for verification — and how the stream ended.
 //!
 //! TCP streams are read with [`zcnet::rx::Receiver`] (plain `recv` for `bench tcp`, zero-copy receive
@@ -14,18 +14,21 @@
 //! [`Ended`] and a reason.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
-use crate::auto_why;
-use crate::bench_serve::Watch;
+use crate::bench::report::why;
+use crate::bench::run::wire::{
+    self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier,
+};
 use crate::live::{Ticker, interrupted};
 use crate::report::{Row, cpu_us_per_mb, emit, gbit_per_s, in_flag_words, object};
-use crate::wire::{self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier};
 
 /// How often a blocked receiver looks at the interruption flag.
 pub(crate) const WAKE: Duration = Duration::from_millis(200);
@@ -429,7 +432,7 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "mapped_bytes": r.stats.mapped_bytes,
         "mapped_pct": mapped_pct(r.stats.mapped_bytes, r.bytes),
         "fallback": r.fallback,
-        "why": auto_why::rx_short(&r.stats),
+        "why": why::rx_short(&r.stats),
         "verified": r.data_errors.is_some() && complete,
         "data_errors": r.data_errors,
         "first_error": r.first_error,
@@ -446,4 +449,59 @@ pub fn mapped_pct(mapped: u64, payload: u64) -> f64 {
         return 0.0;
     }
     100.0 * mapped as f64 / payload as f64
+}
+
+/// What the accept loop keeps of a stream being received, to end it from outside: the receiving
+/// thread may wait in `poll` without a timeout (a zero-copy receive), so ending it takes its socket
+/// switched to non-blocking and shut down for reading, after which the receiver's next call returns.
+pub struct Watch {
+    socket: TcpStream,
+    since: Instant,
+    /// Milliseconds from `since` to the last bytes.
+    last: AtomicU64,
+    /// How the watch ended the stream, and why, once it has.
+    stop: Mutex<Option<(Ended, String)>>,
+    /// Whether the stream has been received (set before its row is printed, so that a peer that
+    /// reads the row finds the stream's slot free).
+    pub received: AtomicBool,
+}
+
+impl Watch {
+    pub fn new(stream: &TcpStream) -> std::io::Result<Watch> {
+        Ok(Watch {
+            socket: stream.try_clone()?,
+            since: Instant::now(),
+            last: AtomicU64::new(0),
+            stop: Mutex::new(None),
+            received: AtomicBool::new(false),
+        })
+    }
+
+    /// Records that bytes arrived now.
+    pub fn heard(&self) {
+        let ms = self.since.elapsed().as_millis() as u64;
+        self.last.store(ms, Ordering::Relaxed);
+    }
+
+    pub fn silent_for(&self) -> Duration {
+        self.since
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last.load(Ordering::Relaxed)))
+    }
+
+    /// Ends the stream as `ended` (the first ending stays).
+    pub fn end(&self, ended: Ended, reason: String) {
+        let mut stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        if stop.is_none() {
+            *stop = Some((ended, reason));
+            let _ = self.socket.set_nonblocking(true);
+            let _ = self.socket.shutdown(Shutdown::Read);
+        }
+    }
+
+    /// How the watch ended the stream, if it did.
+    pub fn stopped(&self) -> Option<(Ended, Option<String>)> {
+        let stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+        stop.as_ref().map(|(e, why)| (*e, Some(why.clone())))
+    }
 }

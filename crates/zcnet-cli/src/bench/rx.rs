@@ -18,18 +18,21 @@ use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
 
-use crate::auto_why;
-use crate::bench_apart::ApartFlags;
-use crate::bench_listen::{self, Ended, mapped_pct};
-use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
-use crate::child::Watched;
+use crate::bench::apart::ApartFlags;
+use crate::bench::args;
+use crate::bench::plan;
+use crate::bench::report::crossover::Swept;
+use crate::bench::report::sweep;
+use crate::bench::report::why;
+use crate::bench::run::child::Watched;
+use crate::bench::run::listen::{self, Ended, mapped_pct};
+use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
+use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
+use crate::bench::run::wire::{self, Bench, Header};
+use crate::flags;
 use crate::flags::UsageError;
 use crate::live::{self, Ticker};
 use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
-use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
-use crate::sweep::{self, Swept};
-use crate::wire::{self, Bench, Header};
-use crate::{bench_send, flags};
 
 /// How the receiver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -202,7 +205,7 @@ struct Measured {
 }
 
 fn receive(server: TcpStream, config: RxConfig, ticker: &mut Ticker) -> anyhow::Result<Measured> {
-    let report = bench_listen::receive_stream(server, config, ticker, None);
+    let report = listen::receive_stream(server, config, ticker, None);
     if !report.complete() && !report.interrupted() {
         bail!(
             "the stream ended {}: {}",
@@ -573,8 +576,8 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
 /// same `--mode` takes each in its mode's turn: each connects, sends `--mib` (after the header
 /// unless `--raw`) and reports its counts.
 fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
-    let addr = bench_send::connect_addr(spec, args.ipv6)?;
-    for (_, size, modes) in sweep::schedule(args.rounds, sizes, &args.mode) {
+    let addr = args::connect_addr(spec, args.ipv6)?;
+    for (_, size, modes) in plan::schedule(args.rounds, sizes, &args.mode) {
         for _ in modes {
             if send_stream(args, addr, size)?.interrupted {
                 return Ok(());
@@ -628,14 +631,14 @@ const SENDER_COLUMNS: &[Column] = &[
     ("interrupted", "interrupted"),
 ];
 
-/// `--listen`: streams side by side ([`bench_serve::serve`]), each received in the next `--mode` in
+/// `--listen`: streams side by side ([`serve::serve`]), each received in the next `--mode` in
 /// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or
 /// had wrong bytes.
 fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     args.serve.check()?;
-    let addr = bench_send::listen_addr(spec, args.ipv6)?;
+    let addr = args::listen_addr(spec, args.ipv6)?;
     let listener = sender::bind_page_mss(addr).with_context(|| format!("listening on {addr}"))?;
-    bench_listen::announce(listener.local_addr()?, args.json);
+    listen::announce(listener.local_addr()?, args.json);
     let how = Serving {
         rows: Rows {
             bench: "rx",
@@ -647,7 +650,7 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         judge: true,
     };
     let mut modes = args.mode.iter().cycle();
-    bench_serve::serve(&listener, &how, |peer| {
+    serve::serve(&listener, &how, |peer| {
         let mode = modes.next().copied().unwrap_or(ModeArg::Copy);
         StreamSetup {
             config: rx_config(args, mode),
@@ -695,9 +698,9 @@ fn row(args: &RxArgs, path: &Path, (mode, size): (ModeArg, usize), t: &Totals) -
         "zerocopy_calls": stats.zerocopy_calls,
         "recv_calls": stats.recv_calls,
         "fallback": t.fallback,
-        "auto_choice": stats.auto.as_ref().map(auto_why::rx_choice_json),
+        "auto_choice": stats.auto.as_ref().map(why::rx_choice_json),
         "cost_comparisons": stats.cost_comparisons,
-        "why": auto_why::rx_short(stats),
+        "why": why::rx_short(stats),
         "sender_zerocopy_calls": t.sent.zerocopy_calls,
         "sender_copy_calls": t.sent.copy_calls,
         "verified": !args.apart.no_verify,
@@ -725,7 +728,7 @@ fn sender_name(sender: SenderArg) -> &'static str {
 fn tcp_mmap_line(row: &Row, sweep: bool) -> String {
     let num = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
     let writes = match row.get("size").and_then(Value::as_u64) {
-        Some(size) if sweep => format!(" ({} writes)", sweep::human(size)),
+        Some(size) if sweep => format!(" ({} writes)", plan::human(size)),
         _ => String::new(),
     };
     format!(
@@ -750,8 +753,8 @@ const MAX_WRITE: u64 = 64 << 20;
 /// `--write-kib`), or `--write-kib`'s.
 fn write_sizes(args: &RxArgs) -> anyhow::Result<Vec<usize>> {
     let single = (args.write_kib << 10, "--write-kib");
-    sweep::check_plot(args.plot.as_deref())?;
-    sweep::sizes(&args.sizes, single, |flag, bytes| {
+    plan::check_plot(args.plot.as_deref())?;
+    plan::sizes(&args.sizes, single, |flag, bytes| {
         if flag == "--write-kib" {
             let kib = (bytes >> 10) as u64;
             return flags::at_most(flag, kib, MAX_WRITE >> 10, "64 MiB per write");
@@ -798,7 +801,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     } else {
         Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
     };
-    // After the veth harness, whose own Ctrl-C handler this replaces (see bench_tcp::run_tcp).
+    // After the veth harness, whose own Ctrl-C handler this replaces (see tcp::run_tcp).
     live::watch_interrupts()?;
     // The order of the modes alternates from one round (and size) to the next, so that a noisy
     // neighbour hits them alike.
@@ -811,7 +814,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
         })
         .collect();
     let mut whole = true;
-    'sweep: for (_, size, modes) in sweep::schedule(args.rounds, &sizes, &args.mode) {
+    'sweep: for (_, size, modes) in plan::schedule(args.rounds, &sizes, &args.mode) {
         for mode in modes {
             let (measured, sent) = run_one(&args, &path, (mode, size))?;
             if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, mode)) {

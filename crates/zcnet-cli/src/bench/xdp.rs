@@ -10,7 +10,7 @@
 //!   per packet — exact on a quiet host only, since other processes on that CPU count too — and
 //!   `app_threads_ns_per_packet` the CPU time of the application thread, the NAPI threads and the
 //!   receiving CPU's `ksoftirqd` alone. How frames reach the receiving interface is `--feed`
-//!   ([`crate::xdp_feed`]): as a NIC driver delivers them (default), or as skbs that veth copies once
+//!   ([`crate::xdp::feed`]): as a NIC driver delivers them (default), or as skbs that veth copies once
 //!   more.
 //! - txpush (`--app txpush`): AF_XDP txpush vs an AF_PACKET TX ring vs `sendmmsg`, into an XDP drop
 //!   program on the peer (the cheapest sink).
@@ -35,9 +35,9 @@ use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::live::{self, Ticker};
 use crate::report::{self, Row};
-use crate::xdp_cmd::{App, ModeArg, Wait};
-use crate::xdp_feed::{Feed, FeedPath};
-use crate::xdp_meter::{Counted, Meter};
+use crate::xdp::feed::{Feed, FeedPath};
+use crate::xdp::meter::{Counted, Meter};
+use crate::xdp::{App, ModeArg, Wait};
 
 /// Options of `zcnet bench xdp`.
 #[derive(Debug, clap::Args)]

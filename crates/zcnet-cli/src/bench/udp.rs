@@ -1,6 +1,6 @@
 //! `zcnet bench udp`: UDP datagrams per mode (and `--api`: sendmsg, io_uring, sendmmsg, af_xdp),
 //! into a receiver of its own or a veth whose far end drops every frame in XDP (`--sink xdp-drop`),
-//! or apart with `--listen` and `--connect` (see [`crate::bench_send`]).
+//! or apart with `--listen` and `--connect` (see [`crate::bench::send`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::thread;
@@ -12,21 +12,21 @@ use serde_json::{Value, json};
 use zcnet::tx::Mode;
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 
-use crate::bench_api::{self, Api};
-use crate::bench_listen;
-use crate::bench_listen_udp::{self, DatagramReport};
-use crate::bench_send::{
-    COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, listen_addr, measure, new_pool, receiver_role,
-    receiver_ticker, run_rounds, sender_config, ticker,
+use crate::bench::api::{self, Api};
+use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr, listen_addr};
+use crate::bench::plan;
+use crate::bench::run::af_xdp::{self, XdpSend};
+use crate::bench::run::listen;
+use crate::bench::run::listen_udp::{self, DatagramReport};
+use crate::bench::run::mmsg::{self, MmsgSend};
+use crate::bench::run::wire::{self, Bench};
+use crate::bench::send::{
+    COMPLETION_WAIT, Net, Peer, Stamp, cut_short, cut_short_by, header, measure, new_pool,
+    receiver_role, receiver_ticker, run_rounds, sender_config, ticker,
 };
-use crate::bench_send_mmsg::{self, MmsgSend};
-use crate::bench_send_xdp::{self, XdpSend};
 use crate::flags::{self, UsageError};
 use crate::live;
 use crate::report::{self, Column, Row, print_rows};
-use crate::sweep;
-use crate::wire::{self, Bench};
 
 /// Where UDP datagrams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -120,8 +120,8 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     };
     // The bytes of each datagram: a GSO segment, or the whole send.
     let unit = |size: usize| args.gso.map_or(size, usize::from);
-    sweep::check_plot(common.plot.as_deref())?;
-    let sizes = sweep::sizes(&common.sizes, (single, "--size"), |flag, size| {
+    plan::check_plot(common.plot.as_deref())?;
+    let sizes = plan::sizes(&common.sizes, (single, "--size"), |flag, size| {
         if let Some(seg) = args.gso {
             flags::at_most(
                 flag,
@@ -185,7 +185,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
                 duration: Duration::from_secs_f64(common.duration),
                 raw: common.apart.raw,
             };
-            return bench_send_xdp::send(veth, &run, ticker(common, "udp", mode));
+            return af_xdp::send(veth, &run, ticker(common, "udp", mode));
         }
         let peer = match args.sink {
             Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
@@ -340,7 +340,7 @@ fn send_udp(
             duration: Duration::from_secs_f64(common.duration),
             raw: common.apart.raw,
         };
-        let row = bench_send_mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
+        let row = mmsg::send(&socket, path, &run, ticker(common, "udp", mode))?;
         // A run the kernel refused sends no end datagrams: the peer is gone.
         let socket = cut_short_by(&row).is_none().then_some(socket);
         (row, socket)
@@ -355,7 +355,7 @@ fn send_udp(
     row.insert("datagrams".into(), json!(datagrams));
     row.insert(
         "cpu_ns_per_packet".into(),
-        json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
+        json!(af_xdp::ns_per_packet(cpu, datagrams)),
     );
     if let (true, Some(socket)) = (control, socket) {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
@@ -383,7 +383,7 @@ fn send_pooled(
     let common = &args.common;
     let pool = new_pool(size, unit, api, common)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
-    let mut tx = bench_api::sender(api, socket, config, &pool)?;
+    let mut tx = api::sender(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;
     // Each datagram (GSO segment) of a run with the header opens with its sequence number.
     let mut next = 0u64;
@@ -426,10 +426,10 @@ enum UdpListener {
 /// mode's receiver leaves that judgement to the bench that started it, which reads its rows).
 fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<()> {
     let mut listener = match iface {
-        Some(iface) => UdpListener::Endpoint(Box::new(bench_send_xdp::bind_receiver(iface, addr)?)),
+        Some(iface) => UdpListener::Endpoint(Box::new(af_xdp::bind_receiver(iface, addr)?)),
         None => {
             let socket = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-            bench_listen_udp::prepare(&socket)?;
+            listen_udp::prepare(&socket)?;
             UdpListener::Socket(socket)
         }
     };
@@ -437,10 +437,10 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
         UdpListener::Socket(socket) => socket.local_addr()?,
         UdpListener::Endpoint(endpoint) => endpoint.local_addr(),
     };
-    bench_listen::announce(local, common.json);
+    listen::announce(local, common.json);
     let mut shortfalls = Vec::new();
     let print = |report: &DatagramReport, fields: Row| {
-        let mut row = bench_listen_udp::datagram_row(local, report);
+        let mut row = listen_udp::datagram_row(local, report);
         row.extend(fields);
         print_rows(&[row], UDP_RECEIVER_COLUMNS, common.json);
         if let (false, Some(why)) = (common.json, report.reason()) {
@@ -455,17 +455,15 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
         let ticker = || receiver_ticker(common, "udp", None);
         let refused = &mut |r: &DatagramReport| print(r, Row::new());
         let report = match &mut listener {
-            UdpListener::Socket(socket) => {
-                bench_listen_udp::receive_datagrams(socket, ticker, refused)?
-            }
+            UdpListener::Socket(socket) => listen_udp::receive_datagrams(socket, ticker, refused)?,
             UdpListener::Endpoint(endpoint) => {
-                bench_listen_udp::receive_endpoint_datagrams(endpoint, ticker, refused)?
+                listen_udp::receive_endpoint_datagrams(endpoint, ticker, refused)?
             }
         };
         let Some(report) = report else { break };
         let mut fields = Row::new();
         if let UdpListener::Endpoint(endpoint) = &listener {
-            bench_send_xdp::add_endpoint_fields(&mut fields, endpoint);
+            af_xdp::add_endpoint_fields(&mut fields, endpoint);
         }
         print(&report, fields);
         if let Some(why) = report.shortfall() {

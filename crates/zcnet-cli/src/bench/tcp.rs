@@ -1,5 +1,5 @@
 //! `zcnet bench tcp`: a TCP stream per mode (and `--api`), from this process to a receiver of its
-//! own, or apart with `--listen` and `--connect` (see [`crate::bench_send`]).
+//! own, or apart with `--listen` and `--connect` (see [`crate::bench::send`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -10,20 +10,20 @@ use serde_json::{Value, json};
 use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::Mode;
 
-use crate::bench_api::{self, Api};
-use crate::bench_listen;
-use crate::bench_send::{
-    COMPLETION_WAIT, Common, Net, Peer, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, is_interrupted, measure, new_pool, receiver_role,
-    receiver_ticker, run_rounds, sender_config,
+use crate::bench::api::{self, Api};
+use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr};
+use crate::bench::plan;
+use crate::bench::run::listen;
+use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
+use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
+use crate::bench::run::wire::{self, Bench, Finish};
+use crate::bench::send::{
+    COMPLETION_WAIT, Net, Peer, cut_short, cut_short_by, header, is_interrupted, measure, new_pool,
+    receiver_role, receiver_ticker, run_rounds, sender_config,
 };
-use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::flags::UsageError;
 use crate::live;
 use crate::report::{Column, Row, gbit_per_s, object};
-use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
-use crate::sweep;
-use crate::wire::{self, Bench, Finish};
 
 /// Options of `zcnet bench tcp`.
 #[derive(Debug, clap::Args)]
@@ -56,8 +56,8 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
         return listen_tcp(addr, common, &args.serve);
     }
     let single = (common.size.unwrap_or(64 << 10), "--size");
-    sweep::check_plot(common.plot.as_deref())?;
-    let sizes = sweep::sizes(&common.sizes, single, |flag, size| {
+    plan::check_plot(common.plot.as_deref())?;
+    let sizes = plan::sizes(&common.sizes, single, |flag, size| {
         check_pool_bytes(flag, size, common)
     })?;
     let timeouts = &args.timeouts;
@@ -144,7 +144,7 @@ fn send_tcp(
         header_bytes = encoded.len() as u64;
     }
     let pool = new_pool(size, size, api, common)?;
-    let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
+    let mut tx = api::sender(api, stream, sender_config(mode, common, None), &pool)?;
     let mut row = measure(
         &mut tx,
         &pool,
@@ -238,14 +238,14 @@ fn mark_slow(row: &mut Row, acked: u64, header: u64) {
     );
 }
 
-/// `bench tcp --listen`: streams side by side ([`bench_serve::serve`]), a row for each. Fails at its
+/// `bench tcp --listen`: streams side by side ([`serve::serve`]), a row for each. Fails at its
 /// end when a stream whose sender asked for verification did not arrive whole or had wrong bytes (the
 /// one-process mode's receiver leaves that judgement to the bench that started it, which reads its
 /// row).
 fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<()> {
     serve.check()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
-    bench_listen::announce(listener.local_addr()?, common.json);
+    listen::announce(listener.local_addr()?, common.json);
     let config = RxConfig {
         mode: RxMode::Copy,
         copy_buffer: TCP_READ,
@@ -262,7 +262,7 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
         flags: serve,
         judge: !common.exit_with_parent,
     };
-    bench_serve::serve(&listener, &how, |peer| StreamSetup {
+    serve::serve(&listener, &how, |peer| StreamSetup {
         config: config.clone(),
         ticker: receiver_ticker(common, "tcp", Some(peer)),
         // In place of the library's "copy requested", whose remedy names a --mode this receiver

@@ -1,5 +1,5 @@
 //! `zcnet bench udp --api sendmmsg`: the batched copy sender AF_XDP is measured against. The same
-//! datagrams the other APIs send (payload size, sequence number and pattern of [`crate::wire`]),
+//! datagrams the other APIs send (payload size, sequence number and pattern of [`crate::bench::run::wire`]),
 //! `--batch` of them handed to the kernel by each `sendmmsg(2)` call
 //! ([`zcnet::packet::send_chunks`]) from one buffer stamped before each call.
 //!
@@ -21,10 +21,10 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::bench_send;
+use crate::bench::run::wire;
+use crate::bench::send;
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
-use crate::wire;
 
 /// One sendmmsg run: `batch` datagrams of `size` bytes per call for `duration`.
 pub struct MmsgSend {
@@ -65,7 +65,7 @@ pub fn send(socket: &UdpSocket, path: &str, run: &MmsgSend, mut ticker: Ticker) 
         Ok(calls)
     })?;
     let calls = timed.calls + refused.as_ref().map_or(0, |&(_, calls)| calls);
-    let failed = refused.map(|(e, _)| bench_send::cut_short(e.raw_os_error(), &e));
+    let failed = refused.map(|(e, _)| send::cut_short(e.raw_os_error(), &e));
     let (seconds, usage) = (timed.seconds, &timed.usage);
     let bytes = datagrams * run.size as u64;
     let dst = socket.peer_addr()?;
