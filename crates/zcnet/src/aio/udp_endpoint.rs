@@ -178,7 +178,7 @@ impl AsyncUdpEndpoint {
                     continue;
                 }
             } else {
-                self.endpoint.sockets()[0].wake_tx()?;
+                self.endpoint.wake_tx()?;
                 self.endpoint.reclaim()?;
             }
             tokio::task::yield_now().await;
