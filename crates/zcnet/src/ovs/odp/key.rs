@@ -386,10 +386,15 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> Option<Strin
         }
         k::TCP_FLAGS if v.len() == 2 => {
             let flags = be(v);
+            // A partial mask beyond the flag bits has no notation: the attribute prints raw.
             let (mask, max) = if exact {
                 (0xffff, 0xffff)
             } else {
-                (be(m?) & TCP_FLAGS_MASK, TCP_FLAGS_MASK)
+                let mask = be(m?);
+                if mask & !TCP_FLAGS_MASK != 0 {
+                    return None;
+                }
+                (mask, TCP_FLAGS_MASK)
             };
             flags_text(TCP_FLAG_BITS, flags, mask, max).map(|s| format!("tcp_flags({s})"))
         }

@@ -518,7 +518,8 @@ fn attributes_nested_deeper_than_the_text_allows_print_raw_below_and_read_back()
 
 /// Text never reads back as another flow: a field beyond its width is refused, not cut to fit (the
 /// flow label is 20 bits of a 32-bit field); what the notation cannot hold — a label or mask
-/// beyond 20 bits, a VLAN mask without the CFI bit, an `encap` whose attributes do not parse —
+/// beyond 20 bits, a VLAN mask without the CFI bit, a partial `tcp_flags` mask beyond the flag
+/// bits, an `encap` whose attributes do not parse —
 /// prints raw and reads back to the same bytes; bytes after the last key attribute that parses
 /// print as a note that is refused, never left out.
 #[test]
@@ -544,6 +545,10 @@ fn flow_text_reads_back_as_the_same_flow_or_not_at_all() {
             "key",
         ),
         (write_key(&[(k::VLAN, vec![0, 5], vec![0x0f, 0xff])]), "key"),
+        (
+            write_key(&[(k::TCP_FLAGS, vec![0, 0x12], vec![0xf0, 0x12])]),
+            "key",
+        ),
         (
             write_key(&[
                 (k::IN_PORT, 1u32.to_ne_bytes().to_vec(), vec![0xff; 4]),
