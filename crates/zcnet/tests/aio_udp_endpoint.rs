@@ -2,7 +2,7 @@
 //! socket in the peer namespace, every datagram intact and answered once, although receives are
 //! dropped while they wait (a dropped receive takes no frame: one before the client starts, and one
 //! whenever a round has not arrived yet) and the UMEM is too small to hold a round's answers without
-//! waiting for sent frames; and the `xdp_udp_echo` example, run as a user runs it on both queues of
+//! waiting for sent frames; receives cancelled at random points lose no datagram; and the `xdp_udp_echo` example, run as a user runs it on both queues of
 //! a veth end (a task per queue), answers plain `std::net::UdpSocket` clients, each queue some.
 
 use std::io::{BufRead, BufReader};
@@ -75,16 +75,17 @@ async fn receive(endpoint: &mut AsyncUdpEndpoint) -> Vec<(SocketAddr, Vec<u8>)> 
         .collect()
 }
 
-#[test]
-fn an_async_echo_server_answers_every_datagram_once_through_cancelled_receives() {
-    if !testnet::privileged(
-        "an_async_echo_server_answers_every_datagram_once_through_cancelled_receives",
-    ) {
-        return;
-    }
+/// A one-queue [`pair`], the endpoint on `a`'s IPv4 address (copy mode, 64 frames for its fill
+/// ring and 32 to send with), a client socket on `b`, and a current-thread runtime.
+fn small_endpoint() -> (
+    VethPair,
+    SocketAddr,
+    UdpEndpoint,
+    UdpSocket,
+    tokio::runtime::Runtime,
+) {
     let pair = pair();
     let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
-    // 32 frames to send with: fewer than a round's answers, so sends wait for sent frames.
     let endpoint = pair.a.run(|| {
         let config = EndpointConfig {
             mode: Mode::Copy,
@@ -106,6 +107,18 @@ fn an_async_echo_server_answers_every_datagram_once_through_cancelled_receives()
         .enable_all()
         .build()
         .expect("runtime");
+    (pair, local, endpoint, socket, runtime)
+}
+
+#[test]
+fn an_async_echo_server_answers_every_datagram_once_through_cancelled_receives() {
+    if !testnet::privileged(
+        "an_async_echo_server_answers_every_datagram_once_through_cancelled_receives",
+    ) {
+        return;
+    }
+    // 32 frames to send with: fewer than a round's answers, so sends wait for sent frames.
+    let (_pair, local, endpoint, socket, runtime) = small_endpoint();
     let (stats, cancelled, client_thread) = runtime.block_on(async {
         let mut endpoint = AsyncUdpEndpoint::new(endpoint).expect("register");
         // Before the client sends anything, a receive can only wait: this one is dropped waiting.
@@ -144,6 +157,95 @@ fn an_async_echo_server_answers_every_datagram_once_through_cancelled_receives()
     assert_eq!(stats.received, COUNT as u64, "{stats:?}");
     assert_eq!(stats.sent, COUNT as u64, "{stats:?}");
     assert_eq!(stats.malformed + stats.bad_checksum, 0, "{stats:?}");
+}
+
+/// Receives cancelled at random points (polled once, or bounded by 0 to 120 µs) against a
+/// client that sends [`CANCEL_COUNT`] datagrams in bursts the fill ring holds, each burst once the
+/// last arrived: a cancelled receive holds no frame (it takes datagrams only when it returns them,
+/// and gives what it rejects straight back to the fill ring), so the kernel never finds the fill
+/// ring empty and every datagram arrives, once.
+#[test]
+fn receives_cancelled_at_random_lose_no_datagram() {
+    if !testnet::privileged("receives_cancelled_at_random_lose_no_datagram") {
+        return;
+    }
+    const CANCEL_COUNT: usize = 3000;
+    let (_pair, local, endpoint, socket, runtime) = small_endpoint();
+    let arrived = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client_arrived = std::sync::Arc::clone(&arrived);
+    let client_thread = std::thread::spawn(move || {
+        for round in (0..CANCEL_COUNT).step_by(ROUND) {
+            let deadline = std::time::Instant::now() + PATIENCE;
+            while client_arrived.load(std::sync::atomic::Ordering::Acquire) < round {
+                if std::time::Instant::now() > deadline {
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            for seq in round..(round + ROUND).min(CANCEL_COUNT) {
+                socket.send_to(&payload(seq), local).expect("send");
+            }
+        }
+    });
+    let (seen, cancelled, stats, kernel) = runtime.block_on(async {
+        let mut endpoint = AsyncUdpEndpoint::new(endpoint).expect("register");
+        let mut seen = vec![0u32; CANCEL_COUNT];
+        let mut cancelled = 0u64;
+        // xorshift64: the cancellation points, reproducible.
+        let mut random = 0x9e37_79b9_7f4a_7c15u64;
+        let deadline = tokio::time::Instant::now() + 3 * PATIENCE;
+        while arrived.load(std::sync::atomic::Ordering::Acquire) < CANCEL_COUNT
+            && tokio::time::Instant::now() < deadline
+        {
+            random ^= random << 13;
+            random ^= random >> 7;
+            random ^= random << 17;
+            // Three receives in four are polled once, the others bounded by a timer (which tokio
+            // rounds up to its millisecond).
+            let batch = if !random.is_multiple_of(4) {
+                tokio::select! {
+                    biased;
+                    batch = receive(&mut endpoint) => Some(batch),
+                    () = std::future::ready(()) => None,
+                }
+            } else {
+                let wait = Duration::from_micros(random % 121);
+                tokio::time::timeout(wait, receive(&mut endpoint))
+                    .await
+                    .ok()
+            };
+            let Some(batch) = batch else {
+                cancelled += 1;
+                tokio::task::yield_now().await;
+                continue;
+            };
+            for (_, bytes) in batch {
+                let seq = (0..CANCEL_COUNT)
+                    .find(|&seq| payload(seq) == bytes)
+                    .expect("a datagram sent, intact");
+                seen[seq] += 1;
+                arrived.fetch_add(1, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let kernel = endpoint.get_ref().sockets()[0]
+            .statistics()
+            .expect("statistics");
+        (seen, cancelled, endpoint.stats(), kernel)
+    });
+    client_thread.join().expect("client");
+    println!("{stats:?}, {kernel:?}, {cancelled} receives cancelled");
+    let missing: Vec<usize> = (0..CANCEL_COUNT).filter(|&s| seen[s] == 0).collect();
+    let twice: Vec<usize> = (0..CANCEL_COUNT).filter(|&s| seen[s] > 1).collect();
+    assert!(
+        missing.is_empty() && twice.is_empty(),
+        "missing {missing:?}, twice {twice:?}; {stats:?}, {kernel:?}"
+    );
+    assert!(cancelled > 100, "only {cancelled} receives were cancelled");
+    assert_eq!(
+        (kernel.rx_dropped, kernel.rx_ring_full),
+        (0, 0),
+        "{kernel:?}"
+    );
 }
 
 /// The example binary `cargo test` built beside this test.

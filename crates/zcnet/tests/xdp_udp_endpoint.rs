@@ -2,9 +2,11 @@
 //! intact with their source and the endpoint's echoes reach that socket intact (the kernel drops a
 //! datagram with a wrong checksum, so an arrival proves them right); frames that are not good
 //! datagrams for the endpoint are counted and dropped; everything else (ARP, neighbour discovery,
-//! ICMP) still reaches the kernel's stack; what cannot be sent is refused with its reason.
+//! ICMP) still reaches the kernel's stack; what cannot be sent is refused with its reason; what the
+//! kernel drops unsent is counted as dropped.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::ops::Range;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -137,6 +139,19 @@ fn peer_at(pair: &VethPair, ip: IpAddr) -> (UdpSocket, SocketAddr) {
     peer.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let to = peer.local_addr().expect("addr");
     (peer, to)
+}
+
+/// Sends payloads `seqs` (of at most `max` bytes) to `to` in one batch, which hands all of them to
+/// the kernel.
+fn send_payloads(endpoint: &mut UdpEndpoint, to: SocketAddr, max: usize, seqs: Range<usize>) {
+    let mut batch = endpoint.send_batch();
+    for seq in seqs.clone() {
+        let bytes = payload(seq, max);
+        batch
+            .push(to, bytes.len(), |buf| buf.copy_from_slice(&bytes))
+            .expect("build");
+    }
+    assert_eq!(batch.flush().expect("flush"), seqs.len());
 }
 
 /// The largest UDP payload over a 1500-byte MTU for `ip`'s family.
@@ -364,14 +379,7 @@ fn a_batch_larger_than_one_copy_mode_wakeup_arrives_whole() {
     // 60 frames in one flush: a copy-mode wakeup (`sendto`) transmits at most 32, so the flush
     // must wake the kernel until it took them all.
     let max = max_payload(to.ip());
-    let mut batch = endpoint.send_batch();
-    for seq in 0..60 {
-        let bytes = payload(seq, max);
-        batch
-            .push(to, bytes.len(), |buf| buf.copy_from_slice(&bytes))
-            .expect("build");
-    }
-    assert_eq!(batch.flush().expect("flush"), 60);
+    send_payloads(&mut endpoint, to, max, 0..60);
     let mut seen = [false; 60];
     let mut buf = vec![0u8; 2048];
     for _ in 0..60 {
@@ -382,6 +390,47 @@ fn a_batch_larger_than_one_copy_mode_wakeup_arrives_whole() {
         assert!(seq < 60 && !seen[seq], "datagram {seq} again");
         seen[seq] = true;
     }
+}
+
+/// A datagram the kernel takes from the tx ring and drops unsent (copy mode: the device refuses it,
+/// `sendto` says `EBUSY`; here the link lost its carrier when the peer's end went down) is counted
+/// as dropped, not as sent; once the peer is back, what is counted as sent arrives.
+#[test]
+fn datagrams_the_kernel_drops_unsent_are_not_counted_as_sent() {
+    let Some((pair, mut endpoint)) =
+        v4_endpoint("datagrams_the_kernel_drops_unsent_are_not_counted_as_sent")
+    else {
+        return;
+    };
+    let (peer, to) = resolved_peer(&pair);
+    let max = max_payload(to.ip());
+    let link = |state: &str| {
+        pair.b
+            .ip(&["link", "set", &pair.b_if, state])
+            .unwrap_or_else(|e| panic!("set {} {state}: {e}", pair.b_if));
+    };
+    link("down");
+    send_payloads(&mut endpoint, to, max, 0..5);
+    let stats = endpoint.stats();
+    assert_eq!((stats.sent, stats.tx_dropped), (0, 5), "{stats:?}");
+    link("up");
+    // The carrier comes back a moment after the link is up: until then datagrams are dropped.
+    peer.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let deadline = Instant::now() + PATIENCE;
+    let mut buf = vec![0u8; 2048];
+    let mut next = 5;
+    while Instant::now() < deadline {
+        send_payloads(&mut endpoint, to, max, next..next + 1);
+        next += 1;
+        if let Ok(n) = peer.recv(&mut buf) {
+            assert!(sequence_of(&buf[..n], max).is_some_and(|seq| seq >= 5));
+            break;
+        }
+    }
+    let stats = endpoint.stats();
+    assert_eq!(stats.sent + stats.tx_dropped, next as u64, "{stats:?}");
+    assert_eq!(stats.sent, 1, "{stats:?}");
 }
 
 #[test]

@@ -28,7 +28,8 @@ use crate::xdp::{EndpointStats, Error, Received, SendError, UdpEndpoint};
 ///
 /// Every future here is cancel-safe: it waits only for readiness, and takes frames from the rx rings
 /// or gives them to the tx ring only in the poll that completes it. A `receive` dropped by
-/// `select!` has taken no frame; datagrams [`push`](AsyncUdpEndpoint::push)ed and not yet flushed
+/// `select!` has taken no frame, and the frames its polls rejected are back in the fill ring, so
+/// cancelled receives never leave the kernel short of frames to receive into; datagrams [`push`](AsyncUdpEndpoint::push)ed and not yet flushed
 /// stay queued in the endpoint (a dropped `flush` leaves them for the next `flush` or `send`).
 ///
 /// ```no_run
@@ -182,7 +183,7 @@ impl AsyncUdpEndpoint {
                     continue;
                 }
             } else {
-                self.endpoint.sockets()[0].wake_tx()?;
+                self.endpoint.wake_tx()?;
                 self.endpoint.reclaim()?;
             }
             tokio::task::yield_now().await;

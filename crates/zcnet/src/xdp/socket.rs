@@ -446,24 +446,25 @@ impl Socket {
 
     /// Makes the kernel process the tx ring when it needs a syscall for that: always without
     /// need_wakeup, else when the tx ring carries `XDP_RING_NEED_WAKEUP` (in copy mode the `sendto` is
-    /// what transmits). Transient refusals (`EAGAIN`, `EBUSY`, `ENOBUFS`) are not errors: the frames
-    /// stay queued for the next call.
-    pub fn wake_tx(&self) -> Result<()> {
+    /// what transmits). Returns how many frames the kernel took from the ring and dropped unsent
+    /// (0 or 1): in copy mode `EBUSY` means the device refused the last frame it took
+    /// (`NET_XMIT_DROP`: for example a link without carrier); the frame's address still comes back
+    /// on the completion ring, as a sent one's does. `EAGAIN` and `ENOBUFS` are not errors: the
+    /// frames the kernel did not take stay queued for the next call.
+    pub fn wake_tx(&self) -> Result<u32> {
         if !self.tx_needs_wakeup() {
-            return Ok(());
+            return Ok(0);
         }
         match sys::kick_tx(self.fd.as_fd()) {
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
-                ) =>
-            {
-                Ok(())
-            }
-            other => other.map_err(|e| {
-                Error::from_errno(format!("wake tx on {}", self.iface), e, XSK_PRIVILEGE, "")
-            }),
+            Ok(()) => Ok(0),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(1),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) => Ok(0),
+            Err(e) => Err(Error::from_errno(
+                format!("wake tx on {}", self.iface),
+                e,
+                XSK_PRIVILEGE,
+                "",
+            )),
         }
     }
 
@@ -482,18 +483,20 @@ impl Socket {
     /// one `sendto` transmits a bounded batch (`__xsk_generic_xmit` stops after 32 frames with
     /// `EAGAIN`) and leaves the rest in the ring until the next. Stops when the ring is empty or a
     /// wakeup took nothing (the device or the socket's send buffer is full; the kernel wakes the
-    /// socket's writers as it frees them).
-    pub(crate) fn wake_tx_until_taken(&mut self) -> Result<()> {
+    /// socket's writers as it frees them). Returns how many frames the kernel dropped unsent (see
+    /// [`Socket::wake_tx`]).
+    pub(crate) fn wake_tx_until_taken(&mut self) -> Result<u32> {
+        let mut dropped = 0;
         let mut left = self.tx_untaken();
         while left > 0 && self.tx_needs_wakeup() {
-            self.wake_tx()?;
+            dropped += self.wake_tx()?;
             let now = self.tx_untaken();
             if now >= left {
                 break;
             }
             left = now;
         }
-        Ok(())
+        Ok(dropped)
     }
 
     /// Waits up to `timeout_ms` (-1 = no limit) for received frames; returns whether some are ready.

@@ -128,8 +128,11 @@ pub struct EndpointStats {
     pub bad_checksum: u64,
     /// Well-formed datagrams dropped because they were addressed to another address or port.
     pub not_for_us: u64,
-    /// Datagrams handed to the kernel for sending.
+    /// Datagrams handed to the kernel for sending (less those it dropped, `tx_dropped`).
     pub sent: u64,
+    /// Datagrams the kernel took from the tx ring and dropped unsent: in copy mode the device
+    /// refused them (a wakeup's `EBUSY`, see [`crate::xdp::Socket::wake_tx`]).
+    pub tx_dropped: u64,
     /// Descriptors the rx rings carried that named no frame lent to the kernel (never delivered).
     pub invalid_descs: u64,
 }
@@ -142,6 +145,7 @@ impl std::ops::AddAssign for EndpointStats {
         self.bad_checksum += other.bad_checksum;
         self.not_for_us += other.not_for_us;
         self.sent += other.sent;
+        self.tx_dropped += other.tx_dropped;
         self.invalid_descs += other.invalid_descs;
     }
 }
@@ -573,13 +577,29 @@ impl UdpEndpoint {
         let queued = self.pending.len();
         let socket = &mut self.sockets[0];
         socket.transmit(&mut self.umem, &mut self.pending)?;
-        socket.wake_tx_until_taken()?;
+        let dropped = socket.wake_tx_until_taken()?;
         if !self.pending.is_empty() {
             socket.reclaim(&mut self.umem, u32::MAX)?;
         }
         let sent = queued - self.pending.len();
         self.stats.sent += sent as u64;
+        self.count_tx_dropped(dropped);
         Ok(sent)
+    }
+
+    /// Wakes the kernel for what the first queue's tx ring holds (see [`Socket::wake_tx`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn wake_tx(&mut self) -> std::result::Result<(), SendError> {
+        let dropped = self.sockets[0].wake_tx()?;
+        self.count_tx_dropped(dropped);
+        Ok(())
+    }
+
+    /// Moves `dropped` datagrams, counted as sent when they went to the tx ring, to `tx_dropped`.
+    fn count_tx_dropped(&mut self, dropped: u32) {
+        let dropped = u64::from(dropped);
+        self.stats.sent -= dropped.min(self.stats.sent);
+        self.stats.tx_dropped += dropped;
     }
 
     /// Hands the queued datagrams to the first queue's tx ring and wakes the kernel; when the ring

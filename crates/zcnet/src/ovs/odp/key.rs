@@ -53,6 +53,19 @@ impl Fmt {
         }
     }
 
+    /// Whether `b` (a value or mask) fits the field: a flow label is 20 bits of its 32.
+    fn fits(self, b: &[u8]) -> bool {
+        self != Fmt::Label || be(b) >> 20 == 0
+    }
+
+    /// What a value of the field is, for errors.
+    fn what(self, name: &str) -> String {
+        match self {
+            Fmt::Label => format!("a {name}: 20 bits, at most 0xfffff"),
+            _ => format!("a value for {name}"),
+        }
+    }
+
     fn is_full(self, m: &[u8]) -> bool {
         match self {
             Fmt::Label => be(m) & 0xf_ffff == 0xf_ffff,
@@ -92,6 +105,7 @@ impl Fmt {
                 "later" => Some(vec![2]),
                 _ => int(s),
             },
+            Fmt::Label => int(s).filter(|b| self.fits(b)),
             _ => int(s),
         }
     }
@@ -237,7 +251,9 @@ fn all(b: &[u8], v: u8) -> bool {
 }
 
 /// Formats key attributes `key` with their `mask` (`None`: an exact match) as `ovs-dpctl
-/// dump-flows` does. An `encap` nested too deep for the text parsers prints raw.
+/// dump-flows` does. An `encap` nested too deep for the text parsers, or whose attributes do not
+/// parse, prints raw; bytes after the last attribute that parses print as a note that does not
+/// read back.
 pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
     format_key_at(key, mask, 0)
 }
@@ -246,7 +262,17 @@ pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
 fn format_key_at(key: &[u8], mask: Option<&[u8]>, depth: usize) -> String {
     let mut out = Vec::new();
     let mut has_ethertype = false;
-    for (ty, v) in Attributes::new(key).map_while(Result::ok) {
+    let mut rest = key;
+    for attr in Attributes::new(key) {
+        let Ok((ty, v)) = attr else {
+            out.push(format!(
+                "***{} leftover bytes*** ({})",
+                rest.len(),
+                text::raw_hex(rest)
+            ));
+            break;
+        };
+        rest = &rest[crate::sys::netlink::align4(v.len() + 4).min(rest.len())..];
         has_ethertype |= ty == k::ETHERTYPE;
         let m = mask.map(|m| find(m, ty));
         let wildcard = match m {
@@ -287,7 +313,9 @@ pub(crate) fn format_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> 
     typed_attr(ty, v, m, depth).unwrap_or_else(|| {
         let mut s = format!("key{ty}({}", text::raw_hex(v));
         // OVS 3.1 cannot tell an exact mask of an attribute it does not know: it always writes one.
-        if let Some(m) = m.filter(|m| ty > LAST_KNOWN_TO_OVS || !all(m, 0xff)) {
+        // A nested attribute's mask (attributes too) may differ in length from its value.
+        if let Some(m) = m.filter(|m| ty > LAST_KNOWN_TO_OVS || !all(m, 0xff) || m.len() != v.len())
+        {
             let _ = write!(s, "/{}", text::raw_hex(m));
         }
         s + ")"
@@ -318,10 +346,12 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> Option<Strin
         });
     }
     if let Some((_, name, size, fields)) = STRUCTS.iter().find(|s| s.0 == ty) {
-        return (v.len() == *size).then(|| format_struct(name, fields, v, m));
+        return (v.len() == *size)
+            .then(|| format_struct(name, fields, v, m))
+            .flatten();
     }
     match ty {
-        k::ENCAP if text::nests_within(depth, 1) => {
+        k::ENCAP if text::nests_within(depth, 1) && well_formed(v) && m.is_none_or(well_formed) => {
             let inner = format_key_at(v, m, depth + 1);
             Some(format!("encap({})", if v.is_empty() { "" } else { &inner }))
         }
@@ -344,7 +374,8 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> Option<Strin
                 hex128(u128::from_ne_bytes(m.try_into().unwrap_or_default()))
             })
         }
-        k::VLAN if v.len() == 2 => Some(format!(
+        // The kernel refuses a mask that leaves the CFI bit out; the text has no way to say it.
+        k::VLAN if v.len() == 2 && m.is_none_or(|m| be(m) & 0x1000 != 0) => Some(format!(
             "vlan({})",
             vlan_tci(be(v) as u16, m.map_or(0xffff, |m| be(m) as u16))
         )),
@@ -355,10 +386,15 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> Option<Strin
         }
         k::TCP_FLAGS if v.len() == 2 => {
             let flags = be(v);
+            // A partial mask beyond the flag bits has no notation: the attribute prints raw.
             let (mask, max) = if exact {
                 (0xffff, 0xffff)
             } else {
-                (be(m?) & TCP_FLAGS_MASK, TCP_FLAGS_MASK)
+                let mask = be(m?);
+                if mask & !TCP_FLAGS_MASK != 0 {
+                    return None;
+                }
+                (mask, TCP_FLAGS_MASK)
             };
             flags_text(TCP_FLAG_BITS, flags, mask, max).map(|s| format!("tcp_flags({s})"))
         }
@@ -375,11 +411,20 @@ fn hex128(v: u128) -> String {
     }
 }
 
-fn format_struct(name: &str, fields: &[Field], v: &[u8], m: Option<&[u8]>) -> String {
+/// Attributes that all parse.
+fn well_formed(b: &[u8]) -> bool {
+    Attributes::new(b).all(|a| a.is_ok())
+}
+
+/// `None` when a field's value or mask does not fit the field (the attribute then prints raw).
+fn format_struct(name: &str, fields: &[Field], v: &[u8], m: Option<&[u8]>) -> Option<String> {
     let mut parts = Vec::new();
     for &(fname, off, fmt) in fields {
         let fv = &v[off..off + fmt.width()];
         let fm = m.map(|m| &m[off..off + fmt.width()]);
+        if !fmt.fits(fv) || fm.is_some_and(|fm| !fmt.fits(fm)) {
+            return None;
+        }
         if fm.is_some_and(|fm| all(fm, 0)) {
             continue;
         }
@@ -390,7 +435,7 @@ fn format_struct(name: &str, fields: &[Field], v: &[u8], m: Option<&[u8]>) -> St
         }
         parts.push(s);
     }
-    format!("{name}({})", parts.join(","))
+    Some(format!("{name}({})", parts.join(",")))
 }
 
 /// `vid=…,pcp=…[,cfi=0]` of a VLAN TCI, as OVS writes it.
@@ -654,11 +699,11 @@ fn parse_raw(c: &Cursor, ty: u16, body: &str) -> Result<(Vec<u8>, Vec<u8>), OdpP
         Some(m) => c.parse(m, "hex bytes", text::parse_raw_hex)?,
         None => vec![0xff; v.len()],
     };
-    if m.len() != v.len() {
-        return Err(c.error(format!("key{ty}: mask and value differ in length")));
-    }
     if is_nested(ty) {
         return Ok((v, m));
+    }
+    if m.len() != v.len() {
+        return Err(c.error(format!("key{ty}: mask and value differ in length")));
     }
     Ok((v.iter().zip(&m).map(|(a, b)| a & b).collect(), m))
 }
@@ -685,7 +730,7 @@ fn parse_struct(
             Some((a, b)) => (a, Some(b)),
             None => (value, None),
         };
-        let what = format!("a value for {fname}");
+        let what = fmt.what(fname);
         let fv = c
             .parse(fv, &what, |s| fmt.read(s))
             .map_err(|e| e.shift(at))?;

@@ -515,3 +515,67 @@ fn attributes_nested_deeper_than_the_text_allows_print_raw_below_and_read_back()
         .join()
         .unwrap();
 }
+
+/// Text never reads back as another flow: a field beyond its width is refused, not cut to fit (the
+/// flow label is 20 bits of a 32-bit field); what the notation cannot hold — a label or mask
+/// beyond 20 bits, a VLAN mask without the CFI bit, a partial `tcp_flags` mask beyond the flag
+/// bits, an `encap` whose attributes do not parse —
+/// prints raw and reads back to the same bytes; bytes after the last key attribute that parses
+/// print as a note that is refused, never left out.
+#[test]
+fn flow_text_reads_back_as_the_same_flow_or_not_at_all() {
+    for text in [
+        "ipv6(label=0x100001)",
+        "ipv6(label=1/0x100000)",
+        "ipv6(label=0xffffffff)",
+    ] {
+        let e = parse_key(text).unwrap_err();
+        assert!(e.what.contains("20 bits"), "{text}: {e}");
+    }
+    assert!(parse_key("ipv6(label=0xfffff/0xf0f0f)").is_ok());
+
+    let mut ipv6 = [0u8; 40];
+    ipv6[32..36].copy_from_slice(&1u32.to_be_bytes());
+    let mut ipv6_mask = [0u8; 40];
+    ipv6_mask[32..36].copy_from_slice(&u32::MAX.to_be_bytes());
+    let malformed = vec![1, 2, 3];
+    let flows = [
+        (
+            write_key(&[(k::IPV6, ipv6.to_vec(), ipv6_mask.to_vec())]),
+            "key",
+        ),
+        (write_key(&[(k::VLAN, vec![0, 5], vec![0x0f, 0xff])]), "key"),
+        (
+            write_key(&[(k::TCP_FLAGS, vec![0, 0x12], vec![0xf0, 0x12])]),
+            "key",
+        ),
+        (
+            write_key(&[
+                (k::IN_PORT, 1u32.to_ne_bytes().to_vec(), vec![0xff; 4]),
+                (k::ENCAP, malformed.clone(), put(k::IN_PORT, vec![0xff; 4])),
+            ]),
+            "key1(",
+        ),
+        (
+            write_key(&[(k::ENCAP, put(k::IN_PORT, vec![1; 4]), malformed.clone())]),
+            "key1(",
+        ),
+    ];
+    for ((key, mask), raw) in flows {
+        let flow = DpFlow {
+            key,
+            mask: Some(mask),
+            actions: vec![],
+        };
+        let line = flow.to_string();
+        assert!(line.contains(raw), "{line}");
+        let back = DpFlow::parse(&line, None).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(back, flow, "{line}");
+    }
+
+    let (mut key, _) = write_key(&[(k::IN_PORT, 1u32.to_ne_bytes().to_vec(), vec![])]);
+    key.extend_from_slice(&[9, 9, 9]);
+    let text = format_key(&key, None);
+    assert!(text.contains("3 leftover bytes"), "{text}");
+    assert!(parse_key(&text).is_err(), "{text}");
+}
