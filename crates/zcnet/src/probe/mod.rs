@@ -10,7 +10,7 @@
 //! filter (each system call zcnet needs tried in a throwaway child) and memory limits, each refusal
 //! with the cause named (a filter, a sysctl, a limit — never "not supported" for those) and its
 //! remedy as a `docker run` flag and a Kubernetes `securityContext`. The library's fallback reasons
-//! name the same causes ([`seccomp::io_uring_refusal`]).
+//! name the same causes (one function, `seccomp::io_uring_refusal`, words both).
 
 mod cgroup;
 mod iface;
