@@ -58,6 +58,8 @@ const ZCRX_CTRL_FLUSH_RQ: u32 = 0;
 const IORING_MEM_REGION_TYPE_USER: u32 = 1;
 /// `IORING_ZCRX_AREA_SHIFT`: the area id sits above this bit of an offset.
 pub(crate) const AREA_SHIFT: u32 = 48;
+/// `IORING_ENTER_GETEVENTS`.
+const IORING_ENTER_GETEVENTS: u32 = 1;
 /// `IORING_CQE_F_MORE`.
 const CQE_F_MORE: u32 = 1 << 1;
 
@@ -336,7 +338,7 @@ impl EventLayout {
     /// The layout in words, as the probe prints it.
     pub(crate) fn summary(&self) -> String {
         format!(
-            "copy event {} and allocation-failure event {} (arm opcode {}); statistics of {} bytes              aligned {}: copy_count at {}, copy_bytes at {}; descriptor of {} bytes (from BTF)",
+            "copy event {} and allocation-failure event {} (arm opcode {}); statistics of {} bytes aligned {}: copy_count at {}, copy_bytes at {}; descriptor of {} bytes (from BTF)",
             self.copy,
             self.alloc_fail,
             self.arm_op,
@@ -664,9 +666,20 @@ impl ZcrxQueue {
         self.ring.submit().map(drop)
     }
 
-    /// Enters the ring to run deferred work and post completions, waiting for at least `want`.
-    pub(crate) fn enter(&mut self, want: usize) -> io::Result<()> {
-        super::retry_if_interrupted(|| self.ring.submit_and_wait(want)).map(drop)
+    /// Enters the ring with `IORING_ENTER_GETEVENTS` to run its deferred work and post
+    /// completions, waiting for at least `want` (0: not waiting). Without that flag a
+    /// `DEFER_TASKRUN` ring runs no deferred work, so nothing would be posted.
+    pub(crate) fn enter(&mut self, want: u32) -> io::Result<()> {
+        super::retry_if_interrupted(|| {
+            // SAFETY: no submission entries are handed over (every push is submitted at once) and
+            // no argument is passed.
+            unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, want, IORING_ENTER_GETEVENTS, None)
+            }
+        })
+        .map(drop)
     }
 
     /// Registers a new non-blocking eventfd with the ring (`IORING_REGISTER_EVENTFD`): the kernel
