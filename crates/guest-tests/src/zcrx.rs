@@ -5,7 +5,7 @@
 //! as too old.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,7 +19,7 @@ use zcnet::rx::{
 };
 
 use crate::outcome::Outcome;
-use crate::pattern;
+use crate::{nic, pattern, peer, wire};
 
 /// A loopback pair: (client, server).
 fn pair() -> anyhow::Result<(TcpStream, TcpStream)> {
@@ -35,20 +35,7 @@ fn send_pattern(
     bytes: u64,
     pace: Option<Duration>,
 ) -> thread::JoinHandle<std::io::Result<()>> {
-    thread::spawn(move || {
-        let mut buf = vec![0u8; if pace.is_some() { 64 << 10 } else { 256 << 10 }];
-        let mut at = 0u64;
-        while at < bytes {
-            let n = buf.len().min((bytes - at) as usize);
-            pattern::fill(&mut buf[..n], at);
-            client.write_all(&buf[..n])?;
-            at += n as u64;
-            if let Some(pace) = pace {
-                thread::sleep(pace);
-            }
-        }
-        Ok(())
-    })
+    thread::spawn(move || peer::send_pattern(&mut client, bytes, pace))
 }
 
 /// What receiving a whole stream through zcrx gave.
@@ -88,7 +75,11 @@ fn refusal_text(e: &RxError) -> String {
     format!("{e} [refusal {:?}]", e.zcrx_refusal())
 }
 
-pub fn run(expect_too_old: bool, iface: Option<&str>) -> anyhow::Result<Outcome> {
+pub fn run(
+    expect_too_old: bool,
+    iface: Option<&str>,
+    peer: Option<IpAddr>,
+) -> anyhow::Result<Outcome> {
     let mut out = Outcome::new("zcrx");
     if expect_too_old {
         let (_client, server) = pair()?;
@@ -111,7 +102,33 @@ pub fn run(expect_too_old: bool, iface: Option<&str>) -> anyhow::Result<Outcome>
     auto_reports_copying(&mut out)?;
     async_under_cancellation(&mut out)?;
     refusals(&mut out, iface)?;
+    if let Some(peer) = peer {
+        over_nic(&mut out, peer)?;
+        nic::request(peer, wire::Request::Quit)?;
+    }
     Ok(out)
+}
+
+/// A stream the host side of the guest's virtio-net sends, received device-less through zcrx.
+fn over_nic(out: &mut Outcome, peer: IpAddr) -> anyhow::Result<()> {
+    let bytes = 4u64 << 20;
+    let mut conn = TcpStream::connect(SocketAddr::new(peer, wire::TCP_PORT))
+        .with_context(|| format!("connect to the peer {peer}:{}", wire::TCP_PORT))?;
+    conn.write_all(&wire::Request::TcpSend { bytes }.encode())?;
+    let mut rx = Receiver::new(conn, zcrx_config(1 << 20)).context("zcrx receiver")?;
+    match receive_all(&mut rx) {
+        Ok(got) => out.check(
+            "virtio-net",
+            got.bytes == bytes && got.mismatched == 0,
+            &format!(
+                "{} of {bytes} bytes from the host side of the tap through a 1 MiB area, {} \
+                 mismatched; kernel copy_bytes {}, area exhausted {} times",
+                got.bytes, got.mismatched, got.stats.zcrx_copied_bytes, got.stats.zcrx_exhausted
+            ),
+        ),
+        Err(e) => out.fail("virtio-net", &refusal_text(&e)),
+    }
+    Ok(())
 }
 
 /// 8 MiB through a 1 MiB area over loopback: every byte in order, the copy statistics equal to it.
