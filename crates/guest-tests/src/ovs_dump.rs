@@ -163,7 +163,7 @@ fn reads_of_gone(dp: &mut Datapath) -> (bool, String) {
     let flows = dp.flows();
     let vports = dp.vports();
     let gone = |e: &zcnet::ovs::OvsError| {
-        e.raw_os_error() == Some(libc::ENODEV) && e.kind() == OvsErrorKind::DatapathGone
+        e.raw_os_error() == Some(libc::ENODEV) && e.ovs_kind() == OvsErrorKind::DatapathGone
     };
     let ok = matches!(&flows, Err(e) if gone(e)) && matches!(&vports, Err(e) if gone(e));
     let shown = |r: Result<usize, String>| match r {

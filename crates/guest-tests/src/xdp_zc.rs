@@ -214,7 +214,7 @@ impl Queues {
                     ),
                 );
             }
-            if let Some(why) = socket.fallback() {
+            if let Some(why) = socket.zerocopy_status().err() {
                 outcome.skip("xdp-zerocopy-bind", &format!("queue {queue}: {why}"));
             }
             let waited = started.elapsed();

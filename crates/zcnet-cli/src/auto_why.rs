@@ -69,7 +69,7 @@ pub fn short(s: &TxStats) -> Option<String> {
         AutoReason::BelowThreshold => format!("{mode}: below --threshold"),
         AutoReason::Refused => format!("{mode}: zero-copy refused"),
         AutoReason::CopiedCompletions => format!("{mode}: kernel copied"),
-        AutoReason::Unmeasured => format!("{mode}: not copied, unmeasured"),
+        AutoReason::Unmeasured => format!("{mode}: kernel did not copy, cost not compared"),
         AutoReason::CheaperPerByte {
             zc_ns_per_kb,
             copy_ns_per_kb,
@@ -200,6 +200,15 @@ mod tests {
             choice_json(&kept.auto.unwrap()),
             json!({"mode": "zerocopy", "reason": "cheaper_per_byte", "zc_ns_per_kb": 630,
                    "copy_ns_per_kb": 620})
+        );
+    }
+
+    #[test]
+    fn an_unmeasured_choice_says_what_was_not_done() {
+        let s = stats(Mode::ZeroCopy, AutoReason::Unmeasured);
+        assert_eq!(
+            short(&s).unwrap(),
+            "zerocopy: kernel did not copy, cost not compared"
         );
     }
 

@@ -341,7 +341,10 @@ pub fn receive_stream(
             // Bytes held back for an end mark that did not come are payload.
             reading.end_mark();
             report.stats = *rx.stats();
-            report.fallback = rx.fallback().map(|f| in_flag_words(&f.to_string()));
+            report.fallback = rx
+                .zerocopy_status()
+                .err()
+                .map(|f| in_flag_words(&f.to_string()));
             end
         }
     };

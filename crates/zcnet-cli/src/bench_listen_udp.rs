@@ -25,7 +25,9 @@
 //!
 //! A run belongs to the address its header datagram came from (or, for a sender without zcnet's
 //! header, its first datagram): datagrams from anywhere else while it lasts — an end datagram
-//! among them — are counted as foreign and ignored. A header datagram from elsewhere takes over a
+//! among them — are counted as foreign and ignored, and so is what came before its header (but
+//! for what its own sender sent and was rejected). A run without the header takes no end datagram
+//! (its totals could be anything): it ends by silence. A header datagram from elsewhere takes over a
 //! run without the header (a stray datagram, a foreign sender: what it brought is counted as
 //! foreign), and is refused while a run with the header lasts: one run at a time, since a run's CPU
 //! figures are the receiving thread's. Every header datagram is answered ([`wire::Answer`]), so a
@@ -477,6 +479,9 @@ struct Run<T: FnOnce() -> Ticker> {
     refused: Vec<DatagramReport>,
     /// Sources refused during this run that got a row (at most [`REFUSED_ROWS`]).
     refused_from: Vec<SocketAddr>,
+    /// Where the datagrams rejected before the run's header came from: `None` before any,
+    /// `Some(None)` from several sources (or one unknown).
+    rejected_from: Option<Option<SocketAddr>>,
 }
 
 impl<T: FnOnce() -> Ticker> Run<T> {
@@ -516,6 +521,13 @@ impl<T: FnOnce() -> Ticker> Run<T> {
             eprintln!("zcnet: udp: ignored a {what} datagram from {from}: {why}");
         }
         self.report.rejected += 1;
+        if self.report.header.is_none() {
+            let source = d.source();
+            self.rejected_from = match self.rejected_from {
+                None => Some(source),
+                Some(from) => Some(from.filter(|_| from == source)),
+            };
+        }
     }
 
     /// Takes a valid header datagram from `reply.to`: a repeat of the run's header is answered
@@ -547,11 +559,19 @@ impl<T: FnOnce() -> Ticker> Run<T> {
             }
             None => {
                 let stray = mem::take(&mut self.report);
+                // What was rejected before the header is the run's if its sender sent it; what
+                // else came before is not the run's.
+                let own = self.rejected_from.take() == Some(Some(from));
+                let (rejected, others) = if own {
+                    (stray.rejected, 0)
+                } else {
+                    (0, stray.rejected)
+                };
                 self.report = DatagramReport {
                     header: Some(h),
                     peer: Some(from),
-                    foreign: stray.foreign + stray.datagrams,
-                    rejected: stray.rejected,
+                    foreign: stray.foreign + stray.datagrams + others,
+                    rejected,
                     ..DatagramReport::default()
                 };
                 self.verifier = h.verify.then(|| Verifier::new(h.unit as usize));
@@ -601,9 +621,13 @@ impl<T: FnOnce() -> Ticker> Run<T> {
         if seen.starts_with(wire::END_MAGIC) {
             match wire::decode_end(seen).filter(|_| seen.len() == len) {
                 None => self.reject(d, "end", &format!("{len} bytes, not {}", wire::END_LEN)),
-                Some(sent) if from_peer => {
+                Some(sent) if from_peer && self.report.header.is_some() => {
                     self.report.sent = Some(sent);
                     return Ok(true);
+                }
+                // A run without zcnet's header sends no end of zcnet's: its totals are not taken.
+                Some(_) if from_peer => {
+                    self.reject(d, "end", "the run carries no zcnet header");
                 }
                 // The end of an earlier run, repeated: not part of this one.
                 Some(_) => self.drops = None,
@@ -688,6 +712,7 @@ fn receive_run(
         answers: Vec::new(),
         refused: Vec::new(),
         refused_from: Vec::new(),
+        rejected_from: None,
     };
     loop {
         // Checked on every pass, not only when the socket is quiet: a sender that never pauses must

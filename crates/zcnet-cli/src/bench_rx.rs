@@ -12,8 +12,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
 use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
@@ -89,7 +89,7 @@ pub struct RxArgs {
     #[arg(long, value_enum, default_value = "zap", conflicts_with = "connect")]
     release: ReleaseArg,
     /// Bytes per write of the sender, in KiB.
-    #[arg(long, default_value_t = 512, value_parser = flags::size, conflicts_with = "listen")]
+    #[arg(long, default_value_t = 512, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
     write_kib: usize,
     /// The sender's write sizes to sweep instead of one --write-kib, comma-separated, in bytes with
     /// K and M suffixes (e.g. 4K,16K,64K,256K; whole KiB, at most 64M): every --mode receives --mib
@@ -99,7 +99,7 @@ pub struct RxArgs {
     /// what changes with it is how the sender's pages land in the segments that arrive (a zero-copy
     /// sender's pages map only when it writes whole pages). With --connect: one stream per --mode at
     /// each size for --rounds rounds, to a --listen receiver with the same --mode.
-    #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["write_kib", "listen"])]
+    #[arg(long, value_delimiter = ',', value_parser = flags::size, allow_hyphen_values = true, conflicts_with_all = ["write_kib", "listen"])]
     sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB of the receiver against the size, a line per mode,
     /// into FILE.svg (not with --connect: the receiver measures).
@@ -111,11 +111,11 @@ pub struct RxArgs {
     )]
     plot: Option<PathBuf>,
     /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
-    #[arg(long, value_parser = flags::size, conflicts_with = "connect")]
+    #[arg(long, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "connect")]
     window_kib: Option<usize>,
     /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
     /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
-    #[arg(long, value_parser = flags::size_or_zero, conflicts_with = "connect")]
+    #[arg(long, value_parser = flags::size_or_zero, allow_hyphen_values = true, conflicts_with = "connect")]
     rcvlowat_kib: Option<usize>,
     /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
     /// with TCP_MAXSEG (needs root).
@@ -262,7 +262,8 @@ fn send_all(
         match watch.stop() {
             Some(Stop::Interrupted) => sent.interrupted = true,
             Some(Stop::Stalled(why)) => sent.stalled = Some(why),
-            None => return Err(e),
+            // No end is set on this watch: a stream of a size, not of a duration.
+            Some(Stop::Slow { .. }) | None => return Err(e),
         }
     }
     Ok(sent)
@@ -285,9 +286,12 @@ fn send_pieces(
             (n > 0).then_some(n)
         })
     };
+    // No buffer larger than the stream, and no more of them than it has writes.
+    let largest = total.min(write as u64) as usize;
+    let writes = total.div_ceil(write.max(1) as u64);
     let client = match sender {
         SenderArg::Copy => {
-            let mut buf = vec![0u8; write];
+            let mut buf = vec![0u8; largest];
             wire::fill(&mut buf, write);
             let mut client = client;
             for n in pieces() {
@@ -302,14 +306,14 @@ fn send_pieces(
         SenderArg::Zerocopy => {
             // Filled once below: the buffers keep the pattern from one send to the next.
             let pool = BufferPool::new_keeping_contents(PoolConfig {
-                buf_size: write,
-                count: buffers_in_flight(write),
+                buf_size: largest.max(1),
+                count: buffers_in_flight(write).min(writes.max(1) as usize),
                 huge_pages: false,
             })
             .context("send buffer pool")?;
             let mut filled = Vec::new();
             while let Some(mut buf) = pool.take() {
-                buf.fill_with(write, |b| wire::fill(b, write));
+                buf.fill_with(largest, |b| wire::fill(b, write));
                 filled.push(buf);
             }
             drop(filled);
@@ -346,16 +350,22 @@ fn send_pieces(
     Ok(())
 }
 
-/// Buffers the zero-copy sender keeps in flight: 16, or as many sends of `write` bytes as the
-/// process's locked-memory budget can pin at once (at least 2), so that under a normal user's limit
-/// every send still goes zero-copy and its pages map on the receiver.
+/// Buffers the zero-copy sender keeps in flight: 16, fewer when that is more than
+/// [`POOL_BYTES`] (at least 2), or as many sends of `write` bytes as the process's locked-memory
+/// budget can pin at once (at least 2), so that under a normal user's limit every send still goes
+/// zero-copy and its pages map on the receiver.
 fn buffers_in_flight(write: usize) -> usize {
+    let by_bytes = (POOL_BYTES / write.max(1)).clamp(2, 16);
     let budget = MemlockBudget::global();
     match budget.usable() {
-        None => 16,
-        Some(usable) => (usable / budget.pages_for(write)).clamp(2, 16) as usize,
+        None => by_bytes,
+        Some(usable) => (usable / budget.pages_for(write)).clamp(2, by_bytes as u64) as usize,
     }
 }
+
+/// The bytes of send buffers beyond which the zero-copy sender keeps fewer than 16: a socket holds
+/// a few MiB in flight, and 16 writes of 64 MiB would hold 1 GiB.
+const POOL_BYTES: usize = 64 << 20;
 
 /// Longest wait for MSG_ZEROCOPY completions before the run fails.
 const COMPLETION_WAIT: Duration = Duration::from_secs(10);
@@ -800,6 +810,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
                 .map(move |&mode| ((size, mode), Totals::default()))
         })
         .collect();
+    let mut whole = true;
     'sweep: for (_, size, modes) in sweep::schedule(args.rounds, &sizes, &args.mode) {
         for mode in modes {
             let (measured, sent) = run_one(&args, &path, (mode, size))?;
@@ -807,8 +818,15 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
                 total.add(measured, sent);
             }
             if live::interrupted() {
+                whole = false;
                 break 'sweep;
             }
+        }
+    }
+    if !whole {
+        // A mode and size that did not get every round it was to have is part of a measurement.
+        for (_, total) in &mut totals {
+            total.interrupted |= total.connections < args.rounds;
         }
     }
     let rows: Vec<Row> = totals
@@ -846,7 +864,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             path: path.name(),
             size_means: "bytes per write of the sender",
         };
-        sweep::finish(&rows, &swept, args.json, args.plot.as_deref())?;
+        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
     }
     Ok(())
 }

@@ -19,8 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
-use testnet::{VethConfig, VethPair};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
@@ -42,14 +42,14 @@ use crate::wire::{self, Bench, Header};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Common {
     /// Bytes per send call (K, M suffixes allowed).
-    #[arg(long, value_parser = flags::size, conflicts_with = "listen")]
+    #[arg(long, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
     pub(crate) size: Option<usize>,
     /// Send sizes to sweep instead of one --size, comma-separated (e.g. 1K,4K,16K,64K,256K): every
     /// --mode runs at every size, the order of the modes reversed from one size (and round) to the
     /// next; a row per size and mode, then the size from which zerocopy costs less CPU per MB than
     /// copy. Each size is the bytes of one send, within --size's limits (udp --gso: the bytes of one
     /// send, cut into --gso segments, the last one shorter; at most 64 segments and 65507 bytes).
-    #[arg(long, value_delimiter = ',', value_parser = flags::size, conflicts_with_all = ["size", "listen"])]
+    #[arg(long, value_delimiter = ',', value_parser = flags::size, allow_hyphen_values = true, conflicts_with_all = ["size", "listen"])]
     pub(crate) sizes: Vec<usize>,
     /// With --sizes: draw Gbit/s and CPU per MB against the size, a line per mode, into FILE.svg.
     #[arg(
@@ -86,7 +86,7 @@ pub(crate) struct Common {
     #[arg(long, conflicts_with_all = ["listen", "connect"])]
     pub(crate) netns: bool,
     /// Size threshold of the auto mode, in bytes.
-    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, conflicts_with = "listen")]
+    #[arg(long, default_value_t = 10 << 10, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
     pub(crate) threshold: usize,
     /// Pages backing the send buffers of the sendmsg and io_uring APIs (udp's sendmmsg sends from
     /// buffers of its own): `huge` (transparent huge pages), `small`, or `auto`: huge for the
@@ -356,6 +356,9 @@ pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String
         Some(libc::EMSGSIZE) => {
             "a datagram is larger than the path to the peer takes (EMSGSIZE)".into()
         }
+        Some(libc::EPERM) => "a firewall rule on this host refused the send (EPERM: an nftables \
+                              or iptables drop or reject on output)"
+            .into(),
         _ => e.to_string(),
     }
 }
@@ -470,8 +473,9 @@ impl RunClock {
 
 /// Sends `size`-byte pooled buffers with `send` for `duration` (or until Ctrl-C), recycling them as
 /// completions return and printing interval lines, then flushes. CPU time is the sending thread's.
-/// A send that `watch` ended (Ctrl-C, or no progress) ends the run with what it sent so far; so does
-/// any other send error (a peer that went away), the run then marked `failed` with why.
+/// A send that `watch` ended (Ctrl-C, no progress, or a slow peer past the run's end, which the
+/// watch is told) ends the run with what it sent so far; so does any other send error (a peer that
+/// went away), the run then marked `failed` with why.
 fn timed<S: ZcSocket>(
     tx: &mut Sender<S>,
     pool: &BufferPool,
@@ -481,6 +485,9 @@ fn timed<S: ZcSocket>(
 ) -> Result<Measured> {
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
+    if let Some(watch) = watch {
+        watch.end_by(start + duration);
+    }
     let mut clock = RunClock::new(start, duration);
     let mut interrupted = false;
     let sent = (|| {
@@ -510,6 +517,8 @@ fn timed<S: ZcSocket>(
         match watch.and_then(SendWatch::stop) {
             Some(Stop::Interrupted) => interrupted = true,
             Some(Stop::Stalled(why)) => stalled = Some(why),
+            // The run reached its end; its caller counts what the peer had not taken.
+            Some(Stop::Slow { .. }) => {}
             None => failed = Some(cut_short(e.raw_os_error(), &e)),
         }
     }
@@ -709,14 +718,15 @@ impl Peer {
     }
 
     /// The sender's row of a run `sent` to this receiver, with the receiver's findings added, and
-    /// the receiver's own row; fails when the send failed (the receiver is stopped then) or the
-    /// receiver found wrong bytes.
+    /// the receiver's own row — `None` when the receiver gave none (it was stopped, or failed),
+    /// the sender's row then marked `failed` with why; fails when the send failed (the receiver is
+    /// stopped then) or the receiver found wrong bytes.
     pub(crate) fn merge_into(
         self,
         sent: Result<Row>,
         bench: &str,
         mode: Mode,
-    ) -> Result<(Row, Row)> {
+    ) -> Result<(Row, Option<Row>)> {
         let mut row = match sent {
             Ok(row) => row,
             Err(e) => {
@@ -724,10 +734,16 @@ impl Peer {
                 return Err(e);
             }
         };
-        let received = self.finish()?;
+        let received = match self.finish() {
+            Ok(received) => received,
+            Err(e) => {
+                row.insert("failed".into(), json!(format!("{e:#}")));
+                return Ok((row, None));
+            }
+        };
         merge_receiver(&mut row, &received);
         check_data(bench, mode, &received)?;
-        Ok((row, received))
+        Ok((row, Some(received)))
     }
 }
 
@@ -793,9 +809,11 @@ pub(crate) fn run_rounds(
     mut one_run: impl FnMut(usize, Mode, Api) -> Result<Row>,
 ) -> Result<()> {
     let mut rows = Vec::new();
+    let mut whole = true;
     for (round, size, mode, api) in schedule(common, sizes) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
+            whole = false;
             break;
         }
         let mut row = match one_run(size, mode, api) {
@@ -809,6 +827,7 @@ pub(crate) fn run_rounds(
         let stop = is_interrupted(&row) || cut_short_by(&row).is_some();
         rows.push(row);
         if stop {
+            whole = false;
             break;
         }
     }
@@ -820,7 +839,7 @@ pub(crate) fn run_rounds(
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, common.json, common.plot.as_deref())?;
+        sweep::finish(&rows, &swept, common.json, (common.plot.as_deref(), whole))?;
     }
     if let Some(row) = rows.last()
         && let Some(why) = cut_short_by(row)
@@ -888,6 +907,13 @@ pub(crate) fn cut_short_by(row: &Row) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_send_refused_by_a_firewall_says_so() {
+        let e = std::io::Error::from_raw_os_error(libc::EPERM);
+        let why = cut_short(e.raw_os_error(), &e);
+        assert!(why.contains("firewall"), "{why}");
+    }
 
     #[test]
     fn a_run_ends_within_a_few_sends_of_its_duration() {

@@ -18,8 +18,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use benchnet::VethPair;
 use serde_json::{Value, json};
-use testnet::VethPair;
 use zcnet::tx::Mode;
 use zcnet::xdp::{self, EndpointConfig, SendError, UdpEndpoint};
 
@@ -112,7 +112,7 @@ fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<
     let bytes = datagrams * run.size as u64;
     let socket = &endpoint.sockets()[0];
     let bound = socket.mode().as_str();
-    let why = socket.fallback().map(ToString::to_string);
+    let why = socket.zerocopy_status().err().map(ToString::to_string);
     let cpu = (usage.user + usage.system).as_secs_f64();
     Ok(object(json!({
         "bench": "udp",
@@ -195,7 +195,7 @@ pub fn add_endpoint_fields(row: &mut Row, endpoint: &UdpEndpoint) {
     row.insert("xdp_mode".into(), json!(socket.mode().as_str()));
     row.insert(
         "why".into(),
-        json!(socket.fallback().map(ToString::to_string)),
+        json!(socket.zerocopy_status().err().map(ToString::to_string)),
     );
     row.insert("malformed".into(), json!(stats.malformed));
     row.insert("bad_checksum".into(), json!(stats.bad_checksum));

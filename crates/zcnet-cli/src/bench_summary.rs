@@ -158,6 +158,18 @@ pub(crate) fn print_summary(rows: &[Row], common: &Common) {
             eprintln!("zcnet: {why}");
         }
     }
+    // Nor a run whose peer took less than was sent.
+    for row in rows {
+        if let Some(why) = row.get("slow_peer").and_then(Value::as_str) {
+            let name = |key| row.get(key).and_then(Value::as_str).unwrap_or("?");
+            eprintln!(
+                "zcnet: {} {} {}: {why}",
+                name("bench"),
+                name("api"),
+                name("mode")
+            );
+        }
+    }
     // Nor may io_uring sends from unregistered buffers pass for fixed sends.
     if let Some(why) = rows
         .iter()

@@ -20,7 +20,7 @@ use crate::bench_send::{
 use crate::bench_serve::{self, Rows, ServeFlags, Serving, StreamSetup};
 use crate::flags::UsageError;
 use crate::live;
-use crate::report::{Column, Row, object};
+use crate::report::{Column, Row, gbit_per_s, object};
 use crate::send_watch::{SendWatch, Stop, TcpTimeouts};
 use crate::sweep;
 use crate::wire::{self, Bench, Finish};
@@ -91,14 +91,18 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             Ok(row)
         });
         if let Ok(row) = &sent
-            && cut_short_by(row).is_some()
+            && (cut_short_by(row).is_some() || row.contains_key("slow_peer"))
         {
             // The watch reset the connection, or the receiver went away: it has nothing whole to
             // report.
             peer.abandon();
             return sent;
         }
-        let (row, received) = peer.merge_into(sent, "tcp", mode)?;
+        let (row, received) = match peer.merge_into(sent, "tcp", mode)? {
+            (row, Some(received)) => (row, received),
+            // Marked failed: the receiver gave no report.
+            (row, None) => return Ok(row),
+        };
         let sent = row["bytes"].as_u64().unwrap_or(0);
         let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
         // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
@@ -131,10 +135,13 @@ fn send_tcp(
 ) -> Result<Row> {
     let dst = stream.peer_addr()?;
     let watch = SendWatch::start(&stream, timeouts)?;
+    let mut header_bytes = 0;
     if !common.apart.raw {
+        let encoded = header(Bench::Tcp, mode, size, common).encode();
         stream
-            .write_all(&header(Bench::Tcp, mode, size, common).encode())
+            .write_all(&encoded)
             .context("sending the stream header")?;
+        header_bytes = encoded.len() as u64;
     }
     let pool = new_pool(size, size, api, common)?;
     let mut tx = bench_api::sender(api, stream, sender_config(mode, common, None), &pool)?;
@@ -148,6 +155,10 @@ fn send_tcp(
         (size, &mut |_| {}),
         (common, Some(&watch)),
     )?;
+    if let Some(Stop::Slow { acked }) = watch.stop() {
+        mark_slow(&mut row, acked, header_bytes);
+        return Ok(row);
+    }
     if watch.stop().is_some() || cut_short_by(&row).is_some() {
         return Ok(row);
     }
@@ -178,6 +189,10 @@ fn send_tcp(
             let (key, value) = match watch.stop() {
                 Some(Stop::Interrupted) => ("interrupted", json!(true)),
                 Some(Stop::Stalled(why)) => ("stalled", json!(why)),
+                Some(Stop::Slow { acked }) => {
+                    mark_slow(&mut row, acked, header_bytes);
+                    return Ok(row);
+                }
                 None => ("failed", json!(why)),
             };
             row.insert(key.into(), value);
@@ -199,6 +214,28 @@ fn send_tcp(
         }
     }
     Ok(row)
+}
+
+/// Marks `row` as a run that reached its end with bytes its peer had not taken, whereupon the watch
+/// ended the connection: of the bytes handed to the kernel, those the peer acknowledged (`acked`,
+/// the `header` bytes before them not counted) are delivered, the rest in flight; the rate is of
+/// the delivered bytes.
+fn mark_slow(row: &mut Row, acked: u64, header: u64) {
+    let handed = row["bytes"].as_u64().unwrap_or(0);
+    let delivered = acked.saturating_sub(header).min(handed);
+    let in_flight = handed - delivered;
+    let seconds = row["seconds"].as_f64().unwrap_or(0.0);
+    row.insert("delivered_bytes".into(), json!(delivered));
+    row.insert("in_flight_bytes".into(), json!(in_flight));
+    row.insert("gbit_per_s".into(), json!(gbit_per_s(delivered, seconds)));
+    row.insert(
+        "slow_peer".into(),
+        json!(format!(
+            "the peer was slow: it had taken {delivered} of the {handed} bytes sent when the run \
+             ended; the {in_flight} bytes in flight were dropped with the connection (it reads \
+             slower than this sends)"
+        )),
+    );
 }
 
 /// `bench tcp --listen`: streams side by side ([`bench_serve::serve`]), a row for each. Fails at its

@@ -7,8 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use benchnet::VethConfig;
 use serde_json::{Value, json};
-use testnet::VethConfig;
 use zcnet::tx::Mode;
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 
@@ -17,8 +17,8 @@ use crate::bench_listen;
 use crate::bench_listen_udp::{self, DatagramReport};
 use crate::bench_send::{
     COMPLETION_WAIT, Common, Net, Peer, Stamp, check_listener_api, check_pool_bytes, connect_addr,
-    cut_short, cut_short_by, header, measure, new_pool, receiver_role, receiver_ticker, run_rounds,
-    sender_config, ticker,
+    cut_short, cut_short_by, header, listen_addr, measure, new_pool, receiver_role,
+    receiver_ticker, run_rounds, sender_config, ticker,
 };
 use crate::bench_send_mmsg::{self, MmsgSend};
 use crate::bench_send_xdp::{self, XdpSend};
@@ -206,7 +206,9 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
             }
             Some(peer) => {
                 let (row, received) = peer.merge_into(sent, "udp", mode)?;
-                if received.get("complete").and_then(Value::as_bool) == Some(false) {
+                if let Some(received) = received
+                    && received.get("complete").and_then(Value::as_bool) == Some(false)
+                {
                     let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
                     let sent = received.get("sent_datagrams").and_then(Value::as_u64);
                     shortfalls.push(match sent {
@@ -260,11 +262,15 @@ fn check_af_xdp(args: &UdpArgs) -> Result<()> {
     if !common.apis().contains(&Api::AfXdp) {
         return Ok(());
     }
-    let why = if common.listen.is_some() {
-        if args.iface.is_some() {
+    let why = if let Some(spec) = &common.listen {
+        if args.iface.is_none() {
+            "--listen and no --iface: the endpoint serves the queues of one interface"
+        } else if listen_addr(spec, common.ipv6)?.port() == 0 {
+            "--listen on port 0: the endpoint takes the datagrams of one port, which the sender \
+             must know (give one, as in --listen 192.0.2.1:5201)"
+        } else {
             return Ok(());
         }
-        "--listen and no --iface: the endpoint serves the queues of one interface"
     } else if args.gso.is_some() {
         "--gso: an AF_XDP endpoint sends one frame per datagram, there is no UDP GSO"
     } else if common.connect.is_some() {
@@ -295,8 +301,8 @@ fn check_sendmmsg(args: &UdpArgs) -> Result<()> {
     Err(UsageError(format!("--api sendmmsg with {why}")).into())
 }
 
-/// Sends one UDP run in `mode`: header datagrams (unless `--raw`) until the receiver answers, the
-/// pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
+/// Sends one UDP run in `mode`: header datagrams (unless `--raw`, or into `--sink xdp-drop`) until
+/// the receiver answers, the pattern for `--duration`, then end datagrams with the totals. Fails at once when the receiver
 /// refuses the run (it is busy with another sender's); a receiver that does not answer is sent to
 /// all the same.
 fn send_udp(
@@ -314,7 +320,9 @@ fn send_udp(
         .with_context(|| format!("sending to {dest}"))?;
     // Sent a few times: a datagram may be lost, and the receiver ignores repeats.
     const END_REPEATS: usize = 6;
-    if !common.apart.raw {
+    // A drop sink answers no header and reads no end datagram: the run goes without them.
+    let control = !common.apart.raw && args.sink != Sink::XdpDrop;
+    if control {
         let h = header(Bench::Udp, mode, unit, common).encode();
         let answer = wire::offer_header(&socket, &h)
             .with_context(|| format!("sending the header datagram to {dest}"))?;
@@ -349,7 +357,7 @@ fn send_udp(
         "cpu_ns_per_packet".into(),
         json!(bench_send_xdp::ns_per_packet(cpu, datagrams)),
     );
-    if let (false, Some(socket)) = (common.apart.raw, socket) {
+    if let (true, Some(socket)) = (control, socket) {
         // Spaced out, so that a receiver still draining a full queue finds room for one of them.
         let end = wire::encode_end(datagrams, bytes);
         for _ in 0..END_REPEATS {

@@ -20,8 +20,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use benchnet::frame::UdpFrame;
 use serde_json::json;
-use testnet::frame::UdpFrame;
 use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
 use zcnet::probe::{UsageOf, resource_usage};
 

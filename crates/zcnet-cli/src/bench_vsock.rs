@@ -205,6 +205,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
     // that needs cleaning up and may be blocked in accept.
     crate::live::watch_interrupts()?;
     let mut rows = Vec::new();
+    let mut whole = true;
     // The order of the modes alternates from one size to the next (see sweep::schedule).
     'sweep: for (_, size, modes) in sweep::schedule(1, &sizes, &args.mode) {
         for mode in modes {
@@ -215,6 +216,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
                 row.insert("emulated_cpu".into(), Value::Bool(emulated));
                 rows.push(row);
                 if crate::live::interrupted() {
+                    whole = false;
                     break 'sweep;
                 }
             }
@@ -228,7 +230,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
             path,
             size_means: "bytes per send",
         };
-        sweep::finish(&rows, &swept, args.json, args.plot.as_deref())?;
+        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
     }
     Ok(())
 }

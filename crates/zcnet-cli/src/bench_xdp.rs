@@ -26,10 +26,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use benchnet::frame::{MIN_PAYLOAD, UDP_HEADERS, UdpFrame, udp_payload};
+use benchnet::{VethConfig, VethPair, cpu};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::{Value, json};
-use testnet::frame::{MIN_PAYLOAD, UDP_HEADERS, UdpFrame, udp_payload};
-use testnet::{VethConfig, VethPair, cpu};
 use zcnet::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
@@ -137,7 +137,7 @@ fn udp_rcvbuf_errors() -> Result<u64> {
 /// transmit drops (`a_if`'s ring was full for an skb), as the pair's interface statistics count them.
 /// Read with `cat` inside each namespace: sysfs shows the namespace it was mounted in.
 fn veth_dropped(pair: &VethPair) -> Result<u64> {
-    let read = |ns: &testnet::Netns, iface: &str, counter: &str| -> Result<u64> {
+    let read = |ns: &benchnet::Netns, iface: &str, counter: &str| -> Result<u64> {
         let path = format!("/sys/class/net/{iface}/statistics/{counter}");
         let text = ns
             .exec("cat", &[&path])

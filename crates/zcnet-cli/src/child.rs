@@ -13,6 +13,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::live;
 
 /// How long the child may stay stopped before the run ends.
 pub const STOPPED_WAIT: Duration = Duration::from_secs(2);
@@ -26,6 +29,9 @@ pub struct Watched {
     lines: mpsc::Receiver<std::io::Result<String>>,
     /// What the child is, for messages ("the receiver process").
     what: &'static str,
+    /// Whether Ctrl-C of this process is passed on to the child ([`Watched::pass_interrupts`]), and
+    /// whether it has been.
+    pass: (bool, bool),
 }
 
 impl Watched {
@@ -51,7 +57,15 @@ impl Watched {
             stdin,
             lines,
             what,
+            pass: (false, false),
         })
+    }
+
+    /// Passes Ctrl-C (SIGINT or SIGTERM to this process, [`live::interrupted`]) on to the child as
+    /// SIGINT while [`next_line`](Self::next_line) waits, so that a child that shares no process
+    /// group with a terminal, or was not sent the signal, ends its run as soon as this process.
+    pub fn pass_interrupts(&mut self) {
+        self.pass.0 = true;
     }
 
     /// The process id.
@@ -68,6 +82,14 @@ impl Watched {
                 Ok(Ok(line)) => return Ok(Some(line)),
                 Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if self.pass == (true, false) && live::interrupted() {
+                self.pass.1 = true;
+                // The child is ours, signalled by its pid; one that already exited is reaped
+                // by `wait`.
+                if let Some(pid) = Pid::from_raw(self.id() as i32) {
+                    let _ = kill_process(pid, Signal::INT);
+                }
             }
             stopped.check(self.id())?;
             if Instant::now() > deadline {

@@ -117,7 +117,7 @@ fn open(name: &str) -> Result<Datapath> {
 fn show(info: &DatapathInfo) -> Result<()> {
     let mut ports = match ports_of(info.ifindex) {
         Ok(ports) => ports,
-        Err(e) if e.kind() == OvsErrorKind::DatapathGone => {
+        Err(e) if e.ovs_kind() == OvsErrorKind::DatapathGone => {
             outln!("system@{}: vanished (deleted while being read)", info.name);
             return Ok(());
         }

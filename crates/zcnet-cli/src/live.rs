@@ -66,7 +66,7 @@ pub fn run_until_failure<E>(
 }
 
 fn termination_flag() -> anyhow::Result<&'static AtomicBool> {
-    Ok(testnet::termination_flag()?)
+    Ok(benchnet::termination_flag()?)
 }
 
 /// Prints a line each time an interval of `every` ends, with the bytes moved in it.

@@ -26,8 +26,11 @@ mod bench_xdp;
 mod child;
 mod dp_cmd;
 mod flags;
+mod iperf3;
+mod lease_cmd;
 mod live;
 mod measure_verdict;
+mod observe;
 mod plot;
 mod probe_cmd;
 mod probe_measure;
@@ -63,6 +66,14 @@ enum Command {
     /// Show any Open vSwitch datapath's ports and flows, add and delete flows, in ovs-dpctl's text.
     #[command(subcommand)]
     Dp(dp_cmd::DpCommand),
+    /// Dedicate a NIC receive queue to a flow (zcrx, AF_XDP) and put back exactly what changed.
+    #[command(subcommand)]
+    Lease(lease_cmd::LeaseCommand),
+    /// Be a peer of stock iperf3: its server (-s) or its client (-c HOST), sending and receiving
+    /// with zcnet.
+    Iperf3(iperf3::Iperf3Args),
+    /// Watch zero-copy happen in running processes: sends, completions, copies, mapped receives.
+    Observe(observe::ObserveArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,6 +108,11 @@ fn negatives_are_values(cmd: clap::Command) -> clap::Command {
 fn main() -> ExitCode {
     let matches = negatives_are_values(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // A lease whose holder was killed is put back by the next run (`lease` commands do it
+    // themselves, with their own record directory).
+    if !matches!(cli.command, Command::Lease(_)) {
+        lease_cmd::restore_at_start();
+    }
     let result = match cli.command {
         Command::Probe(args) => probe_cmd::run(args),
         Command::Bench(Bench::Tcp(args)) => bench_tcp::run_tcp(args),
@@ -108,6 +124,9 @@ fn main() -> ExitCode {
         Command::Xdp(cmd) => xdp_cmd::run(cmd),
         Command::Switch(args) => switch_cmd::run(args),
         Command::Dp(cmd) => dp_cmd::run(cmd),
+        Command::Lease(cmd) => lease_cmd::run(cmd),
+        Command::Iperf3(args) => iperf3::run(args),
+        Command::Observe(args) => observe::run(args),
     };
     match result {
         // The error was reported when the write failed.

@@ -265,6 +265,8 @@ fn bench_rows(args: &str, run: usize) -> Result<Vec<Row>, Unmeasured> {
         .args(JSON_ARGS)
         .stdin(Stdio::null());
     let mut child = Watched::spawn(&mut cmd, "the bench").map_err(|e| failed(format!("{e:#}")))?;
+    // A signal to this process alone (not to the terminal's process group) ends the bench too.
+    child.pass_interrupts();
     let deadline = Instant::now() + RUN_WAIT;
     let mut rows = Vec::new();
     loop {

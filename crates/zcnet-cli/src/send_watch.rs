@@ -1,7 +1,9 @@
 //! The watch over a TCP sender (`bench tcp`, `bench rx --connect`): a connect that gives up after
 //! `--connect-timeout`, and a thread that ends a send the peer stopped taking — after
 //! `--send-timeout` seconds without acknowledged progress, saying what `TCP_INFO` showed — or that
-//! Ctrl-C interrupted, however the sending thread is blocked.
+//! Ctrl-C interrupted, or that outlasted its `--duration` against a peer that reads slower than the
+//! sender sends (every ACK is progress then, so no send timeout fires), however the sending thread
+//! is blocked.
 //!
 //! Kernel behaviour relied on:
 //! - `connect(AF_UNSPEC)` on a connected TCP socket (`tcp_disconnect`) sends a reset, drops the
@@ -128,6 +130,12 @@ pub enum Stop {
     Interrupted,
     /// No acknowledged progress for `--send-timeout`: what `TCP_INFO` showed.
     Stalled(String),
+    /// The run's end ([`SendWatch::end_by`]) passed by [`SLOW_GRACE`] with bytes still waiting for
+    /// the peer: it reads slower than the sender sends.
+    Slow {
+        /// Bytes the peer acknowledged since the watch started.
+        acked: u64,
+    },
 }
 
 /// A thread watching one TCP sender; it stops when dropped.
@@ -135,6 +143,7 @@ pub enum Stop {
 pub struct SendWatch {
     done: Arc<AtomicBool>,
     stop: Arc<Mutex<Option<Stop>>>,
+    end: Arc<Mutex<Option<Instant>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -145,6 +154,11 @@ const LOOK_EVERY: Duration = Duration::from_millis(50);
 /// the watch resets the connection under it.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(250);
 
+/// How long past the end of its run ([`SendWatch::end_by`]) a sender may still wait for its peer
+/// (its last sends, its completions, its end mark) before the watch ends the connection: far above
+/// what a peer that keeps up takes, short of what makes a run outlast its duration noticeably.
+pub const SLOW_GRACE: Duration = Duration::from_secs(1);
+
 impl SendWatch {
     /// Starts watching `stream` (a descriptor of it is kept until the watch ends).
     pub fn start(stream: &TcpStream, timeouts: &TcpTimeouts) -> io::Result<SendWatch> {
@@ -152,15 +166,25 @@ impl SendWatch {
         let limit = Duration::from_secs_f64(timeouts.send_timeout);
         let done = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(Mutex::new(None));
+        let end = Arc::new(Mutex::new(None));
         let thread = {
-            let (done, stop) = (done.clone(), stop.clone());
-            thread::spawn(move || watch(&socket, limit, &done, &stop))
+            let (done, stop, end) = (done.clone(), stop.clone(), end.clone());
+            thread::spawn(move || watch(&socket, limit, &done, (&stop, &end)))
         };
         Ok(SendWatch {
             done,
             stop,
+            end,
             thread: Some(thread),
         })
+    }
+
+    /// Says that the run ends at `at`: from [`SLOW_GRACE`] after it, bytes still waiting for the
+    /// peer end the connection ([`Stop::Slow`]).
+    pub fn end_by(&self, at: Instant) {
+        if let Ok(mut end) = self.end.lock() {
+            *end = Some(at);
+        }
     }
 
     /// Why the send was ended, if it was.
@@ -178,8 +202,16 @@ impl Drop for SendWatch {
     }
 }
 
-fn watch(socket: &TcpStream, limit: Duration, done: &AtomicBool, stop: &Mutex<Option<Stop>>) {
-    let mut acked = 0;
+fn watch(
+    socket: &TcpStream,
+    limit: Duration,
+    done: &AtomicBool,
+    (stop, end): (&Mutex<Option<Stop>>, &Mutex<Option<Instant>>),
+) {
+    let Ok(first) = tcp_send_state(socket.as_fd()) else {
+        return;
+    };
+    let mut acked = first.bytes_acked;
     let mut progress = Instant::now();
     let mut interrupted_at = None;
     while !done.load(Ordering::Relaxed) {
@@ -195,15 +227,24 @@ fn watch(socket: &TcpStream, limit: Duration, done: &AtomicBool, stop: &Mutex<Op
                 return;
             };
             let waiting = state.unacked > 0 || state.notsent_bytes > 0;
-            if state.bytes_acked != acked || !waiting || !state.established {
+            let overdue = end
+                .lock()
+                .ok()
+                .and_then(|end| *end)
+                .is_some_and(|end| end.elapsed() >= SLOW_GRACE);
+            if overdue && waiting && state.established {
+                Stop::Slow {
+                    acked: state.bytes_acked.saturating_sub(first.bytes_acked),
+                }
+            } else if state.bytes_acked != acked || !waiting || !state.established {
                 acked = state.bytes_acked;
                 progress = Instant::now();
                 continue;
-            }
-            if progress.elapsed() < limit {
+            } else if progress.elapsed() < limit {
                 continue;
+            } else {
+                Stop::Stalled(stall_reason(&state, limit))
             }
-            Stop::Stalled(stall_reason(&state, limit))
         };
         if let Ok(mut s) = stop.lock() {
             *s = Some(why);
@@ -221,7 +262,8 @@ pub fn stall_reason(s: &TcpSendState, limit: Duration) -> String {
     if s.snd_wnd == Some(0) {
         return format!(
             "zero window: for --send-timeout {seconds}s the peer acknowledged nothing new and \
-             advertised no room (it is not reading)"
+             advertised no room (it is not reading, or reads too slowly to open its window in \
+             that time)"
         );
     }
     if s.unacked > 0 && u128::from(s.ms_since_ack) >= limit.as_millis() {
@@ -255,7 +297,12 @@ mod tests {
             unacked: 1,
             ..Default::default()
         };
-        assert!(stall_reason(&zero, limit).starts_with("zero window"));
+        let why = stall_reason(&zero, limit);
+        // A peer that reads a little now and then looks the same from here.
+        assert!(
+            why.starts_with("zero window") && why.contains("reads too slowly"),
+            "{why}"
+        );
         let hole = TcpSendState {
             snd_wnd: Some(65535),
             unacked: 10,

@@ -47,11 +47,22 @@ pub fn sizes(
 }
 
 /// Refuses a `--plot` file that cannot be written, before the sweep runs rather than after it (a
-/// file created to find out is removed again).
+/// file created to find out is removed again), and anything but a regular file: opening a FIFO
+/// waits for a reader, and a device such as `/dev/full` takes the open and fails the write.
 pub fn check_plot(plot: Option<&Path>) -> Result<()> {
     let Some(path) = plot else {
         return Ok(());
     };
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(UsageError(format!(
+            "--plot {}: not a regular file (a directory, FIFO or device): the picture is written \
+             as a file",
+            path.display()
+        ))
+        .into());
+    }
     let existed = path.exists();
     std::fs::OpenOptions::new()
         .append(true)
@@ -242,8 +253,27 @@ pub struct Swept<'a> {
 }
 
 /// After a sweep's table: prints each crossover (a line, or a JSON object with `--json`) and, with
-/// `plot`, draws the picture there.
-pub fn finish(rows: &[Row], swept: &Swept<'_>, json: bool, plot: Option<&Path>) -> Result<()> {
+/// `plot`, draws the picture there. A sweep that stopped before its end (`whole` false: Ctrl-C, or a
+/// run cut short) has neither: part of a sweep decides nothing, and says so instead.
+pub fn finish(
+    rows: &[Row],
+    swept: &Swept<'_>,
+    json: bool,
+    (plot, whole): (Option<&Path>, bool),
+) -> Result<()> {
+    if !whole {
+        const WHY: &str = "the sweep stopped before its end: no crossover and no plot from part \
+                           of it";
+        report::emit(&if json {
+            format!(
+                "{}\n",
+                json!({"sweep": "cut short", "bench": swept.bench, "path": swept.path, "why": WHY})
+            )
+        } else {
+            format!("{WHY}\n")
+        });
+        return Ok(());
+    }
     let points = points(rows);
     let crossovers = crossovers(&points);
     let several = crossovers.len() > 1;

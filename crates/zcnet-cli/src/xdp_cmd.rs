@@ -9,8 +9,8 @@ use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use benchnet::frame::{UdpFrame, swap_macs};
 use serde_json::json;
-use testnet::frame::{UdpFrame, swap_macs};
 use zcnet::xdp::{
     AttachMode, Frame, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
     XdpLink, XdpProgram,
@@ -408,7 +408,7 @@ impl std::error::Error for Refused {}
 
 /// Parses `aa:bb:cc:dd:ee:ff`, saying what is wrong otherwise.
 pub fn parse_mac(text: &str) -> Result<[u8; 6]> {
-    testnet::frame::parse_mac(text)
+    benchnet::frame::parse_mac(text)
         .with_context(|| format!("{text:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"))
 }
 
@@ -420,7 +420,7 @@ pub fn interface_mac(iface: &str) -> Result<[u8; 6]> {
 }
 
 /// Smallest `--size` of txpush: the Ethernet, IPv4 and UDP headers and 12 bytes of payload.
-const MIN_TX_FRAME: usize = testnet::frame::UDP_HEADERS + 12;
+const MIN_TX_FRAME: usize = benchnet::frame::UDP_HEADERS + 12;
 
 /// Largest `--size` of txpush: one UMEM frame (`FrameSize::Half`, 2048 bytes).
 const MAX_TX_FRAME: usize = 2048;
@@ -479,7 +479,12 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         name != "rxdrop",
         receives.then_some((args.attach.into(), args.frame_match())),
     )?;
-    if let Some(reason) = app.socket.fallback().filter(|f| f.errno().is_some()) {
+    if let Some(reason) = app
+        .socket
+        .zerocopy_status()
+        .err()
+        .filter(|f| f.raw_os_error().is_some())
+    {
         eprintln!(
             "zcnet: copy mode: {}",
             report::in_flag_words(&reason.to_string())
@@ -504,7 +509,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
                 dst_port: args.port,
             };
             let mut frame = vec![0u8; t.size.max(64)];
-            let payload = t.size.saturating_sub(testnet::frame::UDP_HEADERS);
+            let payload = t.size.saturating_sub(benchnet::frame::UDP_HEADERS);
             let len = spec
                 .write(&mut frame, 0, payload)
                 .with_context(|| format!("--size {} is too small for a UDP frame", t.size))?;
@@ -536,7 +541,8 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
             "fallback",
             json!(
                 app.socket
-                    .fallback()
+                    .zerocopy_status()
+                    .err()
                     .map(|f| report::in_flag_words(&f.to_string()))
             ),
         ),

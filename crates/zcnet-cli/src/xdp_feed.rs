@@ -17,7 +17,7 @@
 //! - [`Feed::Skb`] sends straight into `b_if`: `a_if` receives skbs and copies each before XDP.
 
 use anyhow::{Context, Result};
-use testnet::{VethPair, cpu};
+use benchnet::{VethPair, cpu};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram, interface_index};
 
 /// `--feed`: how frames reach the receiving interface.

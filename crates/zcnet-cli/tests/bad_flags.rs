@@ -37,6 +37,33 @@ const TABLE: &[(&[&str], &str)] = &[
         "--size",
     ),
     (&["bench", "udp", "--duration", "inf"], "--duration"),
+    // A negative size names its flag (not "unexpected argument '-1'").
+    (&["bench", "tcp", "--size", "-1K"], "--size"),
+    (&["bench", "udp", "--sizes", "-1K,4K"], "--sizes"),
+    (&["bench", "rx", "--write-kib", "-4K"], "--write-kib"),
+    // The AF_XDP receiver takes one port, which its sender must know.
+    (
+        &[
+            "bench",
+            "udp",
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "af_xdp",
+            "--iface",
+            "lo",
+        ],
+        "--listen",
+    ),
+    // A plot that is no regular file: refused before the sweep, not after it.
+    (
+        &["bench", "tcp", "--sizes", "4K,8K", "--plot", "/dev/full"],
+        "--plot",
+    ),
+    (
+        &["bench", "rx", "--sizes", "4K,8K", "--plot", "/dev/null"],
+        "--plot",
+    ),
     // A segment too short, or too long for the default 40 a send: --gso, not a size never given.
     (&["bench", "udp", "--gso", "1", "--size", "64"], "--gso"),
     (&["bench", "udp", "--gso", "65507"], "--gso"),
@@ -557,4 +584,45 @@ fn a_flag_of_the_other_role_is_a_usage_error() {
     }
     drop((tcp, udp));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A `--plot` FIFO is refused at once: opening it to write would wait for a reader, before the
+/// sweep and again after it.
+#[test]
+fn a_plot_into_a_fifo_is_refused_before_the_sweep() {
+    let dir = std::env::temp_dir().join(format!("zcnet-plot-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("plot.svg");
+    testnet::run_checked("mkfifo", &[fifo.to_str().unwrap()]).expect("mkfifo");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zcnet"))
+        .args([
+            "bench",
+            "tcp",
+            "--sizes",
+            "4K,8K",
+            "--duration",
+            "0.2",
+            "--plot",
+        ])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Far above a usage error's time; only a wait on the FIFO reaches it.
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let waited = child.try_wait().unwrap().is_none();
+    if waited {
+        // This test's own child, ended by its pid.
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!waited, "zcnet waited on the FIFO");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--plot"), "{err}");
 }

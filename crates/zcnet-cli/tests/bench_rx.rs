@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{ZCNET, json_rows, stdout_of};
+use common::{ZCNET, json_rows, stdout_of, u};
 use serde_json::Value;
 
 fn bench_rows(args: &[&str]) -> Vec<Value> {
@@ -102,4 +102,29 @@ fn auto_rows_say_what_auto_chose_and_why() {
         why.starts_with("zerocopy: zc ") || why.starts_with("copy: zc "),
         "{why}"
     );
+}
+
+/// A stream shorter than one write maps no more than the stream: under a 768 MiB address-space
+/// limit, 1 MiB sent in writes of 64 MiB (whose 16 buffers took 1 GiB) runs whole.
+#[test]
+fn a_short_stream_of_large_writes_holds_no_more_than_it_sends() {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"ulimit -v 786432 && exec "$0" "$@""#])
+        .arg(ZCNET)
+        .args([
+            "bench",
+            "rx",
+            "--write-kib",
+            "65536",
+            "--mib",
+            "1",
+            "--rounds",
+            "1",
+        ])
+        .args(["--json", "--interval", "0"]);
+    let rows = json_rows(&stdout_of(&mut cmd, "bench rx --write-kib 65536 --mib 1"));
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_eq!(u(row, "bytes"), 1 << 20, "{row}");
+    }
 }

@@ -5,6 +5,7 @@
 mod common;
 
 use std::process::Command;
+use std::time::Instant;
 
 use common::{ZCNET, json_lines, json_rows, stdout_of, u, udp_rows_allowing_loss};
 use serde_json::Value;
@@ -111,6 +112,44 @@ fn udp_into_an_xdp_drop_sink_is_not_copied() {
         "{auto}"
     );
     assert!(auto["why"].as_str().unwrap().contains(": "), "{auto}");
+}
+
+#[test]
+fn runs_into_the_xdp_drop_sink_wait_for_no_answer() {
+    if !testnet::privileged("runs_into_the_xdp_drop_sink_wait_for_no_answer") {
+        return;
+    }
+    // A drop sink never answers a header datagram: six runs that waited 3.1 s each for an
+    // answer took 18.6 s besides their own time.
+    let start = Instant::now();
+    let mut cmd = Command::new(ZCNET);
+    cmd.args([
+        "bench",
+        "udp",
+        "--sink",
+        "xdp-drop",
+        "--mode",
+        "copy,zerocopy,auto",
+    ])
+    .args([
+        "--rounds",
+        "2",
+        "--duration",
+        "0.2",
+        "--interval",
+        "0",
+        "--json",
+    ]);
+    let out = stdout_of(&mut cmd, "bench udp --sink xdp-drop --rounds 2");
+    let took = start.elapsed().as_secs_f64();
+    let rows: Vec<Value> = json_rows(&out)
+        .into_iter()
+        .filter(|r| r["total"] != true)
+        .collect();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let own: f64 = rows.iter().map(|r| r["seconds"].as_f64().unwrap()).sum();
+    // The harness's set-up and removal, and each run's socket and pool, besides the runs.
+    assert!(took - own < 6.0, "{took:.1} s for runs of {own:.1} s");
 }
 
 #[test]

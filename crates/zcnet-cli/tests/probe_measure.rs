@@ -5,7 +5,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -240,9 +240,8 @@ fn without_capabilities_the_root_only_paths_name_what_they_lack() {
     }
 }
 
-#[test]
-fn ctrl_c_ends_the_measure_and_every_path_left_says_so() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+/// A `probe --measure --json` started, once it says it is measuring `path`; its standard error.
+fn probe_measuring(path: &str) -> (Child, BufReader<ChildStderr>) {
     let mut child = Command::new(ZCNET)
         .args(["probe", "--measure", "--json"])
         .stdout(Stdio::piped())
@@ -251,11 +250,18 @@ fn ctrl_c_ends_the_measure_and_every_path_left_says_so() {
         .expect("start zcnet probe --measure");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    while !line.starts_with("zcnet: measuring tcp_send") {
+    while !line.starts_with(&format!("zcnet: measuring {path}")) {
         line.clear();
         let n = stderr.read_line(&mut line).expect("read standard error");
-        assert!(n > 0, "the probe ended before measuring");
+        assert!(n > 0, "the probe ended before measuring {path}");
     }
+    (child, stderr)
+}
+
+#[test]
+fn ctrl_c_ends_the_measure_and_every_path_left_says_so() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let (child, mut stderr) = probe_measuring("tcp_send");
     // Only the probe gets the signal (a terminal's Ctrl-C would reach its bench too): the bench
     // that runs ends in its time, and the probe then stops.
     common::sigint(&child);
@@ -275,4 +281,33 @@ fn ctrl_c_ends_the_measure_and_every_path_left_says_so() {
         assert!(["interrupted", "capability"].contains(&kind), "{p}");
     }
     assert!(!rest.contains("measuring tcp_receive"), "{rest}");
+}
+
+#[test]
+fn a_signal_to_the_probe_alone_ends_the_bench_it_runs_at_once() {
+    if !testnet::privileged("a_signal_to_the_probe_alone_ends_the_bench_it_runs_at_once") {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let (child, mut stderr) = probe_measuring("udp_gso_xdp_drop");
+    std::thread::sleep(Duration::from_millis(300));
+    // The probe's pid alone: its bench (four runs of 0.5 s) learns of it only from the probe.
+    common::sigint(&child);
+    let signalled = Instant::now();
+    let mut rest = String::new();
+    stderr
+        .read_to_string(&mut rest)
+        .expect("read standard error");
+    let out = child.wait_with_output().expect("wait");
+    let took = signalled.elapsed();
+    common::succeeded(&out, "the interrupted probe");
+    // A bound far above the bench's own stop (a quarter of a second) and the harness's removal,
+    // below the 2 s the bench's remaining runs take.
+    assert!(
+        took < Duration::from_secs(2),
+        "the probe took {took:?} to stop"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let p = path(&report, "udp_gso_xdp_drop");
+    assert_eq!(p["not_measured"]["kind"], "interrupted", "{p}");
 }

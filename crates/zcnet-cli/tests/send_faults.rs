@@ -46,6 +46,24 @@ fn draining_listener(listener: TcpListener) {
     });
 }
 
+/// A listener that reads 512 bytes of each connection every 50 ms (10 KB/s) until the peer ends it.
+fn slow_listener() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut stream: TcpStream = stream;
+                let mut buf = [0u8; 512];
+                while matches!(stream.read(&mut buf), Ok(n) if n > 0) {
+                    sleep(Duration::from_millis(50));
+                }
+            });
+        }
+    });
+    addr
+}
+
 /// Waits for `child` at most [`HANG`] (killing it, this test's own, if it is still running), and
 /// returns its output with how long it took.
 fn finish_within(mut child: Child, what: &str) -> (Output, Duration) {
@@ -134,6 +152,53 @@ fn sigint_ends_a_send_blocked_on_a_deaf_peer_with_a_summary() {
         assert_eq!(summary_field(&out, "interrupted"), true, "{what}");
         // A bound for a hang, far above the expected quarter of a second.
         assert!(took < Duration::from_secs(10), "{what} took {took:?}");
+    }
+}
+
+#[test]
+fn a_run_ends_at_its_duration_against_a_slow_reader() {
+    // Every ACK of a slow reader is progress: no send timeout fires, and a send (or the flush of
+    // zero-copy completions) blocks past the run's duration unless the watch ends it.
+    let addr = slow_listener();
+    for api in ["sendmsg", "io_uring"] {
+        for mode in ["copy", "zerocopy", "auto"] {
+            let what = format!("{api} {mode}");
+            let child = spawn(Command::new(ZCNET).args([
+                "bench",
+                "tcp",
+                "--connect",
+                &addr.to_string(),
+                "--api",
+                api,
+                "--mode",
+                mode,
+                "--duration",
+                "2",
+                "--interval",
+                "0",
+                "--json",
+            ]));
+            let (out, took) = finish_within(child, &what);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{what}: {err}");
+            assert!(took < Duration::from_secs(5), "{what} took {took:?}");
+            let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+            assert_eq!(rows.len(), 1, "{what}: {rows:?}");
+            let row = &rows[0];
+            let slow = row["slow_peer"].as_str();
+            assert!(
+                slow.is_some_and(|s| s.contains("the peer was slow")),
+                "{what}: {row}"
+            );
+            assert!(err.contains("the peer was slow"), "{what}: {err}");
+            let n = |key: &str| row[key].as_u64().unwrap_or_else(|| panic!("{what}: {row}"));
+            assert!(n("in_flight_bytes") > 0, "{what}: {row}");
+            assert_eq!(
+                n("delivered_bytes") + n("in_flight_bytes"),
+                n("bytes"),
+                "{what}: {row}"
+            );
+        }
     }
 }
 
@@ -254,17 +319,15 @@ fn a_stopped_or_killed_sender_process_ends_the_one_process_bench_rx() {
     }
 }
 
-#[test]
-fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
-    // A receiver that stops reading makes the sender wait; without a watch on the receiver
-    // process that wait lasts the send timeout (10 s), far past the run's own duration.
-    let args = ["tcp", "--mode", "copy", "--duration", "3600", "--json"];
-    let (out, receiver) = signal_the_other_side(&args, "-STOP");
+/// Runs the one-process `zcnet bench ARGS`, stops its receiver process, and checks that the bench
+/// fails with its one row, marked failed for the stopped receiver, which is gone.
+fn stop_the_receiver(args: &[&str]) {
+    let (out, receiver) = signal_the_other_side(args, "-STOP");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("the receiver process was stopped"), "{err}");
     let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows.len(), 1, "{rows:?} {err}");
     assert!(
         rows[0]["failed"]
             .as_str()
@@ -273,6 +336,20 @@ fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
         rows[0]
     );
     assert_gone(receiver, "the receiver process");
+}
+
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench_tcp() {
+    // A receiver that stops reading makes the sender wait; without a watch on the receiver
+    // process that wait lasts the send timeout (10 s), far past the run's own duration.
+    stop_the_receiver(&["tcp", "--mode", "copy", "--duration", "3600", "--json"]);
+}
+
+#[test]
+fn a_stopped_receiver_process_ends_the_one_process_bench_udp_with_its_row() {
+    // UDP sends on whatever the receiver does: the run ends at its duration, and the receiver's
+    // report never comes.
+    stop_the_receiver(&["udp", "--mode", "copy", "--duration", "1", "--json"]);
 }
 
 /// Runs the sender `cmd` (`--mode copy,zerocopy --json` with interval lines) until its first interval

@@ -509,3 +509,52 @@ fn bad_size_lists_say_what_is_wrong() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Ctrl-C in the middle of a sweep: the rows so far are printed, the run that was going marked
+/// interrupted, and neither a crossover nor a plot comes from part of a sweep.
+#[test]
+fn an_interrupted_sweep_gives_no_crossover_and_no_plot() {
+    let dir = TempDir::new("interrupted-sweep");
+    for bench in [
+        &["tcp", "--sizes", "4K,64K", "--duration", "5"][..],
+        &[
+            "rx", "--sizes", "4K,64K", "--mib", "100000", "--rounds", "2",
+        ],
+    ] {
+        let plot = dir.0.join(format!("{}.svg", bench[0]));
+        let mut child = Command::new(ZCNET)
+            .arg("bench")
+            .args(bench)
+            .args([
+                "--mode",
+                "copy,zerocopy",
+                "--interval",
+                "0",
+                "--json",
+                "--plot",
+            ])
+            .arg(&plot)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // In the first run of each.
+        std::thread::sleep(Duration::from_millis(2500));
+        let stdout = child.stdout.take().unwrap();
+        let out = common::interrupt_and_finish(child, stdout);
+        let lines = common::json_lines(&out);
+        assert!(
+            lines.iter().all(|l| l.get("crossover").is_none()),
+            "{bench:?}: {out}"
+        );
+        assert!(
+            lines.iter().any(|l| l["sweep"] == "cut short"),
+            "{bench:?}: {out}"
+        );
+        assert!(
+            lines.iter().any(|l| l["interrupted"] == true),
+            "{bench:?}: {out}"
+        );
+        assert!(!plot.exists(), "{bench:?}: a plot of part of a sweep");
+    }
+}

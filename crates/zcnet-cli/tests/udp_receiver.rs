@@ -322,6 +322,28 @@ fn a_spoofed_end_datagram_from_another_port_is_ignored() {
     assert_eq!(row["end"], "end datagram", "{row}");
 }
 
+/// A sender without zcnet's header gets no say over its run's totals: an end datagram in its
+/// stream (claiming 2^64-1 datagrams) is rejected, and the run ends by silence with no sent count.
+#[test]
+fn a_run_without_the_header_takes_no_end_datagram() {
+    let mut l = Listener::start(&["--once"]);
+    let sender = socket_to(l.addr);
+    for _ in 0..10 {
+        sender.send(&[b'x'; 100]).unwrap();
+    }
+    sender.send(&end(u64::MAX, u64::MAX)).unwrap();
+    let row = l.row();
+    assert_eq!(
+        l.exit_within(Duration::from_secs(5)).map(|s| s.success()),
+        Some(true)
+    );
+    assert_eq!(row["zcnet_header"], false, "{row}");
+    assert_eq!(u(&row, "datagrams"), 10, "{row}");
+    assert_eq!(row["sent_datagrams"], Value::Null, "{row}");
+    assert_eq!(u(&row, "rejected"), 1, "{row}");
+    assert_ne!(row["end"], "end datagram", "{row}");
+}
+
 /// A stray sender without zcnet's header (one-byte datagrams, from before the real sender starts to
 /// after it ends) does not own the receiver: the real sender's header takes over, its run is the one
 /// `--once` reports, whole and verified, and the stray datagrams are counted as foreign.
@@ -577,7 +599,9 @@ fn hostile_header_datagrams_are_rejected_and_the_next_run_verifies() {
         let (status, sent) = connect(l.addr, &["--mode", "copy", "--duration", "0.2"]);
         assert!(status.success(), "{what}: sender {status}");
         let row = l.row();
-        assert_eq!(u(&row, "rejected"), 1, "{what}: {row}");
+        // Not this run's: it came before its header, from another address.
+        assert_eq!(u(&row, "rejected"), 0, "{what}: {row}");
+        assert_eq!(u(&row, "foreign"), 1, "{what}: {row}");
         assert_eq!(row["verified"], true, "{what}: {row}");
         assert_eq!(u(&row, "data_errors"), 0, "{what}: {row}");
         assert_eq!(u(&row, "sent_bytes"), u(&sent[0], "bytes"), "{what}: {row}");

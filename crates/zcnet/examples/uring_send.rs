@@ -16,12 +16,13 @@
 //!   holds at most `net.core.max_skb_frags` (17): 65435 bytes starting 2048 bytes into a page touch
 //!   all 17, and each such send leaves as one segment short of loopback's MSS. With Nagle's
 //!   algorithm on they ran at about a third of the rate of page-aligned ones; the io_uring path
-//!   turns it off on a TCP socket it owns (README, "Side by side with the kernel's tools").
+//!   turns it off on a TCP socket it owns (docs/measurements.md, "Side by side with the kernel's
+//!   tools").
 //!
 //! With `huge` the pool is on transparent huge pages, which zcnet does not register (a fixed send
 //! from a huge page is charged to the socket as up to the whole page): its sends pin their pages
 //! per request instead. Over loopback on a VM, 64 KiB sends from a pool ran faster so, 4 KiB sends
-//! slower (README, "Side by side with the kernel's tools").
+//! slower (docs/measurements.md, "Side by side with the kernel's tools").
 //!
 //! ```sh
 //! msg_zerocopy -4 -r -D 127.0.0.1 -p 8000 -t 4 tcp &     # the kernel selftest's receiver

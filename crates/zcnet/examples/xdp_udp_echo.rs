@@ -47,7 +47,8 @@ fn main() -> Result<(), BoxError> {
             socket.queue(),
             socket.mode(),
             socket
-                .fallback()
+                .zerocopy_status()
+                .err()
                 .map(|f| format!(" ({f})"))
                 .unwrap_or_default()
         );

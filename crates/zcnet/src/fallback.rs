@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io;
 
 use crate::sys::errno::errno_name;
 
@@ -115,10 +116,19 @@ impl Fallback {
     }
 
     /// The errno, when the kernel refused a call.
-    pub fn errno(&self) -> Option<i32> {
+    pub fn raw_os_error(&self) -> Option<i32> {
         match self.cause {
             Cause::Refused { errno, .. } => Some(errno),
             _ => None,
+        }
+    }
+
+    /// The kind of `io::Error` this converts to: the refused call's errno's kind, `Unsupported`
+    /// otherwise (the path is not available here, as configured).
+    pub fn kind(&self) -> io::ErrorKind {
+        match self.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno).kind(),
+            None => io::ErrorKind::Unsupported,
         }
     }
 
@@ -146,6 +156,13 @@ impl fmt::Display for Fallback {
     }
 }
 
+/// A fallback is an error where a zero-copy path was required (`register_pool(&pool)?`); where it
+/// is a reason to report, it is read through the `zerocopy_status` of each sender, receiver and
+/// AF_XDP socket. Its `Display` is the whole reason, so it has no `source`.
+impl std::error::Error for Fallback {}
+
+crate::error::into_io_error!(Fallback);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,14 +178,14 @@ mod tests {
             refused.to_string(),
             "setsockopt SO_ZEROCOPY: EOPNOTSUPP (this socket type has no MSG_ZEROCOPY: sending by copy)"
         );
-        assert_eq!(refused.errno(), Some(libc::EOPNOTSUPP));
+        assert_eq!(refused.raw_os_error(), Some(libc::EOPNOTSUPP));
 
         let requested = Fallback::requested("use --mode zerocopy");
         assert_eq!(
             requested.to_string(),
             "copy requested (use --mode zerocopy)"
         );
-        assert_eq!(requested.errno(), None);
+        assert_eq!(requested.raw_os_error(), None);
 
         let observed = Fallback::observed("every completion copied", "");
         assert_eq!(observed.to_string(), "every completion copied");
@@ -182,6 +199,6 @@ mod tests {
             declined.to_string(),
             "pool on huge pages (build it without)"
         );
-        assert_eq!(declined.errno(), None);
+        assert_eq!(declined.raw_os_error(), None);
     }
 }

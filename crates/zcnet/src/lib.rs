@@ -44,6 +44,89 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Errors
+//!
+//! Every public error type has the same shape: `raw_os_error()` (the kernel's errno, when a
+//! kernel call failed) and `kind()` (an [`std::io::ErrorKind`]: `ConnectionReset` for a peer's
+//! reset, `TimedOut`, `PermissionDenied`, …); `Display` is the context (the call, the errno's
+//! name, what to do) and `source()` the cause, never both; it converts into `io::Error` by
+//! wrapping itself, so `get_ref()` and `downcast` give it back. [`Fallback`], the one answer to
+//! "why does this copy?" (`zerocopy_status()` on [`tx::Sender`], [`rx::Receiver`] and
+//! [`xdp::Socket`]), is an error of the same shape where zero-copy was required. Each goes
+//! through `?` into a `Box<dyn Error>` (or an `io::Error`):
+//!
+//! ```
+//! use std::error::Error;
+//! use std::io;
+//! use std::net::{SocketAddr, TcpListener, TcpStream};
+//! use zcnet::tx::{BufferPool, PoolConfig, SenderConfig, TcpSender};
+//! use zcnet::{ovs, rx, tx, xdp};
+//!
+//! // tx::TxError, tx::SendError<B>, tx::TrySendError<B>, and a Fallback where zero-copy is required.
+//! fn send(tx: &mut TcpSender, pool: &BufferPool) -> Result<(), Box<dyn Error>> {
+//!     tx.register_pool(pool)?;
+//!     tx.send(vec![1u8; 4096])?;
+//!     tx.try_send(vec![2u8; 4096])?;
+//!     tx.flush(std::time::Duration::from_secs(5))?;
+//!     Ok(())
+//! }
+//! // rx::RxError; "why does this copy?" is asked the same way of a sender, a receiver and an
+//! // AF_XDP socket.
+//! fn receive(stream: TcpStream) -> Result<usize, Box<dyn Error>> {
+//!     let mut rx = rx::Receiver::new(stream, rx::RxConfig::default())?;
+//!     if let Err(why) = rx.zerocopy_status() {
+//!         eprintln!("receiving by copy: {why}");
+//!     }
+//!     Ok(rx.recv()?.map_or(0, |chunk| chunk.len()))
+//! }
+//! // xdp::Error, xdp::SendError, xdp::headers::{Malformed, BuildError}.
+//! fn xdp_send(to: SocketAddr, frame: &mut [u8]) -> Result<usize, Box<dyn Error>> {
+//!     let mut endpoint = xdp::UdpEndpoint::bind("zcnet-none0", to, Default::default())?;
+//!     endpoint.send(to, 5, |payload| payload.copy_from_slice(b"hello"))?;
+//!     let parsed = xdp::headers::parse(frame)?;
+//!     let path = xdp::headers::Path {
+//!         src_mac: parsed.src_mac,
+//!         dst_mac: parsed.dst_mac,
+//!         src: parsed.dst,
+//!         dst: parsed.src,
+//!     };
+//!     Ok(xdp::headers::write_udp(frame, &path, 0, 1)?)
+//! }
+//! // ovs::OvsError, ovs::OdpParseError, ovs::ParseError.
+//! fn ovs(flow: &str, upcall: &[u8]) -> Result<(), Box<dyn Error>> {
+//!     let (key, _mask) = ovs::parse_key(flow)?;
+//!     ovs::Datapath::open("zcnet-none")?.install_flow(&key, &[])?;
+//!     ovs::parse_upcall(upcall, 0)?;
+//!     Ok(())
+//! }
+//! // tx::ParseModeError.
+//! fn mode(text: &str) -> Result<tx::Mode, Box<dyn Error>> {
+//!     Ok(text.parse()?)
+//! }
+//!
+//! let err = mode("fast").unwrap_err();
+//! assert_eq!(err.to_string(), r#"unknown mode "fast": use copy, zerocopy or auto"#);
+//! assert!(err.source().is_none());
+//! let err = ovs("in_port(", &[]).unwrap_err();
+//! let parse = err.downcast_ref::<ovs::OdpParseError>().expect("a flow text error");
+//! assert_eq!(parse.kind(), io::ErrorKind::InvalidData);
+//!
+//! // On the sendmsg path no pool is registered: the Fallback says why, as an error.
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let mut tx = TcpSender::new(TcpStream::connect(listener.local_addr()?)?, SenderConfig::default());
+//! let pool = BufferPool::new(PoolConfig::default())?;
+//! let err = send(&mut tx, &pool).unwrap_err();
+//! let fallback = err.downcast_ref::<zcnet::Fallback>().expect("the reason");
+//! assert_eq!(fallback.kind(), io::ErrorKind::Unsupported);
+//!
+//! // Into io::Error and back.
+//! let io_err = io::Error::from(fallback.clone());
+//! assert_eq!(io_err.kind(), io::ErrorKind::Unsupported);
+//! assert!(io_err.get_ref().unwrap().is::<zcnet::Fallback>());
+//! # let _ = (receive, xdp_send);
+//! # Ok::<(), Box<dyn Error>>(())
+//! ```
+//!
 //! # Modules
 //!
 //! - [`tx`]: zero-copy senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking,
@@ -52,8 +135,12 @@
 //! - `aio` (feature `tokio`): `AsyncSender`, `AsyncReceiver` and `AsyncUdpEndpoint` on tokio's
 //!   reactor.
 //! - [`xdp`]: AF_XDP sockets, UMEM, rings and the embedded XDP programs that feed them.
+//! - [`observe`]: count zero-copy sends, completions, copies and mapped receives in any running
+//!   process (or this one) with BPF programs on the kernel's tracepoints.
 //! - [`ovs`]: Open vSwitch datapath client: flows, vports, and upcalls whose packets are not copied.
 //! - [`probe`]: what this host supports, each feature measured by doing it.
+//! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
+//!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
@@ -66,10 +153,13 @@ pub mod aio;
 #[cfg(feature = "io-uring")]
 mod btf;
 mod cost;
+mod error;
 mod fallback;
+pub mod observe;
 pub mod ovs;
 pub mod packet;
 pub mod probe;
+pub mod queue_lease;
 pub mod rx;
 mod sys;
 pub mod tx;

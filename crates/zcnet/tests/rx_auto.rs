@@ -59,7 +59,7 @@ fn receive(
     writer.join().expect("sender");
     let got = check.finish(*rx.stats());
     assert_intact(&got, &bytes);
-    (*rx.stats(), rx.fallback().cloned(), changes)
+    (*rx.stats(), rx.zerocopy_status().err().cloned(), changes)
 }
 
 #[test]

@@ -71,7 +71,7 @@ fn nothing_mapped_falls_back_to_recv_and_records_why() {
         (Pattern::PageMultiples, SendWith::Plain),
         config,
     );
-    match rx.fallback().map(Fallback::cause) {
+    match rx.zerocopy_status().err().map(Fallback::cause) {
         Some(Cause::Observed(what)) => assert!(what.contains("could be mapped"), "{what}"),
         other => panic!("expected a fallback for nothing mapped, got {other:?}"),
     }
@@ -271,7 +271,7 @@ fn socket_without_tcp_mmap_falls_back_with_the_errno_and_loses_nothing() {
         RxConfig::default(),
     );
     assert_eq!(
-        rx.fallback().map(Fallback::cause),
+        rx.zerocopy_status().err().map(Fallback::cause),
         Some(&Cause::Refused {
             call: "mmap of the socket",
             errno: libc::ENODEV

@@ -4,7 +4,8 @@
 //! clear error that hands the buffer back and wedges nothing; a peer reset mid-stream hands back
 //! every buffer not sent — the failing call's own, and on io_uring every earlier one its failed
 //! chain left, in order; a send that times out hands its buffer back; flush after each error
-//! succeeds and leaves nothing lent; a close that times out hands back what it never submitted.
+//! succeeds and leaves nothing lent; a close that times out hands back what it never submitted;
+//! `Duration::MAX` as a timeout is no deadline.
 
 mod tx_common;
 
@@ -12,7 +13,7 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tx_common::{Checksum, fill, path_config, pool, sender_on, tcp_pair};
+use tx_common::{Checksum, assert_stream_delivered, fill, path_config, pool, sender_on, tcp_pair};
 use zcnet::tx::{Mode, SendPath, SenderConfig, TxError, UnsentBuf};
 
 /// 4 GiB and one byte: over `u32::MAX` and over the kernel's `MAX_RW_COUNT`.
@@ -56,6 +57,35 @@ each_path! {
         assert_eq!(sink.join().unwrap(), sent, "every byte once, in order");
         assert_eq!(stats.bytes, sent.len, "{stats:?}");
         assert_eq!(pool.available(), pool.capacity());
+    }
+}
+
+each_path! {
+    /// `Duration::MAX` as a send timeout and as every wait's bound means no deadline: sends, waits
+    /// for completions (idle or not), a pool take, flush and close behave as unbounded ones, the
+    /// same on both paths, and every byte arrives.
+    fn the_longest_timeouts_mean_no_deadline(path: SendPath) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let (stream, sink) = tcp_pair(listener);
+        let cfg = SenderConfig {
+            send_timeout: Some(Duration::MAX),
+            ..path_config(path, Mode::ZeroCopy)
+        };
+        let pool = pool(64 << 10, 2);
+        let mut tx = sender_on(stream, cfg, &pool);
+        assert_eq!(tx.wait_completions(Duration::MAX).expect("an idle wait"), 0);
+        let mut sent = Checksum::default();
+        for size in [1, 40_000, 64 << 10, 4096, 7] {
+            let mut buf = tx.take_from(&pool, Duration::MAX).expect("a pool buffer");
+            sent.fill_next(&mut buf, size);
+            tx.send(buf).expect("send");
+            tx.wait_completions(Duration::MAX).expect("a wait with sends lent");
+        }
+        tx.flush(Duration::MAX).expect("flush");
+        assert_eq!(tx.outstanding(), 0);
+        let stats = tx.stats().clone();
+        drop(tx.close(Duration::MAX).expect("close"));
+        assert_stream_delivered(sink, sent, &pool, &stats);
     }
 }
 

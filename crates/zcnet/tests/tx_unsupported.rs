@@ -51,7 +51,7 @@ fn so_zerocopy_refused_falls_back_to_copy_and_delivers_every_byte() {
     let reason = tx
         .zerocopy_status()
         .expect_err("UDP-Lite refuses SO_ZEROCOPY");
-    assert_eq!(reason.errno(), Some(libc::EOPNOTSUPP), "{reason}");
+    assert_eq!(reason.raw_os_error(), Some(libc::EOPNOTSUPP), "{reason}");
 
     let sizes = [1, 4095, 4097, 10 * 1024, 60_000];
     let mut sent = Checksum::default();

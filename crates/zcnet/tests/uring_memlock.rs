@@ -35,7 +35,7 @@ fn sender_under_small_limit(stream: TcpStream) -> TcpSender {
         let tx = Sender::new(socket, path_config(SendPath::IO_URING, Mode::ZeroCopy));
         match tx.path_status() {
             Ok(()) => return tx,
-            Err(e) if e.errno() == Some(libc::ENOMEM) && Instant::now() < deadline => {
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => panic!("io_uring under a {LIMIT}-byte limit: {e}"),
@@ -52,7 +52,7 @@ fn under_small_limit() {
     let refused = tx
         .register_pool(&pool)
         .expect_err("1 MiB cannot be pinned under 64 KiB");
-    assert_eq!(refused.errno(), Some(libc::ENOMEM), "{refused}");
+    assert_eq!(refused.raw_os_error(), Some(libc::ENOMEM), "{refused}");
     let text = refused.to_string();
     for needle in [
         "IORING_REGISTER_BUFFERS",
@@ -91,7 +91,7 @@ fn without_room_for_a_ring() {
     let pool = pool(64 << 10, 4);
     let mut tx = Sender::new(stream, path_config(SendPath::IO_URING, Mode::ZeroCopy));
     let why = tx.path_status().expect_err("no ring fits in 0 bytes");
-    assert_eq!(why.errno(), Some(libc::ENOMEM), "{why}");
+    assert_eq!(why.raw_os_error(), Some(libc::ENOMEM), "{why}");
     assert!(
         matches!(tx.path(), SendPath::Sendmsg { .. }),
         "{:?}",

@@ -219,14 +219,14 @@ fn zero_copy_multi_buffer_refused_by_veth_is_a_typed_fallback() {
         let config = multi_buffer(true, false);
         let err = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::ZeroCopy, config)
             .expect_err("veth has no zero-copy");
-        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP), "{err}");
         assert!(err.to_string().contains("XDP_USE_SG"), "{err}");
         let socket =
             Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Auto, config).expect("auto binds");
         assert_eq!(socket.mode(), BoundMode::Copy);
         assert!(socket.uses_multi_buffer());
-        let fallback = socket.fallback().expect("the reason");
-        assert_eq!(fallback.errno(), Some(libc::EOPNOTSUPP));
+        let fallback = socket.zerocopy_status().expect_err("the reason");
+        assert_eq!(fallback.raw_os_error(), Some(libc::EOPNOTSUPP));
         let text = fallback.to_string();
         assert!(
             text.contains("XDP_USE_SG") && text.contains("copy mode"),

@@ -102,7 +102,7 @@ fn second_attach_is_busy_and_names_the_interface() {
         let err = program
             .attach_to(&pair.a_if, AttachMode::Driver)
             .expect_err("second attach");
-        assert_eq!(err.errno(), Some(libc::EBUSY), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
         assert!(err.to_string().contains(&pair.a_if), "{err}");
     });
     assert!(!link_details(&pair.a, &pair.a_if).contains("prog/xdp"));
@@ -111,7 +111,7 @@ fn second_attach_is_busy_and_names_the_interface() {
 #[test]
 fn missing_interface_is_named() {
     let err = interface_index("zcnet-nonexistent0").expect_err("no such interface");
-    assert_eq!(err.errno(), Some(libc::ENODEV), "{err}");
+    assert_eq!(err.raw_os_error(), Some(libc::ENODEV), "{err}");
     let text = err.to_string();
     assert!(
         text.contains("zcnet-nonexistent0") && text.contains("ENODEV"),

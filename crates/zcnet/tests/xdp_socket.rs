@@ -256,7 +256,7 @@ fn a_failed_bind_leaves_the_umem_reusable() {
         let err = Socket::bind(&mut umem, &pair.a_if, 5, Mode::Copy).expect_err("no queue 5");
         assert!(err.to_string().contains("queue 5"), "{err}");
         let err = Socket::bind(&mut umem, &pair.a_if, 0, Mode::ZeroCopy).expect_err("veth");
-        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP), "{err}");
         assert_eq!(umem.free_frames(), total);
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Copy).expect("bind");
         assert!(!socket.shares_umem());
@@ -281,7 +281,7 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
         let err = Socket::bind(&mut umem, &pair.a_if, 0, Mode::ZeroCopy)
             .expect_err("no zero-copy on veth");
-        assert_eq!(err.errno(), Some(libc::EOPNOTSUPP), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP), "{err}");
         let text = err.to_string();
         for part in [
             "XDP_ZEROCOPY",
@@ -295,8 +295,8 @@ fn zero_copy_on_veth_fails_clearly_and_auto_falls_back_to_copy() {
         // The failed bind leaves the UMEM usable: the same UMEM binds in Auto mode.
         let socket = Socket::bind(&mut umem, &pair.a_if, 0, Mode::Auto).expect("auto binds");
         assert_eq!(socket.mode(), BoundMode::Copy);
-        let fallback = socket.fallback().expect("reason");
-        assert_eq!(fallback.errno(), Some(libc::EOPNOTSUPP));
+        let fallback = socket.zerocopy_status().expect_err("reason");
+        assert_eq!(fallback.raw_os_error(), Some(libc::EOPNOTSUPP));
         assert!(fallback.to_string().contains("EOPNOTSUPP"), "{fallback}");
     });
     // A closed socket releases its queue asynchronously (the kernel defers it to a workqueue), so
@@ -322,7 +322,7 @@ fn a_bound_queue_is_busy() {
         let _socket = Socket::bind(&mut first, &pair.a_if, 0, Mode::Copy).expect("bind");
         let mut second = Umem::new(UmemConfig::default()).expect("umem");
         let err = Socket::bind(&mut second, &pair.a_if, 0, Mode::Copy).expect_err("queue taken");
-        assert_eq!(err.errno(), Some(libc::EBUSY), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
         let mut third = Umem::new(UmemConfig::default()).expect("umem");
         let err = Socket::bind(&mut third, &pair.a_if, 5, Mode::Copy).expect_err("no queue 5");
         assert!(err.to_string().contains("queue 5"), "{err}");

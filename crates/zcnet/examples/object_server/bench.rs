@@ -100,6 +100,8 @@ fn bench_run(
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..connections {
                 let (stream, _) = listener.accept()?;
+                stream.set_nonblocking(true)?;
+                let stream = tokio::net::TcpStream::from_std(stream)?;
                 set.spawn(serve_async(stream, Arc::clone(objects), mode));
             }
             while let Some(stats) = set.join_next().await {

@@ -12,7 +12,9 @@
 //!     [--mib 1024] [--workers N]
 //! ```
 //!
-//! Without `--listen` it runs its own clients over loopback, each verifying every object it gets.
+//! Without `--listen` it runs its own clients over loopback, each verifying every object it gets
+//! where it was received: the clients parse the length-prefixed answers with `AsyncBufRead`
+//! (`fill_buf`/`consume` on a zero-copy `AsyncReceiver`), hashing the bytes in place.
 //! A request is 8 bytes (object index, count, both big-endian u32); each answer is the object's
 //! length (u64, big-endian) and its bytes. `--bench` serves the same load with a thread per
 //! connection and the blocking `TcpSender`, then with tokio and `AsyncSender` (a runtime of
@@ -27,16 +29,17 @@ mod bench;
 mod common;
 mod protocol;
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{StreamHash, cpu_time, cpu_us_per_mb, pseudo_random};
 use protocol::{decode_request, request};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use zcnet::aio::AsyncSender;
-use zcnet::tx::{Mode, SenderConfig, TcpSender, TxStats};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use zcnet::aio;
+use zcnet::rx::RxConfig;
+use zcnet::tx::{Mode, SenderConfig, TxStats};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -152,16 +155,15 @@ impl Served {
     }
 }
 
-/// Serves one connection with tokio: requests come in on a clone of the socket, answers go out
-/// through an `AsyncSender` that lends each object's `Bytes` to the kernel.
+/// Serves one connection with tokio: the connection is split into a zero-copy receiver, which
+/// reads the requests, and an `AsyncSender` that lends each object's `Bytes` to the kernel.
 async fn serve_async(
-    stream: TcpStream,
+    stream: tokio::net::TcpStream,
     objects: Arc<Vec<Bytes>>,
     mode: Mode,
 ) -> Result<TxStats, Error> {
-    stream.set_nonblocking(true)?;
-    let mut requests = tokio::net::TcpStream::from_std(stream.try_clone()?)?;
-    let mut tx = AsyncSender::new(TcpSender::new(stream, SenderConfig::with_mode(mode)))?;
+    let (mut requests, mut tx) =
+        aio::split(stream, SenderConfig::with_mode(mode), RxConfig::default())?;
     let mut req = [0u8; 8];
     while requests.read_exact(&mut req).await.is_ok() {
         let (index, count) = decode_request(req);
@@ -176,37 +178,40 @@ async fn serve_async(
     Ok(tx.stats().clone())
 }
 
-/// A demo client: fetches `requests` objects one at a time and checks each against its hash.
+/// A demo client: fetches `requests` objects one at a time and checks each against its hash,
+/// hashing each answer's bytes where they were received (`AsyncBufRead`: mapped pages or the
+/// receiver's copy buffer), never copying them.
 async fn verifying_client(
     addr: SocketAddr,
     hashes: Arc<Vec<u64>>,
     requests: u32,
     seed: usize,
 ) -> Result<u64, Error> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let mut buf = vec![0u8; 256 << 10];
+    let (mut rx, mut tx) = aio::connect(addr, SenderConfig::default(), RxConfig::default()).await?;
     let mut received = 0;
     for r in 0..requests as usize {
         let index = (seed * 7 + r) % hashes.len();
-        stream.write_all(&request(index, 1)).await?;
+        tx.send(request(index, 1).to_vec()).await?;
         let mut len = [0u8; 8];
-        stream.read_exact(&mut len).await?;
+        rx.read_exact(&mut len).await?;
         let mut left = u64::from_be_bytes(len);
         received += left;
         let mut hash = StreamHash::default();
         while left > 0 {
-            let want = buf.len().min(left as usize);
-            let n = stream.read(&mut buf[..want]).await?;
-            if n == 0 {
+            let lent = rx.fill_buf().await?;
+            if lent.is_empty() {
                 return Err("the server closed mid-object".into());
             }
-            hash.update(&buf[..n]);
+            let n = lent.len().min(left as usize);
+            hash.update(&lent[..n]);
+            rx.consume(n);
             left -= n as u64;
         }
         if hash.finish() != hashes[index] {
             return Err(format!("object {index} arrived corrupted").into());
         }
     }
+    tx.close().await?;
     Ok(received)
 }
 
@@ -271,7 +276,7 @@ async fn serve_demo(o: Options, objects: Arc<Vec<Bytes>>) -> Result<(), Error> {
             let (stream, _) = listener.accept().await?;
             let (objects, served) = (Arc::clone(&objects), Arc::clone(&served));
             connections.spawn(async move {
-                let stats = serve_async(stream.into_std()?, objects, o.mode).await?;
+                let stats = serve_async(stream, objects, o.mode).await?;
                 served.lock().expect("served").add(&stats);
                 Ok::<_, Error>(())
             });

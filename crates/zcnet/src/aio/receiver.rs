@@ -1,11 +1,13 @@
 //! TCP zero-copy receive on tokio: the blocking [`Receiver`] over a non-blocking socket, woken by the
 //! reactor.
 
-use std::io;
+use std::io::{self, BufRead};
 use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
-use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufRead, AsyncRead, Interest, ReadBuf};
 
 use crate::rx::{Chunk, Receiver, RxError, RxOp};
 use crate::sys::reactor;
@@ -55,34 +57,34 @@ impl AsyncReceiver {
     /// The next chunk of the stream, `Ok(None)` at its end. Cancel-safe: a dropped future has taken
     /// nothing from the stream (only a returned chunk consumes bytes).
     pub async fn chunk(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        std::future::poll_fn(|cx| self.poll_receivable(cx)).await?;
+        self.rx.recv()
+    }
+
+    /// Ready once a receive will not wait: bytes or the end are queued, or the receiver holds some.
+    fn poll_receivable(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), RxError>> {
         #[cfg(feature = "io-uring")]
         if self.ring {
-            while !self.rx.zcrx_ready()? {
-                let mut ready = self
-                    .io
-                    .readable()
-                    .await
-                    .map_err(|e| RxError::new(RxOp::Poll, e))?;
+            while !self.rx.has_buffered() && !self.rx.zcrx_ready()? {
+                let mut ready =
+                    ready!(self.io.poll_read_ready(cx)).map_err(|e| RxError::new(RxOp::Poll, e))?;
                 crate::sys::zcrx::drain_eventfd(ready.get_inner().as_fd());
                 ready.clear_ready();
             }
-            return self.rx.recv();
+            return Poll::Ready(Ok(()));
         }
         while !self.rx.has_buffered() {
-            let mut ready = self
-                .io
-                .readable()
-                .await
-                .map_err(|e| RxError::new(RxOp::Poll, e))?;
+            let mut ready =
+                ready!(self.io.poll_read_ready(cx)).map_err(|e| RxError::new(RxOp::Poll, e))?;
             match self.rx.stream().peek(&mut [0u8]) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
                 // The peek took the socket's pending error (a reset): only it can report it.
-                Err(e) => return Err(self.rx.record_end(RxError::new(RxOp::Recv, e))),
+                Err(e) => return Poll::Ready(Err(self.rx.record_end(RxError::new(RxOp::Recv, e)))),
                 // Data or the end of the stream: the receive reports each.
                 Ok(_) => break,
             }
         }
-        self.rx.recv()
+        Poll::Ready(Ok(()))
     }
 
     /// The receiver (its stats, fallback reason, stream).
@@ -93,5 +95,38 @@ impl AsyncReceiver {
     /// Deregisters the socket and returns the receiver (its socket stays non-blocking).
     pub fn into_inner(self) -> Receiver {
         self.rx
+    }
+}
+
+/// Zero-copy reads in place, as the receiver's [`std::io::BufRead`]: `poll_fill_buf` lends the
+/// next chunk (mapped pages, copybuf or `recv` bytes), `consume` advances through it, and a mapped
+/// chunk's pages go back once it is consumed to its end. With `tokio::io::AsyncBufReadExt`
+/// (`fill_buf().await`, `consume`), a framed protocol reads its headers and takes its payloads in
+/// parts without copying them. Cancel-safe: a dropped `fill_buf` future consumed nothing.
+impl AsyncBufRead for AsyncReceiver {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let this = self.get_mut();
+        ready!(this.poll_receivable(cx))?;
+        Poll::Ready(this.rx.fill_buf())
+    }
+
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        self.get_mut().rx.consume(amt);
+    }
+}
+
+/// Reads by copying out of the chunks (each byte once, into the caller's buffer); the zero-copy way
+/// is [`AsyncBufRead`] or [`AsyncReceiver::chunk`].
+impl AsyncRead for AsyncReceiver {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let lent = ready!(self.as_mut().poll_fill_buf(cx))?;
+        let n = lent.len().min(buf.remaining());
+        buf.put_slice(&lent[..n]);
+        self.consume(n);
+        Poll::Ready(Ok(()))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -15,8 +15,8 @@ use crate::sys::{errqueue, reactor};
 #[cfg(feature = "io-uring")]
 use crate::tx::SendPath;
 use crate::tx::{
-    BufferPool, DROP_WAIT, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats,
-    Unsent, UnsentBuf, ZcSocket,
+    BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
+    UnsentBuf, ZcSocket,
 };
 
 /// A [`Sender`] driven by tokio (see [`crate::aio`]), on either submission path: `send(buf).await`
@@ -50,9 +50,10 @@ use crate::tx::{
 /// send buffer: when anything is still queued — rests of dropped send futures, sends the io_uring
 /// path has not submitted — the drop hands the sender to tokio's blocking pool
 /// (`spawn_blocking`; outside a runtime it finishes on the dropping thread), which sends them
-/// with the blocking [`Sender`], each waiting as a send does, for at most
-/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset). A runtime's shutdown
-/// waits for that task. When a send fails there (the timeout included), a TCP stream is reset, so
+/// with the blocking [`Sender`], all of them together within
+/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), however many are queued. A
+/// runtime's shutdown waits for that task, so for no longer than that bound. When a send fails
+/// there, or the bound passes with some unsent, a TCP stream is reset, so
 /// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent
 /// for good, as [`Sender`]'s drop leaves them: [`close`](AsyncSender::close) to know that
 /// everything arrived, or to get back what could not be sent.
@@ -357,14 +358,31 @@ impl<S: ZcSocket> Drop for Unfinished<S> {
             self.tx.cut_short();
             return;
         }
-        // A peer that stopped reading holds a blocking-pool thread (and a runtime's shutdown)
-        // that long per send, not for good; one that reads, however slowly, is waited for.
-        self.tx.bound_waits(DROP_WAIT);
+        // One bound for the whole queue, and for the io_uring queue the sender's own drop sends
+        // after it: a peer that stopped reading, or reads too slowly, holds a blocking-pool thread
+        // (and a runtime's shutdown) that long, however many buffers are queued.
+        // A wait beyond what `Instant` can hold is no bound at all.
+        let deadline = Instant::now().checked_add(self.tx.drop_wait());
+        let bound = |tx: &mut Sender<S>| {
+            let Some(deadline) = deadline else {
+                return true;
+            };
+            match deadline.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => {
+                    tx.bound_waits(left);
+                    true
+                }
+                _ => false,
+            }
+        };
         for queued in std::mem::take(&mut self.queue) {
-            if queued.finish(&mut self.tx).is_err() {
+            if !bound(&mut self.tx) || queued.finish(&mut self.tx).is_err() {
                 self.tx.cut_short();
                 return;
             }
+        }
+        if !bound(&mut self.tx) {
+            self.tx.cut_short();
         }
     }
 }

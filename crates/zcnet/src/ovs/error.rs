@@ -45,8 +45,8 @@ impl OvsError {
         self
     }
 
-    /// What it means for the caller.
-    pub fn kind(&self) -> OvsErrorKind {
+    /// What it means for the caller, where zcnet can tell.
+    pub fn ovs_kind(&self) -> OvsErrorKind {
         match self.gone {
             Some(_) => OvsErrorKind::DatapathGone,
             None => OvsErrorKind::Other,
@@ -61,6 +61,15 @@ impl OvsError {
     /// The errno, when the kernel returned one.
     pub fn raw_os_error(&self) -> Option<i32> {
         self.source.raw_os_error()
+    }
+
+    /// The kind of `io::Error` this converts to: `NotFound` for a datapath found gone
+    /// ([`OvsErrorKind::DatapathGone`]), the kernel error's kind otherwise.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self.ovs_kind() {
+            OvsErrorKind::DatapathGone => io::ErrorKind::NotFound,
+            OvsErrorKind::Other => self.source.kind(),
+        }
     }
 
     /// What the user can do about it.
@@ -93,13 +102,7 @@ impl fmt::Display for OvsError {
         if let Some(name) = &self.gone {
             write!(f, "datapath {name} is gone, ")?;
         }
-        write!(
-            f,
-            "{} ({}): {}",
-            error_name(&self.source),
-            self.source,
-            self.remedy()
-        )
+        write!(f, "{}: {}", error_name(&self.source), self.remedy())
     }
 }
 
@@ -108,6 +111,8 @@ impl std::error::Error for OvsError {
         Some(&self.source)
     }
 }
+
+crate::error::into_io_error!(OvsError);
 
 /// Adds the call's name to an `io::Result`.
 pub(crate) trait Call<T> {

@@ -240,16 +240,17 @@ impl LearningSwitch {
         timeout: Duration,
         mut inspect: impl FnMut(&Upcall<'_>),
     ) -> Result<usize, OvsError> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long for the clock to reach has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         self.core.maintain_if_due();
-        if !self
-            .upcalls
-            .wait(deadline.saturating_duration_since(Instant::now()))?
-        {
+        let left = deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        if !self.upcalls.wait(left)? {
             return Ok(0);
         }
         let mut handled = 0;
-        while handled == 0 || Instant::now() < deadline {
+        while handled == 0 || deadline.is_none_or(|d| Instant::now() < d) {
             self.core.maintain_if_due();
             let up = match self.upcalls.recv()? {
                 None => break,

@@ -67,6 +67,25 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+impl ParseError {
+    /// The errno of a framing, attribute or key error, when it carries one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            ParseError::Framing(e) | ParseError::Attribute(e) | ParseError::Key(e) => {
+                e.raw_os_error()
+            }
+            _ => None,
+        }
+    }
+
+    /// `InvalidData`, the kind of `io::Error` this converts to: the message is malformed.
+    pub fn kind(&self) -> io::ErrorKind {
+        io::ErrorKind::InvalidData
+    }
+}
+
+crate::error::into_io_error!(ParseError);
+
 /// Why the datapath sent the packet up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpcallKind {

@@ -1,6 +1,7 @@
 //! Per-interface findings: MTU and queues from sysfs, XDP features and AF_XDP TX metadata from
 //! netdev generic netlink (read-only) and a UMEM registered with TX metadata room on a throwaway
-//! socket (see [`crate::xdp::TxMetadata`]), and, on request, an AF_XDP XDP_ZEROCOPY bind.
+//! socket (see [`crate::xdp::TxMetadata`]), what io_uring zcrx needs of its queues
+//! ([`super::nic_queues`]), and, on request, an AF_XDP XDP_ZEROCOPY bind.
 
 use std::io;
 
@@ -56,6 +57,7 @@ pub(super) fn interfaces(opts: &ProbeOptions) -> Vec<Finding> {
         );
         out.push(xdp_features(&netdev, ifindex).on(name));
         out.push(tx_metadata(&netdev, ifindex, &umem).on(name));
+        out.extend(super::nic_queues::rows(name, ifindex));
         if opts.try_xsk_bind {
             out.push(xsk_zero_copy_bind(name).on(name));
         }

@@ -5,10 +5,21 @@
 //! kernel refused, or the measured value. Nothing here attaches to or sends on a real interface:
 //! interface facts come from sysfs and netdev generic netlink (read-only), and the one intrusive check
 //! (an XDP_ZEROCOPY bind) runs only on interfaces the caller names and opts into.
+//!
+//! What confines the process comes first: its user namespace, container, capabilities, seccomp
+//! filter (each system call zcnet needs tried in a throwaway child) and memory limits, each refusal
+//! with the cause named (a filter, a sysctl, a limit — never "not supported" for those) and its
+//! remedy as a `docker run` flag and a Kubernetes `securityContext`. The library's fallback reasons
+//! name the same causes ([`seccomp::io_uring_refusal`]).
 
+mod cgroup;
 mod iface;
+mod nic_queues;
 mod ovs;
+mod process;
 mod receive;
+pub(crate) mod remedy;
+pub(crate) mod seccomp;
 mod send;
 mod tcp_loopback;
 mod vsock;
@@ -125,6 +136,9 @@ pub fn zcrx() -> Vec<Finding> {
 /// Runs every check and returns the findings in a stable order.
 pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     let mut out = vec![kernel()];
+    let facts = process::ProcessFacts::read();
+    out.extend(process::rows(&facts));
+    out.extend(seccomp::rows(&facts));
     for (feature, domain, kind) in [
         ("tcp.so_zerocopy", libc::AF_INET, libc::SOCK_STREAM),
         ("udp.so_zerocopy", libc::AF_INET, libc::SOCK_DGRAM),
@@ -144,16 +158,28 @@ pub fn probe(opts: &ProbeOptions) -> Vec<Finding> {
     out.extend(send::uring());
     #[cfg(feature = "io-uring")]
     out.extend(zcrx::zcrx());
-    out.push(Finding::from_result(
-        "xdp.socket",
-        sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0),
-        |_| "AF_XDP socket created".into(),
-    ));
+    out.push(xdp_socket());
     out.extend(vsock::vsock());
     out.push(ovs::datapath());
     out.extend(iface::interfaces(opts));
     out.extend(limits());
     out
+}
+/// An AF_XDP socket: `EPERM` without `CAP_NET_RAW` (held for the network namespace's owner).
+fn xdp_socket() -> Finding {
+    match sys::socket::socket(libc::AF_XDP, libc::SOCK_RAW, 0) {
+        Ok(_) => Finding::new("xdp.socket", Support::Yes, "AF_XDP socket created"),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Finding::new(
+            "xdp.socket",
+            Support::No,
+            format!(
+                "{}: needs CAP_NET_RAW over this network namespace; {}",
+                refusal(&e),
+                remedy::Remedy::capability("NET_RAW")
+            ),
+        ),
+        Err(e) => Finding::new("xdp.socket", Support::No, refusal(&e)),
+    }
 }
 fn kernel() -> Finding {
     Finding::from_result("kernel", sys::socket::kernel_release(), |r| r)
@@ -165,9 +191,10 @@ fn limits() -> Vec<Finding> {
         |(soft, hard)| {
             let show =
                 |v: Option<u64>| v.map_or("unlimited".to_string(), |b| format!("{} KiB", b / 1024));
-            // The budget reads the capability, not the uid: root without CAP_IPC_LOCK is charged.
+            // The budget reads the capability, not the uid: root without CAP_IPC_LOCK is charged,
+            // and so is a process holding it in a user namespace.
             let exempt = if soft.is_some() && crate::tx::MemlockBudget::global().limit().is_none() {
-                " (CAP_IPC_LOCK: exempt)"
+                " (CAP_IPC_LOCK in the initial user namespace: exempt)"
             } else {
                 ""
             };
@@ -183,7 +210,7 @@ fn limits() -> Vec<Finding> {
         std::fs::read_to_string("/proc/sys/net/core/optmem_max"),
         |v| format!("net.core.optmem_max = {} bytes", v.trim()),
     );
-    vec![memlock, memlock_budget(), optmem]
+    vec![memlock, memlock_budget(), cgroup::row(), optmem]
 }
 
 /// Connections, in-flight window per connection and send size of the example the budget line sizes.
@@ -225,9 +252,13 @@ fn memlock_budget() -> Finding {
                 kib(b.limit().unwrap_or(usable)),
                 kib(b.in_use()),
                 if need > usable {
-                    ": sends past the budget are copied (raise `ulimit -l` or grant CAP_IPC_LOCK)"
+                    format!(
+                        ": sends past the budget are copied (raise `ulimit -l` or grant \
+                         CAP_IPC_LOCK); {}",
+                        remedy::Remedy::memlock()
+                    )
                 } else {
-                    ""
+                    String::new()
                 }
             ),
         ),

@@ -102,9 +102,17 @@ pub(super) fn uring() -> Vec<Finding> {
     let ops = match sys::uring::zero_copy_opcodes() {
         Ok(ops) => ops,
         Err(e) => {
+            // Name who refused the ring (a filter, a sysctl, the kernel), not just the errno.
+            let why = e
+                .raw_os_error()
+                .and_then(|errno| super::seccomp::io_uring_refusal("io_uring_setup", errno));
+            let reason = match why {
+                Some(why) => format!("{}: {why}", refusal(&e)),
+                None => refusal(&e),
+            };
             return vec![
-                Finding::new("io_uring.send_zc", Support::No, refusal(&e)),
-                Finding::new("io_uring.send_zc_report_usage", Support::No, refusal(&e)),
+                Finding::new("io_uring.send_zc", Support::No, reason.clone()),
+                Finding::new("io_uring.send_zc_report_usage", Support::No, reason),
             ];
         }
     };

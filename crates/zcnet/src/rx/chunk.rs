@@ -63,11 +63,7 @@ impl Deref for Chunk<'_> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        match self.kind {
-            ChunkKind::Mapped => &self.rx.mapped_pages()[self.range.clone()],
-            ChunkKind::Copybuf | ChunkKind::Recv => &self.rx.copy_buffer()[self.range.clone()],
-            ChunkKind::Zcrx => self.rx.zcrx_bytes(self.range.clone()),
-        }
+        self.rx.chunk_bytes(self.kind, self.range.clone())
     }
 }
 

@@ -117,12 +117,7 @@ impl std::error::Error for RxError {
     }
 }
 
-impl From<RxError> for io::Error {
-    fn from(err: RxError) -> io::Error {
-        let kind = err.kind();
-        io::Error::new(kind, err)
-    }
-}
+crate::error::into_io_error!(RxError);
 
 #[cfg(test)]
 mod tests {

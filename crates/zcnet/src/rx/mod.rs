@@ -33,7 +33,7 @@
 //!     let mapped = chunk.kind() == ChunkKind::Mapped;
 //!     println!("{} bytes at {} ({})", chunk.len(), chunk.offset(), if mapped { "mapped" } else { "copied" });
 //! }
-//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.fallback());
+//! println!("{:.1}% mapped, fallback: {:?}", rx.stats().mapped_pct(), rx.zerocopy_status());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -1,7 +1,7 @@
 //! The receiver: one connected TCP stream, a mapped window, a copy buffer, and the order in which the
 //! kernel's answers become chunks.
 
-use std::io;
+use std::io::{self, BufRead, Read};
 use std::mem;
 use std::net::TcpStream;
 use std::ops::Range;
@@ -182,6 +182,10 @@ fn nothing_mapped(bytes: u64) -> Fallback {
 /// socket is non-blocking is read from the descriptor when the receiver would wait, so it may be
 /// switched through [`Receiver::stream`] at any time.
 ///
+/// It is also a [`BufRead`]: `fill_buf` lends the next chunk in place and `consume` advances
+/// through it, so a framed protocol parses headers and takes payloads in parts without copying
+/// (`Read` copies, and says so).
+///
 /// Urgent data (`MSG_OOB`) is delivered in line, in stream order, on every path: the receiver sets
 /// `SO_OOBINLINE`, since pages mapped by `TCP_ZEROCOPY_RECEIVE` hold the urgent byte where it was sent
 /// while a plain `recv` would otherwise skip it.
@@ -211,6 +215,9 @@ pub struct Receiver {
     /// receive: the kernel reports it once, and a stream cut short must never read as complete.
     ended_by: Option<(RxOp, i32)>,
     fallback: Option<Fallback>,
+    /// The rest of a chunk [`BufRead::fill_buf`] lent and [`BufRead::consume`] has not consumed
+    /// yet: handed out before anything else, its mapped pages held until it is consumed.
+    unconsumed: Option<(ChunkKind, Range<usize>)>,
     copybuf_refused: Option<i32>,
     /// [`RxMode::Auto`]'s measurement.
     auto: Option<AutoProbe>,
@@ -304,6 +311,7 @@ impl Receiver {
             socket_error: None,
             ended_by: None,
             fallback,
+            unconsumed: None,
             copybuf_refused: None,
             auto,
             stats: RxStats::default(),
@@ -326,14 +334,33 @@ impl Receiver {
     /// of [`Receiver::stream`]) is reported as `ECONNRESET`; reading with `recv`
     /// ([`RxMode::Copy`], a fallback), such an end reads as the stream's end, as it does for any
     /// socket.
+    ///
+    /// After [`BufRead::fill_buf`], the chunk is what it lent and [`BufRead::consume`] left.
     pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+        if let Some((kind, range)) = self.unconsumed.take() {
+            return Ok(Some(self.hand_out(kind, range)));
+        }
+        match self.next_chunk()? {
+            Some((kind, range)) => Ok(Some(self.hand_out(kind, range))),
+            None => Ok(None),
+        }
+    }
+
+    /// The bytes of the next chunk (counted as received, not yet handed out), `None` at the end.
+    fn next_chunk(&mut self) -> Result<Option<(ChunkKind, Range<usize>)>, RxError> {
         if let Some((op, errno)) = self.ended_by {
             return Err(RxError::new(op, io::Error::from_raw_os_error(errno)));
         }
         self.auto_boundary();
         loop {
             match self.step().map_err(|e| self.record_end(e))? {
-                Step::Chunk(kind, range) => return Ok(Some(self.chunk(kind, range))),
+                Step::Chunk(kind, range) => {
+                    self.stats.chunks += 1;
+                    if let Some(auto) = self.auto.as_mut() {
+                        auto.on_chunk(range.len());
+                    }
+                    return Ok(Some((kind, range)));
+                }
                 Step::Again => continue,
                 Step::End => return Ok(None),
             }
@@ -397,7 +424,7 @@ impl Receiver {
     /// out yet, or the end of the stream (or the error that ended it) already seen.
     #[cfg(feature = "tokio")]
     pub(crate) fn has_buffered(&self) -> bool {
-        !self.pending.is_empty() || self.eof || self.ended_by.is_some()
+        self.unconsumed.is_some() || !self.pending.is_empty() || self.eof || self.ended_by.is_some()
     }
 
     /// On the zcrx path, an eventfd the kernel signals when the ring has work (for a reactor to
@@ -429,10 +456,11 @@ impl Receiver {
         self.offset
     }
 
-    /// Why this receiver reads with plain `recv` for good, or `None` while it may map pages (in
-    /// [`RxMode::Auto`], [`RxStats::auto`] says which way it measured cheaper).
-    pub fn fallback(&self) -> Option<&Fallback> {
-        self.fallback.as_ref()
+    /// `Ok` while this receiver may map pages, or why it reads with plain `recv` for good (in
+    /// [`RxMode::Auto`], [`RxStats::auto`] says which way it measured cheaper). The same question
+    /// as [`crate::tx::Sender::zerocopy_status`] and [`crate::xdp::Socket::zerocopy_status`].
+    pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
+        self.fallback.as_ref().map_or(Ok(()), Err)
     }
 
     /// The errno with which the kernel refused the copybuf fields (then unaligned bytes are read with
@@ -452,12 +480,8 @@ impl Receiver {
         self.stream.set_nonblocking(nonblocking)
     }
 
-    pub(super) fn mapped_pages(&self) -> &[u8] {
+    fn mapped_pages(&self) -> &[u8] {
         self.window.as_ref().map_or(&[], SocketMapping::mapped)
-    }
-
-    pub(super) fn copy_buffer(&self) -> &[u8] {
-        &self.buf
     }
 
     pub(super) fn zcrx_bytes(&self, range: Range<usize>) -> &[u8] {
@@ -488,13 +512,18 @@ impl Receiver {
         }
     }
 
-    fn chunk(&mut self, kind: ChunkKind, range: Range<usize>) -> Chunk<'_> {
+    /// The bytes `range` of the mapped window or the copy buffer, as `kind` says.
+    pub(super) fn chunk_bytes(&self, kind: ChunkKind, range: Range<usize>) -> &[u8] {
+        match kind {
+            ChunkKind::Mapped => &self.mapped_pages()[range],
+            ChunkKind::Copybuf | ChunkKind::Recv => &self.buf[range],
+            ChunkKind::Zcrx => self.zcrx_bytes(range),
+        }
+    }
+
+    fn hand_out(&mut self, kind: ChunkKind, range: Range<usize>) -> Chunk<'_> {
         let offset = self.offset;
         self.offset += range.len() as u64;
-        self.stats.chunks += 1;
-        if let Some(auto) = self.auto.as_mut() {
-            auto.on_chunk(range.len());
-        }
         Chunk {
             rx: self,
             kind,
@@ -562,7 +591,7 @@ impl Receiver {
         let Some(auto) = self.auto.as_mut() else {
             return;
         };
-        if !auto.due() || !self.pending.is_empty() {
+        if !auto.due() || !self.pending.is_empty() || self.unconsumed.is_some() {
             return;
         }
         let was_copying = auto.copying();
@@ -721,6 +750,60 @@ impl Receiver {
     }
 }
 
+/// Zero-copy reads in place: [`BufRead::fill_buf`] lends the next chunk's bytes (mapped pages,
+/// copybuf or `recv` bytes, as [`Receiver::recv`] would return them), [`BufRead::consume`] advances
+/// through them, and a mapped chunk's pages go back (zapped under [`Release::Zap`]) once it is
+/// consumed to its end. A frame header read with `fill_buf` and a payload taken in parts never
+/// copies a byte; a frame cut across two chunks is the caller's to join (the second `fill_buf`
+/// comes only after the first chunk is consumed). An empty slice is the end of the stream; on a
+/// non-blocking socket with nothing queued `fill_buf` fails with `WouldBlock`; errors convert from
+/// [`RxError`] (`downcast` gives it back).
+impl BufRead for Receiver {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.unconsumed.is_none() {
+            self.unconsumed = self.next_chunk()?;
+        }
+        Ok(match self.unconsumed.clone() {
+            Some((kind, range)) => self.chunk_bytes(kind, range),
+            None => &[],
+        })
+    }
+
+    /// Consumes `amt` bytes of what [`BufRead::fill_buf`] lent (at most all of it).
+    fn consume(&mut self, amt: usize) {
+        let Some((kind, range)) = self.unconsumed.as_mut() else {
+            return;
+        };
+        let amt = amt.min(range.len());
+        range.start += amt;
+        self.offset += amt as u64;
+        if range.start == range.end {
+            let (kind, end) = (*kind, range.end);
+            self.unconsumed = None;
+            match kind {
+                ChunkKind::Mapped => self.chunk_released(),
+                // The buffer is named by an offset inside it: the chunk's last byte (its start has
+                // moved to its end, which may be the next buffer's first byte).
+                ChunkKind::Zcrx => self.zcrx_released(end - 1..end),
+                ChunkKind::Copybuf | ChunkKind::Recv => {}
+            }
+        }
+    }
+}
+
+/// Reads by copying out of the chunks: each byte is copied once, from the mapped pages or the copy
+/// buffer into `buf`. The zero-copy way is [`BufRead`] (or [`Receiver::recv`]); `Read` is for
+/// code that wants bytes in its own buffer anyway (`read_exact` of a small header, `io::copy`).
+impl Read for Receiver {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let lent = self.fill_buf()?;
+        let n = lent.len().min(buf.len());
+        buf[..n].copy_from_slice(&lent[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,6 +834,6 @@ mod tests {
         let rx = Receiver::new(stream, config).unwrap();
         let window = rx.window.as_ref().expect("TCP sockets map");
         assert_eq!(window.len(), 2 * tcp_zc::page_size());
-        assert!(rx.fallback().is_none());
+        assert!(rx.zerocopy_status().is_ok());
     }
 }

@@ -26,6 +26,12 @@ pub fn set_page_mss(fd: BorrowedFd<'_>) -> io::Result<()> {
     tcp_zc::set_max_segment(fd, page_payload_mss())
 }
 
+/// Sets `TCP_MAXSEG` to `mss` bytes on a socket (before it connects, or on a listener whose accepted
+/// sockets inherit it): the kernel then sends no segment with more payload.
+pub fn set_mss(fd: BorrowedFd<'_>, mss: i32) -> io::Result<()> {
+    tcp_zc::set_max_segment(fd, mss)
+}
+
 /// The MSS a connected socket sends with: the payload per segment, TCP options excluded.
 pub fn current_mss(fd: BorrowedFd<'_>) -> io::Result<usize> {
     tcp_zc::max_segment(fd).map(|mss| mss as usize)

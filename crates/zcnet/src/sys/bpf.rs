@@ -1,6 +1,6 @@
 //! The `bpf(2)` system call, typed eBPF instructions, and the pieces of `union bpf_attr` that zcnet uses:
-//! map creation, update and deletion, program load (with the verifier log), and `BPF_LINK_CREATE` and
-//! `BPF_LINK_DETACH` for XDP.
+//! map creation, update, lookup, iteration and deletion, program load (with the verifier log), object
+//! ids, and `BPF_LINK_CREATE` (for XDP and for tracepoints opened as perf events) and `BPF_LINK_DETACH`.
 //!
 //! All layouts and numbers come from `include/uapi/linux/bpf.h`. The kernel accepts an attribute block
 //! shorter than its own `union bpf_attr` and treats the missing tail as zero, so each command has its own
@@ -26,6 +26,27 @@ const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_LINK_CREATE: libc::c_int = 28;
 /// `BPF_LINK_DETACH` (kernel 5.9+).
 const BPF_LINK_DETACH: libc::c_int = 34;
+/// `BPF_MAP_LOOKUP_ELEM`.
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+/// `BPF_MAP_GET_NEXT_KEY`.
+const BPF_MAP_GET_NEXT_KEY: libc::c_int = 4;
+/// `BPF_PROG_GET_NEXT_ID`.
+const BPF_PROG_GET_NEXT_ID: libc::c_int = 11;
+/// `BPF_OBJ_GET_INFO_BY_FD`.
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
+
+/// `BPF_MAP_TYPE_PERCPU_HASH`: a hash table with one value per possible CPU for each key.
+pub const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
+/// `BPF_MAP_TYPE_LRU_HASH`: a hash table shared by all CPUs that evicts its least recently used
+/// element when full.
+pub const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
+/// `BPF_PROG_TYPE_TRACEPOINT`: a program run at a tracepoint, its context the event's record.
+pub const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+/// `BPF_PERF_EVENT` (`enum bpf_attach_type`, kernel 5.15+): attach a program to a perf event (a
+/// tracepoint opened with `perf_event_open`) through a link.
+pub const BPF_PERF_EVENT: u32 = 41;
+/// `BPF_NOEXIST` map update flag: create the element only if it does not exist.
+pub const BPF_NOEXIST: u64 = 1;
 
 /// `BPF_MAP_TYPE_XSKMAP` (`enum bpf_map_type`): an array of AF_XDP sockets indexed by queue.
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
@@ -57,6 +78,18 @@ pub mod helper {
     /// `bpf_redirect_map(map, key, flags)`: the low two bits of `flags` are the action returned when
     /// `key` has no entry (kernel 5.6+).
     pub const REDIRECT_MAP: i32 = 51;
+    /// `bpf_map_lookup_elem(map, key)`: a pointer to the value (this CPU's, in a per-CPU map) or NULL.
+    pub const MAP_LOOKUP_ELEM: i32 = 1;
+    /// `bpf_map_update_elem(map, key, value, flags)`.
+    pub const MAP_UPDATE_ELEM: i32 = 2;
+    /// `bpf_map_delete_elem(map, key)`.
+    pub const MAP_DELETE_ELEM: i32 = 3;
+    /// `bpf_get_current_pid_tgid()`: `tgid << 32 | pid` of the current task.
+    pub const GET_CURRENT_PID_TGID: i32 = 14;
+    /// `bpf_get_current_cgroup_id()`: the id of the current task's cgroup v2 (its directory's inode).
+    pub const GET_CURRENT_CGROUP_ID: i32 = 80;
+    /// `bpf_probe_read_user(dst, size, user_ptr)`: 0, or a negative errno with `dst` zeroed.
+    pub const PROBE_READ_USER: i32 = 112;
 }
 
 /// Offset of `data` in `struct xdp_md`: the first byte of the frame (a packet pointer).
@@ -71,13 +104,20 @@ pub const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 // Instruction classes, sizes, modes, operations and sources (`include/uapi/linux/bpf_common.h`, `bpf.h`).
 const BPF_LD: u8 = 0x00;
 const BPF_LDX: u8 = 0x01;
+const BPF_ST: u8 = 0x02;
+const BPF_STX: u8 = 0x03;
+const BPF_ALU: u8 = 0x04;
 const BPF_JMP: u8 = 0x05;
 const BPF_ALU64: u8 = 0x07;
 const BPF_JMP_JA: u8 = 0x00;
 const BPF_JEQ: u8 = 0x10;
 const BPF_JGT: u8 = 0x20;
 const BPF_JNE: u8 = 0x50;
+const BPF_JSET: u8 = 0x40;
+const BPF_JSGT: u8 = 0x60;
 const BPF_ADD: u8 = 0x00;
+const BPF_SUB: u8 = 0x10;
+const BPF_RSH: u8 = 0x70;
 const BPF_AND: u8 = 0x50;
 const BPF_X: u8 = 0x08;
 const BPF_W: u8 = 0x00;
@@ -86,6 +126,7 @@ const BPF_B: u8 = 0x10;
 const BPF_DW: u8 = 0x18;
 const BPF_IMM: u8 = 0x00;
 const BPF_MEM: u8 = 0x60;
+const BPF_ATOMIC: u8 = 0xc0;
 const BPF_MOV: u8 = 0xb0;
 const BPF_K: u8 = 0x00;
 const BPF_CALL: u8 = 0x80;
@@ -111,6 +152,14 @@ pub enum Reg {
     R5 = 5,
     /// Callee-saved: kept across helper calls.
     R6 = 6,
+    /// Callee-saved.
+    R7 = 7,
+    /// Callee-saved.
+    R8 = 8,
+    /// Callee-saved.
+    R9 = 9,
+    /// The read-only frame pointer: the top of the program's 512-byte stack.
+    R10 = 10,
 }
 
 /// One eBPF instruction, `struct bpf_insn` (`include/uapi/linux/bpf.h`): 8 bytes, `dst_reg` in the low
@@ -149,6 +198,81 @@ impl Insn {
     /// `dst += imm` (64-bit).
     pub const fn add64_imm(dst: Reg, imm: i32) -> Insn {
         Insn::new(BPF_ALU64 | BPF_ADD | BPF_K, dst as u8, 0, 0, imm)
+    }
+
+    /// `dst = (u32)dst - (u32)src` (32-bit, the result zero-extended).
+    pub const fn sub32_reg(dst: Reg, src: Reg) -> Insn {
+        Insn::new(BPF_ALU | BPF_SUB | BPF_X, dst as u8, src as u8, 0, 0)
+    }
+
+    /// `dst >>= imm` (64-bit, logical).
+    pub const fn rsh64_imm(dst: Reg, imm: i32) -> Insn {
+        Insn::new(BPF_ALU64 | BPF_RSH | BPF_K, dst as u8, 0, 0, imm)
+    }
+
+    /// `dst = *(u64 *)(src + off)`.
+    pub const fn load_u64(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_LDX | BPF_MEM | BPF_DW, dst as u8, src as u8, off, 0)
+    }
+
+    /// `*(u64 *)(dst + off) = src`.
+    pub const fn store_u64(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(BPF_STX | BPF_MEM | BPF_DW, dst as u8, src as u8, off, 0)
+    }
+
+    /// `*(u32 *)(dst + off) = src`.
+    pub const fn store_u32(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(BPF_STX | BPF_MEM | BPF_W, dst as u8, src as u8, off, 0)
+    }
+
+    /// `*(u64 *)(dst + off) = imm` (sign-extended).
+    pub const fn store_u64_imm(dst: Reg, off: i16, imm: i32) -> Insn {
+        Insn::new(BPF_ST | BPF_MEM | BPF_DW, dst as u8, 0, off, imm)
+    }
+
+    /// `lock *(u64 *)(dst + off) += src` (an atomic add, kernel 5.12+ encoding `BPF_ATOMIC`/`BPF_ADD`).
+    pub const fn atomic_add_u64(dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(
+            BPF_STX | BPF_ATOMIC | BPF_DW,
+            dst as u8,
+            src as u8,
+            off,
+            BPF_ADD as i32,
+        )
+    }
+
+    /// `if dst & imm goto +off`.
+    pub const fn jump_if_any_bit(dst: Reg, imm: i32, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JSET | BPF_K, dst as u8, 0, off, imm)
+    }
+
+    /// `if (s64)dst > imm goto +off`.
+    pub const fn jump_if_signed_greater(dst: Reg, imm: i32, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JSGT | BPF_K, dst as u8, 0, off, imm)
+    }
+
+    /// `if dst != src goto +off`.
+    pub const fn jump_if_not_equal_reg(dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(BPF_JMP | BPF_JNE | BPF_X, dst as u8, src as u8, off, 0)
+    }
+
+    /// `dst = imm` for a full 64-bit immediate: two instruction slots.
+    pub const fn load_imm64(dst: Reg, imm: u64) -> [Insn; 2] {
+        [
+            Insn::new(
+                BPF_LD | BPF_DW | BPF_IMM,
+                dst as u8,
+                0,
+                0,
+                imm as u32 as i32,
+            ),
+            Insn::new(0, 0, 0, 0, (imm >> 32) as u32 as i32),
+        ]
+    }
+
+    /// Whether this is a jump with a relative offset (not a call or an exit).
+    pub const fn is_jump(&self) -> bool {
+        self.code & 0x07 == BPF_JMP && self.code & 0xf0 != BPF_CALL && self.code & 0xf0 != BPF_EXIT
     }
 
     /// `dst &= imm` (64-bit).
@@ -346,10 +470,21 @@ const _: () = assert!(mem::size_of::<MapCreateAttr>() == 44);
 
 /// Creates a map with 4-byte keys and values (the shape of XSKMAP and array maps).
 pub fn map_create(map_type: u32, max_entries: u32, name: &str) -> io::Result<OwnedFd> {
+    map_create_sized(map_type, 4, 4, max_entries, name)
+}
+
+/// Creates a map of `map_type` whose keys are `key_size` and values `value_size` bytes.
+pub fn map_create_sized(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {
         map_type,
-        key_size: 4,
-        value_size: 4,
+        key_size,
+        value_size,
         max_entries,
         map_name: object_name(name),
         ..Default::default()
@@ -399,6 +534,95 @@ pub fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32, flags: u64) -> 
 /// Removes `map[key]` from a map with 4-byte keys (`BPF_MAP_DELETE_ELEM`); `ENOENT` when it has none.
 pub fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
     map_elem_u32(BPF_MAP_DELETE_ELEM, map, key, None, 0)
+}
+
+/// Copies `map[key]` into `value` (`BPF_MAP_LOOKUP_ELEM`): `Ok(false)` when the map has no such key.
+/// `key` must be the map's key size; `value` its value size, or for a per-CPU map the value size
+/// rounded up to 8 bytes times the number of possible CPUs (one value per CPU, in CPU order).
+pub fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    // SAFETY: the kernel reads the map's key size from `key` and writes its value size (per CPU and
+    // rounded, for a per-CPU map) into `value`; the caller sized both as the map was created.
+    match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The key after `key` in `map` (`BPF_MAP_GET_NEXT_KEY`; the first key when `key` is `None` or no
+/// longer in the map), written into `next`: `Ok(false)` after the last key.
+pub fn map_next_key(map: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: key.map_or(0, |k| k.as_ptr() as u64),
+        // The `next_key` member shares the `value` slot of the union.
+        value: next.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    // SAFETY: `key` (when given) and `next` are the map's key size, as the caller created it; the
+    // kernel reads the one and writes the other during the call.
+    match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `BPF_PROG_GET_NEXT_ID` prefix of `union bpf_attr`.
+#[repr(C)]
+#[derive(Debug)]
+struct GetNextIdAttr {
+    start_id: u32,
+    next_id: u32,
+}
+
+/// The id of the loaded program after `start_id` (`BPF_PROG_GET_NEXT_ID`, needs CAP_SYS_ADMIN), or
+/// `None` after the last one.
+pub fn prog_next_id(start_id: u32) -> io::Result<Option<u32>> {
+    let mut attr = GetNextIdAttr {
+        start_id,
+        next_id: 0,
+    };
+    // SAFETY: `attr` is the BPF_PROG_GET_NEXT_ID prefix and holds no pointers.
+    match unsafe { bpf(BPF_PROG_GET_NEXT_ID, &mut attr) } {
+        Ok(_) => Ok(Some(attr.next_id)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `BPF_OBJ_GET_INFO_BY_FD` prefix of `union bpf_attr`.
+#[repr(C)]
+#[derive(Debug)]
+struct InfoByFdAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+const _: () = assert!(mem::size_of::<InfoByFdAttr>() == 16);
+
+/// The kernel's id of the program or link `fd` (`BPF_OBJ_GET_INFO_BY_FD`): the second `u32` of both
+/// `struct bpf_prog_info` (`type`, `id`) and `struct bpf_link_info` (`type`, `id`). The kernel
+/// fills no more than the `info_len` bytes offered.
+pub fn object_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = [0u32; 2];
+    let mut attr = InfoByFdAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: `info` is a live 8-byte buffer the kernel writes at most `info_len` bytes into.
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
+    Ok(info[1])
 }
 
 /// The `BPF_PROG_LOAD` prefix of `union bpf_attr`, up to `expected_attach_type`.
@@ -531,6 +755,22 @@ pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, xdp_flags: u32) -> io
     unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
 }
 
+/// Attaches a tracepoint program to the perf event `event` (a tracepoint opened with
+/// `perf_event_open`) through a BPF link (`BPF_LINK_CREATE`, `BPF_PERF_EVENT`, kernel 5.15+). The
+/// program runs at the tracepoint, on every CPU, as long as the link descriptor is open; closing it,
+/// also by the process's death, detaches it.
+pub fn perf_link_create(prog: BorrowedFd<'_>, event: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        // `target_fd` shares this slot of the union with `target_ifindex`.
+        target_ifindex: event.as_raw_fd() as u32,
+        attach_type: BPF_PERF_EVENT,
+        flags: 0,
+    };
+    // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
+    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+}
+
 /// The `BPF_LINK_DETACH` prefix of `union bpf_attr`.
 #[repr(C)]
 #[derive(Debug)]
@@ -581,6 +821,9 @@ mod tests {
         assert_eq!(offset_of!(LinkCreateAttr, target_ifindex), 4);
         assert_eq!(offset_of!(LinkCreateAttr, attach_type), 8);
         assert_eq!(offset_of!(LinkCreateAttr, flags), 12);
+        assert_eq!(offset_of!(GetNextIdAttr, next_id), 4);
+        assert_eq!(offset_of!(InfoByFdAttr, info_len), 4);
+        assert_eq!(offset_of!(InfoByFdAttr, info), 8);
     }
 
     #[test]
@@ -608,6 +851,18 @@ mod tests {
         );
         assert_eq!(bytes(Insn::call(51)), [0x85, 0, 0, 0, 51, 0, 0, 0]);
         assert_eq!(bytes(Insn::exit()), [0x95, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes(Insn::atomic_add_u64(Reg::R0, 8, Reg::R1)),
+            [0xdb, 0x10, 8, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::store_u64(Reg::R10, -8, Reg::R0)),
+            [0x7b, 0x0a, 0xf8, 0xff, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            bytes(Insn::sub32_reg(Reg::R1, Reg::R2)),
+            [0x1c, 0x21, 0, 0, 0, 0, 0, 0]
+        );
     }
 
     #[test]

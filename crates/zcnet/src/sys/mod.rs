@@ -14,9 +14,11 @@
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
 //! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
 //! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link`
-//! (interface indices), `uring` (io_uring zero-copy sends and probing), `zcrx` (io_uring zero-copy
-//! receive) and `vsock`.
+//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
+//! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
+//! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
+//! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
+//! a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -43,6 +45,7 @@ pub(crate) mod bpf;
 pub(crate) mod datagram;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
+pub(crate) mod ethtool;
 pub(crate) mod frame_area;
 pub(crate) mod link;
 pub(crate) mod netlink;
@@ -52,11 +55,13 @@ pub(crate) mod netlink;
 pub(crate) mod ovs;
 pub(crate) mod packet;
 pub(crate) mod pages;
+pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]
 pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 pub(crate) mod vsock;

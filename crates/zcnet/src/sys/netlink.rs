@@ -26,6 +26,40 @@ pub const NETDEV_A_DEV_XDP_ZC_MAX_SEGS: u16 = 4;
 /// TX metadata a zero-copy driver acts on (`netdev->xsk_tx_metadata_ops`).
 pub const NETDEV_A_DEV_XSK_FEATURES: u16 = 6;
 
+/// `NETDEV_CMD_QUEUE_GET` (Linux 6.8): one queue, or a device's queues with `NLM_F_DUMP`.
+pub const NETDEV_CMD_QUEUE_GET: u8 = 10;
+/// `NETDEV_A_QUEUE_*` (include/uapi/linux/netdev.h).
+mod queue_attr {
+    pub const ID: u16 = 1;
+    pub const IFINDEX: u16 = 2;
+    pub const TYPE: u16 = 3;
+    pub const NAPI_ID: u16 = 4;
+    pub const DMABUF: u16 = 5;
+    /// Nest, present when an io_uring zcrx area is bound to the queue (Linux 6.15).
+    pub const IO_URING: u16 = 6;
+    /// Nest, present when an AF_XDP socket's pool is bound to the queue (Linux 6.15).
+    pub const XSK: u16 = 7;
+}
+/// `NETDEV_QUEUE_TYPE_RX`.
+const NETDEV_QUEUE_TYPE_RX: u32 = 0;
+
+/// One queue as `queue-get` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetdevQueue {
+    /// Queue number.
+    pub id: u32,
+    /// An RX queue (else TX).
+    pub rx: bool,
+    /// The NAPI instance serving it, when the driver reports one.
+    pub napi_id: Option<u32>,
+    /// The id of a devmem dma-buf bound to it.
+    pub dmabuf: Option<u32>,
+    /// An io_uring zcrx area is bound to it.
+    pub io_uring: bool,
+    /// An AF_XDP socket's buffer pool is bound to it.
+    pub xsk: bool,
+}
+
 /// `enum netdev_xsk_flags` bits (include/uapi/linux/netdev.h).
 pub mod xsk_flags {
     /// `NETDEV_XSK_FLAGS_TX_TIMESTAMP`: the driver fills `XDP_TXMD_FLAGS_TIMESTAMP` requests with the
@@ -666,6 +700,49 @@ impl GenlSocket {
     }
 }
 
+impl GenlSocket {
+    /// Every queue of device `ifindex` (`NETDEV_CMD_QUEUE_GET` dump; the kernel lists the queues of
+    /// devices that are up). `ENOENT`: no netdev family; `EOPNOTSUPP`/`EINVAL`: a kernel before
+    /// queue-get (6.8).
+    pub fn netdev_queues(&mut self, ifindex: u32) -> io::Result<Vec<NetdevQueue>> {
+        let family = self.family_id(NETDEV_FAMILY_NAME)?;
+        let mut req = Request::new(family, libc::NLM_F_DUMP as u16, NETDEV_CMD_QUEUE_GET, 1);
+        req.u32(queue_attr::IFINDEX, ifindex);
+        let replies = self.request(req)?;
+        Ok(replies
+            .iter()
+            .filter_map(|r| parse_queue(&r.payload, ifindex))
+            .collect())
+    }
+}
+
+/// Reads one `NETDEV_CMD_QUEUE_GET` reply payload of device `ifindex` (`None` for another device's).
+pub fn parse_queue(genl_payload: &[u8], ifindex: u32) -> Option<NetdevQueue> {
+    let mut q = NetdevQueue {
+        id: 0,
+        rx: false,
+        napi_id: None,
+        dmabuf: None,
+        io_uring: false,
+        xsk: false,
+    };
+    let mut dev = None;
+    let u32_of = |p: &[u8]| p.try_into().ok().map(u32::from_ne_bytes);
+    for (ty, p) in attributes(genl_payload) {
+        match ty {
+            queue_attr::ID => q.id = u32_of(p)?,
+            queue_attr::IFINDEX => dev = u32_of(p),
+            queue_attr::TYPE => q.rx = u32_of(p)? == NETDEV_QUEUE_TYPE_RX,
+            queue_attr::NAPI_ID => q.napi_id = u32_of(p),
+            queue_attr::DMABUF => q.dmabuf = u32_of(p),
+            queue_attr::IO_URING => q.io_uring = true,
+            queue_attr::XSK => q.xsk = true,
+            _ => {}
+        }
+    }
+    (dev == Some(ifindex)).then_some(q)
+}
+
 /// Reads one `NETDEV_CMD_DEV_GET` reply payload.
 pub fn parse_netdev(genl_payload: &[u8]) -> NetdevXdp {
     let mut dev = NetdevXdp {
@@ -876,6 +953,32 @@ mod tests {
         assert!(messages(&bare).unwrap()[0].done().unwrap().is_ok());
         let error = status_message(libc::NLMSG_ERROR as u16, -libc::EPERM);
         assert_eq!(messages(&error).unwrap()[0].done().map(|r| r.is_ok()), None);
+    }
+
+    #[test]
+    fn queue_reply_parses_holders() {
+        let mut req = Request::new(30, 0, NETDEV_CMD_QUEUE_GET, 1);
+        req.u32(queue_attr::ID, 3)
+            .u32(queue_attr::IFINDEX, 7)
+            .u32(queue_attr::TYPE, NETDEV_QUEUE_TYPE_RX)
+            .nested(queue_attr::XSK, |_| {});
+        let req = req.finish(1).unwrap();
+        let payload = messages(&req).unwrap()[0].payload;
+        let q = parse_queue(payload, 7).unwrap();
+        assert_eq!(
+            (q.id, q.rx, q.xsk, q.io_uring, q.napi_id),
+            (3, true, true, false, None)
+        );
+        assert_eq!(parse_queue(payload, 8), None, "another device's queue");
+    }
+
+    #[test]
+    fn loopback_queues_are_listed_or_refused_with_an_errno() {
+        let mut sock = GenlSocket::open().unwrap();
+        match sock.netdev_queues(1) {
+            Ok(queues) => assert!(queues.iter().all(|q| !q.xsk && !q.io_uring), "{queues:?}"),
+            Err(e) => assert!(e.raw_os_error().is_some(), "{e}"),
+        }
     }
 
     #[test]

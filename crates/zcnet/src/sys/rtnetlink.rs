@@ -51,7 +51,15 @@ pub struct Link {
     pub mtu: u32,
     /// `IFLA_ADDRESS` when it is 6 bytes.
     pub mac: Option<[u8; 6]>,
+    /// The id of the XDP program attached to the device (`IFLA_XDP_PROG_ID` in `IFLA_XDP`), if
+    /// one is.
+    pub xdp_prog: Option<u32>,
 }
+
+/// `IFLA_XDP` (include/uapi/linux/if_link.h): a nest describing the attached XDP program.
+const IFLA_XDP: u16 = 43;
+/// `IFLA_XDP_PROG_ID` inside `IFLA_XDP` (u32).
+const IFLA_XDP_PROG_ID: u16 = 4;
 
 fn family(ip: IpAddr) -> u8 {
     match ip {
@@ -180,11 +188,22 @@ pub fn link_get(sock: &mut GenlSocket, ifindex: u32) -> io::Result<Link> {
         .first()
         .ok_or_else(|| malformed("no RTM_NEWLINK reply"))?
         .payload;
-    let mut link = Link { mtu: 0, mac: None };
+    let mut link = Link {
+        mtu: 0,
+        mac: None,
+        xdp_prog: None,
+    };
     for attr in reply_attributes(payload, IFINFOMSG_LEN)? {
         match attr? {
             (IFLA_MTU, p) => link.mtu = u32_of(p).unwrap_or(0),
             (IFLA_ADDRESS, p) => link.mac = mac(p),
+            (IFLA_XDP, nest) => {
+                for inner in Attributes::new(nest) {
+                    if let (IFLA_XDP_PROG_ID, p) = inner? {
+                        link.xdp_prog = u32_of(p).filter(|id| *id != 0);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -220,6 +239,7 @@ mod tests {
         let mut sock = GenlSocket::open_route().unwrap();
         let lo = link_get(&mut sock, 1).unwrap();
         assert_eq!(lo.mac, Some([0; 6]));
+        assert_eq!(lo.xdp_prog, None);
         assert!(lo.mtu >= 1280, "{lo:?}");
         let route = route_get(&mut sock, "127.0.0.1".parse().unwrap());
         // A namespace whose loopback is down has no route even to itself.

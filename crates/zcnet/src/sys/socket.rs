@@ -350,6 +350,24 @@ pub fn memlock_limit() -> io::Result<(Option<u64>, Option<u64>)> {
     Ok((conv(lim.rlim_cur), conv(lim.rlim_max)))
 }
 
+/// The process's effective group id followed by its supplementary groups, as this user namespace
+/// numbers them.
+pub fn groups() -> Vec<u32> {
+    // SAFETY: getegid has no arguments and cannot fail.
+    let mut out = vec![unsafe { libc::getegid() }];
+    // SAFETY: a zero-length call only counts the groups.
+    let Ok(n) = syscall!(getgroups(0, std::ptr::null_mut())) else {
+        return out;
+    };
+    let mut list: Vec<libc::gid_t> = vec![0; n as usize];
+    // SAFETY: `list` holds `n` writable gids.
+    if let Ok(got) = syscall!(getgroups(n, list.as_mut_ptr())) {
+        list.truncate(got as usize);
+        out.extend(list);
+    }
+    out
+}
+
 /// The effective user id (0 = root); the library decides by capabilities, tests by uid.
 #[cfg(test)]
 pub fn effective_uid() -> u32 {

@@ -53,6 +53,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use io_uring::register::Restriction;
 use io_uring::{IoUring, Probe, cqueue, opcode, squeue, types};
 
 use super::pages::PageArena;
@@ -101,6 +102,41 @@ fn probe_opcodes(ring: &IoUring) -> io::Result<ZcOpcodes> {
         send_zc: probe.is_supported(opcode::SendZc::CODE),
         sendmsg_zc: probe.is_supported(opcode::SendMsgZc::CODE),
     })
+}
+
+/// `IORING_REGISTER_BUFFERS` (include/uapi/linux/io_uring.h).
+const IORING_REGISTER_BUFFERS: u8 = 0;
+/// `IORING_REGISTER_PROBE`.
+const IORING_REGISTER_PROBE: u8 = 8;
+
+/// Restricts disabled `ring` to what a [`SendRing`] does, then enables it:
+/// `IORING_REGISTER_RESTRICTIONS` (5.10) allowing the submission opcodes `SEND_ZC`, `SENDMSG_ZC`,
+/// `SEND` and `SENDMSG` (those this kernel has), the SQE flag `IOSQE_IO_LINK`, and the registrations
+/// `IORING_REGISTER_PROBE` and `IORING_REGISTER_BUFFERS`; then `IORING_REGISTER_ENABLE_RINGS`.
+///
+/// Kernel behaviour relied on (io_uring/register.c, io_uring/io_uring.c `io_check_restriction`):
+/// restrictions are taken once, only while the ring is disabled (`EBADFD` otherwise, `EBUSY` a
+/// second time), and an opcode past the kernel's last is `EINVAL`; once enabled, a registration
+/// outside them fails with `EACCES`, and an SQE with another opcode or flag completes with
+/// `-EACCES`.
+fn restrict(ring: &IoUring) -> io::Result<()> {
+    let ops = probe_opcodes(ring)?;
+    let mut allowed = vec![
+        Restriction::sqe_op(opcode::Send::CODE),
+        Restriction::sqe_op(opcode::SendMsg::CODE),
+        Restriction::sqe_flags_allowed(squeue::Flags::IO_LINK.bits()),
+        Restriction::register_op(IORING_REGISTER_PROBE),
+        Restriction::register_op(IORING_REGISTER_BUFFERS),
+    ];
+    if ops.send_zc {
+        allowed.push(Restriction::sqe_op(opcode::SendZc::CODE));
+    }
+    if ops.sendmsg_zc {
+        allowed.push(Restriction::sqe_op(opcode::SendMsgZc::CODE));
+    }
+    let submitter = ring.submitter();
+    submitter.register_restrictions(&mut allowed)?;
+    submitter.register_enable_rings()
 }
 
 /// The soft `RLIMIT_MEMLOCK` of this process in bytes (`u64::MAX` when unlimited).
@@ -304,15 +340,23 @@ impl<T: ?Sized> SendRing<T> {
     /// entry into the kernel — a system call, or the next timer tick; a sleeping thread is still
     /// woken. `IORING_SETUP_TASKRUN_FLAG` says when some wait, and [`Self::reap`] then enters the
     /// kernel to post them at once. An older kernel refuses the flags (`EINVAL`): then a plain ring.
+    ///
+    /// The ring is created disabled (`IORING_SETUP_R_DISABLED`) and restricted before it is enabled
+    /// ([`restrict`]): it takes only the send operations and registrations a `SendRing` makes, so
+    /// that whoever reaches its descriptor can do nothing else with it.
     pub fn new(entries: u32, project: Project<T>) -> io::Result<SendRing<T>> {
         let ring = match IoUring::builder()
             .setup_coop_taskrun()
             .setup_taskrun_flag()
+            .setup_r_disabled()
             .build(entries)
         {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                IoUring::builder().setup_r_disabled().build(entries)?
+            }
             ring => ring?,
         };
+        restrict(&ring)?;
         Ok(SendRing {
             ring,
             project,
@@ -797,6 +841,71 @@ mod tests {
         link: true,
         end_of_record: false,
     };
+
+    /// A ring zcnet creates takes its own sends and registrations and refuses every other operation
+    /// with `EACCES`: a submission (`IORING_OP_NOP`, `IORING_OP_READ`), a registration
+    /// (`IORING_REGISTER_FILES`), a second set of restrictions.
+    #[test]
+    fn a_send_ring_refuses_what_it_does_not_send() {
+        if !send_zc_available("a_send_ring_refuses_what_it_does_not_send") {
+            return;
+        }
+        let (client, mut server) = tcp_pair();
+        let mut ring = SendRing::<[u8]>::new(4, whole).unwrap();
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        assert_eq!(
+            errno(ring.ring.submitter().register_files(&[client.as_raw_fd()])),
+            Some(libc::EACCES)
+        );
+        assert_eq!(
+            errno(
+                ring.ring
+                    .submitter()
+                    .register_restrictions(&mut [Restriction::sqe_op(opcode::Nop::CODE)])
+            ),
+            Some(libc::EACCES)
+        );
+        let mut byte = [0u8; 1];
+        let refused = [
+            opcode::Nop::new().build().user_data(100),
+            opcode::Read::new(types::Fd(server.as_raw_fd()), byte.as_mut_ptr(), 1)
+                .build()
+                .user_data(101),
+        ];
+        // One at a time: the kernel stops submitting a batch at the first refused entry.
+        let mut results = Vec::new();
+        for entry in &refused {
+            // SAFETY: NOP reads nothing; the READ's buffer (`byte`) outlives the wait below, which
+            // collects its completion before `byte` goes out of scope.
+            unsafe { ring.ring.submission().push(entry) }.unwrap();
+            ring.ring.submit_and_wait(1).unwrap();
+            results.extend(
+                ring.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
+        }
+        assert_eq!(results, [(100, -libc::EACCES), (101, -libc::EACCES)]);
+        // Its own sends still go out, zero-copy and by copy, after the refusals.
+        let loan: Arc<[u8]> = (0..50_000u32).map(|i| (i % 249) as u8).collect();
+        ring.push(1, client.as_fd(), &[(&loan, 0..30_000)], ZC, LINKED)
+            .unwrap();
+        ring.push(
+            2,
+            client.as_fd(),
+            &[(&loan, 30_000..50_000)],
+            SendKind::Copy,
+            ALONE,
+        )
+        .unwrap();
+        while ring.in_flight() > 0 {
+            ring.wait(1, Some(Duration::from_secs(5))).unwrap();
+            ring.reap(drop);
+        }
+        let mut got = vec![0u8; loan.len()];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(got[..], loan[..]);
+    }
 
     #[test]
     fn a_ring_dropped_with_requests_in_flight_leaks_their_loans() {

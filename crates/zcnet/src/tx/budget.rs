@@ -66,14 +66,19 @@ impl MemlockBudget {
     }
 
     /// The process-wide budget, read on first use: `RLIMIT_MEMLOCK` unless the effective capabilities
-    /// hold `CAP_IPC_LOCK`, less the process's `VmLck` then and an eighth of the limit.
+    /// hold `CAP_IPC_LOCK` in the initial user namespace, less the process's `VmLck` then and an eighth of the limit.
     pub fn global() -> &'static MemlockBudget {
         static GLOBAL: OnceLock<MemlockBudget> = OnceLock::new();
         GLOBAL.get_or_init(|| {
             let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-            let exempt = status_field(&status, "CapEff:")
-                .and_then(|v| u64::from_str_radix(v, 16).ok())
-                .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
+            // The kernel checks CAP_IPC_LOCK in the initial user namespace (`capable()`): held in
+            // another one, as rootless containers hold it, it exempts from nothing.
+            let initial_namespace = std::fs::read_to_string("/proc/self/uid_map")
+                .is_ok_and(|map| map.split_whitespace().eq(["0", "0", "4294967295"]));
+            let exempt = initial_namespace
+                && status_field(&status, "CapEff:")
+                    .and_then(|v| u64::from_str_radix(v, 16).ok())
+                    .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0);
             let limit = match crate::sys::socket::memlock_limit() {
                 _ if exempt => None,
                 Ok((soft, _)) => soft,
@@ -155,11 +160,13 @@ pub fn memlock_reason() -> String {
     format!(
         "copied while the locked-memory budget was spent: the pages a MSG_ZEROCOPY send pins count \
          against RLIMIT_MEMLOCK ({} here, {} usable by senders, {} KiB in flight); raise it with \
-         `ulimit -l` or limits.conf, or grant CAP_IPC_LOCK; zero-copy resumes as completions return \
-         pages",
+         `ulimit -l` or limits.conf, or grant CAP_IPC_LOCK (in the initial user namespace: held in \
+         another it exempts from nothing); in a container, {}; zero-copy resumes as completions \
+         return pages",
         kib(b.limit()),
         kib(b.usable()),
-        b.in_use() >> 10
+        b.in_use() >> 10,
+        crate::probe::remedy::Remedy::memlock()
     )
 }
 

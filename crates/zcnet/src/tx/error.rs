@@ -155,8 +155,11 @@ impl TxError {
         }
     }
 
-    /// The kind of `io::Error` this error converts to.
-    fn kind(&self) -> io::ErrorKind {
+    /// The kind of `io::Error` this error converts to: the kernel error's kind where there is one
+    /// (`ConnectionReset` for a peer's reset), `TimedOut`, `InvalidInput`, `Unsupported`,
+    /// `InvalidData` for lost completion ids, and `ConnectionAborted` for a cut message (never
+    /// `WouldBlock`, which would invite a retry that must not be made).
+    pub fn kind(&self) -> io::ErrorKind {
         match self {
             TxError::LostTrack { .. } => io::ErrorKind::InvalidData,
             // Not the source's kind: `EAGAIN` would read as "try again", which must never be done.
@@ -359,9 +362,9 @@ impl fmt::Display for TxError {
                 "a completion named id {id}, which was never sent: completion ids no longer match \
                  the buffers; {outstanding} buffers stay lent (leaked, never reused) and sends copy"
             ),
-            TxError::Stopped { error, unsent } => write!(
+            TxError::Stopped { unsent, .. } => write!(
                 f,
-                "{error}; {} queued buffers handed back unsent",
+                "stopped with {} queued buffers, handed back unsent",
                 unsent.len()
             ),
             TxError::Timeout {
@@ -380,13 +383,13 @@ impl fmt::Display for TxError {
 
 impl std::error::Error for TxError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.io_source()
-            .map(|e| e as &(dyn std::error::Error + 'static))
+        match self {
+            TxError::Stopped { error, .. } => Some(&**error),
+            _ => self
+                .io_source()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+        }
     }
 }
 
-impl From<TxError> for io::Error {
-    fn from(e: TxError) -> io::Error {
-        io::Error::new(e.kind(), e)
-    }
-}
+crate::error::into_io_error!(TxError);

@@ -57,7 +57,9 @@ pub use budget::{Charge, MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
-pub use policy::{AutoChoice, AutoReason, CopyReason, Decision, Mode, Policy, PolicyConfig};
+pub use policy::{
+    AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
+};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 #[cfg(any(feature = "io-uring", feature = "tokio"))]
 pub(crate) use sender::DROP_WAIT;

@@ -36,18 +36,45 @@ impl Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = ParseModeError;
+    fn from_str(s: &str) -> Result<Mode, ParseModeError> {
         match s {
             "copy" => Ok(Mode::Copy),
             "zerocopy" | "zc" => Ok(Mode::ZeroCopy),
             "auto" => Ok(Mode::Auto),
-            other => Err(format!(
-                "unknown mode {other:?}: use copy, zerocopy or auto"
-            )),
+            other => Err(ParseModeError {
+                text: other.to_string(),
+            }),
         }
     }
 }
+
+/// Text that names no [`Mode`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseModeError {
+    text: String,
+}
+
+impl ParseModeError {
+    /// The text that was read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::fmt::Display for ParseModeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown mode {:?}: use copy, zerocopy or auto",
+            self.text
+        )
+    }
+}
+
+impl std::error::Error for ParseModeError {}
+
+crate::error::own_error!(ParseModeError, InvalidInput);
 
 /// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
 /// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only
@@ -323,9 +350,12 @@ impl Policy {
             self.copied_run = 0;
             self.switches += 1;
             self.kernel_copies = true;
-            self.copy_until = self.now + self.interval;
+            self.copy_until = self.now.saturating_add(self.interval);
             self.copy_reason = CopyReason::Copied;
-            self.interval = (self.interval * 2).min(self.config.max_reprobe.max(1));
+            self.interval = self
+                .interval
+                .saturating_mul(2)
+                .min(self.config.max_reprobe.max(1));
         }
     }
 
@@ -340,7 +370,7 @@ impl Policy {
     /// Takes in an `ENOBUFS` from a zero-copy send: copy for the back-off interval, or until
     /// [`Policy::on_drained`].
     pub fn on_enobufs(&mut self) {
-        let until = self.now + self.config.enobufs_backoff;
+        let until = self.now.saturating_add(self.config.enobufs_backoff);
         if until > self.copy_until {
             self.copy_until = until;
             self.copy_reason = CopyReason::Enobufs;
@@ -415,6 +445,35 @@ mod tests {
         // Copied completions do not switch modes outside Auto.
         p.on_completion(true, 1000);
         assert_eq!(p.decide(100), Decision::ZeroCopy);
+    }
+
+    /// Intervals as long as `u64::MAX` sends saturate: the policy copies for the rest of the run
+    /// (or until drained, after `ENOBUFS`), never wraps back to zero-copy.
+    #[test]
+    fn the_longest_intervals_saturate() {
+        let mut p = Policy::new(PolicyConfig {
+            enobufs_backoff: u64::MAX,
+            ..PolicyConfig::with_mode(Mode::ZeroCopy)
+        });
+        assert_eq!(p.decide(100), Decision::ZeroCopy);
+        p.on_enobufs();
+        for _ in 0..1000 {
+            assert_eq!(p.decide(100), Decision::Copy(CopyReason::Enobufs));
+        }
+        p.on_drained();
+        assert_eq!(p.decide(100), Decision::ZeroCopy);
+        let mut p = Policy::new(PolicyConfig {
+            copied_run: 1,
+            reprobe: u64::MAX,
+            max_reprobe: u64::MAX,
+            ..Default::default()
+        });
+        assert_eq!(p.decide(1 << 16), Decision::ZeroCopy);
+        p.on_completion(true, 1);
+        for _ in 0..1000 {
+            assert_eq!(p.decide(1 << 16), Decision::Copy(CopyReason::Copied));
+            p.on_completion(true, 1);
+        }
     }
 
     /// Sends `n` buffers of `len` bytes as the policy decides, as a sender would.

@@ -39,7 +39,8 @@ pub struct SenderConfig {
     /// Longest wait for send-buffer space (`sendmsg`) or for the kernel to take queued sends
     /// (io_uring) before a send fails with a timeout (default: none, like a blocking socket). On an
     /// AF_VSOCK seqpacket socket it becomes the socket's `SO_SNDTIMEO`, which bounds the one call
-    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]).
+    /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
+    /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
 }
 
@@ -199,11 +200,14 @@ impl<S: ZcSocket> Sender<S> {
     ///
     /// On the io_uring path it sets up a ring; zero-copy needs `IORING_OP_SEND_ZC`, without which
     /// the sender copies (`IORING_OP_SEND`) and [`Sender::zerocopy_status`] says why. When the ring
-    /// cannot be set up at all (`io_uring_setup`: `ENOSYS`, `EPERM` under
-    /// `kernel.io_uring_disabled`, `ENOMEM` when locked memory is used up, `EINVAL` for more
-    /// `ring_entries` than a ring takes) the sender sends on
+    /// cannot be set up at all (`io_uring_setup`: `EPERM` or `ENOSYS` from a seccomp filter — as
+    /// Docker's and containerd's default profiles refuse io_uring —, `EPERM` under
+    /// `kernel.io_uring_disabled` or outside `kernel.io_uring_group`, `ENOSYS` from a kernel without
+    /// io_uring, `ENOMEM` when locked memory is used up, `EINVAL` for more `ring_entries` than a ring
+    /// takes, `EACCES` when the ring cannot be restricted) the sender sends on
     /// [`SendPath::SENDMSG`] instead — every send still goes out, with MSG_ZEROCOPY — and
-    /// [`Sender::path_status`] says why and what to do.
+    /// [`Sender::path_status`] says which of those refused it and what to do (for a container: the
+    /// `docker run` flag and the Kubernetes `securityContext`).
     pub fn new(socket: S, config: SenderConfig) -> Self {
         match config.path {
             SendPath::Sendmsg { drain_every } => Sender {
@@ -367,7 +371,8 @@ impl<S: ZcSocket> Sender<S> {
     }
 
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
-    /// a [`BufferPool`] ran dry); returns the number of ids released.
+    /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
+    /// clock (`Duration::MAX`) waits without a deadline.
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         on_path!(&mut self.path, p => p.wait_completions(timeout))
     }
@@ -452,8 +457,15 @@ impl<S: ZcSocket> Sender<S> {
         }
     }
 
-    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`,
-    /// unless [`SenderConfig::send_timeout`] is set.
+    /// How long a drop may wait for what is still queued, all of it together: the send timeout, or
+    /// [`DROP_WAIT`] when it is unset.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn drop_wait(&self) -> Duration {
+        on_path!(&self.path, p => p.send_timeout()).unwrap_or(DROP_WAIT)
+    }
+
+    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`, or
+    /// by [`SenderConfig::send_timeout`] when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
         on_path!(&mut self.path, p => p.bound_waits(limit))
@@ -523,7 +535,12 @@ fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
         libc::ENOMEM => "the rings are charged to locked memory and RLIMIT_MEMLOCK is used up: \
                          raise it (`ulimit -l`, limits.conf memlock) or run with CAP_IPC_LOCK"
             .to_string(),
-        _ => "no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 is needed".to_string(),
+        _ => {
+            crate::probe::seccomp::io_uring_refusal("io_uring_setup", errno).unwrap_or_else(|| {
+                "no io_uring here: kernel 6.0+ with kernel.io_uring_disabled=0 is needed"
+                    .to_string()
+            })
+        }
     };
     Fallback::refused(
         "io_uring_setup",

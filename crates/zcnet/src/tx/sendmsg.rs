@@ -170,10 +170,16 @@ impl<S: ZcSocket> SendmsgPath<S> {
         self.drain_every
     }
 
-    /// Bounds every later wait of a send by `limit`, unless a send timeout is set.
+    /// The bound of a send's waits, when there is one.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn send_timeout(&self) -> Option<Duration> {
+        self.send_timeout
+    }
+
+    /// Bounds every later wait of a send by `limit`, or by the send timeout when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        self.send_timeout.get_or_insert(limit);
+        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
     }
 
     /// The socket.
@@ -211,7 +217,10 @@ impl<S: ZcSocket> SendmsgPath<S> {
         unsent: Unsent<B>,
         dest: Option<&SockAddr>,
     ) -> Result<(), SendError<B>> {
-        let deadline = self.send_timeout.map(|t| Instant::now() + t);
+        // A timeout too long for the clock to reach has no deadline.
+        let deadline = self
+            .send_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         self.send_rest(unsent, dest, Wait::Until(deadline))
             .map_err(|(stop, unsent)| {
                 let error = match stop {

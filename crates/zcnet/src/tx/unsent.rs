@@ -85,6 +85,11 @@ impl<B: SendBuf> SendError<B> {
         self.error.raw_os_error()
     }
 
+    /// The kind of `io::Error` this converts to ([`TxError::kind`]).
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.error.kind()
+    }
+
     /// The error and the unsent part.
     pub fn into_parts(self) -> (TxError, Unsent<B>) {
         (self.error, self.unsent)
@@ -118,9 +123,10 @@ impl<B> From<SendError<B>> for TxError {
     }
 }
 
-impl<B> From<SendError<B>> for std::io::Error {
+/// Wraps the whole error, the unsent buffer with it: `downcast::<SendError<B>>()` gives both back.
+impl<B: SendBuf> From<SendError<B>> for std::io::Error {
     fn from(e: SendError<B>) -> std::io::Error {
-        e.error.into()
+        std::io::Error::new(e.kind(), e)
     }
 }
 
@@ -139,6 +145,22 @@ impl<B: SendBuf> TrySendError<B> {
         match self {
             TrySendError::WouldBlock(u) => u,
             TrySendError::Failed(e) => e.unsent(),
+        }
+    }
+
+    /// The errno of the failure (`EAGAIN` for [`TrySendError::WouldBlock`]).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            TrySendError::WouldBlock(_) => Some(libc::EAGAIN),
+            TrySendError::Failed(e) => e.raw_os_error(),
+        }
+    }
+
+    /// The kind of `io::Error` this converts to: `WouldBlock`, or [`TxError::kind`].
+    pub fn kind(&self) -> std::io::ErrorKind {
+        match self {
+            TrySendError::WouldBlock(_) => std::io::ErrorKind::WouldBlock,
+            TrySendError::Failed(e) => e.kind(),
         }
     }
 
@@ -182,11 +204,9 @@ impl<B> std::error::Error for TrySendError<B> {
     }
 }
 
-impl<B> From<TrySendError<B>> for std::io::Error {
+/// Wraps the whole error, the unsent buffer with it.
+impl<B: SendBuf> From<TrySendError<B>> for std::io::Error {
     fn from(e: TrySendError<B>) -> std::io::Error {
-        match e {
-            TrySendError::WouldBlock(_) => std::io::ErrorKind::WouldBlock.into(),
-            TrySendError::Failed(e) => e.into(),
-        }
+        std::io::Error::new(e.kind(), e)
     }
 }

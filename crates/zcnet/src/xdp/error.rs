@@ -67,8 +67,13 @@ impl Error {
     }
 
     /// The errno of the failed call, if the kernel gave one.
-    pub fn errno(&self) -> Option<i32> {
+    pub fn raw_os_error(&self) -> Option<i32> {
         self.source.raw_os_error()
+    }
+
+    /// The kind of the kernel's error (`PermissionDenied` without the privilege, `NotFound` …).
+    pub fn kind(&self) -> io::ErrorKind {
+        self.source.kind()
     }
 
     /// The kernel's error.
@@ -101,8 +106,4 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<Error> for io::Error {
-    fn from(e: Error) -> io::Error {
-        io::Error::new(e.source.kind(), e.to_string())
-    }
-}
+crate::error::into_io_error!(Error);

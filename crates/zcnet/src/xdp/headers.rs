@@ -86,6 +86,8 @@ impl fmt::Display for Malformed {
 
 impl std::error::Error for Malformed {}
 
+crate::error::own_error!(Malformed, InvalidData);
+
 /// A parsed UDP datagram: its addresses and where its payload lies in the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpFrame {
@@ -282,6 +284,19 @@ pub enum BuildError {
     TooLong,
 }
 
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BuildError::MixedFamilies => "source and destination of different address families",
+            BuildError::TooLong => "datagram too long for the IP length field or the frame buffer",
+        })
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+crate::error::own_error!(BuildError, InvalidInput);
+
 /// Writes the Ethernet, IP and UDP headers of a datagram along `path` in front of the `payload_len`
 /// bytes of payload already at `frame[headers_len(..)..]`, with the IPv4 header checksum and the UDP
 /// checksum computed over the payload there; returns the frame length. The IPv4 identification is
@@ -333,11 +348,16 @@ fn write(
     if src_ip.is_ipv4() != dst_ip.is_ipv4() {
         return Err(BuildError::MixedFamilies);
     }
+    // An IP length field fits only a `payload_len` far below where these sums could wrap: check it
+    // before adding anything to it.
     let hlen = headers_len(src_ip);
+    if payload_len > usize::from(u16::MAX) - (hlen - ETH_HLEN) {
+        return Err(BuildError::TooLong);
+    }
     let udp_len = UDP_HLEN + payload_len;
     let frame_len = hlen + payload_len;
     let ip_len = frame_len - ETH_HLEN;
-    if frame.len() < frame_len || ip_len > usize::from(u16::MAX) {
+    if frame.len() < frame_len {
         return Err(BuildError::TooLong);
     }
     frame[0..6].copy_from_slice(&path.dst_mac);
@@ -551,6 +571,31 @@ mod tests {
         );
         let p = path("10.0.0.1:1", "10.0.0.2:2");
         assert_eq!(write_udp(&mut frame, &p, 100, 0), Err(BuildError::TooLong));
+    }
+
+    /// A length whose sums with the header lengths wrap is refused, never a panic, whatever the
+    /// buffer.
+    #[test]
+    fn lengths_that_wrap_are_too_long() {
+        let mut frame = vec![0u8; 70_000];
+        for p in [
+            path("10.0.0.1:1", "10.0.0.2:2"),
+            path("[fd00::1]:1", "[fd00::2]:2"),
+        ] {
+            for len in [
+                usize::MAX,
+                usize::MAX - ETH_HLEN,
+                usize::MAX - headers_len(p.src.ip()) + 1,
+                usize::MAX - UDP_HLEN + 1,
+                65_536,
+            ] {
+                assert_eq!(write_udp(&mut frame, &p, len, 0), Err(BuildError::TooLong));
+                assert_eq!(
+                    write_udp_for_offload(&mut frame, &p, len, 0),
+                    Err(BuildError::TooLong)
+                );
+            }
+        }
     }
 
     proptest! {

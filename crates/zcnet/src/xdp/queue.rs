@@ -125,7 +125,7 @@ impl Queue {
                         Ok(()) => (BoundMode::ZeroCopy, None),
                         Err(zc) => {
                             bind(XDP_COPY | extra, None)?;
-                            let errno = zc.errno().unwrap_or(0);
+                            let errno = zc.raw_os_error().unwrap_or(0);
                             let call = match multi_buffer {
                                 true => "bind XDP_ZEROCOPY|XDP_USE_SG",
                                 false => "bind XDP_ZEROCOPY",

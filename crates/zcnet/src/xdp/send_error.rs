@@ -83,6 +83,39 @@ pub enum SendError {
     Xdp(Error),
 }
 
+impl SendError {
+    /// The errno of the kernel's error, for [`SendError::NoRoute`] and [`SendError::Xdp`] (the
+    /// other variants are the endpoint's own refusals, their messages naming the errno they stand
+    /// for).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            SendError::NoRoute { source, .. } => source.raw_os_error(),
+            SendError::Xdp(e) => e.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// The kind of `io::Error` this converts to: `WouldBlock` for [`SendError::NoFrame`] (retry
+    /// once frames are reclaimed), `HostUnreachable` for a destination without a usable route or
+    /// neighbour, `InvalidInput` for a datagram that cannot be sent as asked.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            SendError::TooLong { .. } | SendError::FamilyMismatch { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            SendError::SourceMismatch { .. } => io::ErrorKind::AddrNotAvailable,
+            SendError::NoRoute { source, .. } => source.kind(),
+            SendError::OtherInterface { .. } => io::ErrorKind::Unsupported,
+            SendError::NotUnicast { .. } | SendError::Unresolved { .. } => {
+                io::ErrorKind::HostUnreachable
+            }
+            SendError::NoFrame => io::ErrorKind::WouldBlock,
+            SendError::TxRingFull { .. } => io::ErrorKind::ResourceBusy,
+            SendError::Xdp(e) => e.kind(),
+        }
+    }
+}
+
 impl fmt::Display for SendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -149,11 +182,14 @@ impl std::error::Error for SendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SendError::NoRoute { source, .. } => Some(source),
-            SendError::Xdp(e) => Some(e),
+            // Transparent: the message is the wrapped error's, and so is its cause.
+            SendError::Xdp(e) => std::error::Error::source(e),
             _ => None,
         }
     }
 }
+
+crate::error::into_io_error!(SendError);
 
 impl From<Error> for SendError {
     fn from(e: Error) -> SendError {

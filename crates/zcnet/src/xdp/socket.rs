@@ -317,11 +317,13 @@ impl Socket {
         self.mode
     }
 
-    /// Why the socket copies: copy mode was asked for, or the zero-copy bind of [`Mode::Auto`] was
-    /// refused (`bind XDP_ZEROCOPY: EOPNOTSUPP (…)`, with its errno). `None` in zero-copy mode, and
-    /// for a socket sharing another's UMEM (its mode is that socket's).
-    pub fn fallback(&self) -> Option<&Fallback> {
-        self.fallback.as_ref()
+    /// `Ok` in zero-copy mode (and for a socket sharing another's UMEM: its mode is that
+    /// socket's), or why the socket copies: copy mode was asked for, or the zero-copy bind of
+    /// [`Mode::Auto`] was refused (`bind XDP_ZEROCOPY: EOPNOTSUPP (…)`, with its errno). The same
+    /// question as [`crate::tx::Sender::zerocopy_status`] and
+    /// [`crate::rx::Receiver::zerocopy_status`].
+    pub fn zerocopy_status(&self) -> std::result::Result<(), &Fallback> {
+        self.fallback.as_ref().map_or(Ok(()), Err)
     }
 
     /// Whether the socket was bound with `XDP_USE_NEED_WAKEUP` (for a socket sharing a UMEM: whether
@@ -555,10 +557,10 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
     match Socket::bind_with(&mut umem, iface, queue, Mode::ZeroCopy, config) {
         Ok(_) => Ok(None),
         Err(e)
-            if e.errno()
+            if e.raw_os_error()
                 .is_some_and(|n| n != libc::EPERM && n != libc::ENODEV) =>
         {
-            Ok(e.errno())
+            Ok(e.raw_os_error())
         }
         Err(e) => Err(e),
     }

@@ -109,10 +109,10 @@ pub fn probe_umem() -> Result<Option<i32>> {
     match umem.register_on(std::os::fd::AsFd::as_fd(&fd)) {
         Ok(()) => Ok(None),
         Err(e)
-            if e.errno()
+            if e.raw_os_error()
                 .is_some_and(|n| n != libc::EPERM && n != libc::ENOMEM) =>
         {
-            Ok(e.errno())
+            Ok(e.raw_os_error())
         }
         Err(e) => Err(e),
     }

@@ -911,7 +911,7 @@ mod tests {
             ..EndpointConfig::default()
         };
         let err = UdpEndpoint::bind("lo", "127.0.0.1:9".parse().unwrap(), config).unwrap_err();
-        assert_eq!(err.errno(), Some(libc::EINVAL), "{err}");
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
         assert!(err.to_string().contains("leaves none to send"), "{err}");
     }
 }

@@ -49,8 +49,14 @@ const HASH_ALGS: [&str; 2] = ["l4", "sym_l4"];
 /// `ETH_P_8021Q`: the TPID `push_vlan` leaves unsaid.
 const ETH_P_8021Q: u16 = 0x8100;
 
-/// Formats an action list as `ovs-dpctl dump-flows` does after `actions:`.
+/// Formats an action list as `ovs-dpctl dump-flows` does after `actions:`. Actions nested too
+/// deep for the text parsers print raw.
 pub fn format_actions(actions: &[u8]) -> String {
+    format_list(actions, 0)
+}
+
+/// [`format_actions`] inside `depth` parentheses.
+fn format_list(actions: &[u8], depth: usize) -> String {
     if actions.is_empty() {
         return "drop".into();
     }
@@ -59,7 +65,7 @@ pub fn format_actions(actions: &[u8]) -> String {
     for attr in Attributes::new(actions) {
         match attr {
             Ok((ty, p)) => {
-                out.push(format_action(ty, p).unwrap_or_else(|| raw(ty, p)));
+                out.push(format_action(ty, p, depth).unwrap_or_else(|| raw(ty, p)));
                 rest = &rest[crate::sys::netlink::align4(p.len() + 4).min(rest.len())..];
             }
             Err(_) => {
@@ -106,7 +112,10 @@ fn lse_text(lse: u32) -> String {
     )
 }
 
-fn format_action(ty: u16, p: &[u8]) -> Option<String> {
+/// One action inside `depth` parentheses; `None` prints it raw: no notation for it, or nested
+/// too deep (see [`text::nests_within`]).
+fn format_action(ty: u16, p: &[u8], depth: usize) -> Option<String> {
+    let nests = |levels| text::nests_within(depth, levels).then_some(depth + levels);
     Some(match ty {
         a::OUTPUT => u32_of(p)?.to_string(),
         a::USERSPACE => {
@@ -133,7 +142,7 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
             let [(kt, kv)] = attrs(p)?[..] else {
                 return None;
             };
-            format!("set({})", key::format_attr(kt, kv, None))
+            format!("set({})", key::format_attr(kt, kv, None, depth + 1))
         }
         a::SET_MASKED => {
             let [(kt, kv)] = attrs(p)?[..] else {
@@ -143,9 +152,9 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
                 return None;
             }
             let (v, m) = kv.split_at(kv.len() / 2);
-            let body = key::format_attr(kt, v, Some(m));
+            let body = key::format_attr(kt, v, Some(m), depth + 1);
             // A mask that is full for every field prints like a plain set; keep it raw instead.
-            if body == key::format_attr(kt, v, None) || body.starts_with("key") {
+            if body == key::format_attr(kt, v, None, depth + 1) || body.starts_with("key") {
                 return None;
             }
             format!("set({body})")
@@ -173,7 +182,7 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
             format!(
                 "sample(sample={:.1}%,actions({}))",
                 percent(prob),
-                format_actions(acts)
+                format_list(acts, nests(2)?)
             )
         }
         a::RECIRC => format!("recirc({})", hex(u32_of(p)?.into())),
@@ -204,7 +213,7 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
             )
         }
         a::METER => format!("meter({})", u32_of(p)?),
-        a::CLONE => format!("clone({})", format_actions(p)),
+        a::CLONE => format!("clone({})", format_list(p, nests(1)?)),
         a::CHECK_PKT_LEN => {
             // The kernel dumps the less-or-equal branch before the greater one; either order reads.
             let (mut len, mut gt, mut le) = (None, None, None);
@@ -220,18 +229,19 @@ fn format_action(ty: u16, p: &[u8]) -> Option<String> {
                 }
             }
             let len: [u8; 2] = len?.try_into().ok()?;
+            let inner = nests(2)?;
             format!(
                 "check_pkt_len(size={},gt({}),le({}))",
                 u16::from_ne_bytes(len),
-                format_actions(gt?),
-                format_actions(le?)
+                format_list(gt?, inner),
+                format_list(le?, inner)
             )
         }
         a::DEC_TTL => {
             let [(DEC_TTL_ACTION, acts)] = attrs(p)?[..] else {
                 return None;
             };
-            format!("dec_ttl(le_1({}))", format_actions(acts))
+            format!("dec_ttl(le_1({}))", format_list(acts, nests(2)?))
         }
         a::DROP => match u32_of(p)? {
             0 => "drop".into(),
@@ -396,7 +406,7 @@ fn parse_action(w: &mut AttrWriter, s: &str) -> Result<(), OdpParseError> {
         }),
         "set" => {
             let (kt, v, m) = key::parse_attr(body_or("(key(…))")?)?;
-            let (v_full, m_full) = match key::parse_attr(&key::format_attr(kt, &v, None)) {
+            let (v_full, m_full) = match key::parse_attr(&key::format_attr(kt, &v, None, 1)) {
                 Ok((_, fv, fm)) => (fv, fm),
                 Err(_) => (v.clone(), vec![0xff; v.len()]),
             };

@@ -237,8 +237,13 @@ fn all(b: &[u8], v: u8) -> bool {
 }
 
 /// Formats key attributes `key` with their `mask` (`None`: an exact match) as `ovs-dpctl
-/// dump-flows` does.
+/// dump-flows` does. An `encap` nested too deep for the text parsers prints raw.
 pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
+    format_key_at(key, mask, 0)
+}
+
+/// [`format_key`] inside `depth` parentheses.
+fn format_key_at(key: &[u8], mask: Option<&[u8]>, depth: usize) -> String {
     let mut out = Vec::new();
     let mut has_ethertype = false;
     for (ty, v) in Attributes::new(key).map_while(Result::ok) {
@@ -261,7 +266,7 @@ pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
                 }
                 None => None,
             };
-            out.push(format_attr(ty, v, m));
+            out.push(format_attr(ty, v, m, depth));
         } else if ty == k::ETHERNET {
             out.push("eth()".into());
         }
@@ -276,9 +281,10 @@ pub fn format_key(key: &[u8], mask: Option<&[u8]>) -> String {
     s
 }
 
-/// One attribute `name(...)`; `mask` `None` is exact. Malformed ones print raw.
-pub(crate) fn format_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> String {
-    typed_attr(ty, v, m).unwrap_or_else(|| {
+/// One attribute `name(...)` inside `depth` parentheses; `mask` `None` is exact. Malformed ones,
+/// and nested ones too deep (see [`text::nests_within`]), print raw.
+pub(crate) fn format_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> String {
+    typed_attr(ty, v, m, depth).unwrap_or_else(|| {
         let mut s = format!("key{ty}({}", text::raw_hex(v));
         // OVS 3.1 cannot tell an exact mask of an attribute it does not know: it always writes one.
         if let Some(m) = m.filter(|m| ty > LAST_KNOWN_TO_OVS || !all(m, 0xff)) {
@@ -288,7 +294,7 @@ pub(crate) fn format_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> String {
     })
 }
 
-fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> Option<String> {
+fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>, depth: usize) -> Option<String> {
     if let Some(m) = m
         && m.len() != v.len()
         && ty != k::ENCAP
@@ -315,8 +321,8 @@ fn typed_attr(ty: u16, v: &[u8], m: Option<&[u8]>) -> Option<String> {
         return (v.len() == *size).then(|| format_struct(name, fields, v, m));
     }
     match ty {
-        k::ENCAP => {
-            let inner = format_key(v, m);
+        k::ENCAP if text::nests_within(depth, 1) => {
+            let inner = format_key_at(v, m, depth + 1);
             Some(format!("encap({})", if v.is_empty() { "" } else { &inner }))
         }
         k::IN_PORT => scalar("in_port", ne32(v)?.to_string(), |m| {

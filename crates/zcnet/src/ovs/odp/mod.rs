@@ -47,6 +47,8 @@ impl fmt::Display for OdpParseError {
 
 impl std::error::Error for OdpParseError {}
 
+crate::error::own_error!(OdpParseError, InvalidData);
+
 /// A flow's match and actions as netlink attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DpFlow {

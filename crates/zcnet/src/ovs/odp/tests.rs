@@ -302,8 +302,8 @@ fn leaf_action() -> impl Strategy<Value = Vec<u8>> {
                 put(a::USERSPACE, w.buf)
             }),
         struct_attr().prop_map(|(ty, v, m)| {
-            let masked_text = super::key::format_attr(ty, &v, Some(&m));
-            if masked_text == super::key::format_attr(ty, &v, None) {
+            let masked_text = super::key::format_attr(ty, &v, Some(&m), 1);
+            if masked_text == super::key::format_attr(ty, &v, None, 1) {
                 put(a::SET, put(ty, v))
             } else {
                 put(a::SET_MASKED, put(ty, [v, m].concat()))
@@ -441,4 +441,77 @@ fn text_nested_too_deep_is_an_error_not_a_crash() {
         );
     }
     assert!(parse_actions(&nested("clone(", 10, "1")).is_ok());
+}
+
+/// Attributes nested far deeper than flow text may be (thousands of levels of each nesting
+/// action, of `encap` in a key and in a `set`) print without exhausting the stack: typed down to
+/// the depth the parsers read, raw below it, and the text reads back to the same bytes. The
+/// printing thread has a quarter of a test thread's stack.
+#[test]
+fn attributes_nested_deeper_than_the_text_allows_print_raw_below_and_read_back() {
+    fn nested(levels: usize, inner: Vec<u8>, wrap: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+        (0..levels).fold(inner, |acc, _| wrap(acc))
+    }
+    let output = put(a::OUTPUT, 1u32.to_ne_bytes().to_vec());
+    let sample = |acts: Vec<u8>| {
+        let mut w = AttrWriter::default();
+        w.put(1, &u32::MAX.to_ne_bytes()).unwrap();
+        w.put(2, &acts).unwrap();
+        put(a::SAMPLE, w.buf)
+    };
+    let check_pkt_len = |acts: Vec<u8>| {
+        let mut w = AttrWriter::default();
+        w.put(1, &100u16.to_ne_bytes()).unwrap();
+        w.put(3, &acts).unwrap();
+        w.put(2, &[]).unwrap();
+        put(a::CHECK_PKT_LEN, w.buf)
+    };
+    let encap = |ty| move |inner: Vec<u8>| put(ty, inner);
+    let in_port = |port: u32| put(k::IN_PORT, port.to_ne_bytes().to_vec());
+    let deep_key = nested(4000, in_port(1), encap(k::ENCAP));
+    let deep_mask = nested(4000, in_port(u32::MAX), encap(k::ENCAP));
+    let actions = [
+        (
+            "clone(",
+            "action",
+            nested(4000, output.clone(), |p| put(a::CLONE, p)),
+        ),
+        ("sample(", "action", nested(3000, output.clone(), sample)),
+        (
+            "dec_ttl(",
+            "action",
+            nested(4000, output.clone(), |p| put(a::DEC_TTL, put(1, p))),
+        ),
+        (
+            "check_pkt_len(",
+            "action",
+            nested(3000, output.clone(), check_pkt_len),
+        ),
+        ("encap(", "key1(", put(a::SET, deep_key.clone())),
+    ];
+    std::thread::Builder::new()
+        .stack_size(512 << 10)
+        .spawn(move || {
+            for (start, raw, acts) in actions {
+                let text = format_actions(&acts);
+                assert!(
+                    text.matches(start).count() >= 20,
+                    "{start}: {}",
+                    &text[..80]
+                );
+                assert!(text.contains(raw), "{start}: nothing printed raw");
+                assert_eq!(parse_actions(&text).expect(start), acts, "{start}");
+            }
+            let flow = DpFlow {
+                key: deep_key,
+                mask: Some(deep_mask),
+                actions: vec![],
+            };
+            let line = flow.to_string();
+            assert!(line.starts_with(&"encap(".repeat(20)), "{}", &line[..80]);
+            assert_eq!(DpFlow::parse(&line, None).expect("the key"), flow);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
 }

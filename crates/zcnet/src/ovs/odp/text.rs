@@ -43,6 +43,15 @@ impl AttrWriter {
 /// nested deeper is refused before parsing rather than left to exhaust the stack.
 pub(crate) const MAX_NESTING: usize = 64;
 
+/// Whether an attribute printed inside `depth` parentheses may print nested in `levels` more, the
+/// printers' bound on their recursion: inside them, an attribute that nests nothing opens at most
+/// two (`set(ipv4(…))`), and one nested too deep for this prints raw (`action<N>(…)`,
+/// `key<N>(…)`), opening one. Printed text so never nests deeper than [`MAX_NESTING`]: it reads
+/// back, to the same bytes.
+pub(crate) fn nests_within(depth: usize, levels: usize) -> bool {
+    depth + levels + 2 <= MAX_NESTING
+}
+
 /// Refuses `s` when its parentheses nest deeper than [`MAX_NESTING`], at the first too deep.
 pub(crate) fn check_nesting(s: &str) -> Result<(), OdpParseError> {
     let mut depth = 0usize;

@@ -33,10 +33,10 @@
 //! and 38 spurious retransmissions in 2 s (`nstat`), and none with the window kept. 65435-byte
 //! sends rose from 0.96x the selftest's rate to 1.09x-1.10x from one frozen buffer and from
 //! 0.82x-0.87x to 1.00x-1.07x from a 4 MiB pool, whose buffers lent also stay in the CPU's cache
-//! (README, "Side by side with the kernel's tools"). The window grows with the path's
-//! bandwidth-delay product, so a long path is not held to loopback's. Where the peer's receive
-//! window is the smaller (`tcpi_snd_wnd`: a peer reading slowly, or not yet), nothing is held:
-//! the socket's send buffer holds what the peer has not taken, as for any writer.
+//! (docs/measurements.md, "Side by side with the kernel's tools"). The window grows with the
+//! path's bandwidth-delay product, so a long path is not held to loopback's. Where the peer's
+//! receive window is the smaller (`tcpi_snd_wnd`: a peer reading slowly, or not yet), nothing is
+//! held: the socket's send buffer holds what the peer has not taken, as for any writer.
 //!
 //! On TCP a request ends a record (`MSG_EOR`) once a MiB has been submitted since the last one
 //! while a MiB or more is lent: the kernel (6.10 and later) stacks the notification of a request
@@ -54,14 +54,15 @@
 //! gathered 64 KiB one leaves 53 bytes over) until an ACK came, or until the next request's bytes
 //! joined it and stacked their notifications. Over loopback under bbr on a VM, 65435-byte sends
 //! ran at a median 0.86x-0.88x `io_uring_zerocopy_tx`'s rate per paired trial with it on and
-//! 0.93x-1.00x with it off, 4096-byte ones at 1.18x with it on and 1.29x off (README, "Side by
-//! side with the kernel's tools"). With it off, gathering pays under bbr too: requests of up to
-//! 256 KiB instead of one per 64 KiB send took those to 1.05x and 1.44x (see `plan::GATHER_BYTES`).
+//! 0.93x-1.00x with it off, 4096-byte ones at 1.18x with it on and 1.29x off (docs/measurements.md,
+//! "Side by side with the kernel's tools"). With it off, gathering pays under bbr too: requests of
+//! up to 256 KiB instead of one per 64 KiB send took those to 1.05x and 1.44x (see
+//! `plan::GATHER_BYTES`).
 //! A chain short of a full one (submitted because the caller waits: a dry pool, a flush) ends its
 //! last send apart, in a request of its own: a request's one notification comes once its last
 //! segment is acknowledged, and a receiver may hold the ACK of a lone short segment until its
 //! delayed-ACK timer fires, so a small pool gathered whole got its buffers back 40 ms late each
-//! time it ran dry (README, "Zero-copy send").
+//! time it ran dry (docs/measurements.md, "io_uring: small pools and delayed ACKs").
 //!
 //! A zero-copy request charges the process's locked-memory budget
 //! ([`MemlockBudget`](crate::tx::MemlockBudget)) with its pages, as the kernel charges the user,

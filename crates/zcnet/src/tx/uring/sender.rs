@@ -231,11 +231,17 @@ impl<S: ZcSocket> UringPath<S> {
                     "IORING_OP_SEND_ZC is missing from IORING_REGISTER_PROBE",
                     "kernel 6.0 or later has it: sending by copy",
                 )),
-                Err(e) => Err(Fallback::refused(
-                    "io_uring_register IORING_REGISTER_PROBE",
-                    e.raw_os_error().unwrap_or(libc::EIO),
-                    "sending by copy",
-                )),
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    let why = crate::probe::seccomp::io_uring_refusal("io_uring_register", errno);
+                    Err(Fallback::refused(
+                        "io_uring_register IORING_REGISTER_PROBE",
+                        errno,
+                        why.map_or("sending by copy".into(), |why| {
+                            format!("{why}; sending by copy")
+                        }),
+                    ))
+                }
             }
         };
         // The socket's own opt-in, where the kernel asks for it (AF_VSOCK): io_uring's requests
@@ -525,7 +531,8 @@ impl<S: ZcSocket> UringPath<S> {
     /// Submits what is queued and waits up to `timeout` until at least one id is released (for
     /// example when a [`BufferPool`] ran dry) or nothing is lent; returns the number released.
     pub(crate) fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long for the clock to reach has no deadline.
+        let deadline = Instant::now().checked_add(timeout);
         let mut released = 0;
         loop {
             released += self.reap();
@@ -534,7 +541,9 @@ impl<S: ZcSocket> UringPath<S> {
                 return Err(self.send_error(failure));
             }
             let idle = self.idle();
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if released > 0 || idle || left.is_zero() {
                 return Ok(released);
             }
@@ -560,10 +569,16 @@ impl<S: ZcSocket> UringPath<S> {
             .collect()
     }
 
-    /// Bounds every later wait of a send by `limit`, unless a send timeout is set.
+    /// The bound of a send's waits, when there is one.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn send_timeout(&self) -> Option<Duration> {
+        self.send_timeout
+    }
+
+    /// Bounds every later wait of a send by `limit`, or by the send timeout when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        self.send_timeout.get_or_insert(limit);
+        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
     }
 
     /// Whether dropping the path waits for queued sends to be taken (see the `Drop` impl).

@@ -31,7 +31,7 @@ impl Netns {
     pub fn create(role: &str) -> io::Result<Netns> {
         SWEEP_ONCE.call_once(|| {
             if let Err(e) = sweep() {
-                eprintln!("testnet: sweeping old namespaces failed: {e}");
+                eprintln!("benchnet: sweeping old namespaces failed: {e}");
             }
         });
         let name = format!(
@@ -135,7 +135,7 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = run_checked("ip", &["netns", "del", &self.name]) {
-            eprintln!("testnet: removing namespace {}: {e}", self.name);
+            eprintln!("benchnet: removing namespace {}: {e}", self.name);
         }
         signals::unregister(&self.name);
     }

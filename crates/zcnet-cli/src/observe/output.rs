@@ -1,0 +1,148 @@
+//! How `zcnet observe` writes: text lines for a person, or one JSON object per line (`--json`):
+//! `{"event":"attached",…}` first, `{"event":"interval",…}` per owner that changed, and at the end
+//! `{"event":"summary",…}` per owner and `{"event":"process",…}` per process with its totals.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+use zcnet::observe::{Counter, Counters, Observer, Owner};
+
+use super::{Named, Names};
+use crate::report::emit;
+
+/// The chosen format.
+#[derive(Debug)]
+pub struct Output {
+    json: bool,
+}
+
+impl Output {
+    pub fn new(json: bool) -> Output {
+        Output { json }
+    }
+
+    /// What is observed, through which tracepoints and programs, and what this kernel hides.
+    pub fn attached(&self, observer: &Observer) -> anyhow::Result<()> {
+        let programs = observer.program_ids()?;
+        let blind = observer.blind_spots();
+        if self.json {
+            let blind: Vec<Value> = blind
+                .iter()
+                .map(|b| json!({"what": b.what, "why": b.why}))
+                .collect();
+            emit(&format!(
+                "{}\n",
+                json!({
+                    "event": "attached",
+                    "scope": format!("{:?}", observer.scope()),
+                    "tracepoints": observer.tracepoints().collect::<Vec<_>>(),
+                    "programs": programs,
+                    "not_seen": blind,
+                })
+            ));
+        } else {
+            let mut text = format!(
+                "observing {:?} at {} tracepoints (BPF programs {programs:?})\nnot seen:\n",
+                observer.scope(),
+                observer.tracepoints().count()
+            );
+            for b in blind {
+                text.push_str(&format!("  {}: {}\n", b.what, b.why));
+            }
+            emit(&text);
+        }
+        Ok(())
+    }
+
+    /// One owner's counts over an interval that ended `t` seconds into the run.
+    pub fn row(&self, t: f64, named: &Named, delta: &Counters) {
+        if self.json {
+            let mut v = identity(named);
+            v.insert("event".into(), "interval".into());
+            v.insert("t".into(), json!(t));
+            v.insert("counters".into(), counters_json(delta));
+            emit(&format!("{}\n", Value::Object(v)));
+        } else {
+            emit(&format!(
+                "{t:8.1}s  {}  {}\n",
+                who(named),
+                counters_text(delta)
+            ));
+        }
+    }
+
+    /// The totals of each owner, then of each process.
+    pub fn summary(&self, seconds: f64, totals: &[(Owner, Counters)], names: &mut Names) {
+        let mut processes: BTreeMap<u32, Counters> = BTreeMap::new();
+        if !self.json {
+            emit(&format!("summary after {seconds:.1} s:\n"));
+        }
+        for (owner, counters) in totals {
+            processes.entry(owner.pid).or_default().add(counters);
+            let named = names.of(*owner);
+            if self.json {
+                let mut v = identity(named);
+                v.insert("event".into(), "summary".into());
+                v.insert("seconds".into(), json!(seconds));
+                v.insert("counters".into(), counters_json(counters));
+                emit(&format!("{}\n", Value::Object(v)));
+            } else {
+                emit(&format!("  {}  {}\n", who(named), counters_text(counters)));
+            }
+        }
+        for (pid, counters) in processes {
+            let command = names.of(Owner { pid, fd: None }).command.clone();
+            if self.json {
+                emit(&format!(
+                    "{}\n",
+                    json!({"event": "process", "pid": pid, "command": command,
+                           "seconds": seconds, "counters": counters_json(&counters)})
+                ));
+            } else {
+                emit(&format!(
+                    "  pid {pid} ({command}) in all: {}\n",
+                    counters_text(&counters)
+                ));
+            }
+        }
+    }
+}
+
+/// `pid 123 (name) tcp a -> b`, or `… process` for counts not tied to a socket.
+fn who(named: &Named) -> String {
+    format!(
+        "pid {} ({}) {}",
+        named.owner.pid,
+        named.command,
+        named.socket.as_deref().unwrap_or("process")
+    )
+}
+
+fn identity(named: &Named) -> Map<String, Value> {
+    let mut v = Map::new();
+    v.insert("pid".into(), json!(named.owner.pid));
+    v.insert("command".into(), json!(named.command));
+    v.insert("fd".into(), json!(named.owner.fd));
+    v.insert("socket".into(), json!(named.socket));
+    v
+}
+
+fn counters_json(c: &Counters) -> Value {
+    Value::Object(
+        c.iter()
+            .map(|(k, v)| (k.name().to_string(), json!(v)))
+            .collect(),
+    )
+}
+
+/// The counters that are not zero, `name=value`, bytes in MiB.
+fn counters_text(c: &Counters) -> String {
+    c.iter()
+        .filter(|&(_, v)| v != 0)
+        .map(|(k, v)| match k {
+            k if Counter::is_bytes(k) => format!("{}={:.1}MiB", k.name(), v as f64 / 1048576.0),
+            k => format!("{}={v}", k.name()),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

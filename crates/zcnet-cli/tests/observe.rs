@@ -1,0 +1,297 @@
+//! `zcnet observe` watching other processes: its totals for a sender it observes by pid equal what
+//! the sender reports itself (zcnet's bench, `--connect` side, on the `sendmsg` and io_uring paths,
+//! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; a copying sender shows no zero-copy; after
+//! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
+//! them.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use common::{ZCNET, json_lines, sigint, start_listener, start_reading, u};
+use serde_json::Value;
+
+/// Whether this process may load tracing programs (root here); skips `test` otherwise.
+fn may_observe(test: &str) -> bool {
+    testnet::privileged(test)
+}
+
+/// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
+/// first line announced and the rest of its stdout.
+fn start_observer(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    Vec<u64>,
+    BufReader<std::process::ChildStdout>,
+) {
+    let mut cmd = testnet::with_tracefs(ZCNET);
+    cmd.arg("observe")
+        .args(args)
+        .args(["--json", "--interval", "0"]);
+    let (mut child, line, stdout) = start_reading(&mut cmd);
+    let attached: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).ok();
+        panic!("observe's first line {line:?}, stderr {err}")
+    });
+    assert_eq!(attached["event"], "attached", "{attached}");
+    let ids = attached["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    (child, ids, stdout)
+}
+
+/// Asserts `seen` is within 1% of `reported` (both non-zero).
+fn within_one_percent(what: &str, seen: u64, reported: u64) {
+    assert!(reported > 0, "{what}: the sender reported 0");
+    let diff = seen.abs_diff(reported) as f64 / reported as f64;
+    assert!(
+        diff <= 0.01,
+        "{what}: observe saw {seen}, the sender reported {reported}"
+    );
+}
+
+/// Each observed counter of `pairs` is within 1% of the sender row's field beside it.
+fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
+    for &(observed, reported) in pairs {
+        within_one_percent(
+            &format!("{observed} against the sender's {reported}"),
+            u(seen, observed),
+            u(row, reported),
+        );
+    }
+}
+
+/// Runs a `bench tcp --connect` sender with `args` in `ns` against a listener there, observed by
+/// pid from before its first send; returns the sender's row and the observer's totals for it.
+fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
+    let mut listen = ns.command(ZCNET);
+    listen.args([
+        "bench",
+        "tcp",
+        "--listen",
+        "127.0.0.1:0",
+        "--once",
+        "--json",
+    ]);
+    listen.args(["--interval", "0"]);
+    let (mut listener, addr, _) = start_listener(&mut listen);
+    // The sender's shell says its pid, waits for a line, then becomes the bench (same pid).
+    let mut sender = ns
+        .command("sh")
+        .args(["-c", "echo $$; read go; exec \"$0\" \"$@\"", ZCNET])
+        .args(["bench", "tcp", "--connect", &addr.to_string(), "--json"])
+        .args(["--interval", "0", "--duration", "1"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the sender");
+    let mut out = BufReader::new(sender.stdout.take().unwrap());
+    let mut pid = String::new();
+    out.read_line(&mut pid).unwrap();
+    let pid: u64 = pid.trim().parse().expect("the sender's pid");
+    let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
+    writeln!(sender.stdin.take().unwrap(), "go").unwrap();
+    let mut rows = String::new();
+    out.read_to_string(&mut rows).unwrap();
+    assert!(sender.wait().unwrap().success(), "sender failed: {rows}");
+    listener.wait().unwrap();
+    sigint(&observer);
+    let mut summary = String::new();
+    observed.read_to_string(&mut summary).unwrap();
+    let row = json_lines(&rows)
+        .into_iter()
+        .rfind(|r| r["role"] == "sender")
+        .unwrap_or_else(|| panic!("no sender row in {rows}"));
+    (row, totals_of(&summary, pid))
+}
+
+/// The counters of the `process` line of `pid` in an observer's summary.
+fn totals_of(summary: &str, pid: u64) -> Value {
+    json_lines(summary)
+        .into_iter()
+        .find(|v| v["event"] == "process" && v["pid"] == pid)
+        .unwrap_or_else(|| panic!("no totals for pid {pid} in {summary}"))["counters"]
+        .clone()
+}
+
+#[test]
+fn observe_pid_totals_equal_what_each_sender_reports() {
+    let test = "observe_pid_totals_equal_what_each_sender_reports";
+    if !may_observe(test) {
+        return;
+    }
+    let ns = testnet::Netns::create("obs").expect("namespace");
+
+    let (row, seen) = observed_sender(&ns, &["--mode", "zerocopy", "--api", "sendmsg"]);
+    agree(
+        &seen,
+        &row,
+        &[
+            ("zc_sends", "zc_calls"),
+            ("zc_bytes", "bytes"),
+            ("notifications", "notifications"),
+            ("copied_completions", "copied_ids"),
+        ],
+    );
+    // Loopback delivery copies: every completion says so (kernel-facts.md).
+    assert_eq!(u(&seen, "completions"), u(&seen, "copied_completions"));
+
+    let (row, seen) = observed_sender(&ns, &["--mode", "zerocopy", "--api", "io_uring"]);
+    agree(
+        &seen,
+        &row,
+        &[
+            ("uring_zc_requests", "zc_calls"),
+            ("uring_zc_bytes", "bytes"),
+            ("uring_notifications", "notifications"),
+            ("uring_copied_notifications", "copied_ids"),
+        ],
+    );
+
+    let (row, seen) = observed_sender(&ns, &["--mode", "copy", "--api", "sendmsg"]);
+    agree(&seen, &row, &[("copy_bytes", "bytes")]);
+    for zero_copy in [
+        "zc_sends",
+        "notifications",
+        "uring_zc_requests",
+        "uring_notifications",
+    ] {
+        assert_eq!(
+            u(&seen, zero_copy),
+            0,
+            "a copying sender shows {zero_copy}: {seen}"
+        );
+    }
+}
+
+#[test]
+fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
+    let test = "observe_pid_mapped_bytes_equal_what_the_receiver_reports";
+    if !may_observe(test) {
+        return;
+    }
+    let ns = testnet::Netns::create("obsrx").expect("namespace");
+    // The receiver's shell says its pid and becomes the bench (same pid).
+    let mut receiver = ns
+        .command("sh")
+        .args(["-c", "echo $$; exec \"$0\" \"$@\"", ZCNET])
+        .args(["bench", "rx", "--listen", "127.0.0.1:0", "--once", "--json"])
+        .args(["--interval", "0", "--mode", "zerocopy"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the receiver");
+    let mut out = BufReader::new(receiver.stdout.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        out.read_line(line).unwrap();
+    }
+    let pid: u64 = lines[0].trim().parse().expect("the receiver's pid");
+    let listening: Value = serde_json::from_str(&lines[1]).expect("the listening line");
+    let addr = listening["listening"].as_str().expect("its address");
+    let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
+    let sent = ns
+        .command(ZCNET)
+        .args(["bench", "rx", "--connect", addr, "--sender", "zerocopy"])
+        .args([
+            "--mode", "zerocopy", "--rounds", "1", "--mib", "256", "--json",
+        ])
+        .output()
+        .expect("run the sender");
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let mut rows = String::new();
+    out.read_to_string(&mut rows).unwrap();
+    assert!(
+        receiver.wait().unwrap().success(),
+        "receiver failed: {rows}"
+    );
+    sigint(&observer);
+    let mut summary = String::new();
+    observed.read_to_string(&mut summary).unwrap();
+    let row = json_lines(&rows)
+        .into_iter()
+        .rfind(|r| r.get("mapped_bytes").is_some())
+        .unwrap_or_else(|| panic!("no receiver row in {rows}"));
+    let seen = totals_of(&summary, pid);
+    agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
+}
+
+#[test]
+fn observe_leaves_nothing_loaded_after_sigkill() {
+    let test = "observe_leaves_nothing_loaded_after_sigkill";
+    if !may_observe(test) {
+        return;
+    }
+    let (mut observer, ids, _) = start_observer(&["--all"]);
+    assert_eq!(ids.len(), 11, "one program per tracepoint: {ids:?}");
+    let loaded = zcnet::observe::loaded_programs().expect("list loaded programs");
+    for id in &ids {
+        assert!(
+            loaded.contains(&(*id as u32)),
+            "program {id} is not loaded: {loaded:?}"
+        );
+    }
+    observer.kill().expect("kill -9");
+    observer.wait().unwrap();
+    // The kernel frees programs after an RCU grace period once their last reference goes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let loaded = zcnet::observe::loaded_programs().expect("list loaded programs");
+        let left: Vec<&u64> = ids
+            .iter()
+            .filter(|id| loaded.contains(&(**id as u32)))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still loaded after kill -9: {left:?}"
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn observe_refuses_without_bpf_and_perfmon_naming_them() {
+    // As root, the capabilities are dropped from the bounding set first, so the refusal is tested
+    // as a normal user meets it.
+    let mut cmd = if rustix::process::geteuid().is_root() {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--bounding-set",
+            "-all",
+            "--inh-caps",
+            "-all",
+            "--ambient-caps",
+            "-all",
+        ]);
+        cmd.arg(ZCNET);
+        cmd
+    } else {
+        Command::new(ZCNET)
+    };
+    let out = cmd
+        .args(["observe", "--all"])
+        .output()
+        .expect("run zcnet observe");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(
+        stderr.contains("CAP_BPF") && stderr.contains("CAP_PERFMON"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,84 @@
+//! Why the observer could not start or read its counters: the step, the errno, and what to do.
+
+use std::fmt;
+use std::io;
+
+use crate::sys::errno::error_name;
+
+/// A failed start or read of an [`Observer`](super::Observer).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ObserveError {
+    /// The process lacks capabilities the kernel requires to load tracing programs and open
+    /// tracepoints: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, which implies both; root has all).
+    Capabilities {
+        /// The names of the missing capabilities.
+        missing: Vec<&'static str>,
+    },
+    /// tracefs, where the kernel describes its tracepoints, is not mounted.
+    NoTracefs,
+    /// A step failed: reading a tracepoint's description, loading a program (with the verifier's
+    /// log), attaching it, or a map operation.
+    Kernel {
+        /// What was being done (`load the program for syscalls:sys_enter_sendmsg`).
+        step: String,
+        /// The kernel's error.
+        source: io::Error,
+        /// The verifier's log when a program was refused (empty otherwise).
+        verifier_log: String,
+    },
+}
+
+impl ObserveError {
+    pub(super) fn kernel(step: impl Into<String>, source: io::Error) -> ObserveError {
+        ObserveError::Kernel {
+            step: step.into(),
+            source,
+            verifier_log: String::new(),
+        }
+    }
+}
+
+impl fmt::Display for ObserveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObserveError::Capabilities { missing } => write!(
+                f,
+                "observing needs CAP_BPF and CAP_PERFMON (or root); this process lacks {}: \
+                 run as root or grant them (setcap cap_bpf,cap_perfmon+ep <program>)",
+                missing.join(" and ")
+            ),
+            ObserveError::NoTracefs => write!(
+                f,
+                "tracefs is not mounted, so the kernel's tracepoints cannot be read: mount it with \
+                 `mount -t tracefs nodev /sys/kernel/tracing`"
+            ),
+            ObserveError::Kernel {
+                step,
+                source,
+                verifier_log,
+            } => {
+                match source.raw_os_error() {
+                    Some(_) => write!(f, "could not {step}: {} ({source})", error_name(source))?,
+                    None => write!(f, "could not {step}: {source}")?,
+                }
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                    write!(f, " (needs CAP_BPF and CAP_PERFMON, or root)")?;
+                }
+                if !verifier_log.is_empty() {
+                    write!(f, "\nverifier log:\n{verifier_log}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ObserveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ObserveError::Kernel { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

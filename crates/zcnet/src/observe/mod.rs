@@ -1,0 +1,401 @@
+//! Watching zero-copy happen in running processes: BPF programs on the kernel's tracepoints count,
+//! per process and per socket, MSG_ZEROCOPY sends and their completions (and how many the kernel
+//! copied), io_uring zero-copy sends and their notifications, TCP zero-copy receive, and the bytes
+//! socket receives copy.
+//!
+//! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
+//! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
+//! link to the tracepoint opened as a perf event. The [`Observer`] owns every descriptor: dropping
+//! it, or the process ending in any way (`kill -9` included), closes them and the kernel detaches
+//! and frees everything. [`Observer::own_process`] watches the calling process only, for a service
+//! to export its own counters (the `observe_prometheus` example prints them in Prometheus text).
+//!
+//! # Kernel behaviour relied on
+//! - Tracepoint programs (`BPF_PROG_TYPE_TRACEPOINT`) attach to a tracepoint opened with
+//!   `perf_event_open(PERF_TYPE_TRACEPOINT)` through `BPF_LINK_CREATE` (`BPF_PERF_EVENT`, 5.15+);
+//!   one event opened for CPU 0 runs the program on every CPU. Loading needs CAP_BPF and
+//!   CAP_PERFMON (5.8+) or CAP_SYS_ADMIN.
+//! - Each tracepoint's id and record layout are read from tracefs
+//!   (`events/<group>/<event>/{id,format}`), so field offsets are the running kernel's.
+//! - System call tracepoints (`syscalls:sys_enter_*`/`sys_exit_*`, `CONFIG_FTRACE_SYSCALLS`) run in
+//!   the calling thread, entry and exit in turn; `bpf_probe_read_user` reads the caller's memory
+//!   there (the `msghdr` and control message after an error-queue read, the `tcp_zerocopy_receive`
+//!   after the getsockopt).
+//! - A MSG_ZEROCOPY completion is one `sock_extended_err` (`ee_origin` 5, `ee_errno` 0) per error
+//!   queue read, ids `ee_info..=ee_data`, `ee_code` bit 0 when the kernel copied.
+//! - `io_uring:io_uring_submit_req` carries the opcode and the request; `io_uring:io_uring_complete`
+//!   the request, result and CQE flags, and runs in the submitting task; a notification CQE has
+//!   `IORING_CQE_F_NOTIF`, and its result bit 31 says copied when the send asked for
+//!   `IORING_SEND_ZC_REPORT_USAGE`.
+//! - `skb:skb_copy_datagram_iovec` fires in the receiving task for every copy of socket data to it.
+//!
+//! # What it cannot see
+//! [`Observer::blind_spots`] lists what the tracepoints do not show, with the reason, on the
+//! running kernel: the bytes the kernel copies *after* a zero-copy send (`skb_copy_ubufs`, when a
+//! packet is delivered to a local socket, cloned for a tap, or sent by a device without
+//! scatter-gather) and the cause, have no tracepoint; completions a process never reads are not
+//! counted (the completion callback has no tracepoint either).
+
+mod asm;
+mod counters;
+mod error;
+mod programs;
+mod tracefs;
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+pub use counters::{Counter, Counters};
+pub use error::ObserveError;
+
+use crate::sys::bpf;
+use crate::sys::perf_event;
+
+/// Which tasks the observer counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The threads of one process (its tgid, the pid `ps` shows).
+    Process(u32),
+    /// Tasks in one cgroup v2 (its id: the inode number of its directory, see [`Scope::cgroup`]).
+    Cgroup(u64),
+    /// Every task on the host.
+    All,
+}
+
+impl Scope {
+    /// The scope of the cgroup v2 directory `path` (`/sys/fs/cgroup/system.slice/x.service`): tasks
+    /// directly in it (not in its children).
+    pub fn cgroup(path: &Path) -> io::Result<Scope> {
+        use std::os::unix::fs::MetadataExt;
+        Ok(Scope::Cgroup(fs::metadata(path)?.ino()))
+    }
+}
+
+/// Whose counters: a process, and the socket descriptor they were counted on (`None` for counts
+/// of the process as a whole: io_uring requests and receive copies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The process (tgid).
+    pub pid: u32,
+    /// The socket's descriptor in that process.
+    pub fd: Option<i32>,
+}
+
+/// Something the observer cannot count on this kernel, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlindSpot {
+    /// What is not counted.
+    pub what: &'static str,
+    /// Why.
+    pub why: String,
+}
+
+/// One program attached to one tracepoint; the descriptors keep it there.
+#[derive(Debug)]
+struct Attachment {
+    event: String,
+    _link: OwnedFd,
+    _perf: OwnedFd,
+    program: OwnedFd,
+}
+
+/// Counting programs attached to the kernel's tracepoints, and the map they count in.
+///
+/// Everything it attached stays attached exactly as long as it lives: drop it (or end the process)
+/// and the kernel detaches the programs and frees them and their maps.
+#[derive(Debug)]
+pub struct Observer {
+    counters: OwnedFd,
+    _scratch: OwnedFd,
+    _uring: OwnedFd,
+    attachments: Vec<Attachment>,
+    cpus: usize,
+    scope: Scope,
+}
+
+/// Entries of the counters map (sockets and processes); a full map stops counting new sockets.
+const MAX_OWNERS: u32 = 16_384;
+/// Threads inside a system call the observer follows at once (least recently used ones drop).
+const MAX_THREADS: u32 = 16_384;
+/// Program license: `bpf_probe_read_user` is only for GPL-compatible programs.
+const LICENSE: &std::ffi::CStr = c"Dual MIT/GPL";
+
+/// Capability numbers (`include/uapi/linux/capability.h`).
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+impl Observer {
+    /// Loads the counting programs for `scope` and attaches them to their tracepoints.
+    ///
+    /// Refuses with [`ObserveError::Capabilities`] without CAP_BPF and CAP_PERFMON (or
+    /// CAP_SYS_ADMIN), and with [`ObserveError::NoTracefs`] when tracefs is not mounted.
+    pub fn attach(scope: Scope) -> Result<Observer, ObserveError> {
+        check_capabilities()?;
+        let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
+        let map = |kind, key, value, max, name| {
+            bpf::map_create_sized(kind, key, value, max, name)
+                .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
+        };
+        let counters = map(
+            bpf::BPF_MAP_TYPE_PERCPU_HASH,
+            8,
+            Counters::SIZE as u32,
+            MAX_OWNERS,
+            "zcnet_counts",
+        )?;
+        let scratch = map(
+            bpf::BPF_MAP_TYPE_LRU_HASH,
+            8,
+            16,
+            MAX_THREADS,
+            "zcnet_calls",
+        )?;
+        let uring = map(bpf::BPF_MAP_TYPE_LRU_HASH, 8, 8, MAX_THREADS, "zcnet_uring")?;
+        let maps = programs::Maps {
+            counters: counters.as_fd(),
+            scratch: scratch.as_fd(),
+            uring: uring.as_fd(),
+        };
+        let mut attachments = Vec::new();
+        for (group, name, build) in programs::TRACEPOINTS {
+            let event = tracefs::Event::read(&root, group, name).map_err(|e| {
+                ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e)
+            })?;
+            let insns = build(scope, maps, &event).map_err(|e| {
+                ObserveError::kernel(format!("build the program for {}", event.name), e)
+            })?;
+            let program = bpf::prog_load(
+                bpf::BPF_PROG_TYPE_TRACEPOINT,
+                0,
+                0,
+                &insns,
+                LICENSE,
+                &format!("zcnet_{name}"),
+            )
+            .map_err(|e| ObserveError::Kernel {
+                step: format!("load the program for {}", event.name),
+                source: e.error,
+                verifier_log: e.verifier_log,
+            })?;
+            let perf = perf_event::open_tracepoint(event.id)
+                .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
+            let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
+                .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
+            attachments.push(Attachment {
+                event: event.name,
+                _link: link,
+                _perf: perf,
+                program,
+            });
+        }
+        let cpus = possible_cpus()
+            .map_err(|e| ObserveError::kernel("read /sys/devices/system/cpu/possible", e))?;
+        Ok(Observer {
+            counters,
+            _scratch: scratch,
+            _uring: uring,
+            attachments,
+            cpus,
+            scope,
+        })
+    }
+
+    /// Observes the calling process: its own sockets' counters, for it to export.
+    pub fn own_process() -> Result<Observer, ObserveError> {
+        Observer::attach(Scope::Process(std::process::id()))
+    }
+
+    /// What it observes.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// The tracepoints it is attached to (`syscalls:sys_enter_sendmsg`, …).
+    pub fn tracepoints(&self) -> impl Iterator<Item = &str> {
+        self.attachments.iter().map(|a| a.event.as_str())
+    }
+
+    /// The kernel's ids of the programs it loaded (as `/proc/<pid>/fdinfo` and `bpftool prog` show
+    /// them).
+    pub fn program_ids(&self) -> io::Result<Vec<u32>> {
+        self.attachments
+            .iter()
+            .map(|a| bpf::object_id(a.program.as_fd()))
+            .collect()
+    }
+
+    /// Every counter so far, per owner (sorted), summed over the CPUs. Owners whose counters are
+    /// all zero are left out.
+    pub fn snapshot(&self) -> Result<Vec<(Owner, Counters)>, ObserveError> {
+        let read = |e| ObserveError::kernel("read the counters map", e);
+        let mut out = Vec::new();
+        let mut key = [0u8; 8];
+        let mut value = vec![0u8; Counters::SIZE * self.cpus];
+        let mut first = true;
+        loop {
+            let mut next = [0u8; 8];
+            let more = bpf::map_next_key(
+                self.counters.as_fd(),
+                (!first).then_some(&key[..]),
+                &mut next,
+            )
+            .map_err(read)?;
+            if !more {
+                break;
+            }
+            first = false;
+            key = next;
+            if bpf::map_lookup(self.counters.as_fd(), &key, &mut value).map_err(read)? {
+                let counters = Counters::from_per_cpu(&value);
+                if !counters.is_zero() {
+                    out.push((owner_of(key), counters));
+                }
+            }
+        }
+        out.sort_by_key(|(owner, _)| *owner);
+        Ok(out)
+    }
+
+    /// The counters of every owner of process `pid` added up.
+    pub fn process_totals(&self, pid: u32) -> Result<Counters, ObserveError> {
+        let mut total = Counters::default();
+        for (owner, counters) in self.snapshot()? {
+            if owner.pid == pid {
+                total.add(&counters);
+            }
+        }
+        Ok(total)
+    }
+
+    /// What it cannot count on this kernel, and why.
+    pub fn blind_spots(&self) -> Vec<BlindSpot> {
+        blind_spots()
+    }
+}
+
+/// The ids of every BPF program loaded on the host (`BPF_PROG_GET_NEXT_ID`; needs CAP_SYS_ADMIN):
+/// with [`Observer::program_ids`], a check that an observer that ended left nothing loaded.
+pub fn loaded_programs() -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    let mut last = 0;
+    while let Some(id) = bpf::prog_next_id(last)? {
+        ids.push(id);
+        last = id;
+    }
+    Ok(ids)
+}
+
+/// What the tracepoints do not show, with the running kernel's reason.
+pub fn blind_spots() -> Vec<BlindSpot> {
+    let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    let later = if kprobes {
+        "skb_copy_ubufs has no tracepoint; this kernel has kprobes, which zcnet does not attach yet"
+    } else {
+        "skb_copy_ubufs has no tracepoint, and this kernel has no kprobes \
+         (/sys/bus/event_source/devices/kprobe is absent)"
+    };
+    vec![
+        BlindSpot {
+            what: "bytes copied after a zero-copy send, and the cause (local delivery, a tap, a device without scatter-gather)",
+            why: later.to_string(),
+        },
+        BlindSpot {
+            what: "completions a process does not read from its error queue",
+            why: "the MSG_ZEROCOPY completion callback has no tracepoint: completions are counted as the process reads them".to_string(),
+        },
+        BlindSpot {
+            what: "MSG_ZEROCOPY sends by sendmmsg",
+            why: "not counted: the tracepoint gives the message vector, not the bytes per message".to_string(),
+        },
+        BlindSpot {
+            what: "AF_XDP socket counters, zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",
+            why: "not observed by this version".to_string(),
+        },
+    ]
+}
+
+/// The owner of a counters map key `{tgid: u32, fd: i32}`.
+fn owner_of(key: [u8; 8]) -> Owner {
+    let pid = u32::from_ne_bytes(key[..4].try_into().expect("4 bytes"));
+    let fd = i32::from_ne_bytes(key[4..].try_into().expect("4 bytes"));
+    Owner {
+        pid,
+        fd: (fd >= 0).then_some(fd),
+    }
+}
+
+/// The number of possible CPUs (`/sys/devices/system/cpu/possible`, such as `0-7` or `0,2-3`):
+/// a per-CPU map holds one value for each.
+fn possible_cpus() -> io::Result<usize> {
+    let text = fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(text.trim())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}")))
+}
+
+/// The highest CPU of a kernel CPU list plus one.
+fn parse_cpu_list(list: &str) -> Option<usize> {
+    let mut max = None;
+    for part in list.split(',') {
+        let last = part.rsplit('-').next()?.parse::<usize>().ok()?;
+        max = max.max(Some(last));
+    }
+    max.map(|m| m + 1)
+}
+
+/// Refuses early, naming them, when the effective capabilities lack what loading tracing programs
+/// needs (`CapEff` in `/proc/self/status`).
+fn check_capabilities() -> Result<(), ObserveError> {
+    let status = fs::read_to_string("/proc/self/status")
+        .map_err(|e| ObserveError::kernel("read /proc/self/status", e))?;
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    if has(CAP_SYS_ADMIN) {
+        return Ok(());
+    }
+    let missing: Vec<&'static str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .into_iter()
+        .filter(|&(cap, _)| !has(cap))
+        .map(|(_, name)| name)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(ObserveError::Capabilities { missing })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-5"), Some(6));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn keys_name_a_socket_or_the_process() {
+        let mut key = [0u8; 8];
+        key[..4].copy_from_slice(&42u32.to_ne_bytes());
+        key[4..].copy_from_slice(&7i32.to_ne_bytes());
+        assert_eq!(
+            owner_of(key),
+            Owner {
+                pid: 42,
+                fd: Some(7)
+            }
+        );
+        key[4..].copy_from_slice(&(-1i32).to_ne_bytes());
+        assert_eq!(owner_of(key), Owner { pid: 42, fd: None });
+    }
+}
