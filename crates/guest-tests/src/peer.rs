@@ -199,13 +199,17 @@ fn serve(
     Ok(false)
 }
 
-/// Writes `bytes` of pattern on `conn` (pausing `pace` after each 64 KiB when given), then shuts
-/// its sending side down.
+/// Writes `bytes` of pattern on `conn` (when `pace` is given: after waiting 20 paces, pausing one
+/// pace after each 64 KiB, so that a receiver waits for each piece), then shuts its sending side
+/// down.
 pub fn send_pattern(
     conn: &mut TcpStream,
     bytes: u64,
     pace: Option<Duration>,
 ) -> std::io::Result<()> {
+    if let Some(pace) = pace {
+        thread::sleep(pace * 20);
+    }
     let mut buf = vec![0u8; if pace.is_some() { 64 << 10 } else { 256 << 10 }];
     let mut at = 0u64;
     while at < bytes {

@@ -28,8 +28,8 @@ fn pair() -> anyhow::Result<(TcpStream, TcpStream)> {
     Ok((client, listener.accept()?.0))
 }
 
-/// Sends `bytes` of the pattern on `client` from a thread (pausing `pace` after each 64 KiB when
-/// given), then closes it.
+/// Sends `bytes` of the pattern on `client` from a thread (paced as [`peer::send_pattern`] says),
+/// then closes it.
 fn send_pattern(
     mut client: TcpStream,
     bytes: u64,
@@ -219,12 +219,13 @@ fn auto_reports_copying(out: &mut Outcome) -> anyhow::Result<()> {
 fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
     let bytes = 4u64 << 20;
     let (client, server) = pair()?;
-    // Paced (64 KiB per millisecond) so that the receiver waits and the sleeps win some races.
-    let sender = send_pattern(client, bytes, Some(Duration::from_millis(1)));
     let rx = Receiver::new(server, zcrx_config(256 << 10)).context("zcrx receiver")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Paced (64 KiB per millisecond, after 20 ms) so that the receiver waits and the sleeps win
+    // races: at least those before the first byte.
+    let sender = send_pattern(client, bytes, Some(Duration::from_millis(1)));
     let mut seed = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as u64 | 1;
     let run = async move {
         let mut arx = AsyncReceiver::new(rx)?;

@@ -372,8 +372,8 @@ impl EventLayout {
 pub(crate) enum Bind {
     /// Receive queue `queue` of interface `ifindex`.
     Queue { ifindex: u32, queue: u32 },
-    /// No device (`ZCRX_REG_NODEV`); the indices are passed as given (the kernel wants 0).
-    NoDevice { ifindex: u32, queue: u32 },
+    /// No device (`ZCRX_REG_NODEV`; interface and queue 0).
+    NoDevice,
 }
 
 /// How to set up a [`ZcrxQueue`].
@@ -389,8 +389,6 @@ pub(crate) struct Setup {
     pub(crate) refill_entries: u32,
     /// Ring entries (submission; completions get eight times as many).
     pub(crate) ring_entries: u32,
-    /// Set the ring up with `DEFER_TASKRUN` (the kernel refuses zcrx on a ring without).
-    pub(crate) defer_taskrun: bool,
     /// Events to ask for, with the statistics, when the kernel has them.
     pub(crate) events: Option<EventLayout>,
 }
@@ -543,14 +541,11 @@ fn page_size() -> usize {
 impl ZcrxQueue {
     /// Sets up the ring, maps the area and the refill region, and registers the instance.
     pub(crate) fn new(setup: &Setup) -> Result<ZcrxQueue, (Stage, io::Error)> {
-        let mut builder = IoUring::<squeue::Entry, cqueue::Entry32>::builder();
-        builder
+        // The kernel refuses zcrx on a ring without SINGLE_ISSUER, DEFER_TASKRUN and 32-byte CQEs.
+        let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
             .setup_single_issuer()
-            .setup_cqsize(setup.ring_entries.saturating_mul(8));
-        if setup.defer_taskrun {
-            builder.setup_defer_taskrun();
-        }
-        let ring = builder
+            .setup_defer_taskrun()
+            .setup_cqsize(setup.ring_entries.saturating_mul(8))
             .build(setup.ring_entries)
             .map_err(|e| (Stage::Ring, e))?;
         let unit = if setup.huge_pages {
@@ -589,7 +584,7 @@ impl ZcrxQueue {
         });
         let (flags, if_idx, if_rxq) = match setup.bind {
             Bind::Queue { ifindex, queue } => (0, ifindex, queue),
-            Bind::NoDevice { ifindex, queue } => (ZCRX_REG_NODEV, ifindex, queue),
+            Bind::NoDevice => (ZCRX_REG_NODEV, 0, 0),
         };
         let mut reg = IfqReg {
             if_idx,
