@@ -99,6 +99,9 @@ enum Command {
         /// Also try a real registration on queue 0 of this NIC (refused without header split).
         #[arg(long)]
         iface: Option<String>,
+        /// Also receive a stream the host-side peer at this address sends over the NIC.
+        #[arg(long)]
+        peer: Option<IpAddr>,
     },
     /// On the host side of the guest's NIC: receive and verify the guest's streams.
     Peer {
@@ -129,7 +132,8 @@ fn main() -> ExitCode {
         Command::Zcrx {
             expect_too_old,
             iface,
-        } => ("zcrx", zcrx::run(expect_too_old, iface.as_deref())),
+            peer,
+        } => ("zcrx", zcrx::run(expect_too_old, iface.as_deref(), peer)),
         Command::Peer {
             listen,
             max_seconds,

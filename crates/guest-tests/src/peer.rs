@@ -3,7 +3,7 @@
 //! with what it verified. Its PASS/FAIL lines go into the harness's verdict beside the guest's.
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -184,9 +184,44 @@ fn serve(
             let send = move || send_burst(guest, stream, datagrams, wire::JUMBO_DATAGRAM);
             *burst = Some(thread::spawn(send));
         }
+        wire::Request::TcpSend { bytes } => {
+            let sent = send_pattern(&mut conn, bytes, None);
+            let what = match &sent {
+                Ok(()) => {
+                    format!("{bytes} bytes of pattern sent to the guest (the guest verifies them)")
+                }
+                Err(e) => format!("sending {bytes} bytes to the guest: {e}"),
+            };
+            outcome.check("tcp-tx", sent.is_ok(), &what);
+        }
         wire::Request::Quit => return Ok(true),
     }
     Ok(false)
+}
+
+/// Writes `bytes` of pattern on `conn` (when `pace` is given: after waiting 20 paces, pausing one
+/// pace after each 64 KiB, so that a receiver waits for each piece), then shuts its sending side
+/// down.
+pub fn send_pattern(
+    conn: &mut TcpStream,
+    bytes: u64,
+    pace: Option<Duration>,
+) -> std::io::Result<()> {
+    if let Some(pace) = pace {
+        thread::sleep(pace * 20);
+    }
+    let mut buf = vec![0u8; if pace.is_some() { 64 << 10 } else { 256 << 10 }];
+    let mut at = 0u64;
+    while at < bytes {
+        let n = buf.len().min((bytes - at) as usize);
+        pattern::fill(&mut buf[..n], at);
+        conn.write_all(&buf[..n])?;
+        at += n as u64;
+        if let Some(pace) = pace {
+            thread::sleep(pace);
+        }
+    }
+    conn.shutdown(std::net::Shutdown::Write)
 }
 
 fn finish_burst(burst: Burst, outcome: &mut Outcome) {

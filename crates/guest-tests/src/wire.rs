@@ -46,6 +46,11 @@ pub enum Request {
     },
     /// The guest is done: the peer prints its summary and exits.
     Quit,
+    /// The peer sends `bytes` of pattern on this connection, then closes it (no answer).
+    TcpSend {
+        /// Length of the stream.
+        bytes: u64,
+    },
 }
 
 /// Size of the jumbo burst's datagrams (UDP payload, header included): a 9000-byte IPv4 packet.
@@ -60,6 +65,7 @@ impl Request {
             Request::Quit => (3, 0, 0),
             Request::Burst { stream, datagrams } => (4, u64::from(stream), datagrams),
             Request::JumboBurst { stream, datagrams } => (5, u64::from(stream), datagrams),
+            Request::TcpSend { bytes } => (6, bytes, 0),
         };
         let mut out = [0u8; 24];
         out[..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -90,6 +96,7 @@ impl Request {
                 stream: u32::try_from(word(8)).ok()?,
                 datagrams: word(16),
             }),
+            6 => Some(Request::TcpSend { bytes: word(8) }),
             _ => None,
         }
     }
@@ -174,6 +181,7 @@ mod tests {
                 datagrams: 100,
             },
             Request::Quit,
+            Request::TcpSend { bytes: 1 << 20 },
         ] {
             assert_eq!(Request::decode(&r.encode()), Some(r));
         }

@@ -5,7 +5,7 @@
 //! as too old.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -19,7 +19,7 @@ use zcnet::rx::{
 };
 
 use crate::outcome::Outcome;
-use crate::pattern;
+use crate::{nic, pattern, peer, wire};
 
 /// A loopback pair: (client, server).
 fn pair() -> anyhow::Result<(TcpStream, TcpStream)> {
@@ -28,19 +28,14 @@ fn pair() -> anyhow::Result<(TcpStream, TcpStream)> {
     Ok((client, listener.accept()?.0))
 }
 
-/// Sends `bytes` of the pattern on `client` from a thread, then closes it.
-fn send_pattern(mut client: TcpStream, bytes: u64) -> thread::JoinHandle<std::io::Result<()>> {
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 256 << 10];
-        let mut at = 0u64;
-        while at < bytes {
-            let n = buf.len().min((bytes - at) as usize);
-            pattern::fill(&mut buf[..n], at);
-            client.write_all(&buf[..n])?;
-            at += n as u64;
-        }
-        Ok(())
-    })
+/// Sends `bytes` of the pattern on `client` from a thread (paced as [`peer::send_pattern`] says),
+/// then closes it.
+fn send_pattern(
+    mut client: TcpStream,
+    bytes: u64,
+    pace: Option<Duration>,
+) -> thread::JoinHandle<std::io::Result<()>> {
+    thread::spawn(move || peer::send_pattern(&mut client, bytes, pace))
 }
 
 /// What receiving a whole stream through zcrx gave.
@@ -80,7 +75,11 @@ fn refusal_text(e: &RxError) -> String {
     format!("{e} [refusal {:?}]", e.zcrx_refusal())
 }
 
-pub fn run(expect_too_old: bool, iface: Option<&str>) -> anyhow::Result<Outcome> {
+pub fn run(
+    expect_too_old: bool,
+    iface: Option<&str>,
+    peer: Option<IpAddr>,
+) -> anyhow::Result<Outcome> {
     let mut out = Outcome::new("zcrx");
     if expect_too_old {
         let (_client, server) = pair()?;
@@ -103,13 +102,39 @@ pub fn run(expect_too_old: bool, iface: Option<&str>) -> anyhow::Result<Outcome>
     auto_reports_copying(&mut out)?;
     async_under_cancellation(&mut out)?;
     refusals(&mut out, iface)?;
+    if let Some(peer) = peer {
+        over_nic(&mut out, peer)?;
+        nic::request(peer, wire::Request::Quit)?;
+    }
     Ok(out)
+}
+
+/// A stream the host side of the guest's virtio-net sends, received device-less through zcrx.
+fn over_nic(out: &mut Outcome, peer: IpAddr) -> anyhow::Result<()> {
+    let bytes = 4u64 << 20;
+    let mut conn = TcpStream::connect(SocketAddr::new(peer, wire::TCP_PORT))
+        .with_context(|| format!("connect to the peer {peer}:{}", wire::TCP_PORT))?;
+    conn.write_all(&wire::Request::TcpSend { bytes }.encode())?;
+    let mut rx = Receiver::new(conn, zcrx_config(1 << 20)).context("zcrx receiver")?;
+    match receive_all(&mut rx) {
+        Ok(got) => out.check(
+            "virtio-net",
+            got.bytes == bytes && got.mismatched == 0,
+            &format!(
+                "{} of {bytes} bytes from the host side of the tap through a 1 MiB area, {} \
+                 mismatched; kernel copy_bytes {}, area exhausted {} times",
+                got.bytes, got.mismatched, got.stats.zcrx_copied_bytes, got.stats.zcrx_exhausted
+            ),
+        ),
+        Err(e) => out.fail("virtio-net", &refusal_text(&e)),
+    }
+    Ok(())
 }
 
 /// 8 MiB through a 1 MiB area over loopback: every byte in order, the copy statistics equal to it.
 fn loopback(out: &mut Outcome, bytes: u64, area: usize, check: &str) -> anyhow::Result<()> {
     let (client, server) = pair()?;
-    let sender = send_pattern(client, bytes);
+    let sender = send_pattern(client, bytes, None);
     let mut rx = Receiver::new(server, zcrx_config(area)).context("zcrx receiver")?;
     let got = receive_all(&mut rx);
     sender.join().expect("sender thread")?;
@@ -151,7 +176,9 @@ fn loopback(out: &mut Outcome, bytes: u64, area: usize, check: &str) -> anyhow::
 fn exhaustion(out: &mut Outcome) -> anyhow::Result<()> {
     let bytes = 2u64 << 20;
     let (client, server) = pair()?;
-    send_pattern(client, bytes).join().expect("sender thread")?;
+    send_pattern(client, bytes, None)
+        .join()
+        .expect("sender thread")?;
     let mut rx = Receiver::new(server, zcrx_config(128 << 10)).context("zcrx receiver")?;
     let got = receive_all(&mut rx).context("zcrx receive")?;
     out.check(
@@ -169,7 +196,7 @@ fn exhaustion(out: &mut Outcome) -> anyhow::Result<()> {
 /// `RxMode::Auto` on a device-less zcrx receiver says it copies, and why.
 fn auto_reports_copying(out: &mut Outcome) -> anyhow::Result<()> {
     let (client, server) = pair()?;
-    let sender = send_pattern(client, 1 << 20);
+    let sender = send_pattern(client, 1 << 20, None);
     // RxMode::Auto is the default mode.
     let mut rx = Receiver::new(server, zcrx_config(1 << 20)).context("zcrx receiver")?;
     let got = receive_all(&mut rx);
@@ -192,11 +219,13 @@ fn auto_reports_copying(out: &mut Outcome) -> anyhow::Result<()> {
 fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
     let bytes = 4u64 << 20;
     let (client, server) = pair()?;
-    let sender = send_pattern(client, bytes);
     let rx = Receiver::new(server, zcrx_config(256 << 10)).context("zcrx receiver")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Paced (64 KiB per millisecond, after 20 ms) so that the receiver waits and the sleeps win
+    // races: at least those before the first byte.
+    let sender = send_pattern(client, bytes, Some(Duration::from_millis(1)));
     let mut seed = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as u64 | 1;
     let run = async move {
         let mut arx = AsyncReceiver::new(rx)?;
@@ -205,7 +234,7 @@ fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            let delay = Duration::from_micros(seed % 300);
+            let delay = Duration::from_micros(seed % 2000);
             tokio::select! {
                 chunk = arx.chunk() => match chunk? {
                     Some(chunk) => {
@@ -226,12 +255,22 @@ fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
     let result =
         runtime.block_on(async { tokio::time::timeout(Duration::from_secs(120), run).await });
     sender.join().expect("sender thread")?;
-    let (got, mismatched, cancelled, stats) = result.context("async zcrx receive timed out")??;
+    let (got, mismatched, cancelled, stats) = match result {
+        Ok(Ok(done)) => done,
+        Ok(Err(e)) => {
+            out.fail("async-cancellation", &format!("{e:#}"));
+            return Ok(());
+        }
+        Err(_) => {
+            out.fail("async-cancellation", "no end of the stream within 120 s");
+            return Ok(());
+        }
+    };
     out.check(
         "async-cancellation",
         got == bytes && mismatched == 0 && cancelled > 0,
         &format!(
-            "{got} of {bytes} bytes through AsyncReceiver, {mismatched} mismatched, {cancelled}              chunk futures dropped by select!; area exhausted {} times",
+            "{got} of {bytes} bytes through AsyncReceiver, {mismatched} mismatched, {cancelled} chunk futures dropped by select!; area exhausted {} times",
             stats.zcrx_exhausted
         ),
     );

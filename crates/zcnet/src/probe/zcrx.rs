@@ -55,16 +55,12 @@ fn nodev(query: Option<&QueryZcrx>) -> Finding {
     const FEATURE: &str = "io_uring.zcrx_nodev";
     let listed = query.is_some_and(|q| q.register_flags & u64::from(ZCRX_REG_NODEV) != 0);
     let setup = Setup {
-        bind: Bind::NoDevice {
-            ifindex: 0,
-            queue: 0,
-        },
+        bind: Bind::NoDevice,
         area_len: 64 << 10,
         huge_pages: false,
         rx_buf_len: 0,
         refill_entries: 64,
         ring_entries: 8,
-        defer_taskrun: true,
         events: None,
     };
     let tried = match ZcrxQueue::new(&setup) {

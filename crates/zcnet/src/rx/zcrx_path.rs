@@ -96,13 +96,7 @@ impl ZcrxPath {
                     false,
                 )
             }
-            ZcrxBind::NoDevice => (
-                Bind::NoDevice {
-                    ifindex: 0,
-                    queue: 0,
-                },
-                true,
-            ),
+            ZcrxBind::NoDevice => (Bind::NoDevice, true),
         };
         let query = zcrx::query_zcrx().ok().flatten();
         let events = (config.events && query.is_some_and(|q| q.features & ZCRX_FEATURE_EVENT != 0))
@@ -115,7 +109,6 @@ impl ZcrxPath {
             rx_buf_len: config.rx_buf_len.unwrap_or(0),
             refill_entries: config.refill_entries,
             ring_entries: 64,
-            defer_taskrun: true,
             events,
         };
         let queue = ZcrxQueue::new(&setup).map_err(|(stage, e)| {

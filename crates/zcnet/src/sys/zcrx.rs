@@ -58,6 +58,8 @@ const ZCRX_CTRL_FLUSH_RQ: u32 = 0;
 const IORING_MEM_REGION_TYPE_USER: u32 = 1;
 /// `IORING_ZCRX_AREA_SHIFT`: the area id sits above this bit of an offset.
 pub(crate) const AREA_SHIFT: u32 = 48;
+/// `IORING_ENTER_GETEVENTS`.
+const IORING_ENTER_GETEVENTS: u32 = 1;
 /// `IORING_CQE_F_MORE`.
 const CQE_F_MORE: u32 = 1 << 1;
 
@@ -336,7 +338,7 @@ impl EventLayout {
     /// The layout in words, as the probe prints it.
     pub(crate) fn summary(&self) -> String {
         format!(
-            "copy event {} and allocation-failure event {} (arm opcode {}); statistics of {} bytes              aligned {}: copy_count at {}, copy_bytes at {}; descriptor of {} bytes (from BTF)",
+            "copy event {} and allocation-failure event {} (arm opcode {}); statistics of {} bytes aligned {}: copy_count at {}, copy_bytes at {}; descriptor of {} bytes (from BTF)",
             self.copy,
             self.alloc_fail,
             self.arm_op,
@@ -370,8 +372,8 @@ impl EventLayout {
 pub(crate) enum Bind {
     /// Receive queue `queue` of interface `ifindex`.
     Queue { ifindex: u32, queue: u32 },
-    /// No device (`ZCRX_REG_NODEV`); the indices are passed as given (the kernel wants 0).
-    NoDevice { ifindex: u32, queue: u32 },
+    /// No device (`ZCRX_REG_NODEV`; interface and queue 0).
+    NoDevice,
 }
 
 /// How to set up a [`ZcrxQueue`].
@@ -387,8 +389,6 @@ pub(crate) struct Setup {
     pub(crate) refill_entries: u32,
     /// Ring entries (submission; completions get eight times as many).
     pub(crate) ring_entries: u32,
-    /// Set the ring up with `DEFER_TASKRUN` (the kernel refuses zcrx on a ring without).
-    pub(crate) defer_taskrun: bool,
     /// Events to ask for, with the statistics, when the kernel has them.
     pub(crate) events: Option<EventLayout>,
 }
@@ -541,14 +541,11 @@ fn page_size() -> usize {
 impl ZcrxQueue {
     /// Sets up the ring, maps the area and the refill region, and registers the instance.
     pub(crate) fn new(setup: &Setup) -> Result<ZcrxQueue, (Stage, io::Error)> {
-        let mut builder = IoUring::<squeue::Entry, cqueue::Entry32>::builder();
-        builder
+        // The kernel refuses zcrx on a ring without SINGLE_ISSUER, DEFER_TASKRUN and 32-byte CQEs.
+        let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
             .setup_single_issuer()
-            .setup_cqsize(setup.ring_entries.saturating_mul(8));
-        if setup.defer_taskrun {
-            builder.setup_defer_taskrun();
-        }
-        let ring = builder
+            .setup_defer_taskrun()
+            .setup_cqsize(setup.ring_entries.saturating_mul(8))
             .build(setup.ring_entries)
             .map_err(|e| (Stage::Ring, e))?;
         let unit = if setup.huge_pages {
@@ -587,7 +584,7 @@ impl ZcrxQueue {
         });
         let (flags, if_idx, if_rxq) = match setup.bind {
             Bind::Queue { ifindex, queue } => (0, ifindex, queue),
-            Bind::NoDevice { ifindex, queue } => (ZCRX_REG_NODEV, ifindex, queue),
+            Bind::NoDevice => (ZCRX_REG_NODEV, 0, 0),
         };
         let mut reg = IfqReg {
             if_idx,
@@ -664,9 +661,20 @@ impl ZcrxQueue {
         self.ring.submit().map(drop)
     }
 
-    /// Enters the ring to run deferred work and post completions, waiting for at least `want`.
-    pub(crate) fn enter(&mut self, want: usize) -> io::Result<()> {
-        super::retry_if_interrupted(|| self.ring.submit_and_wait(want)).map(drop)
+    /// Enters the ring with `IORING_ENTER_GETEVENTS` to run its deferred work and post
+    /// completions, waiting for at least `want` (0: not waiting). Without that flag a
+    /// `DEFER_TASKRUN` ring runs no deferred work, so nothing would be posted.
+    pub(crate) fn enter(&mut self, want: u32) -> io::Result<()> {
+        super::retry_if_interrupted(|| {
+            // SAFETY: no submission entries are handed over (every push is submitted at once) and
+            // no argument is passed.
+            unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, want, IORING_ENTER_GETEVENTS, None)
+            }
+        })
+        .map(drop)
     }
 
     /// Registers a new non-blocking eventfd with the ring (`IORING_REGISTER_EVENTFD`): the kernel
