@@ -128,3 +128,76 @@ fn a_short_stream_of_large_writes_holds_no_more_than_it_sends() {
         assert_eq!(u(row, "bytes"), 1 << 20, "{row}");
     }
 }
+
+/// `--api socket,zcrx`: a row per mode and API. Where the kernel refuses device-less zcrx (this
+/// host's 6.18: `EINVAL`, `NoDeviceless`; without `CAP_NET_ADMIN`: `EPERM`, `NotPermitted`), the zcrx
+/// rows say so with zcnet's reason, not measured, the socket rows still receive every byte, and the
+/// bench fails naming the refusal; where it takes it, the zcrx rows received every byte, each
+/// copied by the kernel into the area.
+#[test]
+fn zcrx_rows_beside_the_socket_modes() {
+    let out = Command::new(ZCNET)
+        .args(["bench", "rx", "--json", "--interval", "0"])
+        .args(["--api", "socket,zcrx", "--mode", "copy,zerocopy"])
+        .args(["--mib", "4", "--rounds", "1"])
+        .output()
+        .unwrap();
+    let rows = json_rows(&String::from_utf8_lossy(&out.stdout));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let legs: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["mode"].as_str().unwrap(), r["api"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        legs,
+        [
+            ("copy", "socket"),
+            ("copy", "zcrx"),
+            ("zerocopy", "socket"),
+            ("zerocopy", "zcrx")
+        ],
+        "{rows:?}\n{stderr}"
+    );
+    let bytes = 4 << 20;
+    for row in rows.iter().filter(|r| r["api"] == "socket") {
+        assert_eq!(u(row, "bytes"), bytes, "{row}");
+        assert_eq!(row["verified"], true, "{row}");
+        assert_eq!(u(row, "zcrx_bytes"), 0, "{row}");
+    }
+    let zcrx: Vec<&Value> = rows.iter().filter(|r| r["api"] == "zcrx").collect();
+    match zcrx[0].get("not_measured").and_then(Value::as_str) {
+        Some(why) => {
+            let refusal = ["NoDeviceless", "NotPermitted", "KernelTooOld", "Invalid"]
+                .iter()
+                .find(|name| why.contains(&format!("({name}: ")));
+            assert!(
+                why.starts_with("setting up io_uring zero-copy receive: E") && refusal.is_some(),
+                "{why}"
+            );
+            println!("zcrx refused here: {why}");
+            for row in &zcrx {
+                assert_eq!(row["not_measured"].as_str(), Some(why), "{row}");
+                assert_eq!(u(row, "bytes"), 0, "{row}");
+            }
+            assert!(!out.status.success(), "a refused zcrx must fail the bench");
+            assert!(
+                stderr.contains(&format!("zcrx not measured: {why}")),
+                "{stderr}"
+            );
+        }
+        None => {
+            assert!(out.status.success(), "{stderr}");
+            for row in &zcrx {
+                assert_eq!(u(row, "bytes"), bytes, "{row}");
+                // The receiver's count also has the bench's header ahead of the payload.
+                assert!(u(row, "zcrx_bytes") > bytes, "{row}");
+                assert_eq!(
+                    u(row, "zcrx_copied_bytes"),
+                    u(row, "zcrx_bytes"),
+                    "device-less copies all: {row}"
+                );
+                assert_eq!(row["verified"], true, "{row}");
+            }
+        }
+    }
+}

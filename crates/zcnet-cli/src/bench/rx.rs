@@ -2,12 +2,15 @@
 //! loopback with an MSS of one page or over a veth pair whose MTU leaves one page of payload per
 //! segment, the sender in a process of its own; or the two sides apart with `--listen`/`--connect`.
 //! Prints what tcp_mmap prints for each receive mode. The receiver runs with the library's
-//! `RxConfig::bulk()` unless `--window-kib`/`--rcvlowat-kib` say otherwise.
+//! `RxConfig::bulk()` unless `--window-kib`/`--rcvlowat-kib` say otherwise. `--api zcrx` receives
+//! through io_uring zero-copy receive (device-less) beside the socket; a kernel that refuses it gets
+//! a row saying why, not measured.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::LazyLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,7 +18,7 @@ use anyhow::{Context, bail};
 use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
 use zcnet::probe::ResourceUsage;
-use zcnet::rx::{Release, RxConfig, RxMode, RxStats, sender};
+use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxPath, RxStats, ZcrxConfig, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
 
 use crate::bench::apart::ApartFlags;
@@ -43,6 +46,16 @@ pub enum ModeArg {
     Zerocopy,
     /// The library's default: map or recv, whichever measures cheaper in CPU per byte.
     Auto,
+}
+
+/// Which kernel interface receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiArg {
+    /// The socket: recv, TCP_ZEROCOPY_RECEIVE or both (RxPath::Socket), as --mode says.
+    Socket,
+    /// io_uring zero-copy receive, device-less (RxPath::Zcrx, Linux 7.1+): every byte copied by the
+    /// kernel into a registered area; --mode only decides what auto reports.
+    Zcrx,
 }
 
 /// How the sender writes.
@@ -74,6 +87,11 @@ pub struct RxArgs {
         default_value = "copy,zerocopy"
     )]
     mode: Vec<ModeArg>,
+    /// Receive APIs to run, side by side (comma-separated): a row per --mode and API. A zcrx the
+    /// kernel refuses gets a row saying why, not measured; the others still run, and the bench then
+    /// fails (not with --sizes).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "socket")]
+    api: Vec<ApiArg>,
     /// Sender mode.
     #[arg(
         long,
@@ -404,8 +422,45 @@ impl Totals {
     }
 }
 
-/// The receiver's configuration for `mode`: the library's defaults unless a flag says otherwise.
-fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
+/// The receiver's configuration for `mode` on `api`: the library's defaults unless a flag says
+/// otherwise.
+fn rx_config(args: &RxArgs, (mode, api): Leg) -> RxConfig {
+    let config = socket_config(args, mode);
+    match api {
+        ApiArg::Socket => config,
+        ApiArg::Zcrx => config.with_path(RxPath::Zcrx(ZcrxConfig::no_device())),
+    }
+}
+
+/// One receive mode on one API: what a row measures.
+type Leg = (ModeArg, ApiArg);
+
+/// Every (--mode, --api) pair, the APIs of each mode side by side.
+fn legs(args: &RxArgs) -> Vec<Leg> {
+    let apis = &args.api;
+    args.mode
+        .iter()
+        .flat_map(|&mode| apis.iter().map(move |&api| (mode, api)))
+        .collect()
+}
+
+/// Why zcrx cannot receive here, if `--api` asks for it: a device-less receiver set up on a
+/// loopback connection, dropped at once.
+fn zcrx_refusal(args: &RxArgs) -> anyhow::Result<Option<String>> {
+    if !args.api.contains(&ApiArg::Zcrx) {
+        return Ok(None);
+    }
+    let (_client, server) = sender::connect_page_mss(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        .context("a loopback connection to try zcrx on")?;
+    Ok(
+        Receiver::new(server, rx_config(args, (ModeArg::Copy, ApiArg::Zcrx)))
+            .err()
+            .map(|e| e.to_string()),
+    )
+}
+
+/// The socket receiver's configuration for `mode`.
+fn socket_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
     let defaults = RxConfig::bulk();
     let low_water = match args.rcvlowat_kib {
         None => defaults.low_water,
@@ -445,12 +500,27 @@ fn rx_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
 }
 
 /// Interval lines of the receiver in `mode` (of its stream from `peer`, when several may run at once).
-fn receiver_ticker(args: &RxArgs, mode: ModeArg, peer: Option<SocketAddr>) -> Ticker {
-    let mut label = json!({"bench": "rx", "mode": mode_name(mode)});
+fn receiver_ticker(args: &RxArgs, leg: Leg, peer: Option<SocketAddr>) -> Ticker {
+    let mut label = leg_fields(args, leg);
     if let Some(peer) = peer {
         label["peer"] = json!(peer.to_string());
     }
     Ticker::new(args.interval, label, args.json)
+}
+
+/// The fields naming `leg` in rows and interval lines: its API only when `--api` is not the
+/// socket alone, so that the socket's output stays as it was.
+fn leg_fields(args: &RxArgs, (mode, api): Leg) -> Value {
+    let mut fields = json!({"bench": "rx", "mode": mode_name(mode)});
+    if apis_shown(args) {
+        fields["api"] = json!(api_name(api));
+    }
+    fields
+}
+
+/// Whether rows name their API (`--api` other than `socket` alone).
+fn apis_shown(args: &RxArgs) -> bool {
+    args.api != [ApiArg::Socket]
 }
 
 /// One connection: a sender process sends `--mib` in writes of `write` bytes (whole KiB); this
@@ -459,9 +529,9 @@ fn receiver_ticker(args: &RxArgs, mode: ModeArg, peer: Option<SocketAddr>) -> Ti
 fn run_one(
     args: &RxArgs,
     path: &Path,
-    (mode, write): (ModeArg, usize),
+    ((mode, api), write): (Leg, usize),
 ) -> anyhow::Result<(Measured, SenderCounts)> {
-    let config = rx_config(args, mode);
+    let config = rx_config(args, (mode, api));
     let total = mib_bytes(args.mib)?;
     let listener = path.listen(args.ipv6)?;
     let mut command = path.sender_command()?;
@@ -485,7 +555,7 @@ fn run_one(
         Err(e) => return Err(child.failure(&format!("{e:#}"))),
     };
     let guard = child.guard(&server)?;
-    let mut ticker = receiver_ticker(args, mode, None);
+    let mut ticker = receiver_ticker(args, (mode, api), None);
     let received = receive(server, config, &mut ticker);
     if let Some(why) = guard.finish() {
         return Err(child.failure(&why));
@@ -577,7 +647,7 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
 /// unless `--raw`) and reports its counts.
 fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
     let addr = args::connect_addr(spec, args.ipv6)?;
-    for (_, size, modes) in plan::schedule(args.rounds, sizes, &args.mode) {
+    for (_, size, modes) in plan::schedule(args.rounds, sizes, &legs(args)) {
         for _ in modes {
             if send_stream(args, addr, size)?.interrupted {
                 return Ok(());
@@ -642,20 +712,32 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     let how = Serving {
         rows: Rows {
             bench: "rx",
-            columns: LISTEN_COLUMNS,
+            columns: if apis_shown(args) {
+                &LISTEN_API_COLUMNS
+            } else {
+                LISTEN_COLUMNS
+            },
             json: args.json,
         },
         once: args.apart.once,
         flags: &args.serve,
         judge: true,
     };
-    let mut modes = args.mode.iter().cycle();
+    let legs = legs(args);
+    let mut turns = legs.iter().cycle();
     serve::serve(&listener, &how, |peer| {
-        let mode = modes.next().copied().unwrap_or(ModeArg::Copy);
+        let leg = turns
+            .next()
+            .copied()
+            .unwrap_or((ModeArg::Copy, ApiArg::Socket));
+        let mut fields = leg_fields(args, leg);
+        if let Some(map) = fields.as_object_mut() {
+            map.remove("bench");
+        }
         StreamSetup {
-            config: rx_config(args, mode),
-            ticker: receiver_ticker(args, mode, Some(peer)),
-            fields: object(json!({"mode": mode_name(mode)})),
+            config: rx_config(args, leg),
+            ticker: receiver_ticker(args, leg, Some(peer)),
+            fields: object(fields),
         }
     })
 }
@@ -675,9 +757,46 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("why", "why"),
 ];
 
-fn row(args: &RxArgs, path: &Path, (mode, size): (ModeArg, usize), t: &Totals) -> Row {
+/// The text columns of the one-process run's rows.
+const RUN_COLUMNS: &[Column] = &[
+    ("path", "path"),
+    ("mode", "mode"),
+    ("sender_mode", "sender"),
+    ("size", "write size"),
+    ("bytes", "bytes"),
+    ("mapped_pct", "% mapped"),
+    ("seconds", "seconds"),
+    ("gbit_per_s", "Gbit/s"),
+    ("cpu_user_s", "user s"),
+    ("cpu_sys_s", "sys s"),
+    ("cpu_us_per_mb", "usec/MB"),
+    ("ctx_switches", "c-switches"),
+    ("why", "why"),
+];
+
+/// `columns` with the API after the mode, and what zcrx received and the kernel copied after the
+/// share mapped (the rows of `--api` other than `socket` alone).
+fn api_columns(columns: &[Column]) -> Vec<Column> {
+    columns
+        .iter()
+        .flat_map(|&column| match column.0 {
+            "mode" => vec![column, ("api", "api")],
+            "mapped_pct" => vec![
+                column,
+                ("zcrx_bytes", "zcrx bytes"),
+                ("zcrx_copied_bytes", "kernel copied"),
+            ],
+            _ => vec![column],
+        })
+        .collect()
+}
+
+/// [`api_columns`] of [`LISTEN_COLUMNS`], static as a listener's rows take them.
+static LISTEN_API_COLUMNS: LazyLock<Vec<Column>> = LazyLock::new(|| api_columns(LISTEN_COLUMNS));
+
+fn row(args: &RxArgs, path: &Path, ((mode, api), size): (Leg, usize), t: &Totals) -> Row {
     let stats = &t.stats;
-    let row = json!({
+    let mut row = json!({
         "bench": "rx",
         "path": path.name(),
         "ip": if args.ipv6 { "v6" } else { "v4" },
@@ -706,7 +825,38 @@ fn row(args: &RxArgs, path: &Path, (mode, size): (ModeArg, usize), t: &Totals) -
         "verified": !args.apart.no_verify,
         "interrupted": t.interrupted,
     });
+    if apis_shown(args) {
+        row["api"] = json!(api_name(api));
+        row["zcrx_bytes"] = json!(stats.zcrx_bytes);
+        row["zcrx_copied_bytes"] = json!(stats.zcrx_copied_bytes);
+        row["zcrx_copy_count"] = json!(stats.zcrx_copy_count);
+        row["zcrx_exhausted"] = json!(stats.zcrx_exhausted);
+    }
     object(row)
+}
+
+/// The row of a leg the kernel refused (`why`): named as a measured one, nothing measured.
+fn refused_row(args: &RxArgs, path: &Path, ((mode, api), size): (Leg, usize), why: &str) -> Row {
+    object(json!({
+        "bench": "rx",
+        "path": path.name(),
+        "ip": if args.ipv6 { "v6" } else { "v4" },
+        "mode": mode_name(mode),
+        "api": api_name(api),
+        "size": size,
+        "sender_mode": sender_name(args.sender),
+        "rounds": 0,
+        "bytes": 0,
+        "not_measured": why,
+        "why": format!("not measured: {why}"),
+    }))
+}
+
+fn api_name(api: ApiArg) -> &'static str {
+    match api {
+        ApiArg::Socket => "socket",
+        ApiArg::Zcrx => "zcrx",
+    }
 }
 
 fn mode_name(mode: ModeArg) -> &'static str {
@@ -731,10 +881,23 @@ fn tcp_mmap_line(row: &Row, sweep: bool) -> String {
         Some(size) if sweep => format!(" ({} writes)", plan::human(size)),
         _ => String::new(),
     };
+    let label = match row.get("api").and_then(Value::as_str) {
+        Some(api) => format!(
+            "{} {api}",
+            row.get("mode").and_then(Value::as_str).unwrap_or("?")
+        ),
+        None => row
+            .get("mode")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string(),
+    };
+    if let Some(why) = row.get("not_measured").and_then(Value::as_str) {
+        return format!("{label}{writes} receive: not measured: {why}");
+    }
     format!(
-        "{}{writes} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
+        "{label}{writes} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
          sys:{:.3}, {:.2} usec per MB, {} c-switches",
-        row.get("mode").and_then(Value::as_str).unwrap_or("?"),
         num("bytes") / (1 << 20) as f64,
         num("mapped_pct"),
         num("seconds"),
@@ -780,6 +943,12 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     if let Some(kib) = args.window_kib {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }
+    if apis_shown(&args) && !args.sizes.is_empty() {
+        return Err(UsageError(
+            "--api with --sizes: a sweep compares the socket's modes (--api socket)".into(),
+        )
+        .into());
+    }
     if let Some(spec) = &args.connect {
         live::watch_interrupts()?;
         return run_sender(&args, spec, &sizes);
@@ -805,19 +974,23 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     live::watch_interrupts()?;
     // The order of the modes alternates from one round (and size) to the next, so that a noisy
     // neighbour hits them alike.
-    let mut totals: Vec<((usize, ModeArg), Totals)> = sizes
+    let legs = legs(&args);
+    let mut totals: Vec<((usize, Leg), Totals)> = sizes
         .iter()
         .flat_map(|&size| {
-            args.mode
-                .iter()
-                .map(move |&mode| ((size, mode), Totals::default()))
+            legs.iter()
+                .map(move |&leg| ((size, leg), Totals::default()))
         })
         .collect();
+    let refused = zcrx_refusal(&args)?;
     let mut whole = true;
-    'sweep: for (_, size, modes) in plan::schedule(args.rounds, &sizes, &args.mode) {
-        for mode in modes {
-            let (measured, sent) = run_one(&args, &path, (mode, size))?;
-            if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, mode)) {
+    'sweep: for (_, size, legs) in plan::schedule(args.rounds, &sizes, &legs) {
+        for leg in legs {
+            if leg.1 == ApiArg::Zcrx && refused.is_some() {
+                continue;
+            }
+            let (measured, sent) = run_one(&args, &path, (leg, size))?;
+            if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, leg)) {
                 total.add(measured, sent);
             }
             if live::interrupted() {
@@ -834,28 +1007,17 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     }
     let rows: Vec<Row> = totals
         .iter()
-        .filter(|(_, t)| t.connections > 0)
-        .map(|&((size, mode), ref t)| row(&args, &path, (mode, size), t))
+        .filter_map(|&((size, leg), ref t)| match &refused {
+            Some(why) if leg.1 == ApiArg::Zcrx => Some(refused_row(&args, &path, (leg, size), why)),
+            _ => (t.connections > 0).then(|| row(&args, &path, (leg, size), t)),
+        })
         .collect();
-    print_rows(
-        &rows,
-        &[
-            ("path", "path"),
-            ("mode", "mode"),
-            ("sender_mode", "sender"),
-            ("size", "write size"),
-            ("bytes", "bytes"),
-            ("mapped_pct", "% mapped"),
-            ("seconds", "seconds"),
-            ("gbit_per_s", "Gbit/s"),
-            ("cpu_user_s", "user s"),
-            ("cpu_sys_s", "sys s"),
-            ("cpu_us_per_mb", "usec/MB"),
-            ("ctx_switches", "c-switches"),
-            ("why", "why"),
-        ],
-        args.json,
-    );
+    let columns = if apis_shown(&args) {
+        api_columns(RUN_COLUMNS)
+    } else {
+        RUN_COLUMNS.to_vec()
+    };
+    print_rows(&rows, &columns, args.json);
     if !args.json {
         for row in &rows {
             report::emit(&format!("{}\n", tcp_mmap_line(row, !args.sizes.is_empty())));
@@ -868,6 +1030,10 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
             size_means: "bytes per write of the sender",
         };
         sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
+    }
+    if let Some(why) = refused {
+        // As a send API the kernel refuses fails `bench tcp`: the run did not measure all it was asked.
+        bail!("zcrx not measured: {why}");
     }
     Ok(())
 }

@@ -10,6 +10,11 @@
 //! - when the area has no free buffer the receive ends with `-ENOMEM` and the bytes stay queued on
 //!   the socket: given the buffers back (and, device-less, flushed), a new receive continues the
 //!   stream where it stopped;
+//! - when the completion queue has no room for a receive's next completion the receive ends with
+//!   `-ENOSPC` after the completions it posted, and the bytes it could not post stay queued on the
+//!   socket: once those completions are taken, a new receive continues the stream (an area of more
+//!   buffers than the queue has entries fills it when the sender is ahead: a 4 MiB area of 4 KiB
+//!   segments posts up to 1024);
 //! - a device-less instance takes refill entries back only on `ZCRX_CTRL_FLUSH_RQ`; one bound to a
 //!   queue takes them when its page pool refills;
 //! - the copy event (7.2) fires once per arm, and the kernel's statistics count every byte it copied
@@ -245,7 +250,9 @@ impl ZcrxPath {
             };
             match completion {
                 Completion::Event { kind } => self.on_event(kind, stats),
-                Completion::Recv { res, more, .. } if res == -libc::ENOMEM => {
+                Completion::Recv { res, more, .. }
+                    if res == -libc::ENOMEM || res == -libc::ENOSPC =>
+                {
                     if !more {
                         self.armed = false;
                     }
@@ -313,6 +320,11 @@ impl ZcrxPath {
                 if self.unflushed > 0 || self.no_device {
                     self.flush_refills();
                 }
+                Ok(None)
+            }
+            e if e == -libc::ENOSPC => {
+                // The completion queue was full: every completion before this one is taken, and
+                // what the kernel could not post is still on the socket for a new receive.
                 Ok(None)
             }
             e => {

@@ -412,7 +412,7 @@ fn read_to_end(
 /// The receiver's row for one stream.
 pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
     let complete = r.complete();
-    object(json!({
+    let mut row = object(json!({
         "bench": bench,
         "role": "receiver",
         "peer": peer.to_string(),
@@ -440,7 +440,13 @@ pub fn stream_row(bench: &str, peer: SocketAddr, r: &StreamReport) -> Row {
         "complete": complete,
         "reason": r.reason,
         "interrupted": r.interrupted(),
-    }))
+    }));
+    if r.stats.zcrx_arms > 0 {
+        // Received through io_uring zcrx: its bytes, and those the kernel copied into the area.
+        row.insert("zcrx_bytes".into(), json!(r.stats.zcrx_bytes));
+        row.insert("zcrx_copied_bytes".into(), json!(r.stats.zcrx_copied_bytes));
+    }
+    row
 }
 
 /// Percentage of the payload that was mapped (the zcnet header is never mapped and not payload).
