@@ -58,6 +58,14 @@ impl Fmt {
         self != Fmt::Label || be(b) >> 20 == 0
     }
 
+    /// Whether mask `m` prints in the notation: one that fits the field, or all ones — the mask the
+    /// kernel builds for a flow installed without one, which Open vSwitch prints as an exact match
+    /// (its text reads back with the 20-bit mask, which matches the same packets: no key has a label
+    /// beyond 20 bits).
+    fn fits_mask(self, m: &[u8]) -> bool {
+        self.fits(m) || all(m, 0xff)
+    }
+
     /// What a value of the field is, for errors.
     fn what(self, name: &str) -> String {
         match self {
@@ -422,7 +430,7 @@ fn format_struct(name: &str, fields: &[Field], v: &[u8], m: Option<&[u8]>) -> Op
     for &(fname, off, fmt) in fields {
         let fv = &v[off..off + fmt.width()];
         let fm = m.map(|m| &m[off..off + fmt.width()]);
-        if !fmt.fits(fv) || fm.is_some_and(|fm| !fmt.fits(fm)) {
+        if !fmt.fits(fv) || fm.is_some_and(|fm| !fmt.fits_mask(fm)) {
             return None;
         }
         if fm.is_some_and(|fm| all(fm, 0)) {

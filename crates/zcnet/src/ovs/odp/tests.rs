@@ -537,7 +537,17 @@ fn flow_text_reads_back_as_the_same_flow_or_not_at_all() {
     let mut ipv6 = [0u8; 40];
     ipv6[32..36].copy_from_slice(&1u32.to_be_bytes());
     let mut ipv6_mask = [0u8; 40];
-    ipv6_mask[32..36].copy_from_slice(&u32::MAX.to_be_bytes());
+    ipv6_mask[32..36].copy_from_slice(&0x0010_0001u32.to_be_bytes());
+    // The kernel's exact mask (all ones) prints as Open vSwitch prints it: an exact label.
+    let mut exact_mask = [0u8; 40];
+    exact_mask[32..36].copy_from_slice(&u32::MAX.to_be_bytes());
+    let (key, mask) = write_key(&[(k::IPV6, ipv6.to_vec(), exact_mask.to_vec())]);
+    let exact = format_key(&key, Some(&mask));
+    assert!(
+        exact.contains("label=0x1,") || exact.contains("label=0x1)"),
+        "{exact}"
+    );
+    assert!(!exact.contains("label=0x1/"), "{exact}");
     let malformed = vec![1, 2, 3];
     let flows = [
         (
