@@ -47,21 +47,3 @@ pub fn run_checked(program: &str, args: &[&str]) -> io::Result<String> {
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
-
-/// A `Command` for `program` that can read the kernel's tracepoints: `program` itself when tracefs
-/// is mounted at `/sys/kernel/tracing`, else `program` in a private mount namespace (`unshare -m`,
-/// whose mounts do not propagate back) where tracefs is mounted first. Needs root for the latter.
-pub fn with_tracefs(program: &str) -> Command {
-    if std::path::Path::new("/sys/kernel/tracing/events").is_dir() {
-        return Command::new(program);
-    }
-    let mut cmd = system_command("unshare");
-    cmd.args([
-        "-m",
-        "sh",
-        "-c",
-        "mount -t tracefs nodev /sys/kernel/tracing && exec \"$0\" \"$@\"",
-        program,
-    ]);
-    cmd
-}

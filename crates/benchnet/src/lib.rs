@@ -23,7 +23,7 @@ mod sweep;
 mod termination;
 mod veth;
 
-pub use command::{run_checked, with_tracefs};
+pub use command::run_checked;
 pub use netns::Netns;
 pub use sweep::sweep;
 pub use termination::termination_flag;

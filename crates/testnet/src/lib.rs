@@ -11,14 +11,15 @@
 
 mod privilege;
 mod smaps;
+mod tracefs;
 mod vsock_check;
 
 pub use benchnet::{
     Netns, Offloads, VethConfig, VethPair, cpu, frame, run_checked, sweep, termination_flag,
-    with_tracefs,
 };
 pub use privilege::{
     MemlockTurn, adapted, may_trace, memlock_budget, memlock_turn, privileged, skip,
 };
 pub use smaps::{anon_huge_kib, smaps_field};
+pub use tracefs::with_tracefs;
 pub use vsock_check::{LoopbackError, LoopbackReport, loopback_check};
