@@ -163,10 +163,9 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     let removed = ovs::remove_stale("zc").context("remove datapaths of dead runs")?;
     let name = format!("zc{}-g", std::process::id());
     let devices: Vec<&str> = ports.iter().map(String::as_str).collect();
-    let config = DatapathConfig {
-        unaligned: true,
-        dispatch: Dispatch::PerVport,
-    };
+    let mut config = DatapathConfig::default();
+    config.unaligned = true;
+    config.dispatch = Dispatch::PerVport;
     let mut switch = LearningSwitch::new(&name, config, &devices, SwitchLimits::default())
         .context("create the switch")?;
     switch.upcall_socket().set_queue_bytes(QUEUE)?;
@@ -241,9 +240,10 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     // dispatch; the switch must follow before the peer's last echoes (it waits after the flood),
     // which miss again once the flows are deleted. A second `dump-dps` then opens it while the
     // switch is registered per CPU, as the default switch is: its per-CPU sockets must stay.
-    let per_cpu = DatapathConfig {
-        dispatch: Dispatch::PerCpu,
-        ..config
+    let per_cpu = {
+        let mut config = config;
+        config.dispatch = Dispatch::PerCpu;
+        config
     }
     .user_features();
     let dps = ovs_dpctl(&["dump-dps"])?;

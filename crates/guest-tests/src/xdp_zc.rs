@@ -179,10 +179,8 @@ impl Queues {
         mut reuse: Vec<Umem>,
         outcome: &mut Outcome,
     ) -> anyhow::Result<Queues> {
-        let config = SocketConfig {
-            need_wakeup,
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.need_wakeup = need_wakeup;
         let mut umems: Vec<Umem> = Vec::new();
         let mut sockets = Vec::new();
         for queue in 0..queues {

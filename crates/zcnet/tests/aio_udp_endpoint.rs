@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use testnet::{VethConfig, VethPair};
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint, UmemConfig};
+use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint};
 
 /// The endpoint's port.
 const PORT: u16 = 9400;
@@ -87,17 +87,12 @@ fn small_endpoint() -> (
     let pair = pair();
     let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
     let endpoint = pair.a.run(|| {
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: 96,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = 96;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         UdpEndpoint::bind(&pair.a_if, local, config).expect("bind endpoint")
     });
     let socket = pair

@@ -79,12 +79,10 @@ fn a_fallback_is_an_error_and_the_answer_to_why_it_copies() {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let mut tx = Sender::new(
         TcpStream::connect(listener.local_addr().unwrap()).unwrap(),
-        SenderConfig {
-            policy: zcnet::tx::PolicyConfig {
-                mode: Mode::Copy,
-                ..Default::default()
-            },
-            ..SenderConfig::default()
+        {
+            let mut config = SenderConfig::default();
+            config.policy.mode = Mode::Copy;
+            config
         },
     );
     let why = tx.zerocopy_status().expect_err("copy was asked for");

@@ -38,10 +38,9 @@ fn pair(rcvbuf: usize) -> (TcpStream, TcpStream) {
 }
 
 fn config() -> SenderConfig {
-    SenderConfig {
-        send_timeout: Some(Duration::from_secs(10)),
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    }
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.send_timeout = Some(Duration::from_secs(10));
+    config
 }
 
 fn buffers(lent: &mut Vec<Arc<Vec<u8>>>, k: usize) -> Vec<Arc<Vec<u8>>> {
@@ -164,13 +163,11 @@ fn a_dropped_io_uring_sender_counts_its_leak() {
     let mut lent = Vec::new();
     for k in 0..100 {
         let (client, peer) = slow_pair();
-        let mut tx = TcpSender::new(
-            client,
-            SenderConfig {
-                path: SendPath::IO_URING,
-                ..config()
-            },
-        );
+        let mut tx = TcpSender::new(client, {
+            let mut config = config();
+            config.path = SendPath::IO_URING;
+            config
+        });
         tx.path_status().expect("an io_uring sender");
         for buf in buffers(&mut lent, k) {
             tx.send(buf).expect("send");

@@ -17,19 +17,17 @@ use zcnet::tx::{
 };
 
 fn config() -> SenderConfig {
-    SenderConfig {
-        policy: PolicyConfig {
-            enobufs_backoff: 8,
-            ..PolicyConfig::with_mode(Mode::ZeroCopy)
-        },
-        // Never drain opportunistically: let notifications pile up. (The sendmsg path only: an
-        // io_uring notification is not charged to the socket's option memory, so optmem_max
-        // cannot refuse it.)
-        path: SendPath::Sendmsg {
-            drain_every: u32::MAX,
-        },
-        send_timeout: Some(Duration::from_secs(20)),
-    }
+    let mut config = SenderConfig::default();
+    config.policy = PolicyConfig::with_mode(Mode::ZeroCopy);
+    config.policy.enobufs_backoff = 8;
+    // Never drain opportunistically: let notifications pile up. (The sendmsg path only: an
+    // io_uring notification is not charged to the socket's option memory, so optmem_max
+    // cannot refuse it.)
+    config.path = SendPath::Sendmsg {
+        drain_every: u32::MAX,
+    };
+    config.send_timeout = Some(Duration::from_secs(20));
+    config
 }
 
 /// What [`enobufs_and_recovery`] saw.

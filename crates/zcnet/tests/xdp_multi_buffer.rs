@@ -33,12 +33,11 @@ fn jumbo_pair() -> VethPair {
 }
 
 fn multi_buffer(rx: bool, tx: bool) -> SocketConfig {
-    SocketConfig {
-        rx_size: if rx { 2048 } else { 0 },
-        tx_size: if tx { 2048 } else { 0 },
-        multi_buffer: true,
-        ..SocketConfig::default()
-    }
+    let mut config = SocketConfig::default();
+    config.rx_size = if rx { 2048 } else { 0 };
+    config.tx_size = if tx { 2048 } else { 0 };
+    config.multi_buffer = true;
+    config
 }
 
 /// Payload length of packet `seq`: the sizes cycle through a 64-byte frame, a 1500-byte one and a

@@ -68,11 +68,12 @@ fn frames_arrive_intact_in_page_sized_frames_on_huge_pages() {
     if !testnet::privileged("frames_arrive_intact_in_page_sized_frames_on_huge_pages") {
         return;
     }
-    receive_all(UmemConfig {
-        frame_size: FrameSize::Page,
-        headroom: 128,
-        huge_pages: true,
-        ..UmemConfig::default()
+    receive_all({
+        let mut config = UmemConfig::default();
+        config.frame_size = FrameSize::Page;
+        config.headroom = 128;
+        config.huge_pages = true;
+        config
     });
 }
 
@@ -338,10 +339,8 @@ fn txpush_frames_arrive_at_the_peer_intact() {
     let receiver = peer_receiver(&pair);
     let (mut umem, mut socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
-        let config = SocketConfig {
-            rx_size: 0,
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.rx_size = 0;
         let socket = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Auto, config).expect("bind");
         (umem, socket)
     });
@@ -395,14 +394,10 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
     );
     let (mut umem, mut rx_socket, mut tx_socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
-        let rx_only = SocketConfig {
-            tx_size: 0,
-            ..SocketConfig::default()
-        };
-        let tx_only = SocketConfig {
-            rx_size: 0,
-            ..SocketConfig::default()
-        };
+        let mut rx_only = SocketConfig::default();
+        rx_only.tx_size = 0;
+        let mut tx_only = SocketConfig::default();
+        tx_only.rx_size = 0;
         let rx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, rx_only).expect("rx bind");
         let tx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, tx_only).expect("tx bind");
         (umem, rx, tx)

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use testnet::{VethConfig, VethPair};
 use zcnet::packet;
 use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
-use zcnet::xdp::{
-    EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint, UmemConfig, interface_index,
-};
+use zcnet::xdp::{EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint, interface_index};
 
 /// The endpoint's port.
 const PORT: u16 = 9300;
@@ -78,19 +76,14 @@ fn bind_with(
 ) -> UdpEndpoint {
     pair.a.run(|| {
         let frames = 64 * (queues.len() as u32 + 1);
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            queues,
-            busy_poll,
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: frames,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.queues = queues;
+        config.busy_poll = busy_poll;
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = frames;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         UdpEndpoint::bind(&pair.a_if, SocketAddr::new(ip, PORT), config).expect("bind endpoint")
     })
 }
@@ -645,18 +638,13 @@ fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
 /// [`bind_queues`]'s per queue.
 fn bind_each_queue(pair: &VethPair) -> Vec<UdpEndpoint> {
     pair.a.run(|| {
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            queues: vec![0, 1],
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: 128,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.queues = vec![0, 1];
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = 128;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
         UdpEndpoint::bind_each_queue(&pair.a_if, to, config).expect("bind an endpoint per queue")
     })

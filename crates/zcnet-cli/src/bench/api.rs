@@ -52,7 +52,11 @@ pub fn sender<S: ZcSocket>(
         Api::Sendmmsg => bail!("sendmmsg sends batches of copies, not pooled buffers"),
         Api::AfXdp => bail!("af_xdp sends through an AF_XDP UDP endpoint, not a socket"),
     };
-    let mut tx = Sender::new(socket, SenderConfig { path, ..config });
+    let mut tx = Sender::new(socket, {
+        let mut config = config;
+        config.path = path;
+        config
+    });
     if let Err(why) = tx.path_status() {
         bail!("{} unavailable: {why}", api.name());
     }

@@ -326,11 +326,10 @@ fn send_pieces(
         }
         SenderArg::Zerocopy => {
             // Filled once below: the buffers keep the pattern from one send to the next.
-            let pool = BufferPool::new_keeping_contents(PoolConfig {
-                buf_size: largest.max(1),
-                count: buffers_in_flight(write).min(writes.max(1) as usize),
-                huge_pages: false,
-            })
+            let pool = BufferPool::new_keeping_contents(PoolConfig::new(
+                largest.max(1),
+                buffers_in_flight(write).min(writes.max(1) as usize),
+            ))
             .context("send buffer pool")?;
             let mut filled = Vec::new();
             while let Some(mut buf) = pool.take() {
@@ -472,31 +471,28 @@ fn socket_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
         ReleaseArg::Zap => Release::Zap,
         ReleaseArg::Lazy => Release::Lazy,
     };
+    let mut config = defaults;
+    config.low_water = low_water;
     match mode {
-        ModeArg::Copy => RxConfig {
-            mode: RxMode::Copy,
-            copy_buffer: window,
-            low_water,
-            ..defaults
-        },
-        ModeArg::Zerocopy => RxConfig {
-            mode: RxMode::ZeroCopy,
-            window,
-            low_water,
-            release,
-            give_up_after: None,
-            ..defaults
-        },
+        ModeArg::Copy => {
+            config.mode = RxMode::Copy;
+            config.copy_buffer = window;
+        }
+        ModeArg::Zerocopy => {
+            config.mode = RxMode::ZeroCopy;
+            config.window = window;
+            config.release = release;
+            config.give_up_after = None;
+        }
         // Its copy windows read as the copy mode does; it gives up mapping as the library does.
-        ModeArg::Auto => RxConfig {
-            mode: RxMode::Auto,
-            window,
-            copy_buffer: window,
-            low_water,
-            release,
-            ..defaults
-        },
+        ModeArg::Auto => {
+            config.mode = RxMode::Auto;
+            config.window = window;
+            config.copy_buffer = window;
+            config.release = release;
+        }
     }
+    config
 }
 
 /// Interval lines of the receiver in `mode` (of its stream from `peer`, when several may run at once).

@@ -159,14 +159,11 @@ pub(crate) fn sender_config(
     common: &Common,
     send_timeout: Option<Duration>,
 ) -> SenderConfig {
-    SenderConfig {
-        policy: PolicyConfig {
-            threshold: common.threshold,
-            ..PolicyConfig::with_mode(mode)
-        },
-        send_timeout,
-        ..Default::default()
-    }
+    let mut config = SenderConfig::default();
+    config.policy = PolicyConfig::with_mode(mode);
+    config.policy.threshold = common.threshold;
+    config.send_timeout = send_timeout;
+    config
 }
 
 /// A pool of `--pool-buffers` buffers for `api` (on the pages `--pages` chooses for it) whose every
@@ -176,10 +173,12 @@ pub(crate) fn sender_config(
 pub(crate) fn new_pool(size: usize, unit: usize, api: Api, common: &Common) -> Result<BufferPool> {
     let count = common.pool_buffers as usize;
     let huge_pages = common.pages.huge_for(api);
-    let pool = BufferPool::new_keeping_contents(PoolConfig {
-        buf_size: size.max(1),
-        count,
-        huge_pages,
+    let pool = BufferPool::new_keeping_contents({
+        let mut config = PoolConfig::default();
+        config.buf_size = size.max(1);
+        config.count = count;
+        config.huge_pages = huge_pages;
+        config
     })
     .context("mapping the send buffer pool")?;
     if let (Pages::Huge, Err(why)) = (common.pages, pool.huge_pages()) {

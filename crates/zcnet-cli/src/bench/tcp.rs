@@ -246,12 +246,10 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
     serve.check()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     listen::announce(listener.local_addr()?, common.json);
-    let config = RxConfig {
-        mode: RxMode::Copy,
-        copy_buffer: TCP_READ,
-        low_water: Some(TCP_READ),
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = RxMode::Copy;
+    config.copy_buffer = TCP_READ;
+    config.low_water = Some(TCP_READ);
     let how = Serving {
         rows: Rows {
             bench: "tcp",

@@ -193,10 +193,9 @@ fn generate(
 fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> Result<Row> {
     let name = format!("zc{}-b{index}", std::process::id());
     let mut upcalls = UpcallSocket::open()?;
-    let config = DatapathConfig {
-        unaligned: feature == FeatureArg::Unaligned,
-        dispatch: args.dispatch.into(),
-    };
+    let mut config = DatapathConfig::default();
+    config.unaligned = feature == FeatureArg::Unaligned;
+    config.dispatch = args.dispatch.into();
     let mut dp = Datapath::create(&name, config, &upcalls)?;
     let port = dp.local_port()?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -375,12 +375,8 @@ fn send_run(
     sends: u64,
     ticker: &mut crate::live::Ticker,
 ) -> Result<Sent> {
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: POOL_BUFFERS,
-        huge_pages: false,
-    })
-    .context("mapping the send buffer pool")?;
+    let pool = BufferPool::new(PoolConfig::new(size, POOL_BUFFERS))
+        .context("mapping the send buffer pool")?;
     let mut tx = api::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
     let registered = api::registered(&tx);
     let before = resource_usage(UsageOf::Thread)?;

@@ -347,12 +347,8 @@ fn send<S: Kind>(
         (format!("{what}: {e}"), live.bytes.load(Ordering::Relaxed))
     };
     let count = if S::DATAGRAMS { UDP_BUFFERS } else { 1 };
-    let pool = BufferPool::new_keeping_contents(PoolConfig {
-        buf_size: spec.blksize,
-        count,
-        huge_pages: false,
-    })
-    .map_err(|e| failed("mapping the send buffers", &e))?;
+    let pool = BufferPool::new_keeping_contents(PoolConfig::new(spec.blksize, count))
+        .map_err(|e| failed("mapping the send buffers", &e))?;
     let mut bufs = Vec::with_capacity(count);
     while let Some(mut b) = pool.take() {
         b.fill_with(spec.blksize, |d| {
@@ -362,10 +358,8 @@ fn send<S: Kind>(
     }
     let block = (!S::DATAGRAMS).then(|| bufs.pop().expect("one buffer").freeze());
     drop(bufs);
-    let config = SenderConfig {
-        send_timeout: Some(SEND_TIMEOUT),
-        ..SenderConfig::with_mode(zc.mode)
-    };
+    let mut config = SenderConfig::with_mode(zc.mode);
+    config.send_timeout = Some(SEND_TIMEOUT);
     let mut tx =
         api::sender(zc.api, socket, config, &pool).map_err(|e| failed("the sender", &e))?;
     let mut seq = 0u64;
@@ -458,10 +452,8 @@ fn receive_tcp(
 ) -> Result<Outcome, Failed> {
     // No low-water mark: iperf3's sender keeps its streams open after the test, so the last bytes
     // of a stream must wake the receiver however few they are.
-    let config = RxConfig {
-        mode,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = mode;
     let mut rx = Receiver::new(stream, config).map_err(|e| (format!("the receiver: {e}"), 0))?;
     let mut bytes = 0u64;
     let error = loop {

@@ -203,11 +203,9 @@ impl App {
         attach: Option<(AttachMode, FrameMatch)>,
     ) -> Result<App> {
         let mut umem = Umem::new(UmemConfig::default())?;
-        let config = SocketConfig {
-            rx_size: if rx { 2048 } else { 0 },
-            tx_size: if tx { 2048 } else { 0 },
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.rx_size = if rx { 2048 } else { 0 };
+        config.tx_size = if tx { 2048 } else { 0 };
         let mut socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
         let link = match attach {
             Some((attach_mode, matching)) => {

@@ -27,7 +27,11 @@ pub enum Dispatch {
 }
 
 /// How a datapath is created.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DatapathConfig {
     /// Declare `OVS_DP_F_UNALIGNED`: upcalls carry the packet without a copy into the message.
     pub unaligned: bool,
@@ -93,6 +97,7 @@ pub fn monotonic_ms() -> u64 {
 
 /// What to do with a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Send it out of a port.
     Output(u32),

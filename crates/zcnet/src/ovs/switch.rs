@@ -50,6 +50,7 @@ pub struct SwitchCounters {
 
 /// Something the switch's user should hear about.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SwitchEvent {
     /// The datapath's upcall dispatch changed (another tool set its user features) and the switch
     /// registered its socket for the new one.

@@ -24,6 +24,7 @@ const RECV_BUFFER: usize = 128 * 1024;
 
 /// Why an upcall message was rejected. A hostile or truncated message is an error, never a panic.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ParseError {
     /// The netlink framing is broken (length fields).
     Framing(io::Error),
@@ -88,6 +89,7 @@ crate::error::into_io_error!(ParseError);
 
 /// Why the datapath sent the packet up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UpcallKind {
     /// `OVS_PACKET_CMD_MISS`: no flow matched.
     Miss,
@@ -187,6 +189,7 @@ pub struct UpcallSocket {
 
 /// What one receive produced.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Received<'a> {
     /// An upcall.
     Upcall(Upcall<'a>),

@@ -246,6 +246,7 @@ pub(super) fn netns_inode() -> io::Result<u64> {
 
 /// What became of one record found by [`restore_abandoned`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RestoreOutcome {
     /// Every change put back (one line each); the record removed.
     Restored(Vec<String>),

@@ -29,7 +29,11 @@ use crate::sys::uring::MAX_RING_ENTRIES;
 pub(crate) const DROP_WAIT: Duration = Duration::from_secs(60);
 
 /// How a [`Sender`] behaves.
+///
+/// Start from [`SenderConfig::with_mode`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SenderConfig {
     /// The zero-copy policy.
     pub policy: PolicyConfig,

@@ -21,6 +21,7 @@ const BPF_PRIVILEGE: &str = "CAP_BPF and CAP_NET_ADMIN";
 
 /// Which embedded program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProgramKind {
     /// Returns `XDP_DROP` for every frame: a receive sink that costs the sender nothing beyond the driver.
     DropAll,

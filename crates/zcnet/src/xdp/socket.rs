@@ -22,7 +22,11 @@ use crate::sys::xdp::{
 };
 
 /// Rings and options of a socket.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// Rx ring entries (power of two; 0 = no rx ring).
     pub rx_size: u32,

@@ -56,7 +56,11 @@ use super::umem::{Frame, Umem, UmemConfig};
 use crate::sys::socket::poll_any;
 
 /// How to build a [`UdpEndpoint`].
+///
+/// Start from [`EndpointConfig::with_queues`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointConfig {
     /// The queues of the interface to serve (one AF_XDP socket each, sharing one UMEM). Datagrams
     /// that arrive on other queues go to the stack.

@@ -44,7 +44,11 @@ pub enum FrameSize {
 }
 
 /// How to build a [`Umem`].
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Frame size.
     pub frame_size: FrameSize,

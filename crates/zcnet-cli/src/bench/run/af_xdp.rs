@@ -73,10 +73,8 @@ fn xdp_mode(mode: Mode) -> xdp::Mode {
 }
 
 fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<Row> {
-    let config = EndpointConfig {
-        mode: xdp_mode(run.mode),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.mode = xdp_mode(run.mode);
     let local = SocketAddr::new(run.src.ip(), SOURCE_PORT);
     let mut endpoint = UdpEndpoint::bind(iface, local, config)
         .with_context(|| format!("binding the AF_XDP UDP endpoint on {iface}"))?;
