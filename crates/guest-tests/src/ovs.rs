@@ -50,7 +50,9 @@ struct Misses {
 
 impl Misses {
     fn inspect(&mut self, up: &Upcall<'_>) {
-        let Some((src, dst)) = up.key.udp else { return };
+        let Some(ovs::Ports { src, dst, .. }) = up.key.udp else {
+            return;
+        };
         if up.kind != UpcallKind::Miss {
             return;
         }
@@ -250,7 +252,11 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     let followed = serve_until(&mut switch, &mut misses, PHASE, |sw, _| {
         Ok(sw.counters().dispatch_changes > 0)
     })?;
-    let (dispatch, features_read) = switch.dispatch();
+    let ovs::SwitchDispatch {
+        dispatch,
+        user_features: features_read,
+        ..
+    } = switch.dispatch();
     switch.datapath().delete_flows(None)?;
     ovs_dpctl(&["dump-dps"])?;
     let at_change = switch.datapath().info()?.stats;

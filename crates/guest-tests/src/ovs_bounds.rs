@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use zcnet::ovs::{Datapath, DatapathConfig, Dispatch, LearningSwitch, SwitchEvent, SwitchLimits};
+use zcnet::ovs::{
+    Datapath, DatapathConfig, Dispatch, LearningSwitch, SwitchEvent, SwitchLimits, TableSizes,
+};
 
 use crate::outcome::Outcome;
 
@@ -91,7 +93,7 @@ pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
         let t = Instant::now();
         handled += switch.serve(SLICE, |_| {})?;
         slowest = slowest.max(t.elapsed());
-        let (macs, flows) = switch.table_sizes();
+        let TableSizes { macs, flows, .. } = switch.table_sizes();
         let installed = switch.datapath().flows()?.len();
         if macs > limits().max_macs || flows > limits().max_flows || installed > limits().max_flows
         {

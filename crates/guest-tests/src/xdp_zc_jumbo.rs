@@ -127,7 +127,7 @@ fn receive_jumbos(
             break;
         }
         for (socket, umem) in sockets.iter_mut().zip(umems.iter_mut()) {
-            socket.wait_rx(50)?;
+            socket.wait_rx(Some(Duration::from_millis(50)))?;
             let invalid = socket.receive_packets(umem, 64, &mut packets)?;
             if invalid > 0 {
                 bail!("{invalid} rx descriptors named frames the kernel was not lent");

@@ -213,6 +213,7 @@
 //!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
 //! - [`packet`]: AF_PACKET sockets and rings, the copying paths AF_XDP replaces, for comparing
 //!   with them (the benches do).
+//! - [`IfIndex`]: a network interface's index, as `xdp`, `ovs` and `queue_lease` take and give it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
@@ -229,6 +230,7 @@ mod btf;
 mod cost;
 mod error;
 mod fallback;
+mod ifindex;
 pub mod observe;
 pub mod ovs;
 pub mod packet;
@@ -240,3 +242,4 @@ pub mod tx;
 pub mod xdp;
 
 pub use fallback::{Cause, Fallback};
+pub use ifindex::IfIndex;

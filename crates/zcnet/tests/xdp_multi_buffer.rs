@@ -102,7 +102,9 @@ fn frames_up_to_9000_bytes_arrive_whole_in_copy_mode() {
         let mut bytes = Vec::new();
         let deadline = Instant::now() + PATIENCE;
         while (seen.len() as u64) < PACKETS && Instant::now() < deadline {
-            socket.wait_rx(100).expect("poll");
+            socket
+                .wait_rx(Some(Duration::from_millis(100)))
+                .expect("poll");
             let invalid = socket
                 .receive_packets(&mut umem, 64, &mut packets)
                 .expect("rx");

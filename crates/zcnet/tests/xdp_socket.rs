@@ -15,8 +15,8 @@ use testnet::frame::{UdpFrame, swap_macs, udp_payload};
 use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
 use zcnet::packet;
 use zcnet::xdp::{
-    AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
-    XdpLink, XdpProgram, interface_index, probe_zero_copy,
+    AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Reclaimed, Socket, SocketConfig, Umem,
+    UmemConfig, XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
 const FRAMES: u64 = 2000;
@@ -106,7 +106,9 @@ fn receive_every_frame(pair: &VethPair, umem: &mut Umem, socket: &mut Socket) {
         let deadline = Instant::now() + PATIENCE;
         let mut frames = Vec::new();
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
-            socket.wait_rx(100).expect("poll");
+            socket
+                .wait_rx(Some(Duration::from_millis(100)))
+                .expect("poll");
             let invalid = socket.receive(umem, 64, &mut frames).expect("rx ring");
             assert_eq!(invalid, 0, "kernel descriptors are valid");
             for frame in &frames {
@@ -223,7 +225,11 @@ fn a_shared_queue_keeps_working_when_its_first_socket_is_dropped() {
     let mut reclaimed = 0;
     while reclaimed == 0 && Instant::now() < deadline {
         second.wake_tx().expect("wake");
-        let (done, invalid) = second.reclaim(&mut umem, 8).expect("reclaim");
+        let Reclaimed {
+            frames: done,
+            skipped: invalid,
+            ..
+        } = second.reclaim(&mut umem, 8).expect("reclaim");
         assert_eq!(invalid, 0);
         reclaimed += done;
         thread::sleep(Duration::from_millis(1));
@@ -438,7 +444,11 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
             tx_socket.wake_tx().expect("wake");
             // The tx socket's frames complete on the queue's completion ring, which both sockets
             // share: either reclaims and fills.
-            let (done, invalid) = tx_socket.reclaim(&mut umem, 64).expect("reclaim");
+            let Reclaimed {
+                frames: done,
+                skipped: invalid,
+                ..
+            } = tx_socket.reclaim(&mut umem, 64).expect("reclaim");
             assert_eq!(invalid, 0);
             if done > 0 {
                 tx_socket.fill(&mut umem, done).expect("fill");
@@ -456,7 +466,9 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
                 }
             }
             if received == 0 {
-                rx_socket.wait_rx(1).expect("poll");
+                rx_socket
+                    .wait_rx(Some(Duration::from_millis(1)))
+                    .expect("poll");
             }
         }
         sender.join().expect("sender");
@@ -510,7 +522,9 @@ fn a_umem_shared_across_two_queues_receives_on_both() {
         let deadline = Instant::now() + PATIENCE;
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
             for socket in &mut sockets {
-                socket.wait_rx(10).expect("poll");
+                socket
+                    .wait_rx(Some(Duration::from_millis(10)))
+                    .expect("poll");
                 let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx");
                 assert_eq!(invalid, 0);
                 for frame in &frames {

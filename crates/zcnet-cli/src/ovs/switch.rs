@@ -130,7 +130,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     outln!(
         "switch {name}: ports {}, user features {features:#x} ({} dispatch), at most {} MACs and {} flows, idle flows deleted after {} s; Ctrl-C ends it and deletes the datapath",
         ports.join(" "),
-        dispatch_name(switch.dispatch().0),
+        dispatch_name(switch.dispatch().dispatch),
         limits.max_macs,
         limits.max_flows,
         args.flow_idle
@@ -152,7 +152,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
                     continue;
                 }
             };
-            let (macs, _) = switch.table_sizes();
+            let macs = switch.table_sizes().macs;
             outln!(
                 "{:>5.0}s upcalls/s {:>8.0} flows {:>6} hits {:>10} missed {:>8} lost {:>8} overflows {} macs {macs} failed calls {}",
                 start.elapsed().as_secs_f64(),

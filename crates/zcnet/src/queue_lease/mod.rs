@@ -48,6 +48,7 @@
 mod record;
 mod steps;
 
+use crate::IfIndex;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -295,7 +296,7 @@ impl Lease {
         // Another lease of this queue: a live one refuses; an abandoned one is restored first.
         for (path, r) in records(dir).map_err(fail(Step::Record, dir.display().to_string()))? {
             let Ok(r) = r else { continue };
-            if r.netns != here || r.ifindex != ifindex || r.queue != spec.queue {
+            if r.netns != here || r.ifindex.get() != ifindex || r.queue != spec.queue {
                 continue;
             }
             if r.holder_alive() {
@@ -311,7 +312,7 @@ impl Lease {
             pid,
             start: record::process_start(pid).map_err(fail(Step::Record, "/proc/self/stat"))?,
             netns: here,
-            ifindex,
+            ifindex: IfIndex::new(ifindex),
             iface: spec.iface.clone(),
             queue: spec.queue,
             undo: Vec::new(),

@@ -62,6 +62,12 @@ fn poll_all(pfds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<()> {
     .map(drop)
 }
 
+/// A wait of `timeout` (`None`: no limit) as `poll`'s milliseconds, rounded up and capped at
+/// `i32::MAX` (-1 for no limit).
+pub fn poll_timeout(timeout: Option<Duration>) -> i32 {
+    timeout.map_or(-1, poll_ms)
+}
+
 /// `left` in whole milliseconds for `poll`, rounded up so that a wait never ends before its deadline
 /// (at most the `timeout_ms` the caller gave, which fits an `i32`).
 fn poll_ms(left: Duration) -> i32 {

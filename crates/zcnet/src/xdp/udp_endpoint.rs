@@ -41,7 +41,7 @@ use std::mem;
 use std::net::{IpAddr, SocketAddr};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
 use super::frame_match::FrameMatch;
@@ -50,10 +50,10 @@ use super::mode::Mode;
 use super::program::{AttachMode, XdpLink, XdpProgram, interface_index};
 use super::route::Routes;
 use super::send_error::SendError;
-use super::socket::Socket;
+use super::socket::{BusyPoll, Socket};
 use super::tx_metadata::TxMetadata;
 use super::umem::{Frame, Umem, UmemConfig};
-use crate::sys::socket::poll_any;
+use crate::sys::socket::{poll_any, poll_timeout};
 
 /// How to build a [`UdpEndpoint`].
 ///
@@ -69,9 +69,9 @@ pub struct EndpointConfig {
     pub mode: Mode,
     /// How the redirect program is attached.
     pub attach: AttachMode,
-    /// Preferred busy polling on every socket, as [`Socket::set_busy_poll`] (`usecs`, `budget`):
-    /// `None` leaves the sockets interrupt-driven.
-    pub busy_poll: Option<(i32, i32)>,
+    /// Preferred busy polling on every socket ([`Socket::set_busy_poll`]): `None` leaves the sockets
+    /// interrupt-driven.
+    pub busy_poll: Option<BusyPoll>,
     /// The UMEM shared by every queue. Each queue's fill ring is filled to its size at bind, so
     /// `frame_count` must exceed `fill_size` times the number of queues.
     pub umem: UmemConfig,
@@ -167,7 +167,7 @@ impl std::ops::AddAssign for EndpointStats {
 /// let mut endpoint = UdpEndpoint::bind("veth0", "10.0.0.1:9000".parse()?, EndpointConfig::default())?;
 /// let mut answers = Vec::new();
 /// loop {
-///     endpoint.wait(-1)?;
+///     endpoint.wait(None)?;
 ///     let batch = endpoint.receive(64)?;
 ///     answers.extend(batch.iter().map(|d| (d.source, d.payload.to_vec())));
 ///     drop(batch); // the frames go back to the fill ring
@@ -339,11 +339,12 @@ impl UdpEndpoint {
         &self.redirect.program
     }
 
-    /// Waits up to `timeout_ms` (-1 = no limit) until a frame is ready on any queue; returns whether
-    /// one is. The `poll` also wakes the driver when a fill ring asked for it.
-    pub fn wait(&self, timeout_ms: i32) -> Result<bool> {
+    /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) until a frame
+    /// is ready on any queue; returns whether one is. The `poll` also wakes the driver when a fill
+    /// ring asked for it.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let fds: Vec<_> = self.sockets.iter().map(Socket::fd).collect();
-        poll_any(&fds, libc::POLLIN, timeout_ms).map_err(|e| {
+        poll_any(&fds, libc::POLLIN, poll_timeout(timeout)).map_err(|e| {
             Error::new(
                 format!("poll the AF_XDP sockets of {}", self.interface()),
                 e,
@@ -635,7 +636,7 @@ impl UdpEndpoint {
         let _ = socket.fill_with(&mut self.umem, frames);
         if socket.fill_needs_wakeup() {
             // A failed wakeup leaves the flag set: the next `wait` polls again.
-            let _ = socket.wait_rx(0);
+            let _ = socket.wait_rx(Some(Duration::ZERO));
         }
         for frame in frames.drain(..) {
             self.umem.release(frame);
@@ -711,7 +712,7 @@ impl Device {
                 config.umem.frame_count, config.umem.fill_size
             )));
         }
-        let ifindex = interface_index(iface)?;
+        let ifindex = interface_index(iface)?.get();
         let mut routes = Routes::open(ifindex)?;
         let link = routes.link(iface)?;
         let Some(mac) = link.mac else {
@@ -764,8 +765,8 @@ fn no_queue(iface: &str) -> Error {
 fn open_queue(umem: &mut Umem, iface: &str, queue: u32, config: &EndpointConfig) -> Result<Socket> {
     let mut socket = Socket::bind(umem, iface, queue, config.mode)?;
     socket.fill(umem, config.umem.fill_size)?;
-    if let Some((usecs, budget)) = config.busy_poll {
-        socket.set_busy_poll(usecs, budget)?;
+    if let Some(busy_poll) = config.busy_poll {
+        socket.set_busy_poll(busy_poll)?;
     }
     Ok(socket)
 }

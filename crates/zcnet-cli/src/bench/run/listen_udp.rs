@@ -428,7 +428,7 @@ impl Source for UdpEndpoint {
         let mut batch = self.receive(BATCH)?;
         if batch.is_empty() {
             drop(batch);
-            if !self.wait(WAKE.as_millis() as i32)? {
+            if !self.wait(Some(WAKE))? {
                 return Ok(None);
             }
             batch = self.receive(BATCH)?;
