@@ -12,7 +12,8 @@ use crate::bench::args::api::Api;
 
 /// A sender on `api`'s submission path over `socket` with `config` (its policy and send timeout);
 /// on io_uring it registers `pool` (a failed registration is reported in the row, not fatal). A
-/// sender that could not take the path asked for is an error: a row must measure its API.
+/// sender that could not take the path asked for is an error (the API not measured, and why): a row
+/// must measure its API, so the bench does not send another way instead.
 pub fn sender<S: ZcSocket>(
     api: Api,
     socket: S,
@@ -29,7 +30,7 @@ pub fn sender<S: ZcSocket>(
     config.path = path;
     let mut tx = Sender::new(socket, config);
     if let Err(why) = tx.path_status() {
-        bail!("{} unavailable: {why}", api.name());
+        bail!("{} not measured: {why}", api.name());
     }
     if api == Api::IoUring {
         // The reason stays in the sender's registration status, which the row shows.
