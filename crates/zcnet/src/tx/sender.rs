@@ -566,11 +566,10 @@ fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
             })
         }
     };
-    Fallback::refused(
-        "io_uring_setup",
-        errno,
-        format!("{why}; sending with sendmsg (MSG_ZEROCOPY) instead"),
-    )
+    // The remedy only: that sends go out through sendmsg is the fallback itself
+    // (`Sender::path_status`), which a caller that refuses it (a bench measuring io_uring) must
+    // not be made to claim.
+    Fallback::refused("io_uring_setup", errno, why)
 }
 
 /// The `sendmsg` path's answer to a pool registration.
