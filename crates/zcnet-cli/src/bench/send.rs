@@ -21,13 +21,14 @@ use anyhow::{Context, Result, bail};
 use benchnet::{VethConfig, VethPair};
 use serde_json::{Value, json};
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
-use zcnet::tx::{BufferPool, Mode, PolicyConfig, PoolConfig, Sender, SenderConfig, ZcSocket};
+use zcnet::tx::{BufferPool, Mode, PoolConfig, Sender, SenderConfig, ZcSocket};
 use zcnet::xdp::{AttachMode, XdpLink, XdpProgram};
 
 use crate::bench::api::{self, Api};
 use crate::bench::args::{Common, Pages, listen_addr};
 use crate::bench::plan;
 use crate::bench::report::crossover::Swept;
+use crate::bench::report::latency;
 use crate::bench::report::summary::{Shown, print_summary};
 use crate::bench::report::sweep;
 use crate::bench::report::why;
@@ -153,20 +154,17 @@ pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String
 }
 
 /// The sender's configuration; `send_timeout` is the library's wait for buffer space (none for TCP,
-/// which a [`SendWatch`] watches instead).
+/// which a [`SendWatch`] watches instead); transmit timestamps with `--latency`.
 pub(crate) fn sender_config(
     mode: Mode,
     common: &Common,
     send_timeout: Option<Duration>,
 ) -> SenderConfig {
-    SenderConfig {
-        policy: PolicyConfig {
-            threshold: common.threshold,
-            ..PolicyConfig::with_mode(mode)
-        },
-        send_timeout,
-        ..Default::default()
-    }
+    let mut config = SenderConfig::with_mode(mode);
+    config.policy.threshold = common.threshold;
+    config.send_timeout = send_timeout;
+    config.timestamps = common.latency;
+    config
 }
 
 /// A pool of `--pool-buffers` buffers for `api` (on the pages `--pages` chooses for it) whose every
@@ -319,6 +317,9 @@ pub(crate) fn measure<S: ZcSocket>(
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
     let mut row = row(bench, path, dst, (mode, api), size, &m, tx);
     row.insert("huge_pages".into(), json!(pool.huge_pages().is_ok()));
+    if common.latency {
+        row.insert("latency".into(), latency::json(&tx.stats().latency));
+    }
     Ok(row)
 }
 

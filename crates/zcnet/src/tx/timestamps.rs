@@ -116,18 +116,33 @@ impl TimestampJoin {
     }
 
     /// A timestamp of `kind` (`SCM_TSTAMP_*`) for `key` at `at`: it lands on the send of that key
-    /// alone (see [`TimestampJoin::retire`] for the sends of a stream it also stands for).
+    /// alone (see [`TimestampJoin::retire`] for the sends of a stream it also stands for). The last
+    /// stamp a send can get — the ACK on a stream (it acknowledges every byte before too), the
+    /// hand-over to the device for a datagram (datagrams leave in order) — also means that no
+    /// stamp is to come for the sends before it.
     pub(crate) fn stamp(&mut self, kind: u32, key: u32, at: u64, out: &mut impl FnMut(Joined)) {
-        let slot = self
-            .waiting
-            .iter_mut()
-            .find(|w| w.key == key)
-            .and_then(|w| w.slot(kind));
-        match slot {
+        let Some(pos) = self.waiting.iter().position(|w| w.key == key) else {
+            self.unmatched += 1;
+            return;
+        };
+        match self.waiting[pos].slot(kind) {
             Some(slot @ None) => *slot = Some(at),
             _ => self.unmatched += 1,
         }
+        if kind == self.last_kind() {
+            for w in self.waiting.range_mut(..pos) {
+                w.closed = true;
+            }
+        }
         self.retire(out);
+    }
+
+    /// The last stamp a send of this socket gets.
+    fn last_kind(&self) -> u32 {
+        match self.keys {
+            Keys::Bytes => SCM_TSTAMP_ACK,
+            Keys::Datagrams => SCM_TSTAMP_SND,
+        }
     }
 
     /// A zero-copy completion read at `at` (copied or not: either way the buffer is back).
@@ -156,10 +171,7 @@ impl TimestampJoin {
     /// send's last byte instead (its bytes shared a socket buffer), and it came before this send's
     /// completion.
     fn retire(&mut self, out: &mut impl FnMut(Joined)) {
-        let last_kind = match self.keys {
-            Keys::Bytes => SCM_TSTAMP_ACK,
-            Keys::Datagrams => SCM_TSTAMP_SND,
-        };
+        let last_kind = self.last_kind();
         while let Some(w) = self.waiting.front_mut() {
             let done = match w.id {
                 Some(_) => w.joined.freed.is_some(),
@@ -317,6 +329,24 @@ mod tests {
         r.stamp(SND, 29, 170);
         r.completed(2, 2, 180);
         assert_eq!(r.out[2], joined(120, [None, Some(170), None, Some(180)]));
+    }
+
+    /// Copied stream sends (no completion to close them) that shared a socket buffer: the ACK of
+    /// the last one's key joins them all, with its times.
+    #[test]
+    fn an_ack_joins_the_copied_stream_sends_before_it() {
+        let mut r = Run::new(Keys::Bytes);
+        r.sent(1, 100, None);
+        r.sent(2, 100, None);
+        r.sent(3, 100, None);
+        r.stamp(SND, 299, 10);
+        assert!(r.out.is_empty());
+        r.stamp(ACK, 299, 20);
+        let steps = [None, Some(10), Some(20), None];
+        assert_eq!(
+            r.out,
+            [joined(1, steps), joined(2, steps), joined(3, steps)]
+        );
     }
 
     /// UDP: keys count calls (a copied call takes a key but no id); stamps and completions arrive
