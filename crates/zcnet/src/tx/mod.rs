@@ -41,6 +41,7 @@ mod error;
 pub mod errqueue;
 #[cfg(test)]
 mod errqueue_room_tests;
+mod latency;
 mod leak;
 mod policy;
 mod pool;
@@ -48,6 +49,7 @@ mod sender;
 mod sendmsg;
 mod socket;
 mod stats;
+mod timestamps;
 mod tracker;
 #[cfg(test)]
 mod tracker_hostile_tests;
@@ -60,6 +62,7 @@ pub use budget::{Charge, MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
+pub use latency::{Histogram, TxLatency};
 pub use leak::{Leaked, leaked};
 pub use policy::{
     AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,

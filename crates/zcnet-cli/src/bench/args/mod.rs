@@ -88,6 +88,12 @@ pub(crate) struct Common {
     /// peer leaves unacknowledged makes the sender wait for ACKs.
     #[arg(long, default_value_t = POOL_BUFFERS, value_parser = flags::count, conflicts_with = "listen")]
     pub(crate) pool_buffers: u32,
+    /// Per-send latency: the sender turns on the kernel's transmit timestamps and a table under the
+    /// rows gives, per row, p50, p99 and max of the time from each send call to its packet
+    /// scheduled, handed to the device, acknowledged (tcp) and its buffer back (zero-copy sends);
+    /// in --json a `latency` object per row. The sendmsg API only: io_uring rows join none.
+    #[arg(long, conflicts_with = "listen")]
+    pub(crate) latency: bool,
     /// One JSON object per interval and per mode instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

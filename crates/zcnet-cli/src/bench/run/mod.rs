@@ -1,7 +1,7 @@
 //! Run: the runs of each bench, one driver per path, and nothing that formats their report. A
 //! bench's driver ([`tcp`], [`udp`], [`rx`], [`vsock`], [`xdp`], [`upcall`]) takes its flags and the
 //! plan and hands its rows to the report; the pieces they share are the pooled senders of a bench of
-//! sends ([`send`], [`sender`], their words on auto's choice in [`why`]) and the order of their runs
+//! sends ([`send`], [`sender`], their words on auto's choice in [`why`], per-send [`latency`]) and the order of their runs
 //! ([`rounds`]), the other send paths ([`mmsg`], [`af_xdp`]), the receivers on the other side
 //! ([`listen`], [`listen_udp`], [`serve`]), the stream header they share ([`wire`]), the watch over a
 //! TCP sender ([`watch`]), the network of a one-process bench ([`net`]), the process on its other
@@ -11,6 +11,7 @@
 
 pub(crate) mod af_xdp;
 pub(crate) mod child;
+pub(crate) mod latency;
 pub(crate) mod listen;
 pub(crate) mod listen_udp;
 pub(crate) mod mmsg;

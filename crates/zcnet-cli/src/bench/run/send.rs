@@ -14,7 +14,7 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, Sender, SenderConfig, ZcSocket};
 
 use crate::bench::args::api::Api;
 use crate::bench::args::{Common, Pages};
-use crate::bench::run::sender;
+use crate::bench::run::{latency, sender};
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::why;
 use crate::bench::run::wire::{self, Bench, Header};
@@ -56,7 +56,7 @@ pub(crate) fn cut_short(errno: Option<i32>, e: &dyn std::fmt::Display) -> String
 }
 
 /// The sender's configuration; `send_timeout` is the library's wait for buffer space (none for TCP,
-/// which a [`SendWatch`] watches instead).
+/// which a [`SendWatch`] watches instead); transmit timestamps with `--latency`.
 pub(crate) fn sender_config(
     mode: Mode,
     common: &Common,
@@ -65,6 +65,7 @@ pub(crate) fn sender_config(
     let mut config = SenderConfig::with_mode(mode);
     config.policy.threshold = common.threshold;
     config.send_timeout = send_timeout;
+    config.timestamps = common.latency;
     config
 }
 
@@ -218,6 +219,9 @@ pub(crate) fn measure<S: ZcSocket>(
         .with_context(|| format!("{bench} {} {} run", api.name(), mode.name()))?;
     let mut row = row(bench, path, dst, (mode, api), size, &m, tx);
     row.insert("huge_pages".into(), json!(pool.huge_pages().is_ok()));
+    if common.latency {
+        row.insert("latency".into(), latency::json(&tx.stats().latency));
+    }
     Ok(row)
 }
 
