@@ -183,6 +183,12 @@ fn xdp_and_ovs_errors_from_the_kernel_keep_their_errno_and_kind() {
     }
     check(wrapped, kind);
     check(xdp::SendError::NoFrame, io::ErrorKind::WouldBlock);
+    check(
+        xdp::SendError::NoFrameWithin {
+            waited: std::time::Duration::from_secs(1),
+        },
+        io::ErrorKind::TimedOut,
+    );
 
     let err = ovs::Datapath::open("zcnet-none").expect_err("no datapath of that name");
     assert!(err.raw_os_error().is_some(), "{err}");

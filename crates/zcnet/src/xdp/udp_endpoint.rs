@@ -139,6 +139,10 @@ pub struct EndpointStats {
     pub tx_dropped: u64,
     /// Descriptors the rx rings carried that named no frame lent to the kernel (never delivered).
     pub invalid_descs: u64,
+    /// Datagrams built and then dropped unsent because the tx ring stayed full: those a
+    /// [`SendBatch::flush`] reported in [`SendError::TxRingFull`], and those of a [`SendBatch`]
+    /// dropped without a flush (whose drop has no caller to tell).
+    pub unsent: u64,
 }
 
 /// The counts of several endpoints (one per queue, [`UdpEndpoint::bind_each_queue`]) added up.
@@ -151,6 +155,7 @@ impl std::ops::AddAssign for EndpointStats {
         self.sent += other.sent;
         self.tx_dropped += other.tx_dropped;
         self.invalid_descs += other.invalid_descs;
+        self.unsent += other.unsent;
     }
 }
 
@@ -462,12 +467,14 @@ impl UdpEndpoint {
         }
     }
 
-    /// Takes back the frames the kernel finished sending (every queue's completion ring).
-    pub fn reclaim(&mut self) -> Result<()> {
+    /// Takes back the frames the kernel finished sending (every queue's completion ring); returns
+    /// how many.
+    pub fn reclaim(&mut self) -> Result<u32> {
+        let mut frames = 0;
         for socket in &mut self.sockets {
-            socket.reclaim(&mut self.umem, u32::MAX)?;
+            frames += socket.reclaim(&mut self.umem, u32::MAX)?.frames;
         }
-        Ok(())
+        Ok(frames)
     }
 
     /// A free frame, reclaiming sent ones when the free list is empty.
@@ -621,6 +628,7 @@ impl UdpEndpoint {
         for frame in self.pending.drain(..) {
             self.umem.release(frame);
         }
+        self.stats.unsent += dropped as u64;
         Err(SendError::TxRingFull { sent, dropped })
     }
 
@@ -776,6 +784,14 @@ const FLUSH_ATTEMPTS: usize = 64;
 
 /// Datagrams built for sending ([`UdpEndpoint::send_batch`]), handed to the kernel by
 /// [`SendBatch::flush`] or when the batch drops.
+///
+/// # Drop
+///
+/// A batch dropped without [`SendBatch::flush`] flushes itself, but has no caller to return an
+/// error to: datagrams it drops because the tx ring stayed full are counted in
+/// [`EndpointStats::unsent`] (flush to get them as [`SendError::TxRingFull`] instead), and after
+/// any other failure (a wakeup the kernel refused) what it built stays queued in the endpoint for
+/// the next batch.
 #[derive(Debug)]
 #[must_use = "a batch sends when flushed or dropped"]
 pub struct SendBatch<'e> {
@@ -839,7 +855,8 @@ impl SendBatch<'_> {
 impl Drop for SendBatch<'_> {
     fn drop(&mut self) {
         if !self.endpoint.pending.is_empty() {
-            // Dropping without flush sends what was built; a failure frees the frames (see flush).
+            // Dropping without flush sends what was built. A full ring's drops are counted in
+            // `stats.unsent` by flush; any other failure leaves the datagrams queued (see `# Drop`).
             let _ = self.endpoint.flush();
         }
     }
