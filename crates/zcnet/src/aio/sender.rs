@@ -44,19 +44,21 @@ use crate::tx::{
 /// only by the completions covering it (or, if nothing of it was lent, when it is handed back or
 /// sent by copy).
 ///
-/// # Dropping
+/// # Drop
 ///
 /// Dropping the `AsyncSender` loses nothing it accepted either, as closing a socket delivers its
-/// send buffer: when anything is still queued — rests of dropped send futures, sends the io_uring
-/// path has not submitted — the drop hands the sender to tokio's blocking pool
-/// (`spawn_blocking`; outside a runtime it finishes on the dropping thread), which sends them
-/// with the blocking [`Sender`], all of them together within
-/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), however many are queued. A
-/// runtime's shutdown waits for that task, so for no longer than that bound. When a send fails
-/// there, or the bound passes with some unsent, a TCP stream is reset, so
-/// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent
-/// for good, as [`Sender`]'s drop leaves them: [`close`](AsyncSender::close) to know that
-/// everything arrived, or to get back what could not be sent.
+/// send buffer, and never holds a runtime thread. With no rest of a dropped send future queued,
+/// the drop is the [`Sender`]'s: what is in flight goes to the process's reaper thread (see
+/// `# Drop` on [`Sender`]), which releases each buffer as its completions arrive, within
+/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), and leaks and counts
+/// ([`crate::tx::leaked`]) what is still lent then. With rests queued, the drop hands the sender
+/// to tokio's blocking pool (`spawn_blocking`; outside a runtime it finishes on the dropping
+/// thread), which sends them with the blocking [`Sender`], all of them together within that same
+/// bound, before the reaper takes the rest; a runtime's shutdown waits for that task, so for no
+/// longer than the bound. When a send fails there, or the bound passes with some unsent, a TCP
+/// stream is reset, so that its peer never takes a stream cut short for a whole one.
+/// [`close`](AsyncSender::close) to know that everything arrived, or to get back what could not
+/// be sent; [`abort`](AsyncSender::abort) to end at once.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
@@ -268,12 +270,14 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// # Cancel safety
     ///
     /// Dropping the future drops the sender: what it still holds is sent as its drop sends it (see
-    /// "Dropping" above), within the same bound, and nothing is lost that the drop would not lose.
+    /// `# Drop` above), within the same bound, and nothing is lost that the drop would not lose.
     pub async fn close(mut self) -> Result<S, TxError> {
         let flushed = self.flush().await;
         let mut tx = self.tx.take().expect(PRESENT);
         if let Err(e) = flushed {
-            return Err(tx.give_up(e));
+            let e = tx.give_up(e);
+            tx.end_now();
+            return Err(e);
         }
         drop(self);
         tx.close(Duration::ZERO)
@@ -282,7 +286,7 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// Ends the connection now, without a task or a wait: the buffers still queued are dropped
     /// unsent, a TCP stream is reset, and the buffers still lent are leaked (counted in
     /// [`crate::tx::leaked`]), as [`Sender::abort`]. [`close`](AsyncSender::close) delivers
-    /// everything instead, and dropping the sender drains in the background (see "Dropping").
+    /// everything instead, and dropping the sender drains in the background (see `# Drop`).
     pub fn abort(mut self) {
         if let Some(tx) = self.tx.take() {
             tx.abort();
@@ -350,7 +354,8 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
         let Some(tx) = self.tx.take() else {
             return;
         };
-        if self.queue.is_empty() && !tx.waits_on_drop() {
+        if self.queue.is_empty() {
+            // The sender's own drop hands what is in flight to the reaper, without waiting.
             return;
         }
         let unfinished = Unfinished {

@@ -171,7 +171,6 @@ impl<S: ZcSocket> SendmsgPath<S> {
     }
 
     /// The bound of a send's waits, when there is one.
-    #[cfg(feature = "tokio")]
     pub(crate) fn send_timeout(&self) -> Option<Duration> {
         self.send_timeout
     }
@@ -578,6 +577,22 @@ impl<S: ZcSocket> SendmsgPath<S> {
     pub(crate) fn push_held(&self) {
         // A failure leaves the segment held until the peer's ACK: a slower wait, not a wrong one.
         let _ = self.get_ref().push_held();
+    }
+
+    /// One step of a dropped sender's wait in the reaper, never waiting: sends what Nagle's
+    /// algorithm holds back, reads the completions queued now and, when none came, clears the
+    /// socket error that may have raised `POLLERR` (a reset: the completions still come as the
+    /// kernel frees the packets); whether nothing is lent anymore. A failed read leaves the rest
+    /// to the reaper's bound.
+    pub(crate) fn reap_step(&mut self) -> bool {
+        if self.socket.is_none() {
+            return true;
+        }
+        self.push_held();
+        if let Ok(0) = self.drain() {
+            let _ = self.take_socket_error();
+        }
+        self.outstanding() == 0
     }
 
     /// Reads the completions queued now (without waiting); returns the number of ids released.
