@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -331,6 +332,37 @@ impl<S: ZcSocket> AsyncSender<S> {
         self.tx()
     }
 
+    /// The sender, to change its settings. Its own waiting calls (`send`, `flush`, `set_cork` …)
+    /// block the thread, a runtime's too: use this `AsyncSender`'s instead. Sending through it
+    /// while rests of dropped send futures are queued ([`AsyncSender::queued`]) would put its
+    /// bytes before theirs.
+    pub fn get_mut(&mut self) -> &mut Sender<S> {
+        self.tx.as_mut().expect(PRESENT)
+    }
+
+    /// The sender, deregistered from the runtime, with everything it holds; or, while rests of
+    /// dropped send futures are still queued ([`AsyncSender::queued`]: only this `AsyncSender`
+    /// sends them), this `AsyncSender` back, to [`flush`](AsyncSender::flush) first.
+    pub fn into_inner(mut self) -> Result<Sender<S>, Box<AsyncSender<S>>> {
+        if !self.queue.is_empty() {
+            return Err(Box::new(self));
+        }
+        Ok(self.tx.take().expect(PRESENT))
+    }
+
+    /// Sends the rests of dropped send futures, then (io_uring) submits what the sender queued and
+    /// waits until the kernel took each — so that a socket option changed next applies to the
+    /// sends made after it only. A send error on the way is returned (handing back what was not
+    /// sent). Cancel-safe: what is not sent stays queued, in order.
+    async fn settle(&mut self) -> Result<(), TxError> {
+        let (io, tx, queue) = self.parts();
+        send_queued(io, tx, queue).await?;
+        while tx.queued() > 0 {
+            ring_ready(&io.fd, tx).await?;
+        }
+        Ok(())
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> &TxStats {
         self.tx().stats()
@@ -348,6 +380,79 @@ impl<S: ZcSocket> AsyncSender<S> {
 }
 
 const PRESENT: &str = "the sender is present until the AsyncSender is dropped or closed";
+
+impl AsyncSender<UdpSocket> {
+    /// Sends `buf` as one datagram (or one GSO train, see
+    /// [`set_gso_segment`](AsyncSender::set_gso_segment)) to `dest`, on an unconnected socket,
+    /// after the rests of any dropped send; waits for send-buffer space, never for completions, as
+    /// [`send`](AsyncSender::send) does. The `sendmsg` path only, as [`Sender::send_to`]: on
+    /// io_uring it is refused with [`TxError::Unsupported`] and `buf` handed back.
+    ///
+    /// # Errors
+    ///
+    /// The send fails (the datagram comes back inside the error), or a queued rest's send fails
+    /// (it and the rest of the queue come back inside, [`TxError::unsent`], and `buf` beside it).
+    ///
+    /// # Cancel safety
+    ///
+    /// A datagram goes out whole or not at all: a future dropped before it completed sent none of
+    /// it (and drops `buf`); what it was sending of the queue stays queued, in order.
+    pub async fn send_to<B: SendBuf>(
+        &mut self,
+        buf: B,
+        dest: SocketAddr,
+    ) -> Result<(), SendError<B>> {
+        let (io, tx, queue) = self.parts();
+        let mut datagram = Unsent::new(Arc::new(buf), 0);
+        if let Err(e) = send_queued(io, tx, queue).await {
+            return Err(SendError::new(e, datagram));
+        }
+        loop {
+            match tx.try_send_datagram_to(datagram, dest) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::WouldBlock(unsent)) => datagram = unsent,
+                Err(TrySendError::Failed(e)) => return Err(e),
+            }
+            if let Err(e) = writable(io, tx).await {
+                return Err(SendError::new(e, datagram));
+            }
+        }
+    }
+
+    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when it is
+    /// uncorked (`false`), as [`Sender::set_cork`] — without holding the runtime's thread: the
+    /// queued sends are sent first, and each lands in the datagram it was sent for.
+    ///
+    /// # Errors
+    ///
+    /// A queued send fails on the way (handing back what was not sent; the option is left as it
+    /// was), or the socket refuses the option ([`TxError::SocketOption`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// A future dropped before it completed left the option as it was; what it was sending stays
+    /// queued, in order.
+    pub async fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
+        self.settle().await?;
+        self.get_mut().set_cork(cork)
+    }
+
+    /// Sets the GSO segment size (`None`: off) for the datagrams sent from now on, as
+    /// [`Sender::set_gso_segment`] — without holding the runtime's thread: the queued sends are
+    /// sent first, under the size in force when they were sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_cork`](AsyncSender::set_cork) (`UDP_SEGMENT`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_cork`](AsyncSender::set_cork).
+    pub async fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
+        self.settle().await?;
+        self.get_mut().set_gso_segment(segment)
+    }
+}
 
 impl<S: ZcSocket> Drop for AsyncSender<S> {
     fn drop(&mut self) {

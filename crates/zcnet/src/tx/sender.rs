@@ -753,13 +753,43 @@ impl Sender<UdpSocket> {
         match self.engine_mut() {
             Path::Sendmsg(p) => p.send_to(buf, dest),
             #[cfg(feature = "io-uring")]
-            Path::IoUring(_) => Err(SendError::new(
-                TxError::Unsupported {
-                    what: "send_to",
-                    remedy: "connect the socket and send, or use SendPath::Sendmsg",
-                },
-                Unsent::new(Arc::new(buf), 0),
-            )),
+            Path::IoUring(_) => Err(no_send_to(Unsent::new(Arc::new(buf), 0))),
         }
     }
+
+    /// [`Sender::send_to`] without waiting: when the socket's send buffer would not take the
+    /// datagram now, hands it back ([`TrySendError::WouldBlock`]) to try again once the sender's
+    /// descriptor ([`AsFd`]) is writable. The `sendmsg` path only, as `send_to`.
+    pub fn try_send_to<B: SendBuf>(
+        &mut self,
+        buf: B,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        self.try_send_datagram_to(Unsent::new(Arc::new(buf), 0), dest)
+    }
+
+    /// [`Sender::try_send_to`] of a datagram, as handed back by an earlier try.
+    pub(crate) fn try_send_datagram_to<B: SendBuf>(
+        &mut self,
+        datagram: Unsent<B>,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        match self.engine_mut() {
+            Path::Sendmsg(p) => p.try_send_to(datagram, dest),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(_) => Err(TrySendError::Failed(no_send_to(datagram))),
+        }
+    }
+}
+
+/// The io_uring path's answer to a `send_to`: refused, the buffer handed back.
+#[cfg(feature = "io-uring")]
+fn no_send_to<B: SendBuf>(datagram: Unsent<B>) -> SendError<B> {
+    SendError::new(
+        TxError::Unsupported {
+            what: "send_to",
+            remedy: "connect the socket and send, or use SendPath::Sendmsg",
+        },
+        datagram,
+    )
 }

@@ -241,7 +241,16 @@ impl<S: ZcSocket> SendmsgPath<S> {
         &mut self,
         unsent: Unsent<B>,
     ) -> Result<(), TrySendError<B>> {
-        self.send_rest(unsent, None, Wait::Never)
+        self.try_send_rest(unsent, None)
+    }
+
+    /// Sends the rest of `unsent` (to `dest`, on an unconnected datagram socket) without waiting.
+    fn try_send_rest<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+    ) -> Result<(), TrySendError<B>> {
+        self.send_rest(unsent, dest, Wait::Never)
             .map_err(|(stop, unsent)| match stop {
                 Stop::WouldBlock => TrySendError::WouldBlock(unsent),
                 Stop::Failed(e) => TrySendError::Failed(SendError::new(e, unsent)),
@@ -796,5 +805,16 @@ impl SendmsgPath<UdpSocket> {
     ) -> Result<(), SendError<B>> {
         let dest = SockAddr::from(dest);
         self.send_blocking(Unsent::new(Arc::new(buf), 0), Some(&dest))
+    }
+
+    /// [`SendmsgPath::send_to`] without waiting: hands the datagram back
+    /// ([`TrySendError::WouldBlock`]) when the send buffer would not take it now.
+    pub(crate) fn try_send_to<B: SendBuf>(
+        &mut self,
+        datagram: Unsent<B>,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        let dest = SockAddr::from(dest);
+        self.try_send_rest(datagram, Some(&dest))
     }
 }
