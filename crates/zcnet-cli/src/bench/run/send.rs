@@ -14,10 +14,10 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, Sender, SenderConfig, ZcSocket};
 
 use crate::bench::args::api::Api;
 use crate::bench::args::{Common, Pages};
-use crate::bench::run::{latency, sender};
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::why;
 use crate::bench::run::wire::{self, Bench, Header};
+use crate::bench::run::{latency, sender};
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
 
