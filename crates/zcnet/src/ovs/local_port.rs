@@ -20,7 +20,8 @@ impl LocalPort {
     pub(crate) fn open(name: &str, ifindex: i32) -> Result<LocalPort, OvsError> {
         sys::link::set_up(name).call("SIOCSIFFLAGS IFF_UP on the datapath's device")?;
         // Protocol 0: the socket sends only and receives nothing.
-        let fd = sys::packet::open(ifindex as u32, 0).call("AF_PACKET socket on the local port")?;
+        let fd = sys::packet::open(crate::IfIndex::from_ovs(ifindex), 0)
+            .call("AF_PACKET socket on the local port")?;
         Ok(LocalPort { fd })
     }
 

@@ -116,7 +116,11 @@ pub fn refusal(e: &io::Error) -> String {
 }
 
 /// What to probe beyond the host-wide features.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProbeOptions {
     /// Interfaces to describe; `None` = every interface of this network namespace.
     pub ifaces: Option<Vec<String>>,

@@ -45,6 +45,7 @@ mod latency;
 mod leak;
 mod policy;
 mod pool;
+mod reaper;
 mod sender;
 mod sendmsg;
 mod socket;
@@ -68,8 +69,7 @@ pub use policy::{
     AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
 };
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
-#[cfg(any(feature = "io-uring", feature = "tokio"))]
-pub(crate) use sender::DROP_WAIT;
+pub use reaper::{MOST_HELD, Reaping, reaping};
 pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;

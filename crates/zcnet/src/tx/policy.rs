@@ -79,7 +79,11 @@ crate::error::own_error!(ParseModeError, InvalidInput);
 /// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
 /// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only
 /// input that depends on timing.
+///
+/// Start from [`PolicyConfig::with_mode`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyConfig {
     /// Which sends may use zero-copy.
     pub mode: Mode,
@@ -141,6 +145,7 @@ pub enum Decision {
 
 /// Why a send is copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CopyReason {
     /// [`Mode::Copy`].
     Mode,
@@ -173,6 +178,7 @@ pub struct AutoChoice {
 
 /// Why [`Mode::Auto`] chose its mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AutoReason {
     /// No send reached the size threshold: everything was copied.
     BelowThreshold,

@@ -188,7 +188,6 @@ impl<S: ZcSocket> SendmsgPath<S> {
     }
 
     /// The bound of a send's waits, when there is one.
-    #[cfg(feature = "tokio")]
     pub(crate) fn send_timeout(&self) -> Option<Duration> {
         self.send_timeout
     }
@@ -259,7 +258,16 @@ impl<S: ZcSocket> SendmsgPath<S> {
         &mut self,
         unsent: Unsent<B>,
     ) -> Result<(), TrySendError<B>> {
-        self.send_rest(unsent, None, Wait::Never)
+        self.try_send_rest(unsent, None)
+    }
+
+    /// Sends the rest of `unsent` (to `dest`, on an unconnected datagram socket) without waiting.
+    fn try_send_rest<B: SendBuf>(
+        &mut self,
+        unsent: Unsent<B>,
+        dest: Option<&SockAddr>,
+    ) -> Result<(), TrySendError<B>> {
+        self.send_rest(unsent, dest, Wait::Never)
             .map_err(|(stop, unsent)| match stop {
                 Stop::WouldBlock => TrySendError::WouldBlock(unsent),
                 Stop::Failed(e) => TrySendError::Failed(SendError::new(e, unsent)),
@@ -624,6 +632,22 @@ impl<S: ZcSocket> SendmsgPath<S> {
         let _ = self.get_ref().push_held();
     }
 
+    /// One step of a dropped sender's wait in the reaper, never waiting: sends what Nagle's
+    /// algorithm holds back, reads the completions queued now and, when none came, clears the
+    /// socket error that may have raised `POLLERR` (a reset: the completions still come as the
+    /// kernel frees the packets); whether nothing is lent anymore. A failed read leaves the rest
+    /// to the reaper's bound.
+    pub(crate) fn reap_step(&mut self) -> bool {
+        if self.socket.is_none() {
+            return true;
+        }
+        self.push_held();
+        if let Ok(0) = self.drain() {
+            let _ = self.take_socket_error();
+        }
+        self.outstanding() == 0
+    }
+
     /// Reads the completions queued now (without waiting); returns the number of ids released.
     pub(crate) fn poll_completions(&mut self) -> Result<u64, TxError> {
         self.drain()
@@ -829,5 +853,16 @@ impl SendmsgPath<UdpSocket> {
     ) -> Result<(), SendError<B>> {
         let dest = SockAddr::from(dest);
         self.send_blocking(Unsent::new(Arc::new(buf), 0), Some(&dest))
+    }
+
+    /// [`SendmsgPath::send_to`] without waiting: hands the datagram back
+    /// ([`TrySendError::WouldBlock`]) when the send buffer would not take it now.
+    pub(crate) fn try_send_to<B: SendBuf>(
+        &mut self,
+        datagram: Unsent<B>,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        let dest = SockAddr::from(dest);
+        self.try_send_rest(datagram, Some(&dest))
     }
 }

@@ -57,10 +57,10 @@ pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
 pub use route::NEXT_HOP_TTL;
 pub use send_error::SendError;
-pub use socket::{Socket, SocketConfig, probe_zero_copy};
+pub use socket::{BusyPoll, Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
 pub use tx_metadata::{TxMetadata, probe_umem as probe_tx_metadata_umem};
 pub use udp_endpoint::{
     Checksums, Datagram, EndpointConfig, EndpointStats, Received, SendBatch, UdpEndpoint,
 };
-pub use umem::{Frame, FrameSize, Umem, UmemConfig};
+pub use umem::{Frame, FrameSize, Reclaimed, Umem, UmemConfig};

@@ -1,34 +1,9 @@
-//! The per-send latency of `zcnet bench tcp|udp --latency` rows ([`zcnet::tx::TxLatency`]): each
-//! step's p50, p99 and max as a `latency` object in a row, and a table of them under the rows.
+//! The per-send latency table of `zcnet bench tcp|udp --latency`: under the rows, each step's p50,
+//! p99 and max from the `latency` object the run put in each row ([`crate::bench::run::latency`]).
 
-use serde_json::{Value, json};
-use zcnet::tx::{Histogram, TxLatency};
+use serde_json::json;
 
 use crate::report::{Column, Row, object, print_rows};
-
-/// Microseconds of a quantile, `None` when nothing was recorded.
-fn us(d: Option<std::time::Duration>) -> Option<f64> {
-    d.map(|d| d.as_secs_f64() * 1e6)
-}
-
-fn step(h: &Histogram) -> Value {
-    json!({
-        "count": h.count(),
-        "p50_us": us(h.p50()),
-        "p99_us": us(h.p99()),
-        "max_us": us(h.max()),
-    })
-}
-
-/// A row's `latency` object: the sends joined, timestamps matched to none, and each step measured
-/// from the send call.
-pub(crate) fn json(l: &TxLatency) -> Value {
-    let mut v = json!({"sends": l.sends, "unmatched": l.unmatched});
-    for (name, h) in l.steps() {
-        v[name] = step(h);
-    }
-    v
-}
 
 const COLUMNS: &[Column] = &[
     ("path", "path"),
@@ -98,13 +73,5 @@ mod tests {
         assert_eq!(names, ["scheduled", "sent", "freed"]);
         assert_eq!(steps[2]["p99_us"], 9.0);
         assert_eq!(steps[1]["mode"], "zerocopy");
-    }
-
-    #[test]
-    fn an_empty_latency_has_every_step_at_zero() {
-        let v = json(&TxLatency::default());
-        assert_eq!(v["sends"], 0);
-        assert_eq!(v["acked"]["count"], 0);
-        assert_eq!(v["freed"]["p50_us"], Value::Null);
     }
 }

@@ -1,4 +1,4 @@
-//! The totals of a `zcnet bench tcp|udp` run over its rounds, a row per API, mode and size, and auto
+//! Report: The totals of a `zcnet bench tcp|udp` run over its rounds, a row per API, mode and size, and auto
 //! against the better of copy and zerocopy of its own round (the median of the rounds' ratios).
 
 use serde_json::{Value, json};
