@@ -12,13 +12,14 @@
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
-//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
-//! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
-//! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
-//! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
-//! `zcrx` (io_uring zero-copy receive), `timestamping` (transmit timestamps), `trial` (a system call tried in a throwaway child, to see whether
-//! a seccomp filter refuses it) and `vsock`.
+//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet`
+//! (AF_PACKET sockets and rings), `netlink` (generic netlink: netdev and the OVS families),
+//! `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links),
+//! `ovs` (Open vSwitch datapath UAPI), `link` (interface indices), `perf_event` (tracepoints for
+//! BPF programs), `uring` (io_uring zero-copy sends and probing), `uring_timestamps` (transmit
+//! timestamps through io_uring), `zcrx` (io_uring zero-copy receive), `timestamping` (transmit
+//! timestamps), `trial` (a system call tried in a throwaway child, to see whether a seccomp filter
+//! refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -65,6 +66,8 @@ pub(crate) mod timestamping;
 pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
+#[cfg(feature = "io-uring")]
+pub(crate) mod uring_timestamps;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;

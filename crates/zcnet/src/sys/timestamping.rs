@@ -47,6 +47,11 @@ pub fn enable_tx(fd: BorrowedFd<'_>, stream: bool) -> io::Result<()> {
     super::socket::set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, flags)
 }
 
+/// Turns transmit timestamps off again (`SO_TIMESTAMPING` 0): for a socket handed back.
+pub fn disable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    super::socket::set_int_option(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, 0)
+}
+
 /// `struct scm_timestamping` (linux/errqueue.h): software, (deprecated) and hardware times.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

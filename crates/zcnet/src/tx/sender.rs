@@ -46,13 +46,14 @@ pub struct SenderConfig {
     /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
     /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
-    /// Per-send latency (default off): on the `sendmsg` path the sender turns on the kernel's
-    /// transmit timestamps (`SO_TIMESTAMPING` keyed by `SOF_TIMESTAMPING_OPT_ID`: scheduled, handed
-    /// to the device, acknowledged) and joins them and each zero-copy completion to the send they
-    /// belong to, into [`TxStats::latency`](crate::tx::TxStats::latency). The timestamps are
-    /// further error-queue entries to read (about three per send), so the sender does more work per
-    /// send. A socket that refuses them leaves the latency empty. The io_uring path does not read
-    /// them: its latency stays empty.
+    /// Per-send latency (default off): the sender turns on the kernel's transmit timestamps
+    /// (`SO_TIMESTAMPING` keyed by `SOF_TIMESTAMPING_OPT_ID`: scheduled, handed to the device,
+    /// acknowledged) and joins them and each zero-copy completion to the send they belong to, into
+    /// [`TxStats::latency`](crate::tx::TxStats::latency). The `sendmsg` path reads them from the
+    /// error queue (about three more entries per send); the io_uring path through a
+    /// `SOCKET_URING_OP_TX_TIMESTAMP` command on a small ring of its own (Linux 6.17; on an older
+    /// kernel its latency stays empty), a request being one send there. A socket that refuses
+    /// them leaves the latency empty.
     pub timestamps: bool,
 }
 

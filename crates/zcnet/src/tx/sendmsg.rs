@@ -711,11 +711,15 @@ impl<S: ZcSocket> SendmsgPath<S> {
 
     /// The socket, no longer owned (for [`super::Sender::close`], after a flush), with the
     /// `SO_SNDTIMEO` it had before the sender set its own (a failure to put it back leaves the
-    /// sender's, a finite wait).
+    /// sender's, a finite wait), and transmit timestamps off if the sender turned them on.
     pub(crate) fn into_socket(mut self) -> S {
         let socket = self.socket.take().expect("taken once");
         if let Some(before) = self.timeout_before {
             let _ = before.restore(socket.fd());
+        }
+        if self.join.is_some() {
+            // A failure leaves stamps coming to an error queue nobody reads but the caller.
+            let _ = timestamping::disable(socket.fd());
         }
         socket
     }

@@ -91,7 +91,8 @@ pub(crate) struct Common {
     /// Per-send latency: the sender turns on the kernel's transmit timestamps and a table under the
     /// rows gives, per row, p50, p99 and max of the time from each send call to its packet
     /// scheduled, handed to the device, acknowledged (tcp) and its buffer back (zero-copy sends);
-    /// in --json a `latency` object per row. The sendmsg API only: io_uring rows join none.
+    /// in --json a `latency` object per row. io_uring rows need Linux 6.17
+    /// (SOCKET_URING_OP_TX_TIMESTAMP), and count a request (several sends on a stream) as one.
     #[arg(long, conflicts_with = "listen")]
     pub(crate) latency: bool,
     /// One JSON object per interval and per mode instead of a table.
