@@ -285,4 +285,4 @@ const RECLAIM_SLICE: Duration = Duration::from_millis(1);
 
 /// Tries of a full tx ring, each after yielding, before [`AsyncUdpEndpoint::flush`] waits for the
 /// socket to report tx room (the kernel reports it once the ring is at most half full).
-pub const FULL_RING_TRIES: u32 = 8;
+const FULL_RING_TRIES: u32 = 8;

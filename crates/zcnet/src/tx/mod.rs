@@ -33,11 +33,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 mod buffer;
 mod claim;
 mod erased;
-mod error;
+pub(crate) mod error;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod errqueue;
 #[cfg(test)]
 mod errqueue_room_tests;
@@ -56,14 +58,13 @@ mod unsent;
 mod uring;
 pub mod vsock;
 
-pub use budget::{Charge, MemlockBudget, memlock_reason};
+pub use budget::{MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
 pub use leak::{Leaked, leaked};
-pub use policy::{
-    AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
-};
+pub use policy::{AutoChoice, AutoReason, CopyReason, Mode, ParseModeError, PolicyConfig};
+pub(crate) use policy::{Decision, Policy};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 #[cfg(any(feature = "io-uring", feature = "tokio"))]
 pub(crate) use sender::DROP_WAIT;

@@ -253,16 +253,6 @@ impl Policy {
         }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &PolicyConfig {
-        &self.config
-    }
-
-    /// Times [`Mode::Auto`] switched to copying after a run of copied completions.
-    pub fn switches(&self) -> u64 {
-        self.switches
-    }
-
     /// Decides how to send `len` bytes; advances the policy's clock by one send.
     pub fn decide(&mut self, len: usize) -> Decision {
         self.now += 1;
@@ -420,7 +410,7 @@ mod tests {
             intervals.push(copies);
         }
         assert_eq!(intervals, vec![10, 20, 40, 40]);
-        assert_eq!(p.switches(), 4);
+        assert_eq!(p.switches, 4);
         // A zero-copied completion resets the interval.
         p.on_completion(false, 1);
         p.on_completion(true, 4);
