@@ -14,16 +14,13 @@ use tx_common::{
     Checksum, assert_stream_delivered, datagrams_of, fill, pool, sender_on, take, tcp_pair,
     udp_sink, xdp_drop_sink,
 };
-use zcnet::tx::{
-    AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SendPath, SenderConfig, TxStats,
-};
+use zcnet::tx::{AutoChoice, AutoReason, BufferPool, Mode, SendPath, SenderConfig, TxStats};
 
 /// Auto with small windows, a comparison every other window and, unless `copied_rule`, no switch to
 /// copying on copied completions: the measurement alone moves the sender between the modes.
 fn switching(path: SendPath, copied_rule: bool) -> SenderConfig {
-    let mut config = SenderConfig::default();
+    let mut config = SenderConfig::with_mode(Mode::Auto);
     config.path = path;
-    config.policy = PolicyConfig::with_mode(Mode::Auto);
     config.policy.window_bytes = 256 << 10;
     config.policy.compare_every = 1;
     config.policy.max_compare_every = 2;

@@ -28,7 +28,8 @@ use zcnet::rx::{DatagramBatch, Receiver, RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, ZcSocket};
 
 use super::proto::{UdpHeader, UdpTally};
-use crate::bench::api::{self, Api};
+use crate::bench::args::api::Api;
+use crate::bench::run::sender;
 
 /// How zcnet's side sends and receives (its own flags).
 #[derive(Debug, Clone, Copy)]
@@ -361,7 +362,7 @@ fn send<S: Kind>(
     let mut config = SenderConfig::with_mode(zc.mode);
     config.send_timeout = Some(SEND_TIMEOUT);
     let mut tx =
-        api::sender(zc.api, socket, config, &pool).map_err(|e| failed("the sender", &e))?;
+        sender::sender(zc.api, socket, config, &pool).map_err(|e| failed("the sender", &e))?;
     let mut seq = 0u64;
     while stop.take(spec.blksize) {
         if spec.rate > 0 {
@@ -397,7 +398,7 @@ fn send<S: Kind>(
     let mut zc_row = json!({
         "api": tx.path().name(),
         "mode": zc.mode.name(),
-        "zerocopy": api::zerocopy(&tx),
+        "zerocopy": sender::zerocopy(&tx),
         "zc_calls": stats.zc_calls,
         "copy_calls": stats.copy_calls,
         "zc_ids": stats.zc_ids,

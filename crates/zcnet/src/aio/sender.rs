@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,19 +45,21 @@ use crate::tx::{
 /// only by the completions covering it (or, if nothing of it was lent, when it is handed back or
 /// sent by copy).
 ///
-/// # Dropping
+/// # Drop
 ///
 /// Dropping the `AsyncSender` loses nothing it accepted either, as closing a socket delivers its
-/// send buffer: when anything is still queued — rests of dropped send futures, sends the io_uring
-/// path has not submitted — the drop hands the sender to tokio's blocking pool
-/// (`spawn_blocking`; outside a runtime it finishes on the dropping thread), which sends them
-/// with the blocking [`Sender`], all of them together within
-/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), however many are queued. A
-/// runtime's shutdown waits for that task, so for no longer than that bound. When a send fails
-/// there, or the bound passes with some unsent, a TCP stream is reset, so
-/// that its peer never takes a stream cut short for a whole one. Loans still outstanding stay lent
-/// for good, as [`Sender`]'s drop leaves them: [`close`](AsyncSender::close) to know that
-/// everything arrived, or to get back what could not be sent.
+/// send buffer, and never holds a runtime thread. With no rest of a dropped send future queued,
+/// the drop is the [`Sender`]'s: what is in flight goes to the process's reaper thread (see
+/// `# Drop` on [`Sender`]), which releases each buffer as its completions arrive, within
+/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), and leaks and counts
+/// ([`crate::tx::leaked`]) what is still lent then. With rests queued, the drop hands the sender
+/// to tokio's blocking pool (`spawn_blocking`; outside a runtime it finishes on the dropping
+/// thread), which sends them with the blocking [`Sender`], all of them together within that same
+/// bound, before the reaper takes the rest; a runtime's shutdown waits for that task, so for no
+/// longer than the bound. When a send fails there, or the bound passes with some unsent, a TCP
+/// stream is reset, so that its peer never takes a stream cut short for a whole one.
+/// [`close`](AsyncSender::close) to know that everything arrived, or to get back what could not
+/// be sent; [`abort`](AsyncSender::abort) to end at once.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
@@ -268,12 +271,14 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// # Cancel safety
     ///
     /// Dropping the future drops the sender: what it still holds is sent as its drop sends it (see
-    /// "Dropping" above), within the same bound, and nothing is lost that the drop would not lose.
+    /// `# Drop` above), within the same bound, and nothing is lost that the drop would not lose.
     pub async fn close(mut self) -> Result<S, TxError> {
         let flushed = self.flush().await;
         let mut tx = self.tx.take().expect(PRESENT);
         if let Err(e) = flushed {
-            return Err(tx.give_up(e));
+            let e = tx.give_up(e);
+            tx.end_now();
+            return Err(e);
         }
         drop(self);
         tx.close(Duration::ZERO)
@@ -282,7 +287,7 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// Ends the connection now, without a task or a wait: the buffers still queued are dropped
     /// unsent, a TCP stream is reset, and the buffers still lent are leaked (counted in
     /// [`crate::tx::leaked`]), as [`Sender::abort`]. [`close`](AsyncSender::close) delivers
-    /// everything instead, and dropping the sender drains in the background (see "Dropping").
+    /// everything instead, and dropping the sender drains in the background (see `# Drop`).
     pub fn abort(mut self) {
         if let Some(tx) = self.tx.take() {
             tx.abort();
@@ -327,6 +332,37 @@ impl<S: ZcSocket> AsyncSender<S> {
         self.tx()
     }
 
+    /// The sender, to change its settings. Its own waiting calls (`send`, `flush`, `set_cork` …)
+    /// block the thread, a runtime's too: use this `AsyncSender`'s instead. Sending through it
+    /// while rests of dropped send futures are queued ([`AsyncSender::queued`]) would put its
+    /// bytes before theirs.
+    pub fn get_mut(&mut self) -> &mut Sender<S> {
+        self.tx.as_mut().expect(PRESENT)
+    }
+
+    /// The sender, deregistered from the runtime, with everything it holds; or, while rests of
+    /// dropped send futures are still queued ([`AsyncSender::queued`]: only this `AsyncSender`
+    /// sends them), this `AsyncSender` back, to [`flush`](AsyncSender::flush) first.
+    pub fn into_inner(mut self) -> Result<Sender<S>, Box<AsyncSender<S>>> {
+        if !self.queue.is_empty() {
+            return Err(Box::new(self));
+        }
+        Ok(self.tx.take().expect(PRESENT))
+    }
+
+    /// Sends the rests of dropped send futures, then (io_uring) submits what the sender queued and
+    /// waits until the kernel took each — so that a socket option changed next applies to the
+    /// sends made after it only. A send error on the way is returned (handing back what was not
+    /// sent). Cancel-safe: what is not sent stays queued, in order.
+    async fn settle(&mut self) -> Result<(), TxError> {
+        let (io, tx, queue) = self.parts();
+        send_queued(io, tx, queue).await?;
+        while tx.queued() > 0 {
+            ring_ready(&io.fd, tx).await?;
+        }
+        Ok(())
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> &TxStats {
         self.tx().stats()
@@ -345,12 +381,86 @@ impl<S: ZcSocket> AsyncSender<S> {
 
 const PRESENT: &str = "the sender is present until the AsyncSender is dropped or closed";
 
+impl AsyncSender<UdpSocket> {
+    /// Sends `buf` as one datagram (or one GSO train, see
+    /// [`set_gso_segment`](AsyncSender::set_gso_segment)) to `dest`, on an unconnected socket,
+    /// after the rests of any dropped send; waits for send-buffer space, never for completions, as
+    /// [`send`](AsyncSender::send) does. The `sendmsg` path only, as [`Sender::send_to`]: on
+    /// io_uring it is refused with [`TxError::Unsupported`] and `buf` handed back.
+    ///
+    /// # Errors
+    ///
+    /// The send fails (the datagram comes back inside the error), or a queued rest's send fails
+    /// (it and the rest of the queue come back inside, [`TxError::unsent`], and `buf` beside it).
+    ///
+    /// # Cancel safety
+    ///
+    /// A datagram goes out whole or not at all: a future dropped before it completed sent none of
+    /// it (and drops `buf`); what it was sending of the queue stays queued, in order.
+    pub async fn send_to<B: SendBuf>(
+        &mut self,
+        buf: B,
+        dest: SocketAddr,
+    ) -> Result<(), SendError<B>> {
+        let (io, tx, queue) = self.parts();
+        let mut datagram = Unsent::new(Arc::new(buf), 0);
+        if let Err(e) = send_queued(io, tx, queue).await {
+            return Err(SendError::new(e, datagram));
+        }
+        loop {
+            match tx.try_send_datagram_to(datagram, dest) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::WouldBlock(unsent)) => datagram = unsent,
+                Err(TrySendError::Failed(e)) => return Err(e),
+            }
+            if let Err(e) = writable(io, tx).await {
+                return Err(SendError::new(e, datagram));
+            }
+        }
+    }
+
+    /// Corks the socket (`UDP_CORK`): the following sends append to one datagram, sent when it is
+    /// uncorked (`false`), as [`Sender::set_cork`] — without holding the runtime's thread: the
+    /// queued sends are sent first, and each lands in the datagram it was sent for.
+    ///
+    /// # Errors
+    ///
+    /// A queued send fails on the way (handing back what was not sent; the option is left as it
+    /// was), or the socket refuses the option ([`TxError::SocketOption`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// A future dropped before it completed left the option as it was; what it was sending stays
+    /// queued, in order.
+    pub async fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
+        self.settle().await?;
+        self.get_mut().set_cork(cork)
+    }
+
+    /// Sets the GSO segment size (`None`: off) for the datagrams sent from now on, as
+    /// [`Sender::set_gso_segment`] — without holding the runtime's thread: the queued sends are
+    /// sent first, under the size in force when they were sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_cork`](AsyncSender::set_cork) (`UDP_SEGMENT`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`set_cork`](AsyncSender::set_cork).
+    pub async fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
+        self.settle().await?;
+        self.get_mut().set_gso_segment(segment)
+    }
+}
+
 impl<S: ZcSocket> Drop for AsyncSender<S> {
     fn drop(&mut self) {
         let Some(tx) = self.tx.take() else {
             return;
         };
-        if self.queue.is_empty() && !tx.waits_on_drop() {
+        if self.queue.is_empty() {
+            // The sender's own drop hands what is in flight to the reaper, without waiting.
             return;
         }
         let unfinished = Unfinished {

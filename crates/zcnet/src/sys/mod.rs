@@ -17,7 +17,7 @@
 //! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
 //! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
 //! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
-//! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
+//! `zcrx` (io_uring zero-copy receive), `timestamping` (transmit timestamps), `trial` (a system call tried in a throwaway child, to see whether
 //! a seccomp filter refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
@@ -64,6 +64,7 @@ pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod timestamping;
 pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;

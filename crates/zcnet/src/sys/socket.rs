@@ -46,6 +46,25 @@ pub fn poll_any(fds: &[BorrowedFd<'_>], events: i16, timeout_ms: i32) -> io::Res
     Ok(pfds.iter().any(|p| p.revents != 0))
 }
 
+/// [`poll`] over several descriptors at once, each with its own events; `None` entries are left
+/// out (the kernel skips a negative descriptor). Waits up to `timeout_ms` until one is ready;
+/// returns each entry's revents, in order (0 for those left out and on timeout).
+pub fn poll_each(fds: &[Option<(BorrowedFd<'_>, i16)>], timeout_ms: i32) -> io::Result<Vec<i16>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|entry| {
+            let (fd, events) = entry.map_or((-1, 0), |(fd, events)| (fd.as_raw_fd(), events));
+            libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            }
+        })
+        .collect();
+    poll_all(&mut pfds, timeout_ms)?;
+    Ok(pfds.iter().map(|p| p.revents).collect())
+}
+
 /// `poll(2)` on `pfds`, repeated after `EINTR` with the time left until the deadline.
 fn poll_all(pfds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<()> {
     let deadline = u64::try_from(timeout_ms)

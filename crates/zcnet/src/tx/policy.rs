@@ -76,7 +76,7 @@ impl std::error::Error for ParseModeError {}
 
 crate::error::own_error!(ParseModeError, InvalidInput);
 
-/// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
+/// Tuning of a sender's zero-copy policy. The copied-completion and `ENOBUFS` intervals are counted in sends; the
 /// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only
 /// input that depends on timing.
 ///
@@ -167,7 +167,7 @@ pub enum CopyReason {
     Cheaper,
 }
 
-/// What [`Mode::Auto`] does with sends at or above the threshold, and why ([`Policy::choice`]).
+/// What [`Mode::Auto`] does with sends at or above the threshold, and why ([`TxStats::auto`](crate::tx::TxStats::auto)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AutoChoice {
     /// [`Mode::ZeroCopy`] or [`Mode::Copy`].

@@ -12,6 +12,7 @@ use super::erased::UnsentBuf;
 use super::error::TxError;
 use super::policy::{Mode, PolicyConfig};
 use super::pool::{BufferPool, PooledBuf};
+use super::reaper::Reaped;
 use super::sendmsg::SendmsgPath;
 use super::socket::ZcSocket;
 use super::stats::TxStats;
@@ -25,7 +26,6 @@ use crate::sys::uring::MAX_RING_ENTRIES;
 /// The longest a dropped sender waits for the kernel to take the sends it still holds when
 /// [`SenderConfig::send_timeout`] is unset: a peer that stopped reading holds the dropping thread
 /// that long, not for good.
-#[cfg(any(feature = "io-uring", feature = "tokio"))]
 pub(crate) const DROP_WAIT: Duration = Duration::from_secs(60);
 
 /// How a [`Sender`] behaves.
@@ -46,6 +46,14 @@ pub struct SenderConfig {
     /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
     /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
+    /// Per-send latency (default off): on the `sendmsg` path the sender turns on the kernel's
+    /// transmit timestamps (`SO_TIMESTAMPING` keyed by `SOF_TIMESTAMPING_OPT_ID`: scheduled, handed
+    /// to the device, acknowledged) and joins them and each zero-copy completion to the send they
+    /// belong to, into [`TxStats::latency`](crate::tx::TxStats::latency). The timestamps are
+    /// further error-queue entries to read (about three per send), so the sender does more work per
+    /// send. A socket that refuses them leaves the latency empty. The io_uring path does not read
+    /// them: its latency stays empty.
+    pub timestamps: bool,
 }
 
 impl SenderConfig {
@@ -166,14 +174,10 @@ macro_rules! on_path {
 ///   returns the socket.
 /// - Nothing queued is ever dropped silently, not even by dropping the sender. What `send`
 ///   accepted is delivered as a socket's close delivers its send buffer: on `sendmsg` the kernel
-///   holds it already; on io_uring the drop submits the queued sends and waits, as a send does,
-///   until the kernel has taken each, for at most [`SenderConfig::send_timeout`] (60 s when it
-///   is unset: a drop never waits for good on a peer that stopped reading). When that fails
-///   (a send error, the timeout), or a [`Sender::close`] failed and handed buffers back, a TCP
-///   stream is reset (`SO_LINGER` 0), so that its peer never takes a stream cut short for a whole
-///   one. Buffers still lent at the drop stay lent forever (leaked, never reused, since the kernel
-///   may still read them; their locked-memory charges go back to
-///   [`crate::tx::MemlockBudget`]): [`Sender::flush`] or [`Sender::close`] first to get them back.
+///   holds it already; on io_uring the reaper submits what is queued (see below). When that
+///   fails (a send error, the reaper's bound), or a [`Sender::close`] failed and handed buffers
+///   back, a TCP stream is reset (`SO_LINGER` 0), so that its peer never takes a stream cut short
+///   for a whole one.
 ///
 /// # Drop
 ///
@@ -181,10 +185,34 @@ macro_rules! on_path {
 /// |---|---|---|---|
 /// | [`Sender::close`]`(timeout)` | for every completion, up to `timeout` | given back (or leaked and named in the error) | closed, or reset if bytes are missing |
 /// | [`Sender::abort`] | never | leaked, counted in [`crate::tx::leaked`] | reset |
-/// | dropping it | on `sendmsg` never; on io_uring until the queued sends are taken (bounded, above) | leaked, counted in [`crate::tx::leaked`] | closed, or reset if bytes are missing |
+/// | dropping it | never: the reaper waits, bounded | given back as completions arrive, the rest leaked when the bound passes | closed once all is back, or reset if bytes are missing |
 ///
-/// A server that drops connections on error paths reads [`crate::tx::leaked`] to see what that
-/// costs; [`crate::aio::AsyncSender`]'s drop moves any wait off the runtime's threads.
+/// A sender dropped with buffers lent, or (io_uring) sends queued, hands its socket, ring and
+/// loans to the reaper: one background thread for the whole process, which submits what is
+/// queued, reads the completions and releases each buffer they cover (a pooled one goes back to
+/// its pool) as the live sender would, then closes the socket. The drop itself reads the
+/// completions already queued (`sendmsg`) and returns; it never waits for the kernel or the
+/// peer. (The kernel ties an io_uring request to the thread that submitted it, and cancels the
+/// requests still waiting for socket space when that thread exits — the reaper then resets the
+/// stream: a thread that exits right after dropping an io_uring sender whose last sends may still
+/// wait for the peer should [`Sender::close`] it instead. What the drop left queued is submitted
+/// by the reaper's thread.) The reaper's bounds:
+///
+/// - it holds a dropped sender for at most [`SenderConfig::send_timeout`] (60 s when it is unset)
+///   from the drop; then what io_uring had not submitted is never sent (a TCP stream is reset),
+///   and the buffers still lent are leaked — never freed or reused, since the kernel may still
+///   read them — and counted in [`crate::tx::leaked`];
+/// - it holds at most [`crate::tx::MOST_HELD`] senders at once: a sender dropped while it is full
+///   ends there as [`Sender::abort`] ends one, except that a `sendmsg` stream is not reset (the
+///   kernel holds its bytes already).
+///
+/// So [`crate::tx::leaked`] counts exactly the buffers still lent when their sender stopped
+/// tracking them: at an abort, a failed close, a drop the reaper refused, or the reaper's bound;
+/// a buffer whose completions reach the reaper in time is released, not counted. Leaked buffers'
+/// locked-memory charges go back to [`crate::tx::MemlockBudget`]. [`crate::tx::reaping`] counts
+/// what the reaper holds and how each sender it took ended; a server that drops connections on
+/// error paths reads both to see what that costs. While the thread unwinds from a panic, the
+/// drop ends the sender at once (the reaper is not involved).
 ///
 /// On the `sendmsg` path one sender owns a kernel socket: a second `sendmsg` sender on the same
 /// socket (another descriptor of it, from `try_clone` or `dup`) sends by copy and never reads the
@@ -193,12 +221,22 @@ macro_rules! on_path {
 /// their own ring, not on the socket's error queue, so several may share a socket (each keeps its
 /// own order; interleaving them is the application's business).
 pub struct Sender<S: ZcSocket> {
-    path: Path<S>,
+    /// Present until [`Sender::close`] or [`Sender::abort`] takes it, or the drop hands it to the
+    /// reaper.
+    path: Option<Path<S>>,
     /// Whether the configured path is the one used, or why not.
     path_status: Result<(), Fallback>,
 }
 
 impl<S: ZcSocket> Sender<S> {
+    fn engine(&self) -> &Path<S> {
+        self.path.as_ref().expect(PRESENT)
+    }
+
+    fn engine_mut(&mut self) -> &mut Path<S> {
+        self.path.as_mut().expect(PRESENT)
+    }
+
     /// Wraps `socket`, sending on `config.path`.
     ///
     /// On the `sendmsg` path the sender first claims the kernel socket (no other sender of this
@@ -227,7 +265,11 @@ impl<S: ZcSocket> Sender<S> {
     pub fn new(socket: S, config: SenderConfig) -> Self {
         match config.path {
             SendPath::Sendmsg { drain_every } => Sender {
-                path: Path::Sendmsg(SendmsgPath::new(socket, &config, drain_every)),
+                path: Some(Path::Sendmsg(SendmsgPath::new(
+                    socket,
+                    &config,
+                    drain_every,
+                ))),
                 path_status: Ok(()),
             },
             #[cfg(feature = "io-uring")]
@@ -237,20 +279,24 @@ impl<S: ZcSocket> Sender<S> {
             } => {
                 if socket.cuts_messages() {
                     return Sender {
-                        path: Path::Sendmsg(SendmsgPath::new(socket, &config, DRAIN_EVERY)),
+                        path: Some(Path::Sendmsg(SendmsgPath::new(
+                            socket,
+                            &config,
+                            DRAIN_EVERY,
+                        ))),
                         path_status: Err(whole_messages_fallback()),
                     };
                 }
                 // The ring is set up first: on failure the socket is still here for sendmsg.
                 match UringPath::<S>::ring(ring_entries) {
                     Ok(ring) => Sender {
-                        path: Path::IoUring(UringPath::new(socket, ring, &config, batch)),
+                        path: Some(Path::IoUring(UringPath::new(socket, ring, &config, batch))),
                         path_status: Ok(()),
                     },
                     Err(e) => {
                         let path = SendmsgPath::new(socket, &config, DRAIN_EVERY);
                         Sender {
-                            path: Path::Sendmsg(path),
+                            path: Some(Path::Sendmsg(path)),
                             path_status: Err(ring_setup_fallback(&e, ring_entries)),
                         }
                     }
@@ -262,7 +308,7 @@ impl<S: ZcSocket> Sender<S> {
     /// The path sends take: the configured one, or [`SendPath::SENDMSG`] after a fallback (see
     /// [`Sender::path_status`]).
     pub fn path(&self) -> SendPath {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(p) => SendPath::Sendmsg {
                 drain_every: p.drain_every(),
             },
@@ -282,29 +328,29 @@ impl<S: ZcSocket> Sender<S> {
     /// `TCP_NODELAY`), or the sends queued before the change go out under it;
     /// [`Sender::set_cork`] and [`Sender::set_gso_segment`] settle the queue themselves.
     pub fn get_ref(&self) -> &S {
-        on_path!(&self.path, p => p.get_ref())
+        on_path!(self.engine(), p => p.get_ref())
     }
 
     /// Whether zero-copy is used, or why not: refused by the kernel, copy requested, or given up
     /// after a completion named an id the sender never registered.
     pub fn zerocopy_status(&self) -> Result<(), &Fallback> {
-        on_path!(&self.path, p => p.zerocopy_status())
+        on_path!(self.engine(), p => p.zerocopy_status())
     }
 
     /// The counters so far (on io_uring, an id is a zero-copy request).
     pub fn stats(&self) -> &TxStats {
-        on_path!(&self.path, p => p.stats())
+        on_path!(self.engine(), p => p.stats())
     }
 
     /// Zero-copy ids sent and not yet completed (their buffers are still lent).
     pub fn outstanding(&self) -> usize {
-        on_path!(&self.path, p => p.outstanding())
+        on_path!(self.engine(), p => p.outstanding())
     }
 
     /// Buffers queued and not yet wholly taken by the kernel (io_uring; always 0 on `sendmsg`,
     /// which sends in the call).
     pub fn queued(&self) -> usize {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(_) => 0,
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.queued(),
@@ -319,7 +365,7 @@ impl<S: ZcSocket> Sender<S> {
     /// socket; its sends go unregistered. The `sendmsg` path has no registered buffers (the kernel pins
     /// each send's pages): it answers [`crate::Cause::Requested`], naming the io_uring path.
     pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(_) => {
                 let _ = pool;
                 Err(no_registration())
@@ -331,7 +377,7 @@ impl<S: ZcSocket> Sender<S> {
 
     /// Whether a pool is registered (fixed sends), or why not.
     pub fn registration_status(&self) -> Result<(), Fallback> {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(_) => Err(no_registration()),
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.registration_status().map_err(Clone::clone),
@@ -349,7 +395,7 @@ impl<S: ZcSocket> Sender<S> {
 
     /// [`Sender::send`] for the part of a buffer an earlier send did not take.
     pub fn send_unsent<B: SendBuf>(&mut self, unsent: Unsent<B>) -> Result<(), SendError<B>> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(p) => p.send_unsent(unsent),
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.queue_unsent(unsent, true).map_err(|e| match e {
@@ -373,7 +419,7 @@ impl<S: ZcSocket> Sender<S> {
         &mut self,
         unsent: Unsent<B>,
     ) -> Result<(), TrySendError<B>> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(p) => p.try_send_unsent(unsent),
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.queue_unsent(unsent, false),
@@ -383,14 +429,14 @@ impl<S: ZcSocket> Sender<S> {
     /// Reads the completions queued now (without waiting) and, on io_uring, submits what it can;
     /// returns the number of ids released.
     pub fn poll_completions(&mut self) -> Result<u64, TxError> {
-        on_path!(&mut self.path, p => p.poll_completions())
+        on_path!(self.engine_mut(), p => p.poll_completions())
     }
 
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
     /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
     /// clock (`Duration::MAX`) waits without a deadline.
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
-        on_path!(&mut self.path, p => p.wait_completions(timeout))
+        on_path!(self.engine_mut(), p => p.wait_completions(timeout))
     }
 
     /// A free buffer of `pool`, reading completions (and, on io_uring, submitting queued sends)
@@ -424,7 +470,7 @@ impl<S: ZcSocket> Sender<S> {
     /// poll made progress.
     #[cfg(feature = "tokio")]
     pub(crate) fn ring_cqes(&self) -> u64 {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(_) => 0,
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.cqes(),
@@ -433,7 +479,7 @@ impl<S: ZcSocket> Sender<S> {
 
     /// Whether no buffer sent through this sender is still queued or lent.
     pub(crate) fn holds_nothing(&self) -> bool {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(p) => p.outstanding() == 0,
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.idle(),
@@ -447,7 +493,7 @@ impl<S: ZcSocket> Sender<S> {
     /// [`TxError::LostTrack`] once a completion named an id the sender never registered (the
     /// buffers still lent then stay lent).
     pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
-        on_path!(&mut self.path, p => p.flush(timeout))
+        on_path!(self.engine_mut(), p => p.flush(timeout))
     }
 
     /// Ends the connection now, waiting for nothing: a TCP stream is reset (`SO_LINGER` 0), what
@@ -456,6 +502,7 @@ impl<S: ZcSocket> Sender<S> {
     /// [`Sender::close`] delivers what was sent and gives every buffer back.
     pub fn abort(mut self) {
         self.cut_short();
+        self.end_now();
     }
 
     /// Flushes (bounded by `timeout`) and returns the socket, no longer owned by a sender. On
@@ -466,18 +513,20 @@ impl<S: ZcSocket> Sender<S> {
     /// `SO_ZEROCOPY` on, so a sender wrapping it again on that path copies (see [`Sender::new`]).
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         if let Err(e) = self.flush(timeout) {
-            return Err(self.give_up(e));
+            let e = self.give_up(e);
+            self.end_now();
+            return Err(e);
         }
-        Ok(on_path!(self.path, p => p.into_socket()))
+        let path = self.path.take().expect(PRESENT);
+        Ok(on_path!(path, p => p.into_socket()))
     }
 
-    /// Whether dropping the sender waits for sends still queued (io_uring; `sendmsg` queues
-    /// nothing).
-    pub(crate) fn waits_on_drop(&self) -> bool {
-        match &self.path {
+    /// Whether sends are queued and not cut short (io_uring; `sendmsg` queues nothing).
+    fn unsent_queued(&self) -> bool {
+        match self.engine() {
             Path::Sendmsg(_) => false,
             #[cfg(feature = "io-uring")]
-            Path::IoUring(p) => p.waits_on_drop(),
+            Path::IoUring(p) => p.unsent_queued(),
         }
     }
 
@@ -485,27 +534,33 @@ impl<S: ZcSocket> Sender<S> {
     /// [`DROP_WAIT`] when it is unset.
     #[cfg(feature = "tokio")]
     pub(crate) fn drop_wait(&self) -> Duration {
-        on_path!(&self.path, p => p.send_timeout()).unwrap_or(DROP_WAIT)
+        on_path!(self.engine(), p => p.send_timeout()).unwrap_or(DROP_WAIT)
     }
 
     /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`, or
     /// by [`SenderConfig::send_timeout`] when it is shorter.
     #[cfg(feature = "tokio")]
     pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        on_path!(&mut self.path, p => p.bound_waits(limit))
+        on_path!(self.engine_mut(), p => p.bound_waits(limit))
     }
 
     /// Marks the stream as missing bytes the application gave (a dropped async sender could not
     /// send them): its close resets the connection ([`ZcSocket::reset_on_close`]), and the drop no
     /// longer waits for what is queued.
     pub(crate) fn cut_short(&mut self) {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(p) => {
                 let _ = p.get_ref().reset_on_close();
             }
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.cut_short(),
         }
+    }
+
+    /// Ends the sender here, without the reaper: what io_uring still queues is never sent (a
+    /// stream then missing bytes is reset), and what is lent is leaked.
+    pub(crate) fn end_now(&mut self) {
+        drop(self.path.take());
     }
 
     /// Ends a close whose flush failed with `e`: hands back, inside the error, the buffers queued
@@ -515,7 +570,7 @@ impl<S: ZcSocket> Sender<S> {
     pub(crate) fn give_up(&mut self, e: TxError) -> TxError {
         let unsubmitted = self.take_unsubmitted();
         let e = e.handing_back(unsubmitted, []);
-        if !e.unsent().is_empty() || self.waits_on_drop() {
+        if !e.unsent().is_empty() || self.unsent_queued() {
             self.cut_short();
         }
         e
@@ -524,11 +579,57 @@ impl<S: ZcSocket> Sender<S> {
     /// Takes the buffers queued and not yet submitted (io_uring; none on `sendmsg`, which queues
     /// nothing), in order.
     fn take_unsubmitted(&mut self) -> Vec<UnsentBuf> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(_) => Vec::new(),
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.take_unsubmitted(),
         }
+    }
+}
+
+const PRESENT: &str = "the path is present until the sender is closed, aborted or dropped";
+
+impl<S: ZcSocket> Drop for Sender<S> {
+    /// Hands what is still in flight to the reaper (see `# Drop` on [`Sender`]); ends it here,
+    /// without waiting, when the reaper is full, and while unwinding from a panic.
+    fn drop(&mut self) {
+        let Some(mut path) = self.path.take() else {
+            return;
+        };
+        // While unwinding, anything more could panic again, and abort. The io_uring path submits
+        // nothing here: the kernel ties a request to the thread that submits it and cancels the
+        // requests still waiting for the socket when that thread exits, so what is queued is
+        // submitted by the reaper's thread, which lives as long as the process.
+        let done = match &mut path {
+            _ if std::thread::panicking() => true,
+            Path::Sendmsg(p) => p.reap_step(),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.finished(),
+        };
+        if done {
+            return;
+        }
+        // A refused hand-over gives the path back, to be dropped here.
+        let _ = super::reaper::hand_over(Box::new(path));
+    }
+}
+
+impl<S: ZcSocket> Reaped for Path<S> {
+    fn interest(&self) -> (BorrowedFd<'_>, i16) {
+        match self {
+            // POLLERR (completions, a socket error) comes unasked.
+            Path::Sendmsg(p) => (p.get_ref().fd(), 0),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => (p.ring_fd(), libc::POLLIN),
+        }
+    }
+
+    fn progress(&mut self) -> bool {
+        on_path!(self, p => p.reap_step())
+    }
+
+    fn bound(&self) -> Duration {
+        on_path!(self, p => p.send_timeout()).unwrap_or(DROP_WAIT)
     }
 }
 
@@ -566,11 +667,10 @@ fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
             })
         }
     };
-    Fallback::refused(
-        "io_uring_setup",
-        errno,
-        format!("{why}; sending with sendmsg (MSG_ZEROCOPY) instead"),
-    )
+    // The remedy only: that sends go out through sendmsg is the fallback itself
+    // (`Sender::path_status`), which a caller that refuses it (a bench measuring io_uring) must
+    // not be made to claim.
+    Fallback::refused("io_uring_setup", errno, why)
 }
 
 /// The `sendmsg` path's answer to a pool registration.
@@ -588,7 +688,7 @@ impl<S: ZcSocket> AsFd for Sender<S> {
     /// the ring — `POLLIN` says CQEs (results, notifications) wait for
     /// [`Sender::poll_completions`], which also submits what is queued.
     fn as_fd(&self) -> BorrowedFd<'_> {
-        match &self.path {
+        match self.engine() {
             Path::Sendmsg(p) => p.get_ref().fd(),
             #[cfg(feature = "io-uring")]
             Path::IoUring(p) => p.ring_fd(),
@@ -620,7 +720,7 @@ impl Sender<UdpSocket> {
     /// back the buffers not sent) and the option left as it was.
     pub fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
         #[cfg(feature = "io-uring")]
-        if let Path::IoUring(p) = &mut self.path {
+        if let Path::IoUring(p) = self.engine_mut() {
             p.settle()?;
         }
         crate::sys::socket::set_int_option(
@@ -647,7 +747,7 @@ impl Sender<UdpSocket> {
     /// when it was sent. A send error on the way is returned (handing back the buffers not sent)
     /// and the option left as it was.
     pub fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(p) => {
                 p.set_gso_segment(segment);
                 Ok(())
@@ -661,16 +761,46 @@ impl Sender<UdpSocket> {
     /// like [`Sender::send`]. The `sendmsg` path only: on io_uring it is refused with
     /// [`TxError::Unsupported`], and `buf` handed back.
     pub fn send_to<B: SendBuf>(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
-        match &mut self.path {
+        match self.engine_mut() {
             Path::Sendmsg(p) => p.send_to(buf, dest),
             #[cfg(feature = "io-uring")]
-            Path::IoUring(_) => Err(SendError::new(
-                TxError::Unsupported {
-                    what: "send_to",
-                    remedy: "connect the socket and send, or use SendPath::Sendmsg",
-                },
-                Unsent::new(Arc::new(buf), 0),
-            )),
+            Path::IoUring(_) => Err(no_send_to(Unsent::new(Arc::new(buf), 0))),
         }
     }
+
+    /// [`Sender::send_to`] without waiting: when the socket's send buffer would not take the
+    /// datagram now, hands it back ([`TrySendError::WouldBlock`]) to try again once the sender's
+    /// descriptor ([`AsFd`]) is writable. The `sendmsg` path only, as `send_to`.
+    pub fn try_send_to<B: SendBuf>(
+        &mut self,
+        buf: B,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        self.try_send_datagram_to(Unsent::new(Arc::new(buf), 0), dest)
+    }
+
+    /// [`Sender::try_send_to`] of a datagram, as handed back by an earlier try.
+    pub(crate) fn try_send_datagram_to<B: SendBuf>(
+        &mut self,
+        datagram: Unsent<B>,
+        dest: SocketAddr,
+    ) -> Result<(), TrySendError<B>> {
+        match self.engine_mut() {
+            Path::Sendmsg(p) => p.try_send_to(datagram, dest),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(_) => Err(TrySendError::Failed(no_send_to(datagram))),
+        }
+    }
+}
+
+/// The io_uring path's answer to a `send_to`: refused, the buffer handed back.
+#[cfg(feature = "io-uring")]
+fn no_send_to<B: SendBuf>(datagram: Unsent<B>) -> SendError<B> {
+    SendError::new(
+        TxError::Unsupported {
+            what: "send_to",
+            remedy: "connect the socket and send, or use SendPath::Sendmsg",
+        },
+        datagram,
+    )
 }

@@ -1,4 +1,4 @@
-//! `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
+//! Run: `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
 //! socket APIs send (payload size, sequence number and pattern of [`crate::bench::run::wire`]) built by a
 //! [`UdpEndpoint`] bound on the sending veth end, into the XDP drop program on the receiving end.
 //! As a `--listen` receiver (`--iface IF`): an endpoint on every rx queue of IF takes the runs the

@@ -1,4 +1,4 @@
-//! The receiving side of `zcnet bench udp --listen`: one run after another, each from its first
+//! Run: The receiving side of `zcnet bench udp --listen`: one run after another, each from its first
 //! datagram to the sender's end datagram, reporting datagrams, bytes, drops and data errors.
 //!
 //! Datagrams are taken in batches with one `recvmmsg` call ([`DatagramBatch`]). A run whose sender

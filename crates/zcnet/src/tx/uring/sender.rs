@@ -22,8 +22,8 @@ use crate::tx::budget::Charge;
 use crate::tx::erased::{Erased, Queued, UnsentBuf};
 use crate::tx::socket::present;
 use crate::tx::{
-    BufferPool, Completion, CompletionTracker, CopyReason, DROP_WAIT, Decision, MemlockBudget,
-    Mode, Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
+    BufferPool, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode, Policy,
+    SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
 };
 use crate::tx::{SendError, TrySendError, Unsent};
 
@@ -529,6 +529,22 @@ impl<S: ZcSocket> UringPath<S> {
         }
     }
 
+    /// One step of a dropped sender's wait in the reaper, never waiting: reads the CQEs queued now
+    /// and submits what is queued; whether nothing is queued or in flight anymore. A failed send
+    /// ends the stream there: what it hands back was never submitted and is dropped, and the
+    /// socket's close resets the connection; the wait goes on for what is in flight.
+    pub(crate) fn reap_step(&mut self) -> bool {
+        if self.poll_completions().is_err() {
+            self.cut_short();
+        }
+        self.finished()
+    }
+
+    /// Nothing queued, no request in flight.
+    pub(crate) fn finished(&self) -> bool {
+        self.queue.is_empty() && self.ring.in_flight() == 0
+    }
+
     /// Submits what is queued and waits up to `timeout` until at least one id is released (for
     /// example when a [`BufferPool`] ran dry) or nothing is lent; returns the number released.
     pub(crate) fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
@@ -571,7 +587,6 @@ impl<S: ZcSocket> UringPath<S> {
     }
 
     /// The bound of a send's waits, when there is one.
-    #[cfg(feature = "tokio")]
     pub(crate) fn send_timeout(&self) -> Option<Duration> {
         self.send_timeout
     }
@@ -582,8 +597,9 @@ impl<S: ZcSocket> UringPath<S> {
         self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
     }
 
-    /// Whether dropping the path waits for queued sends to be taken (see the `Drop` impl).
-    pub(crate) fn waits_on_drop(&self) -> bool {
+    /// Whether sends are queued on a stream not yet cut short: dropping the path now would leave
+    /// them unsent (see the `Drop` impl).
+    pub(crate) fn unsent_queued(&self) -> bool {
         self.socket.is_some() && !self.queue.is_empty() && !self.cut_short
     }
 
@@ -1139,18 +1155,12 @@ fn describe_memlock() -> String {
 }
 
 impl<S: ZcSocket> Drop for UringPath<S> {
-    /// `send` took the queued buffers as a socket takes bytes into its send buffer, which its close
-    /// still delivers; so the drop first hands them to the kernel and waits, as a send does (for at
-    /// most the send timeout, or [`DROP_WAIT`]), until each is taken whole (closing the ring would
-    /// cancel a request not yet done). When that fails — a send error, the timeout — the stream is
-    /// cut short: the peer is told by a reset, never shown an end that looks whole. A thread
-    /// unwinding from a panic cuts the stream at once: waiting could panic again, and abort.
+    /// A path is dropped once nothing more will be sent on it: by the reaper, done or past its
+    /// bound, or at once ([`crate::tx::Sender::abort`], a failed close, a full reaper, a panic).
+    /// Sends still queued are then never sent, and the stream is cut short: the peer is told by
+    /// a reset, never shown an end that looks whole.
     fn drop(&mut self) {
-        let bound = self.send_timeout.unwrap_or(DROP_WAIT);
-        if self.waits_on_drop()
-            && (std::thread::panicking()
-                || self.run_until(Goal::Taken, Some(bound), "send").is_err())
-        {
+        if self.unsent_queued() {
             self.cut_short();
         }
         self.reap();

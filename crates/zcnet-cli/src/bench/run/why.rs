@@ -1,4 +1,4 @@
-//! Why `--mode auto` sent the way it did, from the sender's [`AutoChoice`] and counters: a few words
+//! Run: the words a run's row carries on why `--mode auto` sent the way it did, from the sender's [`AutoChoice`] and counters: a few words
 //! for the table's "why" column, a sentence for the line under the table, and an object for JSON; and
 //! the same words and object for the receiver's auto mode (`bench rx`, [`RxStats::auto`]).
 
