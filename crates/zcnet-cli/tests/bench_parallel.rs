@@ -1,4 +1,4 @@
-//! `-P N` in `zcnet bench tcp|udp`: a run's N streams side by side, each on a thread with its own
+//! `-P N` in `zcnet bench tcp|udp|rx`: a run's N streams side by side, each on a thread with its own
 //! sender (and, on this host, its own receiver process), a row per stream and a sum row, every
 //! stream's bytes verified by its receiver as a single stream's are.
 
@@ -123,6 +123,29 @@ fn udp_runs_four_streams_each_verified_and_a_sum() {
 }
 
 #[test]
+fn rx_receives_four_streams_each_whole_and_a_sum() {
+    let out = stdout_of(
+        Command::new(ZCNET)
+            .args(["bench", "rx", "-P", "4", "--rounds", "1", "--mib", "16"])
+            .args(["--json", "--interval", "0"]),
+        "bench rx -P 4",
+    );
+    let rows = json_rows(&out);
+    // A row per stream and a sum for each receive mode.
+    assert_eq!(rows.len(), 10, "{rows:#?}");
+    for mode in rows.chunks(5) {
+        let (streams, sum) = streams_and_sum(mode, 4);
+        for row in streams {
+            // Each stream's receiver took the whole --mib (16 MiB), every byte checked.
+            assert_eq!(u(row, "bytes"), 16 << 20, "{row}");
+            assert_eq!(row["verified"], true, "{row}");
+            assert_eq!(row["mode"], sum["mode"], "{row}");
+        }
+        assert_eq!(u(sum, "bytes"), 64 << 20, "{sum}");
+    }
+}
+
+#[test]
 fn tcp_apart_sends_two_streams_that_the_receiver_verifies() {
     let (mut listener, addr, mut stdout) = start_listener(&mut listen_command("tcp"));
     let rows = tcp_zerocopy(&["--connect", &addr.to_string()], 2);
@@ -151,12 +174,14 @@ fn tcp_apart_sends_two_streams_that_the_receiver_verifies() {
 }
 
 #[test]
-fn streams_beyond_the_limit_or_apart_udp_are_usage_errors() {
+fn streams_beyond_the_limit_or_apart_udp_and_rx_are_usage_errors() {
     for args in [
         &["bench", "tcp", "-P", "0"][..],
         &["bench", "tcp", "-P", "65"],
         &["bench", "udp", "-P", "2", "--connect", "127.0.0.1:9"],
         &["bench", "tcp", "-P", "2", "--listen", "127.0.0.1:0"],
+        &["bench", "rx", "-P", "2", "--connect", "127.0.0.1:9"],
+        &["bench", "rx", "-P", "65"],
     ] {
         let out = Command::new(ZCNET).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

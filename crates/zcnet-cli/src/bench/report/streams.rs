@@ -30,11 +30,30 @@ const SUMMED: &[&str] = &[
     "reordered",
     "delivered_bytes",
     "in_flight_bytes",
+    "mapped_bytes",
+    "copied_bytes",
+    "zerocopy_calls",
+    "recv_calls",
+    "sender_zerocopy_calls",
+    "sender_copy_calls",
+    "ctx_switches",
+    "zcrx_bytes",
+    "zcrx_copied_bytes",
 ];
 
 /// Fields every stream of a run shares, taken from the first.
 const SHARED: &[&str] = &[
-    "bench", "role", "path", "ip", "api", "mode", "size", "round",
+    "bench",
+    "role",
+    "path",
+    "ip",
+    "api",
+    "mode",
+    "sender_mode",
+    "size",
+    "round",
+    "rounds",
+    "verified",
 ];
 
 /// Whether `row` is one stream of a run of several.
@@ -134,6 +153,15 @@ fn sum(streams: &[Row]) -> Row {
             .filter_map(|r| Some(num(r, "rx_cpu_us_per_mb")? * num(r, "received_bytes")?))
             .sum();
         row.insert("rx_cpu_us_per_mb".into(), json!(rx_us / received));
+    }
+    // The share of received bytes mapped (bench rx).
+    if let Some(mapped) = row.get("mapped_bytes").and_then(Value::as_u64) {
+        let pct = if bytes == 0 {
+            0.0
+        } else {
+            mapped as f64 * 100.0 / bytes as f64
+        };
+        row.insert("mapped_pct".into(), json!(pct));
     }
     let any = |key: &str| {
         streams

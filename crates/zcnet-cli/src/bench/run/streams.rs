@@ -11,7 +11,6 @@ use serde_json::json;
 
 use zcnet::tx::Mode;
 
-use crate::bench::args::Common;
 use crate::bench::args::api::Api;
 use crate::flags;
 use crate::report::{Row, object};
@@ -30,11 +29,11 @@ pub(crate) fn current() -> Option<u32> {
     STREAM.with(Cell::get)
 }
 
-/// Fails with a usage error when `-P` is out of its range.
-pub(crate) fn check(common: &Common) -> Result<()> {
+/// Fails with a usage error when `-P` (`parallel`) is out of its range.
+pub(crate) fn check(parallel: u32) -> Result<()> {
     flags::at_most(
         "-P",
-        u64::from(common.parallel),
+        u64::from(parallel),
         MAX_STREAMS,
         "a thread, a socket, a buffer pool and a receiver process each",
     )
@@ -54,20 +53,13 @@ pub(crate) fn fields(bench: &str, path: &str, (mode, api): (Mode, Api), size: us
     }))
 }
 
-/// Runs `one` for streams 1 to `n`, each on a thread of its own, and gives their rows in stream
-/// order, each with its number. A stream that ended in an error without a row gets `failed` (the
-/// run's `fields` and why), so that the others are still reported and the bench fails after them.
-/// One stream runs on the calling thread and its row is as it was, without a number; its error is
-/// the run's.
-pub(crate) fn side_by_side(
-    n: u32,
-    fields: &Row,
-    one: impl Fn() -> Result<Row> + Sync,
-) -> Result<Vec<Row>> {
+/// Runs `one` for streams 1 to `n`, each on a thread of its own (the calling thread's for one
+/// stream, whose error is then the call's), and gives what each ended with, in stream order.
+pub(crate) fn each<T: Send>(n: u32, one: impl Fn() -> Result<T> + Sync) -> Result<Vec<Result<T>>> {
     if n == 1 {
-        return Ok(vec![one()?]);
+        return Ok(vec![Ok(one()?)]);
     }
-    let ended: Vec<Result<Row>> = thread::scope(|s| {
+    Ok(thread::scope(|s| {
         let threads: Vec<_> = (1..=n)
             .map(|stream| {
                 let one = &one;
@@ -84,7 +76,23 @@ pub(crate) fn side_by_side(
                     .unwrap_or_else(|_| Err(anyhow!("the stream's thread panicked")))
             })
             .collect()
-    });
+    }))
+}
+
+/// Runs `one` for streams 1 to `n`, each on a thread of its own, and gives their rows in stream
+/// order, each with its number. A stream that ended in an error without a row gets `failed` (the
+/// run's `fields` and why), so that the others are still reported and the bench fails after them.
+/// One stream runs on the calling thread and its row is as it was, without a number; its error is
+/// the run's.
+pub(crate) fn side_by_side(
+    n: u32,
+    fields: &Row,
+    one: impl Fn() -> Result<Row> + Sync,
+) -> Result<Vec<Row>> {
+    if n == 1 {
+        return Ok(vec![one()?]);
+    }
+    let ended = each(n, one)?;
     Ok(ended
         .into_iter()
         .zip(1..)

@@ -60,7 +60,7 @@ pub(crate) fn run(args: &TcpArgs) -> Result<Option<Rounds>> {
     let sizes = plan::sizes(&common.sizes, single, |flag, size| {
         check_pool_bytes(flag, size, common)
     })?;
-    streams::check(common)?;
+    streams::check(common.parallel)?;
     let timeouts = &args.timeouts;
     let n = common.parallel;
     if let Some(spec) = &common.connect {

@@ -132,7 +132,7 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
         }
         Ok(())
     })?;
-    streams::check(common)?;
+    streams::check(common.parallel)?;
     let n = common.parallel;
     if let Some(spec) = &common.connect {
         if n > 1 {
