@@ -3,7 +3,7 @@
 //! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; its
 //! totals for a cgroup are those of the bench processes in it; a copying sender shows no zero-copy; after
 //! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
-//! them.
+//! them. Each run either attaches the `skb_copy_ubufs` kprobe or says why it cannot.
 
 mod common;
 
@@ -35,6 +35,23 @@ fn start_observer(
         panic!("observe's first line {line:?}, stderr {err}")
     });
     assert_eq!(attached["event"], "attached", "{attached}");
+    // The late copies are either counted through the kprobe or named as not seen, with the reason.
+    let kprobe = attached["tracepoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "kprobe:skb_copy_ubufs");
+    let said_why = attached["not_seen"].as_array().unwrap().iter().any(|b| {
+        b["what"]
+            .as_str()
+            .unwrap()
+            .starts_with("bytes copied after a zero-copy send")
+            && b["why"].as_str().unwrap().contains("skb_copy_ubufs")
+    });
+    assert!(
+        kprobe != said_why,
+        "late copies neither attached nor explained: {attached}"
+    );
     let ids = attached["programs"]
         .as_array()
         .unwrap()
