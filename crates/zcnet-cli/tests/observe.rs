@@ -381,3 +381,50 @@ fn observe_refuses_without_bpf_and_perfmon_naming_them() {
         "{stderr}"
     );
 }
+
+/// Every row of `zcnet bench tcp` carries the kernel's copies after its sends per payload byte, or
+/// says why not: on a kernel without kprobes (this host) that it has none, without CAP_BPF and
+/// CAP_PERFMON those; where the probe runs, loopback delivery copies about every byte (from 0.5:
+/// copies in `ksoftirqd` are not the bench's).
+#[test]
+fn bench_rows_carry_the_kernels_copies_or_say_why_not() {
+    let out = Command::new(ZCNET)
+        .args([
+            "bench",
+            "tcp",
+            "--mode",
+            "copy,zerocopy",
+            "--duration",
+            "0.3",
+        ])
+        .args(["--interval", "0", "--json"])
+        .output()
+        .expect("run zcnet bench tcp");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = json_lines(&stdout)
+        .into_iter()
+        .filter(|r| r["role"] == "sender")
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    let root = rustix::process::geteuid().is_root();
+    let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    for row in &rows {
+        let figure = &row["kernel_copied_per_byte"];
+        let reason = row["kernel_copied_reason"].as_str().unwrap_or("");
+        if !root {
+            assert!(figure.is_null() && reason.contains("CAP_BPF"), "{row}");
+        } else if !kprobes {
+            assert!(figure.is_null() && reason.contains("no kprobes"), "{row}");
+        } else if row["mode"] == "zerocopy" {
+            let f = figure.as_f64().unwrap_or_else(|| panic!("{row}"));
+            assert!((0.5..=1.1).contains(&f), "{row}");
+        } else {
+            assert_eq!(figure.as_f64(), Some(0.0), "{row}");
+        }
+    }
+}

@@ -32,6 +32,7 @@ use crate::bench::report::summary::{Shown, print_summary};
 use crate::bench::report::sweep;
 use crate::bench::report::why;
 use crate::bench::run::child::Watched;
+use crate::bench::run::copies::KernelCopies;
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::wire::{self, Bench, Header};
 use crate::live::{self, Ticker};
@@ -560,12 +561,14 @@ pub(crate) fn run_rounds(
 ) -> Result<()> {
     let mut rows = Vec::new();
     let mut whole = true;
+    let copies = KernelCopies::start();
     for (round, size, mode, api) in plan::sends(common.rounds, sizes, &common.mode, common.apis()) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
             whole = false;
             break;
         }
+        let before = copies.so_far();
         let mut row = match one_run(size, mode, api) {
             Ok(row) => row,
             Err(e) => {
@@ -573,6 +576,7 @@ pub(crate) fn run_rounds(
                 return Err(e);
             }
         };
+        copies.record(before, &mut row);
         row.insert("round".into(), json!(round));
         let stop = is_interrupted(&row) || cut_short_by(&row).is_some();
         rows.push(row);
