@@ -133,6 +133,7 @@ const COLUMNS: &[Column] = &[
     ("enobufs", "ENOBUFS"),
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("kernel_copied_per_byte", "kernel copied/B"),
     ("lost", "lost"),
     ("data_errors", "data errors"),
     ("why", "why"),
@@ -203,7 +204,7 @@ pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
     }
     // Said once even under --json: a run that copied for want of locked memory must not pass for
     // a zero-copy one.
-    for reason in ["memlock_reason", "enobufs_reason"] {
+    for reason in ["memlock_reason", "enobufs_reason", "kernel_copied_reason"] {
         if let Some(why) = rows
             .iter()
             .find_map(|row| row.get(reason).and_then(Value::as_str))

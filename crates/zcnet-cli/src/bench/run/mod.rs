@@ -6,12 +6,14 @@
 //! ([`mmsg`], [`af_xdp`]), the receivers on the other side
 //! ([`listen`], [`listen_udp`], [`serve`]), the stream header they share ([`wire`]), the watch over a
 //! TCP sender ([`watch`]), the network of a one-process bench ([`net`]), the process on its other
-//! side ([`child`], [`peer`]) and the role this process takes ([`role`]). A `--listen` receiver
+//! side ([`child`], [`peer`]), the role this process takes ([`role`]) and the kernel's copies of a
+//! bench's payload after its sends ([`copies`]). A `--listen` receiver
 //! prints each stream's row as it ends through the shared output ([`crate::report`]): it runs until
 //! stopped.
 
 pub(crate) mod af_xdp;
 pub(crate) mod child;
+pub(crate) mod copies;
 pub(crate) mod latency;
 pub(crate) mod listen;
 pub(crate) mod listen_udp;

@@ -8,6 +8,7 @@ use zcnet::tx::Mode;
 use crate::bench::args::Common;
 use crate::bench::args::api::Api;
 use crate::bench::plan;
+use crate::bench::run::copies::KernelCopies;
 use crate::bench::run::send::{cut_short_by, is_interrupted};
 use crate::live;
 use crate::report::Row;
@@ -39,19 +40,22 @@ pub(crate) fn run_rounds(
         error: None,
         failed: None,
     };
+    let copies = KernelCopies::start();
     for (round, size, mode, api) in plan::sends(common.rounds, sizes, &common.mode, common.apis()) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {
             rounds.whole = false;
             break;
         }
-        let streams = match one_run(size, mode, api) {
+        let before = copies.so_far();
+        let mut streams = match one_run(size, mode, api) {
             Ok(streams) => streams,
             Err(e) => {
                 rounds.error = Some(e);
                 return rounds;
             }
         };
+        copies.record(before, &mut streams);
         let stop = streams
             .iter()
             .any(|row| is_interrupted(row) || cut_short_by(row).is_some());
