@@ -350,6 +350,49 @@ impl<S: ZcSocket> AsyncSender<S> {
         Ok(self.tx.take().expect(PRESENT))
     }
 
+    /// Queues `buf` behind the rests of dropped send futures, for the next send, flush or close
+    /// to send, in order (a [`crate::aio::SenderSink`]'s `start_send`).
+    #[cfg(feature = "sink")]
+    pub(super) fn push<B: SendBuf>(&mut self, buf: B) {
+        self.queue
+            .push_back(Box::new(Unsent::new(Arc::new(buf), 0)));
+    }
+
+    /// Sends what is queued as far as the kernel takes it now, without waiting; whether the queue
+    /// is empty. A failed send empties it: the error hands back every buffer not sent, in order.
+    #[cfg(feature = "sink")]
+    pub(super) fn try_send_queued(&mut self) -> Result<bool, TxError> {
+        let (_, tx, queue) = self.parts();
+        while let Some(front) = queue.pop_front() {
+            match front.resume(tx) {
+                Ok(()) => {}
+                Err(Resume::WouldBlock(rest)) => {
+                    queue.push_front(rest);
+                    return Ok(false);
+                }
+                Err(Resume::Failed(e, rest)) => {
+                    queue.push_front(rest);
+                    return Err(handing_back_queue(e, queue));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends what is queued, waiting for the kernel to take each (cancel-safe: what is not sent
+    /// stays queued, in order).
+    #[cfg(feature = "sink")]
+    pub(super) async fn send_queued(&mut self) -> Result<(), TxError> {
+        let (io, tx, queue) = self.parts();
+        send_queued(io, tx, queue).await
+    }
+
+    /// Whether nothing is queued and the sender holds no buffer (all lent ones are back).
+    #[cfg(feature = "sink")]
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.queue.is_empty() && self.tx().holds_nothing()
+    }
+
     /// Sends the rests of dropped send futures, then (io_uring) submits what the sender queued and
     /// waits until the kernel took each — so that a socket option changed next applies to the
     /// sends made after it only. A send error on the way is returned (handing back what was not
@@ -544,9 +587,14 @@ async fn send_queued<S: ZcSocket>(
                 e
             }
         };
-        return Err(error.handing_back(Vec::new(), queue.drain(..).map(Queued::hand_back)));
+        return Err(handing_back_queue(error, queue));
     }
     Ok(())
+}
+
+/// `error`, handing back every buffer of `queue` (emptied), in order.
+fn handing_back_queue<S: ZcSocket>(error: TxError, queue: &mut Backlog<S>) -> TxError {
+    error.handing_back(Vec::new(), queue.drain(..).map(Queued::hand_back))
 }
 
 /// Waits until the socket may take more bytes, reading completions when the error queue signals.
