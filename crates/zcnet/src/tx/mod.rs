@@ -44,7 +44,7 @@ mod errqueue_room_tests;
 mod leak;
 mod policy;
 mod pool;
-mod reaper;
+pub(crate) mod reaper;
 mod sender;
 mod sendmsg;
 mod socket;
