@@ -21,6 +21,7 @@ mod ovs_show_vanish;
 mod ovs_wire;
 mod pattern;
 mod peer;
+mod uring_sysctl;
 mod vsock;
 mod vsock_async;
 mod vsock_credit;
@@ -103,6 +104,16 @@ enum Command {
         #[arg(long)]
         peer: Option<IpAddr>,
     },
+    /// In the guest: kernel.io_uring_disabled and kernel.io_uring_group set live, each named by the
+    /// probe and by the sender's fallback (changes both sysctls, and puts them back).
+    UringSysctl,
+    /// The part of `uring-sysctl` run in a user namespace: checks one setting from there.
+    #[command(hide = true)]
+    UringSysctlChild {
+        /// What the setting must do to io_uring.
+        #[arg(long, value_enum)]
+        expect: uring_sysctl::Expect,
+    },
     /// On the host side of the guest's NIC: receive and verify the guest's streams.
     Peer {
         /// Address to listen on.
@@ -134,6 +145,14 @@ fn main() -> ExitCode {
             iface,
             peer,
         } => ("zcrx", zcrx::run(expect_too_old, iface.as_deref(), peer)),
+        Command::UringSysctl => ("uring-sysctl", uring_sysctl::run()),
+        Command::UringSysctlChild { expect } => {
+            return if uring_sysctl::child(expect) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
         Command::Peer {
             listen,
             max_seconds,

@@ -96,11 +96,7 @@ pub(crate) fn tcp_stream(
     let mut conn = connect(peer)?;
     conn.write_all(&wire::Request::TcpStream { bytes: TCP_BYTES }.encode())?;
     let mut answer = conn.try_clone()?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: TCP_SEND,
-        count: 16,
-        huge_pages: false,
-    })?;
+    let pool = BufferPool::new(PoolConfig::new(TCP_SEND, 16))?;
     let mut tx = make(conn, &pool)?;
     let mut at = 0u64;
     while at < TCP_BYTES {
@@ -143,11 +139,7 @@ pub(crate) fn udp_stream(
     udp.connect(SocketAddr::new(peer, wire::UDP_PORT))
         .context("connect the UDP socket")?;
     let per_send = gso.unwrap_or(1);
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: DATAGRAM * per_send,
-        count: 32,
-        huge_pages: false,
-    })?;
+    let pool = BufferPool::new(PoolConfig::new(DATAGRAM * per_send, 32))?;
     let mut tx = make(udp, &pool)?;
     let mut seq = 0u64;
     while seq < DATAGRAMS {

@@ -31,10 +31,8 @@ pub fn run(peer: IpAddr, outcome: &mut Outcome) -> anyhow::Result<()> {
 /// A sender on the io_uring path in zero-copy mode with `pool` registered (fixed sends); an error
 /// when any is missing.
 fn sender<S: ZcSocket>(socket: S, pool: &BufferPool) -> anyhow::Result<Sender<S>> {
-    let config = SenderConfig {
-        path: SendPath::IO_URING,
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.path = SendPath::IO_URING;
     let mut tx = Sender::new(socket, config);
     if let Err(why) = tx.path_status() {
         anyhow::bail!("io_uring unavailable: {why}");

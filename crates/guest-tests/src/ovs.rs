@@ -50,7 +50,9 @@ struct Misses {
 
 impl Misses {
     fn inspect(&mut self, up: &Upcall<'_>) {
-        let Some((src, dst)) = up.key.udp else { return };
+        let Some(ovs::Ports { src, dst, .. }) = up.key.udp else {
+            return;
+        };
         if up.kind != UpcallKind::Miss {
             return;
         }
@@ -163,10 +165,9 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     let removed = ovs::remove_stale("zc").context("remove datapaths of dead runs")?;
     let name = format!("zc{}-g", std::process::id());
     let devices: Vec<&str> = ports.iter().map(String::as_str).collect();
-    let config = DatapathConfig {
-        unaligned: true,
-        dispatch: Dispatch::PerVport,
-    };
+    let mut config = DatapathConfig::default();
+    config.unaligned = true;
+    config.dispatch = Dispatch::PerVport;
     let mut switch = LearningSwitch::new(&name, config, &devices, SwitchLimits::default())
         .context("create the switch")?;
     switch.upcall_socket().set_queue_bytes(QUEUE)?;
@@ -241,16 +242,21 @@ pub fn run(ports: &[String]) -> anyhow::Result<Outcome> {
     // dispatch; the switch must follow before the peer's last echoes (it waits after the flood),
     // which miss again once the flows are deleted. A second `dump-dps` then opens it while the
     // switch is registered per CPU, as the default switch is: its per-CPU sockets must stay.
-    let per_cpu = DatapathConfig {
-        dispatch: Dispatch::PerCpu,
-        ..config
+    let per_cpu = {
+        let mut config = config;
+        config.dispatch = Dispatch::PerCpu;
+        config
     }
     .user_features();
     let dps = ovs_dpctl(&["dump-dps"])?;
     let followed = serve_until(&mut switch, &mut misses, PHASE, |sw, _| {
         Ok(sw.counters().dispatch_changes > 0)
     })?;
-    let (dispatch, features_read) = switch.dispatch();
+    let ovs::SwitchDispatch {
+        dispatch,
+        user_features: features_read,
+        ..
+    } = switch.dispatch();
     switch.datapath().delete_flows(None)?;
     ovs_dpctl(&["dump-dps"])?;
     let at_change = switch.datapath().info()?.stats;

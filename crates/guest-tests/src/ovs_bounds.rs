@@ -4,7 +4,11 @@
 //!    source and destination MACs are sent into the datapath through its local port for
 //!    [`FLOOD`] by a second thread, while every `serve(SLICE)` returns within a generous bound; the
 //!    MAC table and the installed flows stay under the small limits given;
-//! 2. a kernel call refused mid-serve is reported and survived: a second client opens the datapath by
+//! 2. `serve(Duration::MAX)`, a timeout too long for the clock to reach, has no deadline: on a
+//!    thread of its own it waits for an upcall, handles what is queued and returns once frames of
+//!    new MACs reach the datapath (the way a serve without deadline ends), never panicking on the
+//!    deadline's sum;
+//! 3. a kernel call refused mid-serve is reported and survived: a second client opens the datapath by
 //!    name and deletes it under the switch, after which `serve` still returns `Ok`, counts failed
 //!    calls and reports them as events naming the call and errno.
 
@@ -13,7 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use zcnet::ovs::{Datapath, DatapathConfig, Dispatch, LearningSwitch, SwitchEvent, SwitchLimits};
+use zcnet::ovs::{
+    Datapath, DatapathConfig, Dispatch, LearningSwitch, SwitchEvent, SwitchLimits, TableSizes,
+};
 
 use crate::outcome::Outcome;
 
@@ -27,11 +33,14 @@ const SLICE: Duration = Duration::from_millis(300);
 const SLACK: Duration = Duration::from_secs(3);
 /// MACs in the flood's pool: many more than the switch may remember.
 const POOL: u64 = 2000;
-const LIMITS: SwitchLimits = SwitchLimits {
-    max_macs: 64,
-    max_flows: 16,
-    flow_idle: Duration::from_secs(10),
-};
+/// The switch's bounds: far fewer MACs and flows than the flood brings.
+fn limits() -> SwitchLimits {
+    let mut limits = SwitchLimits::default();
+    limits.max_macs = 64;
+    limits.max_flows = 16;
+    limits.flow_idle = Duration::from_secs(10);
+    limits
+}
 
 /// xorshift64: a reproducible stream of MAC indices.
 fn next(state: &mut u64) -> u64 {
@@ -54,14 +63,16 @@ fn frame(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
     f
 }
 
-/// Runs both checks.
+/// Longest wait for `serve(Duration::MAX)` to return while frames that miss are sent.
+const NO_DEADLINE_WAIT: Duration = Duration::from_secs(60);
+
+/// Runs the checks.
 pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
     let name = format!("zc{}-b", std::process::id());
-    let config = DatapathConfig {
-        unaligned: true,
-        dispatch: Dispatch::PerVport,
-    };
-    let mut switch = LearningSwitch::new(&name, config, &[device], LIMITS)
+    let mut config = DatapathConfig::default();
+    config.unaligned = true;
+    config.dispatch = Dispatch::PerVport;
+    let mut switch = LearningSwitch::new(&name, config, &[device], limits())
         .context("create the bounded switch")?;
     let port = switch.datapath().local_port()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -89,9 +100,10 @@ pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
         let t = Instant::now();
         handled += switch.serve(SLICE, |_| {})?;
         slowest = slowest.max(t.elapsed());
-        let (macs, flows) = switch.table_sizes();
+        let TableSizes { macs, flows, .. } = switch.table_sizes();
         let installed = switch.datapath().flows()?.len();
-        if macs > LIMITS.max_macs || flows > LIMITS.max_flows || installed > LIMITS.max_flows {
+        if macs > limits().max_macs || flows > limits().max_flows || installed > limits().max_flows
+        {
             over_limits.push((macs, flows, installed));
         }
     }
@@ -111,6 +123,8 @@ pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
         ),
     );
 
+    serve_without_deadline(outcome, &mut switch)?;
+
     // A second client deletes the datapath under the switch.
     Datapath::open(&name)?.delete()?;
     let before = switch.counters().failed_calls;
@@ -125,7 +139,7 @@ pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
         .into_iter()
         .filter_map(|e| match e {
             SwitchEvent::Failed(e) => Some(e.to_string()),
-            SwitchEvent::Dispatch { .. } => None,
+            _ => None,
         })
         .collect();
     outcome.check(
@@ -134,6 +148,48 @@ pub fn run(outcome: &mut Outcome, device: &str) -> anyhow::Result<()> {
         &format!(
             "with {name} deleted by a second client, serve returned {served:?}; {failed} failed call(s), first reported: {:?}",
             events.first()
+        ),
+    );
+    Ok(())
+}
+
+/// Check 2: `serve(Duration::MAX)` on a thread returns the upcalls it handled once frames of MACs
+/// the switch has not seen are sent into the datapath (one every 200 ms until it returns).
+fn serve_without_deadline(
+    outcome: &mut Outcome,
+    switch: &mut LearningSwitch,
+) -> anyhow::Result<()> {
+    let port = switch.datapath().local_port()?;
+    let returned = AtomicBool::new(false);
+    let started = Instant::now();
+    let mut frames = 0u64;
+    let served = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let served = switch.serve(Duration::MAX, |_| {});
+            returned.store(true, Ordering::Relaxed);
+            served
+        });
+        // MACs beyond the flood's pool: each frame misses.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        while !returned.load(Ordering::Relaxed) && started.elapsed() < NO_DEADLINE_WAIT {
+            std::thread::sleep(Duration::from_millis(200));
+            let (src, dst) = (next(&mut state) % POOL, next(&mut state) % POOL);
+            if port.send(&frame(mac(POOL + src), mac(POOL + dst))).is_ok() {
+                frames += 1;
+            }
+        }
+        server.join()
+    });
+    let took = started.elapsed();
+    let what = match &served {
+        Ok(served) => format!("returned {served:?}"),
+        Err(_) => "panicked".to_string(),
+    };
+    outcome.check(
+        "serve-no-deadline",
+        matches!(served, Ok(Ok(handled)) if handled > 0),
+        &format!(
+            "serve(Duration::MAX) on a thread {what} after {took:?}, {frames} frame(s) of new MACs sent"
         ),
     );
     Ok(())

@@ -127,6 +127,7 @@ fn summary(actions: Option<&FlowActions>) -> String {
         Some(FlowActions::Dumped(a)) => format!("{} bytes from the dump", a.len()),
         Some(FlowActions::Refetched(a)) => format!("{} bytes refetched", a.len()),
         Some(FlowActions::Unknown(why)) => format!("unknown: {why}"),
+        Some(other) => format!("{other:?}"),
     }
 }
 

@@ -181,15 +181,9 @@ pub(crate) fn zero_copy_sender_on(
     size: usize,
 ) -> anyhow::Result<(VsockSender, BufferPool)> {
     let socket = VsockSocket::connect(ty, VMADDR_CID_LOCAL, port).context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 8,
-        huge_pages: false,
-    })?;
-    let config = SenderConfig {
-        path,
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let pool = BufferPool::new(PoolConfig::new(size, 8))?;
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.path = path;
     Ok((VsockSender::new(socket, config), pool))
 }
 

@@ -66,11 +66,7 @@ pub fn short_credit(mode: Mode, outcome: &mut Outcome) -> anyhow::Result<()> {
     });
     let socket =
         VsockSocket::connect(VsockType::Seqpacket, VMADDR_CID_LOCAL, port).context("connect")?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: MESSAGE,
-        count: 8,
-        huge_pages: false,
-    })?;
+    let pool = BufferPool::new(PoolConfig::new(MESSAGE, 8))?;
     let mut config = SenderConfig::with_mode(mode);
     config.send_timeout = Some(WAIT);
     let mut tx = VsockSender::new(socket, config);

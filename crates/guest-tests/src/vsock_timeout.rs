@@ -20,10 +20,8 @@ pub fn restored_on_close(outcome: &mut Outcome) -> anyhow::Result<()> {
         let socket = VsockSocket::connect(VsockType::Seqpacket, VMADDR_CID_LOCAL, receiver.port)
             .context("connect")?;
         set_socket_timeout(&socket, Timeout::Send, own)?;
-        let config = SenderConfig {
-            send_timeout: Some(Duration::from_secs(1)),
-            ..SenderConfig::with_mode(Mode::Copy)
-        };
+        let mut config = SenderConfig::with_mode(Mode::Copy);
+        config.send_timeout = Some(Duration::from_secs(1));
         let mut tx = VsockSender::new(socket, config);
         let wrapped = socket_timeout(tx.get_ref(), Timeout::Send)?;
         let sent = tx.send(vec![7u8; message]);

@@ -38,11 +38,9 @@ pub fn run(
     stream: u32,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let config = EndpointConfig {
-        mode: Mode::ZeroCopy,
-        queues: (0..queues).collect(),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.mode = Mode::ZeroCopy;
+    config.queues = (0..queues).collect();
     let local = SocketAddr::new(IpAddr::V4(ip), wire::BURST_PORT);
     let endpoints = UdpEndpoint::bind_each_queue(iface, local, config)
         .with_context(|| format!("bind a UDP endpoint at {local} on each queue of {iface}"))?;
@@ -112,9 +110,11 @@ pub fn tx_metadata(
     stream: u32,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let findings = probe(&ProbeOptions {
-        ifaces: Some(vec![iface.to_string()]),
-        try_xsk_bind: false,
+    let findings = probe(&{
+        let mut opts = ProbeOptions::default();
+        opts.ifaces = Some(vec![iface.to_string()]);
+        opts.try_xsk_bind = false;
+        opts
     });
     let row = findings
         .iter()
@@ -129,11 +129,9 @@ pub fn tx_metadata(
         (true, false) => Support::Partial,
         (false, _) => Support::No,
     };
-    let config = EndpointConfig {
-        mode: Mode::Copy,
-        checksums: Checksums::Offload,
-        ..EndpointConfig::with_queues((0..queues).collect())
-    };
+    let mut config = EndpointConfig::with_queues((0..queues).collect());
+    config.mode = Mode::Copy;
+    config.checksums = Checksums::Offload;
     let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), wire::BURST_PORT);
     let mut endpoint = UdpEndpoint::bind(iface, local, config)
         .with_context(|| format!("bind a copy-mode UDP endpoint on {iface}"))?;

@@ -179,10 +179,8 @@ impl Queues {
         mut reuse: Vec<Umem>,
         outcome: &mut Outcome,
     ) -> anyhow::Result<Queues> {
-        let config = SocketConfig {
-            need_wakeup,
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.need_wakeup = need_wakeup;
         let mut umems: Vec<Umem> = Vec::new();
         let mut sockets = Vec::new();
         for queue in 0..queues {
@@ -302,14 +300,14 @@ impl Queues {
         let deadline = Instant::now() + WAIT;
         let (mut handled, mut last) = (0, Instant::now());
         let mut frames = Vec::new();
-        let per_queue_ms = (100 / self.sockets.len()).max(1) as i32;
+        let per_queue = Duration::from_millis(100) / self.sockets.len().max(1) as u32;
         while handled < want && Instant::now() < deadline {
             if handled > 0 && last.elapsed() > Duration::from_secs(1) {
                 break;
             }
             for (index, socket) in &mut self.sockets {
                 let umem = &mut self.umems[*index];
-                socket.wait_rx(per_queue_ms)?;
+                socket.wait_rx(Some(per_queue))?;
                 let invalid = socket.receive(umem, 64, &mut frames)?;
                 if invalid > 0 {
                     bail!("{invalid} rx descriptors named frames the kernel was not lent");
@@ -438,7 +436,7 @@ fn echo(
     let mut back = Vec::new();
     let mut completed = 0u64;
     let echoed = q.receive_burst(DATAGRAMS, |umem, socket, frames| {
-        completed += u64::from(socket.reclaim(umem, u32::MAX)?.0);
+        completed += u64::from(socket.reclaim(umem, u32::MAX)?.frames);
         for mut frame in frames.drain(..) {
             if tally.record(umem.bytes(&frame), stream) {
                 turn_around(umem.bytes_mut(&mut frame));
@@ -478,7 +476,7 @@ fn drain_completions(q: &mut Queues, outstanding: u64) -> anyhow::Result<u64> {
     let mut completed = 0u64;
     while completed < outstanding {
         for (index, socket) in &mut q.sockets {
-            completed += u64::from(socket.reclaim(&mut q.umems[*index], u32::MAX)?.0);
+            completed += u64::from(socket.reclaim(&mut q.umems[*index], u32::MAX)?.frames);
             socket.wake_tx()?;
         }
         if Instant::now() > deadline {
@@ -528,7 +526,7 @@ fn txpush(
     let deadline = Instant::now() + WAIT;
     let mut completed = 0u64;
     while seq < DATAGRAMS && Instant::now() < deadline {
-        completed += u64::from(socket.reclaim(umem, u32::MAX)?.0);
+        completed += u64::from(socket.reclaim(umem, u32::MAX)?.frames);
         while pending.len() < TX_GROUP as usize && seq + (pending.len() as u64) < DATAGRAMS {
             let Some(mut frame) = umem.alloc() else { break };
             let n = seq + pending.len() as u64;

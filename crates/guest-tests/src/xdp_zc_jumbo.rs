@@ -62,11 +62,9 @@ fn receive_jumbos(
     stream: u32,
     outcome: &mut Outcome,
 ) -> anyhow::Result<()> {
-    let config = SocketConfig {
-        multi_buffer: true,
-        tx_size: 0,
-        ..SocketConfig::default()
-    };
+    let mut config = SocketConfig::default();
+    config.multi_buffer = true;
+    config.tx_size = 0;
     // Queue 0 tries zero-copy; the others follow in the mode it got.
     let mut umems = vec![Umem::new(UmemConfig::default())?];
     let mode = match Socket::bind_with(&mut umems[0], iface, 0, Mode::ZeroCopy, config) {
@@ -129,7 +127,7 @@ fn receive_jumbos(
             break;
         }
         for (socket, umem) in sockets.iter_mut().zip(umems.iter_mut()) {
-            socket.wait_rx(50)?;
+            socket.wait_rx(Some(Duration::from_millis(50)))?;
             let invalid = socket.receive_packets(umem, 64, &mut packets)?;
             if invalid > 0 {
                 bail!("{invalid} rx descriptors named frames the kernel was not lent");

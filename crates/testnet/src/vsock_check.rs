@@ -91,12 +91,7 @@ pub fn loopback_check(
     });
     let socket =
         VsockSocket::connect(ty, vsock::VMADDR_CID_LOCAL, port).map_err(LoopbackError::Io)?;
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: 16,
-        huge_pages: false,
-    })
-    .map_err(LoopbackError::Io)?;
+    let pool = BufferPool::new(PoolConfig::new(size, 16)).map_err(LoopbackError::Io)?;
     let mut tx = VsockSender::new(socket, SenderConfig::with_mode(mode));
     let mut at = 0u64;
     for _ in 0..count {

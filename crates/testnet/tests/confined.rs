@@ -47,10 +47,8 @@ fn send_over_loopback() -> Option<String> {
         got
     });
     let stream = TcpStream::connect(addr).unwrap();
-    let config = SenderConfig {
-        path: SendPath::IO_URING,
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.path = SendPath::IO_URING;
     let mut tx = Sender::new(stream, config);
     let status = tx.path_status().err().map(|f| f.to_string());
     println!("path {:?}, status {status:?}", tx.path());
@@ -71,9 +69,11 @@ fn send_over_loopback() -> Option<String> {
 }
 
 fn rows() -> Vec<Finding> {
-    let rows = probe(&ProbeOptions {
-        ifaces: Some(vec!["lo".into()]),
-        try_xsk_bind: false,
+    let rows = probe(&{
+        let mut opts = ProbeOptions::default();
+        opts.ifaces = Some(vec!["lo".into()]);
+        opts.try_xsk_bind = false;
+        opts
     });
     for r in &rows {
         println!(

@@ -87,14 +87,11 @@ pub fn run(cmd: LeaseCommand) -> Result<()> {
 }
 
 fn apply(args: ApplyArgs) -> Result<()> {
-    let spec = LeaseSpec {
-        iface: args.iface,
-        queue: args.queue,
-        channels: args.channels,
-        header_split: args.header_split || args.zcrx,
-        isolate: args.isolate || args.zcrx,
-        flow: args.flow,
-    };
+    let mut spec = LeaseSpec::new(&args.iface, args.queue);
+    spec.channels = args.channels;
+    spec.header_split = args.header_split || args.zcrx;
+    spec.isolate = args.isolate || args.zcrx;
+    spec.flow = args.flow;
     live::watch_interrupts()?;
     let lease = Lease::apply(&spec, &args.records.records)?;
     for line in lease.applied() {
@@ -164,6 +161,7 @@ fn report(reports: &[RestoreReport], verbose: bool) -> usize {
                 outln!("lease of {who}: of another network namespace (restore it from there)");
             }
             RestoreOutcome::Held | RestoreOutcome::OtherNamespace => {}
+            other => outln!("lease of {who}: {other:?}"),
         }
     }
     failed

@@ -71,6 +71,44 @@ fn tcp_loopback_rows_per_mode_and_every_id_completes() {
     assert!(copy["why"].is_null() && zc["why"].is_null());
 }
 
+/// `--latency`: each row's `latency` joins every zero-copy send (its completion comes after its
+/// stamps; a copied send's last stamps may come after the run); TCP rows reach every step, UDP
+/// rows every step but the ACK, and only zero-copy sends get their buffer back; the table follows
+/// the rows.
+#[test]
+fn latency_rows_join_every_send() {
+    for (name, acked) in [("tcp", true), ("udp", false)] {
+        let rows = bench(&[name, "--latency", "--mode", "copy,zerocopy"]);
+        for row in &rows {
+            let l = &row["latency"];
+            if row["mode"] == "zerocopy" {
+                assert_eq!(u(l, "sends"), u(row, "calls"), "{row}");
+            } else {
+                assert!((1..=u(row, "calls")).contains(&u(l, "sends")), "{row}");
+            }
+            assert!(u(&l["sent"], "count") > 0, "{row}");
+            assert_eq!(u(&l["acked"], "count") > 0, acked, "{row}");
+            assert_eq!(u(&l["freed"], "count"), u(row, "zc_calls"), "{row}");
+            let (p50, max) = (&l["sent"]["p50_us"], &l["sent"]["max_us"]);
+            assert!(p50.as_f64().unwrap() <= max.as_f64().unwrap(), "{row}");
+        }
+    }
+    let mut cmd = Command::new(ZCNET);
+    cmd.args([
+        "bench",
+        "tcp",
+        "--latency",
+        "--mode",
+        "zerocopy",
+        "--duration",
+        "0.3",
+    ]);
+    let out = stdout_of(&mut cmd, "zcnet bench tcp --latency");
+    for step in ["send call to", "scheduled", "sent", "acked", "freed"] {
+        assert!(out.contains(step), "{step} missing from the table:\n{out}");
+    }
+}
+
 #[test]
 fn udp_gso_rows_over_loopback_v6() {
     let rows = bench(&[

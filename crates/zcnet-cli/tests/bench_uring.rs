@@ -147,10 +147,12 @@ fn a_pool_on_huge_pages_is_sent_unregistered_and_says_why() {
 fn by_default_only_the_sendmsg_pool_is_on_huge_pages() {
     const TEST: &str = "by_default_only_the_sendmsg_pool_is_on_huge_pages";
     // The library's own answer, which the bench's rows report.
-    let probe = BufferPool::new(PoolConfig {
-        buf_size: 4096,
-        count: 1,
-        huge_pages: true,
+    let probe = BufferPool::new({
+        let mut config = PoolConfig::default();
+        config.buf_size = 4096;
+        config.count = 1;
+        config.huge_pages = true;
+        config
     })
     .expect("a one-buffer pool");
     if let Err(why) = probe.huge_pages() {

@@ -99,3 +99,37 @@ fn mapped_receive_is_measured_over_the_sends_that_went_out_zero_copy() {
         .unwrap_or_else(|| panic!("no share in {line}"));
     assert!(mapped > 50.0, "{line}");
 }
+
+/// An io_uring run whose ring the locked-memory limit refuses (rings are charged to it without
+/// CAP_IPC_LOCK) is not measured: the bench says so and exits 1, and does not claim to be sending
+/// another way (before, its line said "sending with sendmsg (MSG_ZEROCOPY) instead" as it exited 1).
+#[test]
+fn a_refused_io_uring_ring_is_not_measured_and_says_so() {
+    let out = without_locked_memory(&[
+        "bench",
+        "tcp",
+        "--api",
+        "io_uring",
+        "--mode",
+        "zerocopy",
+        "--duration",
+        "0.3",
+        "--interval",
+        "0",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !err.contains("io_uring_setup: ENOMEM") {
+        // A kernel without io_uring (or a filter refusing it): no locked-memory refusal to word.
+        testnet::skip(
+            "a_refused_io_uring_ring_is_not_measured_and_says_so",
+            &format!("io_uring_setup was not refused for locked memory here: {err}"),
+        );
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("io_uring not measured") && err.contains("RLIMIT_MEMLOCK"),
+        "{err}"
+    );
+    assert!(!err.contains("instead"), "{err}");
+}

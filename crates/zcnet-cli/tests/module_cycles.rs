@@ -217,3 +217,59 @@ fn the_reader_finds_a_loop_however_it_is_written() {
         "{found:?}"
     );
 }
+
+/// The modules under `crate::<step>` (the step itself among them).
+fn under<'a>(
+    known: &'a BTreeMap<Vec<String>, String>,
+    step: &'a str,
+) -> impl Iterator<Item = (&'a Vec<String>, &'a String)> + 'a {
+    let prefix: Vec<String> = step.split("::").map(String::from).collect();
+    known.iter().filter(move |(m, _)| m.starts_with(&prefix))
+}
+
+/// Each path a module of `from` names into a module of `to`, as `module: path`.
+fn crossings(known: &BTreeMap<Vec<String>, String>, from: &str, to: &str) -> Vec<String> {
+    let to: Vec<String> = to.split("::").map(String::from).collect();
+    let mut found = Vec::new();
+    for (module, source) in under(known, from) {
+        for path in paths(&code(source)) {
+            if resolve(&path, module, known).is_some_and(|m| m.starts_with(&to)) {
+                found.push(format!("{}: {path}", module.join("::")));
+            }
+        }
+    }
+    found
+}
+
+/// A bench is parse → plan → run → report, each step using only the steps before it: the flags
+/// (`bench::args`) name no later step, the plan runs nothing and reports nothing, the runs never
+/// print a report's table, sweep or picture, and the report takes from the runs only what they
+/// hand over (their rows and how they ended), never calling a driver.
+#[test]
+fn a_bench_is_parse_plan_run_report() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut known = BTreeMap::new();
+    modules(&src, &[], &mut known);
+    let mut wrong = Vec::new();
+    for later in ["bench::plan", "bench::run", "bench::report"] {
+        wrong.extend(crossings(&known, "bench::args", later));
+    }
+    for later in ["bench::run", "bench::report"] {
+        wrong.extend(crossings(&known, "bench::plan", later));
+    }
+    wrong.extend(crossings(&known, "bench::run", "bench::report"));
+    const HANDED_OVER: [&str; 3] = ["Rounds", "RxRuns", "VsockRuns"];
+    wrong.extend(
+        crossings(&known, "bench::report", "bench::run")
+            .into_iter()
+            .filter(|c| !HANDED_OVER.iter().any(|t| c.ends_with(&format!("::{t}")))),
+    );
+    assert!(
+        wrong.is_empty(),
+        "a step of a bench that uses a later one:\n{}",
+        wrong.join("\n")
+    );
+    for step in ["bench::args", "bench::plan", "bench::run", "bench::report"] {
+        assert!(under(&known, step).next().is_some(), "no {step}");
+    }
+}

@@ -89,10 +89,8 @@ type Hashed = (u64, StreamHash, zcnet::rx::RxStats, Duration, Duration);
 
 /// Reads `stream` to its end with a zero-copy receiver, hashing each chunk where it lies.
 fn hash_stream(stream: TcpStream, mode: RxMode) -> Result<Hashed, zcnet::rx::RxError> {
-    let config = RxConfig {
-        mode,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = mode;
     let mut rx = Receiver::new(stream, config)?;
     let (start, cpu) = (Instant::now(), cpu_time());
     let mut hash = StreamHash::default();

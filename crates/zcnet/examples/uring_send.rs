@@ -71,15 +71,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let duration = Duration::from_secs_f64(seconds.parse()?);
     // A socket buffer's worth of buffers in flight (4 MiB, the default most of tcp_wmem), at least
     // 64; each keeps what it held before.
-    let pool = BufferPool::new_keeping_contents(PoolConfig {
-        buf_size: size,
-        count: 64.max((4 << 20) / size.max(1)),
-        huge_pages,
+    let pool = BufferPool::new_keeping_contents({
+        let mut config = PoolConfig::default();
+        config.buf_size = size;
+        config.count = 64.max((4 << 20) / size.max(1));
+        config.huge_pages = huge_pages;
+        config
     })?;
-    let config = SenderConfig {
-        path: SendPath::IO_URING,
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.path = SendPath::IO_URING;
     let stream = TcpStream::connect(addr.as_str())?;
     let mut tx = TcpSender::new(stream, config);
     // This example measures io_uring: a sender that fell back to sendmsg would measure the wrong

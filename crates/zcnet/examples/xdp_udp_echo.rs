@@ -35,10 +35,8 @@ fn main() -> Result<(), BoxError> {
         .split(',')
         .map(str::parse)
         .collect::<Result<Vec<u32>, _>>()?;
-    let config = EndpointConfig {
-        queues,
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.queues = queues;
     let endpoints = UdpEndpoint::bind_each_queue(iface, local.parse()?, config)?;
     for endpoint in &endpoints {
         let socket = &endpoint.sockets()[0];

@@ -127,6 +127,76 @@
 //! # Ok::<(), Box<dyn Error>>(())
 //! ```
 //!
+//! # Configs and growing enums
+//!
+//! Every config (`SenderConfig`, `PolicyConfig`, `PoolConfig`, `RxConfig`, `AutoConfig`,
+//! `ZcrxConfig`, the `xdp` and `ovs` configs, `ProbeOptions`, `LeaseSpec`, …) is
+//! `#[non_exhaustive]`: a new field is not a breaking change, so a struct literal does not compile
+//! outside zcnet. Start from `Default::default()` or a named constructor (`with_mode`, `bulk`,
+//! `with_queues`, `PoolConfig::new`, `LeaseSpec::new`, …) and set the fields that differ. Enums
+//! that will grow (why a send or receive copies, chunk kinds, upcall kinds, lease steps, observed
+//! counters, …) are `#[non_exhaustive]` too: a `match` on one needs a `_` arm.
+//!
+//! ```
+//! use std::time::Duration;
+//! use zcnet::queue_lease::{FlowMatch, FlowProto, LeaseSpec};
+//! use zcnet::rx::{AutoConfig, ChunkKind, RxConfig, RxMode, ZcrxConfig};
+//! use zcnet::tx::{CopyReason, Mode, PolicyConfig, PoolConfig, SendPath, SenderConfig};
+//! use zcnet::{ovs, probe, xdp};
+//!
+//! let mut sender = SenderConfig::with_mode(Mode::ZeroCopy);
+//! sender.path = SendPath::SENDMSG;
+//! sender.send_timeout = Some(Duration::from_secs(5));
+//! sender.policy.threshold = 64 << 10;
+//! let mut policy = PolicyConfig::default();
+//! policy.window_bytes = 0;
+//! let mut pool = PoolConfig::new(256 << 10, 32);
+//! pool.huge_pages = true;
+//!
+//! let mut rx = RxConfig::bulk();
+//! rx.mode = RxMode::ZeroCopy;
+//! rx.auto = AutoConfig::default();
+//! rx.auto.window_bytes = 1 << 20;
+//! let _zcrx = RxConfig::default().with_path(zcnet::rx::RxPath::Zcrx(
+//!     ZcrxConfig::no_device().with_area_len(4 << 20),
+//! ));
+//!
+//! let mut endpoint = xdp::EndpointConfig::with_queues(vec![0, 1]);
+//! endpoint.mode = xdp::Mode::Copy;
+//! endpoint.umem.frame_size = xdp::FrameSize::Page;
+//! let mut umem = xdp::UmemConfig::default();
+//! umem.frame_count = 8192;
+//! let mut socket = xdp::SocketConfig::default();
+//! socket.multi_buffer = true;
+//!
+//! let mut datapath = ovs::DatapathConfig::default();
+//! datapath.dispatch = ovs::Dispatch::PerCpu;
+//! let mut limits = ovs::SwitchLimits::default();
+//! limits.max_flows = 1024;
+//! let mut probe_options = probe::ProbeOptions::default();
+//! probe_options.ifaces = Some(vec!["lo".to_string()]);
+//! let mut lease = LeaseSpec::new("eth1", 3);
+//! lease.isolate = true;
+//! lease.flow = Some(FlowMatch::new(FlowProto::Tcp, 9000));
+//!
+//! // A growing enum: the `_` arm covers what later versions add.
+//! fn copies(reason: CopyReason) -> &'static str {
+//!     match reason {
+//!         CopyReason::Small => "below the threshold",
+//!         CopyReason::Copied => "the kernel copied anyway",
+//!         _ => "another reason",
+//!     }
+//! }
+//! assert_eq!(copies(CopyReason::Mode), "another reason");
+//! fn mapped(kind: ChunkKind) -> bool {
+//!     match kind {
+//!         ChunkKind::Mapped | ChunkKind::Zcrx => true,
+//!         _ => false,
+//!     }
+//! }
+//! assert!(!mapped(ChunkKind::Recv));
+//! ```
+//!
 //! # Modules
 //!
 //! - [`tx`]: zero-copy senders for TCP, UDP and AF_VSOCK, with buffer loans and completion tracking,
@@ -141,12 +211,18 @@
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
 //!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
-//! - [`packet`]: AF_PACKET sockets and rings, the copying paths AF_XDP replaces, for comparing
-//!   with them (the benches do).
+//! - [`IfIndex`]: a network interface's index, as `xdp`, `ovs` and `queue_lease` take and give it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
 //! - `sys` (private to the crate): the kernel boundary; the only module with `unsafe` code.
+//!
+//! Feature `bench-internals` adds the plumbing of zcnet's own command and benches, hidden from
+//! these docs and outside the API (no compatibility promise): the `packet` module (AF_PACKET
+//! sockets and rings, the copying paths AF_XDP is compared with), `rx::sender` (page-sized MSS),
+//! `rx::datagrams` (`recvmmsg` batches), `tx::errqueue` (the error queue read by hand), and a few
+//! helpers (`probe::resource_usage`, `probe::tcp_send_state`, `rx::measure_loopback`,
+//! `ovs::monotonic_ms`, `xdp::host_traffic`, `xdp::probe_tx_metadata_umem`).
 #![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -159,8 +235,11 @@ mod btf;
 mod cost;
 mod error;
 mod fallback;
+mod ifindex;
 pub mod observe;
 pub mod ovs;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod packet;
 pub mod probe;
 pub mod queue_lease;
@@ -170,3 +249,4 @@ pub mod tx;
 pub mod xdp;
 
 pub use fallback::{Cause, Fallback};
+pub use ifindex::IfIndex;

@@ -47,10 +47,8 @@ fn a_dropped_sender_drains_its_whole_queue_within_one_bound() {
         .build()
         .unwrap();
     let queued = runtime.block_on(async {
-        let config = SenderConfig {
-            send_timeout: Some(BOUND),
-            ..SenderConfig::default()
-        };
+        let mut config = SenderConfig::default();
+        config.send_timeout = Some(BOUND);
         let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
         for k in 0..QUEUED {
             // Dropped while waiting for send-buffer space: the buffer stays queued.

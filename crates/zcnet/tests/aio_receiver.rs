@@ -127,10 +127,8 @@ async fn a_reset_is_reported_after_the_bytes_before_it_and_again_after() {
     let bytes = stream_bytes(300_000, 5);
     for mode in [RxMode::ZeroCopy, RxMode::Copy] {
         let server = rx_util::reset_after(IpAddr::V4(Ipv4Addr::LOCALHOST), &bytes);
-        let config = RxConfig {
-            mode,
-            ..rx_util::keep_trying(true)
-        };
+        let mut config = rx_util::keep_trying(true);
+        config.mode = mode;
         let mut rx = AsyncReceiver::new(Receiver::new(server, config).unwrap()).unwrap();
         let mut next = 0;
         let end = tokio::time::timeout(Duration::from_secs(5), async {

@@ -4,6 +4,11 @@
 //! whenever a round has not arrived yet) and the UMEM is too small to hold a round's answers without
 //! waiting for sent frames; receives cancelled at random points lose no datagram; and the `xdp_udp_echo` example, run as a user runs it on both queues of
 //! a veth end (a task per queue), answers plain `std::net::UdpSocket` clients, each queue some.
+//!
+//! A queue that never transmits (the endpoint's queue past the interface's tx queues: the kernel
+//! takes nothing from its tx ring and completes no frame) makes `send` wait for a frame: it sleeps
+//! on the socket's readiness rather than spinning, and fails with `NoFrameWithin` at its bound; a
+//! `SendBatch` dropped with more datagrams than the tx ring takes counts what it dropped.
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -11,9 +16,12 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use std::time::Instant;
+
 use testnet::{VethConfig, VethPair};
 use zcnet::aio::AsyncUdpEndpoint;
-use zcnet::xdp::{EndpointConfig, FrameSize, Mode, UdpEndpoint, UmemConfig};
+use zcnet::probe::{UsageOf, resource_usage};
+use zcnet::xdp::{EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint};
 
 /// The endpoint's port.
 const PORT: u16 = 9400;
@@ -87,17 +95,12 @@ fn small_endpoint() -> (
     let pair = pair();
     let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
     let endpoint = pair.a.run(|| {
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: 96,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = 96;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         UdpEndpoint::bind(&pair.a_if, local, config).expect("bind endpoint")
     });
     let socket = pair
@@ -364,4 +367,121 @@ fn the_xdp_udp_echo_example_answers_a_std_client_in_the_other_namespace() {
             "queue {queue}'s task answered nothing: {output}"
         );
     }
+}
+
+/// An endpoint on queue 1 of a two-queue `a` whose tx queues were cut to one (`ethtool -L tx 1`):
+/// the kernel's copy-mode transmit skips a socket whose queue is past the interface's tx queues
+/// (`__xsk_generic_xmit`), so nothing it queues is sent or completed. `spare` frames beyond the
+/// fill ring's 64 are there to send with. `b`'s neighbour entries are pinned, so building a
+/// datagram to `b` needs no resolution.
+fn stalled_endpoint(spare: u32) -> (VethPair, UdpEndpoint, SocketAddr) {
+    let pair = pair_with_queues(2);
+    pair.a
+        .exec("ethtool", &["-L", &pair.a_if, "tx", "1"])
+        .expect("ethtool -L tx 1 on the veth end");
+    pair.pin_b_neighbours().expect("pin b's neighbour entries");
+    let local = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
+    let endpoint = pair.a.run(|| {
+        let mut config = EndpointConfig::with_queues(vec![1]);
+        config.mode = Mode::Copy;
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
+        config.umem.frame_count = 64 + spare;
+        UdpEndpoint::bind(&pair.a_if, local, config).expect("bind endpoint")
+    });
+    let peer = SocketAddr::new(IpAddr::V4(pair.b_v4), PORT);
+    (pair, endpoint, peer)
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let usage = resource_usage(UsageOf::Thread).expect("getrusage");
+    usage.user + usage.system
+}
+
+#[test]
+fn a_send_no_frame_comes_free_for_sleeps_on_readiness_and_fails_at_its_bound() {
+    if !testnet::privileged(
+        "a_send_no_frame_comes_free_for_sleeps_on_readiness_and_fails_at_its_bound",
+    ) {
+        return;
+    }
+    const SPARE: u32 = 32;
+    const BOUND: Duration = Duration::from_millis(500);
+    let (_pair, endpoint, peer) = stalled_endpoint(SPARE);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut endpoint = AsyncUdpEndpoint::new(endpoint).expect("register");
+        endpoint.set_send_timeout(BOUND);
+        // Every spare frame takes a datagram; they go to the tx ring, which the kernel never reads.
+        for seq in 0..SPARE as usize {
+            let data = payload(seq);
+            endpoint
+                .send(peer, data.len(), |buf| buf.copy_from_slice(&data))
+                .await
+                .expect("a free frame");
+        }
+        let (started, cpu) = (Instant::now(), thread_cpu());
+        let waited = tokio::time::timeout(PATIENCE, endpoint.send(peer, 8, |buf| buf.fill(7)))
+            .await
+            .expect("send returns at its bound");
+        let (elapsed, cpu) = (started.elapsed(), thread_cpu() - cpu);
+        println!("waited {elapsed:?}, {cpu:?} of CPU: {waited:?}");
+        match waited {
+            Err(SendError::NoFrameWithin { waited }) => assert_eq!(waited, BOUND),
+            other => panic!("no frame comes free, yet: {other:?}"),
+        }
+        assert!(
+            elapsed >= BOUND,
+            "returned after {elapsed:?}, before its bound"
+        );
+        // A task spinning on yield_now would use the whole wait; one sleeping on readiness, with a
+        // look every millisecond, a small part of it.
+        assert!(
+            cpu < elapsed / 2,
+            "{cpu:?} of CPU in a wait of {elapsed:?}: spinning"
+        );
+        let stats = endpoint.stats();
+        assert_eq!(stats.sent, u64::from(SPARE), "{stats:?}");
+    });
+}
+
+#[test]
+fn a_send_batch_dropped_on_a_full_tx_ring_counts_what_it_dropped() {
+    if !testnet::privileged("a_send_batch_dropped_on_a_full_tx_ring_counts_what_it_dropped") {
+        return;
+    }
+    // The endpoint's tx ring has 2048 entries; 2100 datagrams leave 52 that never fit.
+    const BUILT: usize = 2100;
+    const TX_RING: u64 = 2048;
+    let (_pair, mut endpoint, peer) = stalled_endpoint(BUILT as u32);
+    let mut batch = endpoint.send_batch();
+    for seq in 0..BUILT {
+        let data = payload(seq);
+        batch
+            .push(peer, data.len(), |buf| buf.copy_from_slice(&data))
+            .expect("a free frame");
+    }
+    drop(batch);
+    let stats = endpoint.stats();
+    assert_eq!(stats.sent, TX_RING, "{stats:?}");
+    assert_eq!(stats.unsent, BUILT as u64 - TX_RING, "{stats:?}");
+    // The dropped datagrams' frames are free again: a flushed batch of them reports the same.
+    let mut batch = endpoint.send_batch();
+    for seq in 0..(BUILT as u64 - TX_RING) as usize {
+        batch
+            .push(peer, 8, |buf| buf.fill(seq as u8))
+            .expect("a frame freed by the drop");
+    }
+    match batch.flush() {
+        Err(SendError::TxRingFull { sent: 0, dropped }) => {
+            assert_eq!(dropped as u64, BUILT as u64 - TX_RING)
+        }
+        other => panic!("the ring is still full: {other:?}"),
+    }
+    assert_eq!(endpoint.stats().unsent, 2 * (BUILT as u64 - TX_RING));
 }

@@ -79,12 +79,10 @@ fn a_fallback_is_an_error_and_the_answer_to_why_it_copies() {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let mut tx = Sender::new(
         TcpStream::connect(listener.local_addr().unwrap()).unwrap(),
-        SenderConfig {
-            policy: zcnet::tx::PolicyConfig {
-                mode: Mode::Copy,
-                ..Default::default()
-            },
-            ..SenderConfig::default()
+        {
+            let mut config = SenderConfig::default();
+            config.policy.mode = Mode::Copy;
+            config
         },
     );
     let why = tx.zerocopy_status().expect_err("copy was asked for");
@@ -185,6 +183,12 @@ fn xdp_and_ovs_errors_from_the_kernel_keep_their_errno_and_kind() {
     }
     check(wrapped, kind);
     check(xdp::SendError::NoFrame, io::ErrorKind::WouldBlock);
+    check(
+        xdp::SendError::NoFrameWithin {
+            waited: std::time::Duration::from_secs(1),
+        },
+        io::ErrorKind::TimedOut,
+    );
 
     let err = ovs::Datapath::open("zcnet-none").expect_err("no datapath of that name");
     assert!(err.raw_os_error().is_some(), "{err}");

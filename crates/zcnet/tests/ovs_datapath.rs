@@ -65,10 +65,9 @@ fn ovs_local_port_upcalls_carry_every_byte_and_flows_turn_misses_into_hits() {
         for (i, unaligned) in [false, true].into_iter().enumerate() {
             let mut upcalls = UpcallSocket::open().unwrap();
             let name = format!("zc{}-t{i}", std::process::id());
-            let config = DatapathConfig {
-                unaligned,
-                dispatch: Dispatch::PerVport,
-            };
+            let mut config = DatapathConfig::default();
+            config.unaligned = unaligned;
+            config.dispatch = Dispatch::PerVport;
             let mut dp = Datapath::create(&name, config, &upcalls).unwrap();
             assert_eq!(dp.info().unwrap().user_features, config.user_features());
             let port = dp.local_port().unwrap();

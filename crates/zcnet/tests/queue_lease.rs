@@ -48,14 +48,8 @@ fn setup(test: &str) -> Option<(VethPair, PathBuf, LeaseSpec)> {
     })
     .expect("veth pair");
     assert_eq!(queues(&pair, &pair.a_if), (4, 4));
-    let spec = LeaseSpec {
-        iface: pair.a_if.clone(),
-        queue: 1,
-        channels: Some(2),
-        header_split: false,
-        isolate: false,
-        flow: None,
-    };
+    let mut spec = LeaseSpec::new(&pair.a_if, 1);
+    spec.channels = Some(2);
     Some((pair, record_dir(test), spec))
 }
 
@@ -67,23 +61,26 @@ fn a_refused_step_puts_back_the_channels_already_changed() {
     };
     let cases = [
         (
-            LeaseSpec {
-                header_split: true,
-                ..base.clone()
+            {
+                let mut spec = base.clone();
+                spec.header_split = true;
+                spec
             },
             Step::HeaderSplit,
         ),
         (
-            LeaseSpec {
-                isolate: true,
-                ..base.clone()
+            {
+                let mut spec = base.clone();
+                spec.isolate = true;
+                spec
             },
             Step::RssIsolate,
         ),
         (
-            LeaseSpec {
-                flow: Some("tcp:9000".parse().unwrap()),
-                ..base.clone()
+            {
+                let mut spec = base.clone();
+                spec.flow = Some("tcp:9000".parse().unwrap());
+                spec
             },
             Step::Ntuple,
         ),
@@ -135,9 +132,10 @@ fn a_held_lease_is_exclusive_and_put_back_on_drop() {
         .a
         .run(|| {
             Lease::apply(
-                &LeaseSpec {
-                    queue: 3,
-                    ..spec.clone()
+                &{
+                    let mut spec = spec.clone();
+                    spec.queue = 3;
+                    spec
                 },
                 &dir,
             )

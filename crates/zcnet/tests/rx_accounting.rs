@@ -62,20 +62,21 @@ fn case() -> impl Strategy<Value = Case> {
                 Case {
                     writes,
                     v6,
-                    config: RxConfig {
-                        mode: auto_window.map_or(RxMode::ZeroCopy, |_| RxMode::Auto),
-                        auto: AutoConfig {
-                            window_bytes: auto_window.unwrap_or(0),
-                            compare_every: 1,
-                            max_compare_every: 2,
-                        },
-                        window: pages * PAGE,
-                        copy_buffer,
-                        copybuf,
-                        release: if lazy { Release::Lazy } else { Release::Zap },
-                        low_water,
-                        give_up_after: give_up,
-                        path: RxPath::Socket,
+                    config: {
+                        let mut config = RxConfig::default();
+                        config.mode = auto_window.map_or(RxMode::ZeroCopy, |_| RxMode::Auto);
+                        config.auto = AutoConfig::default();
+                        config.auto.window_bytes = auto_window.unwrap_or(0);
+                        config.auto.compare_every = 1;
+                        config.auto.max_compare_every = 2;
+                        config.window = pages * PAGE;
+                        config.copy_buffer = copy_buffer;
+                        config.copybuf = copybuf;
+                        config.release = if lazy { Release::Lazy } else { Release::Zap };
+                        config.low_water = low_water;
+                        config.give_up_after = give_up;
+                        config.path = RxPath::Socket;
+                        config
                     },
                     nonblocking,
                     with: if zerocopy {
@@ -150,7 +151,7 @@ fn check(case: Case) -> Result<RxStats, TestCaseError> {
                 prop_assert!(chunk.len() <= copy_buffer.max(PAGE - 1));
                 by_kind.recv_bytes += chunk.len() as u64;
             }
-            ChunkKind::Zcrx => prop_assert!(false, "the socket path handed out a zcrx chunk"),
+            other => prop_assert!(false, "the socket path handed out a {other:?} chunk"),
         }
         next += chunk.len();
     }
@@ -194,11 +195,12 @@ fn mapped_chunks_take_part_in_the_accounting() {
     let stats = check(Case {
         writes: writes.repeat(8),
         v6: false,
-        config: RxConfig {
-            mode: RxMode::ZeroCopy,
-            window: 8 * PAGE,
-            copy_buffer: 3000,
-            ..RxConfig::default()
+        config: {
+            let mut config = RxConfig::default();
+            config.mode = RxMode::ZeroCopy;
+            config.window = 8 * PAGE;
+            config.copy_buffer = 3000;
+            config
         },
         nonblocking: false,
         with: SendWith::ZeroCopy,

@@ -24,15 +24,13 @@ const V6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
 /// Auto with windows of `window_bytes` and a comparison after every kept window: the receiver
 /// changes way every one or two windows whatever the costs.
 fn switching(window_bytes: u64) -> RxConfig {
-    RxConfig {
-        mode: RxMode::Auto,
-        auto: AutoConfig {
-            window_bytes,
-            compare_every: 1,
-            max_compare_every: 1,
-        },
-        ..RxConfig::default()
-    }
+    let mut config = RxConfig::default();
+    config.mode = RxMode::Auto;
+    config.auto = AutoConfig::default();
+    config.auto.window_bytes = window_bytes;
+    config.auto.compare_every = 1;
+    config.auto.max_compare_every = 1;
+    config
 }
 
 /// Receives `len` bytes sent as `how` with `config`, checking every chunk; returns the stats, the
@@ -71,15 +69,13 @@ fn switching_window_after_window_loses_no_byte() {
             Pattern::EorHeaders,
         ] {
             for (copybuf, release) in [(false, Release::Zap), (true, Release::Lazy)] {
-                let config = RxConfig {
-                    window: 64 << 10,
-                    copy_buffer: 64 << 10,
-                    low_water: Some(64 << 10),
-                    copybuf,
-                    release,
-                    give_up_after: None,
-                    ..switching(128 << 10)
-                };
+                let mut config = switching(128 << 10);
+                config.window = 64 << 10;
+                config.copy_buffer = 64 << 10;
+                config.low_water = Some(64 << 10);
+                config.copybuf = copybuf;
+                config.release = release;
+                config.give_up_after = None;
                 let (stats, fallback, changes) =
                     receive(ip, 8 << 20, (pattern, SendWith::ZeroCopy), config);
                 let what = format!("{ip} {pattern:?} copybuf={copybuf}: {stats:?}");
@@ -141,10 +137,8 @@ fn the_default_measures_a_mappable_stream_and_says_what_it_chose() {
 #[test]
 fn a_peer_whose_pages_do_not_map_makes_auto_copy_and_say_why() {
     for config in [RxConfig::default(), switching(64 << 10)] {
-        let config = RxConfig {
-            give_up_after: Some(1 << 20),
-            ..config
-        };
+        let mut config = config;
+        config.give_up_after = Some(1 << 20);
         let (stats, fallback, _) = receive(
             V6,
             8 << 20,
@@ -177,10 +171,8 @@ fn a_request_response_exchange_does_not_stall_under_auto() {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let rounds = 300;
-    let config = RxConfig {
-        low_water: None,
-        ..switching(4096)
-    };
+    let mut config = switching(4096);
+    config.low_water = None;
     let answering = thread::spawn(move || {
         let mut rx = Receiver::new(server, config).expect("receiver");
         for round in 0..rounds {
@@ -197,12 +189,7 @@ fn a_request_response_exchange_does_not_stall_under_auto() {
         assert!(rx.recv().expect("the end").is_none());
         *rx.stats()
     });
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: 64 << 10,
-        count: 4,
-        huge_pages: false,
-    })
-    .expect("send buffer pool");
+    let pool = BufferPool::new(PoolConfig::new(64 << 10, 4)).expect("send buffer pool");
     let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
     for round in 0..rounds {
         let request = stream_bytes(REQUESTS[round % REQUESTS.len()], round as u64);

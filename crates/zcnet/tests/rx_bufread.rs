@@ -86,11 +86,9 @@ fn a_framed_protocol_parses_in_place_on_the_mapped_and_copy_paths() {
         let (client, server) = sender::connect_page_mss(V4).expect("loopback pair");
         let writer =
             thread::spawn(move || send_writes(client, &bytes, &writes, SendWith::ZeroCopy));
-        let config = RxConfig {
-            mode,
-            give_up_after: None,
-            ..RxConfig::default()
-        };
+        let mut config = RxConfig::default();
+        config.mode = mode;
+        config.give_up_after = None;
         let mut rx = Receiver::new(server, config).expect("receiver");
         assert_eq!(parse_frames(&mut rx, rounds), rounds * PAYLOADS.len());
         writer.join().unwrap();

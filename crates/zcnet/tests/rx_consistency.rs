@@ -16,14 +16,11 @@ use zcnet::rx::{Receiver, RxConfig, RxMode, sender};
 const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 fn modes() -> [RxConfig; 3] {
-    [
-        RxConfig::default(),
-        rx_util::keep_trying(false),
-        RxConfig {
-            mode: RxMode::Copy,
-            ..RxConfig::default()
-        },
-    ]
+    [RxConfig::default(), rx_util::keep_trying(false), {
+        let mut config = RxConfig::default();
+        config.mode = RxMode::Copy;
+        config
+    }]
 }
 
 #[test]

@@ -37,11 +37,9 @@ fn ten_thousand_connections_leave_no_mapping_or_fd() {
         sender::bind_page_mss(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).unwrap();
     let addr = listener.local_addr().unwrap();
     let payload = vec![0x5au8; 5000];
-    let config = RxConfig {
-        window: 64 << 10,
-        copy_buffer: 16 << 10,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.window = 64 << 10;
+    config.copy_buffer = 16 << 10;
 
     // The counters must see live receivers, or the test below could not fail.
     let (maps_before, fds_before) = (maps_lines(), open_fds());

@@ -58,11 +58,9 @@ fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
 
 #[test]
 fn nothing_mapped_falls_back_to_recv_and_records_why() {
-    let config = RxConfig {
-        mode: RxMode::ZeroCopy,
-        give_up_after: Some(1 << 20),
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = RxMode::ZeroCopy;
+    config.give_up_after = Some(1 << 20);
     let (client, server) = sender::connect_page_mss(V4).expect("loopback pair");
     let (got, rx) = transfer(
         client,
@@ -81,10 +79,8 @@ fn nothing_mapped_falls_back_to_recv_and_records_why() {
 
 #[test]
 fn copy_mode_reads_with_recv_only() {
-    let config = RxConfig {
-        mode: RxMode::Copy,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = RxMode::Copy;
     for pattern in ALL_PATTERNS {
         let got = plain_sender_run(V6, pattern, config.clone(), pattern_len(pattern));
         assert_eq!(got.stats.zerocopy_calls, 0);
@@ -94,14 +90,12 @@ fn copy_mode_reads_with_recv_only() {
 
 #[test]
 fn lazy_release_and_low_water_keep_the_stream_intact() {
-    let config = RxConfig {
-        mode: RxMode::ZeroCopy,
-        release: Release::Lazy,
-        low_water: Some(64 << 10),
-        window: 256 << 10,
-        give_up_after: None,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = RxMode::ZeroCopy;
+    config.release = Release::Lazy;
+    config.low_water = Some(64 << 10);
+    config.window = 256 << 10;
+    config.give_up_after = None;
     for pattern in [Pattern::OddSizes, Pattern::EorHeaders] {
         let got = plain_sender_run(V4, pattern, config.clone(), 1 << 20);
         assert_eq!(got.stats.zaps, 0);
@@ -122,10 +116,8 @@ fn page_mss_pair_sends_one_page_per_segment() {
 fn non_blocking_receiver_reports_would_block_and_loses_nothing() {
     let (client, server) = sender::connect_page_mss(V6).expect("loopback pair");
     server.set_nonblocking(true).unwrap();
-    let config = RxConfig {
-        give_up_after: None,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.give_up_after = None;
     let mut rx = Receiver::new(server, config).expect("receiver");
     // Nothing has been sent yet: the queue is empty.
     let err = rx.recv().expect_err("an empty non-blocking socket");
@@ -211,10 +203,8 @@ fn reset_surfaces_after_the_bytes_before_it_and_again_after() {
     for ip in [V4, V6] {
         for mode in [RxMode::ZeroCopy, RxMode::Auto, RxMode::Copy] {
             let what = format!("{ip} {mode:?}");
-            let config = RxConfig {
-                mode,
-                ..rx_util::keep_trying(true)
-            };
+            let mut config = rx_util::keep_trying(true);
+            config.mode = mode;
             let rx = Receiver::new(rx_util::reset_after(ip, &bytes), config).expect("receiver");
             assert_ends_in_resets(rx, &bytes, &what);
         }
@@ -343,10 +333,8 @@ fn small_requests_get_answers_with_the_default_config() {
 fn an_unaddressable_window_is_refused() {
     for window in [usize::MAX, usize::MAX - 1, usize::MAX - 4000] {
         let (_client, server) = sender::connect_page_mss(V4).expect("loopback pair");
-        let config = RxConfig {
-            window,
-            ..RxConfig::default()
-        };
+        let mut config = RxConfig::default();
+        config.window = window;
         match Receiver::new(server, config) {
             Ok(_) => panic!("a receiver with a {window}-byte window"),
             Err(err) => assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}"),

@@ -83,11 +83,9 @@ fn zerocopy_sender_over_veth_maps_pages_v4_and_v6() {
             Pattern::EorHeaders,
         ] {
             for copybuf in [true, false] {
-                let config = RxConfig {
-                    mode: RxMode::ZeroCopy,
-                    copybuf,
-                    ..RxConfig::default()
-                };
+                let mut config = RxConfig::default();
+                config.mode = RxMode::ZeroCopy;
+                config.copybuf = copybuf;
                 let got = run(&pair, v6, (pattern, SendWith::ZeroCopy), config);
                 assert!(
                     got.stats.mapped_bytes > 0,

@@ -27,12 +27,10 @@ fn zerocopy_sender_pages_map_and_every_pattern_arrives_intact() {
     ] {
         for pattern in ALL_PATTERNS {
             for (copybuf, release) in [(true, Release::Zap), (false, Release::Lazy)] {
-                let config = RxConfig {
-                    mode: RxMode::ZeroCopy,
-                    copybuf,
-                    release,
-                    ..RxConfig::default()
-                };
+                let mut config = RxConfig::default();
+                config.mode = RxMode::ZeroCopy;
+                config.copybuf = copybuf;
+                config.release = release;
                 let got = run(ip, pattern, config);
                 let pct = got.stats.mapped_pct();
                 eprintln!(

@@ -14,24 +14,19 @@ use tx_common::{
     Checksum, assert_stream_delivered, datagrams_of, fill, pool, sender_on, take, tcp_pair,
     udp_sink, xdp_drop_sink,
 };
-use zcnet::tx::{
-    AutoChoice, AutoReason, BufferPool, Mode, PolicyConfig, SendPath, SenderConfig, TxStats,
-};
+use zcnet::tx::{AutoChoice, AutoReason, BufferPool, Mode, SendPath, SenderConfig, TxStats};
 
 /// Auto with small windows, a comparison every other window and, unless `copied_rule`, no switch to
 /// copying on copied completions: the measurement alone moves the sender between the modes.
 fn switching(path: SendPath, copied_rule: bool) -> SenderConfig {
-    SenderConfig {
-        path,
-        policy: PolicyConfig {
-            window_bytes: 256 << 10,
-            compare_every: 1,
-            max_compare_every: 2,
-            copied_run: if copied_rule { 16 } else { u64::MAX },
-            ..PolicyConfig::with_mode(Mode::Auto)
-        },
-        send_timeout: Some(Duration::from_secs(20)),
-    }
+    let mut config = SenderConfig::with_mode(Mode::Auto);
+    config.path = path;
+    config.policy.window_bytes = 256 << 10;
+    config.policy.compare_every = 1;
+    config.policy.max_compare_every = 2;
+    config.policy.copied_run = if copied_rule { 16 } else { u64::MAX };
+    config.send_timeout = Some(Duration::from_secs(20));
+    config
 }
 
 /// Sizes cycled through: large ones the policy decides on, and one below the threshold.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::timeout;
 use tx_common::{Checksum, fill, path_config, pool, small_pair};
 use zcnet::aio::AsyncSender;
-use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender};
+use zcnet::tx::{Mode, SendPath, TcpSender};
 
 /// How a stream read to its end ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,10 +89,8 @@ each_path! {
     /// byte and still ends cleanly.
     fn a_dropped_sender_that_cannot_deliver_resets_the_stream(path: SendPath) {
         let (client, server) = small_pair();
-        let config = SenderConfig {
-            send_timeout: Some(Duration::from_millis(300)),
-            ..path_config(path, Mode::Copy)
-        };
+        let mut config = path_config(path, Mode::Copy);
+        config.send_timeout = Some(Duration::from_millis(300));
         let mut tx = TcpSender::new(client, config);
         let mut accepted = Checksum::default();
         let mut cut = false;
@@ -153,10 +151,8 @@ each_path! {
     /// the stream is reset, so its peer cannot take what arrived for all of it.
     async fn a_dropped_async_sender_that_cannot_finish_resets_the_stream(path: SendPath) {
         let (client, server) = small_pair();
-        let config = SenderConfig {
-            send_timeout: Some(Duration::from_millis(300)),
-            ..path_config(path, Mode::Copy)
-        };
+        let mut config = path_config(path, Mode::Copy);
+        config.send_timeout = Some(Duration::from_millis(300));
         let mut tx = AsyncSender::new(TcpSender::new(client, config)).unwrap();
         let mut sent = Checksum::default();
         for _ in 0..200 {

@@ -12,24 +12,20 @@ use std::time::Duration;
 use testnet::Netns;
 use tx_common::{Checksum, pool, take};
 use zcnet::tx::{
-    BufferPool, Mode, PolicyConfig, SendPath, Sender, SenderConfig, TcpSender, TxStats, UdpSender,
-    ZcSocket,
+    BufferPool, Mode, SendPath, Sender, SenderConfig, TcpSender, TxStats, UdpSender, ZcSocket,
 };
 
 fn config() -> SenderConfig {
-    SenderConfig {
-        policy: PolicyConfig {
-            enobufs_backoff: 8,
-            ..PolicyConfig::with_mode(Mode::ZeroCopy)
-        },
-        // Never drain opportunistically: let notifications pile up. (The sendmsg path only: an
-        // io_uring notification is not charged to the socket's option memory, so optmem_max
-        // cannot refuse it.)
-        path: SendPath::Sendmsg {
-            drain_every: u32::MAX,
-        },
-        send_timeout: Some(Duration::from_secs(20)),
-    }
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.policy.enobufs_backoff = 8;
+    // Never drain opportunistically: let notifications pile up. (The sendmsg path only: an
+    // io_uring notification is not charged to the socket's option memory, so optmem_max cannot
+    // refuse it.)
+    config.path = SendPath::Sendmsg {
+        drain_every: u32::MAX,
+    };
+    config.send_timeout = Some(Duration::from_secs(20));
+    config
 }
 
 /// What [`enobufs_and_recovery`] saw.

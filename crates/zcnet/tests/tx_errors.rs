@@ -30,11 +30,9 @@ each_path! {
         // The default policy (auto): zero-copy for large sends, as long as the kernel takes them.
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let (stream, sink) = tcp_pair(listener);
-        let cfg = SenderConfig {
-            path,
-            send_timeout: Some(Duration::from_secs(60)),
-            ..SenderConfig::default()
-        };
+        let mut cfg = SenderConfig::default();
+cfg.path = path;
+cfg.send_timeout = Some(Duration::from_secs(60));
         let pool = pool(64 << 10, 4);
         let mut tx = sender_on(stream, cfg, &pool);
         let mut sent = Checksum::default();
@@ -67,10 +65,8 @@ each_path! {
     fn the_longest_timeouts_mean_no_deadline(path: SendPath) {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let (stream, sink) = tcp_pair(listener);
-        let cfg = SenderConfig {
-            send_timeout: Some(Duration::MAX),
-            ..path_config(path, Mode::ZeroCopy)
-        };
+        let mut cfg = path_config(path, Mode::ZeroCopy);
+cfg.send_timeout = Some(Duration::MAX);
         let pool = pool(64 << 10, 2);
         let mut tx = sender_on(stream, cfg, &pool);
         assert_eq!(tx.wait_completions(Duration::MAX).expect("an idle wait"), 0);
@@ -218,10 +214,8 @@ each_path! {
             SendPath::IoUring { ring_entries, .. } => SendPath::IoUring { batch: 1, ring_entries },
             path => path,
         };
-        let cfg = SenderConfig {
-            send_timeout: Some(Duration::from_millis(200)),
-            ..path_config(path, Mode::ZeroCopy)
-        };
+        let mut cfg = path_config(path, Mode::ZeroCopy);
+cfg.send_timeout = Some(Duration::from_millis(200));
         let mut tx = zcnet::tx::Sender::new(stream, cfg);
         // Nobody reads: the socket fills, and a send times out.
         let mut sent = Checksum::default();

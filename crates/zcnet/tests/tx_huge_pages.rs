@@ -64,10 +64,12 @@ each_path! {
             path.name()
         );
         let test = test.as_str();
-        let pool = BufferPool::new(PoolConfig {
-            buf_size: BUF,
-            count: COUNT,
-            huge_pages: true,
+        let pool = BufferPool::new({
+            let mut config = PoolConfig::default();
+            config.buf_size = BUF;
+            config.count = COUNT;
+            config.huge_pages = true;
+            config
         })
         .expect("pool");
         if let Err(why) = pool.huge_pages() {

@@ -86,12 +86,7 @@ fn a_user_keeps_its_own_bytes_when_it_shrinks_and_grows_its_buffer() {
 
 #[test]
 fn a_pool_keeping_contents_shows_what_the_previous_user_left() {
-    let pool = BufferPool::new_keeping_contents(PoolConfig {
-        buf_size: 4096,
-        count: 1,
-        huge_pages: false,
-    })
-    .unwrap();
+    let pool = BufferPool::new_keeping_contents(PoolConfig::new(4096, 1)).unwrap();
     let mut buf = pool.take().unwrap();
     buf.fill_with(4096, |b| b.fill(7));
     drop(buf);
@@ -113,11 +108,10 @@ fn hostile_pool_sizes_are_refused_cleanly() {
         (1 << 40, 1 << 20),
         (usize::MAX, usize::MAX),
     ] {
-        let config = PoolConfig {
-            buf_size,
-            count,
-            huge_pages: true,
-        };
+        let mut config = PoolConfig::default();
+        config.buf_size = buf_size;
+        config.count = count;
+        config.huge_pages = true;
         let err = BufferPool::new(config).expect_err("no such pool can be mapped");
         assert!(
             matches!(
@@ -127,12 +121,7 @@ fn hostile_pool_sizes_are_refused_cleanly() {
             "{buf_size} x {count}: {err}"
         );
     }
-    let empty = BufferPool::new(PoolConfig {
-        buf_size: 0,
-        count: 0,
-        huge_pages: false,
-    })
-    .expect("an empty pool");
+    let empty = BufferPool::new(PoolConfig::new(0, 0)).expect("an empty pool");
     assert_eq!((empty.capacity(), empty.available()), (0, 0));
     assert!(empty.take().is_none());
 }
@@ -166,7 +155,13 @@ proptest! {
         count in pool_size(),
         huge_pages in any::<bool>(),
     ) {
-        match BufferPool::new(PoolConfig { buf_size, count, huge_pages }) {
+        match BufferPool::new({
+            let mut config = PoolConfig::default();
+            config.buf_size = buf_size;
+            config.count = count;
+            config.huge_pages = huge_pages;
+            config
+        }) {
             Ok(pool) => {
                 prop_assert!(pool.buf_size() >= buf_size && pool.buf_size().is_multiple_of(4096));
                 prop_assert_eq!((pool.capacity(), pool.available()), (count, count));
@@ -243,7 +238,7 @@ proptest! {
                 (Just(size), Just(count), proptest::collection::vec(op(cap), 0..60))
             })
     ) {
-        let pool = BufferPool::new(PoolConfig { buf_size, count, huge_pages: false }).unwrap();
+        let pool = BufferPool::new(PoolConfig::new(buf_size, count)).unwrap();
         let cap = pool.buf_size();
         prop_assert!(cap >= buf_size && cap.is_multiple_of(4096));
         let mut held: Vec<Held> = Vec::new();

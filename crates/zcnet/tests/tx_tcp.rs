@@ -84,13 +84,9 @@ each_path! {
             SendPath::IoUring { ring_entries, .. } => SendPath::IoUring { batch: 1, ring_entries },
             path => path,
         };
-        let cfg = SenderConfig {
-            policy: PolicyConfig {
-                copied_run: 4,
-                ..PolicyConfig::default()
-            },
-            ..path_config(path, Mode::Auto)
-        };
+        let mut cfg = path_config(path, Mode::Auto);
+cfg.policy = PolicyConfig::default();
+cfg.policy.copied_run = 4;
         let mut tx = sender_on(stream, cfg, &pool);
         // Exactly at the threshold: zero-copy; one below: copy.
         let mut sent = Checksum::default();
@@ -437,11 +433,9 @@ fn sendmsg_reads_completions_once_256_kib_went_out_zero_copy() {
     // read the queue then.
     rustix::net::sockopt::set_socket_send_buffer_size(&stream, 4 << 20).unwrap();
     let pool = pool(64 << 10, 8);
-    let config = SenderConfig {
-        path: SendPath::Sendmsg {
-            drain_every: u32::MAX,
-        },
-        ..sender_config(Mode::ZeroCopy)
+    let mut config = sender_config(Mode::ZeroCopy);
+    config.path = SendPath::Sendmsg {
+        drain_every: u32::MAX,
     };
     let mut tx = sender_on(stream, config, &pool);
     tx.zerocopy_status().expect("zero-copy on TCP");

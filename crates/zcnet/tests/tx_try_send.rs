@@ -91,10 +91,8 @@ fn try_send_returns_would_block_with_the_unsent_rest() {
 #[test]
 fn a_timed_out_send_hands_back_the_rest() {
     let (client, server) = pair();
-    let config = SenderConfig {
-        send_timeout: Some(Duration::from_millis(300)),
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.send_timeout = Some(Duration::from_millis(300));
     let mut tx = TcpSender::new(client, config);
     let buf = pattern_vec(64 << 20, 0);
     let mut expect = Checksum::default();

@@ -14,7 +14,7 @@ use tx_common::{
     Checksum, PAGE, datagrams_of, path_config, pool, sender_on, take, udp_sink, veth_udp_sizes,
     veth_udp_sockets,
 };
-use zcnet::tx::{Mode, PolicyConfig, SendPath, SenderConfig, TxError, TxStats};
+use zcnet::tx::{Mode, PolicyConfig, SendPath, TxError, TxStats};
 
 /// Sends `sizes` `rounds` times on `path` from `tx` (connected to `sink`'s socket) through a
 /// 4-buffer pool, optionally with GSO segments, unconnected (`dest`) or connected, and checks
@@ -164,14 +164,10 @@ fn corked(path: SendPath, mode: Mode, pieces: &[usize], threshold: usize) -> TxS
     a.connect(b.local_addr().unwrap()).unwrap();
     let sink = udp_sink(b);
     let pool = pool(8 << 10, 8);
-    let cfg = SenderConfig {
-        policy: PolicyConfig {
-            threshold,
-            copied_run: u64::MAX,
-            ..PolicyConfig::with_mode(mode)
-        },
-        ..path_config(path, mode)
-    };
+    let mut cfg = path_config(path, mode);
+    cfg.policy = PolicyConfig::with_mode(mode);
+    cfg.policy.threshold = threshold;
+    cfg.policy.copied_run = u64::MAX;
     let mut tx = sender_on(a, cfg, &pool);
     tx.set_cork(true).unwrap();
     let mut sent = Checksum::default();

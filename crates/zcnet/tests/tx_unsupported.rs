@@ -41,13 +41,11 @@ fn so_zerocopy_refused_falls_back_to_copy_and_delivers_every_byte() {
 
     let sink = udp_sink(rx_socket);
     let pool = pool(64 << 10, 4);
-    let mut tx = UdpSender::new(
-        tx_socket,
-        SenderConfig {
-            send_timeout: Some(Duration::from_secs(20)),
-            ..SenderConfig::with_mode(Mode::ZeroCopy)
-        },
-    );
+    let mut tx = UdpSender::new(tx_socket, {
+        let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+        config.send_timeout = Some(Duration::from_secs(20));
+        config
+    });
     let reason = tx
         .zerocopy_status()
         .expect_err("UDP-Lite refuses SO_ZEROCOPY");

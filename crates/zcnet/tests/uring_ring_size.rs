@@ -18,12 +18,10 @@ fn a_ring_larger_than_the_kernel_takes_names_ring_entries_and_falls_back() {
     }
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let (stream, sink) = tcp_pair(listener);
-    let config = SenderConfig {
-        path: SendPath::IoUring {
-            batch: 32,
-            ring_entries: 1 << 16,
-        },
-        ..SenderConfig::with_mode(Mode::Auto)
+    let mut config = SenderConfig::with_mode(Mode::Auto);
+    config.path = SendPath::IoUring {
+        batch: 32,
+        ring_entries: 1 << 16,
     };
     let mut tx = Sender::new(stream, config);
     assert_eq!(tx.path(), SendPath::SENDMSG);

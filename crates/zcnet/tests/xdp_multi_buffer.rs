@@ -33,12 +33,11 @@ fn jumbo_pair() -> VethPair {
 }
 
 fn multi_buffer(rx: bool, tx: bool) -> SocketConfig {
-    SocketConfig {
-        rx_size: if rx { 2048 } else { 0 },
-        tx_size: if tx { 2048 } else { 0 },
-        multi_buffer: true,
-        ..SocketConfig::default()
-    }
+    let mut config = SocketConfig::default();
+    config.rx_size = if rx { 2048 } else { 0 };
+    config.tx_size = if tx { 2048 } else { 0 };
+    config.multi_buffer = true;
+    config
 }
 
 /// Payload length of packet `seq`: the sizes cycle through a 64-byte frame, a 1500-byte one and a
@@ -103,7 +102,9 @@ fn frames_up_to_9000_bytes_arrive_whole_in_copy_mode() {
         let mut bytes = Vec::new();
         let deadline = Instant::now() + PATIENCE;
         while (seen.len() as u64) < PACKETS && Instant::now() < deadline {
-            socket.wait_rx(100).expect("poll");
+            socket
+                .wait_rx(Some(Duration::from_millis(100)))
+                .expect("poll");
             let invalid = socket
                 .receive_packets(&mut umem, 64, &mut packets)
                 .expect("rx");

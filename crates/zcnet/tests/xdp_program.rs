@@ -128,7 +128,7 @@ fn embedded_programs_match_golden_disassembly() {
         ProgramKind::DropAll,
         ProgramKind::RedirectToXsk(FrameMatch::All),
         ProgramKind::RedirectToXsk(FrameMatch::UdpPort(9)),
-        ProgramKind::RedirectToInterface(7),
+        ProgramKind::RedirectToInterface(zcnet::IfIndex::new(7)),
     ] {
         text.push_str(&format!("{}:\n", kind.name()));
         text.push_str(&kind.disassembly(3));

@@ -15,8 +15,8 @@ use testnet::frame::{UdpFrame, swap_macs, udp_payload};
 use xdp_common::{PATIENCE, PORT, assert_all_arrived, frames, peer_receiver, read_paced, record};
 use zcnet::packet;
 use zcnet::xdp::{
-    AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Socket, SocketConfig, Umem, UmemConfig,
-    XdpLink, XdpProgram, interface_index, probe_zero_copy,
+    AttachMode, BoundMode, FrameMatch, FrameSize, Mode, Reclaimed, Socket, SocketConfig, Umem,
+    UmemConfig, XdpLink, XdpProgram, interface_index, probe_zero_copy,
 };
 
 const FRAMES: u64 = 2000;
@@ -68,11 +68,12 @@ fn frames_arrive_intact_in_page_sized_frames_on_huge_pages() {
     if !testnet::privileged("frames_arrive_intact_in_page_sized_frames_on_huge_pages") {
         return;
     }
-    receive_all(UmemConfig {
-        frame_size: FrameSize::Page,
-        headroom: 128,
-        huge_pages: true,
-        ..UmemConfig::default()
+    receive_all({
+        let mut config = UmemConfig::default();
+        config.frame_size = FrameSize::Page;
+        config.headroom = 128;
+        config.huge_pages = true;
+        config
     });
 }
 
@@ -105,7 +106,9 @@ fn receive_every_frame(pair: &VethPair, umem: &mut Umem, socket: &mut Socket) {
         let deadline = Instant::now() + PATIENCE;
         let mut frames = Vec::new();
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
-            socket.wait_rx(100).expect("poll");
+            socket
+                .wait_rx(Some(Duration::from_millis(100)))
+                .expect("poll");
             let invalid = socket.receive(umem, 64, &mut frames).expect("rx ring");
             assert_eq!(invalid, 0, "kernel descriptors are valid");
             for frame in &frames {
@@ -222,7 +225,11 @@ fn a_shared_queue_keeps_working_when_its_first_socket_is_dropped() {
     let mut reclaimed = 0;
     while reclaimed == 0 && Instant::now() < deadline {
         second.wake_tx().expect("wake");
-        let (done, invalid) = second.reclaim(&mut umem, 8).expect("reclaim");
+        let Reclaimed {
+            frames: done,
+            skipped: invalid,
+            ..
+        } = second.reclaim(&mut umem, 8).expect("reclaim");
         assert_eq!(invalid, 0);
         reclaimed += done;
         thread::sleep(Duration::from_millis(1));
@@ -338,10 +345,8 @@ fn txpush_frames_arrive_at_the_peer_intact() {
     let receiver = peer_receiver(&pair);
     let (mut umem, mut socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
-        let config = SocketConfig {
-            rx_size: 0,
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.rx_size = 0;
         let socket = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Auto, config).expect("bind");
         (umem, socket)
     });
@@ -395,14 +400,10 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
     );
     let (mut umem, mut rx_socket, mut tx_socket) = pair.a.run(|| {
         let mut umem = Umem::new(UmemConfig::default()).expect("umem");
-        let rx_only = SocketConfig {
-            tx_size: 0,
-            ..SocketConfig::default()
-        };
-        let tx_only = SocketConfig {
-            rx_size: 0,
-            ..SocketConfig::default()
-        };
+        let mut rx_only = SocketConfig::default();
+        rx_only.tx_size = 0;
+        let mut tx_only = SocketConfig::default();
+        tx_only.rx_size = 0;
         let rx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, rx_only).expect("rx bind");
         let tx = Socket::bind_with(&mut umem, &pair.a_if, 0, Mode::Copy, tx_only).expect("tx bind");
         (umem, rx, tx)
@@ -443,7 +444,11 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
             tx_socket.wake_tx().expect("wake");
             // The tx socket's frames complete on the queue's completion ring, which both sockets
             // share: either reclaims and fills.
-            let (done, invalid) = tx_socket.reclaim(&mut umem, 64).expect("reclaim");
+            let Reclaimed {
+                frames: done,
+                skipped: invalid,
+                ..
+            } = tx_socket.reclaim(&mut umem, 64).expect("reclaim");
             assert_eq!(invalid, 0);
             if done > 0 {
                 tx_socket.fill(&mut umem, done).expect("fill");
@@ -461,7 +466,9 @@ fn l2fwd_returns_frames_with_swapped_macs_through_a_shared_umem() {
                 }
             }
             if received == 0 {
-                rx_socket.wait_rx(1).expect("poll");
+                rx_socket
+                    .wait_rx(Some(Duration::from_millis(1)))
+                    .expect("poll");
             }
         }
         sender.join().expect("sender");
@@ -515,7 +522,9 @@ fn a_umem_shared_across_two_queues_receives_on_both() {
         let deadline = Instant::now() + PATIENCE;
         while (seen.len() as u64) < FRAMES && Instant::now() < deadline {
             for socket in &mut sockets {
-                socket.wait_rx(10).expect("poll");
+                socket
+                    .wait_rx(Some(Duration::from_millis(10)))
+                    .expect("poll");
                 let invalid = socket.receive(&mut umem, 64, &mut frames).expect("rx");
                 assert_eq!(invalid, 0);
                 for frame in &frames {

@@ -65,11 +65,9 @@ fn run(offloads: Offloads, checksums: Checksums, v6: bool) -> (bool, Wire) {
     });
     receiver.set_read_timeout(Some(PATIENCE)).expect("timeout");
     let mut endpoint = pair.a.run(|| {
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            checksums,
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.checksums = checksums;
         UdpEndpoint::bind(&pair.a_if, SocketAddr::new(local, PORT), config).expect("bind")
     });
     assert_eq!(endpoint.sockets()[0].mode(), BoundMode::Copy);

@@ -14,7 +14,7 @@ use testnet::{VethConfig, VethPair};
 use zcnet::packet;
 use zcnet::xdp::headers::{self, ETH_HLEN, IPV4_HLEN, Path, UDP_HLEN};
 use zcnet::xdp::{
-    EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint, UmemConfig, interface_index,
+    BusyPoll, EndpointConfig, FrameSize, Mode, SendError, UdpEndpoint, interface_index,
 };
 
 /// The endpoint's port.
@@ -74,23 +74,18 @@ fn bind_with(
     pair: &VethPair,
     ip: IpAddr,
     queues: Vec<u32>,
-    busy_poll: Option<(i32, i32)>,
+    busy_poll: Option<BusyPoll>,
 ) -> UdpEndpoint {
     pair.a.run(|| {
         let frames = 64 * (queues.len() as u32 + 1);
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            queues,
-            busy_poll,
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: frames,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.queues = queues;
+        config.busy_poll = busy_poll;
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = frames;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         UdpEndpoint::bind(&pair.a_if, SocketAddr::new(ip, PORT), config).expect("bind endpoint")
     })
 }
@@ -112,7 +107,9 @@ fn receive(endpoint: &mut UdpEndpoint, count: usize) -> Vec<(Vec<u8>, SocketAddr
     let mut got = Vec::new();
     let deadline = Instant::now() + PATIENCE;
     while got.len() < count && Instant::now() < deadline {
-        endpoint.wait(50).expect("wait");
+        endpoint
+            .wait(Some(Duration::from_millis(50)))
+            .expect("wait");
         let batch = endpoint.receive(64).expect("receive");
         got.extend(
             batch
@@ -340,7 +337,7 @@ fn what_cannot_be_sent_is_refused_with_its_reason() {
         other => panic!("no route: {other:?}"),
     }
     match send(SocketAddr::new(IpAddr::V4(pair.a_v4), 9), 10) {
-        Err(SendError::OtherInterface { oif: 1, .. }) => {}
+        Err(SendError::OtherInterface { oif, .. }) if oif == zcnet::IfIndex::new(1) => {}
         other => panic!("own address, through lo: {other:?}"),
     }
     match send("10.77.0.50:9".parse().expect("literal"), 10) {
@@ -516,7 +513,12 @@ fn two_queues_serve_one_endpoint() {
     }
     let pair = pair_with_queues(2);
     // With preferred busy polling: the sockets take the option, and traffic still flows.
-    let mut endpoint = bind_with(&pair, IpAddr::V4(pair.a_v4), vec![0, 1], Some((50, 8)));
+    let mut endpoint = bind_with(
+        &pair,
+        IpAddr::V4(pair.a_v4),
+        vec![0, 1],
+        Some(BusyPoll::new(Duration::from_micros(50), 8)),
+    );
     assert_eq!(endpoint.sockets().len(), 2);
     let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
     // Several source ports, so that the peer's transmit queue choice spreads them.
@@ -645,18 +647,13 @@ fn dropping_the_endpoint_gives_the_port_back_to_the_stack() {
 /// [`bind_queues`]'s per queue.
 fn bind_each_queue(pair: &VethPair) -> Vec<UdpEndpoint> {
     pair.a.run(|| {
-        let config = EndpointConfig {
-            mode: Mode::Copy,
-            queues: vec![0, 1],
-            umem: UmemConfig {
-                frame_size: FrameSize::Half,
-                frame_count: 128,
-                fill_size: 64,
-                completion_size: 64,
-                ..UmemConfig::default()
-            },
-            ..EndpointConfig::default()
-        };
+        let mut config = EndpointConfig::default();
+        config.mode = Mode::Copy;
+        config.queues = vec![0, 1];
+        config.umem.frame_size = FrameSize::Half;
+        config.umem.frame_count = 128;
+        config.umem.fill_size = 64;
+        config.umem.completion_size = 64;
         let to = SocketAddr::new(IpAddr::V4(pair.a_v4), PORT);
         UdpEndpoint::bind_each_queue(&pair.a_if, to, config).expect("bind an endpoint per queue")
     })
@@ -701,7 +698,9 @@ fn an_endpoint_per_queue_each_on_its_own_thread_answers_every_datagram() {
                     while answered.load(std::sync::atomic::Ordering::Relaxed) < total
                         && Instant::now() < deadline
                     {
-                        endpoint.wait(20).expect("wait");
+                        endpoint
+                            .wait(Some(Duration::from_millis(20)))
+                            .expect("wait");
                         let batch = endpoint.receive(64).expect("receive");
                         let got: Vec<_> = batch
                             .iter()
@@ -776,7 +775,7 @@ fn dropping_one_queues_endpoint_leaves_the_other_serving_and_its_queue_to_the_st
     let mut by_stack = Vec::new();
     let deadline = Instant::now() + PATIENCE;
     while by_endpoint.len() + by_stack.len() < expected.len() && Instant::now() < deadline {
-        kept.wait(20).expect("wait");
+        kept.wait(Some(Duration::from_millis(20))).expect("wait");
         let batch = kept.receive(64).expect("receive");
         by_endpoint.extend(batch.iter().map(|d| d.payload.to_vec()));
         drop(batch);

@@ -1,4 +1,4 @@
-//! The plan of a bench's runs: which sizes (`--sizes`, or the one size), and the order the runs go
+//! Plan: The plan of a bench's runs: which sizes (`--sizes`, or the one size), and the order the runs go
 //! in over rounds, sizes, modes and (for the benches of sends) APIs. What the rows of a sweep say is [`crate::bench::report::crossover`]'s.
 //!
 //! Each bench runs its modes at every size as it runs them at one; this file only decides the order
@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::Result;
 use zcnet::tx::Mode;
 
-use crate::bench::api::Api;
+use crate::bench::args::api::Api;
 use crate::flags::UsageError;
 
 /// The most sizes one sweep takes: a sweep runs every mode at each, so it stays minutes long.

@@ -20,7 +20,7 @@ use rustix::net::sockopt;
 use zcnet::rx::RxMode;
 use zcnet::tx::Mode;
 
-use crate::bench::api::Api;
+use crate::bench::args::api::Api;
 use crate::flags::{self, UsageError};
 use proto::Params;
 use streams::{Spec, Zc};

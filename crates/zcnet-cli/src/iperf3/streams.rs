@@ -28,7 +28,8 @@ use zcnet::rx::{DatagramBatch, Receiver, RxConfig, RxMode};
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, ZcSocket};
 
 use super::proto::{UdpHeader, UdpTally};
-use crate::bench::api::{self, Api};
+use crate::bench::args::api::Api;
+use crate::bench::run::sender;
 
 /// How zcnet's side sends and receives (its own flags).
 #[derive(Debug, Clone, Copy)]
@@ -347,12 +348,8 @@ fn send<S: Kind>(
         (format!("{what}: {e}"), live.bytes.load(Ordering::Relaxed))
     };
     let count = if S::DATAGRAMS { UDP_BUFFERS } else { 1 };
-    let pool = BufferPool::new_keeping_contents(PoolConfig {
-        buf_size: spec.blksize,
-        count,
-        huge_pages: false,
-    })
-    .map_err(|e| failed("mapping the send buffers", &e))?;
+    let pool = BufferPool::new_keeping_contents(PoolConfig::new(spec.blksize, count))
+        .map_err(|e| failed("mapping the send buffers", &e))?;
     let mut bufs = Vec::with_capacity(count);
     while let Some(mut b) = pool.take() {
         b.fill_with(spec.blksize, |d| {
@@ -362,12 +359,10 @@ fn send<S: Kind>(
     }
     let block = (!S::DATAGRAMS).then(|| bufs.pop().expect("one buffer").freeze());
     drop(bufs);
-    let config = SenderConfig {
-        send_timeout: Some(SEND_TIMEOUT),
-        ..SenderConfig::with_mode(zc.mode)
-    };
+    let mut config = SenderConfig::with_mode(zc.mode);
+    config.send_timeout = Some(SEND_TIMEOUT);
     let mut tx =
-        api::sender(zc.api, socket, config, &pool).map_err(|e| failed("the sender", &e))?;
+        sender::sender(zc.api, socket, config, &pool).map_err(|e| failed("the sender", &e))?;
     let mut seq = 0u64;
     while stop.take(spec.blksize) {
         if spec.rate > 0 {
@@ -403,7 +398,7 @@ fn send<S: Kind>(
     let mut zc_row = json!({
         "api": tx.path().name(),
         "mode": zc.mode.name(),
-        "zerocopy": api::zerocopy(&tx),
+        "zerocopy": sender::zerocopy(&tx),
         "zc_calls": stats.zc_calls,
         "copy_calls": stats.copy_calls,
         "zc_ids": stats.zc_ids,
@@ -458,10 +453,8 @@ fn receive_tcp(
 ) -> Result<Outcome, Failed> {
     // No low-water mark: iperf3's sender keeps its streams open after the test, so the last bytes
     // of a stream must wake the receiver however few they are.
-    let config = RxConfig {
-        mode,
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = mode;
     let mut rx = Receiver::new(stream, config).map_err(|e| (format!("the receiver: {e}"), 0))?;
     let mut bytes = 0u64;
     let error = loop {

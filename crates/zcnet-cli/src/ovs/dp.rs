@@ -132,7 +132,8 @@ fn show(info: &DatapathInfo) -> Result<()> {
         s.n_lost
     );
     outln!("  flows: {}", s.n_flows);
-    if let Some((hit, total)) = info.masks {
+    if let Some(masks) = info.masks {
+        let (hit, total) = (masks.hits, masks.masks);
         let packets = s.n_hit + s.n_missed;
         let per_packet = if packets == 0 {
             0.0
@@ -152,7 +153,7 @@ fn show(info: &DatapathInfo) -> Result<()> {
 }
 
 /// The ports of the datapath whose internal device has `ifindex`.
-fn ports_of(ifindex: i32) -> Result<Vec<VportInfo>, ovs::OvsError> {
+fn ports_of(ifindex: zcnet::IfIndex) -> Result<Vec<VportInfo>, ovs::OvsError> {
     Datapath::open_ifindex(ifindex)?.vports()
 }
 

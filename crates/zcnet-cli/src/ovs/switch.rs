@@ -86,6 +86,7 @@ fn report(switch: &mut LearningSwitch) {
                 dispatch_name(dispatch)
             ),
             SwitchEvent::Failed(e) => eprintln!("switch: {e} (going on)"),
+            other => eprintln!("switch: {other:?}"),
         }
     }
 }
@@ -98,14 +99,15 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     }
     let name = format!("zc{}-sw", std::process::id());
     let devices: Vec<&str> = args.ports.iter().map(String::as_str).collect();
-    let limits = SwitchLimits {
-        max_macs: args.max_macs as usize,
-        max_flows: args.max_flows as usize,
-        flow_idle: Duration::from_secs_f64(args.flow_idle),
-    };
-    let config = |dispatch| DatapathConfig {
-        unaligned: !args.aligned,
-        dispatch,
+    let mut limits = SwitchLimits::default();
+    limits.max_macs = args.max_macs as usize;
+    limits.max_flows = args.max_flows as usize;
+    limits.flow_idle = Duration::from_secs_f64(args.flow_idle);
+    let config = |dispatch| {
+        let mut config = DatapathConfig::default();
+        config.unaligned = !args.aligned;
+        config.dispatch = dispatch;
+        config
     };
     let created = match args.dispatch {
         Some(d) => LearningSwitch::new(&name, config(d.into()), &devices, limits),
@@ -128,7 +130,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
     outln!(
         "switch {name}: ports {}, user features {features:#x} ({} dispatch), at most {} MACs and {} flows, idle flows deleted after {} s; Ctrl-C ends it and deletes the datapath",
         ports.join(" "),
-        dispatch_name(switch.dispatch().0),
+        dispatch_name(switch.dispatch().dispatch),
         limits.max_macs,
         limits.max_flows,
         args.flow_idle
@@ -150,7 +152,7 @@ pub fn run(args: SwitchArgs) -> Result<()> {
                     continue;
                 }
             };
-            let (macs, _) = switch.table_sizes();
+            let macs = switch.table_sizes().macs;
             outln!(
                 "{:>5.0}s upcalls/s {:>8.0} flows {:>6} hits {:>10} missed {:>8} lost {:>8} overflows {} macs {macs} failed calls {}",
                 start.elapsed().as_secs_f64(),

@@ -40,10 +40,9 @@ fn row(f: &Finding) -> Row {
 
 /// Runs the probe and prints it. Missing features are findings, not failures: exit status 0.
 pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
-    let opts = ProbeOptions {
-        ifaces: (!args.ifaces.is_empty()).then_some(args.ifaces),
-        try_xsk_bind: args.try_xsk_bind,
-    };
+    let mut opts = ProbeOptions::default();
+    opts.ifaces = (!args.ifaces.is_empty()).then_some(args.ifaces);
+    opts.try_xsk_bind = args.try_xsk_bind;
     let findings = probe(&opts);
     let rows: Vec<Row> = findings.iter().map(row).collect();
     let measured = args.measure.then(crate::probe::measure::run).transpose()?;

@@ -9,14 +9,14 @@ pub(crate) mod feed;
 pub(crate) mod meter;
 
 use std::net::Ipv4Addr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use benchnet::frame::{UdpFrame, swap_macs};
 use serde_json::json;
 use zcnet::xdp::{
-    AttachMode, Frame, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem, UmemConfig,
-    XdpLink, XdpProgram,
+    AttachMode, BusyPoll, Frame, FrameMatch, Mode, Socket, SocketConfig, Statistics, Umem,
+    UmemConfig, XdpLink, XdpProgram,
 };
 
 use crate::flags::UsageError;
@@ -203,11 +203,9 @@ impl App {
         attach: Option<(AttachMode, FrameMatch)>,
     ) -> Result<App> {
         let mut umem = Umem::new(UmemConfig::default())?;
-        let config = SocketConfig {
-            rx_size: if rx { 2048 } else { 0 },
-            tx_size: if tx { 2048 } else { 0 },
-            ..SocketConfig::default()
-        };
+        let mut config = SocketConfig::default();
+        config.rx_size = if rx { 2048 } else { 0 };
+        config.tx_size = if tx { 2048 } else { 0 };
         let mut socket = Socket::bind_with(&mut umem, iface, queue, mode, config)?;
         let link = match attach {
             Some((attach_mode, matching)) => {
@@ -256,14 +254,14 @@ impl App {
     fn idle(&mut self, wait: Wait) -> Result<()> {
         match wait {
             Wait::Spin if self.socket.fill_needs_wakeup() => {
-                self.socket.wait_rx(0)?;
+                self.socket.wait_rx(Some(Duration::ZERO))?;
             }
             Wait::Spin => std::hint::spin_loop(),
             Wait::Poll | Wait::Coalesce(_) => {
-                self.socket.wait_rx(100)?;
+                self.socket.wait_rx(Some(Duration::from_millis(100)))?;
             }
             Wait::BusyPoll => {
-                self.socket.wait_rx(0)?;
+                self.socket.wait_rx(Some(Duration::ZERO))?;
             }
         }
         Ok(())
@@ -334,7 +332,7 @@ impl App {
     }
 
     fn reclaim_and_refill(&mut self) -> Result<u64> {
-        let (done, _) = self.socket.reclaim(&mut self.umem, u32::MAX)?;
+        let done = self.socket.reclaim(&mut self.umem, u32::MAX)?.frames;
         self.socket.fill(&mut self.umem, done)?;
         Ok(done as u64)
     }
@@ -367,7 +365,7 @@ impl App {
         let mut frames = Vec::with_capacity(batch as usize);
         while !stop() {
             self.tick(0, completed)?;
-            completed += self.socket.reclaim(&mut self.umem, u32::MAX)?.0 as u64;
+            completed += self.socket.reclaim(&mut self.umem, u32::MAX)?.frames as u64;
             while frames.len() < batch as usize {
                 let Some(mut frame) = self.umem.alloc() else {
                     break;
@@ -381,7 +379,7 @@ impl App {
         for frame in frames {
             self.umem.release(frame);
         }
-        Ok(completed + self.socket.reclaim(&mut self.umem, u32::MAX)?.0 as u64)
+        Ok(completed + self.socket.reclaim(&mut self.umem, u32::MAX)?.frames as u64)
     }
 
     /// The socket's counters.
@@ -494,7 +492,9 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
         );
     }
     if args.busy_poll {
-        app.socket.set_busy_poll(20, args.batch as i32)?;
+        let budget = u16::try_from(args.batch).unwrap_or(u16::MAX);
+        app.socket
+            .set_busy_poll(BusyPoll::new(Duration::from_micros(20), budget))?;
     }
     app.print_every_second(args.json)?;
     let start = Instant::now();

@@ -132,4 +132,4 @@ pub use sender::AsyncSender;
 #[cfg(feature = "sink")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sink")))]
 pub use sink::SenderSink;
-pub use udp_endpoint::{AsyncUdpEndpoint, FULL_RING_TRIES};
+pub use udp_endpoint::AsyncUdpEndpoint;

@@ -6,12 +6,15 @@
 //! waiters when it posts received frames (`sk_data_ready`) and when it consumes tx descriptors or
 //! frees a sent frame (`sk_write_space`). tokio's epoll is edge-triggered, so readiness is cleared
 //! only after a try found nothing, and the kernel is kicked (`sendto`, where need_wakeup asks for
-//! it) before every wait for tx room: in copy mode the kick is what transmits.
+//! it) before every wait for tx room: in copy mode the kick is what transmits. A zero-copy driver
+//! completes sent frames without waking the socket, so a wait for a free frame also looks again
+//! every millisecond.
 
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -59,6 +62,8 @@ pub struct AsyncUdpEndpoint {
     endpoint: UdpEndpoint,
     /// Whether the route and neighbour changes were read since the last flush.
     routes_read: bool,
+    /// The longest [`AsyncUdpEndpoint::send`] waits for a free frame.
+    send_timeout: Duration,
 }
 
 impl AsyncUdpEndpoint {
@@ -88,6 +93,7 @@ impl AsyncUdpEndpoint {
             sockets,
             endpoint,
             routes_read: false,
+            send_timeout: SEND_TIMEOUT,
         })
     }
 
@@ -161,10 +167,21 @@ impl AsyncUdpEndpoint {
     }
 
     /// [`AsyncUdpEndpoint::push`], waiting for a free frame when every frame is in flight or
-    /// queued: queued datagrams are handed to the kernel meanwhile, and sent frames reclaimed. The
-    /// kernel announces no completion, so the wait yields to other tasks between tries rather than
-    /// sleeping on the socket. Datagrams go to the tx ring at [`AsyncUdpEndpoint::flush`], or here
-    /// when frames run short.
+    /// queued: queued datagrams are handed to the kernel meanwhile, and sent frames reclaimed.
+    /// Between tries the task sleeps on the sending socket's readiness (raised as the kernel takes
+    /// tx descriptors or frees what it sent), at most a millisecond at a time. Datagrams go to
+    /// the tx ring at [`AsyncUdpEndpoint::flush`], or here when frames run short.
+    ///
+    /// # Errors
+    ///
+    /// What [`AsyncUdpEndpoint::push`] refuses, but [`SendError::NoFrame`]; and
+    /// [`SendError::NoFrameWithin`] when no frame came free within the send timeout
+    /// ([`AsyncUdpEndpoint::set_send_timeout`], default 1 s): the kernel completed
+    /// nothing that was in flight. Nothing was built then; the frames in flight stay lent.
+    ///
+    /// # Panics
+    ///
+    /// In a tokio runtime without its time driver (`enable_time`), when it has to wait.
     pub async fn send(
         &mut self,
         to: SocketAddr,
@@ -172,29 +189,52 @@ impl AsyncUdpEndpoint {
         write: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
         let mut write = Some(write);
+        let deadline = Instant::now().checked_add(self.send_timeout);
         loop {
             match self.push(to, len, |buf| (write.take().expect("written once"))(buf)) {
                 Err(SendError::NoFrame) => {}
                 done => return done,
             }
             // Transmitting what is queued reclaims sent frames too when some stay queued.
-            if self.endpoint.has_pending() {
-                if self.endpoint.transmit_pending()? > 0 {
-                    continue;
-                }
+            let freed = if self.endpoint.has_pending() {
+                self.endpoint.transmit_pending()? > 0
             } else {
                 self.endpoint.wake_tx()?;
-                self.endpoint.reclaim()?;
+                self.endpoint.reclaim()? > 0
+            };
+            if freed {
+                continue;
             }
-            tokio::task::yield_now().await;
+            let slice = match deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                None => RECLAIM_SLICE,
+            };
+            if slice.is_zero() {
+                return Err(SendError::NoFrameWithin {
+                    waited: self.send_timeout,
+                });
+            }
+            // Readiness the kernel raised, or the slice's end: either way, look again.
+            let _ = tokio::time::timeout(slice.min(RECLAIM_SLICE), self.writable()).await;
         }
+    }
+
+    /// Sets the longest [`AsyncUdpEndpoint::send`] waits for a free frame before it fails with
+    /// [`SendError::NoFrameWithin`] (default 1 s; `Duration::MAX` waits without limit).
+    pub fn set_send_timeout(&mut self, timeout: Duration) {
+        self.send_timeout = timeout;
+    }
+
+    /// The longest [`AsyncUdpEndpoint::send`] waits for a free frame.
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout
     }
 
     /// Hands every queued datagram to the tx ring, waiting for room while the ring is full, and
     /// wakes the kernel until it has taken them all where it takes them only when woken (copy mode:
     /// each wakeup transmits a batch); returns how many went. Their frames come back to the free
     /// list as the kernel completes them. While no progress is made the kernel is woken again after
-    /// yielding to other tasks, and after [`FULL_RING_TRIES`] such tries the wait is for the
+    /// yielding to other tasks, and after 8 such tries the wait is for the
     /// socket's writable readiness (the kernel raises it as it frees what it sent).
     pub async fn flush(&mut self) -> Result<usize, SendError> {
         self.routes_read = false;
@@ -235,6 +275,14 @@ impl AsyncUdpEndpoint {
     }
 }
 
+/// The longest [`AsyncUdpEndpoint::send`] waits for a free frame unless
+/// [`AsyncUdpEndpoint::set_send_timeout`] says otherwise.
+const SEND_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest [`AsyncUdpEndpoint::send`] sleeps on the socket's readiness before it looks for
+/// completed frames again (a zero-copy driver completes them without waking the socket).
+const RECLAIM_SLICE: Duration = Duration::from_millis(1);
+
 /// Tries of a full tx ring, each after yielding, before [`AsyncUdpEndpoint::flush`] waits for the
 /// socket to report tx room (the kernel reports it once the ring is at most half full).
-pub const FULL_RING_TRIES: u32 = 8;
+const FULL_RING_TRIES: u32 = 8;

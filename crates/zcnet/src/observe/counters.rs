@@ -7,6 +7,7 @@ use std::fmt;
 /// and, prefixed with `zcnet_`, the Prometheus metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(usize)]
+#[non_exhaustive]
 pub enum Counter {
     /// `sendmsg`/`sendto` calls with `MSG_ZEROCOPY` that sent something.
     ZcSends,

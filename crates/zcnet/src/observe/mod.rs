@@ -55,6 +55,7 @@ use crate::sys::perf_event;
 
 /// Which tasks the observer counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Scope {
     /// The threads of one process (its tgid, the pid `ps` shows).
     Process(u32),

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::IfIndex;
 use crate::sys::netlink::{Attributes, Request};
 use crate::sys::ovs::{
     OvsDpStats, OvsVportStats, action_attr, cmd, dp_attr, dp_feature, flow_attr, packet_attr,
@@ -27,7 +28,11 @@ pub enum Dispatch {
 }
 
 /// How a datapath is created.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DatapathConfig {
     /// Declare `OVS_DP_F_UNALIGNED`: upcalls carry the packet without a copy into the message.
     pub unaligned: bool,
@@ -64,13 +69,23 @@ pub struct DatapathInfo {
     /// Name of its internal device.
     pub name: String,
     /// Ifindex of its internal device.
-    pub ifindex: i32,
+    pub ifindex: IfIndex,
     /// Hit, missed, lost and flow counts.
     pub stats: OvsDpStats,
     /// `OVS_DP_F_*` bits in effect.
     pub user_features: u32,
-    /// Mask lookups (`n_mask_hit`) and masks in use (`n_masks`) from `OVS_DP_ATTR_MEGAFLOW_STATS`.
-    pub masks: Option<(u64, u32)>,
+    /// Mask lookups and masks in use, from `OVS_DP_ATTR_MEGAFLOW_STATS`.
+    pub masks: Option<MaskStats>,
+}
+
+/// A datapath's megaflow mask counters ([`DatapathInfo::masks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MaskStats {
+    /// Masks looked up to find packets' flows (`n_mask_hit`).
+    pub hits: u64,
+    /// Masks in use (`n_masks`).
+    pub masks: u32,
 }
 
 /// A vport as `OVS_VPORT_CMD_GET` describes it.
@@ -87,12 +102,14 @@ pub struct VportInfo {
 }
 
 /// Milliseconds of `CLOCK_MONOTONIC` now, the clock of [`super::FlowInfo::used_ms`].
+#[cfg(feature = "bench-internals")]
 pub fn monotonic_ms() -> u64 {
     crate::sys::socket::monotonic_time().map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What to do with a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action {
     /// Send it out of a port.
     Output(u32),
@@ -135,7 +152,7 @@ fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
     let (header, attrs) = reply_body(reply)?;
     let mut info = DatapathInfo {
         name: String::new(),
-        ifindex: header.dp_ifindex,
+        ifindex: IfIndex::from_ovs(header.dp_ifindex),
         stats: OvsDpStats::default(),
         user_features: 0,
         masks: None,
@@ -144,7 +161,10 @@ fn datapath_info(reply: &crate::sys::netlink::Reply) -> Option<DatapathInfo> {
         match ty {
             dp_attr::MEGAFLOW_STATS if p.len() >= 12 => {
                 let hit = u64::from_ne_bytes(p[..8].try_into().ok()?);
-                info.masks = Some((hit, u32_of(&p[8..12])?));
+                info.masks = Some(MaskStats {
+                    hits: hit,
+                    masks: u32_of(&p[8..12])?,
+                });
             }
             dp_attr::NAME => info.name = string_of(p),
             dp_attr::STATS => info.stats = OvsDpStats::read(p)?,
@@ -190,9 +210,9 @@ fn list(client: &mut Client) -> Result<Vec<DatapathInfo>, OvsError> {
 /// Sets the user features of the datapath whose internal device has `ifindex`, from a client of its
 /// own, as another tool opening the datapath does (`ovs-dpctl` turns on
 /// `OVS_DP_F_DISPATCH_UPCALL_PER_CPU` without naming per-CPU sockets). Needs CAP_NET_ADMIN.
-pub fn set_user_features(ifindex: i32, user_features: u32) -> Result<(), OvsError> {
+pub fn set_user_features(ifindex: IfIndex, user_features: u32) -> Result<(), OvsError> {
     let mut client = Client::open()?;
-    let mut req = client.request(Family::Datapath, 0, cmd::SET, ifindex);
+    let mut req = client.request(Family::Datapath, 0, cmd::SET, ifindex.to_ovs());
     req.u32(dp_attr::USER_FEATURES, user_features);
     client.send(req, "OVS_DP_CMD_SET user features").map(drop)
 }
@@ -260,7 +280,7 @@ impl Datapath {
         Ok(Datapath {
             client,
             name,
-            ifindex: info.ifindex,
+            ifindex: info.ifindex.to_ovs(),
             upcall_port: port,
             owned: true,
         })
@@ -278,9 +298,9 @@ impl Datapath {
 
     /// Opens the existing datapath whose internal device has `ifindex` (see [`Datapath::open`]).
     /// `ENODEV` ([`super::OvsErrorKind::DatapathGone`]): no datapath has that ifindex (any more).
-    pub fn open_ifindex(ifindex: i32) -> Result<Datapath, OvsError> {
+    pub fn open_ifindex(ifindex: IfIndex) -> Result<Datapath, OvsError> {
         let client = Client::open()?;
-        let req = client.request(Family::Datapath, 0, cmd::GET, ifindex);
+        let req = client.request(Family::Datapath, 0, cmd::GET, ifindex.to_ovs());
         Self::opened(client, req).map_err(|e| e.gone_if_enodev(&format!("of ifindex {ifindex}")))
     }
 
@@ -293,7 +313,7 @@ impl Datapath {
         Ok(Datapath {
             client,
             name: info.name,
-            ifindex: info.ifindex,
+            ifindex: info.ifindex.to_ovs(),
             upcall_port: 0,
             owned: false,
         })
@@ -305,8 +325,8 @@ impl Datapath {
     }
 
     /// The ifindex of its internal device.
-    pub fn ifindex(&self) -> i32 {
-        self.ifindex
+    pub fn ifindex(&self) -> IfIndex {
+        IfIndex::from_ovs(self.ifindex)
     }
 
     /// Its current description: stats and the user features in effect.
@@ -578,7 +598,7 @@ impl Drop for Datapath {
 pub fn remove_stale(prefix: &str) -> Result<Vec<String>, OvsError> {
     let mut client = Client::open()?;
     let mut removed = Vec::new();
-    let by_name: BTreeMap<String, i32> = list(&mut client)?
+    let by_name: BTreeMap<String, IfIndex> = list(&mut client)?
         .into_iter()
         .map(|d| (d.name, d.ifindex))
         .collect();
@@ -589,7 +609,7 @@ pub fn remove_stale(prefix: &str) -> Result<Vec<String>, OvsError> {
         if std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        let req = client.request(Family::Datapath, 0, cmd::DEL, ifindex);
+        let req = client.request(Family::Datapath, 0, cmd::DEL, ifindex.to_ovs());
         if client.send(req, "OVS_DP_CMD_DEL").is_ok() {
             removed.push(name);
         }

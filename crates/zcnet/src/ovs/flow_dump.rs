@@ -24,6 +24,7 @@ pub(crate) const LEFT_OUT: &str = "left out of the dump (too long for its messag
 
 /// A flow's actions as zcnet read them.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FlowActions {
     /// Carried by the dump (empty: the flow drops).
     Dumped(Vec<u8>),

@@ -19,10 +19,19 @@ pub struct FlowKey<'a> {
     pub ethertype: Option<u16>,
     /// `OVS_KEY_ATTR_IPV4`.
     pub ipv4: Option<OvsKeyIpv4>,
-    /// `OVS_KEY_ATTR_UDP` ports (host byte order).
-    pub udp: Option<(u16, u16)>,
-    /// `OVS_KEY_ATTR_TCP` ports (host byte order).
-    pub tcp: Option<(u16, u16)>,
+    /// `OVS_KEY_ATTR_UDP` ports.
+    pub udp: Option<Ports>,
+    /// `OVS_KEY_ATTR_TCP` ports.
+    pub tcp: Option<Ports>,
+}
+
+/// The source and destination ports of a flow key's transport (host byte order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ports {
+    /// Source port.
+    pub src: u16,
+    /// Destination port.
+    pub dst: u16,
 }
 
 impl<'a> FlowKey<'a> {
@@ -43,7 +52,10 @@ impl<'a> FlowKey<'a> {
             let bad = || ParseError::KeyAttribute(ty);
             let ports = |p: &[u8]| {
                 OvsKeyPorts::read(p)
-                    .map(|k| (u16::from_be_bytes(k.src), u16::from_be_bytes(k.dst)))
+                    .map(|k| Ports {
+                        src: u16::from_be_bytes(k.src),
+                        dst: u16::from_be_bytes(k.dst),
+                    })
                     .ok_or_else(bad)
             };
             match ty {

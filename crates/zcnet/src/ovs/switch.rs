@@ -48,8 +48,29 @@ pub struct SwitchCounters {
     pub failed_calls: u64,
 }
 
+/// How a [`LearningSwitch`]'s upcall socket is registered ([`LearningSwitch::dispatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SwitchDispatch {
+    /// The dispatch the socket is registered for.
+    pub dispatch: Dispatch,
+    /// The datapath's `OVS_DP_F_*` user features as the switch last read them.
+    pub user_features: u32,
+}
+
+/// What a [`LearningSwitch`] holds now ([`LearningSwitch::table_sizes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableSizes {
+    /// MAC addresses remembered.
+    pub macs: usize,
+    /// Flows installed.
+    pub flows: usize,
+}
+
 /// Something the switch's user should hear about.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SwitchEvent {
     /// The datapath's upcall dispatch changed (another tool set its user features) and the switch
     /// registered its socket for the new one.
@@ -208,16 +229,19 @@ impl LearningSwitch {
     }
 
     /// The dispatch the switch's socket is registered for, and the user features it last read.
-    pub fn dispatch(&self) -> (Dispatch, u32) {
-        (self.core.dispatch, self.core.user_features)
+    pub fn dispatch(&self) -> SwitchDispatch {
+        SwitchDispatch {
+            dispatch: self.core.dispatch,
+            user_features: self.core.user_features,
+        }
     }
 
     /// MAC addresses and flows the switch holds now.
-    pub fn table_sizes(&self) -> (usize, usize) {
-        (
-            self.core.forwarding.macs.len(),
-            self.core.forwarding.flows.len(),
-        )
+    pub fn table_sizes(&self) -> TableSizes {
+        TableSizes {
+            macs: self.core.forwarding.macs.len(),
+            flows: self.core.forwarding.flows.len(),
+        }
     }
 
     /// What the upcall socket received so far (overflows included).

@@ -7,7 +7,11 @@ use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 /// The switch's bounds (a limit of 0 counts as 1).
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SwitchLimits {
     /// MAC addresses remembered; learning one more forgets the least recently seen.
     pub max_macs: usize,

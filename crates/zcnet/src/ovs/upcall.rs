@@ -13,6 +13,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use crate::IfIndex;
 use crate::sys::netlink::{Attributes, GENL_HDRLEN, GenlSocket, messages};
 use crate::sys::ovs::{OvsHeader, packet_attr, packet_cmd};
 
@@ -24,6 +25,7 @@ const RECV_BUFFER: usize = 128 * 1024;
 
 /// Why an upcall message was rejected. A hostile or truncated message is an error, never a panic.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ParseError {
     /// The netlink framing is broken (length fields).
     Framing(io::Error),
@@ -88,6 +90,7 @@ crate::error::into_io_error!(ParseError);
 
 /// Why the datapath sent the packet up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UpcallKind {
     /// `OVS_PACKET_CMD_MISS`: no flow matched.
     Miss,
@@ -101,7 +104,7 @@ pub struct Upcall<'a> {
     /// Miss or action.
     pub kind: UpcallKind,
     /// The datapath's ifindex (`ovs_header`).
-    pub dp_ifindex: i32,
+    pub dp_ifindex: IfIndex,
     /// The flow key the datapath extracted.
     pub key: FlowKey<'a>,
     /// The packet, exactly as many bytes as the attribute's length says (no padding).
@@ -151,7 +154,7 @@ pub fn parse_upcall(datagram: &[u8], packet_family: u16) -> Result<Upcall<'_>, P
     }
     Ok(Upcall {
         kind,
-        dp_ifindex: header.dp_ifindex,
+        dp_ifindex: IfIndex::from_ovs(header.dp_ifindex),
         key: key.ok_or(ParseError::Missing("OVS_PACKET_ATTR_KEY"))?,
         packet: packet.ok_or(ParseError::Missing("OVS_PACKET_ATTR_PACKET"))?,
         userdata,
@@ -187,6 +190,7 @@ pub struct UpcallSocket {
 
 /// What one receive produced.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Received<'a> {
     /// An upcall.
     Upcall(Upcall<'a>),
@@ -225,7 +229,7 @@ impl UpcallSocket {
 
     /// Waits up to `timeout` for something to receive; false on timeout.
     pub fn wait(&self, timeout: Duration) -> Result<bool, OvsError> {
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        let ms = crate::sys::socket::poll_timeout(Some(timeout));
         crate::sys::socket::poll(self.sock.as_fd(), libc::POLLIN, ms)
             .map(|revents| revents != 0)
             .call("poll the upcall socket")

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::ovs::Ports;
 use crate::sys::netlink::{NLA_F_NESTED, Request, align4};
 use crate::sys::ovs::key_attr;
 
@@ -58,11 +59,11 @@ fn padded_and_unpadded_upcalls_deliver_every_byte_borrowed() {
                 "len {len} unaligned {unaligned}"
             );
             assert_eq!(up.kind, UpcallKind::Miss);
-            assert_eq!(up.dp_ifindex, 5);
+            assert_eq!(up.dp_ifindex, crate::IfIndex::new(5));
             assert_eq!(up.key.in_port, Some(2));
             assert_eq!(up.key.ethernet.unwrap().eth_dst, DST);
             assert_eq!(up.key.ethertype, Some(0x0800));
-            assert_eq!(up.key.udp, Some((12345, 7)));
+            assert_eq!(up.key.udp, Some(Ports { src: 12345, dst: 7 }));
             let range = msg.as_ptr_range();
             assert!(
                 range.contains(&up.packet.as_ptr()),

@@ -27,9 +27,13 @@ mod vsock;
 mod zcrx;
 
 /// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 /// How a TCP connection's sending side fares (`TCP_INFO`), for telling a stalled peer from a lossy
 /// path.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use crate::sys::socket::{TcpSendState, tcp_send_state};
 
 use std::fmt;
@@ -116,7 +120,11 @@ pub fn refusal(e: &io::Error) -> String {
 }
 
 /// What to probe beyond the host-wide features.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProbeOptions {
     /// Interfaces to describe; `None` = every interface of this network namespace.
     pub ifaces: Option<Vec<String>>,

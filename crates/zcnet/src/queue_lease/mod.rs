@@ -55,13 +55,18 @@ use std::path::{Path, PathBuf};
 pub use record::{DEFAULT_DIR, Record, RestoreOutcome, RestoreReport, records, restore_abandoned};
 pub use steps::{FlowMatch, FlowProto, Step, Undo};
 
+use crate::IfIndex;
 use crate::sys::errno_name;
 use crate::sys::ethtool::{Channels, tcp_data_split};
 use crate::sys::netlink::GenlSocket;
 use steps::{Device, channel_words, default_spread, rule_location, split_name, without_queue};
 
 /// What to set up for a queue.
+///
+/// Start from [`LeaseSpec::new`], [`LeaseSpec::zcrx`] or [`LeaseSpec::af_xdp`] and set the fields
+/// that differ ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaseSpec {
     /// The device's name (in this network namespace).
     pub iface: String,
@@ -79,16 +84,36 @@ pub struct LeaseSpec {
 }
 
 impl LeaseSpec {
-    /// Everything io_uring zero-copy receive needs on `queue`: header split, `hds-thresh` 0, the
-    /// queue out of the RSS table, and `flow` steered to it.
-    pub fn zcrx(iface: &str, queue: u32, flow: FlowMatch) -> LeaseSpec {
+    /// Queue `queue` of `iface` with nothing changed yet: set the fields for the steps wanted (or
+    /// start from [`LeaseSpec::zcrx`] or [`LeaseSpec::af_xdp`]).
+    ///
+    /// ```
+    /// use zcnet::queue_lease::{FlowMatch, FlowProto, LeaseSpec};
+    ///
+    /// let mut spec = LeaseSpec::new("eth1", 3);
+    /// spec.isolate = true;
+    /// spec.flow = Some(FlowMatch::new(FlowProto::Udp, 4789));
+    /// assert!(!spec.header_split);
+    /// ```
+    pub fn new(iface: &str, queue: u32) -> LeaseSpec {
         LeaseSpec {
             iface: iface.to_string(),
             queue,
             channels: None,
+            header_split: false,
+            isolate: false,
+            flow: None,
+        }
+    }
+
+    /// Everything io_uring zero-copy receive needs on `queue`: header split, `hds-thresh` 0, the
+    /// queue out of the RSS table, and `flow` steered to it.
+    pub fn zcrx(iface: &str, queue: u32, flow: FlowMatch) -> LeaseSpec {
+        LeaseSpec {
             header_split: true,
             isolate: true,
             flow: Some(flow),
+            ..LeaseSpec::new(iface, queue)
         }
     }
 
@@ -96,12 +121,9 @@ impl LeaseSpec {
     /// to it (no header split).
     pub fn af_xdp(iface: &str, queue: u32, flow: Option<FlowMatch>) -> LeaseSpec {
         LeaseSpec {
-            iface: iface.to_string(),
-            queue,
-            channels: None,
-            header_split: false,
             isolate: true,
             flow,
+            ..LeaseSpec::new(iface, queue)
         }
     }
 }
@@ -274,7 +296,7 @@ impl Lease {
         // Another lease of this queue: a live one refuses; an abandoned one is restored first.
         for (path, r) in records(dir).map_err(fail(Step::Record, dir.display().to_string()))? {
             let Ok(r) = r else { continue };
-            if r.netns != here || r.ifindex != ifindex || r.queue != spec.queue {
+            if r.netns != here || r.ifindex.get() != ifindex || r.queue != spec.queue {
                 continue;
             }
             if r.holder_alive() {
@@ -290,7 +312,7 @@ impl Lease {
             pid,
             start: record::process_start(pid).map_err(fail(Step::Record, "/proc/self/stat"))?,
             netns: here,
-            ifindex,
+            ifindex: IfIndex::new(ifindex),
             iface: spec.iface.clone(),
             queue: spec.queue,
             undo: Vec::new(),

@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 use super::steps::{Device, FlowMatch, Step, Undo};
 
+use crate::IfIndex;
+
 /// Where `zcnet` keeps lease records: a tmpfs cleared at boot, when every setting a lease made is
 /// gone with the device's state anyway.
 pub const DEFAULT_DIR: &str = "/run/zcnet/leases";
@@ -41,7 +43,7 @@ pub struct Record {
     /// Its network namespace's inode.
     pub netns: u64,
     /// The device.
-    pub ifindex: u32,
+    pub ifindex: IfIndex,
     /// The device's name when the lease was taken.
     pub iface: String,
     /// The leased queue.
@@ -162,7 +164,7 @@ impl Record {
             pid: 0,
             start: 0,
             netns: 0,
-            ifindex: 0,
+            ifindex: IfIndex::new(0),
             iface: String::new(),
             queue: 0,
             undo: Vec::new(),
@@ -173,7 +175,7 @@ impl Record {
                 "pid" => value.parse().map(|v| r.pid = v).is_ok(),
                 "start" => value.parse().map(|v| r.start = v).is_ok(),
                 "netns" => value.parse().map(|v| r.netns = v).is_ok(),
-                "ifindex" => value.parse().map(|v| r.ifindex = v).is_ok(),
+                "ifindex" => value.parse().map(|v| r.ifindex = IfIndex::new(v)).is_ok(),
                 "iface" => {
                     r.iface = value.to_string();
                     true
@@ -246,6 +248,7 @@ pub(super) fn netns_inode() -> io::Result<u64> {
 
 /// What became of one record found by [`restore_abandoned`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RestoreOutcome {
     /// Every change put back (one line each); the record removed.
     Restored(Vec<String>),
@@ -334,11 +337,11 @@ pub fn restore_abandoned(dir: &Path) -> io::Result<Vec<RestoreReport>> {
 /// Restores one abandoned record of this namespace.
 fn restore_one(path: &Path, record: &mut Record) -> io::Result<RestoreOutcome> {
     let name_now = crate::sys::xdp::interface_index(&record.iface).ok();
-    if name_now != Some(record.ifindex) {
+    if name_now != Some(record.ifindex.get()) {
         fs::remove_file(path)?;
         return Ok(RestoreOutcome::DeviceGone);
     }
-    let mut dev = match Device::open(record.ifindex, &record.iface) {
+    let mut dev = match Device::open(record.ifindex.get(), &record.iface) {
         Ok(d) => d,
         Err(e) => {
             return Ok(RestoreOutcome::Failed {
@@ -368,7 +371,7 @@ mod tests {
             pid: 42,
             start: 7,
             netns: 4026531840,
-            ifindex: 3,
+            ifindex: IfIndex::new(3),
             iface: "eth0".into(),
             queue: 1,
             undo: vec![

@@ -11,6 +11,7 @@ use crate::sys::ethtool::{
 
 /// One step of a lease, as errors and records name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Step {
     /// Reading the device's settings before anything changes.
     Snapshot,
@@ -41,6 +42,7 @@ impl fmt::Display for Step {
 
 /// The transport of a steered flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FlowProto {
     /// `TCP_V4_FLOW`.
     Tcp,
@@ -50,7 +52,11 @@ pub enum FlowProto {
 
 /// The flow an ntuple rule steers to the leased queue: IPv4 TCP or UDP to a destination port (and
 /// address, when given).
+///
+/// Start from [`FlowMatch::new`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlowMatch {
     /// TCP or UDP.
     pub proto: FlowProto,
@@ -61,6 +67,15 @@ pub struct FlowMatch {
 }
 
 impl FlowMatch {
+    /// `proto` to `dst_port` on any destination address (set [`FlowMatch::dst_ip`] to narrow it).
+    pub fn new(proto: FlowProto, dst_port: u16) -> FlowMatch {
+        FlowMatch {
+            proto,
+            dst_port,
+            dst_ip: None,
+        }
+    }
+
     /// The rule's `ethtool_rx_flow_spec` for `queue` at `location`.
     pub(super) fn spec(&self, queue: u32, location: u32) -> RxFlowSpec {
         let mut h_u = FlowUnion::ZERO;
@@ -143,6 +158,7 @@ impl std::str::FromStr for FlowMatch {
 /// What one applied (or about to be applied) step changed, with what was there before: enough to
 /// put it back exactly, and nothing else.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Undo {
     /// Channel counts before, only for the counts the lease set (rx, tx, other, combined).
     Channels([Option<u32>; 4]),

@@ -23,7 +23,11 @@ use super::RxMode;
 use crate::cost::{CostProbe, CpuStamp, Side, WindowMeter};
 
 /// Tuning of [`RxMode::Auto`]'s measurement, in windows of bytes handed out.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AutoConfig {
     /// Bytes per measured window (default 4 MiB); 0 turns the measurement off: the receiver then maps
     /// (falling back to copying only where mapping cannot work).
@@ -56,6 +60,7 @@ pub struct AutoChoice {
 
 /// Why [`RxMode::Auto`] receives the way it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AutoReason {
     /// The socket could not be mapped or `TCP_ZEROCOPY_RECEIVE` was refused: copying for good
     /// ([`Receiver::zerocopy_status`](super::Receiver::zerocopy_status) names the call and errno).

@@ -7,6 +7,7 @@ use super::Receiver;
 
 /// How the bytes of a [`Chunk`] reached user space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ChunkKind {
     /// Received pages mapped into the receiver's window by `TCP_ZEROCOPY_RECEIVE`: no copy.
     Mapped,

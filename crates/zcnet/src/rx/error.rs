@@ -8,6 +8,7 @@ use crate::sys::errno::error_name;
 
 /// The kernel call an [`RxError`] comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RxOp {
     /// `getsockopt(TCP_ZEROCOPY_RECEIVE)`.
     ZerocopyReceive,

@@ -78,7 +78,11 @@ pub enum Release {
 }
 
 /// How a [`Receiver`] is set up.
+///
+/// Start from [`Default`] or [`RxConfig::bulk`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RxConfig {
     /// Zero-copy, plain copies, or measured (default [`RxMode::Auto`]).
     pub mode: RxMode,

@@ -12,13 +12,14 @@
 //!
 //! Submodules are grouped by the mechanism they serve: `socket` (generic options, resource usage),
 //! `errqueue` (MSG_ZEROCOPY completions), `datagram` (batched UDP receive), `tcp_zc` (TCP zero-copy
-//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet` (AF_PACKET
-//! sockets and rings), `netlink`
-//! (generic netlink: netdev and the OVS families), `ethtool` (channels, rings, RSS and ntuple rules),
-//! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
-//! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
-//! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
-//! a seccomp filter refuses it) and `vsock`.
+//! receive), `bpf`, `xdp` and `frame_area` (AF_XDP, its programs and frame ownership), `packet`
+//! (AF_PACKET sockets and rings), `netlink` (generic netlink: netdev and the OVS families),
+//! `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links),
+//! `ovs` (Open vSwitch datapath UAPI), `link` (interface indices), `perf_event` (tracepoints for
+//! BPF programs), `uring` (io_uring zero-copy sends and probing), `uring_timestamps` (transmit
+//! timestamps through io_uring), `zcrx` (io_uring zero-copy receive), `timestamping` (transmit
+//! timestamps), `trial` (a system call tried in a throwaway child, to see whether a seccomp filter
+//! refuses it) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -42,6 +43,7 @@ macro_rules! syscall {
 // Private to the crate: the library's modules export the sound wrappers users need (for example
 // `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `tx::Sender`, `xdp`).
 pub(crate) mod bpf;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod datagram;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
@@ -53,7 +55,9 @@ pub(crate) mod netlink;
 // part of it.
 #[allow(dead_code)]
 pub(crate) mod ovs;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod packet;
+pub(crate) mod packet_socket;
 pub(crate) mod pages;
 pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]
@@ -61,9 +65,12 @@ pub(crate) mod reactor;
 pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
+pub(crate) mod timestamping;
 pub(crate) mod trial;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
+#[cfg(feature = "io-uring")]
+pub(crate) mod uring_timestamps;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;

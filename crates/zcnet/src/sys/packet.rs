@@ -14,8 +14,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub use super::packet_socket::{open, send};
 use super::socket::{poll, set_int_option};
 use super::xdp::Mmap;
+
+use crate::IfIndex;
 
 /// `TPACKET_V2` (`enum tpacket_versions`).
 const TPACKET_V2: i32 = 1;
@@ -76,31 +79,6 @@ const PKT3_MAC: usize = 24;
 const PKT3_HEADER_READ: usize = PKT3_MAC + 2;
 const PKT2_LEN: usize = 4;
 
-/// Opens a raw packet socket for `protocol` (an `ETH_P_*` value, host order) bound to interface
-/// `ifindex`. Needs CAP_NET_RAW.
-pub fn open(ifindex: u32, protocol: u16) -> io::Result<OwnedFd> {
-    let proto_be = protocol.to_be();
-    let fd = super::socket::socket(libc::AF_PACKET, libc::SOCK_RAW, proto_be as libc::c_int)?;
-    // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.
-    let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
-    addr.sll_family = libc::AF_PACKET as u16;
-    addr.sll_protocol = proto_be;
-    addr.sll_ifindex = ifindex as i32;
-    // SAFETY: `addr` is a live `sockaddr_ll` and its exact size is passed.
-    syscall!(bind(
-        fd.as_raw_fd(),
-        (&addr as *const libc::sockaddr_ll).cast(),
-        mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-    ))?;
-    Ok(fd)
-}
-
-/// Sends one frame on a bound packet socket.
-pub fn send(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<usize> {
-    // SAFETY: `frame` is readable for its length during the call.
-    syscall!(send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0)).map(|n| n as usize)
-}
-
 /// Receives one frame without blocking (`EAGAIN` when none is queued).
 pub fn recv_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is writable for its length during the call.
@@ -131,7 +109,7 @@ impl RxRingV3 {
     /// multiple of the page size from one page up to `i32::MAX` (the kernel reads it as an `int`),
     /// `block_nr` is at least 1, and the ring's 2048-byte frames number at most `u32::MAX`.
     pub fn open(
-        ifindex: u32,
+        ifindex: IfIndex,
         protocol: u16,
         block_size: u32,
         block_nr: u32,
@@ -327,7 +305,7 @@ impl TxRingV2 {
     /// Sizes are checked before any socket is opened: `InvalidInput` unless `frame_size` is a power
     /// of two from 64 (the slot header and address the kernel requires) to the page size, and
     /// `frame_nr` a nonzero multiple of the slots per page whose total fits `u32`.
-    pub fn open(ifindex: u32, frame_size: u32, frame_nr: u32) -> io::Result<TxRingV2> {
+    pub fn open(ifindex: IfIndex, frame_size: u32, frame_nr: u32) -> io::Result<TxRingV2> {
         let page = u32::try_from(super::tcp_zc::page_size()).unwrap_or(u32::MAX);
         let shape = frame_size.is_power_of_two()
             && (TX_MIN_FRAME..=page).contains(&frame_size)
@@ -639,7 +617,7 @@ mod tests {
                 && frame_nr % (page / frame_size) == 0
                 && frame_nr.checked_mul(frame_size).is_some();
             prop_assume!(!valid);
-            refused_before_the_kernel(TxRingV2::open(1, frame_size, frame_nr))?;
+            refused_before_the_kernel(TxRingV2::open(IfIndex::new(1), frame_size, frame_nr))?;
         }
 
         /// As above for the rx ring's block sizes and counts.
@@ -652,7 +630,7 @@ mod tests {
                 && block_nr > 0
                 && (block_size / 2048).checked_mul(block_nr).is_some();
             prop_assume!(!valid);
-            refused_before_the_kernel(RxRingV3::open(1, 0, block_size, block_nr, 10))?;
+            refused_before_the_kernel(RxRingV3::open(IfIndex::new(1), 0, block_size, block_nr, 10))?;
         }
 
         /// Whatever a hostile kernel writes in a block it hands over (packet count, first offset,

@@ -81,6 +81,12 @@ fn poll_all(pfds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<()> {
     .map(drop)
 }
 
+/// A wait of `timeout` (`None`: no limit) as `poll`'s milliseconds, rounded up and capped at
+/// `i32::MAX` (-1 for no limit).
+pub fn poll_timeout(timeout: Option<Duration>) -> i32 {
+    timeout.map_or(-1, poll_ms)
+}
+
 /// `left` in whole milliseconds for `poll`, rounded up so that a wait never ends before its deadline
 /// (at most the `timeout_ms` the caller gave, which fits an `i32`).
 fn poll_ms(left: Duration) -> i32 {
@@ -261,6 +267,7 @@ pub fn tcp_send_state(fd: BorrowedFd<'_>) -> io::Result<TcpSendState> {
 }
 
 /// Which task's resource usage [`resource_usage`] reports.
+#[cfg(feature = "bench-internals")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UsageOf {
     /// The calling thread only (`RUSAGE_THREAD`): the cost of one side of a benchmark.
@@ -270,6 +277,7 @@ pub enum UsageOf {
 }
 
 /// CPU time and context switches, as `getrusage(2)` reports them.
+#[cfg(feature = "bench-internals")]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResourceUsage {
     /// Time spent in user mode.
@@ -282,6 +290,7 @@ pub struct ResourceUsage {
     pub involuntary_switches: u64,
 }
 
+#[cfg(feature = "bench-internals")]
 impl ResourceUsage {
     /// The usage accumulated between `earlier` and `self`.
     pub fn since(&self, earlier: &ResourceUsage) -> ResourceUsage {
@@ -304,6 +313,7 @@ impl ResourceUsage {
 }
 
 /// `getrusage(2)` for the calling thread or process.
+#[cfg(feature = "bench-internals")]
 pub fn resource_usage(of: UsageOf) -> io::Result<ResourceUsage> {
     let who = match of {
         UsageOf::Thread => libc::RUSAGE_THREAD,
@@ -331,6 +341,7 @@ pub fn thread_cpu_time() -> io::Result<Duration> {
 
 /// `CLOCK_MONOTONIC` now: the clock the Open vSwitch datapath stamps a flow's last use with
 /// (`OVS_FLOW_ATTR_USED`, milliseconds).
+#[cfg(feature = "bench-internals")]
 pub fn monotonic_time() -> io::Result<Duration> {
     clock(libc::CLOCK_MONOTONIC)
 }

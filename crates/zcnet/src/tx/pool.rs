@@ -13,7 +13,11 @@ use std::sync::Arc;
 use crate::sys::pages::{PageArena, PageSlot};
 
 /// How to build a [`BufferPool`].
+///
+/// Start from [`PoolConfig::new`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// Bytes per buffer (rounded up to whole pages).
     pub buf_size: usize,
@@ -34,6 +38,17 @@ impl Default for PoolConfig {
         PoolConfig {
             buf_size: 64 << 10,
             count: 64,
+            huge_pages: false,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// `count` buffers of `buf_size` bytes each (rounded up to whole pages), on small pages.
+    pub fn new(buf_size: usize, count: usize) -> PoolConfig {
+        PoolConfig {
+            buf_size,
+            count,
             huge_pages: false,
         }
     }

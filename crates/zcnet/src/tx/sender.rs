@@ -29,7 +29,11 @@ use crate::sys::uring::MAX_RING_ENTRIES;
 pub(crate) const DROP_WAIT: Duration = Duration::from_secs(60);
 
 /// How a [`Sender`] behaves.
+///
+/// Start from [`SenderConfig::with_mode`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SenderConfig {
     /// The zero-copy policy.
     pub policy: PolicyConfig,
@@ -42,6 +46,15 @@ pub struct SenderConfig {
     /// that sends a whole message (none: a year; see [`crate::tx::vsock`]). A timeout too long for
     /// the clock (`Duration::MAX`) is the same as none.
     pub send_timeout: Option<Duration>,
+    /// Per-send latency (default off): the sender turns on the kernel's transmit timestamps
+    /// (`SO_TIMESTAMPING` keyed by `SOF_TIMESTAMPING_OPT_ID`: scheduled, handed to the device,
+    /// acknowledged) and joins them and each zero-copy completion to the send they belong to, into
+    /// [`TxStats::latency`](crate::tx::TxStats::latency). The `sendmsg` path reads them from the
+    /// error queue (about three more entries per send); the io_uring path through a
+    /// `SOCKET_URING_OP_TX_TIMESTAMP` command on a small ring of its own (Linux 6.17; on an older
+    /// kernel its latency stays empty), a request being one send there. A socket that refuses
+    /// them leaves the latency empty.
+    pub timestamps: bool,
 }
 
 impl SenderConfig {
@@ -661,11 +674,10 @@ fn ring_setup_fallback(e: &std::io::Error, ring_entries: u32) -> Fallback {
             })
         }
     };
-    Fallback::refused(
-        "io_uring_setup",
-        errno,
-        format!("{why}; sending with sendmsg (MSG_ZEROCOPY) instead"),
-    )
+    // The remedy only: that sends go out through sendmsg is the fallback itself
+    // (`Sender::path_status`), which a caller that refuses it (a bench measuring io_uring) must
+    // not be made to claim.
+    Fallback::refused("io_uring_setup", errno, why)
 }
 
 /// The `sendmsg` path's answer to a pool registration.

@@ -10,14 +10,17 @@ use super::budget::MemlockBudget;
 use super::buffer::{Lent, Loan, SendBuf};
 use super::claim::{Claim, Refused};
 use super::error::TxError;
+use super::latency::now_ns;
 use super::policy::{CopyReason, Decision, Policy};
 use super::sender::SenderConfig;
 use super::socket::{ZcSocket, present};
 use super::stats::TxStats;
+use super::timestamps::{Keys, TimestampJoin};
 use super::tracker::CompletionTracker;
 use super::unsent::{SendError, TrySendError, Unsent};
 use crate::Fallback;
 use crate::sys::errqueue::{self, ControlBuf, ErrqueueMessage, SockAddr};
+use crate::sys::timestamping;
 use crate::sys::vsock::{self, LONGEST_SEND_TIMEOUT, SavedSendTimeout};
 
 /// Longest single `poll` while waiting, so that deadlines are checked.
@@ -103,6 +106,9 @@ pub(crate) struct SendmsgPath<S: ZcSocket> {
     /// On a socket that cuts messages: the errno of the failed send that may have cut a message,
     /// after which nothing is sent.
     cut: Option<i32>,
+    /// With [`SenderConfig::timestamps`] on a socket that took them: the join of its transmit
+    /// timestamps and completions to its sends.
+    join: Option<TimestampJoin>,
 }
 
 impl<S: ZcSocket> SendmsgPath<S> {
@@ -146,6 +152,16 @@ impl<S: ZcSocket> SendmsgPath<S> {
         } else {
             (Ok(()), None)
         };
+        let join = (config.timestamps && claim.is_ok() && !socket.cuts_messages())
+            .then(|| timestamping::enable_tx(socket.fd(), socket.is_stream()).ok())
+            .flatten()
+            .map(|()| {
+                TimestampJoin::new(if socket.is_stream() {
+                    Keys::Bytes
+                } else {
+                    Keys::Datagrams
+                })
+            });
         SendmsgPath {
             socket: Some(socket),
             tracker: CompletionTracker::new(0),
@@ -162,6 +178,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
             timeout_set,
             timeout_before,
             cut: None,
+            join,
         }
     }
 
@@ -387,6 +404,7 @@ impl<S: ZcSocket> SendmsgPath<S> {
                     .expect("one UDP_SEGMENT fits the control buffer");
             }
             let fd = self.socket.as_ref().expect("present until close()").fd();
+            let queued = self.join.as_ref().map(|_| now_ns());
             let (id, res) = if let Some(charge) = charge {
                 let loan: Loan = Arc::clone(buf) as Loan;
                 let (id, res) = errqueue::send_lent(
@@ -405,6 +423,10 @@ impl<S: ZcSocket> SendmsgPath<S> {
             match res {
                 Ok(n) => {
                     self.count_send(decision, n);
+                    if let (Some(join), Some(queued)) = (&mut self.join, queued) {
+                        let latency = &mut self.stats.latency;
+                        join.sent(queued, n, id, &mut |j| latency.record(&j));
+                    }
                     return Ok(n);
                 }
                 Err(e) => {
@@ -513,10 +535,11 @@ impl<S: ZcSocket> SendmsgPath<S> {
         }
     }
 
-    /// [`SendmsgPath::drain`] when an id is outstanding; otherwise nothing can be queued (a copying
-    /// sender never reads the error queue on the way), and only the counts start again.
+    /// [`SendmsgPath::drain`] when an id is outstanding or timestamps are on; otherwise nothing can
+    /// be queued (a copying sender never reads the error queue on the way), and only the counts
+    /// start again.
     fn drain_lent(&mut self) -> Result<u64, TxError> {
-        if self.tracker.outstanding() > 0 {
+        if self.tracker.outstanding() > 0 || self.join.is_some() {
             return self.drain();
         }
         self.since_drain = 0;
@@ -547,17 +570,38 @@ impl<S: ZcSocket> SendmsgPath<S> {
                     return Err(self.queue_error(e));
                 }
             }
+            // A timestamp's time comes in the entry's SCM_TIMESTAMPING, before its key.
+            let mut stamped = None;
+            let latency = &mut self.stats.latency;
+            let mut record = |j| latency.record(&j);
             for m in self.control.messages() {
+                if let Some(at) = timestamping::software_time(m.level, m.ty, m.data) {
+                    stamped = Some(at);
+                    continue;
+                }
                 match errqueue::decode(m.level, m.ty, m.data) {
                     Some(ErrqueueMessage::Zerocopy(c)) => {
                         let ids = self.tracker.complete(c, drop);
                         self.policy.on_completion(c.copied, ids);
                         released += ids;
+                        if let Some(join) = &mut self.join {
+                            join.completed(c, now_ns(), &mut record);
+                        }
+                    }
+                    Some(ErrqueueMessage::Error(ee))
+                        if ee.ee_origin == timestamping::SO_EE_ORIGIN_TIMESTAMPING =>
+                    {
+                        if let (Some(join), Some(at)) = (&mut self.join, stamped) {
+                            join.stamp(ee.ee_info, ee.ee_data, at, &mut record);
+                        }
                     }
                     Some(ErrqueueMessage::Error(_)) => self.stats.queue_errors += 1,
                     None => {}
                 }
             }
+        }
+        if let Some(join) = &self.join {
+            self.stats.latency.unmatched = join.unmatched;
         }
         if self.tracker.outstanding() == 0 {
             self.policy.on_drained();
@@ -661,11 +705,15 @@ impl<S: ZcSocket> SendmsgPath<S> {
 
     /// The socket, no longer owned (for [`super::Sender::close`], after a flush), with the
     /// `SO_SNDTIMEO` it had before the sender set its own (a failure to put it back leaves the
-    /// sender's, a finite wait).
+    /// sender's, a finite wait), and transmit timestamps off if the sender turned them on.
     pub(crate) fn into_socket(mut self) -> S {
         let socket = self.socket.take().expect("taken once");
         if let Some(before) = self.timeout_before {
             let _ = before.restore(socket.fd());
+        }
+        if self.join.is_some() {
+            // A failure leaves stamps coming to an error queue nobody reads but the caller.
+            let _ = timestamping::disable(socket.fd());
         }
         socket
     }

@@ -1,5 +1,6 @@
 //! Counters of everything a sender decided and everything the kernel reported.
 
+use super::latency::TxLatency;
 use super::policy::{AutoChoice, CopyReason, Decision};
 use super::tracker::TrackerCounts;
 
@@ -72,6 +73,8 @@ pub struct TxStats {
     pub unregistered_ids: u64,
     /// Error-queue entries that were not completions (ICMP or local errors).
     pub queue_errors: u64,
+    /// Per-send latency, with [`crate::tx::SenderConfig::timestamps`] on (empty otherwise).
+    pub latency: TxLatency,
 }
 
 impl TxStats {
@@ -148,6 +151,7 @@ impl std::ops::AddAssign for TxStats {
             unregistered_ids,
             queue_errors,
             auto,
+            latency,
         } = other;
         self.calls += calls;
         self.bytes += bytes;
@@ -173,6 +177,7 @@ impl std::ops::AddAssign for TxStats {
         self.ignored_ids += ignored_ids;
         self.unregistered_ids += unregistered_ids;
         self.queue_errors += queue_errors;
+        self.latency += &latency;
         if auto.is_some() {
             self.auto = auto;
         }

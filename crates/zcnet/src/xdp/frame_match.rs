@@ -9,6 +9,7 @@ use crate::sys::bpf::{Insn, Reg, XDP_MD_DATA, XDP_MD_DATA_END};
 
 /// The frames a redirect program hands to the AF_XDP sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FrameMatch {
     /// Every frame of the queue (xdpsock's behaviour): nothing reaches the stack while a socket is
     /// bound there, not even ARP.

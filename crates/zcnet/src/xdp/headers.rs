@@ -276,6 +276,7 @@ pub struct Path {
 
 /// Why headers could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// Source and destination are of different address families.
     MixedFamilies,

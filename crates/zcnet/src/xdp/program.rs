@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use super::error::{Error, Result};
 use super::frame_match::{FrameMatch, redirect_program};
 use super::socket::Socket;
+use crate::IfIndex;
 use crate::sys::bpf::{
     self, BPF_ANY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP, BPF_XDP, Insn, Reg, XDP_FLAGS_DRV_MODE,
     XDP_FLAGS_SKB_MODE, XDP_MD_RX_QUEUE_INDEX, helper, xdp_action,
@@ -21,6 +22,7 @@ const BPF_PRIVILEGE: &str = "CAP_BPF and CAP_NET_ADMIN";
 
 /// Which embedded program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProgramKind {
     /// Returns `XDP_DROP` for every frame: a receive sink that costs the sender nothing beyond the driver.
     DropAll,
@@ -32,7 +34,7 @@ pub enum ProgramKind {
     /// namespace, as an `xdp_frame` handed to its driver's `ndo_xdp_xmit` (no skb is built). The kernel
     /// drops the frame when that driver cannot take XDP frames (for a veth: when its peer has neither
     /// an XDP program nor GRO on, so no NAPI to receive them).
-    RedirectToInterface(u32),
+    RedirectToInterface(IfIndex),
 }
 
 impl ProgramKind {
@@ -54,7 +56,7 @@ impl ProgramKind {
                 xdp_action::PASS,
             ),
             ProgramKind::RedirectToInterface(ifindex) => vec![
-                Insn::mov64_imm(Reg::R1, ifindex as i32),
+                Insn::mov64_imm(Reg::R1, ifindex.get() as i32),
                 Insn::mov64_imm(Reg::R2, 0),
                 Insn::call(helper::REDIRECT),
                 Insn::exit(),
@@ -243,7 +245,7 @@ impl XdpProgram {
 
     /// Loads the program that sends every frame out of interface `ifindex` of the same network
     /// namespace ([`ProgramKind::RedirectToInterface`]).
-    pub fn redirect_to_interface(ifindex: u32) -> Result<XdpProgram> {
+    pub fn redirect_to_interface(ifindex: IfIndex) -> Result<XdpProgram> {
         XdpProgram::load(ProgramKind::RedirectToInterface(ifindex), None, 0)
     }
 
@@ -261,29 +263,30 @@ impl XdpProgram {
     /// BPF link. The program stays attached while the returned [`XdpLink`] lives; dropping it, or the
     /// process ending in any way (the kernel closes the link descriptor), detaches it. `EBUSY` means the
     /// interface already has an XDP program; `EOPNOTSUPP` in driver mode that the driver lacks native XDP.
-    pub fn attach(&self, ifindex: u32, mode: AttachMode) -> Result<XdpLink> {
-        let iface = interface_name(ifindex).unwrap_or_else(|_| format!("ifindex {ifindex}"));
-        let fd = bpf::xdp_link_create(self.fd.as_fd(), ifindex, mode.flags()).map_err(|e| {
-            let otherwise = match e.raw_os_error() {
-                Some(libc::EBUSY | libc::EEXIST) => {
-                    "the interface already has an XDP program attached"
-                }
-                Some(libc::EOPNOTSUPP) if mode == AttachMode::Driver => {
-                    "the driver has no native XDP: attach in generic mode"
-                }
-                Some(libc::EINVAL) => "the kernel rejected the attach (kernel older than 5.9?)",
-                _ => "",
-            };
-            Error::from_errno(
-                format!(
-                    "attach XDP program {} to {iface} ({mode} mode)",
-                    self.kind.name()
-                ),
-                e,
-                BPF_PRIVILEGE,
-                otherwise,
-            )
-        })?;
+    pub fn attach(&self, ifindex: IfIndex, mode: AttachMode) -> Result<XdpLink> {
+        let iface = interface_name(ifindex.get()).unwrap_or_else(|_| format!("ifindex {ifindex}"));
+        let fd =
+            bpf::xdp_link_create(self.fd.as_fd(), ifindex.get(), mode.flags()).map_err(|e| {
+                let otherwise = match e.raw_os_error() {
+                    Some(libc::EBUSY | libc::EEXIST) => {
+                        "the interface already has an XDP program attached"
+                    }
+                    Some(libc::EOPNOTSUPP) if mode == AttachMode::Driver => {
+                        "the driver has no native XDP: attach in generic mode"
+                    }
+                    Some(libc::EINVAL) => "the kernel rejected the attach (kernel older than 5.9?)",
+                    _ => "",
+                };
+                Error::from_errno(
+                    format!(
+                        "attach XDP program {} to {iface} ({mode} mode)",
+                        self.kind.name()
+                    ),
+                    e,
+                    BPF_PRIVILEGE,
+                    otherwise,
+                )
+            })?;
         Ok(XdpLink {
             fd,
             ifindex,
@@ -312,14 +315,14 @@ impl AsFd for XdpProgram {
 #[derive(Debug)]
 pub struct XdpLink {
     fd: OwnedFd,
-    ifindex: u32,
+    ifindex: IfIndex,
     iface: String,
     mode: AttachMode,
 }
 
 impl XdpLink {
     /// The interface index the program is attached to.
-    pub fn ifindex(&self) -> u32 {
+    pub fn ifindex(&self) -> IfIndex {
         self.ifindex
     }
 
@@ -349,8 +352,9 @@ impl AsFd for XdpLink {
 
 /// The index of interface `iface` in the calling thread's network namespace; the error names the
 /// interface (`ENODEV`) when it does not exist.
-pub fn interface_index(iface: &str) -> Result<u32> {
+pub fn interface_index(iface: &str) -> Result<IfIndex> {
     sys_xdp::interface_index(iface)
+        .map(IfIndex::new)
         .map_err(|e| Error::from_errno(format!("look up interface {iface}"), e, "", ""))
 }
 

@@ -173,7 +173,10 @@ impl Routes {
                 _ => SendError::NoRoute { to, source },
             })?;
         if route.oif != self.ifindex {
-            return Err(SendError::OtherInterface { to, oif: route.oif });
+            return Err(SendError::OtherInterface {
+                to,
+                oif: crate::IfIndex::new(route.oif),
+            });
         }
         if route.kind != libc::RTN_UNICAST {
             return Err(SendError::NotUnicast {

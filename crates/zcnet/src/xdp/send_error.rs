@@ -5,6 +5,7 @@ use std::io;
 use std::net::IpAddr;
 
 use super::error::Error;
+use crate::IfIndex;
 use crate::sys::errno::error_name;
 
 /// A datagram the endpoint cannot send, or a failure on the way.
@@ -48,7 +49,7 @@ pub enum SendError {
         /// The destination.
         to: IpAddr,
         /// The interface the route uses.
-        oif: u32,
+        oif: IfIndex,
     },
     /// The route is of a kind no datagram is sent on (`rtm_type`: not `RTN_UNICAST`).
     NotUnicast {
@@ -71,6 +72,12 @@ pub enum SendError {
     /// Every UMEM frame is in use (in flight or held by received batches): reclaim, or drop
     /// batches, and retry.
     NoFrame,
+    /// [`AsyncUdpEndpoint::send`](crate::aio::AsyncUdpEndpoint::send) waited `waited` for a free
+    /// frame and the kernel completed none of the frames in flight: the queue is not transmitting.
+    NoFrameWithin {
+        /// The wait ([`AsyncUdpEndpoint::set_send_timeout`](crate::aio::AsyncUdpEndpoint::set_send_timeout)).
+        waited: std::time::Duration,
+    },
     /// The tx ring stayed full while the kernel was woken and completions reclaimed, again and
     /// again: `sent` datagrams of the batch went, `dropped` were dropped (their frames freed).
     TxRingFull {
@@ -110,6 +117,7 @@ impl SendError {
                 io::ErrorKind::HostUnreachable
             }
             SendError::NoFrame => io::ErrorKind::WouldBlock,
+            SendError::NoFrameWithin { .. } => io::ErrorKind::TimedOut,
             SendError::TxRingFull { .. } => io::ErrorKind::ResourceBusy,
             SendError::Xdp(e) => e.kind(),
         }
@@ -167,6 +175,11 @@ impl fmt::Display for SendError {
             SendError::NoFrame => f.write_str(
                 "every UMEM frame is in use (ENOBUFS; reclaim sent frames or drop received \
                  batches, then retry)",
+            ),
+            SendError::NoFrameWithin { waited } => write!(
+                f,
+                "no UMEM frame came free within {waited:?}: the kernel completed none of the \
+                 frames in flight (ETIMEDOUT; is the interface up and its queue transmitting?)"
             ),
             SendError::TxRingFull { sent, dropped } => write!(
                 f,

@@ -13,7 +13,9 @@ use super::program::interface_index;
 use super::queue::{Queue, Through};
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
-use super::umem::{Frame, FrameSize, QueuePlace, Sharing, Umem, UmemConfig, XSK_PRIVILEGE};
+use super::umem::{
+    Frame, FrameSize, QueuePlace, Reclaimed, Sharing, Umem, UmemConfig, XSK_PRIVILEGE,
+};
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
 use crate::sys::xdp::{
@@ -21,8 +23,37 @@ use crate::sys::xdp::{
     XDP_USE_SG, XDP_ZEROCOPY, xdp_mmap_offsets,
 };
 
-/// Rings and options of a socket.
+/// Preferred busy polling of a socket ([`Socket::set_busy_poll`],
+/// [`EndpointConfig::busy_poll`](super::EndpointConfig::busy_poll)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BusyPoll {
+    /// How long one `poll` or `sendto` runs the driver's NAPI loop for packets (`SO_BUSY_POLL`,
+    /// whole microseconds).
+    pub timeout: Duration,
+    /// Packets one NAPI poll may process (`SO_BUSY_POLL_BUDGET`; above 8 needs CAP_NET_ADMIN).
+    pub budget: u16,
+}
+
+impl BusyPoll {
+    /// Busy polling for `timeout` per call with `budget` packets per NAPI poll.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let busy_poll = zcnet::xdp::BusyPoll::new(Duration::from_micros(20), 64);
+    /// assert_eq!(busy_poll.budget, 64);
+    /// ```
+    pub fn new(timeout: Duration, budget: u16) -> BusyPoll {
+        BusyPoll { timeout, budget }
+    }
+}
+
+/// Rings and options of a socket.
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// Rx ring entries (power of two; 0 = no rx ring).
     pub rx_size: u32,
@@ -246,7 +277,7 @@ impl Socket {
         mode: Mode,
         config: SocketConfig,
     ) -> Result<Socket> {
-        let ifindex = interface_index(iface)?;
+        let ifindex = interface_index(iface)?.get();
         let place = QueuePlace::here(ifindex, queue);
         let sharing = umem.sharing_for(place);
         let shares_umem = !matches!(sharing, Sharing::Register);
@@ -413,9 +444,8 @@ impl Socket {
 
     /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring, shared
     /// by every socket of the UMEM on the queue: it returns what any of them sent) back onto `umem`'s
-    /// free list. Returns the number reclaimed and the number of completion entries that did not name
-    /// a frame lent on this queue (skipped).
-    pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<(u32, u32)> {
+    /// free list, and counts the completion entries that did not name a frame lent on this queue.
+    pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<Reclaimed> {
         self.check_umem(umem)?;
         let tag = self.queue_rings.tag();
         Ok(umem.reclaim_via(&mut self.queue_rings.completion(), tag, max))
@@ -499,23 +529,30 @@ impl Socket {
         Ok(dropped)
     }
 
-    /// Waits up to `timeout_ms` (-1 = no limit) for received frames; returns whether some are ready.
-    /// The `poll` also wakes the driver when the fill ring asked for it.
-    pub fn wait_rx(&self, timeout_ms: i32) -> Result<bool> {
-        crate::sys::socket::poll(self.fd.as_fd(), libc::POLLIN, timeout_ms)
+    /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) for received
+    /// frames; returns whether some are ready. The `poll` also wakes the driver when the fill ring
+    /// asked for it.
+    pub fn wait_rx(&self, timeout: Option<Duration>) -> Result<bool> {
+        let ms = crate::sys::socket::poll_timeout(timeout);
+        crate::sys::socket::poll(self.fd.as_fd(), libc::POLLIN, ms)
             .map(|revents| revents & libc::POLLIN != 0)
             .map_err(|e| Error::new(format!("poll AF_XDP socket on {}", self.iface), e, ""))
     }
 
-    /// Enables preferred busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` = `usecs`,
-    /// `SO_BUSY_POLL_BUDGET` = `budget`, kernel 5.11+): `poll` and `sendto` then run the driver's
-    /// NAPI loop in this thread instead of waiting for interrupts. `SO_BUSY_POLL_BUDGET` above 8 needs
+    /// Enables preferred busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` and
+    /// `SO_BUSY_POLL_BUDGET` from `busy_poll`, kernel 5.11+): `poll` and `sendto` then run the
+    /// driver's NAPI loop in this thread instead of waiting for interrupts. A budget above 8 needs
     /// CAP_NET_ADMIN.
-    pub fn set_busy_poll(&self, usecs: i32, budget: i32) -> Result<()> {
+    pub fn set_busy_poll(&self, busy_poll: BusyPoll) -> Result<()> {
+        let usecs = i32::try_from(busy_poll.timeout.as_micros()).unwrap_or(i32::MAX);
         for (name, label, value) in [
             (libc::SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
             (libc::SO_BUSY_POLL, "SO_BUSY_POLL", usecs),
-            (libc::SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET", budget),
+            (
+                libc::SO_BUSY_POLL_BUDGET,
+                "SO_BUSY_POLL_BUDGET",
+                i32::from(busy_poll.budget),
+            ),
         ] {
             set_int_option(self.fd.as_fd(), libc::SOL_SOCKET, name, value).map_err(|e| {
                 Error::from_errno(

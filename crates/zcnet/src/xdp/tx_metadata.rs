@@ -40,7 +40,7 @@ impl TxMetadata {
     /// (nothing is bound, no traffic is touched) and reads the device's `xsk-features` over
     /// generic netlink. Needs CAP_NET_RAW for the socket.
     pub fn probe(iface: &str) -> Result<TxMetadata> {
-        let ifindex = interface_index(iface)?;
+        let ifindex = interface_index(iface)?.get();
         let umem = match probe_umem()? {
             None => Ok(()),
             Some(errno) => Err(errno),

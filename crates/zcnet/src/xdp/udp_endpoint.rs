@@ -41,7 +41,7 @@ use std::mem;
 use std::net::{IpAddr, SocketAddr};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
 use super::frame_match::FrameMatch;
@@ -50,13 +50,17 @@ use super::mode::Mode;
 use super::program::{AttachMode, XdpLink, XdpProgram, interface_index};
 use super::route::Routes;
 use super::send_error::SendError;
-use super::socket::Socket;
+use super::socket::{BusyPoll, Socket};
 use super::tx_metadata::TxMetadata;
 use super::umem::{Frame, Umem, UmemConfig};
-use crate::sys::socket::poll_any;
+use crate::sys::socket::{poll_any, poll_timeout};
 
 /// How to build a [`UdpEndpoint`].
+///
+/// Start from [`EndpointConfig::with_queues`] or [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointConfig {
     /// The queues of the interface to serve (one AF_XDP socket each, sharing one UMEM). Datagrams
     /// that arrive on other queues go to the stack.
@@ -65,9 +69,9 @@ pub struct EndpointConfig {
     pub mode: Mode,
     /// How the redirect program is attached.
     pub attach: AttachMode,
-    /// Preferred busy polling on every socket, as [`Socket::set_busy_poll`] (`usecs`, `budget`):
-    /// `None` leaves the sockets interrupt-driven.
-    pub busy_poll: Option<(i32, i32)>,
+    /// Preferred busy polling on every socket ([`Socket::set_busy_poll`]): `None` leaves the sockets
+    /// interrupt-driven.
+    pub busy_poll: Option<BusyPoll>,
     /// The UMEM shared by every queue. Each queue's fill ring is filled to its size at bind, so
     /// `frame_count` must exceed `fill_size` times the number of queues.
     pub umem: UmemConfig,
@@ -135,6 +139,10 @@ pub struct EndpointStats {
     pub tx_dropped: u64,
     /// Descriptors the rx rings carried that named no frame lent to the kernel (never delivered).
     pub invalid_descs: u64,
+    /// Datagrams built and then dropped unsent because the tx ring stayed full: those a
+    /// [`SendBatch::flush`] reported in [`SendError::TxRingFull`], and those of a [`SendBatch`]
+    /// dropped without a flush (whose drop has no caller to tell).
+    pub unsent: u64,
 }
 
 /// The counts of several endpoints (one per queue, [`UdpEndpoint::bind_each_queue`]) added up.
@@ -147,6 +155,7 @@ impl std::ops::AddAssign for EndpointStats {
         self.sent += other.sent;
         self.tx_dropped += other.tx_dropped;
         self.invalid_descs += other.invalid_descs;
+        self.unsent += other.unsent;
     }
 }
 
@@ -163,7 +172,7 @@ impl std::ops::AddAssign for EndpointStats {
 /// let mut endpoint = UdpEndpoint::bind("veth0", "10.0.0.1:9000".parse()?, EndpointConfig::default())?;
 /// let mut answers = Vec::new();
 /// loop {
-///     endpoint.wait(-1)?;
+///     endpoint.wait(None)?;
 ///     let batch = endpoint.receive(64)?;
 ///     answers.extend(batch.iter().map(|d| (d.source, d.payload.to_vec())));
 ///     drop(batch); // the frames go back to the fill ring
@@ -335,11 +344,12 @@ impl UdpEndpoint {
         &self.redirect.program
     }
 
-    /// Waits up to `timeout_ms` (-1 = no limit) until a frame is ready on any queue; returns whether
-    /// one is. The `poll` also wakes the driver when a fill ring asked for it.
-    pub fn wait(&self, timeout_ms: i32) -> Result<bool> {
+    /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) until a frame
+    /// is ready on any queue; returns whether one is. The `poll` also wakes the driver when a fill
+    /// ring asked for it.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let fds: Vec<_> = self.sockets.iter().map(Socket::fd).collect();
-        poll_any(&fds, libc::POLLIN, timeout_ms).map_err(|e| {
+        poll_any(&fds, libc::POLLIN, poll_timeout(timeout)).map_err(|e| {
             Error::new(
                 format!("poll the AF_XDP sockets of {}", self.interface()),
                 e,
@@ -457,12 +467,14 @@ impl UdpEndpoint {
         }
     }
 
-    /// Takes back the frames the kernel finished sending (every queue's completion ring).
-    pub fn reclaim(&mut self) -> Result<()> {
+    /// Takes back the frames the kernel finished sending (every queue's completion ring); returns
+    /// how many.
+    pub fn reclaim(&mut self) -> Result<u32> {
+        let mut frames = 0;
         for socket in &mut self.sockets {
-            socket.reclaim(&mut self.umem, u32::MAX)?;
+            frames += socket.reclaim(&mut self.umem, u32::MAX)?.frames;
         }
-        Ok(())
+        Ok(frames)
     }
 
     /// A free frame, reclaiming sent ones when the free list is empty.
@@ -616,6 +628,7 @@ impl UdpEndpoint {
         for frame in self.pending.drain(..) {
             self.umem.release(frame);
         }
+        self.stats.unsent += dropped as u64;
         Err(SendError::TxRingFull { sent, dropped })
     }
 
@@ -631,7 +644,7 @@ impl UdpEndpoint {
         let _ = socket.fill_with(&mut self.umem, frames);
         if socket.fill_needs_wakeup() {
             // A failed wakeup leaves the flag set: the next `wait` polls again.
-            let _ = socket.wait_rx(0);
+            let _ = socket.wait_rx(Some(Duration::ZERO));
         }
         for frame in frames.drain(..) {
             self.umem.release(frame);
@@ -707,7 +720,7 @@ impl Device {
                 config.umem.frame_count, config.umem.fill_size
             )));
         }
-        let ifindex = interface_index(iface)?;
+        let ifindex = interface_index(iface)?.get();
         let mut routes = Routes::open(ifindex)?;
         let link = routes.link(iface)?;
         let Some(mac) = link.mac else {
@@ -760,8 +773,8 @@ fn no_queue(iface: &str) -> Error {
 fn open_queue(umem: &mut Umem, iface: &str, queue: u32, config: &EndpointConfig) -> Result<Socket> {
     let mut socket = Socket::bind(umem, iface, queue, config.mode)?;
     socket.fill(umem, config.umem.fill_size)?;
-    if let Some((usecs, budget)) = config.busy_poll {
-        socket.set_busy_poll(usecs, budget)?;
+    if let Some(busy_poll) = config.busy_poll {
+        socket.set_busy_poll(busy_poll)?;
     }
     Ok(socket)
 }
@@ -771,6 +784,14 @@ const FLUSH_ATTEMPTS: usize = 64;
 
 /// Datagrams built for sending ([`UdpEndpoint::send_batch`]), handed to the kernel by
 /// [`SendBatch::flush`] or when the batch drops.
+///
+/// # Drop
+///
+/// A batch dropped without [`SendBatch::flush`] flushes itself, but has no caller to return an
+/// error to: datagrams it drops because the tx ring stayed full are counted in
+/// [`EndpointStats::unsent`] (flush to get them as [`SendError::TxRingFull`] instead), and after
+/// any other failure (a wakeup the kernel refused) what it built stays queued in the endpoint for
+/// the next batch.
 #[derive(Debug)]
 #[must_use = "a batch sends when flushed or dropped"]
 pub struct SendBatch<'e> {
@@ -834,7 +855,8 @@ impl SendBatch<'_> {
 impl Drop for SendBatch<'_> {
     fn drop(&mut self) {
         if !self.endpoint.pending.is_empty() {
-            // Dropping without flush sends what was built; a failure frees the frames (see flush).
+            // Dropping without flush sends what was built. A full ring's drops are counted in
+            // `stats.unsent` by flush; any other failure leaves the datagrams queued (see `# Drop`).
             let _ = self.endpoint.flush();
         }
     }

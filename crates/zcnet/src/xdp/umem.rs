@@ -43,8 +43,22 @@ pub enum FrameSize {
     Page = 4096,
 }
 
+/// What one [`Socket::reclaim`](super::Socket::reclaim) took off its queue's completion ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reclaimed {
+    /// Frames the kernel finished sending, back on the UMEM's free list.
+    pub frames: u32,
+    /// Completion entries that did not name a frame lent on this queue (skipped).
+    pub skipped: u32,
+}
+
 /// How to build a [`Umem`].
+///
+/// Start from [`Default`] and set the fields that differ
+/// ([configs](crate#configs-and-growing-enums): it is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Frame size.
     pub frame_size: FrameSize,
@@ -429,25 +443,24 @@ impl Umem {
     }
 
     /// Takes up to `max` frames pool `pool` finished sending (its completion ring `ring`) back onto
-    /// the free list. Returns the number reclaimed and the number of entries that did not name a frame
-    /// lent to that pool (skipped).
+    /// the free list.
     pub(crate) fn reclaim_via(
         &mut self,
         ring: &mut Consumer<u64>,
         pool: u32,
         max: u32,
-    ) -> (u32, u32) {
+    ) -> Reclaimed {
         let batch = ring.peek(max);
-        let (mut done, mut invalid) = (0, 0);
+        let mut reclaimed = Reclaimed::default();
         for addr in batch.iter() {
             if self.area.completed(addr, pool) {
-                done += 1;
+                reclaimed.frames += 1;
             } else {
-                invalid += 1;
+                reclaimed.skipped += 1;
             }
         }
         batch.release();
-        (done, invalid)
+        reclaimed
     }
 
     /// Turns up to `max` descriptors of the rx ring `rx` of a socket of pool `pool` into frame tokens
@@ -655,8 +668,10 @@ mod tests {
                 .fill_with_via(&mut self.fill, self.pool.tag(), frames)
         }
         fn reclaim(&mut self, max: u32) -> (u32, u32) {
-            self.umem
-                .reclaim_via(&mut self.completion, self.pool.tag(), max)
+            let r = self
+                .umem
+                .reclaim_via(&mut self.completion, self.pool.tag(), max);
+            (r.frames, r.skipped)
         }
         fn receive(&mut self, max: u32, out: &mut Vec<Frame>) -> u32 {
             self.umem.receive(&mut self.rx, self.pool.tag(), max, out)

@@ -113,16 +113,13 @@ fn send_plain(mut stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> 
 }
 
 fn send_zerocopy(stream: TcpStream, bytes: &[u8], writes: &[(usize, bool)]) -> TcpStream {
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: writes.iter().map(|&(size, _)| size).max().unwrap_or(1),
-        count: 32,
-        huge_pages: false,
-    })
+    let pool = BufferPool::new(PoolConfig::new(
+        writes.iter().map(|&(size, _)| size).max().unwrap_or(1),
+        32,
+    ))
     .expect("send buffer pool");
-    let config = SenderConfig {
-        send_timeout: Some(Duration::from_secs(20)),
-        ..SenderConfig::with_mode(Mode::ZeroCopy)
-    };
+    let mut config = SenderConfig::with_mode(Mode::ZeroCopy);
+    config.send_timeout = Some(Duration::from_secs(20));
     let mut tx = TcpSender::new(stream, config);
     tx.zerocopy_status().expect("SO_ZEROCOPY on TCP");
     let mut at = 0;
@@ -214,7 +211,7 @@ pub fn kind_index(kind: ChunkKind) -> usize {
         ChunkKind::Mapped => 0,
         ChunkKind::Copybuf => 1,
         ChunkKind::Recv => 2,
-        ChunkKind::Zcrx => panic!("the socket path handed out a zcrx chunk"),
+        other => panic!("the socket path handed out a {other:?} chunk"),
     }
 }
 
@@ -250,12 +247,11 @@ pub fn transfer(
 /// A zero-copy receiver configuration that never falls back to `recv` (so that a sender whose pages
 /// do not map still exercises `TCP_ZEROCOPY_RECEIVE`), with or without copybuf.
 pub fn keep_trying(copybuf: bool) -> RxConfig {
-    RxConfig {
-        mode: RxMode::ZeroCopy,
-        copybuf,
-        give_up_after: None,
-        ..RxConfig::default()
-    }
+    let mut config = RxConfig::default();
+    config.mode = RxMode::ZeroCopy;
+    config.copybuf = copybuf;
+    config.give_up_after = None;
+    config
 }
 
 /// A loopback pair whose client sent `bytes` and then reset the connection (its queue held unread

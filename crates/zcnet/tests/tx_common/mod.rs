@@ -79,10 +79,9 @@ pub fn privileged(path: SendPath, test: &str) -> bool {
 
 /// A config on `path` with a 20 s send timeout, so a stalled test fails instead of hanging.
 pub fn path_config(path: SendPath, mode: Mode) -> SenderConfig {
-    SenderConfig {
-        path,
-        ..sender_config(mode)
-    }
+    let mut config = sender_config(mode);
+    config.path = path;
+    config
 }
 
 /// A sender on `path` (which must be the one used), with `pool` registered for fixed sends on
@@ -138,10 +137,9 @@ impl Checksum {
 
 /// A sender config with a 20 s send timeout, so a stalled test fails instead of hanging.
 pub fn sender_config(mode: Mode) -> SenderConfig {
-    SenderConfig {
-        send_timeout: Some(Duration::from_secs(20)),
-        ..SenderConfig::with_mode(mode)
-    }
+    let mut config = SenderConfig::with_mode(mode);
+    config.send_timeout = Some(Duration::from_secs(20));
+    config
 }
 
 /// The pattern byte at stream position `pos`: differs between neighbouring buffers, so a buffer
@@ -189,12 +187,7 @@ pub fn read_checksum_paced(mut conn: TcpStream, chunk: usize, pause: Duration) -
 
 /// A pool big enough for `max_size` with `count` buffers.
 pub fn pool(max_size: usize, count: usize) -> BufferPool {
-    BufferPool::new(PoolConfig {
-        buf_size: max_size.max(1),
-        count,
-        huge_pages: false,
-    })
-    .expect("pool")
+    BufferPool::new(PoolConfig::new(max_size.max(1), count)).expect("pool")
 }
 
 /// Takes a buffer, waiting (bounded) for completions to recycle one when the pool is dry.

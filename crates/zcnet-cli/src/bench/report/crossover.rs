@@ -1,4 +1,4 @@
-//! What the rows of a size sweep say: the figures of each mode at each size, and the size from
+//! Report: What the rows of a size sweep say: the figures of each mode at each size, and the size from
 //! which zero-copy costs less CPU per MB than copying (the crossover).
 
 use serde_json::Value;

@@ -1,9 +1,10 @@
-//! The totals of a `zcnet bench tcp|udp` run over its rounds, a row per API, mode and size, and auto
+//! Report: The totals of a `zcnet bench tcp|udp` run over its rounds, a row per API, mode and size, and auto
 //! against the better of copy and zerocopy of its own round (the median of the rounds' ratios).
 
 use serde_json::{Value, json};
 
 use crate::bench::plan;
+use crate::bench::report::latency;
 use crate::report::{self, Column, Row, object, print_rows};
 
 /// The totals over every round of each api and mode, and auto against the better of copy and
@@ -168,6 +169,9 @@ pub(crate) struct Shown {
 /// it did and what kept a run from sending zero-copy.
 pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
     print_rows(rows, COLUMNS, shown.json);
+    if !shown.json {
+        latency::print_table(rows);
+    }
     if shown.rounds && !rows.is_empty() {
         print_rows(&totals(rows), TOTAL_COLUMNS, shown.json);
     }

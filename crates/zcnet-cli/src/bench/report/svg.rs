@@ -1,4 +1,4 @@
-//! `--plot FILE.svg` of a size sweep ([`crate::bench::plan`]): two charts side by side in one SVG, drawn
+//! Report: `--plot FILE.svg` of a size sweep ([`crate::bench::plan`]): two charts side by side in one SVG, drawn
 //! with plotters' SVG backend — Gbit/s against size and CPU µs per MB against size, a line per mode
 //! on a log2 size axis labelled as `--sizes` takes sizes (1K, 64K, 1M) — with the crossover marked
 //! (a vertical line at the size from which zero-copy is cheaper), or the chart saying it never is.

@@ -1,4 +1,4 @@
-//! After a sweep's table: its crossover, as a line or a JSON object, and its picture
+//! Report: After a sweep's table: its crossover, as a line or a JSON object, and its picture
 //! (`--plot`, [`crate::bench::report::svg`]).
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
+//! Run: `zcnet bench udp --api af_xdp`. As a sender (`--sink xdp-drop`): the same datagrams the
 //! socket APIs send (payload size, sequence number and pattern of [`crate::bench::run::wire`]) built by a
 //! [`UdpEndpoint`] bound on the sending veth end, into the XDP drop program on the receiving end.
 //! As a `--listen` receiver (`--iface IF`): an endpoint on every rx queue of IF takes the runs the
@@ -73,10 +73,8 @@ fn xdp_mode(mode: Mode) -> xdp::Mode {
 }
 
 fn send_in_namespace(iface: &str, run: &XdpSend, ticker: &mut Ticker) -> Result<Row> {
-    let config = EndpointConfig {
-        mode: xdp_mode(run.mode),
-        ..EndpointConfig::default()
-    };
+    let mut config = EndpointConfig::default();
+    config.mode = xdp_mode(run.mode);
     let local = SocketAddr::new(run.src.ip(), SOURCE_PORT);
     let mut endpoint = UdpEndpoint::bind(iface, local, config)
         .with_context(|| format!("binding the AF_XDP UDP endpoint on {iface}"))?;

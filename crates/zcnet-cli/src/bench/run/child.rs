@@ -1,4 +1,4 @@
-//! A process of this binary that a one-process bench starts for the other side of its stream (the
+//! Run: A process of this binary that a one-process bench starts for the other side of its stream (the
 //! `bench tcp|udp` receiver, the `bench rx` sender), watched so that no wait for it is unbounded: its
 //! output is read on a thread of its own, a child stopped (SIGSTOP, a debugger) for
 //! [`STOPPED_WAIT`] ends the run, and a failed child's error names its exit status and carries its

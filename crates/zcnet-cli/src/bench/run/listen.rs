@@ -1,4 +1,4 @@
-//! One received TCP stream of `zcnet bench tcp|rx --listen` (UDP's runs are
+//! Run: One received TCP stream of `zcnet bench tcp|rx --listen` (UDP's runs are
 //! [`crate::bench::run::listen_udp`]; the accept loop that runs streams side by side is
 //! [`crate::bench::run::serve`]): what arrived — bytes, % mapped for rx, CPU per MB, bytes that differ from
 //! the pattern when the sender asked for verification — and how the stream ended.
@@ -23,7 +23,7 @@ use serde_json::json;
 use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::{Receiver, RxConfig, RxStats};
 
-use crate::bench::report::why;
+use crate::bench::run::why;
 use crate::bench::run::wire::{
     self, Finish, HEADER_LEN, Header, Rejected, STREAM_END_LEN, Verifier,
 };

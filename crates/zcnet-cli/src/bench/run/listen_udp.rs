@@ -1,4 +1,4 @@
-//! The receiving side of `zcnet bench udp --listen`: one run after another, each from its first
+//! Run: The receiving side of `zcnet bench udp --listen`: one run after another, each from its first
 //! datagram to the sender's end datagram, reporting datagrams, bytes, drops and data errors.
 //!
 //! Datagrams are taken in batches with one `recvmmsg` call ([`DatagramBatch`]). A run whose sender
@@ -428,7 +428,7 @@ impl Source for UdpEndpoint {
         let mut batch = self.receive(BATCH)?;
         if batch.is_empty() {
             drop(batch);
-            if !self.wait(WAKE.as_millis() as i32)? {
+            if !self.wait(Some(WAKE))? {
                 return Ok(None);
             }
             batch = self.receive(BATCH)?;

@@ -1,4 +1,4 @@
-//! `zcnet bench udp --api sendmmsg`: the batched copy sender AF_XDP is measured against. The same
+//! Run: `zcnet bench udp --api sendmmsg`: the batched copy sender AF_XDP is measured against. The same
 //! datagrams the other APIs send (payload size, sequence number and pattern of [`crate::bench::run::wire`]),
 //! `--batch` of them handed to the kernel by each `sendmmsg(2)` call
 //! ([`zcnet::packet::send_chunks`]) from one buffer stamped before each call.
@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::json;
 
+use crate::bench::run::send;
 use crate::bench::run::wire;
-use crate::bench::send;
 use crate::live::{self, Ticker};
 use crate::report::{Row, cpu_share, cpu_us_per_mb, gbit_per_s, object};
 

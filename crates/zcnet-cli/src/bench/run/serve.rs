@@ -1,4 +1,4 @@
-//! The accept loop of `zcnet bench tcp|rx --listen`, which serves as `iperf3 -s` does: streams side
+//! Run: The accept loop of `zcnet bench tcp|rx --listen`, which serves as `iperf3 -s` does: streams side
 //! by side, each on a thread of its own (so that its CPU time is its thread's), up to
 //! `--max-streams` at once; a stream that brings no bytes for `--idle-timeout` is ended and
 //! reported, and TCP keepalive on every accepted socket finds a peer that vanished. Nothing a peer
@@ -15,38 +15,10 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::net::sockopt;
 use zcnet::rx::RxConfig;
 
+use crate::bench::args::apart::ServeFlags;
 use crate::bench::run::listen::{Ended, StreamReport, Watch, receive_stream, stream_row};
-use crate::flags;
 use crate::live::{Ticker, interrupted};
 use crate::report::{Column, Row, emit, print_rows};
-
-/// `--max-streams` and `--idle-timeout` of `bench tcp|rx --listen`.
-#[derive(Debug, clap::Args)]
-pub struct ServeFlags {
-    /// With --listen: streams received at once; a connection beyond them is closed at once and
-    /// reported as refused.
-    #[arg(long, default_value_t = 16, value_parser = flags::count, requires = "listen", conflicts_with = "connect")]
-    pub max_streams: u32,
-    /// With --listen: seconds a stream may bring no bytes before it is ended and reported as idle (0:
-    /// never; TCP keepalive still ends a stream whose peer vanished).
-    #[arg(long, default_value_t = 30.0, value_parser = flags::interval, requires = "listen", conflicts_with = "connect")]
-    pub idle_timeout: f64,
-}
-
-/// Most `--max-streams`: each stream takes a thread, two descriptors and its receive buffer or window.
-const MAX_STREAMS: u64 = 1024;
-
-impl ServeFlags {
-    /// Fails with a usage error when a flag is out of its range.
-    pub fn check(&self) -> Result<()> {
-        flags::at_most(
-            "--max-streams",
-            u64::from(self.max_streams),
-            MAX_STREAMS,
-            "a thread, two descriptors and a receive buffer each",
-        )
-    }
-}
 
 /// TCP keepalive on accepted sockets: the first probe after this much silence…
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);

@@ -1,4 +1,4 @@
-//! The watch over a TCP sender (`bench tcp`, `bench rx --connect`): a connect that gives up after
+//! Run: The watch over a TCP sender (`bench tcp`, `bench rx --connect`): a connect that gives up after
 //! `--connect-timeout`, and a thread that ends a send the peer stopped taking — after
 //! `--send-timeout` seconds without acknowledged progress, saying what `TCP_INFO` showed — or that
 //! Ctrl-C interrupted, or that outlasted its `--duration` against a peer that reads slower than the
@@ -32,21 +32,8 @@ use rustix::io::Errno;
 use rustix::net::{self, AddressFamily, SocketFlags, SocketType};
 use zcnet::probe::{TcpSendState, tcp_send_state};
 
-use crate::flags;
+use crate::bench::args::apart::TcpTimeouts;
 use crate::live;
-
-/// `--connect-timeout` and `--send-timeout` of the TCP senders (not with `--listen`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct TcpTimeouts {
-    /// Seconds a connect may take before the run fails (a SYN that a firewall drops is otherwise
-    /// retried for about two minutes).
-    #[arg(long, default_value_t = 10.0, value_parser = flags::duration, conflicts_with = "listen")]
-    pub connect_timeout: f64,
-    /// Seconds a sender may go without the peer acknowledging anything before the run ends, saying
-    /// what was seen (a zero window: the peer does not read; no ACK: a black hole).
-    #[arg(long, default_value_t = 10.0, value_parser = flags::duration, conflicts_with = "listen")]
-    pub send_timeout: f64,
-}
 
 impl TcpTimeouts {
     /// Connects to `addr` within `--connect-timeout`, with a message naming what went wrong; Ctrl-C
@@ -54,16 +41,6 @@ impl TcpTimeouts {
     pub fn connect(&self, addr: SocketAddr) -> anyhow::Result<TcpStream> {
         let limit = Duration::from_secs_f64(self.connect_timeout);
         connect_watched(addr, limit).map_err(|e| connect_error(addr, self, &e))
-    }
-
-    /// The flags to pass on to a sender process of this binary.
-    pub fn args(&self) -> [String; 4] {
-        [
-            "--connect-timeout".into(),
-            self.connect_timeout.to_string(),
-            "--send-timeout".into(),
-            self.send_timeout.to_string(),
-        ]
     }
 }
 

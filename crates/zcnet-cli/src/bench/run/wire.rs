@@ -1,4 +1,4 @@
-//! What a zcnet bench stream carries, so that the two sides of `--listen`/`--connect` agree: a
+//! Run: What a zcnet bench stream carries, so that the two sides of `--listen`/`--connect` agree: a
 //! 32-byte header (bench, mode, unit, duration, whether to verify), then payload whose every byte is
 //! known, then for UDP an end datagram with the sender's totals.
 //!

@@ -93,5 +93,6 @@
 
 mod plan;
 mod sender;
+mod stamps;
 
 pub(crate) use sender::UringPath;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::plan::{MAX_REQUEST_LEN, Part, Planned, plan};
+use super::stamps::Stamps;
 use crate::Fallback;
 use crate::sys::errqueue::enable_zerocopy;
 use crate::sys::socket::{TcpSendState, get_int_option, set_int_option, tcp_send_state};
@@ -18,11 +19,12 @@ use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
     memlock_limit,
 };
+use crate::tx::budget::Charge;
 use crate::tx::erased::{Erased, Queued, UnsentBuf};
 use crate::tx::socket::present;
 use crate::tx::{
-    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode,
-    Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
+    BufferPool, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode, Policy,
+    SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
 };
 use crate::tx::{SendError, TrySendError, Unsent};
 
@@ -200,6 +202,9 @@ pub(crate) struct UringPath<S: ZcSocket> {
     /// The stream misses bytes given to the sender ([`UringPath::cut_short`]): the drop does not
     /// wait for the queue, and the socket's close resets the connection.
     cut_short: bool,
+    /// With [`SenderConfig::timestamps`], where the socket and the kernel take them: the
+    /// socket's transmit timestamps joined to its requests.
+    stamps: Option<Stamps>,
     /// CQEs handled so far: an event loop's measure of progress.
     #[cfg(feature = "tokio")]
     cqes: u64,
@@ -266,6 +271,7 @@ impl<S: ZcSocket> UringPath<S> {
             && get_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY)
                 .is_ok_and(|on| on == 0)
             && set_int_option(socket.fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1).is_ok();
+        let stamps = config.timestamps.then(|| Stamps::new(&socket)).flatten();
         UringPath {
             ring,
             socket: Some(socket),
@@ -296,6 +302,7 @@ impl<S: ZcSocket> UringPath<S> {
             scratch: Scratch::default(),
             failure: None,
             cut_short: false,
+            stamps,
             #[cfg(feature = "tokio")]
             cqes: 0,
         }
@@ -607,9 +614,16 @@ impl<S: ZcSocket> UringPath<S> {
     }
 
     /// The socket, no longer owned (for [`crate::tx::Sender::close`], after a flush), with Nagle's
-    /// algorithm on again if it was when the path took it.
+    /// algorithm on again if it was when the path took it, and transmit timestamps off if the
+    /// path turned them on.
     pub(crate) fn into_socket(mut self) -> S {
+        // The command names the socket's descriptor: it ends before the socket is handed back.
+        let stamped = self.stamps.take().is_some();
         let socket = self.socket.take().expect("taken once");
+        if stamped {
+            // A failure leaves stamps coming to an error queue nobody reads but the caller.
+            let _ = crate::sys::timestamping::disable(socket.fd());
+        }
         if self.nagle_was_on {
             // Everything was flushed: nothing is left for the option to delay. A failure leaves
             // Nagle's algorithm off, which only sends short segments sooner.
@@ -843,6 +857,9 @@ impl<S: ZcSocket> UringPath<S> {
                 },
             })
             .collect();
+        if let Some(stamps) = &mut self.stamps {
+            stamps.submitting();
+        }
         if let Err(source) = self.ring.push_chain(socket.fd(), &requests) {
             // Nothing was queued: give the ids back, newest first (their charges go back to the
             // budget, and the next chain charges again).
@@ -909,6 +926,13 @@ impl<S: ZcSocket> UringPath<S> {
                     self.lent_bytes -= returned;
                     self.policy.on_completion(copied, ids);
                     released += ids;
+                    if let Some(stamps) = &mut self.stamps {
+                        stamps.completed(Completion {
+                            lo: id,
+                            hi: id,
+                            copied,
+                        });
+                    }
                 }
                 SendEvent::Notif { .. } => {}
                 SendEvent::Result {
@@ -919,6 +943,9 @@ impl<S: ZcSocket> UringPath<S> {
             }
         }
         self.events = events;
+        if let Some(stamps) = &mut self.stamps {
+            stamps.settle(&mut self.stats.latency);
+        }
         if self.chain_pending == 0 && self.chain_len > 0 {
             // The sends taken whole lead the queue (a request that came up short cancelled those
             // after it): pop them, and drop any other only if one exists.
@@ -976,6 +1003,11 @@ impl<S: ZcSocket> UringPath<S> {
         match res {
             Ok(n) => {
                 self.count_send(decision, n);
+                if let Some(stamps) = &mut self.stamps {
+                    // A request whose pages the kernel never took notifies nothing.
+                    let id = (zc && notif_follows).then_some(user_data as u32);
+                    stamps.sent(n, id, &mut self.stats.latency);
+                }
                 let mut left = n;
                 for p in self.queue.range_mut(parts.clone()) {
                     let took = p.left().min(left);

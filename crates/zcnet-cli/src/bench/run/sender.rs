@@ -1,45 +1,19 @@
-//! The send APIs `zcnet bench tcp|udp --api` compares side by side: one [`zcnet::tx::Sender`] on
-//! its MSG_ZEROCOPY `sendmsg` path or its io_uring `SEND_ZC` path (with the bench's pool registered
-//! for fixed sends). Both share the policy, the tracker and the stats, so one row shape serves both.
-//! The batched copy sender (`sendmmsg`) and the AF_XDP endpoint have rows of their own
-//! (`crate::bench::run::mmsg`, `crate::bench::run::af_xdp`).
+//! Run: the sender of an `--api` ([`Api`]): one [`zcnet::tx::Sender`] on its MSG_ZEROCOPY
+//! `sendmsg` path or its io_uring `SEND_ZC` path (with the bench's pool registered for fixed sends).
+//! Both share the policy, the tracker and the stats, so one row shape serves both. The batched copy
+//! sender (`sendmmsg`) and the AF_XDP endpoint have drivers and rows of their own
+//! ([`crate::bench::run::mmsg`], [`crate::bench::run::af_xdp`]).
 
 use anyhow::{Result, bail};
 use serde_json::Value;
 use zcnet::tx::{BufferPool, SendPath, Sender, SenderConfig, ZcSocket};
 
-/// Which kernel interface sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Api {
-    /// `sendmsg(MSG_ZEROCOPY)` with completions on the error queue.
-    Sendmsg,
-    /// io_uring `IORING_OP_SEND_ZC` from registered buffers, notifications as CQEs.
-    #[value(name = "io_uring")]
-    IoUring,
-    /// `sendmmsg(2)`, `--batch` datagrams a call, always copied (`bench udp --mode copy` only).
-    // No socket sender: see crate::bench::run::mmsg.
-    Sendmmsg,
-    /// An AF_XDP UDP endpoint on the sending veth end (`bench udp --sink xdp-drop` only).
-    // No socket sender: see crate::bench::run::af_xdp.
-    #[value(name = "af_xdp")]
-    AfXdp,
-}
-
-impl Api {
-    /// The API's name in rows.
-    pub fn name(self) -> &'static str {
-        match self {
-            Api::Sendmsg => "sendmsg",
-            Api::IoUring => "io_uring",
-            Api::Sendmmsg => "sendmmsg",
-            Api::AfXdp => "af_xdp",
-        }
-    }
-}
+use crate::bench::args::api::Api;
 
 /// A sender on `api`'s submission path over `socket` with `config` (its policy and send timeout);
 /// on io_uring it registers `pool` (a failed registration is reported in the row, not fatal). A
-/// sender that could not take the path asked for is an error: a row must measure its API.
+/// sender that could not take the path asked for is an error (the API not measured, and why): a row
+/// must measure its API, so the bench does not send another way instead.
 pub fn sender<S: ZcSocket>(
     api: Api,
     socket: S,
@@ -52,9 +26,11 @@ pub fn sender<S: ZcSocket>(
         Api::Sendmmsg => bail!("sendmmsg sends batches of copies, not pooled buffers"),
         Api::AfXdp => bail!("af_xdp sends through an AF_XDP UDP endpoint, not a socket"),
     };
-    let mut tx = Sender::new(socket, SenderConfig { path, ..config });
+    let mut config = config;
+    config.path = path;
+    let mut tx = Sender::new(socket, config);
     if let Err(why) = tx.path_status() {
-        bail!("{} unavailable: {why}", api.name());
+        bail!("{} not measured: {why}", api.name());
     }
     if api == Api::IoUring {
         // The reason stays in the sender's registration status, which the row shows.

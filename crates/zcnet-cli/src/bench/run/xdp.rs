@@ -1,4 +1,4 @@
-//! `zcnet bench xdp`: the AF_XDP applications against their older counterparts, in one run on a fresh
+//! Run: `zcnet bench xdp`: the AF_XDP applications against their older counterparts, in one run on a fresh
 //! veth pair (1 queue):
 //! - rxdrop (default): AF_XDP rxdrop vs an AF_PACKET TPACKET_V3 ring vs `recvmmsg` on a UDP socket.
 //!   The peer namespace generates the same UDP frames for every path with the cheapest sender
@@ -33,50 +33,12 @@ use serde_json::{Value, json};
 use zcnet::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
+use crate::bench::args::xdp::{BenchApp, BenchXdpArgs};
 use crate::live::{self, Ticker};
-use crate::report::{self, Row};
+use crate::report::Row;
 use crate::xdp::feed::{Feed, FeedPath};
 use crate::xdp::meter::{Counted, Meter};
-use crate::xdp::{App, ModeArg, Wait};
-
-/// Options of `zcnet bench xdp`.
-#[derive(Debug, clap::Args)]
-pub struct BenchXdpArgs {
-    /// Seconds per path.
-    #[arg(long, default_value_t = 2.0, value_parser = crate::flags::duration)]
-    pub duration: f64,
-    /// Frame length in bytes (without FCS): 54 (the headers and a 12-byte checked payload) to 1514 (the
-    /// pair's MTU of 1500 and the Ethernet header).
-    #[arg(long, default_value_t = 64, value_parser = crate::flags::size)]
-    pub size: usize,
-    /// Packets per receive batch.
-    #[arg(long, default_value_t = 64, value_parser = crate::flags::batch)]
-    pub batch: u32,
-    /// AF_XDP mode (veth only does copy; auto says so).
-    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
-    pub mode: ModeArg,
-    /// Applications to compare.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "rxdrop")]
-    pub app: Vec<BenchApp>,
-    /// After a partial batch, the AF_XDP receivers sleep this many microseconds to let frames gather
-    /// (0: poll for every wakeup). TPACKET_V3 gathers frames the same way, in blocks retired after
-    /// 10 ms.
-    #[arg(long, default_value_t = 1000, value_parser = crate::flags::coalesce_us)]
-    pub coalesce_us: u64,
-    /// Paths to run, in this order (comma-separated names of the rows' `path`, e.g.
-    /// tpacket_v3,af_xdp) [default: every path of each --app].
-    #[arg(long = "path", value_delimiter = ',')]
-    pub paths: Vec<String>,
-    /// How the generator's frames reach the receiving interface.
-    #[arg(long, value_enum, default_value_t = Feed::Xdp)]
-    pub feed: Feed,
-    /// Seconds between interval lines (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
-    pub interval: f64,
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
+use crate::xdp::{App, Wait};
 
 impl BenchXdpArgs {
     fn wait(&self) -> Wait {
@@ -85,17 +47,6 @@ impl BenchXdpArgs {
             us => Wait::Coalesce(Duration::from_micros(us)),
         }
     }
-}
-
-/// Which comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchApp {
-    /// Receive and drop.
-    Rxdrop,
-    /// Transmit as fast as possible.
-    Txpush,
-    /// Return received frames to the peer.
-    L2fwd,
 }
 
 /// UDP port the generated frames go to.
@@ -541,8 +492,8 @@ const MIN_FRAME: usize = UDP_HEADERS + MIN_PAYLOAD;
 /// slots hold it.
 const MAX_FRAME: usize = 1514;
 
-/// Runs the comparison.
-pub fn run(args: BenchXdpArgs) -> Result<()> {
+/// Runs the comparison, a row per app and path.
+pub(crate) fn run(args: &BenchXdpArgs) -> Result<Vec<Row>> {
     crate::flags::at_most(
         "--size",
         args.size as u64,
@@ -590,7 +541,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
     let ctx = Ctx {
         pair: &pair,
         feed: &feed,
-        args: &args,
+        args,
         placement,
         to_a: build(to_a)?,
         to_b: build(to_b)?,
@@ -613,32 +564,7 @@ pub fn run(args: BenchXdpArgs) -> Result<()> {
             break;
         }
     }
-    report::print_rows(
-        &rows,
-        &[
-            ("app", "app"),
-            ("path", "path"),
-            ("feed", "feed"),
-            ("mode", "mode"),
-            ("packets", "packets"),
-            ("seconds", "s"),
-            ("mpps", "Mpps"),
-            ("cpu_user_s", "user s"),
-            ("cpu_sys_s", "sys s"),
-            ("sys_cpu_ns_per_packet", "sys ns/pkt"),
-            ("app_cpu_ns_per_packet", "app CPU ns/pkt"),
-            ("app_threads_ns_per_packet", "app threads ns/pkt"),
-            ("generator_mpps", "gen Mpps"),
-            ("rx_dropped", "rx_dropped"),
-            ("veth_dropped", "veth_dropped"),
-            ("invalid_descs", "invalid"),
-        ],
-        args.json,
-    );
-    if !args.json {
-        print_receiver_ratio(&rows, args.feed);
-    }
-    Ok(())
+    Ok(rows)
 }
 
 /// The paths `app` compares, by name.
@@ -681,32 +607,6 @@ fn chosen<'a>(paths: Vec<(&'a str, Path)>, names: &[String]) -> Result<Vec<(&'a 
                 })
         })
         .collect()
-}
-
-/// For rxdrop: AF_XDP's receiving-CPU cost per packet as a multiple of TPACKET_V3's.
-fn print_receiver_ratio(rows: &[Row], feed: Feed) {
-    let cost = |path: &str, field: &str| {
-        rows.iter()
-            .find(|r| r.get("app") == Some(&json!("rxdrop")) && r.get("path") == Some(&json!(path)))
-            .and_then(|r| r.get(field))
-            .and_then(Value::as_f64)
-    };
-    for (field, what) in [
-        ("app_cpu_ns_per_packet", "busy time of the receiving CPU"),
-        (
-            "app_threads_ns_per_packet",
-            "CPU time of the receiving threads (app, NAPI, ksoftirqd)",
-        ),
-    ] {
-        if let (Some(xdp), Some(v3)) = (cost("af_xdp", field), cost("tpacket_v3", field)) {
-            report::emit(&format!(
-                "rxdrop (--feed {}): AF_XDP / TPACKET_V3 per packet, {what}: {:.2}x ({xdp:.0} vs \
-                 {v3:.0} ns)\n",
-                feed.as_str(),
-                xdp / v3
-            ));
-        }
-    }
 }
 
 /// Attaches the drop program to `b_if` and gives `a` a static neighbour entry for `b` (ARP would be

@@ -1,6 +1,8 @@
-//! The flags every bench of sends shares (`bench tcp`, `bench udp`): sizes, modes, APIs, rounds,
-//! the pages and pool of the send buffers, and the roles (`--listen`, `--connect`) with their
-//! addresses, each checked as it is read. What runs from them is [`crate::bench::send`]'s.
+//! Parse: what each bench's flags say, each checked as it is read and nothing run — a file per
+//! bench ([`tcp`], [`udp`], [`rx`], [`vsock`], [`xdp`], [`upcall`]), the values of `--api`
+//! ([`api`]), the flags of two sides apart ([`apart`]), and here the flags every bench of sends
+//! shares (`bench tcp`, `bench udp`): sizes, modes, APIs, rounds, the pages and pool of the send
+//! buffers, and the roles (`--listen`, `--connect`) with their addresses.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -8,9 +10,19 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use zcnet::tx::Mode;
 
-use crate::bench::apart::ApartFlags;
-use crate::bench::api::Api;
 use crate::flags::{self, UsageError};
+
+pub(crate) mod apart;
+pub(crate) mod api;
+pub(crate) mod rx;
+pub(crate) mod tcp;
+pub(crate) mod udp;
+pub(crate) mod upcall;
+pub(crate) mod vsock;
+pub(crate) mod xdp;
+
+use apart::ApartFlags;
+use api::Api;
 
 /// Options shared by both benches. The sender's are refused with `--listen`; `--api` is checked once
 /// parsed (udp's receiver takes `--api af_xdp`).
@@ -76,6 +88,13 @@ pub(crate) struct Common {
     /// peer leaves unacknowledged makes the sender wait for ACKs.
     #[arg(long, default_value_t = POOL_BUFFERS, value_parser = flags::count, conflicts_with = "listen")]
     pub(crate) pool_buffers: u32,
+    /// Per-send latency: the sender turns on the kernel's transmit timestamps and a table under the
+    /// rows gives, per row, p50, p99 and max of the time from each send call to its packet
+    /// scheduled, handed to the device, acknowledged (tcp) and its buffer back (zero-copy sends);
+    /// in --json a `latency` object per row. io_uring rows need Linux 6.17
+    /// (SOCKET_URING_OP_TX_TIMESTAMP), and count a request (several sends on a stream) as one.
+    #[arg(long, conflicts_with = "listen")]
+    pub(crate) latency: bool,
     /// One JSON object per interval and per mode instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

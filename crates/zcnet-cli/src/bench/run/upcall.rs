@@ -1,4 +1,4 @@
-//! `zcnet bench upcall`: the Open vSwitch upcall table of the zero-copy upcall patch (Hits, Missed,
+//! Run: `zcnet bench upcall`: the Open vSwitch upcall table of the zero-copy upcall patch (Hits, Missed,
 //! Lost), reproduced with the unaligned user feature off and on side by side in one run.
 //!
 //! Each row creates a datapath, brings its local port up and sends UDP frames into it from a
@@ -25,89 +25,10 @@ use serde_json::json;
 use zcnet::ovs::{self, Datapath, DatapathConfig, Received, UpcallKind, UpcallSocket};
 use zcnet::probe::{UsageOf, resource_usage};
 
+use crate::bench::args::upcall::{FeatureArg, LoadArg, UpcallArgs};
 use crate::live::{self, Ticker};
 use crate::ovs::switch::DispatchArg;
-use crate::report::{Column, Row, emit, object, print_rows};
-
-/// `--features`: which upcall format the datapath is created with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FeatureArg {
-    /// No OVS_DP_F_UNALIGNED: the kernel copies the packet into a padded upcall.
-    Aligned,
-    /// OVS_DP_F_UNALIGNED: the kernel attaches the packet with skb_zerocopy().
-    Unaligned,
-}
-
-impl FeatureArg {
-    fn name(self) -> &'static str {
-        match self {
-            FeatureArg::Aligned => "aligned",
-            FeatureArg::Unaligned => "unaligned",
-        }
-    }
-}
-
-/// `--load`: how many distinct flows the offered frames belong to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LoadArg {
-    /// Every frame a new flow: every frame misses.
-    Many,
-    /// A few flows: after their first misses, frames hit.
-    Few,
-}
-
-impl LoadArg {
-    fn name(self) -> &'static str {
-        match self {
-            LoadArg::Many => "many",
-            LoadArg::Few => "few",
-        }
-    }
-}
-
-/// Arguments of `zcnet bench upcall`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct UpcallArgs {
-    /// Upcall formats to compare.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [FeatureArg::Aligned, FeatureArg::Unaligned])]
-    features: Vec<FeatureArg>,
-    /// Offered loads.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LoadArg::Many, LoadArg::Few])]
-    load: Vec<LoadArg>,
-    /// Frame size in bytes (the seed's table used 1200).
-    #[arg(long, default_value_t = 1200, value_parser = crate::flags::size)]
-    size: usize,
-    /// Distinct flows of the `few` load.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
-    flows: u16,
-    /// Upcall dispatch.
-    #[arg(long, value_enum, default_value_t = DispatchArg::PerVport)]
-    dispatch: DispatchArg,
-    /// Seconds per row.
-    #[arg(long, default_value_t = 3.0, value_parser = crate::flags::duration)]
-    duration: f64,
-    /// One JSON object per interval and per row.
-    #[arg(long)]
-    json: bool,
-    /// Seconds between interval lines (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval)]
-    interval: f64,
-}
-
-const COLUMNS: &[Column] = &[
-    ("load", "load"),
-    ("features", "features"),
-    ("hits", "Hits"),
-    ("missed", "Missed"),
-    ("lost", "Lost"),
-    ("upcalls", "upcalls"),
-    ("upcalls_per_s", "upcalls/s"),
-    ("packet_bytes_per_upcall", "packet B/upcall"),
-    ("message_bytes_per_upcall", "message B/upcall"),
-    ("user_us_per_upcall", "user µs/upcall"),
-    ("sys_us_per_upcall", "sys µs/upcall"),
-    ("generator_sys_us_per_frame", "sender sys µs/frame"),
-];
+use crate::report::{Row, object};
 
 /// Whether this CPU is QEMU's software emulation (its timings say nothing about real hardware).
 fn emulated_cpu() -> bool {
@@ -115,8 +36,8 @@ fn emulated_cpu() -> bool {
 }
 
 /// Runs every (load, features) row, printing interval lines; Ctrl-C (SIGINT/SIGTERM) ends the row
-/// that runs, deletes its datapath and prints the rows that ran.
-pub fn run(args: UpcallArgs) -> Result<()> {
+/// that runs and deletes its datapath, and the rows that ran are handed to the report.
+pub(crate) fn run(args: &UpcallArgs) -> Result<Vec<Row>> {
     if !(60..=1514).contains(&args.size) {
         return Err(crate::flags::UsageError(format!(
             "--size {} is not an Ethernet frame size (60 to 1514 bytes)",
@@ -135,16 +56,12 @@ pub fn run(args: UpcallArgs) -> Result<()> {
         .flat_map(|l| args.features.iter().map(move |f| (*l, *f)))
         .enumerate()
     {
-        rows.push(row(&args, load, feature, i)?);
+        rows.push(row(args, load, feature, i)?);
         if live::interrupted() {
             break;
         }
     }
-    if emulated_cpu() && !args.json {
-        emit("emulated CPU: correctness only (timings from QEMU's software emulation)\n");
-    }
-    print_rows(&rows, COLUMNS, args.json);
-    Ok(())
+    Ok(rows)
 }
 
 /// The frame generator: sends frames into the local port until `stop`; returns how many it sent and
@@ -193,10 +110,9 @@ fn generate(
 fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> Result<Row> {
     let name = format!("zc{}-b{index}", std::process::id());
     let mut upcalls = UpcallSocket::open()?;
-    let config = DatapathConfig {
-        unaligned: feature == FeatureArg::Unaligned,
-        dispatch: args.dispatch.into(),
-    };
+    let mut config = DatapathConfig::default();
+    config.unaligned = feature == FeatureArg::Unaligned;
+    config.dispatch = args.dispatch.into();
     let mut dp = Datapath::create(&name, config, &upcalls)?;
     let port = dp.local_port()?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,5 +1,7 @@
-//! `zcnet bench tcp`: a TCP stream per mode (and `--api`), from this process to a receiver of its
-//! own, or apart with `--listen` and `--connect` (see [`crate::bench::send`]).
+//! Run: `zcnet bench tcp` — a TCP stream per mode (and `--api`), from this process to a receiver of
+//! its own (the process of [`crate::bench::run::peer`], over the network of
+//! [`crate::bench::run::net`]), or apart with `--listen` and `--connect`; the sender is
+//! [`crate::bench::run::send`]'s.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -10,37 +12,34 @@ use serde_json::{Value, json};
 use zcnet::rx::{RxConfig, RxMode};
 use zcnet::tx::Mode;
 
-use crate::bench::api::{self, Api};
+use crate::bench::args::apart::{ServeFlags, TcpTimeouts};
+use crate::bench::args::api::Api;
+use crate::bench::args::tcp::TcpArgs;
 use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr};
 use crate::bench::plan;
 use crate::bench::run::listen;
-use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
-use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
-use crate::bench::run::wire::{self, Bench, Finish};
-use crate::bench::send::{
-    COMPLETION_WAIT, Net, Peer, cut_short, cut_short_by, header, is_interrupted, measure, new_pool,
-    receiver_role, receiver_ticker, run_rounds, sender_config,
+use crate::bench::run::net::Net;
+use crate::bench::run::peer::Peer;
+use crate::bench::run::role::receiver_role;
+use crate::bench::run::rounds::{Rounds, run_rounds};
+use crate::bench::run::send::{
+    COMPLETION_WAIT, cut_short, cut_short_by, header, is_interrupted, measure, new_pool,
+    receiver_ticker, sender_config,
 };
+use crate::bench::run::sender;
+use crate::bench::run::serve::{self, Rows, Serving, StreamSetup};
+use crate::bench::run::watch::{SendWatch, Stop};
+use crate::bench::run::wire::{self, Bench, Finish};
 use crate::flags::UsageError;
 use crate::live;
 use crate::report::{Column, Row, gbit_per_s, object};
 
-/// Options of `zcnet bench tcp`.
-#[derive(Debug, clap::Args)]
-pub struct TcpArgs {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    serve: ServeFlags,
-    #[command(flatten)]
-    timeouts: TcpTimeouts,
-}
-
 /// Runs `zcnet bench tcp`. Ctrl-C is watched from the moment the last resource is set up: the veth
 /// harness installs a handler of its own (which removes its namespaces and ends the process), and
 /// the one installed last wins, so a Ctrl-C after set-up stops the run, prints its summary and drops
-/// the harness the ordinary way.
-pub fn run_tcp(args: TcpArgs) -> Result<()> {
+/// the harness the ordinary way. A `--listen` receiver returns `None` when it stops: it has reported
+/// each stream as it ended.
+pub(crate) fn run(args: &TcpArgs) -> Result<Option<Rounds>> {
     let common = &args.common;
     if common.apis().contains(&Api::AfXdp) {
         return Err(UsageError(
@@ -53,7 +52,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     }
     check_listener_api(common, "the receiver reads with recv")?;
     if let Some(addr) = receiver_role(common)? {
-        return listen_tcp(addr, common, &args.serve);
+        return listen_tcp(addr, common, &args.serve).map(|()| None);
     }
     let single = (common.size.unwrap_or(64 << 10), "--size");
     plan::check_plot(common.plot.as_deref())?;
@@ -64,14 +63,14 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
-        return run_rounds((common, "tcp", &sizes), |size, mode, api| {
+        return Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
             let stream = timeouts.connect(addr)?;
             send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
-        });
+        })));
     }
     let net = Net::new(common, false)?;
     live::watch_interrupts()?;
-    run_rounds((common, "tcp", &sizes), |size, mode, api| {
+    Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
         let peer = Peer::spawn(&net, "tcp", &[], common)?;
         let addr = peer.addr;
         let sent = net.in_sender(|| timeouts.connect(addr)).and_then(|stream| {
@@ -120,7 +119,7 @@ pub fn run_tcp(args: TcpArgs) -> Result<()> {
             bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
         }
         Ok(row)
-    })
+    })))
 }
 
 /// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`,
@@ -144,7 +143,7 @@ fn send_tcp(
         header_bytes = encoded.len() as u64;
     }
     let pool = new_pool(size, size, api, common)?;
-    let mut tx = api::sender(api, stream, sender_config(mode, common, None), &pool)?;
+    let mut tx = sender::sender(api, stream, sender_config(mode, common, None), &pool)?;
     let mut row = measure(
         &mut tx,
         &pool,
@@ -246,12 +245,10 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
     serve.check()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     listen::announce(listener.local_addr()?, common.json);
-    let config = RxConfig {
-        mode: RxMode::Copy,
-        copy_buffer: TCP_READ,
-        low_water: Some(TCP_READ),
-        ..RxConfig::default()
-    };
+    let mut config = RxConfig::default();
+    config.mode = RxMode::Copy;
+    config.copy_buffer = TCP_READ;
+    config.low_water = Some(TCP_READ);
     let how = Serving {
         rows: Rows {
             bench: "tcp",

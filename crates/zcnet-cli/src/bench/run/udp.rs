@@ -1,6 +1,7 @@
-//! `zcnet bench udp`: UDP datagrams per mode (and `--api`: sendmsg, io_uring, sendmmsg, af_xdp),
-//! into a receiver of its own or a veth whose far end drops every frame in XDP (`--sink xdp-drop`),
-//! or apart with `--listen` and `--connect` (see [`crate::bench::send`]).
+//! Run: `zcnet bench udp` — UDP datagrams per mode (and `--api`: sendmsg, io_uring, sendmmsg,
+//! af_xdp), into a receiver of its own or a veth whose far end drops every frame in XDP (`--sink
+//! xdp-drop`), or apart with `--listen` and `--connect`; the pooled sender is
+//! [`crate::bench::run::send`]'s.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::thread;
@@ -12,54 +13,27 @@ use serde_json::{Value, json};
 use zcnet::tx::Mode;
 use zcnet::xdp::headers::{IPV4_HLEN, IPV6_HLEN, UDP_HLEN};
 
-use crate::bench::api::{self, Api};
+use crate::bench::args::api::Api;
+use crate::bench::args::udp::{Sink, UdpArgs};
 use crate::bench::args::{Common, check_listener_api, check_pool_bytes, connect_addr, listen_addr};
 use crate::bench::plan;
 use crate::bench::run::af_xdp::{self, XdpSend};
 use crate::bench::run::listen;
 use crate::bench::run::listen_udp::{self, DatagramReport};
 use crate::bench::run::mmsg::{self, MmsgSend};
-use crate::bench::run::wire::{self, Bench};
-use crate::bench::send::{
-    COMPLETION_WAIT, Net, Peer, Stamp, cut_short, cut_short_by, header, measure, new_pool,
-    receiver_role, receiver_ticker, run_rounds, sender_config, ticker,
+use crate::bench::run::net::Net;
+use crate::bench::run::peer::Peer;
+use crate::bench::run::role::receiver_role;
+use crate::bench::run::rounds::{Rounds, run_rounds};
+use crate::bench::run::send::{
+    COMPLETION_WAIT, Stamp, cut_short, cut_short_by, header, measure, new_pool, receiver_ticker,
+    sender_config, ticker,
 };
+use crate::bench::run::sender;
+use crate::bench::run::wire::{self, Bench};
 use crate::flags::{self, UsageError};
 use crate::live;
 use crate::report::{self, Column, Row, print_rows};
-
-/// Where UDP datagrams go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Sink {
-    /// A UDP socket in a receiver process that reads (and verifies) them.
-    Socket,
-    /// A native XDP program on the receiving veth end that drops every frame (implies --netns).
-    XdpDrop,
-}
-
-/// Options of `zcnet bench udp`.
-#[derive(Debug, clap::Args)]
-pub struct UdpArgs {
-    #[command(flatten)]
-    common: Common,
-    /// Segment size for UDP GSO (UDP_SEGMENT): each send of --size bytes leaves as segments of SEG.
-    #[arg(long, value_name = "SEG", value_parser = flags::segment, conflicts_with = "listen")]
-    gso: Option<u16>,
-    /// Receiver of the datagrams (one-process mode).
-    #[arg(long, value_enum, default_value = "socket", conflicts_with_all = ["listen", "connect"])]
-    sink: Sink,
-    /// With --listen --api af_xdp: the interface whose every rx queue the AF_XDP endpoint serves.
-    #[arg(
-        long,
-        value_name = "IF",
-        requires = "listen",
-        conflicts_with = "connect"
-    )]
-    iface: Option<String>,
-    /// Datagrams per sendmmsg(2) call of --api sendmmsg (1 to 1024, the kernel's UIO_MAXIOV).
-    #[arg(long, default_value_t = 32, value_parser = flags::mmsg_batch, conflicts_with = "listen")]
-    batch: usize,
-}
 
 /// Largest UDP payload (IPv4: 65535 less the IP and UDP headers).
 const MAX_UDP_PAYLOAD: u64 = 65_507;
@@ -90,17 +64,18 @@ const UDP_RECEIVER_COLUMNS: &[Column] = &[
     ("complete", "complete"),
 ];
 
-/// Runs `zcnet bench udp`.
-pub fn run_udp(args: UdpArgs) -> Result<()> {
+/// Runs `zcnet bench udp`; a `--listen` receiver returns `None` when it stops (it has reported each
+/// run as it ended).
+pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
     let common = &args.common;
-    check_af_xdp(&args)?;
-    check_sendmmsg(&args)?;
+    check_af_xdp(args)?;
+    check_sendmmsg(args)?;
     check_listener_api(
         common,
         "the receiver reads with a UDP socket, or with --api af_xdp --iface IF",
     )?;
     if let Some(addr) = receiver_role(common)? {
-        return listen_udp(addr, common, args.iface.as_deref());
+        return listen_udp(addr, common, args.iface.as_deref()).map(|()| None);
     }
     if let Some(seg) = args.gso
         && usize::from(seg) < wire::SEQ_LEN
@@ -158,19 +133,19 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
-        return run_rounds((common, "udp", &sizes), |size, mode, api| {
+        return Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
             let bind: SocketAddr = match dest {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            send_udp(socket, dest, "remote", (mode, api), size, unit(size), &args)
-        });
+            send_udp(socket, dest, "remote", (mode, api), size, unit(size), args)
+        })));
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
     let mut shortfalls = Vec::new();
-    run_rounds((common, "udp", &sizes), |size, mode, api| {
+    let mut rounds = run_rounds((common, &sizes), |size, mode, api| {
         let unit = unit(size);
         if api == Api::AfXdp {
             let veth = net
@@ -197,7 +172,7 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         let sent = net
             .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
             .context("binding the UDP sender")
-            .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, &args));
+            .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, args));
         let mut row = match peer {
             Some(peer) if sent.as_ref().is_ok_and(|row| cut_short_by(row).is_some()) => {
                 // The receiver went away: it has nothing whole to report.
@@ -222,14 +197,14 @@ pub fn run_udp(args: UdpArgs) -> Result<()> {
         };
         row.insert("gso".into(), json!(args.gso));
         Ok(row)
-    })?;
-    if !shortfalls.is_empty() {
-        bail!(
+    });
+    if !shortfalls.is_empty() && rounds.error.is_none() && rounds.failed.is_none() {
+        rounds.failed = Some(format!(
             "udp runs asked to verify did not arrive whole: {}",
             shortfalls.join("; ")
-        );
+        ));
     }
-    Ok(())
+    Ok(Some(rounds))
 }
 
 /// `bench udp --gso SEG`'s size when `--size` is not given: 40 segments. A usage error naming
@@ -383,7 +358,7 @@ fn send_pooled(
     let common = &args.common;
     let pool = new_pool(size, unit, api, common)?;
     let config = sender_config(mode, common, Some(COMPLETION_WAIT));
-    let mut tx = api::sender(api, socket, config, &pool)?;
+    let mut tx = sender::sender(api, socket, config, &pool)?;
     tx.set_gso_segment(args.gso)?;
     // Each datagram (GSO segment) of a run with the header opens with its sequence number.
     let mut next = 0u64;
@@ -470,7 +445,8 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
             let from = report.peer.map_or("?".into(), |p| p.to_string());
             shortfalls.push(format!("the run from {from}: {why}"));
         }
-        if common.apart.stop_after(report.interrupted) {
+        // After the stream it has just reported: with `--once`, or when Ctrl-C interrupted it.
+        if common.apart.once || report.interrupted {
             break;
         }
     }

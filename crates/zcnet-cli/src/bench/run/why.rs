@@ -1,4 +1,4 @@
-//! Why `--mode auto` sent the way it did, from the sender's [`AutoChoice`] and counters: a few words
+//! Run: the words a run's row carries on why `--mode auto` sent the way it did, from the sender's [`AutoChoice`] and counters: a few words
 //! for the table's "why" column, a sentence for the line under the table, and an object for JSON; and
 //! the same words and object for the receiver's auto mode (`bench rx`, [`RxStats::auto`]).
 
@@ -37,6 +37,7 @@ pub fn rx_short(s: &RxStats) -> Option<String> {
             copied_bytes,
             bytes,
         } => format!("{mode}: zcrx, kernel copied {copied_bytes} of {bytes} bytes"),
+        other => format!("{mode}: {other:?}"),
     })
 }
 
@@ -57,6 +58,7 @@ pub fn rx_choice_json(choice: &rx::AutoChoice) -> Value {
         } => {
             return json!({"mode": mode, "reason": "zcrx", "copied_bytes": copied_bytes, "bytes": bytes});
         }
+        other => return json!({"mode": mode, "reason": format!("{other:?}")}),
     };
     json!({"mode": mode, "reason": reason})
 }
@@ -74,6 +76,7 @@ pub fn short(s: &TxStats) -> Option<String> {
             zc_ns_per_kb,
             copy_ns_per_kb,
         } => measured_short(mode, zc_ns_per_kb, copy_ns_per_kb),
+        other => format!("{mode}: {other:?}"),
     })
 }
 
@@ -123,6 +126,7 @@ pub fn sentence(s: &TxStats) -> Option<String> {
                 share(s.copy_cheaper)
             )
         }
+        other => format!("{}: {other:?}", choice.mode.name()),
     };
     if s.copy_memlock > 0 {
         text.push_str(&format!(

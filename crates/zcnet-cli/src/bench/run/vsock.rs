@@ -1,4 +1,4 @@
-//! `zcnet bench vsock`: AF_VSOCK with and without MSG_ZEROCOPY, in the style of the kernel's vsock_perf.
+//! Run: `zcnet bench vsock`: AF_VSOCK with and without MSG_ZEROCOPY, in the style of the kernel's vsock_perf.
 //!
 //! By default sender and receiver run in this process over the vsock loopback transport
 //! (`VMADDR_CID_LOCAL`); like vsock_perf, the two sides can also run apart: `--listen` is the receiver
@@ -13,7 +13,6 @@
 //! loopback transport (the `vsock_loopback` module): where there is none it fails before connecting.
 
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,10 +25,10 @@ use zcnet::tx::vsock::{
 };
 use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats};
 
-use crate::bench::api::{self, Api};
+use crate::bench::args::api::Api;
+use crate::bench::args::vsock::{Type, VsockApi, VsockArgs};
 use crate::bench::plan;
-use crate::bench::report::crossover::Swept;
-use crate::bench::report::sweep;
+use crate::bench::run::sender;
 use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
@@ -37,126 +36,6 @@ use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 const POOL_BUFFERS: usize = 16;
 /// Longest wait for a buffer to come back, for the receiver, or for the last completions.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Socket type of the benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Type {
-    /// SOCK_STREAM.
-    Stream,
-    /// SOCK_SEQPACKET (each buffer is one message).
-    Seqpacket,
-}
-
-/// The send APIs of `bench vsock`: a socket sender's two submission paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum VsockApi {
-    /// `sendmsg(MSG_ZEROCOPY)` with completions on the error queue.
-    Sendmsg,
-    /// io_uring `IORING_OP_SEND_ZC` from registered buffers, notifications as CQEs (stream only).
-    #[value(name = "io_uring")]
-    IoUring,
-}
-
-impl From<VsockApi> for Api {
-    fn from(api: VsockApi) -> Api {
-        match api {
-            VsockApi::Sendmsg => Api::Sendmsg,
-            VsockApi::IoUring => Api::IoUring,
-        }
-    }
-}
-
-/// Options of `zcnet bench vsock`. A flag of the other side is a usage error: the sender's with
-/// `--listen`, the receiver's with `--sender` (clap drops a `requires` when a flag that conflicts
-/// with the required one is present, so such flags also name the other side's flag as a conflict).
-#[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("role").args(["listen", "sender"]))]
-pub struct VsockArgs {
-    /// Bytes per send() (a K, M or G suffix multiplies by 1024, 1024², 1024³); several comma-separated
-    /// sizes run one after the other.
-    #[arg(long, value_delimiter = ',', value_parser = crate::flags::count64, default_value = "64K", conflicts_with = "listen")]
-    buf_size: Vec<u64>,
-    /// Buffer sizes to sweep, comma-separated (e.g. 4K,16K,64K,256K; at most 1G): bytes per send() as
-    /// --buf-size, every --mode at every size with the order of the modes reversed from one size to
-    /// the next; a row per size and mode, then the size from which zerocopy costs less CPU per MB
-    /// than copy.
-    #[arg(long, value_delimiter = ',', value_parser = crate::flags::size, conflicts_with_all = ["buf_size", "listen"])]
-    sizes: Vec<usize>,
-    /// With --sizes: draw Gbit/s and CPU per MB of the sender against the size, a line per mode,
-    /// into FILE.svg.
-    #[arg(
-        long,
-        value_name = "FILE.svg",
-        requires = "sizes",
-        conflicts_with = "listen"
-    )]
-    plot: Option<PathBuf>,
-    /// Bytes to send per mode and buffer size (K, M, G suffixes as above).
-    #[arg(long, value_parser = crate::flags::count64, default_value = "16M", conflicts_with = "listen")]
-    bytes: u64,
-    /// Modes to compare, comma-separated: copy, zerocopy, auto.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "copy,zerocopy",
-        conflicts_with = "listen"
-    )]
-    mode: Vec<Mode>,
-    /// Send APIs to compare, comma-separated: sendmsg (MSG_ZEROCOPY, completions on the error
-    /// queue), io_uring (SEND_ZC from the pool registered with the ring; stream only: a seqpacket
-    /// message is sent whole by one call that waits, which io_uring does not make; a request the
-    /// peer lacks credit for is copied yet counted in ZC IDS); each mode runs with each, side by
-    /// side.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "sendmsg",
-        conflicts_with = "listen"
-    )]
-    api: Vec<VsockApi>,
-    /// Vsock buffer (credit) of both sockets, SO_VM_SOCKETS_BUFFER_SIZE (K, M, G suffixes as above).
-    #[arg(long, value_parser = crate::flags::count64, default_value = "4M")]
-    vsk_size: u64,
-    /// Socket type.
-    #[arg(long = "type", value_enum, default_value = "stream")]
-    socket_type: Type,
-    /// Receiver only, as vsock_perf's receiver: listen on --port (any context id) and report each of
-    /// --connections connections.
-    #[arg(long, conflicts_with = "sender")]
-    listen: bool,
-    /// Sender only, as vsock_perf --sender: connect to context id CID on --port (2 = the host, from a
-    /// guest), once per mode and buffer size.
-    #[arg(long, value_name = "CID")]
-    sender: Option<u32>,
-    /// Port of --listen (4294967295, VMADDR_PORT_ANY: one the kernel chooses, and says) and of
-    /// --sender (the loopback run listens on a port the kernel chooses).
-    #[arg(long, default_value_t = 1234, requires = "role")]
-    port: u32,
-    /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
-    #[arg(long, default_value_t = 1, value_parser = crate::flags::count, requires = "listen", conflicts_with = "sender")]
-    connections: u32,
-    /// One JSON object per run instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Seconds between interval lines of the sender (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::flags::interval, conflicts_with = "listen")]
-    interval: f64,
-}
-
-const COLUMNS: &[Column] = &[
-    ("type", "TYPE"),
-    ("api", "API"),
-    ("mode", "MODE"),
-    ("buf_size", "BUF"),
-    ("bytes", "BYTES"),
-    ("tx_gbit_per_s", "TX GBIT/S (IN SEND)"),
-    ("gbit_per_s", "TOTAL GBIT/S"),
-    ("calls", "CALLS"),
-    ("notifications", "NOTIFS"),
-    ("zc_ids", "ZC IDS"),
-    ("copied_ids", "COPIED IDS"),
-    ("cpu_us_per_mb", "CPU US/MB"),
-];
 
 /// Columns of the receiver's table (`--listen`).
 const RX_COLUMNS: &[Column] = &[
@@ -167,16 +46,24 @@ const RX_COLUMNS: &[Column] = &[
     ("cpu_us_per_mb", "CPU US/MB"),
 ];
 
-/// Runs `zcnet bench vsock`.
-pub fn run(args: VsockArgs) -> Result<()> {
+/// What the runs of a `bench vsock` sender hand to its report.
+pub(crate) struct VsockRuns {
+    /// A row per size, mode and API.
+    pub(crate) rows: Vec<Row>,
+    /// Every run of the plan ran.
+    pub(crate) whole: bool,
+}
+
+/// Runs `zcnet bench vsock`; a `--listen` receiver returns `None` when done, having printed its rows.
+pub(crate) fn run(args: &VsockArgs) -> Result<Option<VsockRuns>> {
     let ty = match args.socket_type {
         Type::Stream => VsockType::Stream,
         Type::Seqpacket => VsockType::Seqpacket,
     };
-    check_peer(&args)?;
+    check_peer(args)?;
     check_apis(&args.api, ty)?;
     if args.listen {
-        return listen(&args, ty);
+        return listen(args, ty).map(|()| None);
     }
     let sizes = if args.sizes.is_empty() {
         args.buf_size
@@ -212,7 +99,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
     'sweep: for (_, size, modes) in plan::schedule(1, &sizes, &args.mode) {
         for mode in modes {
             for api in args.api.iter().map(|&api| Api::from(api)) {
-                let mut row = run_one(ty, (mode, api), size, &args).with_context(|| {
+                let mut row = run_one(ty, (mode, api), size, args).with_context(|| {
                     format!("vsock {} {} {size}-byte sends", api.name(), mode.name())
                 })?;
                 row.insert("emulated_cpu".into(), Value::Bool(emulated));
@@ -224,17 +111,7 @@ pub fn run(args: VsockArgs) -> Result<()> {
             }
         }
     }
-    print_rows(&rows, COLUMNS, args.json);
-    if !args.sizes.is_empty() {
-        let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
-        let swept = Swept {
-            bench: "vsock",
-            path,
-            size_means: "bytes per send",
-        };
-        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
-    }
-    Ok(())
+    Ok(Some(VsockRuns { rows, whole }))
 }
 
 /// Refuses a `--sender` address that names no peer: the wildcards VMADDR_CID_ANY and
@@ -375,14 +252,10 @@ fn send_run(
     sends: u64,
     ticker: &mut crate::live::Ticker,
 ) -> Result<Sent> {
-    let pool = BufferPool::new(PoolConfig {
-        buf_size: size,
-        count: POOL_BUFFERS,
-        huge_pages: false,
-    })
-    .context("mapping the send buffer pool")?;
-    let mut tx = api::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
-    let registered = api::registered(&tx);
+    let pool = BufferPool::new(PoolConfig::new(size, POOL_BUFFERS))
+        .context("mapping the send buffer pool")?;
+    let mut tx = sender::sender(api, socket, SenderConfig::with_mode(mode), &pool)?;
+    let registered = sender::registered(&tx);
     let before = resource_usage(UsageOf::Thread)?;
     let start = Instant::now();
     let mut in_send = Duration::ZERO;

@@ -1,4 +1,4 @@
-//! `zcnet bench rx`: TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`) against plain `recv`, over
+//! Run: `zcnet bench rx`: TCP zero-copy receive (`TCP_ZEROCOPY_RECEIVE`) against plain `recv`, over
 //! loopback with an MSS of one page or over a veth pair whose MTU leaves one page of payload per
 //! segment, the sender in a process of its own; or the two sides apart with `--listen`/`--connect`.
 //! Prints what tcp_mmap prints for each receive mode. The receiver runs with the library's
@@ -8,7 +8,6 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::LazyLock;
 use std::thread;
@@ -21,153 +20,20 @@ use zcnet::probe::ResourceUsage;
 use zcnet::rx::{Receiver, Release, RxConfig, RxMode, RxPath, RxStats, ZcrxConfig, sender};
 use zcnet::tx::{BufferPool, MemlockBudget, Mode, PoolConfig, SenderConfig, TcpSender};
 
-use crate::bench::apart::ApartFlags;
 use crate::bench::args;
+use crate::bench::args::apart::TcpTimeouts;
+use crate::bench::args::rx::{ApiArg, ModeArg, ReleaseArg, RxArgs, SenderArg, apis_shown};
 use crate::bench::plan;
-use crate::bench::report::crossover::Swept;
-use crate::bench::report::sweep;
-use crate::bench::report::why;
 use crate::bench::run::child::Watched;
 use crate::bench::run::listen::{self, Ended, mapped_pct};
-use crate::bench::run::serve::{self, Rows, ServeFlags, Serving, StreamSetup};
-use crate::bench::run::watch::{SendWatch, Stop, TcpTimeouts};
+use crate::bench::run::serve::{self, Rows, Serving, StreamSetup};
+use crate::bench::run::watch::{SendWatch, Stop};
+use crate::bench::run::why;
 use crate::bench::run::wire::{self, Bench, Header};
 use crate::flags;
 use crate::flags::UsageError;
 use crate::live::{self, Ticker};
-use crate::report::{self, Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
-
-/// How the receiver reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModeArg {
-    /// Plain recv into a buffer of the window's size.
-    Copy,
-    /// TCP_ZEROCOPY_RECEIVE into a mapped window, copybuf for the rest.
-    Zerocopy,
-    /// The library's default: map or recv, whichever measures cheaper in CPU per byte.
-    Auto,
-}
-
-/// Which kernel interface receives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApiArg {
-    /// The socket: recv, TCP_ZEROCOPY_RECEIVE or both (RxPath::Socket), as --mode says.
-    Socket,
-    /// io_uring zero-copy receive, device-less (RxPath::Zcrx, Linux 7.1+): every byte copied by the
-    /// kernel into a registered area; --mode only decides what auto reports.
-    Zcrx,
-}
-
-/// How the sender writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SenderArg {
-    /// Plain write() (its pages never map on the receiver).
-    Copy,
-    /// zcnet's MSG_ZEROCOPY sender from page-aligned pooled buffers (its pages map).
-    Zerocopy,
-}
-
-/// What happens to mapped pages once read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReleaseArg {
-    /// madvise(MADV_DONTNEED) right away, then tell the kernel the window is clean.
-    Zap,
-    /// Leave them for the next TCP_ZEROCOPY_RECEIVE to zap and replace.
-    Lazy,
-}
-
-/// Options of `zcnet bench rx`.
-#[derive(Debug, clap::Args)]
-pub struct RxArgs {
-    /// Receive modes to run, side by side (comma-separated).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "copy,zerocopy"
-    )]
-    mode: Vec<ModeArg>,
-    /// Receive APIs to run, side by side (comma-separated): a row per --mode and API. A zcrx the
-    /// kernel refuses gets a row saying why, not measured; the others still run, and the bench then
-    /// fails (not with --sizes).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "socket")]
-    api: Vec<ApiArg>,
-    /// Sender mode.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "zerocopy",
-        conflicts_with = "listen"
-    )]
-    sender: SenderArg,
-    /// MiB to send per connection.
-    #[arg(long, default_value_t = 128, value_parser = flags::count64, conflicts_with = "listen")]
-    mib: u64,
-    /// Connections per mode; the modes alternate and each row sums its mode's connections.
-    #[arg(long, default_value_t = 4, value_parser = flags::count, conflicts_with = "listen")]
-    rounds: u32,
-    /// What the zerocopy receiver does with mapped pages once read.
-    #[arg(long, value_enum, default_value = "zap", conflicts_with = "connect")]
-    release: ReleaseArg,
-    /// Bytes per write of the sender, in KiB.
-    #[arg(long, default_value_t = 512, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "listen")]
-    write_kib: usize,
-    /// The sender's write sizes to sweep instead of one --write-kib, comma-separated, in bytes with
-    /// K and M suffixes (e.g. 4K,16K,64K,256K; whole KiB, at most 64M): every --mode receives --mib
-    /// written in pieces of every size, the order of the modes reversed from one size (and round)
-    /// to the next; a row per size and mode, then the size from which zerocopy costs less CPU per MB
-    /// than copy. The size is the sender's because the receiver's reads are the same whatever it is:
-    /// what changes with it is how the sender's pages land in the segments that arrive (a zero-copy
-    /// sender's pages map only when it writes whole pages). With --connect: one stream per --mode at
-    /// each size for --rounds rounds, to a --listen receiver with the same --mode.
-    #[arg(long, value_delimiter = ',', value_parser = flags::size, allow_hyphen_values = true, conflicts_with_all = ["write_kib", "listen"])]
-    sizes: Vec<usize>,
-    /// With --sizes: draw Gbit/s and CPU per MB of the receiver against the size, a line per mode,
-    /// into FILE.svg (not with --connect: the receiver measures).
-    #[arg(
-        long,
-        value_name = "FILE.svg",
-        requires = "sizes",
-        conflicts_with_all = ["connect", "listen"]
-    )]
-    plot: Option<PathBuf>,
-    /// Receive window (zerocopy) or buffer (copy) in KiB [default: the library's, RxConfig::default()].
-    #[arg(long, value_parser = flags::size, allow_hyphen_values = true, conflicts_with = "connect")]
-    window_kib: Option<usize>,
-    /// SO_RCVLOWAT in KiB for both modes, so that they differ only in how bytes reach user space
-    /// (0: the kernel default of one byte) [default: the library's for bulk streams, RxConfig::bulk()].
-    #[arg(long, value_parser = flags::size_or_zero, allow_hyphen_values = true, conflicts_with = "connect")]
-    rcvlowat_kib: Option<usize>,
-    /// Run over a veth pair between two namespaces (MTU 4148, or 4168 with --ipv6) instead of loopback
-    /// with TCP_MAXSEG (needs root).
-    #[arg(long)]
-    netns: bool,
-    /// Use IPv6.
-    #[arg(long)]
-    ipv6: bool,
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Seconds between interval lines of the receiver (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = flags::interval, conflicts_with = "connect")]
-    interval: f64,
-    /// Be the receiver only: listen on [ADDR:]PORT with one page of payload per segment and report each
-    /// stream in every --mode's turn (until Ctrl-C, or --once).
-    #[arg(long, value_name = "[ADDR:]PORT", conflicts_with_all = ["connect", "netns"])]
-    listen: Option<String>,
-    /// Be the sender only: send --mib to HOST:PORT once per --mode for each of --rounds rounds, a
-    /// stream each, for a --listen receiver with the same --mode (the one-process mode runs its
-    /// sender this way, in a process of its own, so that the receiver's page zaps need no TLB
-    /// shootdown on its CPU).
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "netns")]
-    connect: Option<String>,
-    #[command(flatten)]
-    apart: ApartFlags,
-    #[command(flatten)]
-    serve: ServeFlags,
-    #[command(flatten)]
-    timeouts: TcpTimeouts,
-}
+use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
 /// Where sender and receiver connect.
 enum Path {
@@ -326,11 +192,10 @@ fn send_pieces(
         }
         SenderArg::Zerocopy => {
             // Filled once below: the buffers keep the pattern from one send to the next.
-            let pool = BufferPool::new_keeping_contents(PoolConfig {
-                buf_size: largest.max(1),
-                count: buffers_in_flight(write).min(writes.max(1) as usize),
-                huge_pages: false,
-            })
+            let pool = BufferPool::new_keeping_contents(PoolConfig::new(
+                largest.max(1),
+                buffers_in_flight(write).min(writes.max(1) as usize),
+            ))
             .context("send buffer pool")?;
             let mut filled = Vec::new();
             while let Some(mut buf) = pool.take() {
@@ -472,31 +337,28 @@ fn socket_config(args: &RxArgs, mode: ModeArg) -> RxConfig {
         ReleaseArg::Zap => Release::Zap,
         ReleaseArg::Lazy => Release::Lazy,
     };
+    let mut config = defaults;
+    config.low_water = low_water;
     match mode {
-        ModeArg::Copy => RxConfig {
-            mode: RxMode::Copy,
-            copy_buffer: window,
-            low_water,
-            ..defaults
-        },
-        ModeArg::Zerocopy => RxConfig {
-            mode: RxMode::ZeroCopy,
-            window,
-            low_water,
-            release,
-            give_up_after: None,
-            ..defaults
-        },
+        ModeArg::Copy => {
+            config.mode = RxMode::Copy;
+            config.copy_buffer = window;
+        }
+        ModeArg::Zerocopy => {
+            config.mode = RxMode::ZeroCopy;
+            config.window = window;
+            config.release = release;
+            config.give_up_after = None;
+        }
         // Its copy windows read as the copy mode does; it gives up mapping as the library does.
-        ModeArg::Auto => RxConfig {
-            mode: RxMode::Auto,
-            window,
-            copy_buffer: window,
-            low_water,
-            release,
-            ..defaults
-        },
+        ModeArg::Auto => {
+            config.mode = RxMode::Auto;
+            config.window = window;
+            config.copy_buffer = window;
+            config.release = release;
+        }
     }
+    config
 }
 
 /// Interval lines of the receiver in `mode` (of its stream from `peer`, when several may run at once).
@@ -516,11 +378,6 @@ fn leg_fields(args: &RxArgs, (mode, api): Leg) -> Value {
         fields["api"] = json!(api_name(api));
     }
     fields
-}
-
-/// Whether rows name their API (`--api` other than `socket` alone).
-fn apis_shown(args: &RxArgs) -> bool {
-    args.api != [ApiArg::Socket]
 }
 
 /// One connection: a sender process sends `--mib` in writes of `write` bytes (whole KiB); this
@@ -874,41 +731,6 @@ fn sender_name(sender: SenderArg) -> &'static str {
     }
 }
 
-/// tcp_mmap's summary line for one row (naming the sender's write size in a sweep).
-fn tcp_mmap_line(row: &Row, sweep: bool) -> String {
-    let num = |key: &str| row.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-    let writes = match row.get("size").and_then(Value::as_u64) {
-        Some(size) if sweep => format!(" ({} writes)", plan::human(size)),
-        _ => String::new(),
-    };
-    let label = match row.get("api").and_then(Value::as_str) {
-        Some(api) => format!(
-            "{} {api}",
-            row.get("mode").and_then(Value::as_str).unwrap_or("?")
-        ),
-        None => row
-            .get("mode")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string(),
-    };
-    if let Some(why) = row.get("not_measured").and_then(Value::as_str) {
-        return format!("{label}{writes} receive: not measured: {why}");
-    }
-    format!(
-        "{label}{writes} receive: received {:.0} MB ({:.4} % mmap'ed) in {:.4} s, {:.4} Gbit/s, cpu usage user:{:.3} \
-         sys:{:.3}, {:.2} usec per MB, {} c-switches",
-        num("bytes") / (1 << 20) as f64,
-        num("mapped_pct"),
-        num("seconds"),
-        num("gbit_per_s"),
-        num("cpu_user_s"),
-        num("cpu_sys_s"),
-        num("cpu_us_per_mb"),
-        num("ctx_switches"),
-    )
-}
-
 /// Largest write of the sender: 64 MiB.
 const MAX_WRITE: u64 = 64 << 20;
 
@@ -932,10 +754,24 @@ fn write_sizes(args: &RxArgs) -> anyhow::Result<Vec<usize>> {
     })
 }
 
-/// Runs every requested receive mode over one path (at every size of `--sizes`) and prints a row
-/// for each.
-pub fn run(args: RxArgs) -> anyhow::Result<()> {
-    let sizes = write_sizes(&args)?;
+/// What the runs of a one-process `bench rx` hand to its report.
+pub(crate) struct RxRuns {
+    /// A row per receive mode (and API) and size.
+    pub(crate) rows: Vec<Row>,
+    /// The columns of the table: the API's with `--api`.
+    pub(crate) columns: Vec<Column>,
+    /// `loopback` or `veth`.
+    pub(crate) path: &'static str,
+    /// Every mode and size got all its rounds.
+    pub(crate) whole: bool,
+    /// Why zcrx was not measured, when the kernel refused it.
+    pub(crate) refused: Option<String>,
+}
+
+/// Runs every requested receive mode over one path (at every size of `--sizes`), a row for each; a
+/// `--connect` sender and a `--listen` receiver return `None` when done, having printed their rows.
+pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
+    let sizes = write_sizes(args)?;
     mib_bytes(args.mib)?;
     if let Some(kib) = args.rcvlowat_kib {
         flags::at_most("--rcvlowat-kib", kib as u64, 1 << 20, "1 GiB")?;
@@ -943,7 +779,7 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     if let Some(kib) = args.window_kib {
         flags::at_most("--window-kib", kib as u64, 1 << 20, "a window of 1 GiB")?;
     }
-    if apis_shown(&args) && !args.sizes.is_empty() {
+    if apis_shown(args) && !args.sizes.is_empty() {
         return Err(UsageError(
             "--api with --sizes: a sweep compares the socket's modes (--api socket)".into(),
         )
@@ -951,11 +787,11 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     }
     if let Some(spec) = &args.connect {
         live::watch_interrupts()?;
-        return run_sender(&args, spec, &sizes);
+        return run_sender(args, spec, &sizes).map(|()| None);
     }
     if let Some(spec) = &args.listen {
         live::watch_interrupts()?;
-        return run_listener(&args, spec);
+        return run_listener(args, spec).map(|()| None);
     }
     let path = if args.netns {
         let mtu = if args.ipv6 { 4168 } else { 4148 };
@@ -970,11 +806,11 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     } else {
         Path::Loopback(IpAddr::V4(Ipv4Addr::LOCALHOST))
     };
-    // After the veth harness, whose own Ctrl-C handler this replaces (see tcp::run_tcp).
+    // After the veth harness, whose own Ctrl-C handler this replaces (see run::tcp::run).
     live::watch_interrupts()?;
     // The order of the modes alternates from one round (and size) to the next, so that a noisy
     // neighbour hits them alike.
-    let legs = legs(&args);
+    let legs = legs(args);
     let mut totals: Vec<((usize, Leg), Totals)> = sizes
         .iter()
         .flat_map(|&size| {
@@ -982,14 +818,14 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
                 .map(move |&leg| ((size, leg), Totals::default()))
         })
         .collect();
-    let refused = zcrx_refusal(&args)?;
+    let refused = zcrx_refusal(args)?;
     let mut whole = true;
     'sweep: for (_, size, legs) in plan::schedule(args.rounds, &sizes, &legs) {
         for leg in legs {
             if leg.1 == ApiArg::Zcrx && refused.is_some() {
                 continue;
             }
-            let (measured, sent) = run_one(&args, &path, (leg, size))?;
+            let (measured, sent) = run_one(args, &path, (leg, size))?;
             if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, leg)) {
                 total.add(measured, sent);
             }
@@ -1008,32 +844,20 @@ pub fn run(args: RxArgs) -> anyhow::Result<()> {
     let rows: Vec<Row> = totals
         .iter()
         .filter_map(|&((size, leg), ref t)| match &refused {
-            Some(why) if leg.1 == ApiArg::Zcrx => Some(refused_row(&args, &path, (leg, size), why)),
-            _ => (t.connections > 0).then(|| row(&args, &path, (leg, size), t)),
+            Some(why) if leg.1 == ApiArg::Zcrx => Some(refused_row(args, &path, (leg, size), why)),
+            _ => (t.connections > 0).then(|| row(args, &path, (leg, size), t)),
         })
         .collect();
-    let columns = if apis_shown(&args) {
+    let columns = if apis_shown(args) {
         api_columns(RUN_COLUMNS)
     } else {
         RUN_COLUMNS.to_vec()
     };
-    print_rows(&rows, &columns, args.json);
-    if !args.json {
-        for row in &rows {
-            report::emit(&format!("{}\n", tcp_mmap_line(row, !args.sizes.is_empty())));
-        }
-    }
-    if !args.sizes.is_empty() {
-        let swept = Swept {
-            bench: "rx",
-            path: path.name(),
-            size_means: "bytes per write of the sender",
-        };
-        sweep::finish(&rows, &swept, args.json, (args.plot.as_deref(), whole))?;
-    }
-    if let Some(why) = refused {
-        // As a send API the kernel refuses fails `bench tcp`: the run did not measure all it was asked.
-        bail!("zcrx not measured: {why}");
-    }
-    Ok(())
+    Ok(Some(RxRuns {
+        rows,
+        columns,
+        path: path.name(),
+        whole,
+        refused,
+    }))
 }
