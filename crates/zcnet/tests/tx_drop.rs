@@ -1,6 +1,6 @@
 //! Dropping a sender without `close`: every byte `send` accepted arrives, as closing a socket
 //! delivers its send buffer (on io_uring the reaper submits the sends still queued and waits for
-//! the kernel to take them; a dropped `AsyncSender` finishes its queue on tokio's blocking pool); and
+//! the kernel to take them; a dropped `AsyncSender`'s queue is sent by the reaper too); and
 //! a TCP stream that cannot be finished so is reset, never ended cleanly with bytes missing.
 
 mod tx_common;

@@ -104,7 +104,9 @@
 //! for the call, while a zero-copy send lends them to the kernel until its completion arrives,
 //! after the call returned — so an `AsyncWrite` would have to copy them into a buffer of its own,
 //! the copy zcnet exists to avoid. Hand it owned buffers instead (`Vec<u8>`, `bytes::Bytes`, a
-//! pooled buffer), which it gives back after their completions.
+//! pooled buffer), which it gives back after their completions — one at a time with
+//! [`AsyncSender::send`], or as a `futures::Sink` of owned buffers with `AsyncSender::into_sink`
+//! (feature `sink`).
 //!
 //! Kernel behaviour relied on: a socket's poll mask has `EPOLLERR` while its error queue holds a
 //! message (`sock_poll`: `sk_err` or a non-empty `sk_error_queue`), and queueing a zero-copy completion
@@ -120,9 +122,14 @@
 mod entry;
 mod receiver;
 mod sender;
+#[cfg(feature = "sink")]
+mod sink;
 mod udp_endpoint;
 
 pub use entry::{connect, split};
 pub use receiver::AsyncReceiver;
 pub use sender::AsyncSender;
+#[cfg(feature = "sink")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sink")))]
+pub use sink::SenderSink;
 pub use udp_endpoint::AsyncUdpEndpoint;

@@ -7,17 +7,16 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use crate::sys::{errqueue, reactor};
-#[cfg(feature = "io-uring")]
-use crate::tx::SendPath;
+use crate::tx::reaper::{self, Reaped};
 use crate::tx::{
-    BufferPool, PooledBuf, SendBuf, SendError, Sender, TrySendError, TxError, TxStats, Unsent,
-    UnsentBuf, ZcSocket,
+    BufferPool, PooledBuf, SendBuf, SendError, SendPath, Sender, TrySendError, TxError, TxStats,
+    Unsent, UnsentBuf, ZcSocket,
 };
 
 /// A [`Sender`] driven by tokio (see [`crate::aio`]), on either submission path: `send(buf).await`
@@ -48,18 +47,17 @@ use crate::tx::{
 /// # Drop
 ///
 /// Dropping the `AsyncSender` loses nothing it accepted either, as closing a socket delivers its
-/// send buffer, and never holds a runtime thread. With no rest of a dropped send future queued,
-/// the drop is the [`Sender`]'s: what is in flight goes to the process's reaper thread (see
-/// `# Drop` on [`Sender`]), which releases each buffer as its completions arrive, within
-/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset), and leaks and counts
-/// ([`crate::tx::leaked`]) what is still lent then. With rests queued, the drop hands the sender
-/// to tokio's blocking pool (`spawn_blocking`; outside a runtime it finishes on the dropping
-/// thread), which sends them with the blocking [`Sender`], all of them together within that same
-/// bound, before the reaper takes the rest; a runtime's shutdown waits for that task, so for no
-/// longer than the bound. When a send fails there, or the bound passes with some unsent, a TCP
-/// stream is reset, so that its peer never takes a stream cut short for a whole one.
-/// [`close`](AsyncSender::close) to know that everything arrived, or to get back what could not
-/// be sent; [`abort`](AsyncSender::abort) to end at once.
+/// send buffer, and never waits, on a runtime's thread or any other: what it still holds — rests
+/// of dropped send futures, sends the io_uring path has not submitted, loans in flight — goes to
+/// the process's reaper thread (see `# Drop` on [`Sender`]), which sends the rests in order, then
+/// releases each buffer as its completions arrive, all within
+/// [`crate::tx::SenderConfig::send_timeout`] (60 s when it is unset) from the drop. A runtime's
+/// shutdown does not wait for it. When a send fails there, or the bound passes with rests unsent,
+/// a TCP stream is reset, so that its peer never takes a stream cut short for a whole one, and
+/// what is still lent then is leaked and counted ([`crate::tx::leaked`]); so is everything when
+/// the reaper is full ([`crate::tx::MOST_HELD`]). [`close`](AsyncSender::close) to know that
+/// everything arrived, or to get back what could not be sent; [`abort`](AsyncSender::abort) to
+/// end at once.
 pub struct AsyncSender<S: ZcSocket> {
     /// The socket's registration (a duplicate descriptor) for writable and error readiness.
     io: Readiness,
@@ -79,9 +77,6 @@ trait Queued<S: ZcSocket>: Send {
 
     /// The rest, for an error to hand back.
     fn hand_back(self: Box<Self>) -> UnsentBuf;
-
-    /// Sends the rest, waiting as a blocking send does (for a dropped sender's [`Unfinished`]).
-    fn finish(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), TxError>;
 }
 
 enum Resume<S: ZcSocket> {
@@ -104,10 +99,6 @@ impl<S: ZcSocket, B: SendBuf> Queued<S> for Unsent<B> {
     fn hand_back(self: Box<Self>) -> UnsentBuf {
         let (buf, sent) = self.into_parts();
         UnsentBuf::new(buf, sent)
-    }
-
-    fn finish(self: Box<Self>, tx: &mut Sender<S>) -> Result<(), TxError> {
-        tx.send_unsent(*self).map_err(|e| e.into_parts().0)
     }
 }
 
@@ -350,6 +341,49 @@ impl<S: ZcSocket> AsyncSender<S> {
         Ok(self.tx.take().expect(PRESENT))
     }
 
+    /// Queues `buf` behind the rests of dropped send futures, for the next send, flush or close
+    /// to send, in order (a [`crate::aio::SenderSink`]'s `start_send`).
+    #[cfg(feature = "sink")]
+    pub(super) fn push<B: SendBuf>(&mut self, buf: B) {
+        self.queue
+            .push_back(Box::new(Unsent::new(Arc::new(buf), 0)));
+    }
+
+    /// Sends what is queued as far as the kernel takes it now, without waiting; whether the queue
+    /// is empty. A failed send empties it: the error hands back every buffer not sent, in order.
+    #[cfg(feature = "sink")]
+    pub(super) fn try_send_queued(&mut self) -> Result<bool, TxError> {
+        let (_, tx, queue) = self.parts();
+        while let Some(front) = queue.pop_front() {
+            match front.resume(tx) {
+                Ok(()) => {}
+                Err(Resume::WouldBlock(rest)) => {
+                    queue.push_front(rest);
+                    return Ok(false);
+                }
+                Err(Resume::Failed(e, rest)) => {
+                    queue.push_front(rest);
+                    return Err(handing_back_queue(e, queue));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends what is queued, waiting for the kernel to take each (cancel-safe: what is not sent
+    /// stays queued, in order).
+    #[cfg(feature = "sink")]
+    pub(super) async fn send_queued(&mut self) -> Result<(), TxError> {
+        let (io, tx, queue) = self.parts();
+        send_queued(io, tx, queue).await
+    }
+
+    /// Whether nothing is queued and the sender holds no buffer (all lent ones are back).
+    #[cfg(feature = "sink")]
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.queue.is_empty() && self.tx().holds_nothing()
+    }
+
     /// Sends the rests of dropped send futures, then (io_uring) submits what the sender queued and
     /// waits until the kernel took each — so that a socket option changed next applies to the
     /// sends made after it only. A send error on the way is returned (handing back what was not
@@ -467,57 +501,69 @@ impl<S: ZcSocket> Drop for AsyncSender<S> {
             tx,
             queue: std::mem::take(&mut self.queue),
         };
-        // Its drop waits for the kernel, which must not hold a runtime thread. A runtime shutting
-        // down may drop the task unrun: it then finishes on the thread that drops it.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(unfinished))),
-            Err(_) => drop(unfinished),
+        // While unwinding, sending could panic again, and abort: it is ended at once. A reaper
+        // that is full hands it back, to be ended so too.
+        if !std::thread::panicking() {
+            let _ = reaper::hand_over(Box::new(unfinished));
         }
     }
 }
 
-/// What a dropped [`AsyncSender`] still held (built only when something is left), sent when this
-/// is dropped, in order: the rests of dropped send futures, then (in the [`Sender`]'s own drop)
-/// what the io_uring path queued. When a send fails, the stream is cut short: nothing after it
-/// goes out, and a TCP peer is told by a reset.
+/// What a dropped [`AsyncSender`] still held when rests of dropped send futures were queued,
+/// for the reaper to send, in order: those rests, then what the sender holds itself. When a send
+/// fails, the stream is cut short: nothing after it goes out, and a TCP peer is told by a reset.
 struct Unfinished<S: ZcSocket> {
     tx: Sender<S>,
     queue: Backlog<S>,
 }
 
-impl<S: ZcSocket> Drop for Unfinished<S> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            // Dropped while unwinding (outside a runtime): sending could panic again, and abort.
-            self.tx.cut_short();
-            return;
+impl<S: ZcSocket> Reaped for Unfinished<S> {
+    fn interest(&self) -> (BorrowedFd<'_>, i16) {
+        if self.queue.is_empty() {
+            return self.tx.reap_interest();
         }
-        // One bound for the whole queue, and for the io_uring queue the sender's own drop sends
-        // after it: a peer that stopped reading, or reads too slowly, holds a blocking-pool thread
-        // (and a runtime's shutdown) that long, however many buffers are queued.
-        // A wait beyond what `Instant` can hold is no bound at all.
-        let deadline = Instant::now().checked_add(self.tx.drop_wait());
-        let bound = |tx: &mut Sender<S>| {
-            let Some(deadline) = deadline else {
-                return true;
-            };
-            match deadline.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => {
-                    tx.bound_waits(left);
-                    true
-                }
-                _ => false,
-            }
+        // Room for the rests: send-buffer space, or (io_uring) a chain's CQEs.
+        let events = if matches!(self.tx.path(), SendPath::Sendmsg { .. }) {
+            libc::POLLOUT
+        } else {
+            libc::POLLIN
         };
-        for queued in std::mem::take(&mut self.queue) {
-            if !bound(&mut self.tx) || queued.finish(&mut self.tx).is_err() {
-                self.tx.cut_short();
-                return;
+        (self.tx.as_fd(), events)
+    }
+
+    fn progress(&mut self) -> bool {
+        while let Some(front) = self.queue.pop_front() {
+            match front.resume(&mut self.tx) {
+                Ok(()) => {}
+                Err(Resume::WouldBlock(rest)) => {
+                    self.queue.push_front(rest);
+                    break;
+                }
+                Err(Resume::Failed(..)) => {
+                    // What failed and what follows it never go out: dropped (the kernel holds
+                    // none of it; what it took of the failed one stays lent to the sender).
+                    self.tx.cut_short();
+                    self.queue.clear();
+                }
             }
         }
-        if !bound(&mut self.tx) {
+        self.tx.reap_progress() && self.queue.is_empty()
+    }
+
+    fn bound(&self) -> Duration {
+        self.tx.drop_wait()
+    }
+}
+
+impl<S: ZcSocket> Drop for Unfinished<S> {
+    /// Done, past the reaper's bound, or refused by it: rests still queued are never sent, so a
+    /// stream is cut short; the sender ends here (what it lends is leaked, not handed to the
+    /// reaper again).
+    fn drop(&mut self) {
+        if !self.queue.is_empty() {
             self.tx.cut_short();
         }
+        self.tx.end_now();
     }
 }
 
@@ -544,9 +590,14 @@ async fn send_queued<S: ZcSocket>(
                 e
             }
         };
-        return Err(error.handing_back(Vec::new(), queue.drain(..).map(Queued::hand_back)));
+        return Err(handing_back_queue(error, queue));
     }
     Ok(())
+}
+
+/// `error`, handing back every buffer of `queue` (emptied), in order.
+fn handing_back_queue<S: ZcSocket>(error: TxError, queue: &mut Backlog<S>) -> TxError {
+    error.handing_back(Vec::new(), queue.drain(..).map(Queued::hand_back))
 }
 
 /// Waits until the socket may take more bytes, reading completions when the error queue signals.

@@ -47,7 +47,7 @@ mod latency;
 mod leak;
 mod policy;
 mod pool;
-mod reaper;
+pub(crate) mod reaper;
 mod sender;
 mod sendmsg;
 mod socket;

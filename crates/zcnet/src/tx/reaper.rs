@@ -6,7 +6,9 @@
 //! sender's path — socket, ring, loans, queue — to the reaper and returns. The reaper waits on
 //! all it holds at once: it submits what io_uring still queued, reads completions, releases each
 //! buffer whose completions arrive (a pooled one goes back to its pool) exactly as a live sender
-//! does, and once nothing is lent it drops the path, which closes the socket.
+//! does, and once nothing is lent it drops the path, which closes the socket. A dropped
+//! `aio::AsyncSender` hands over the rests of its dropped send futures with its sender: the
+//! reaper sends them first, in order, as the socket (or the ring) has room.
 //!
 //! Two bounds keep it from holding anything for good:
 //!
@@ -58,7 +60,7 @@ static EXPIRED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// What the reaper holds now, and how the dropped senders handed to it ended, in this process so
-/// far (see [`crate::tx`]'s reaper section on [`crate::tx::Sender`]'s `# Drop`).
+/// far (the reaper: see `# Drop` on [`crate::tx::Sender`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Reaping {

@@ -538,11 +538,17 @@ impl<S: ZcSocket> Sender<S> {
         on_path!(self.engine(), p => p.send_timeout()).unwrap_or(DROP_WAIT)
     }
 
-    /// Bounds every later wait of a send — and the drop's wait for queued sends — by `limit`, or
-    /// by [`SenderConfig::send_timeout`] when it is shorter.
+    /// The descriptor and events whose readiness means progress for what this sender holds (see
+    /// the reaper).
     #[cfg(feature = "tokio")]
-    pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        on_path!(self.engine_mut(), p => p.bound_waits(limit))
+    pub(crate) fn reap_interest(&self) -> (BorrowedFd<'_>, i16) {
+        self.engine().interest()
+    }
+
+    /// Reads completions and submits what is queued, without waiting; whether nothing is held.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn reap_progress(&mut self) -> bool {
+        self.engine_mut().progress()
     }
 
     /// Marks the stream as missing bytes the application gave (a dropped async sender could not

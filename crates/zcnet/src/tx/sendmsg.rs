@@ -192,12 +192,6 @@ impl<S: ZcSocket> SendmsgPath<S> {
         self.send_timeout
     }
 
-    /// Bounds every later wait of a send by `limit`, or by the send timeout when it is shorter.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
-    }
-
     /// The socket.
     pub(crate) fn get_ref(&self) -> &S {
         present(&self.socket)

@@ -597,12 +597,6 @@ impl<S: ZcSocket> UringPath<S> {
         self.send_timeout
     }
 
-    /// Bounds every later wait of a send by `limit`, or by the send timeout when it is shorter.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn bound_waits(&mut self, limit: Duration) {
-        self.send_timeout = Some(self.send_timeout.map_or(limit, |t| t.min(limit)));
-    }
-
     /// Whether sends are queued on a stream not yet cut short: dropping the path now would leave
     /// them unsent (see the `Drop` impl).
     pub(crate) fn unsent_queued(&self) -> bool {
