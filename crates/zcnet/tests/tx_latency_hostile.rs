@@ -1,8 +1,9 @@
 //! Per-send latency (`SenderConfig::timestamps`) under sequences a caller may make: empty and
 //! one-byte sends between large ones, corked UDP sends (several calls, one datagram), a close
-//! with stamps still to come. No panic, no stamp joined to the wrong send (a corked datagram's
-//! sends share its key, as the kernel keys datagrams, not calls), every send counted with its
-//! steps, every byte delivered, and the socket handed back by `close` sends no stamps any more.
+//! with stamps still to come, a socket handed back and wrapped again. No panic, no stamp joined
+//! to the wrong send (a corked datagram's sends share its key, as the kernel keys datagrams, not
+//! calls), every send counted with its steps, every byte delivered, and the socket handed back
+//! by `close` sends no stamps any more.
 
 mod tx_common;
 
@@ -62,6 +63,33 @@ fn close<S: ZcSocket>(mut tx: Sender<S>) -> (TxLatency, S) {
     (latency, tx.close(WAIT).expect("close"))
 }
 
+/// Sends of a sender wrapping a socket a timestamping sender handed back.
+const AGAIN: usize = 8;
+
+/// Wraps `socket`, handed back by a timestamping sender, in a new one with timestamps: the kernel
+/// counts its keys from 0 again, so each of its `AGAIN` sends gets its own stamps.
+fn again<S: ZcSocket>(path: SendPath, socket: S, sent: &mut Checksum) -> S {
+    let mut config = path_config(path, Mode::ZeroCopy);
+    config.timestamps = true;
+    let mut tx = Sender::new(socket, config);
+    for i in 0..AGAIN {
+        let buf = bytes(100 + i, 1000);
+        sent.update(&buf);
+        tx.send(buf).expect("send");
+    }
+    let (l, socket) = close(tx);
+    eprintln!("again {path:?}: {l:?}");
+    assert!(l.unmatched < AGAIN as u64, "{l:?}");
+    assert!(
+        l.sent.count() > 0 && l.sent.count() <= AGAIN as u64,
+        "{l:?}"
+    );
+    if path == SendPath::SENDMSG {
+        assert_eq!(l.sent.count(), AGAIN as u64, "{l:?}");
+    }
+    socket
+}
+
 fn tcp(path: SendPath) {
     let (client, sink) = tcp_pair(TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap());
     let mut config = path_config(path, Mode::ZeroCopy);
@@ -98,6 +126,7 @@ fn tcp(path: SendPath) {
         (&*s).write_all(b"after").unwrap();
     });
     sent.update(b"after");
+    let socket = again(path, socket, &mut sent);
     drop(socket);
     assert_eq!(sink.join().unwrap(), sent, "bytes delivered");
 }
@@ -154,6 +183,8 @@ fn udp_corked(path: SendPath) {
     });
     sent.update(b"after");
     datagrams += 1;
+    drop(again(path, socket, &mut sent));
+    datagrams += AGAIN as u64;
     let (got, got_datagrams) = sink.finish(sent.len);
     assert_eq!(
         (got, got_datagrams),
