@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 mod nic;
 mod nic_uring;
+mod observe;
 mod outcome;
 mod ovs;
 mod ovs_bounds;
@@ -92,6 +93,9 @@ enum Command {
         #[arg(long, default_value = "eth0")]
         iface: String,
     },
+    /// In the guest: `zcnet::observe` with its kprobe on `skb_copy_ubufs`, against zcnet's senders,
+    /// a copying sender and a tapped interface.
+    Observe,
     /// In the guest: io_uring zero-copy receive (device-less over loopback, and its refusals).
     Zcrx {
         /// Only check that the kernel refuses zcrx as too old (the 6.12 boot).
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
             ovs_peer::echo(listen, Duration::from_secs(max_seconds)),
         ),
         Command::OvsPeer { listen, agent } => ("ovs-peer", ovs_peer::peer(listen, agent)),
+        Command::Observe => ("observe", observe::run()),
         Command::Xdp { peer, ip, iface } => ("xdp", xdp_zc::run(peer, ip, &iface)),
         Command::Zcrx {
             expect_too_old,

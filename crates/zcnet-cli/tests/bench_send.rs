@@ -10,7 +10,7 @@ use std::time::Instant;
 use common::{ZCNET, json_lines, json_rows, stdout_of, u, udp_rows_allowing_loss};
 use serde_json::Value;
 
-const FIELDS: [&str; 17] = [
+const FIELDS: [&str; 18] = [
     "bench",
     "path",
     "ip",
@@ -28,6 +28,7 @@ const FIELDS: [&str; 17] = [
     "notifications",
     "enobufs",
     "fallbacks",
+    "kernel_copied_per_byte",
 ];
 
 fn bench(args: &[&str]) -> Vec<Value> {

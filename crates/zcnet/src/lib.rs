@@ -211,13 +211,18 @@
 //! - [`probe`]: what this host supports, each feature measured by doing it.
 //! - [`queue_lease`]: a NIC receive queue dedicated to one flow (header split, RSS, ntuple) for
 //!   io_uring zero-copy receive or AF_XDP, undone exactly on drop, on error and after a crash.
-//! - [`packet`]: AF_PACKET sockets and rings, the copying paths AF_XDP replaces, for comparing
-//!   with them (the benches do).
 //! - [`IfIndex`]: a network interface's index, as `xdp`, `ovs` and `queue_lease` take and give it.
 //! - [`Fallback`]: why a zero-copy path is not used (the call, its errno, what to do), shared by all.
 //! - `cost` (private): the auto modes' measured comparison of zero-copy and copy, shared by [`tx`]
 //!   and [`rx`].
 //! - `sys` (private to the crate): the kernel boundary; the only module with `unsafe` code.
+//!
+//! Feature `bench-internals` adds the plumbing of zcnet's own command and benches, hidden from
+//! these docs and outside the API (no compatibility promise): the `packet` module (AF_PACKET
+//! sockets and rings, the copying paths AF_XDP is compared with), `rx::sender` (page-sized MSS),
+//! `rx::datagrams` (`recvmmsg` batches), `tx::errqueue` (the error queue read by hand), and a few
+//! helpers (`probe::resource_usage`, `probe::tcp_send_state`, `rx::measure_loopback`,
+//! `ovs::monotonic_ms`, `xdp::host_traffic`, `xdp::probe_tx_metadata_umem`).
 #![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
@@ -233,6 +238,8 @@ mod fallback;
 mod ifindex;
 pub mod observe;
 pub mod ovs;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod packet;
 pub mod probe;
 pub mod queue_lease;

@@ -125,4 +125,4 @@ mod udp_endpoint;
 pub use entry::{connect, split};
 pub use receiver::AsyncReceiver;
 pub use sender::AsyncSender;
-pub use udp_endpoint::{AsyncUdpEndpoint, FULL_RING_TRIES};
+pub use udp_endpoint::AsyncUdpEndpoint;

@@ -234,7 +234,7 @@ impl AsyncUdpEndpoint {
     /// wakes the kernel until it has taken them all where it takes them only when woken (copy mode:
     /// each wakeup transmits a batch); returns how many went. Their frames come back to the free
     /// list as the kernel completes them. While no progress is made the kernel is woken again after
-    /// yielding to other tasks, and after [`FULL_RING_TRIES`] such tries the wait is for the
+    /// yielding to other tasks, and after 8 such tries the wait is for the
     /// socket's writable readiness (the kernel raises it as it frees what it sent).
     pub async fn flush(&mut self) -> Result<usize, SendError> {
         self.routes_read = false;
@@ -285,4 +285,4 @@ const RECLAIM_SLICE: Duration = Duration::from_millis(1);
 
 /// Tries of a full tx ring, each after yielding, before [`AsyncUdpEndpoint::flush`] waits for the
 /// socket to report tx room (the kernel reports it once the ring is at most half full).
-pub const FULL_RING_TRIES: u32 = 8;
+const FULL_RING_TRIES: u32 = 8;

@@ -43,11 +43,23 @@ pub enum Counter {
     /// Bytes socket receives copied to the process (`skb_copy_datagram_iovec`), copy buffers
     /// included.
     RxCopiedBytes,
+    /// Times the kernel copied the lent pages of a zero-copy packet after the send
+    /// (`skb_copy_ubufs`), counted against the task the kernel copied in.
+    LateCopies,
+    /// The bytes of those packets' pages (the packets' `data_len`).
+    LateCopiedBytes,
+    /// Of those, bytes copied on the receive path (`__netif_receive_skb_core`,
+    /// `ip_local_deliver_finish`, `ip6_input_finish`): delivery to a local socket, or a packet socket
+    /// tapping the receiving interface.
+    LateCopiedReceiveBytes,
+    /// Of those, bytes copied for a packet socket tapping the sending interface (a clone in
+    /// `dev_queue_xmit_nit`).
+    LateCopiedTapBytes,
 }
 
 impl Counter {
     /// Every counter, in map order.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 20] = [
         Counter::ZcSends,
         Counter::ZcBytes,
         Counter::CopySends,
@@ -64,6 +76,10 @@ impl Counter {
         Counter::RxMappedBytes,
         Counter::RxCopybufBytes,
         Counter::RxCopiedBytes,
+        Counter::LateCopies,
+        Counter::LateCopiedBytes,
+        Counter::LateCopiedReceiveBytes,
+        Counter::LateCopiedTapBytes,
     ];
 
     /// Its name in snake case (`zc_sends`).
@@ -85,6 +101,10 @@ impl Counter {
             Counter::RxMappedBytes => "rx_mapped_bytes",
             Counter::RxCopybufBytes => "rx_copybuf_bytes",
             Counter::RxCopiedBytes => "rx_copied_bytes",
+            Counter::LateCopies => "late_copies",
+            Counter::LateCopiedBytes => "late_copied_bytes",
+            Counter::LateCopiedReceiveBytes => "late_copied_receive_bytes",
+            Counter::LateCopiedTapBytes => "late_copied_tap_bytes",
         }
     }
 
@@ -109,6 +129,16 @@ impl Counter {
             Counter::RxMappedBytes => "bytes TCP_ZEROCOPY_RECEIVE mapped",
             Counter::RxCopybufBytes => "bytes TCP_ZEROCOPY_RECEIVE copied into its copy buffer",
             Counter::RxCopiedBytes => "bytes socket receives copied to user space",
+            Counter::LateCopies => "zero-copy packets whose pages the kernel copied after the send",
+            Counter::LateCopiedBytes => {
+                "bytes of zero-copy packets the kernel copied after the send"
+            }
+            Counter::LateCopiedReceiveBytes => {
+                "of those, bytes copied on the receive path (local delivery or a receive tap)"
+            }
+            Counter::LateCopiedTapBytes => {
+                "of those, bytes copied for a packet socket tapping the sending interface"
+            }
         }
     }
 

@@ -17,6 +17,13 @@ pub enum ObserveError {
     },
     /// tracefs, where the kernel describes its tracepoints, is not mounted.
     NoTracefs,
+    /// What was asked for cannot be seen on this kernel.
+    NotSeen {
+        /// What.
+        what: &'static str,
+        /// Why.
+        why: String,
+    },
     /// A step failed: reading a tracepoint's description, loading a program (with the verifier's
     /// log), attaching it, or a map operation.
     Kernel {
@@ -53,6 +60,7 @@ impl fmt::Display for ObserveError {
                 "tracefs is not mounted, so the kernel's tracepoints cannot be read: mount it with \
                  `mount -t tracefs nodev /sys/kernel/tracing`"
             ),
+            ObserveError::NotSeen { what, why } => write!(f, "cannot see the {what}: {why}"),
             ObserveError::Kernel {
                 step,
                 source,

@@ -1,7 +1,8 @@
 //! Watching zero-copy happen in running processes: BPF programs on the kernel's tracepoints count,
 //! per process and per socket, MSG_ZEROCOPY sends and their completions (and how many the kernel
 //! copied), io_uring zero-copy sends and their notifications, TCP zero-copy receive, and the bytes
-//! socket receives copy.
+//! socket receives copy; where the kernel has kprobes, also the bytes it copies after a zero-copy
+//! send and the cause (see `late_copy`).
 //!
 //! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
 //! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
@@ -30,15 +31,17 @@
 //! - `skb:skb_copy_datagram_iovec` fires in the receiving task for every copy of socket data to it.
 //!
 //! # What it cannot see
-//! [`Observer::blind_spots`] lists what the tracepoints do not show, with the reason, on the
-//! running kernel: the bytes the kernel copies *after* a zero-copy send (`skb_copy_ubufs`, when a
-//! packet is delivered to a local socket, cloned for a tap, or sent by a device without
-//! scatter-gather) and the cause, have no tracepoint; completions a process never reads are not
-//! counted (the completion callback has no tracepoint either).
+//! [`Observer::blind_spots`] lists what it does not show, with the reason, on the running kernel:
+//! the bytes the kernel copies *after* a zero-copy send (`skb_copy_ubufs`, when a packet is
+//! delivered to a local socket or cloned for a tap) have no tracepoint, and are counted through a
+//! kprobe only where the kernel has kprobes; completions a process never reads are not counted
+//! (the completion callback has no tracepoint either).
 
 mod asm;
 mod counters;
 mod error;
+mod kallsyms;
+mod late_copy;
 mod programs;
 mod tracefs;
 
@@ -93,7 +96,7 @@ pub struct BlindSpot {
     pub why: String,
 }
 
-/// One program attached to one tracepoint; the descriptors keep it there.
+/// One program attached to one tracepoint or kprobe; the descriptors keep it there.
 #[derive(Debug)]
 struct Attachment {
     event: String,
@@ -112,6 +115,7 @@ pub struct Observer {
     _scratch: OwnedFd,
     _uring: OwnedFd,
     attachments: Vec<Attachment>,
+    blind: Vec<BlindSpot>,
     cpus: usize,
     scope: Scope,
 }
@@ -129,13 +133,36 @@ const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
 impl Observer {
-    /// Loads the counting programs for `scope` and attaches them to their tracepoints.
+    /// Loads the counting programs for `scope` and attaches them to their tracepoints, and to the
+    /// `skb_copy_ubufs` kprobe where the kernel allows it (else [`Observer::blind_spots`] says why).
     ///
     /// Refuses with [`ObserveError::Capabilities`] without CAP_BPF and CAP_PERFMON (or
     /// CAP_SYS_ADMIN), and with [`ObserveError::NoTracefs`] when tracefs is not mounted.
     pub fn attach(scope: Scope) -> Result<Observer, ObserveError> {
+        Observer::start(scope, true)
+    }
+
+    /// Counts only the copies the kernel makes after zero-copy sends (the `skb_copy_ubufs` kprobe,
+    /// [`Counter::LateCopies`] and the counters after it), which cost nothing until the kernel
+    /// copies: for a benchmark to report its own copies without slowing its sends.
+    ///
+    /// Refuses as [`Observer::attach`] does, and with [`ObserveError::NotSeen`] saying why when the
+    /// kernel does not let the probe attach (no kprobes, as on a kernel built without them).
+    pub fn attach_late_copies(scope: Scope) -> Result<Observer, ObserveError> {
+        let observer = Observer::start(scope, false)?;
+        if observer.attachments.is_empty() {
+            let spot = observer.blind.into_iter().next().expect("a reason");
+            return Err(ObserveError::NotSeen {
+                what: spot.what,
+                why: spot.why,
+            });
+        }
+        Ok(observer)
+    }
+
+    /// Creates the maps and attaches the kprobe, and with `tracepoints` the tracepoint programs.
+    fn start(scope: Scope, tracepoints: bool) -> Result<Observer, ObserveError> {
         check_capabilities()?;
-        let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
         let map = |kind, key, value, max, name| {
             bpf::map_create_sized(kind, key, value, max, name)
                 .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
@@ -161,7 +188,14 @@ impl Observer {
             uring: uring.as_fd(),
         };
         let mut attachments = Vec::new();
-        for (group, name, build) in programs::TRACEPOINTS {
+        let (root, wanted) = match tracepoints {
+            true => (
+                tracefs::mount_point().ok_or(ObserveError::NoTracefs)?,
+                &programs::TRACEPOINTS[..],
+            ),
+            false => (Default::default(), &[][..]),
+        };
+        for &(group, name, build) in wanted {
             let event = tracefs::Event::read(&root, group, name).map_err(|e| {
                 ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e)
             })?;
@@ -192,6 +226,20 @@ impl Observer {
                 program,
             });
         }
+        let mut blind = Vec::new();
+        match late_copy::attach(scope, maps) {
+            Ok((attachment, causes)) => {
+                attachments.push(attachment);
+                blind.extend(causes);
+            }
+            Err(spot) => blind.push(spot),
+        }
+        if tracepoints {
+            blind.extend(ALWAYS_BLIND.iter().map(|&(what, why)| BlindSpot {
+                what,
+                why: why.to_string(),
+            }));
+        }
         let cpus = possible_cpus()
             .map_err(|e| ObserveError::kernel("read /sys/devices/system/cpu/possible", e))?;
         Ok(Observer {
@@ -199,6 +247,7 @@ impl Observer {
             _scratch: scratch,
             _uring: uring,
             attachments,
+            blind,
             cpus,
             scope,
         })
@@ -214,7 +263,8 @@ impl Observer {
         self.scope
     }
 
-    /// The tracepoints it is attached to (`syscalls:sys_enter_sendmsg`, …).
+    /// The tracepoints and kprobes it is attached to (`syscalls:sys_enter_sendmsg`, …,
+    /// `kprobe:skb_copy_ubufs`).
     pub fn tracepoints(&self) -> impl Iterator<Item = &str> {
         self.attachments.iter().map(|a| a.event.as_str())
     }
@@ -272,8 +322,8 @@ impl Observer {
     }
 
     /// What it cannot count on this kernel, and why.
-    pub fn blind_spots(&self) -> Vec<BlindSpot> {
-        blind_spots()
+    pub fn blind_spots(&self) -> &[BlindSpot] {
+        &self.blind
     }
 }
 
@@ -289,34 +339,21 @@ pub fn loaded_programs() -> io::Result<Vec<u32>> {
     Ok(ids)
 }
 
-/// What the tracepoints do not show, with the running kernel's reason.
-pub fn blind_spots() -> Vec<BlindSpot> {
-    let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists();
-    let later = if kprobes {
-        "skb_copy_ubufs has no tracepoint; this kernel has kprobes, which zcnet does not attach yet"
-    } else {
-        "skb_copy_ubufs has no tracepoint, and this kernel has no kprobes \
-         (/sys/bus/event_source/devices/kprobe is absent)"
-    };
-    vec![
-        BlindSpot {
-            what: "bytes copied after a zero-copy send, and the cause (local delivery, a tap, a device without scatter-gather)",
-            why: later.to_string(),
-        },
-        BlindSpot {
-            what: "completions a process does not read from its error queue",
-            why: "the MSG_ZEROCOPY completion callback has no tracepoint: completions are counted as the process reads them".to_string(),
-        },
-        BlindSpot {
-            what: "MSG_ZEROCOPY sends by sendmmsg",
-            why: "not counted: the tracepoint gives the message vector, not the bytes per message".to_string(),
-        },
-        BlindSpot {
-            what: "AF_XDP socket counters, zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",
-            why: "not observed by this version".to_string(),
-        },
-    ]
-}
+/// What no kernel shows the observer, and why.
+const ALWAYS_BLIND: [(&str, &str); 3] = [
+    (
+        "completions a process does not read from its error queue",
+        "the MSG_ZEROCOPY completion callback has no tracepoint: completions are counted as the process reads them",
+    ),
+    (
+        "MSG_ZEROCOPY sends by sendmmsg",
+        "not counted: the tracepoint gives the message vector, not the bytes per message",
+    ),
+    (
+        "AF_XDP socket counters, zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",
+        "not observed by this version",
+    ),
+];
 
 /// The owner of a counters map key `{tgid: u32, fd: i32}`.
 fn owner_of(key: [u8; 8]) -> Owner {

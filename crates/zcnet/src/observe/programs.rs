@@ -10,6 +10,7 @@
 //! [`USER_B`].
 
 use std::io;
+use std::ops::RangeInclusive;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::Scope;
@@ -530,6 +531,75 @@ fn receive_copy(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
     Ok(p.finish())
 }
 
+/// What the `skb_copy_ubufs` kprobe program needs of the running kernel: an offset from its BTF,
+/// and the address ranges of the callers that name a cause (from `/proc/kallsyms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LateCopyProbe {
+    /// Offset in `struct pt_regs` of the register holding the first argument, the `struct sk_buff *`.
+    pub arg0: i16,
+    /// Offset of `data_len` (the bytes in pages) in `struct sk_buff`.
+    pub data_len: i32,
+    /// The callers on the receive path (`__netif_receive_skb_core`, `ip_local_deliver_finish`, …).
+    pub receive: Vec<RangeInclusive<u64>>,
+    /// The copies of `dev_queue_xmit_nit` (the clone for a tap on the sending interface).
+    pub tap: Vec<RangeInclusive<u64>>,
+}
+
+/// Return addresses the kprobe program looks at: the probed address, the caller, and the caller's
+/// caller (the caller may be a helper that is not inlined, such as `deliver_skb`).
+const STACK_FRAMES: i16 = 3;
+
+/// The kprobe at the entry of `skb_copy_ubufs(skb, gfp)`: counts the copy and the skb's paged
+/// bytes against the current process, and the bytes again under the cause named by the nearer of
+/// its caller and its caller's caller that is a known one. Unreadable kernel memory reads as zero
+/// (no bytes), an unreadable stack as no cause.
+pub(super) fn late_copy(scope: Scope, maps: Maps<'_>, probe: &LateCopyProbe) -> Vec<Insn> {
+    let mut p = Prog::new(scope, maps);
+    p.asm.push([Insn::mov64_reg(Reg::R1, Reg::R6)]);
+    p.stack_ptr(Reg::R2, USER_A);
+    p.asm.push([
+        Insn::mov64_imm(Reg::R3, i32::from(8 * STACK_FRAMES)),
+        Insn::mov64_imm(Reg::R4, 0),
+        Insn::call(helper::GET_STACK),
+        Insn::load_u64(Reg::R3, Reg::R6, probe.arg0),
+        Insn::add64_imm(Reg::R3, probe.data_len),
+    ]);
+    p.stack_ptr(Reg::R1, SCRATCH);
+    p.asm.push([
+        Insn::mov64_imm(Reg::R2, 4),
+        Insn::call(helper::PROBE_READ_KERNEL),
+        Insn::load_u32(Reg::R8, Reg::R10, SCRATCH),
+    ]);
+    p.owner_key(None);
+    p.add(&[
+        (Counter::LateCopies, Amount::One),
+        (Counter::LateCopiedBytes, Amount::Reg(Reg::R8)),
+    ]);
+    for frame in 1..STACK_FRAMES {
+        p.asm
+            .push([Insn::load_u64(Reg::R7, Reg::R10, USER_A + 8 * frame)]);
+        for (ranges, counter) in [
+            (&probe.receive, Counter::LateCopiedReceiveBytes),
+            (&probe.tap, Counter::LateCopiedTapBytes),
+        ] {
+            for range in ranges {
+                let next = p.asm.label();
+                p.asm.push(Insn::load_imm64(Reg::R1, *range.start()));
+                p.asm
+                    .jump(Insn::jump_if_greater_reg(Reg::R1, Reg::R7, 0), next);
+                p.asm.push(Insn::load_imm64(Reg::R1, *range.end()));
+                p.asm
+                    .jump(Insn::jump_if_greater_reg(Reg::R7, Reg::R1, 0), next);
+                p.asm
+                    .push([Insn::atomic_add_u64(Reg::R0, 8 * counter as i16, Reg::R8)]);
+                p.exit_if(Insn::jump(0));
+                p.asm.bind(next);
+            }
+        }
+    }
+    p.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +649,14 @@ mod tests {
             let insns = build(scope, maps, &event).expect("build");
             text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
         }
+        let probe = LateCopyProbe {
+            arg0: 112,
+            data_len: 132,
+            receive: vec![0xffff_ffff_8100_0200..=0xffff_ffff_8100_03ff],
+            tap: vec![0xffff_ffff_8100_0500..=0xffff_ffff_8100_057f],
+        };
+        let insns = late_copy(scope, maps, &probe);
+        text.push_str(&format!("kprobe:skb_copy_ubufs:\n{}", disassemble(&insns)));
         text
     }
 
@@ -598,11 +676,11 @@ mod tests {
     fn every_program_opens_with_its_scope_test() {
         let count = |text: &str, what: &str| text.matches(what).count();
         let process = disassembly(Scope::Process(4242));
-        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 11);
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 12);
         let cgroup = disassembly(Scope::Cgroup(77));
         assert_eq!(
             count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
-            11
+            12
         );
         assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
     }

@@ -2,9 +2,9 @@
 //! it, when its creator drops it), or opened by name or ifindex without taking it over; its stats,
 //! vports, flows with their masks and actions, packets executed on it.
 
-use crate::IfIndex;
 use std::collections::BTreeMap;
 
+use crate::IfIndex;
 use crate::sys::netlink::{Attributes, Request};
 use crate::sys::ovs::{
     OvsDpStats, OvsVportStats, action_attr, cmd, dp_attr, dp_feature, flow_attr, packet_attr,
@@ -102,6 +102,7 @@ pub struct VportInfo {
 }
 
 /// Milliseconds of `CLOCK_MONOTONIC` now, the clock of [`super::FlowInfo::used_ms`].
+#[cfg(feature = "bench-internals")]
 pub fn monotonic_ms() -> u64 {
     crate::sys::socket::monotonic_time().map_or(0, |d| d.as_millis() as u64)
 }

@@ -20,7 +20,7 @@ impl LocalPort {
     pub(crate) fn open(name: &str, ifindex: i32) -> Result<LocalPort, OvsError> {
         sys::link::set_up(name).call("SIOCSIFFLAGS IFF_UP on the datapath's device")?;
         // Protocol 0: the socket sends only and receives nothing.
-        let fd = sys::packet::open(crate::IfIndex::from_ovs(ifindex), 0)
+        let fd = sys::packet_socket::open(crate::IfIndex::from_ovs(ifindex), 0)
             .call("AF_PACKET socket on the local port")?;
         Ok(LocalPort { fd })
     }
@@ -28,7 +28,7 @@ impl LocalPort {
     /// Sends one Ethernet frame into the datapath through its local port.
     pub fn send(&self, frame: &[u8]) -> Result<(), OvsError> {
         use std::os::fd::AsFd;
-        sys::packet::send(self.fd.as_fd(), frame)
+        sys::packet_socket::send(self.fd.as_fd(), frame)
             .call("send on the local port")
             .map(drop)
     }

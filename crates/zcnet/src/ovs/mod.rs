@@ -29,17 +29,18 @@ mod switch;
 mod switch_table;
 mod upcall;
 
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub use datapath::monotonic_ms;
 pub use datapath::{
     Action, Datapath, DatapathConfig, DatapathInfo, Dispatch, MaskStats, VportInfo, datapaths,
-    monotonic_ms, remove_stale, set_user_features,
+    remove_stale, set_user_features,
 };
 pub use error::{OvsError, OvsErrorKind};
 pub use flow_dump::{FlowActions, FlowInfo};
 pub use key::{FlowKey, Ports};
 pub use local_port::LocalPort;
-pub use odp::{
-    DpFlow, OdpParseError, format_actions, format_key, parse_actions, parse_key, tcp_flags_text,
-};
+pub use odp::{DpFlow, OdpParseError, format_actions, format_key, parse_actions, parse_key};
 pub use switch::{LearningSwitch, SwitchCounters, SwitchDispatch, SwitchEvent, TableSizes};
 pub use switch_table::SwitchLimits;
 pub use upcall::{

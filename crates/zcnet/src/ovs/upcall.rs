@@ -9,11 +9,11 @@
 //! it copies the packet into the message and pads both. When the socket's queue is full the upcall is
 //! dropped and counted in the datapath's `n_lost`, and the socket's next receive fails with `ENOBUFS`.
 
-use crate::IfIndex;
 use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use crate::IfIndex;
 use crate::sys::netlink::{Attributes, GENL_HDRLEN, GenlSocket, messages};
 use crate::sys::ovs::{OvsHeader, packet_attr, packet_cmd};
 

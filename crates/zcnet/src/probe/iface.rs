@@ -29,7 +29,7 @@ pub(super) fn interfaces(opts: &ProbeOptions) -> Vec<Finding> {
     };
     let netdev = sys::netlink::GenlSocket::open().and_then(|mut s| s.netdev_devices());
     // The UMEM question is the kernel's, the same for every interface: asked once.
-    let umem = crate::xdp::probe_tx_metadata_umem();
+    let umem = crate::xdp::tx_metadata::probe_umem();
     let mut out = Vec::new();
     for name in &names {
         let ifindex = match read_sys(name, "ifindex").map(|s| s.parse::<u32>()) {

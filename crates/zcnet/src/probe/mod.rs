@@ -27,9 +27,13 @@ mod vsock;
 mod zcrx;
 
 /// CPU time and context switches of a measured run (`getrusage(2)`), as `zcnet bench` reports them.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use crate::sys::socket::{ResourceUsage, UsageOf, resource_usage};
 /// How a TCP connection's sending side fares (`TCP_INFO`), for telling a stalled peer from a lossy
 /// path.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use crate::sys::socket::{TcpSendState, tcp_send_state};
 
 use std::fmt;

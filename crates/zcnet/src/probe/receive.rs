@@ -22,7 +22,7 @@ pub(super) fn zerocopy_receive() -> Finding {
     let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     // What the MSG_ZEROCOPY sender did, recorded once its sends were flushed.
     let (mut whole_zc_sends, mut sender, mut refused) = (0u64, TxStats::default(), None);
-    let zerocopy = rx::measure_loopback(ip, |client| {
+    let zerocopy = rx::measure::measure_loopback(ip, |client| {
         let mut tx = TcpSender::new(client, SenderConfig::with_mode(Mode::ZeroCopy));
         for _ in 0..LOOPBACK_SENDS {
             let copies_before = tx.stats().copy_calls;
@@ -36,7 +36,7 @@ pub(super) fn zerocopy_receive() -> Finding {
             .map(drop)
             .map_err(io::Error::from)
     });
-    let plain = rx::measure_loopback(ip, |mut client| {
+    let plain = rx::measure::measure_loopback(ip, |mut client| {
         (0..LOOPBACK_SENDS).try_for_each(|_| client.write_all(&[0x5a; LOOPBACK_SEND_SIZE]))
     });
     match (zerocopy, plain) {

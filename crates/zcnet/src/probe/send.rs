@@ -64,9 +64,9 @@ pub(super) fn loopback_send(feature: &str, stats: Result<TxStats, String>) -> Fi
 /// `ENOBUFS`; `None` when neither happened.
 pub(super) fn pin_refusal(s: &TxStats) -> Option<(u64, String)> {
     if s.copy_memlock > 0 {
-        Some((s.copy_memlock, crate::tx::memlock_reason()))
+        Some((s.copy_memlock, crate::tx::budget::memlock_reason()))
     } else if s.copy_enobufs > 0 {
-        Some((s.copy_enobufs, crate::tx::enobufs_reason()))
+        Some((s.copy_enobufs, crate::tx::error::enobufs_reason()))
     } else {
         None
     }

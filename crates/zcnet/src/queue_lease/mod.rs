@@ -48,7 +48,6 @@
 mod record;
 mod steps;
 
-use crate::IfIndex;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -56,6 +55,7 @@ use std::path::{Path, PathBuf};
 pub use record::{DEFAULT_DIR, Record, RestoreOutcome, RestoreReport, records, restore_abandoned};
 pub use steps::{FlowMatch, FlowProto, Step, Undo};
 
+use crate::IfIndex;
 use crate::sys::errno_name;
 use crate::sys::ethtool::{Channels, tcp_data_split};
 use crate::sys::netlink::GenlSocket;

@@ -20,13 +20,14 @@
 //! `undo` lines are in the order the steps were applied, and are restored last first. Every line
 //! is written (the file replaced whole, by rename) before its change is made.
 
-use crate::IfIndex;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::steps::{Device, FlowMatch, Step, Undo};
+
+use crate::IfIndex;
 
 /// Where `zcnet` keeps lease records: a tmpfs cleared at boot, when every setting a lease made is
 /// gone with the device's state anyway.

@@ -39,11 +39,17 @@
 
 mod auto;
 mod chunk;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod datagrams;
 mod error;
-mod measure;
+pub(crate) mod measure;
 mod receiver;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod sender;
+#[cfg(not(feature = "bench-internals"))]
+mod sender;
 mod stats;
 mod zcrx;
 #[cfg(feature = "io-uring")]
@@ -51,8 +57,12 @@ mod zcrx_path;
 
 pub use auto::{AutoChoice, AutoConfig, AutoReason};
 pub use chunk::{Chunk, ChunkKind};
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use datagrams::{Datagram, DatagramBatch};
 pub use error::{RxError, RxOp};
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use measure::measure_loopback;
 pub use receiver::{Receiver, Release, RxConfig, RxMode, RxPath};
 pub use stats::RxStats;

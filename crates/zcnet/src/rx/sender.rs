@@ -28,17 +28,20 @@ pub fn set_page_mss(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// Sets `TCP_MAXSEG` to `mss` bytes on a socket (before it connects, or on a listener whose accepted
 /// sockets inherit it): the kernel then sends no segment with more payload.
+#[cfg(feature = "bench-internals")]
 pub fn set_mss(fd: BorrowedFd<'_>, mss: i32) -> io::Result<()> {
     tcp_zc::set_max_segment(fd, mss)
 }
 
 /// The MSS a connected socket sends with: the payload per segment, TCP options excluded.
+#[cfg(feature = "bench-internals")]
 pub fn current_mss(fd: BorrowedFd<'_>) -> io::Result<usize> {
     tcp_zc::max_segment(fd).map(|mss| mss as usize)
 }
 
 /// Sends all of `record` and ends it with `MSG_EOR`, so that the kernel starts the next bytes in a new
 /// segment: a small header sent this way does not shift the page-aligned payload after it.
+#[cfg(feature = "bench-internals")]
 pub fn send_record(stream: &TcpStream, record: &[u8]) -> io::Result<()> {
     let mut rest = record;
     while !rest.is_empty() {

@@ -42,8 +42,10 @@ pub const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
 pub const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
 /// `BPF_PROG_TYPE_TRACEPOINT`: a program run at a tracepoint, its context the event's record.
 pub const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+/// `BPF_PROG_TYPE_KPROBE`: a program run at a kprobe, its context the probed CPU's `struct pt_regs`.
+pub const BPF_PROG_TYPE_KPROBE: u32 = 2;
 /// `BPF_PERF_EVENT` (`enum bpf_attach_type`, kernel 5.15+): attach a program to a perf event (a
-/// tracepoint opened with `perf_event_open`) through a link.
+/// tracepoint or kprobe opened with `perf_event_open`) through a link.
 pub const BPF_PERF_EVENT: u32 = 41;
 /// `BPF_NOEXIST` map update flag: create the element only if it does not exist.
 pub const BPF_NOEXIST: u64 = 1;
@@ -90,6 +92,11 @@ pub mod helper {
     pub const GET_CURRENT_CGROUP_ID: i32 = 80;
     /// `bpf_probe_read_user(dst, size, user_ptr)`: 0, or a negative errno with `dst` zeroed.
     pub const PROBE_READ_USER: i32 = 112;
+    /// `bpf_get_stack(ctx, buf, size, flags)`: the kernel stack's return addresses (flags 0), the
+    /// probed address first; the rest of `buf` zeroed; bytes written or a negative errno.
+    pub const GET_STACK: i32 = 67;
+    /// `bpf_probe_read_kernel(dst, size, kernel_ptr)`: 0, or a negative errno with `dst` zeroed.
+    pub const PROBE_READ_KERNEL: i32 = 113;
 }
 
 /// Offset of `data` in `struct xdp_md`: the first byte of the frame (a packet pointer).

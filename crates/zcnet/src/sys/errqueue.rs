@@ -68,6 +68,7 @@ impl SockExtendedErr {
     }
 
     /// The struct's bytes in native order (how the kernel lays it out in a control message).
+    #[cfg(feature = "bench-internals")]
     pub fn to_bytes(&self) -> [u8; 16] {
         let mut out = [0u8; 16];
         out[0..4].copy_from_slice(&self.ee_errno.to_ne_bytes());
@@ -189,6 +190,7 @@ impl ControlBuf {
     }
 
     /// Clears the buffer.
+    #[cfg(feature = "bench-internals")]
     pub fn clear(&mut self) {
         self.len = 0;
     }

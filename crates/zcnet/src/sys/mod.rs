@@ -43,6 +43,7 @@ macro_rules! syscall {
 // Private to the crate: the library's modules export the sound wrappers users need (for example
 // `tx::errqueue`, `tx::vsock`, `probe::resource_usage`, `tx::Sender`, `xdp`).
 pub(crate) mod bpf;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod datagram;
 pub(crate) mod errno;
 pub(crate) mod errqueue;
@@ -54,7 +55,9 @@ pub(crate) mod netlink;
 // part of it.
 #[allow(dead_code)]
 pub(crate) mod ovs;
+#[cfg(feature = "bench-internals")]
 pub(crate) mod packet;
+pub(crate) mod packet_socket;
 pub(crate) mod pages;
 pub(crate) mod perf_event;
 #[cfg(feature = "tokio")]

@@ -8,15 +8,17 @@
 //! its status word says so (`TP_STATUS_USER`, `TP_STATUS_AVAILABLE`); the status word is written with
 //! release order by its owner and read with acquire order by the other side.
 
-use crate::IfIndex;
 use std::io;
 use std::mem;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub use super::packet_socket::{open, send};
 use super::socket::{poll, set_int_option};
 use super::xdp::Mmap;
+
+use crate::IfIndex;
 
 /// `TPACKET_V2` (`enum tpacket_versions`).
 const TPACKET_V2: i32 = 1;
@@ -76,31 +78,6 @@ const PKT3_MAC: usize = 24;
 /// Bytes of a `tpacket3_hdr` read before its packet: up to and including `tp_mac` (u16).
 const PKT3_HEADER_READ: usize = PKT3_MAC + 2;
 const PKT2_LEN: usize = 4;
-
-/// Opens a raw packet socket for `protocol` (an `ETH_P_*` value, host order) bound to interface
-/// `ifindex`. Needs CAP_NET_RAW.
-pub fn open(ifindex: IfIndex, protocol: u16) -> io::Result<OwnedFd> {
-    let proto_be = protocol.to_be();
-    let fd = super::socket::socket(libc::AF_PACKET, libc::SOCK_RAW, proto_be as libc::c_int)?;
-    // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.
-    let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
-    addr.sll_family = libc::AF_PACKET as u16;
-    addr.sll_protocol = proto_be;
-    addr.sll_ifindex = ifindex.get() as i32;
-    // SAFETY: `addr` is a live `sockaddr_ll` and its exact size is passed.
-    syscall!(bind(
-        fd.as_raw_fd(),
-        (&addr as *const libc::sockaddr_ll).cast(),
-        mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-    ))?;
-    Ok(fd)
-}
-
-/// Sends one frame on a bound packet socket.
-pub fn send(fd: BorrowedFd<'_>, frame: &[u8]) -> io::Result<usize> {
-    // SAFETY: `frame` is readable for its length during the call.
-    syscall!(send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0)).map(|n| n as usize)
-}
 
 /// Receives one frame without blocking (`EAGAIN` when none is queued).
 pub fn recv_nonblocking(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {

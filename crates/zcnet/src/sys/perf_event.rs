@@ -1,9 +1,12 @@
-//! `perf_event_open(2)` for one tracepoint: the event a tracepoint BPF program is attached to.
+//! `perf_event_open(2)` for one tracepoint or one kprobe: the event a tracing BPF program is
+//! attached to.
 //!
 //! Layout and numbers from `include/uapi/linux/perf_event.h`: the first version of `struct
-//! perf_event_attr` (`PERF_ATTR_SIZE_VER0`, 64 bytes) is all a tracepoint needs; the kernel takes a
-//! shorter attribute block than its own and treats the tail as zero.
+//! perf_event_attr` (`PERF_ATTR_SIZE_VER0`, 64 bytes) is all a tracepoint or a kprobe at a function's
+//! entry needs; the kernel takes a shorter attribute block than its own and treats the tail as zero
+//! (for a kprobe, `config2`, the offset into the function, is then 0).
 
+use std::ffi::CStr;
 use std::io;
 use std::mem;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -36,13 +39,33 @@ const _: () = assert!(mem::size_of::<PerfEventAttr>() == 64);
 /// 0, as a BPF attachment point: a program attached to it runs at the tracepoint on every CPU).
 /// Needs CAP_PERFMON (or CAP_SYS_ADMIN), or `kernel.perf_event_paranoid` at -1.
 pub fn open_tracepoint(id: u64) -> io::Result<OwnedFd> {
-    let mut attr = PerfEventAttr {
+    open(PerfEventAttr {
         type_: PERF_TYPE_TRACEPOINT,
-        size: mem::size_of::<PerfEventAttr>() as u32,
         config: id,
+        ..PerfEventAttr::default()
+    })
+}
+
+/// Opens a kprobe at the entry of the kernel function `function` through the `kprobe` PMU, whose
+/// type number is `pmu_type` (`/sys/bus/event_source/devices/kprobe/type`): `config1` points at the
+/// function's name, `config` 0 is an entry probe (bit 0 would make it a return probe). As
+/// [`open_tracepoint`], for every process on CPU 0, as a BPF attachment point. The kernel copies the
+/// name during the call.
+pub fn open_kprobe(pmu_type: u32, function: &CStr) -> io::Result<OwnedFd> {
+    open(PerfEventAttr {
+        type_: pmu_type,
+        config1: function.as_ptr() as u64,
+        ..PerfEventAttr::default()
+    })
+}
+
+/// `perf_event_open(attr, pid -1, cpu 0, group -1, CLOEXEC)`, one sample per event.
+fn open(attr: PerfEventAttr) -> io::Result<OwnedFd> {
+    let mut attr = PerfEventAttr {
+        size: mem::size_of::<PerfEventAttr>() as u32,
         sample_period: 1,
         wakeup_events: 1,
-        ..Default::default()
+        ..attr
     };
     let fd = syscall!(syscall(
         libc::SYS_perf_event_open,

@@ -267,6 +267,7 @@ pub fn tcp_send_state(fd: BorrowedFd<'_>) -> io::Result<TcpSendState> {
 }
 
 /// Which task's resource usage [`resource_usage`] reports.
+#[cfg(feature = "bench-internals")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UsageOf {
     /// The calling thread only (`RUSAGE_THREAD`): the cost of one side of a benchmark.
@@ -276,6 +277,7 @@ pub enum UsageOf {
 }
 
 /// CPU time and context switches, as `getrusage(2)` reports them.
+#[cfg(feature = "bench-internals")]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResourceUsage {
     /// Time spent in user mode.
@@ -288,6 +290,7 @@ pub struct ResourceUsage {
     pub involuntary_switches: u64,
 }
 
+#[cfg(feature = "bench-internals")]
 impl ResourceUsage {
     /// The usage accumulated between `earlier` and `self`.
     pub fn since(&self, earlier: &ResourceUsage) -> ResourceUsage {
@@ -310,6 +313,7 @@ impl ResourceUsage {
 }
 
 /// `getrusage(2)` for the calling thread or process.
+#[cfg(feature = "bench-internals")]
 pub fn resource_usage(of: UsageOf) -> io::Result<ResourceUsage> {
     let who = match of {
         UsageOf::Thread => libc::RUSAGE_THREAD,
@@ -337,6 +341,7 @@ pub fn thread_cpu_time() -> io::Result<Duration> {
 
 /// `CLOCK_MONOTONIC` now: the clock the Open vSwitch datapath stamps a flow's last use with
 /// (`OVS_FLOW_ATTR_USED`, milliseconds).
+#[cfg(feature = "bench-internals")]
 pub fn monotonic_time() -> io::Result<Duration> {
     clock(libc::CLOCK_MONOTONIC)
 }

@@ -243,6 +243,7 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], flags: i32) -> io::Result<usize>
 }
 
 /// `send(fd, buf, flags)`, retried on EINTR (e.g. `MSG_EOR` to end a record). Returns bytes queued.
+#[cfg(feature = "bench-internals")]
 pub fn send(fd: BorrowedFd<'_>, buf: &[u8], flags: i32) -> io::Result<usize> {
     crate::sys::retry_if_interrupted(|| {
         // SAFETY: `buf` is borrowed for the call and the length passed is its length.
@@ -270,6 +271,7 @@ pub fn set_max_segment(fd: BorrowedFd<'_>, mss: i32) -> io::Result<()> {
 }
 
 /// Reads `TCP_MAXSEG`: on a connected socket, the current MSS for sending (options included).
+#[cfg(feature = "bench-internals")]
 pub fn max_segment(fd: BorrowedFd<'_>) -> io::Result<i32> {
     crate::sys::socket::get_int_option(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG)
 }

@@ -37,6 +37,7 @@ pub fn interface_name(index: u32) -> io::Result<String> {
 
 /// The primary IPv4 address of interface `name` (`ioctl(SIOCGIFADDR)` on an `AF_INET` datagram socket),
 /// `None` when it has none (`EADDRNOTAVAIL`).
+#[cfg(feature = "bench-internals")]
 pub fn interface_ipv4(name: &str) -> io::Result<Option<std::net::Ipv4Addr>> {
     let sock = crate::sys::socket::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
     // SAFETY: `ifreq` is plain old data (a name and a union of plain structs); all zeros is valid.

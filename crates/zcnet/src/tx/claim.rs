@@ -70,6 +70,7 @@ impl Drop for Claim {
 /// Runs `f` unless a sender has claimed the socket behind `fd`, holding the registry's lock
 /// throughout so that no sender can claim the socket meanwhile. A claimed socket gives
 /// `ResourceBusy`.
+#[cfg(feature = "bench-internals")]
 pub(crate) fn unless_claimed<T>(
     fd: BorrowedFd<'_>,
     f: impl FnOnce() -> io::Result<T>,

@@ -3,7 +3,7 @@
 //! A [`Sender`] owns a connected socket. [`Sender::send`] takes ownership of a byte container
 //! ([`SendBuf`]: `Vec<u8>`, `Box<[u8]>`, `Arc<[u8]>`, a pooled page-aligned [`PooledBuf`], …) and lends
 //! it to the kernel; the buffer is dropped — a pooled one goes back to its [`BufferPool`] — only when the
-//! completion covering it arrives. A per-send [`Policy`] decides between zero-copy and copy (size
+//! completion covering it arrives. A per-send policy ([`PolicyConfig`]) decides between zero-copy and copy (size
 //! threshold, copied completions, `ENOBUFS` back-off and, in [`Mode::Auto`], the measured CPU cost per
 //! byte of each), and [`TxStats`] counts every decision and completion.
 //!
@@ -33,11 +33,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 mod buffer;
 mod claim;
 mod erased;
-mod error;
+pub(crate) mod error;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub mod errqueue;
 #[cfg(test)]
 mod errqueue_room_tests;
@@ -59,15 +61,14 @@ mod unsent;
 mod uring;
 pub mod vsock;
 
-pub use budget::{Charge, MemlockBudget, memlock_reason};
+pub use budget::{MemlockBudget, memlock_reason};
 pub use buffer::SendBuf;
 pub use erased::UnsentBuf;
 pub use error::{TxError, enobufs_reason};
 pub use latency::{Histogram, TxLatency};
 pub use leak::{Leaked, leaked};
-pub use policy::{
-    AutoChoice, AutoReason, CopyReason, Decision, Mode, ParseModeError, Policy, PolicyConfig,
-};
+pub use policy::{AutoChoice, AutoReason, CopyReason, Mode, ParseModeError, PolicyConfig};
+pub(crate) use policy::{Decision, Policy};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 pub use reaper::{MOST_HELD, Reaping, reaping};
 pub use sender::{SendPath, Sender, SenderConfig};

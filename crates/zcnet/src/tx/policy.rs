@@ -76,7 +76,7 @@ impl std::error::Error for ParseModeError {}
 
 crate::error::own_error!(ParseModeError, InvalidInput);
 
-/// Tuning of a [`Policy`]. The copied-completion and `ENOBUFS` intervals are counted in sends; the
+/// Tuning of a sender's zero-copy policy. The copied-completion and `ENOBUFS` intervals are counted in sends; the
 /// measured comparison of [`Mode::Auto`] in windows of bytes, whose CPU time is the policy's only
 /// input that depends on timing.
 ///
@@ -167,7 +167,7 @@ pub enum CopyReason {
     Cheaper,
 }
 
-/// What [`Mode::Auto`] does with sends at or above the threshold, and why ([`Policy::choice`]).
+/// What [`Mode::Auto`] does with sends at or above the threshold, and why ([`TxStats::auto`](crate::tx::TxStats::auto)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AutoChoice {
     /// [`Mode::ZeroCopy`] or [`Mode::Copy`].
@@ -251,16 +251,6 @@ impl Policy {
             cost: CostProbe::new(config.compare_every, config.max_compare_every),
             meter: WindowMeter::new(config.window_bytes, Side::ZeroCopy),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &PolicyConfig {
-        &self.config
-    }
-
-    /// Times [`Mode::Auto`] switched to copying after a run of copied completions.
-    pub fn switches(&self) -> u64 {
-        self.switches
     }
 
     /// Decides how to send `len` bytes; advances the policy's clock by one send.
@@ -420,7 +410,7 @@ mod tests {
             intervals.push(copies);
         }
         assert_eq!(intervals, vec![10, 20, 40, 40]);
-        assert_eq!(p.switches(), 4);
+        assert_eq!(p.switches, 4);
         // A zero-copied completion resets the interval.
         p.on_completion(false, 1);
         p.on_completion(true, 4);

@@ -35,6 +35,7 @@
 mod error;
 mod frame_match;
 pub mod headers;
+#[cfg(feature = "bench-internals")]
 mod live;
 mod mode;
 mod packet;
@@ -45,12 +46,14 @@ mod route;
 mod send_error;
 mod socket;
 mod stats;
-mod tx_metadata;
+pub(crate) mod tx_metadata;
 mod udp_endpoint;
 mod umem;
 
 pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
 pub use live::host_traffic;
 pub use mode::{BoundMode, Mode};
 pub use packet::{Packet, PacketFrame};
@@ -59,7 +62,10 @@ pub use route::NEXT_HOP_TTL;
 pub use send_error::SendError;
 pub use socket::{BusyPoll, Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;
-pub use tx_metadata::{TxMetadata, probe_umem as probe_tx_metadata_umem};
+pub use tx_metadata::TxMetadata;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub use tx_metadata::probe_umem as probe_tx_metadata_umem;
 pub use udp_endpoint::{
     Checksums, Datagram, EndpointConfig, EndpointStats, Received, SendBatch, UdpEndpoint,
 };

@@ -1,11 +1,11 @@
 //! Why [`UdpEndpoint`](super::UdpEndpoint) refused or failed to send a datagram.
 
-use crate::IfIndex;
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
 
 use super::error::Error;
+use crate::IfIndex;
 use crate::sys::errno::error_name;
 
 /// A datagram the endpoint cannot send, or a failure on the way.

@@ -105,6 +105,11 @@ pub(crate) struct Common {
     /// the summary adds each mode's totals and how auto compares with the better of the other two.
     #[arg(long, default_value_t = 1, value_parser = flags::count, conflicts_with = "listen")]
     pub(crate) rounds: u32,
+    /// Parallel streams, as iperf3's -P: each run's streams side by side, each on a thread of its
+    /// own with its own sender (and, on this host, its own receiver process), all under the process's
+    /// one locked-memory budget; a row per stream and a sum row. Every stream is verified as one is.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = flags::count, conflicts_with = "listen")]
+    pub(crate) parallel: u32,
     /// Be the receiver only: listen on [ADDR:]PORT and report each stream (until Ctrl-C, or --once).
     #[arg(long, value_name = "[ADDR:]PORT", conflicts_with = "connect")]
     pub(crate) listen: Option<String>,

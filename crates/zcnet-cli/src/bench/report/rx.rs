@@ -1,5 +1,5 @@
 //! Report: the end of a one-process `zcnet bench rx` — the table (or JSON) of its rows, tcp_mmap's
-//! summary line for each, with `--sizes` the crossover and the `--plot`, then the bench's failure when
+//! summary line for each (a sum row after the parallel streams of each mode), with `--sizes` the crossover and the `--plot`, then the bench's failure when
 //! the kernel refused zcrx.
 
 use anyhow::bail;
@@ -8,13 +8,13 @@ use serde_json::Value;
 use crate::bench::args::rx::RxArgs;
 use crate::bench::plan;
 use crate::bench::report::crossover::Swept;
-use crate::bench::report::sweep;
+use crate::bench::report::{streams, sweep};
 use crate::bench::run::rx::RxRuns;
 use crate::report::{self, Row, print_rows};
 
 /// Prints `runs`' rows as `args` asks, then fails when zcrx was not measured.
 pub(crate) fn finish(runs: RxRuns, args: &RxArgs) -> anyhow::Result<()> {
-    let rows = &runs.rows;
+    let rows = &streams::with_sums(&runs.rows);
     print_rows(rows, &runs.columns, args.json);
     if !args.json {
         for row in rows {
@@ -27,7 +27,11 @@ pub(crate) fn finish(runs: RxRuns, args: &RxArgs) -> anyhow::Result<()> {
             path: runs.path,
             size_means: "bytes per write of the sender",
         };
+        let rows = &streams::runs(rows);
         sweep::finish(rows, &swept, args.json, (args.plot.as_deref(), runs.whole))?;
+    }
+    if let Some(why) = runs.failed {
+        bail!("{why}");
     }
     if let Some(why) = runs.refused {
         // As a send API the kernel refuses fails `bench tcp`: the run did not measure all it was asked.
@@ -53,6 +57,11 @@ fn tcp_mmap_line(row: &Row, sweep: bool) -> String {
             .and_then(Value::as_str)
             .unwrap_or("?")
             .to_string(),
+    };
+    let label = match row.get("stream") {
+        Some(Value::Number(n)) => format!("{label} (stream {n})"),
+        Some(Value::String(sum)) => format!("{label} ({sum})"),
+        _ => label,
     };
     if let Some(why) = row.get("not_measured").and_then(Value::as_str) {
         return format!("{label}{writes} receive: not measured: {why}");

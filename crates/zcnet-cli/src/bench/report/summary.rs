@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::bench::plan;
 use crate::bench::report::latency;
+use crate::bench::report::streams;
 use crate::report::{self, Column, Row, object, print_rows};
 
 /// The totals over every round of each api and mode, and auto against the better of copy and
@@ -132,6 +133,7 @@ const COLUMNS: &[Column] = &[
     ("enobufs", "ENOBUFS"),
     ("fallbacks", "fallbacks"),
     ("rx_cpu_us_per_mb", "rx us/MB"),
+    ("kernel_copied_per_byte", "kernel copied/B"),
     ("lost", "lost"),
     ("data_errors", "data errors"),
     ("why", "why"),
@@ -163,17 +165,26 @@ pub(crate) struct Shown {
     pub(crate) rounds: bool,
     /// A sweep (`--sizes`): each auto line names its size.
     pub(crate) sweep: bool,
+    /// Parallel streams (`-P`): the table names each row's stream, and totals are of the sums.
+    pub(crate) streams: bool,
 }
 
 /// Prints the rows of a run, their totals over rounds, and the lines that say why auto chose as
 /// it did and what kept a run from sending zero-copy.
 pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
-    print_rows(rows, COLUMNS, shown.json);
+    if shown.streams {
+        let mut columns = COLUMNS.to_vec();
+        columns.insert(2, ("stream", "stream"));
+        print_rows(rows, &columns, shown.json);
+    } else {
+        print_rows(rows, COLUMNS, shown.json);
+    }
     if !shown.json {
         latency::print_table(rows);
     }
-    if shown.rounds && !rows.is_empty() {
-        print_rows(&totals(rows), TOTAL_COLUMNS, shown.json);
+    let runs = streams::runs(rows);
+    if shown.rounds && !runs.is_empty() {
+        print_rows(&totals(&runs), TOTAL_COLUMNS, shown.json);
     }
     if !shown.json {
         for row in rows {
@@ -183,13 +194,17 @@ pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
                     Some(size) if shown.sweep => format!(" at {}", plan::human(size)),
                     _ => String::new(),
                 };
-                report::emit(&format!("auto{at}: {why}\n"));
+                let of = match row.get("stream").and_then(Value::as_u64) {
+                    Some(n) => format!(" (stream {n})"),
+                    None => String::new(),
+                };
+                report::emit(&format!("auto{at}{of}: {why}\n"));
             }
         }
     }
     // Said once even under --json: a run that copied for want of locked memory must not pass for
     // a zero-copy one.
-    for reason in ["memlock_reason", "enobufs_reason"] {
+    for reason in ["memlock_reason", "enobufs_reason", "kernel_copied_reason"] {
         if let Some(why) = rows
             .iter()
             .find_map(|row| row.get(reason).and_then(Value::as_str))

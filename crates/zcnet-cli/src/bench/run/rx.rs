@@ -27,6 +27,7 @@ use crate::bench::plan;
 use crate::bench::run::child::Watched;
 use crate::bench::run::listen::{self, Ended, mapped_pct};
 use crate::bench::run::serve::{self, Rows, Serving, StreamSetup};
+use crate::bench::run::streams::{self, each as streams_of};
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::why;
 use crate::bench::run::wire::{self, Bench, Header};
@@ -267,6 +268,8 @@ struct Totals {
     usage: ResourceUsage,
     fallback: Option<String>,
     sent: SenderCounts,
+    /// Why a stream of several ended without its figures (its error), when one did.
+    failed: Option<String>,
 }
 
 impl Totals {
@@ -766,6 +769,8 @@ pub(crate) struct RxRuns {
     pub(crate) whole: bool,
     /// Why zcrx was not measured, when the kernel refused it.
     pub(crate) refused: Option<String>,
+    /// Why a stream of several ended without its figures, when one did (the first).
+    pub(crate) failed: Option<String>,
 }
 
 /// Runs every requested receive mode over one path (at every size of `--sizes`), a row for each; a
@@ -773,6 +778,7 @@ pub(crate) struct RxRuns {
 pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
     let sizes = write_sizes(args)?;
     mib_bytes(args.mib)?;
+    streams::check(args.parallel)?;
     if let Some(kib) = args.rcvlowat_kib {
         flags::at_most("--rcvlowat-kib", kib as u64, 1 << 20, "1 GiB")?;
     }
@@ -811,11 +817,18 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
     // The order of the modes alternates from one round (and size) to the next, so that a noisy
     // neighbour hits them alike.
     let legs = legs(args);
-    let mut totals: Vec<((usize, Leg), Totals)> = sizes
+    // A total per size, leg and stream (0 for the one stream of a run without -P).
+    let streams: Vec<u32> = match args.parallel {
+        1 => vec![0],
+        n => (1..=n).collect(),
+    };
+    let mut totals: Vec<((usize, Leg, u32), Totals)> = sizes
         .iter()
-        .flat_map(|&size| {
-            legs.iter()
-                .map(move |&leg| ((size, leg), Totals::default()))
+        .flat_map(|&size| legs.iter().map(move |&leg| (size, leg)))
+        .flat_map(|(size, leg)| {
+            streams
+                .iter()
+                .map(move |&s| ((size, leg, s), Totals::default()))
         })
         .collect();
     let refused = zcrx_refusal(args)?;
@@ -825,9 +838,18 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
             if leg.1 == ApiArg::Zcrx && refused.is_some() {
                 continue;
             }
-            let (measured, sent) = run_one(args, &path, (leg, size))?;
-            if let Some((_, total)) = totals.iter_mut().find(|(key, _)| *key == (size, leg)) {
-                total.add(measured, sent);
+            let ended = streams_of(args.parallel, || run_one(args, &path, (leg, size)))?;
+            for (&stream, ended) in streams.iter().zip(ended) {
+                let Some((_, total)) = totals
+                    .iter_mut()
+                    .find(|(key, _)| *key == (size, leg, stream))
+                else {
+                    continue;
+                };
+                match ended {
+                    Ok((measured, sent)) => total.add(measured, sent),
+                    Err(e) => total.failed = Some(format!("{e:#}")),
+                }
             }
             if live::interrupted() {
                 whole = false;
@@ -843,21 +865,43 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
     }
     let rows: Vec<Row> = totals
         .iter()
-        .filter_map(|&((size, leg), ref t)| match &refused {
-            Some(why) if leg.1 == ApiArg::Zcrx => Some(refused_row(args, &path, (leg, size), why)),
-            _ => (t.connections > 0).then(|| row(args, &path, (leg, size), t)),
+        .filter_map(|&((size, leg, stream), ref t)| match &refused {
+            Some(why) if leg.1 == ApiArg::Zcrx => {
+                (stream <= 1).then(|| refused_row(args, &path, (leg, size), why))
+            }
+            _ => (t.connections > 0 || t.failed.is_some()).then(|| {
+                let mut row = row(args, &path, (leg, size), t);
+                if stream > 0 {
+                    row.insert("stream".into(), json!(stream));
+                }
+                if let Some(why) = &t.failed {
+                    row.insert("failed".into(), json!(why));
+                }
+                row
+            }),
         })
         .collect();
-    let columns = if apis_shown(args) {
+    let failed = totals.iter().find_map(|((_, leg, stream), t)| {
+        let why = t.failed.as_ref()?;
+        Some(format!(
+            "stream {stream} of the {} run: {why}",
+            mode_name(leg.0)
+        ))
+    });
+    let mut columns = if apis_shown(args) {
         api_columns(RUN_COLUMNS)
     } else {
         RUN_COLUMNS.to_vec()
     };
+    if args.parallel > 1 {
+        columns.insert(1, ("stream", "stream"));
+    }
     Ok(Some(RxRuns {
         rows,
         columns,
         path: path.name(),
         whole,
         refused,
+        failed,
     }))
 }

@@ -14,6 +14,7 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, Sender, SenderConfig, ZcSocket};
 
 use crate::bench::args::api::Api;
 use crate::bench::args::{Common, Pages};
+use crate::bench::run::streams;
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::why;
 use crate::bench::run::wire::{self, Bench, Header};
@@ -285,12 +286,13 @@ fn row<S: ZcSocket>(
     object(v)
 }
 
+/// Interval lines of a sender (naming its stream when the run has several).
 pub(crate) fn ticker(common: &Common, bench: &str, mode: Mode) -> Ticker {
-    Ticker::new(
-        common.interval,
-        json!({"bench": bench, "mode": mode.name()}),
-        common.json,
-    )
+    let mut label = json!({"bench": bench, "mode": mode.name()});
+    if let Some(stream) = streams::current() {
+        label["stream"] = json!(stream);
+    }
+    Ticker::new(common.interval, label, common.json)
 }
 
 /// Interval lines of a `--listen` receiver (of its stream from `peer`, when several may run at once).

@@ -28,6 +28,7 @@ use crate::bench::run::send::{
 };
 use crate::bench::run::sender;
 use crate::bench::run::serve::{self, Rows, Serving, StreamSetup};
+use crate::bench::run::streams;
 use crate::bench::run::watch::{SendWatch, Stop};
 use crate::bench::run::wire::{self, Bench, Finish};
 use crate::flags::UsageError;
@@ -59,67 +60,86 @@ pub(crate) fn run(args: &TcpArgs) -> Result<Option<Rounds>> {
     let sizes = plan::sizes(&common.sizes, single, |flag, size| {
         check_pool_bytes(flag, size, common)
     })?;
+    streams::check(common.parallel)?;
     let timeouts = &args.timeouts;
+    let n = common.parallel;
     if let Some(spec) = &common.connect {
         live::watch_interrupts()?;
         let addr = connect_addr(spec, common.ipv6)?;
         return Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
-            let stream = timeouts.connect(addr)?;
-            send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
+            let fields = streams::fields("tcp", "remote", (mode, api), size);
+            streams::side_by_side(n, &fields, || {
+                let stream = timeouts.connect(addr)?;
+                send_tcp(stream, "remote", (mode, api), size, (common, timeouts))
+            })
         })));
     }
     let net = Net::new(common, false)?;
     live::watch_interrupts()?;
     Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
-        let peer = Peer::spawn(&net, "tcp", &[], common)?;
-        let addr = peer.addr;
-        let sent = net.in_sender(|| timeouts.connect(addr)).and_then(|stream| {
-            // A receiver stopped (SIGSTOP, a debugger) for 2 s gets the stream shut down under
-            // the sender, which would otherwise wait for it until its send timeout.
-            let guard = peer.child.guard(&stream)?;
-            let sent = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts));
-            // Ended whatever the send gave: a guard left running would watch the child for ever.
-            let stopped = guard.finish();
-            let mut row = sent?;
-            if let Some(why) = stopped {
-                row.insert(
-                    "failed".into(),
-                    json!(format!("the receiver process {why}")),
-                );
-            }
-            Ok(row)
-        });
-        if let Ok(row) = &sent
-            && (cut_short_by(row).is_some() || row.contains_key("slow_peer"))
-        {
-            // The watch reset the connection, or the receiver went away: it has nothing whole to
-            // report.
-            peer.abandon();
-            return sent;
-        }
-        let (row, received) = match peer.merge_into(sent, "tcp", mode)? {
-            (row, Some(received)) => (row, received),
-            // Marked failed: the receiver gave no report.
-            (row, None) => return Ok(row),
-        };
-        let sent = row["bytes"].as_u64().unwrap_or(0);
-        let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-        // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
-        if received.get("complete").and_then(Value::as_bool) == Some(false) && !is_interrupted(&row)
-        {
-            let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
-            bail!(
-                "tcp {}: the receiver's stream ended {}: {}",
-                mode.name(),
-                field("ended"),
-                field("reason")
+        let fields = streams::fields("tcp", net.path(), (mode, api), size);
+        streams::side_by_side(n, &fields, || {
+            one_process_stream(&net, (mode, api), size, (common, timeouts))
+        })
+    })))
+}
+
+/// One stream of the one-process mode: a receiver process of its own over `net`, the stream sent
+/// to it, and its report merged into the sender's row; fails when the receiver found the stream cut
+/// short or other bytes than were sent.
+fn one_process_stream(
+    net: &Net,
+    (mode, api): (Mode, Api),
+    size: usize,
+    (common, timeouts): (&Common, &TcpTimeouts),
+) -> Result<Row> {
+    let peer = Peer::spawn(net, "tcp", &[], common)?;
+    let addr = peer.addr;
+    let sent = net.in_sender(|| timeouts.connect(addr)).and_then(|stream| {
+        // A receiver stopped (SIGSTOP, a debugger) for 2 s gets the stream shut down under
+        // the sender, which would otherwise wait for it until its send timeout.
+        let guard = peer.child.guard(&stream)?;
+        let sent = send_tcp(stream, net.path(), (mode, api), size, (common, timeouts));
+        // Ended whatever the send gave: a guard left running would watch the child for ever.
+        let stopped = guard.finish();
+        let mut row = sent?;
+        if let Some(why) = stopped {
+            row.insert(
+                "failed".into(),
+                json!(format!("the receiver process {why}")),
             );
         }
-        if got != sent {
-            bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
-        }
         Ok(row)
-    })))
+    });
+    if let Ok(row) = &sent
+        && (cut_short_by(row).is_some() || row.contains_key("slow_peer"))
+    {
+        // The watch reset the connection, or the receiver went away: it has nothing whole to
+        // report.
+        peer.abandon();
+        return sent;
+    }
+    let (row, received) = match peer.merge_into(sent, "tcp", mode)? {
+        (row, Some(received)) => (row, received),
+        // Marked failed: the receiver gave no report.
+        (row, None) => return Ok(row),
+    };
+    let sent = row["bytes"].as_u64().unwrap_or(0);
+    let got = received.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+    // A stream Ctrl-C stopped is not whole, and not judged (its end mark says so).
+    if received.get("complete").and_then(Value::as_bool) == Some(false) && !is_interrupted(&row) {
+        let field = |key: &str| received.get(key).and_then(Value::as_str).unwrap_or("?");
+        bail!(
+            "tcp {}: the receiver's stream ended {}: {}",
+            mode.name(),
+            field("ended"),
+            field("reason")
+        );
+    }
+    if got != sent {
+        bail!("tcp {}: sent {sent} bytes but {got} arrived", mode.name());
+    }
+    Ok(row)
 }
 
 /// Sends one TCP stream in `mode`: the header (unless `--raw`), then the pattern for `--duration`,

@@ -4,6 +4,7 @@
 //! [`crate::bench::run::send`]'s.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ use crate::bench::run::send::{
     sender_config, ticker,
 };
 use crate::bench::run::sender;
+use crate::bench::run::streams;
 use crate::bench::run::wire::{self, Bench};
 use crate::flags::{self, UsageError};
 use crate::live;
@@ -130,7 +132,17 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
         }
         Ok(())
     })?;
+    streams::check(common.parallel)?;
+    let n = common.parallel;
     if let Some(spec) = &common.connect {
+        if n > 1 {
+            return Err(UsageError(
+                "-P with --connect: a bench udp --listen receiver takes one run at a time (run a \
+                 sender per receiver, each receiver on a port of its own)"
+                    .into(),
+            )
+            .into());
+        }
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
         return Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
@@ -140,11 +152,19 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
             };
             let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
             send_udp(socket, dest, "remote", (mode, api), size, unit(size), args)
+                .map(|row| vec![row])
         })));
+    }
+    if n > 1 && common.apis().contains(&Api::AfXdp) {
+        return Err(UsageError(
+            "-P with --api af_xdp: the AF_XDP endpoint is the one socket of the veth's queue"
+                .into(),
+        )
+        .into());
     }
     let net = Net::new(common, args.sink == Sink::XdpDrop)?;
     live::watch_interrupts()?;
-    let mut shortfalls = Vec::new();
+    let shortfalls = Mutex::new(Vec::new());
     let mut rounds = run_rounds((common, &sizes), |size, mode, api| {
         let unit = unit(size);
         if api == Api::AfXdp {
@@ -160,44 +180,21 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
                 duration: Duration::from_secs_f64(common.duration),
                 raw: common.apart.raw,
             };
-            return af_xdp::send(veth, &run, ticker(common, "udp", mode));
+            return af_xdp::send(veth, &run, ticker(common, "udp", mode)).map(|row| vec![row]);
         }
-        let peer = match args.sink {
-            Sink::Socket => Some(Peer::spawn(&net, "udp", &[], common)?),
-            Sink::XdpDrop => None,
-        };
-        let dest = peer
-            .as_ref()
-            .map_or(SocketAddr::new(net.dst, 9), |p| p.addr);
-        let sent = net
-            .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
-            .context("binding the UDP sender")
-            .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, args));
-        let mut row = match peer {
-            Some(peer) if sent.as_ref().is_ok_and(|row| cut_short_by(row).is_some()) => {
-                // The receiver went away: it has nothing whole to report.
-                peer.abandon();
-                sent?
+        let fields = streams::fields("udp", net.path(), (mode, api), size);
+        streams::side_by_side(n, &fields, || {
+            let (row, shortfall) = one_process_stream(&net, (mode, api), (size, unit), args)?;
+            if let Some(shortfall) = shortfall {
+                shortfalls
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(shortfall);
             }
-            Some(peer) => {
-                let (row, received) = peer.merge_into(sent, "udp", mode)?;
-                if let Some(received) = received
-                    && received.get("complete").and_then(Value::as_bool) == Some(false)
-                {
-                    let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
-                    let sent = received.get("sent_datagrams").and_then(Value::as_u64);
-                    shortfalls.push(match sent {
-                        Some(sent) => format!("{}: {lost} of {sent} datagrams lost", mode.name()),
-                        None => format!("{}: the end datagram never arrived", mode.name()),
-                    });
-                }
-                row
-            }
-            None => sent?,
-        };
-        row.insert("gso".into(), json!(args.gso));
-        Ok(row)
+            Ok(row)
+        })
     });
+    let shortfalls = shortfalls.into_inner().unwrap_or_else(|e| e.into_inner());
     if !shortfalls.is_empty() && rounds.error.is_none() && rounds.failed.is_none() {
         rounds.failed = Some(format!(
             "udp runs asked to verify did not arrive whole: {}",
@@ -205,6 +202,54 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
         ));
     }
     Ok(Some(rounds))
+}
+
+/// One stream of the one-process mode: datagrams to a receiver process of its own over `net` (none
+/// into `--sink xdp-drop`), its report merged into the sender's row; with what the receiver missed
+/// when the run did not arrive whole.
+fn one_process_stream(
+    net: &Net,
+    (mode, api): (Mode, Api),
+    (size, unit): (usize, usize),
+    args: &UdpArgs,
+) -> Result<(Row, Option<String>)> {
+    let common = &args.common;
+    let peer = match args.sink {
+        Sink::Socket => Some(Peer::spawn(net, "udp", &[], common)?),
+        Sink::XdpDrop => None,
+    };
+    let dest = peer
+        .as_ref()
+        .map_or(SocketAddr::new(net.dst, 9), |p| p.addr);
+    let sent = net
+        .in_sender(|| UdpSocket::bind(SocketAddr::new(net.src, 0)))
+        .context("binding the UDP sender")
+        .and_then(|socket| send_udp(socket, dest, net.path(), (mode, api), size, unit, args));
+    let mut shortfall = None;
+    let mut row = match peer {
+        Some(peer) if sent.as_ref().is_ok_and(|row| cut_short_by(row).is_some()) => {
+            // The receiver went away: it has nothing whole to report.
+            peer.abandon();
+            sent?
+        }
+        Some(peer) => {
+            let (row, received) = peer.merge_into(sent, "udp", mode)?;
+            if let Some(received) = received
+                && received.get("complete").and_then(Value::as_bool) == Some(false)
+            {
+                let lost = received.get("lost").and_then(Value::as_u64).unwrap_or(0);
+                let sent = received.get("sent_datagrams").and_then(Value::as_u64);
+                shortfall = Some(match sent {
+                    Some(sent) => format!("{}: {lost} of {sent} datagrams lost", mode.name()),
+                    None => format!("{}: the end datagram never arrived", mode.name()),
+                });
+            }
+            row
+        }
+        None => sent?,
+    };
+    row.insert("gso".into(), json!(args.gso));
+    Ok((row, shortfall))
 }
 
 /// `bench udp --gso SEG`'s size when `--size` is not given: 40 segments. A usage error naming

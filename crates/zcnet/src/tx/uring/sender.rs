@@ -19,11 +19,12 @@ use crate::sys::uring::{
     MAX_REGISTERED_BYTES, SendEvent, SendKind, SendRequest, SendRing, Sequence, UserDataHasher,
     memlock_limit,
 };
+use crate::tx::budget::Charge;
 use crate::tx::erased::{Erased, Queued, UnsentBuf};
 use crate::tx::socket::present;
 use crate::tx::{
-    BufferPool, Charge, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode,
-    Policy, SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
+    BufferPool, Completion, CompletionTracker, CopyReason, Decision, MemlockBudget, Mode, Policy,
+    SendBuf, SendPath, SenderConfig, TxError, TxStats, ZcSocket,
 };
 use crate::tx::{SendError, TrySendError, Unsent};
 

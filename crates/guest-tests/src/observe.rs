@@ -1,0 +1,252 @@
+//! `zcnet::observe` on a kernel with kprobes (inside the guest): what it counts for zcnet's sender on
+//! both paths equals the sender's `TxStats` within 1%, a plain copying sender shows no zero-copy, and
+//! the bytes the kernel copies after a zero-copy send (`skb_copy_ubufs`) show with their cause:
+//! loopback delivery, and a packet socket tapping the interface.
+//!
+//! The sender's own counts are taken for this process; the late copies are also summed over every
+//! task of the guest (the copy runs in softirq context, which may be `ksoftirqd` rather than the
+//! sender), where they must equal the bytes sent once per copy site.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::Context;
+use zcnet::observe::{Counter, Counters, Observer, Scope};
+use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender, TxStats};
+
+use crate::outcome::Outcome;
+
+/// Bytes per send, and sends per stream.
+const SEND: usize = 64 << 10;
+const SENDS: usize = 64;
+
+/// The counters of this process and of every task, before and after one stream.
+struct Watch<'a> {
+    own: &'a Observer,
+    all: &'a Observer,
+}
+
+impl Watch<'_> {
+    fn totals(&self) -> anyhow::Result<(Counters, Counters)> {
+        let own = self.own.process_totals(std::process::id())?;
+        let mut all = Counters::default();
+        for (_, c) in self.all.snapshot()? {
+            all.add(&c);
+        }
+        Ok((own, all))
+    }
+
+    /// What `run` added to this process's counters and to everyone's, and its result.
+    fn around<T>(
+        &self,
+        run: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<(Counters, Counters, T)> {
+        let (own0, all0) = self.totals()?;
+        let value = run()?;
+        let (own1, all1) = self.totals()?;
+        Ok((own1.since(&own0), all1.since(&all0), value))
+    }
+}
+
+/// Runs the checks; the outcome says which passed.
+pub fn run() -> anyhow::Result<Outcome> {
+    let mut out = Outcome::new("observe");
+    let own = Observer::own_process().context("observe this process")?;
+    let all = Observer::attach(Scope::All).context("observe every task")?;
+    let attached: Vec<&str> = own.tracepoints().collect();
+    out.check(
+        "kprobe",
+        attached.contains(&"kprobe:skb_copy_ubufs"),
+        &format!(
+            "attached to {attached:?}; not seen: {:?}",
+            own.blind_spots()
+        ),
+    );
+    let watch = Watch {
+        own: &own,
+        all: &all,
+    };
+
+    for (path, name) in [
+        (SendPath::SENDMSG, "sendmsg"),
+        (SendPath::IO_URING, "io_uring"),
+    ] {
+        let (seen, everyone, stats) = watch.around(|| zero_copy_stream(path))?;
+        let pairs: [(Counter, u64); 4] = if path == SendPath::SENDMSG {
+            [
+                (Counter::ZcSends, stats.zc_calls),
+                (Counter::ZcBytes, stats.bytes),
+                (Counter::Notifications, stats.notifications),
+                (Counter::CopiedCompletions, stats.copied_ids),
+            ]
+        } else {
+            [
+                (Counter::UringZcRequests, stats.zc_calls),
+                (Counter::UringZcBytes, stats.bytes),
+                (Counter::UringNotifications, stats.notifications),
+                (Counter::UringCopiedNotifications, stats.copied_ids),
+            ]
+        };
+        agree(&mut out, &format!("{name} totals"), &seen, &pairs);
+        late_copies(&mut out, name, &seen, &everyone, stats.bytes, false);
+    }
+
+    let (seen, everyone, bytes) = watch.around(copying_stream)?;
+    let zero_copy = [
+        Counter::ZcSends,
+        Counter::Notifications,
+        Counter::UringZcRequests,
+        Counter::UringNotifications,
+        Counter::LateCopies,
+    ];
+    out.check(
+        "copying sender",
+        within_one_percent(seen.get(Counter::CopyBytes), bytes)
+            && zero_copy.iter().all(|&c| seen.get(c) == 0)
+            && everyone.get(Counter::LateCopies) == 0,
+        &format!(
+            "sent {bytes} bytes through std's TcpStream (send, copying); observed copy_bytes {}, {}",
+            seen.get(Counter::CopyBytes),
+            listed(&seen, &zero_copy)
+        ),
+    );
+
+    let tap = rustix::net::socket(
+        rustix::net::AddressFamily::PACKET,
+        rustix::net::SocketType::RAW,
+        Some(rustix::net::eth::ALL),
+    )
+    .context("open an AF_PACKET socket for every protocol (a tap on every interface)")?;
+    let (seen, everyone, stats) = watch.around(|| zero_copy_stream(SendPath::SENDMSG))?;
+    drop(tap);
+    agree(
+        &mut out,
+        "tapped sendmsg totals",
+        &seen,
+        &[
+            (Counter::ZcSends, stats.zc_calls),
+            (Counter::Notifications, stats.notifications),
+        ],
+    );
+    late_copies(&mut out, "tapped", &seen, &everyone, stats.bytes, true);
+    Ok(out)
+}
+
+/// A PASS line when each observed counter is within 1% of what the sender reported.
+fn agree(out: &mut Outcome, check: &str, seen: &Counters, pairs: &[(Counter, u64)]) {
+    let ok = pairs
+        .iter()
+        .all(|&(c, reported)| within_one_percent(seen.get(c), reported));
+    let text: Vec<String> = pairs
+        .iter()
+        .map(|&(c, reported)| format!("{c} {} (sender {reported})", seen.get(c)))
+        .collect();
+    out.check(check, ok, &text.join(", "));
+}
+
+/// The late copies of one zero-copy stream of `bytes` over loopback: every byte copied on the
+/// receive path (local delivery) and, when tapped, once more for the tap; some of it counted
+/// against this process. A retransmitted segment is copied again (its clone is delivered too), so
+/// the receive path may copy a few percent more than was sent, never less.
+fn late_copies(
+    out: &mut Outcome,
+    name: &str,
+    seen: &Counters,
+    everyone: &Counters,
+    bytes: u64,
+    tapped: bool,
+) {
+    let receive = everyone.get(Counter::LateCopiedReceiveBytes);
+    let tap = everyone.get(Counter::LateCopiedTapBytes);
+    let total = everyone.get(Counter::LateCopiedBytes);
+    let expected_tap = if tapped { bytes } else { 0 };
+    out.check(
+        &format!("{name} late copies"),
+        (bytes..=bytes + bytes / 20).contains(&receive)
+            && (expected_tap..=expected_tap + expected_tap / 20).contains(&tap)
+            && total == receive + tap
+            && seen.get(Counter::LateCopies) > 0,
+        &format!(
+            "sent {bytes} bytes; the kernel copied {total} later ({} copies): {receive} on the \
+             receive path (local delivery), {tap} for a tap (this process: {})",
+            everyone.get(Counter::LateCopies),
+            listed(
+                seen,
+                &[
+                    Counter::LateCopies,
+                    Counter::LateCopiedReceiveBytes,
+                    Counter::LateCopiedTapBytes
+                ]
+            )
+        ),
+    );
+}
+
+fn listed(c: &Counters, which: &[Counter]) -> String {
+    which
+        .iter()
+        .map(|&k| format!("{k} {}", c.get(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether `seen` is within 1% of `reported` (both zero counts as equal).
+fn within_one_percent(seen: u64, reported: u64) -> bool {
+    seen.abs_diff(reported) as f64 <= reported as f64 * 0.01
+}
+
+/// A loopback TCP connection and a thread reading everything from its far end, checking every byte
+/// is `i as u8` for the `i`-th send of `SEND` bytes.
+fn connection() -> anyhow::Result<(TcpStream, thread::JoinHandle<std::io::Result<bool>>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let reader = thread::spawn(move || {
+        let mut data = Vec::new();
+        listener.accept()?.0.read_to_end(&mut data)?;
+        Ok(data.len() == SEND * SENDS
+            && data
+                .chunks(SEND)
+                .enumerate()
+                .all(|(i, c)| c.iter().all(|&b| b == i as u8)))
+    });
+    Ok((TcpStream::connect(addr)?, reader))
+}
+
+/// Waits for the reader and fails unless every byte arrived as sent.
+fn verified(reader: thread::JoinHandle<std::io::Result<bool>>) -> anyhow::Result<()> {
+    let intact = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader panicked"))??;
+    anyhow::ensure!(intact, "the receiver did not get every byte as sent");
+    Ok(())
+}
+
+/// A stream sent with zcnet's `TcpSender` in zero-copy mode on `path`; its statistics.
+fn zero_copy_stream(path: SendPath) -> anyhow::Result<TxStats> {
+    let (stream, reader) = connection()?;
+    let mut config = SenderConfig::default();
+    config.policy.mode = Mode::ZeroCopy;
+    config.path = path;
+    let mut tx = TcpSender::new(stream, config);
+    for i in 0..SENDS {
+        tx.send(vec![i as u8; SEND])?;
+    }
+    tx.flush(Duration::from_secs(60))?;
+    let stats = tx.stats().clone();
+    drop(tx);
+    verified(reader)?;
+    Ok(stats)
+}
+
+/// The same stream written through std's `TcpStream` (`send`, copying); the bytes sent.
+fn copying_stream() -> anyhow::Result<u64> {
+    let (mut stream, reader) = connection()?;
+    for i in 0..SENDS {
+        stream.write_all(&vec![i as u8; SEND])?;
+    }
+    drop(stream);
+    verified(reader)?;
+    Ok((SEND * SENDS) as u64)
+}

@@ -1,0 +1,173 @@
+//! The copies the kernel makes *after* a zero-copy send: a kprobe on `skb_copy_ubufs`, the function
+//! that replaces a packet's lent pages with copies, with the cause named by its caller.
+//!
+//! # Kernel behaviour relied on
+//! - `skb_copy_ubufs(struct sk_buff *skb, gfp_t gfp)` is where the kernel copies the pages of a
+//!   packet that still points at user memory (MSG_ZEROCOPY, io_uring `SEND_ZC`): it is called
+//!   through `skb_orphan_frags_rx` on the receive path ([`RECEIVE_CALLERS`]: by
+//!   `__netif_receive_skb_core` before a packet is handed to a packet socket on the receiving
+//!   interface and, in older kernels, to a local socket; by `ip_local_deliver_finish` and
+//!   `ip6_input_finish` before local delivery in newer ones, 7.3 among them), and by
+//!   `dev_queue_xmit_nit` for the clone it hands to a packet socket tapping the sending interface
+//!   (inline `deliver_skb`); other callers (a transmit timestamp's clone, `tun`) are counted without
+//!   a cause. A device without
+//!   scatter-gather never gets here: TCP and UDP copy at send time for such a route, and the
+//!   completion says so.
+//! - A kprobe is opened through the `kprobe` PMU (`/sys/bus/event_source/devices/kprobe/type`,
+//!   `perf_event_open` with the function's name in `config1`, 4.17+) and a `BPF_PROG_TYPE_KPROBE`
+//!   program is attached to it through a BPF link (`BPF_PERF_EVENT`, 5.15+). Its context is the
+//!   probed CPU's `struct pt_regs`; at the function's entry the first argument is in `di` (x86-64
+//!   calling convention). `bpf_get_stack` gives the kernel stack's return addresses, the probed
+//!   address first, then the caller's.
+//! - The offsets of `di` in `struct pt_regs` and of `data_len` in `struct sk_buff` come from the
+//!   kernel's BTF (`/sys/kernel/btf/vmlinux`); the callers' addresses from `/proc/kallsyms`.
+//! - The copy runs in softirq context: on loopback and veth that is usually the sending task on its
+//!   way out of the send (the copy is counted against it), under load `ksoftirqd`.
+
+use std::ffi::CStr;
+use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use super::kallsyms::Kallsyms;
+use super::programs::{self, LateCopyProbe, Maps};
+use super::{Attachment, BlindSpot, LICENSE, Scope};
+use crate::btf::Btf;
+use crate::sys::{bpf, perf_event};
+
+/// The probed function.
+const FUNCTION: &CStr = c"skb_copy_ubufs";
+/// What is not seen when the probe cannot be attached.
+const WHAT: &str =
+    "bytes copied after a zero-copy send, and the cause (local delivery, a tap on the interface)";
+/// The functions whose calls of `skb_copy_ubufs` are on the receive path (a static helper may be
+/// inlined into its caller, which then makes the call: both are listed).
+const RECEIVE_CALLERS: [&str; 5] = [
+    "__netif_receive_skb_core",
+    "ip_local_deliver_finish",
+    "ip_local_deliver",
+    "ip6_input_finish",
+    "ip6_input",
+];
+/// The function whose call is for a tap on the sending interface.
+const TAP_CALLER: &str = "dev_queue_xmit_nit";
+/// The `kprobe` PMU's directory in sysfs.
+const KPROBE_PMU: &str = "/sys/bus/event_source/devices/kprobe";
+
+/// The name in `struct pt_regs` of the first argument's register.
+#[cfg(target_arch = "x86_64")]
+const ARG0: Option<&str> = Some("di");
+#[cfg(not(target_arch = "x86_64"))]
+const ARG0: Option<&str> = None;
+
+/// Attaches the probe, or says why it cannot: `Ok` with a blind spot when it runs but cannot tell
+/// the causes apart.
+pub(super) fn attach(
+    scope: Scope,
+    maps: Maps<'_>,
+) -> Result<(Attachment, Option<BlindSpot>), BlindSpot> {
+    let blind = |why: String| BlindSpot { what: WHAT, why };
+    let pmu_type = match fs::read_to_string(Path::new(KPROBE_PMU).join("type")) {
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| blind(format!("{KPROBE_PMU}/type reads {text:?}")))?,
+        Err(_) => {
+            return Err(blind(format!(
+                "skb_copy_ubufs has no tracepoint, and this kernel has no kprobes ({KPROBE_PMU} is absent)"
+            )));
+        }
+    };
+    let arg0 =
+        ARG0.ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
+    let btf = Btf::vmlinux().map_err(|e| {
+        blind(format!(
+            "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"
+        ))
+    })?;
+    let offset = |strukt: &str, member: &str| {
+        btf.struct_layout(strukt)
+            .and_then(|s| s.offset_of(member))
+            .and_then(|o| i16::try_from(o).ok())
+            .ok_or_else(|| {
+                blind(format!(
+                    "the kernel's BTF has no {member} in struct {strukt}"
+                ))
+            })
+    };
+    let (arg0, data_len) = (offset("pt_regs", arg0)?, offset("sk_buff", "data_len")?);
+    let (receive, tap, causes) = match Kallsyms::read() {
+        Ok(k) if !k.hidden() => {
+            let receive: Vec<_> = RECEIVE_CALLERS.iter().flat_map(|f| k.ranges(f)).collect();
+            let tap = k.ranges(TAP_CALLER);
+            let missing = if receive.is_empty() || tap.is_empty() {
+                Some(BlindSpot {
+                    what: "some causes of late copies",
+                    why: format!(
+                        "/proc/kallsyms lists none of {} or none of {TAP_CALLER}",
+                        RECEIVE_CALLERS.join(", ")
+                    ),
+                })
+            } else {
+                None
+            };
+            (receive, tap, missing)
+        }
+        Ok(_) => (
+            Vec::new(),
+            Vec::new(),
+            Some(BlindSpot {
+                what: "the cause of late copies",
+                why: "/proc/kallsyms shows this process no addresses (kernel.kptr_restrict; needs CAP_SYSLOG)"
+                    .to_string(),
+            }),
+        ),
+        Err(e) => (
+            Vec::new(),
+            Vec::new(),
+            Some(BlindSpot {
+                what: "the cause of late copies",
+                why: format!("cannot read /proc/kallsyms: {e}"),
+            }),
+        ),
+    };
+    let probe = LateCopyProbe {
+        arg0,
+        data_len: i32::from(data_len),
+        receive,
+        tap,
+    };
+    let insns = programs::late_copy(scope, maps, &probe);
+    let program = bpf::prog_load(
+        bpf::BPF_PROG_TYPE_KPROBE,
+        0,
+        0,
+        &insns,
+        LICENSE,
+        "zcnet_late_copy",
+    )
+    .map_err(|e| {
+        blind(format!(
+            "the kernel refused the skb_copy_ubufs kprobe program: {}{}",
+            e.error,
+            if e.verifier_log.is_empty() {
+                String::new()
+            } else {
+                format!("; verifier log: {}", e.verifier_log)
+            }
+        ))
+    })?;
+    let perf: OwnedFd = perf_event::open_kprobe(pmu_type, FUNCTION)
+        .map_err(|e| blind(format!("cannot open a kprobe on skb_copy_ubufs: {e}")))?;
+    let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
+        .map_err(|e| blind(format!("cannot attach to the skb_copy_ubufs kprobe: {e}")))?;
+    Ok((
+        Attachment {
+            event: "kprobe:skb_copy_ubufs".to_string(),
+            _link: link,
+            _perf: perf,
+            program,
+        },
+        causes,
+    ))
+}
