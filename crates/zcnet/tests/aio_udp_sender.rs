@@ -155,3 +155,39 @@ each_path! {
         assert_eq!(recv(&rx), datagram(1, 3000));
     }
 }
+
+each_path! {
+    /// A GSO train of more segments than the kernel takes (200: `UDP_MAX_SEGMENTS` is 64, 128
+    /// since Linux 6.9) fails and comes back whole inside the error; the datagrams around it
+    /// arrive once each, with their bytes, the last segment of a train that does not divide
+    /// shorter (io_uring: the flush fails, handing it back).
+    async fn a_gso_train_too_long_comes_back_whole(path: SendPath) {
+        let rx = receiver();
+        let mut tx = sender(path, Some(rx.local_addr().unwrap()));
+        tx.set_gso_segment(Some(100)).await.expect("UDP_SEGMENT");
+        tx.send(datagram(0, 199)).await.expect("send");
+        let too_long = datagram(1, 200 * 100);
+        if path == SendPath::SENDMSG {
+            let e = tx.send(too_long.clone()).await.expect_err("200 segments");
+            assert_eq!(e.error().raw_os_error(), Some(libc::EINVAL), "{e}");
+            let (_, unsent) = e.into_parts();
+            assert_eq!(unsent.into_buf().expect("nothing of it sent"), too_long);
+        } else {
+            // Queued: its request fails later, and the flush hands it back.
+            tx.send(too_long.clone()).await.expect("queued");
+            let e = tx.flush().await.expect_err("200 segments");
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+            let unsent: Vec<_> = e.unsent().iter().map(|u| u.remaining()).collect();
+            assert_eq!(unsent, [&too_long[..]], "{e}");
+        }
+        tx.send(datagram(2, 64 * 100)).await.expect("64 segments");
+        tx.flush().await.expect("flush");
+        assert_eq!(recv(&rx), datagram(0, 199)[..100]);
+        assert_eq!(recv(&rx), datagram(0, 199)[100..]);
+        for segment in datagram(2, 64 * 100).chunks(100) {
+            assert_eq!(recv(&rx), segment, "datagram 2: a 100-byte segment");
+        }
+        rx.set_nonblocking(true).unwrap();
+        assert!(rx.recv(&mut [0; 16]).is_err(), "a datagram more than sent");
+    }
+}

@@ -739,7 +739,13 @@ impl Sender<UdpSocket> {
         .map_err(|source| TxError::SocketOption {
             option: "UDP_CORK",
             source,
-        })
+        })?;
+        match self.engine_mut() {
+            Path::Sendmsg(p) => p.corked(cork),
+            #[cfg(feature = "io-uring")]
+            Path::IoUring(p) => p.corked(cork),
+        }
+        Ok(())
     }
 
     /// Sets the GSO segment size: every datagram longer than one segment — sent from now on — goes

@@ -830,6 +830,13 @@ impl<S: ZcSocket> Drop for SendmsgPath<S> {
 }
 
 impl SendmsgPath<UdpSocket> {
+    /// The socket was corked or uncorked: its timestamp keys count datagrams, not calls.
+    pub(crate) fn corked(&mut self, corked: bool) {
+        if let Some(join) = &mut self.join {
+            join.corked(corked);
+        }
+    }
+
     /// Sets the GSO segment size (`UDP_SEGMENT` control message on each send longer than one segment):
     /// one call then carries up to 64 segments, split by the stack or the device. `None` turns it off.
     /// Without it a datagram larger than the path MTU is fragmented, and the kernel copies it even

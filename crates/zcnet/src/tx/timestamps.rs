@@ -4,7 +4,8 @@
 //!
 //! Two numberings meet here. A timestamp names a key: on a stream the offset of the last byte of
 //! the send call it stamps (bytes counted from 0 when timestamps were turned on), on a datagram
-//! socket the count of send calls. A zero-copy completion names an inclusive range of ids, one per
+//! socket the count of datagrams (one per send call, but one for all the calls a corked socket
+//! appends to one datagram: the call that starts it takes the key). A zero-copy completion names an inclusive range of ids, one per
 //! zero-copy call (copied calls take none). Each send is registered with both, in order.
 //!
 //! Kernel behaviour relied on (Documentation/networking/timestamping.rst, msg_zerocopy.rst): a
@@ -33,7 +34,7 @@ const MAX_WAITING: usize = 4096;
 pub(crate) enum Keys {
     /// The offset of the last byte of a send (TCP).
     Bytes,
-    /// One per send call (UDP).
+    /// One per datagram (UDP): per send call, or per corked datagram.
     Datagrams,
 }
 
@@ -68,6 +69,10 @@ pub(crate) struct TimestampJoin {
     waiting: VecDeque<Waiting>,
     /// Timestamps that matched no waiting send.
     pub(crate) unmatched: u64,
+    /// Datagrams: the socket is corked (`UDP_CORK`).
+    corked: bool,
+    /// Datagrams: a call since the cork started the datagram, whose key the later calls share.
+    started: bool,
 }
 
 impl TimestampJoin {
@@ -77,7 +82,16 @@ impl TimestampJoin {
             next: 0,
             waiting: VecDeque::new(),
             unmatched: 0,
+            corked: false,
+            started: false,
         }
+    }
+
+    /// The socket was corked (`true`) or uncorked: while it is, the send calls append to one
+    /// datagram, which takes one key.
+    pub(crate) fn corked(&mut self, corked: bool) {
+        self.corked = corked;
+        self.started &= corked;
     }
 
     /// Registers a send call that took `len` bytes at `queued`, zero-copy under completion `id`.
@@ -95,7 +109,9 @@ impl TimestampJoin {
                 self.next = self.next.wrapping_add(len as u32);
                 self.next.wrapping_sub(1)
             }
+            Keys::Datagrams if self.started => self.next.wrapping_sub(1),
             Keys::Datagrams => {
+                self.started = self.corked;
                 self.next = self.next.wrapping_add(1);
                 self.next.wrapping_sub(1)
             }
@@ -115,8 +131,8 @@ impl TimestampJoin {
         });
     }
 
-    /// A timestamp of `kind` (`SCM_TSTAMP_*`) for `key` at `at`: it lands on the send of that key
-    /// alone (see [`TimestampJoin::retire`] for the sends of a stream it also stands for). The last
+    /// A timestamp of `kind` (`SCM_TSTAMP_*`) for `key` at `at`: it lands on the sends of that key
+    /// alone (several calls of one corked datagram share it; see [`TimestampJoin::retire`] for the sends of a stream it also stands for). The last
     /// stamp a send can get — the ACK on a stream (it acknowledges every byte before too), the
     /// hand-over to the device for a datagram (datagrams leave in order) — also means that no
     /// stamp is to come for the sends before it.
@@ -125,9 +141,15 @@ impl TimestampJoin {
             self.unmatched += 1;
             return;
         };
-        match self.waiting[pos].slot(kind) {
-            Some(slot @ None) => *slot = Some(at),
-            _ => self.unmatched += 1,
+        let mut landed = false;
+        for w in self.waiting.range_mut(pos..).filter(|w| w.key == key) {
+            if let Some(slot @ None) = w.slot(kind) {
+                *slot = Some(at);
+                landed = true;
+            }
+        }
+        if !landed {
+            self.unmatched += 1;
         }
         if kind == self.last_kind() {
             for w in self.waiting.range_mut(..pos) {
@@ -417,5 +439,33 @@ mod tests {
             r.sent(i, 1, None);
         }
         assert_eq!(r.out, [joined(0, [None; 4])]);
+    }
+
+    /// UDP corked: the kernel keys a datagram, not a call — three calls appended to one corked
+    /// datagram share its key (1), and the datagram after the uncork takes the next (2). Its
+    /// stamps land on each of its calls; none on the datagram after it.
+    #[test]
+    fn corked_calls_share_their_datagram_key() {
+        let mut r = Run::new(Keys::Datagrams);
+        r.sent(10, 100, None);
+        r.join.corked(true);
+        r.sent(20, 100, None);
+        r.sent(30, 100, Some(0));
+        r.sent(40, 100, None);
+        r.join.corked(false);
+        r.sent(50, 100, None);
+        for (key, at) in [(0, 11), (1, 41), (2, 51)] {
+            r.stamp(SCHED, key, at);
+            r.stamp(SND, key, at + 1);
+        }
+        r.completed(0, 0, 60);
+        let at = |queued, t| joined(queued, [Some(t), Some(t + 1), None, None]);
+        let mut freed = at(30, 41);
+        freed.freed = Some(60);
+        assert_eq!(
+            r.out,
+            [at(10, 11), at(20, 41), freed, at(40, 41), at(50, 51)]
+        );
+        assert_eq!(r.join.unmatched, 0);
     }
 }

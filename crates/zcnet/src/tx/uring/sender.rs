@@ -1197,6 +1197,14 @@ impl<S: ZcSocket> Drop for UringPath<S> {
 }
 
 impl UringPath<UdpSocket> {
+    /// The socket was corked or uncorked (its queued sends settled): its timestamp keys count
+    /// datagrams, not requests.
+    pub(crate) fn corked(&mut self, corked: bool) {
+        if let Some(stamps) = &mut self.stamps {
+            stamps.corked(corked);
+        }
+    }
+
     /// Sets the GSO segment size on the socket (`UDP_SEGMENT` socket option): every datagram longer
     /// than one segment goes out as a train of up to 64 segments. `None` turns it off. The kernel
     /// reads the option when a request is issued, so the queued sends are settled first: each

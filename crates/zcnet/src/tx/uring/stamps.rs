@@ -59,6 +59,11 @@ impl Stamps {
             .sent(self.queued, n, id, &mut |j| latency.record(&j));
     }
 
+    /// The socket was corked or uncorked (see [`TimestampJoin::corked`]).
+    pub(super) fn corked(&mut self, corked: bool) {
+        self.join.corked(corked);
+    }
+
     /// A notification of this reap.
     pub(super) fn completed(&mut self, c: Completion) {
         self.completed.push(c);
