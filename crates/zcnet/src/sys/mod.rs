@@ -18,7 +18,8 @@
 //! `rtnetlink` (routes, neighbours and links), `ovs` (Open vSwitch datapath UAPI), `link` (interface
 //! indices), `perf_event` (tracepoints for BPF programs), `uring` (io_uring zero-copy sends and probing),
 //! `zcrx` (io_uring zero-copy receive), `trial` (a system call tried in a throwaway child, to see whether
-//! a seccomp filter refuses it) and `vsock`.
+//! a seccomp filter refuses it), `unix` (descriptors passed over Unix sockets, peer credentials, sealed
+//! memory files) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -62,6 +63,7 @@ pub(crate) mod rtnetlink;
 pub(crate) mod socket;
 pub(crate) mod tcp_zc;
 pub(crate) mod trial;
+pub(crate) mod unix;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 pub(crate) mod vsock;
