@@ -7,8 +7,8 @@
 //! entries, headroom, and 4 zero bytes.
 //!
 //! Reply ([`REPLY_LEN`] bytes): magic, version (u16), status (u16: 0 granted, else the refusal),
-//! then three u32s
-//! whose meaning depends on the status, then 104 bytes of UTF-8 text (NUL-padded). A granted reply
+//! then three u32s whose meaning depends on the status, then 104 bytes of UTF-8 text (NUL-padded).
+//! A granted reply
 //! carries three descriptors (`SCM_RIGHTS`): the UMEM's memory file, the queue's socket (which owns
 //! the fill and completion rings) and the worker's socket.
 //!
