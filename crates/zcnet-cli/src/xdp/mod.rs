@@ -1,10 +1,12 @@
 //! `zcnet xdp rxdrop|txpush|l2fwd`: the three AF_XDP applications of the original AF_XDP benchmark
-//! (xdpsock), on one queue of one interface.
+//! (xdpsock), on one queue of one interface; and `zcnet xdp broker` (in `broker`), which hands
+//! queues to unprivileged workers.
 //!
 //! rxdrop and l2fwd attach the redirect program; every program is attached through a BPF link owned
 //! by this process, so it goes away when the command ends in any way (normal exit, SIGINT/SIGTERM,
 //! SIGKILL): the kernel closes the link descriptor with the process.
 
+pub(crate) mod broker;
 pub(crate) mod feed;
 pub(crate) mod meter;
 
@@ -144,6 +146,9 @@ pub enum XdpCommand {
     /// Return every matched frame on the same interface with swapped MACs (no copy: the rx
     /// descriptor goes to the tx ring).
     L2fwd(XdpArgs),
+    /// Hand queues to unprivileged workers over a Unix socket (the program, the sockets and the
+    /// XSKMAP are the broker's; workers need no capability).
+    Broker(broker::BrokerArgs),
 }
 
 /// How a loop waits when its rings are idle.
@@ -445,6 +450,7 @@ fn check_txpush(t: &TxpushArgs) -> Result<()> {
 /// Runs an AF_XDP application.
 pub fn run(cmd: XdpCommand) -> Result<()> {
     let (name, args) = match &cmd {
+        XdpCommand::Broker(b) => return broker::run(b.clone()),
         XdpCommand::Rxdrop(a) => ("rxdrop", a.clone()),
         XdpCommand::Txpush(t) => ("txpush", t.common.clone()),
         XdpCommand::L2fwd(a) => ("l2fwd", a.clone()),
@@ -518,6 +524,7 @@ pub fn run(cmd: XdpCommand) -> Result<()> {
                 .with_context(|| format!("--size {} is too small for a UDP frame", t.size))?;
             (app.txpush(&frame[..len], args.batch, stop)?, 0)
         }
+        XdpCommand::Broker(_) => unreachable!("the broker is served at the top of run"),
     };
     let seconds = start.elapsed().as_secs_f64();
     let stats = app.statistics()?;

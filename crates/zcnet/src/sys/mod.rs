@@ -19,7 +19,8 @@
 //! BPF programs), `uring` (io_uring zero-copy sends and probing), `uring_timestamps` (transmit
 //! timestamps through io_uring), `zcrx` (io_uring zero-copy receive), `timestamping` (transmit
 //! timestamps), `trial` (a system call tried in a throwaway child, to see whether a seccomp filter
-//! refuses it) and `vsock`.
+//! refuses it), `unix` (descriptors passed over Unix sockets, peer credentials, sealed memory
+//! files) and `vsock`.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -67,6 +68,7 @@ pub(crate) mod socket;
 pub(crate) mod tcp_zc;
 pub(crate) mod timestamping;
 pub(crate) mod trial;
+pub(crate) mod unix;
 #[cfg(feature = "io-uring")]
 pub(crate) mod uring;
 #[cfg(feature = "io-uring")]

@@ -21,6 +21,8 @@
 //! - [`Packet`]: with multi-buffer ([`SocketConfig::multi_buffer`]), a packet larger than a frame
 //!   in several frames ([`Socket::receive_packets`]).
 //!
+//! - [`Broker`] and [`BrokerClient`]: the privilege split — a privileged broker sets queues up and
+//!   passes their descriptors to workers that run a [`Socket`] with no capability.
 //! - [`UdpEndpoint`]: UDP on AF_XDP for applications — one local address and port served from
 //!   queues of an interface, datagrams received with their payloads in the UMEM frames and
 //!   checksums verified, sent with payloads written in place and headers, checksums and the next hop
@@ -32,6 +34,7 @@
 //! the socket into its map, then loop on `socket.receive(&mut umem, n, &mut frames)`, reading each
 //! frame with `umem.bytes(&frame)` and recycling them with `socket.fill_with(&mut umem, &mut frames)`.
 
+mod broker;
 mod error;
 mod frame_match;
 pub mod headers;
@@ -50,6 +53,10 @@ pub(crate) mod tx_metadata;
 mod udp_endpoint;
 mod umem;
 
+pub use broker::{
+    Broker, BrokerClient, BrokerConfig, BrokerError, Event as BrokerEvent, QueueRequest, Refusal,
+    wire as broker_wire,
+};
 pub use error::{Error, Result};
 pub use frame_match::FrameMatch;
 #[cfg(feature = "bench-internals")]

@@ -25,6 +25,7 @@ use super::umem::{Inherited, Pool, QueuePlace, Umem};
 use crate::fallback::Fallback;
 use crate::sys::xdp::{
     RingKind, XDP_COPY, XDP_SHARED_UMEM, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
+    mmap_offsets, xdp_mmap_offsets,
 };
 
 /// Entries of the anchor's rx ring: the least a bound socket may have. It never receives.
@@ -65,8 +66,7 @@ impl Queue {
         multi_buffer: bool,
     ) -> Result<Queue> {
         let anchor = create_socket()?;
-        let name = format!("the AF_XDP queue socket for {iface} queue {queue}");
-        let setup = |what: &str, e| setup_error(&name, what, e);
+        let name = queue_socket_name(iface, queue);
         if let Through::Register(_) = through {
             umem.register_on(anchor.as_fd())?;
         }
@@ -77,23 +77,7 @@ impl Queue {
             (RingKind::Completion, completion_size),
         ];
         let offsets = size_rings(anchor.as_fd(), &name, &rings)?;
-        let fill = map_ring(anchor.as_fd(), RingKind::Fill, &offsets, fill_size)
-            .map_err(|e| setup("map fill ring", e))?
-            .map(Producer::new);
-        let completion = map_ring(
-            anchor.as_fd(),
-            RingKind::Completion,
-            &offsets,
-            completion_size,
-        )
-        .map_err(|e| setup("map completion ring", e))?
-        .map(Consumer::new);
-        let (Some(fill), Some(completion)) = (fill, completion) else {
-            return Err(Error::usage(format!(
-                "UmemConfig fill_size {fill_size} and completion_size {completion_size}: a queue \
-                 needs both rings"
-            )));
-        };
+        let (fill, completion) = map_pool_rings(anchor.as_fd(), &name, &offsets, umem)?;
         let bind = |flags: u16, shared: Option<BorrowedFd<'_>>| {
             bind_on_queue(anchor.as_fd(), iface, ifindex, queue, flags, shared)
         };
@@ -102,7 +86,7 @@ impl Queue {
                 bind(XDP_SHARED_UMEM, Some(other.fd()))?;
                 (other.inherited, None)
             }
-            Through::Register(mode) => {
+            Through::Register(asked) => {
                 let mut extra = 0;
                 if need_wakeup {
                     extra |= XDP_USE_NEED_WAKEUP;
@@ -110,34 +94,21 @@ impl Queue {
                 if multi_buffer {
                     extra |= XDP_USE_SG;
                 }
-                let (mode, fallback) = match mode {
+                let (mode, refused) = match asked {
                     Mode::ZeroCopy => (
                         bind(XDP_ZEROCOPY | extra, None).map(|_| BoundMode::ZeroCopy)?,
                         None,
                     ),
-                    Mode::Copy => (
-                        bind(XDP_COPY | extra, None).map(|_| BoundMode::Copy)?,
-                        Some(Fallback::requested(
-                            "bind in zero-copy or auto mode for zero-copy",
-                        )),
-                    ),
+                    Mode::Copy => (bind(XDP_COPY | extra, None).map(|_| BoundMode::Copy)?, None),
                     Mode::Auto => match bind(XDP_ZEROCOPY | extra, None) {
                         Ok(()) => (BoundMode::ZeroCopy, None),
                         Err(zc) => {
                             bind(XDP_COPY | extra, None)?;
-                            let errno = zc.raw_os_error().unwrap_or(0);
-                            let call = match multi_buffer {
-                                true => "bind XDP_ZEROCOPY|XDP_USE_SG",
-                                false => "bind XDP_ZEROCOPY",
-                            };
-                            let remedy = copy_remedy(errno, XDP_ZEROCOPY | extra);
-                            (
-                                BoundMode::Copy,
-                                Some(Fallback::refused(call, errno, remedy)),
-                            )
+                            (BoundMode::Copy, Some(zc.raw_os_error().unwrap_or(0)))
                         }
                     },
                 };
+                let fallback = copy_fallback(asked, refused, multi_buffer);
                 let inherited = Inherited {
                     mode,
                     need_wakeup,
@@ -146,7 +117,47 @@ impl Queue {
                 (inherited, fallback)
             }
         };
-        Ok(Queue {
+        Ok(Queue::assemble(
+            umem,
+            anchor,
+            (fill, completion),
+            place,
+            (inherited, fallback),
+        ))
+    }
+
+    /// The queue whose anchor `anchor` another process (a [`Broker`](crate::xdp::Broker)) opened
+    /// for `umem`'s memory on queue `queue` of `iface` (at `place`) and bound as `inherited` says,
+    /// copying for `fallback`: its fill and completion rings mapped here.
+    pub(crate) fn adopt(
+        umem: &mut Umem,
+        anchor: OwnedFd,
+        (iface, queue, place): (&str, u32, QueuePlace),
+        inherited: Inherited,
+        fallback: Option<Fallback>,
+    ) -> Result<Queue> {
+        let name = queue_socket_name(iface, queue);
+        let offsets =
+            mmap_offsets(anchor.as_fd()).map_err(|e| setup_error(&name, "read ring offsets", e))?;
+        let rings = map_pool_rings(anchor.as_fd(), &name, &offsets, umem)?;
+        Ok(Queue::assemble(
+            umem,
+            anchor,
+            rings,
+            place,
+            (inherited, fallback),
+        ))
+    }
+
+    /// The queue of `anchor` at `place`, with its mapped `rings` and a new pool of `umem`.
+    fn assemble(
+        umem: &mut Umem,
+        anchor: OwnedFd,
+        (fill, completion): (Producer<u64>, Consumer<u64>),
+        place: QueuePlace,
+        (inherited, fallback): (Inherited, Option<Fallback>),
+    ) -> Queue {
+        Queue {
             fill: Mutex::new(fill),
             completion: Mutex::new(completion),
             anchor,
@@ -154,7 +165,7 @@ impl Queue {
             place,
             inherited,
             fallback,
-        })
+        }
     }
 
     /// The anchor's descriptor: what a socket binding here (or sharing the UMEM) names.
@@ -194,5 +205,58 @@ impl Queue {
         self.completion
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How the socket of a queue is named in errors.
+fn queue_socket_name(iface: &str, queue: u32) -> String {
+    format!("the AF_XDP queue socket for {iface} queue {queue}")
+}
+
+/// Maps the fill and completion rings of `umem`'s sizes on `anchor` (named `name` in errors), whose
+/// ring offsets are `offsets`.
+fn map_pool_rings(
+    anchor: BorrowedFd<'_>,
+    name: &str,
+    offsets: &xdp_mmap_offsets,
+    umem: &Umem,
+) -> Result<(Producer<u64>, Consumer<u64>)> {
+    let (fill_size, completion_size) = umem.ring_sizes();
+    let setup = |what: &str, e| setup_error(name, what, e);
+    let fill = map_ring(anchor, RingKind::Fill, offsets, fill_size)
+        .map_err(|e| setup("map fill ring", e))?
+        .map(Producer::new);
+    let completion = map_ring(anchor, RingKind::Completion, offsets, completion_size)
+        .map_err(|e| setup("map completion ring", e))?
+        .map(Consumer::new);
+    let (Some(fill), Some(completion)) = (fill, completion) else {
+        return Err(Error::usage(format!(
+            "UmemConfig fill_size {fill_size} and completion_size {completion_size}: a queue \
+             needs both rings"
+        )));
+    };
+    Ok((fill, completion))
+}
+
+/// Why a queue bound after asking for `asked` copies: copy mode was asked for, or [`Mode::Auto`]'s
+/// zero-copy bind was `refused` with that errno (with `XDP_USE_SG` when `multi_buffer`); `None`
+/// when it does not copy.
+pub(crate) fn copy_fallback(
+    asked: Mode,
+    refused: Option<i32>,
+    multi_buffer: bool,
+) -> Option<Fallback> {
+    match (asked, refused) {
+        (Mode::Copy, _) => Some(Fallback::requested(
+            "bind in zero-copy or auto mode for zero-copy",
+        )),
+        (Mode::Auto, Some(errno)) => {
+            let (call, flags) = match multi_buffer {
+                true => ("bind XDP_ZEROCOPY|XDP_USE_SG", XDP_ZEROCOPY | XDP_USE_SG),
+                false => ("bind XDP_ZEROCOPY", XDP_ZEROCOPY),
+            };
+            Some(Fallback::refused(call, errno, copy_remedy(errno, flags)))
+        }
+        _ => None,
     }
 }

@@ -14,7 +14,7 @@ use super::queue::{Queue, Through};
 use super::ring::{Consumer, Desc, Producer};
 use super::stats::Statistics;
 use super::umem::{
-    Frame, FrameSize, QueuePlace, Reclaimed, Sharing, Umem, UmemConfig, XSK_PRIVILEGE,
+    Frame, FrameSize, Inherited, QueuePlace, Reclaimed, Sharing, Umem, UmemConfig, XSK_PRIVILEGE,
 };
 use crate::fallback::Fallback;
 use crate::sys::socket::set_int_option;
@@ -112,6 +112,35 @@ pub struct Socket {
     shares_umem: bool,
     /// The UMEM whose frames this socket's rings carry.
     umem: u64,
+    /// For a socket a broker handed out: the connection to it, whose closing tells the broker that
+    /// this worker is gone.
+    _lease: Option<OwnedFd>,
+}
+
+/// How a socket on `iface` is named in errors.
+fn socket_name(iface: &str) -> String {
+    format!("AF_XDP socket for {iface}")
+}
+
+/// A socket's rx and tx rings, each optional.
+type RxTx = (Option<Consumer<Desc>>, Option<Producer<Desc>>);
+
+/// Maps the rx and tx rings of `config`'s sizes (none for 0) of socket `fd` (named `name` in
+/// errors), whose ring offsets are `offsets`.
+fn map_rx_tx(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    offsets: &xdp_mmap_offsets,
+    config: SocketConfig,
+) -> Result<RxTx> {
+    let setup = |what: &str, e| setup_error(name, what, e);
+    let rx = map_ring(fd, RingKind::Rx, offsets, config.rx_size)
+        .map_err(|e| setup("map rx ring", e))?
+        .map(Consumer::new);
+    let tx = map_ring(fd, RingKind::Tx, offsets, config.tx_size)
+        .map_err(|e| setup("map tx ring", e))?
+        .map(Producer::new);
+    Ok((rx, tx))
 }
 
 fn bind_hint(errno: Option<i32>, flags: u16) -> &'static str {
@@ -299,19 +328,13 @@ impl Socket {
             }
         };
         let fd = create_socket()?;
-        let name = format!("AF_XDP socket for {iface}");
-        let setup = |what: &str, e| setup_error(&name, what, e);
+        let name = socket_name(iface);
         let rings = [
             (RingKind::Rx, config.rx_size),
             (RingKind::Tx, config.tx_size),
         ];
         let offsets = size_rings(fd.as_fd(), &name, &rings)?;
-        let rx = map_ring(fd.as_fd(), RingKind::Rx, &offsets, config.rx_size)
-            .map_err(|e| setup("map rx ring", e))?
-            .map(Consumer::new);
-        let tx = map_ring(fd.as_fd(), RingKind::Tx, &offsets, config.tx_size)
-            .map_err(|e| setup("map tx ring", e))?
-            .map(Producer::new);
+        let (rx, tx) = map_rx_tx(fd.as_fd(), &name, &offsets, config)?;
         bind_on_queue(
             fd.as_fd(),
             iface,
@@ -323,15 +346,71 @@ impl Socket {
         if opened {
             umem.opened(&queue_rings);
         }
+        let fallback = match opened && !shares_umem {
+            true => queue_rings.fallback().cloned(),
+            false => None,
+        };
+        let umem = umem.id();
+        let at = (iface, queue);
+        Ok(Socket::assemble(
+            ((rx, tx), fd),
+            queue_rings,
+            at,
+            (fallback, shares_umem),
+            umem,
+            None,
+        ))
+    }
+
+    /// The socket `fd` that another process (a [`Broker`](crate::xdp::Broker)) bound with `umem`'s
+    /// memory to queue `queue` of `iface` (index `ifindex` there), with the rings `config` sizes, and the queue it opened
+    /// there (`anchor`, bound as `inherited` says, copying for `fallback`): the rings mapped here.
+    /// `lease`, the connection to that process, stays open exactly as long as the socket.
+    pub(crate) fn adopt(
+        umem: &mut Umem,
+        (fd, anchor): (OwnedFd, OwnedFd),
+        (iface, ifindex, queue): (&str, u32, u32),
+        (inherited, fallback): (Inherited, Option<Fallback>),
+        config: SocketConfig,
+        lease: OwnedFd,
+    ) -> Result<Socket> {
+        let place = QueuePlace::here(ifindex, queue);
+        let queue_rings = Queue::adopt(umem, anchor, (iface, queue, place), inherited, fallback)?;
+        let queue_rings = Arc::new(queue_rings);
+        let name = socket_name(iface);
+        let offsets = sys::mmap_offsets(fd.as_fd())
+            .map_err(|e| setup_error(&name, "read ring offsets", e))?;
+        let (rx, tx) = map_rx_tx(fd.as_fd(), &name, &offsets, config)?;
+        umem.opened(&queue_rings);
+        let fallback = queue_rings.fallback().cloned();
+        let (umem, at) = (umem.id(), (iface, queue));
+        let lease = Some(lease);
+        Ok(Socket::assemble(
+            ((rx, tx), fd),
+            queue_rings,
+            at,
+            (fallback, false),
+            umem,
+            lease,
+        ))
+    }
+
+    /// The socket `fd` with its mapped rings, bound to `queue` of `iface` whose rings are
+    /// `queue_rings` (whose UMEM settings it inherits), with `umem`'s id.
+    fn assemble(
+        ((rx, tx), fd): (RxTx, OwnedFd),
+        queue_rings: Arc<Queue>,
+        (iface, queue): (&str, u32),
+        (fallback, shares_umem): (Option<Fallback>, bool),
+        umem: u64,
+        lease: Option<OwnedFd>,
+    ) -> Socket {
         let inherited = queue_rings.inherited();
-        Ok(Socket {
+        Socket {
             rx,
             tx,
             fd,
-            fallback: match opened && !shares_umem {
-                true => queue_rings.fallback().cloned(),
-                false => None,
-            },
+            fallback,
             queue_rings,
             iface: iface.to_string(),
             queue,
@@ -339,8 +418,15 @@ impl Socket {
             need_wakeup: inherited.need_wakeup,
             multi_buffer: inherited.multi_buffer,
             shares_umem,
-            umem: umem.id(),
-        })
+            umem,
+            _lease: lease,
+        }
+    }
+
+    /// The descriptors of the socket and of its queue's anchor (which owns the fill and completion
+    /// rings), for a [`Broker`](crate::xdp::Broker) to hand them to a worker.
+    pub(crate) fn fds(&self) -> (BorrowedFd<'_>, BorrowedFd<'_>) {
+        (self.fd.as_fd(), self.queue_rings.fd())
     }
 
     /// The data path the kernel gave this socket.

@@ -220,6 +220,17 @@ impl Umem {
         Ok(umem)
     }
 
+    /// A UMEM over the first `frame_size * frame_count` bytes of the memory file `memfd`, mapped
+    /// shared: another process mapping the same file (a [`Broker`](crate::xdp::Broker) and its
+    /// worker) sees the same frames.
+    pub(crate) fn over_memfd(memfd: BorrowedFd<'_>, config: UmemConfig) -> Result<Umem> {
+        let frame_size = config.frame_size as u32;
+        let len = frame_size as usize * config.frame_count as usize;
+        let area = Mmap::shared(memfd, len, 0)
+            .map_err(|e| Error::new(format!("map {len}-byte shared UMEM"), e, ""))?;
+        Ok(Umem::over(FrameArea::new(area, frame_size), config))
+    }
+
     /// A UMEM over `area` with every frame on the free list.
     fn over(area: FrameArea, config: UmemConfig) -> Umem {
         Umem {

@@ -1,0 +1,206 @@
+//! The unprivileged side: a worker asking a [`Broker`](crate::xdp::Broker) for a queue and
+//! building its [`Umem`] and [`Socket`] from the descriptors it gets.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use super::wire::{REPLY_LEN, Refusal, Reply, Request};
+use crate::sys::unix::{recv_with_fds, sealed_size};
+use crate::xdp::queue::copy_fallback;
+use crate::xdp::umem::Inherited;
+use crate::xdp::{BoundMode, Mode, Socket, SocketConfig, Umem, UmemConfig};
+
+/// What a worker asks a broker for: one queue of one interface (in the broker's network
+/// namespace), the mode to bind it in, and the UMEM and rings to set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueRequest {
+    /// The interface.
+    pub iface: String,
+    /// The queue.
+    pub queue: u32,
+    /// The data path to ask for.
+    pub mode: Mode,
+    /// The UMEM (its memory is the broker's memory file; `huge_pages` must be off).
+    pub umem: UmemConfig,
+    /// The socket's rings (`multi_buffer` must be off).
+    pub socket: SocketConfig,
+}
+
+impl QueueRequest {
+    /// Queue `queue` of `iface` in [`Mode::Auto`] with the default UMEM and rings.
+    pub fn new(iface: &str, queue: u32) -> QueueRequest {
+        QueueRequest {
+            iface: iface.to_string(),
+            queue,
+            mode: Mode::Auto,
+            umem: UmemConfig::default(),
+            socket: SocketConfig::default(),
+        }
+    }
+}
+
+/// Why a worker got no queue from a broker.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The broker refused, saying why.
+    Refused(Refusal),
+    /// Talking to the broker failed: what was tried and the error (`ENOENT` or `ECONNREFUSED`
+    /// on connecting: no broker listens there; `EACCES`: the socket's directory is closed to
+    /// this user).
+    Io(String, io::Error),
+    /// The broker's answer made no sense, as described.
+    Protocol(String),
+    /// The request asks for what a broker cannot hand out, as described.
+    Unsupported(String),
+    /// Mapping what the broker sent failed.
+    Xdp(crate::xdp::Error),
+}
+
+impl BrokerError {
+    /// The errno, when the kernel gave one (from talking to the broker, from mapping the rings,
+    /// or from the broker's failed set-up).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            BrokerError::Io(_, e) => e.raw_os_error(),
+            BrokerError::Xdp(e) => e.raw_os_error(),
+            BrokerError::Refused(Refusal::Failed { errno, .. }) => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for BrokerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerError::Refused(r) => write!(f, "the broker refused: {r}"),
+            BrokerError::Io(what, e) => write!(f, "{what}: {e}"),
+            BrokerError::Protocol(what) => write!(f, "the broker's answer is wrong: {what}"),
+            BrokerError::Unsupported(what) => write!(f, "a broker cannot hand out {what}"),
+            BrokerError::Xdp(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for BrokerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BrokerError::Io(_, e) => Some(e),
+            BrokerError::Xdp(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::xdp::Error> for BrokerError {
+    fn from(e: crate::xdp::Error) -> BrokerError {
+        BrokerError::Xdp(e)
+    }
+}
+
+/// A worker's way to a [`Broker`](crate::xdp::Broker) listening at a path.
+///
+/// ```no_run
+/// use zcnet::xdp::{BrokerClient, QueueRequest};
+/// let client = BrokerClient::new("/run/zcnet/xdp.sock");
+/// let (mut umem, mut socket) = client.open(&QueueRequest::new("eth1", 0))?;
+/// socket.fill(&mut umem, 2048)?;
+/// // receive and send as with a socket bound here; no capability needed
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct BrokerClient {
+    path: PathBuf,
+}
+
+impl BrokerClient {
+    /// A client of the broker listening at `path`.
+    pub fn new(path: impl AsRef<Path>) -> BrokerClient {
+        BrokerClient {
+            path: path.as_ref().to_path_buf(),
+        }
+    }
+
+    /// Asks the broker for `request`'s queue: on a grant, a UMEM shared with the broker (its frames
+    /// all free) and a socket bound to the queue, which the broker's program feeds. The socket
+    /// holds the connection: the queue is this worker's until the socket is dropped or the
+    /// process ends, and the broker detaches its program once its last worker is gone.
+    pub fn open(&self, request: &QueueRequest) -> Result<(Umem, Socket), BrokerError> {
+        if request.umem.huge_pages {
+            return Err(BrokerError::Unsupported(
+                "huge pages (the UMEM is the broker's memory file)".into(),
+            ));
+        }
+        if request.socket.multi_buffer {
+            return Err(BrokerError::Unsupported("multi-buffer sockets".into()));
+        }
+        let io = |what: &str, e| BrokerError::Io(format!("{what} {}", self.path.display()), e);
+        let mut stream = UnixStream::connect(&self.path).map_err(|e| io("connect to", e))?;
+        let wire = Request {
+            iface: request.iface.clone(),
+            queue: request.queue,
+            mode: request.mode,
+            umem: request.umem,
+            socket: request.socket,
+        };
+        stream
+            .write_all(&wire.encode())
+            .map_err(|e| io("send the request to", e))?;
+        let mut buf = [0u8; REPLY_LEN];
+        let got =
+            recv_with_fds(stream.as_fd(), &mut buf).map_err(|e| io("read the reply of", e))?;
+        if got.len == 0 {
+            return Err(BrokerError::Protocol("it closed the connection".into()));
+        }
+        if got.truncated {
+            return Err(BrokerError::Protocol(
+                "more descriptors than a grant has".into(),
+            ));
+        }
+        stream
+            .read_exact(&mut buf[got.len..])
+            .map_err(|e| io("read the reply of", e))?;
+        let grant = match Reply::decode(&buf).map_err(BrokerError::Protocol)? {
+            Reply::Refused(r) => return Err(BrokerError::Refused(r)),
+            Reply::Granted(grant) => grant,
+        };
+        let Ok::<[OwnedFd; 3], _>([memfd, anchor, socket]) = got.fds.try_into() else {
+            return Err(BrokerError::Protocol(
+                "a grant without its three descriptors".into(),
+            ));
+        };
+        let len = request.umem.frame_size as u64 * u64::from(request.umem.frame_count);
+        match sealed_size(memfd.as_fd()) {
+            Ok(Some(size)) if size >= len => {}
+            _ => {
+                return Err(BrokerError::Protocol(format!(
+                    "the UMEM is no sealed memory file of {len} bytes"
+                )));
+            }
+        }
+        let mut umem = Umem::over_memfd(memfd.as_fd(), request.umem)?;
+        let inherited = Inherited {
+            mode: match grant.zerocopy {
+                true => BoundMode::ZeroCopy,
+                false => BoundMode::Copy,
+            },
+            need_wakeup: request.socket.need_wakeup,
+            multi_buffer: false,
+        };
+        let refused = (grant.zerocopy_refused != 0).then_some(grant.zerocopy_refused);
+        let fallback = copy_fallback(request.mode, refused, false);
+        let socket = Socket::adopt(
+            &mut umem,
+            (socket, anchor),
+            (&request.iface, grant.ifindex, request.queue),
+            (inherited, fallback),
+            request.socket,
+            stream.into(),
+        )?;
+        Ok((umem, socket))
+    }
+}

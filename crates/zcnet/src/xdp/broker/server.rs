@@ -1,0 +1,404 @@
+//! The privileged side: a [`Broker`] listening on a Unix socket, granting queues of its allow-list
+//! to workers whose credentials it allows, and keeping each interface's redirect program attached
+//! exactly while a worker holds one of its queues.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::wire::{Grant, REQUEST_LEN, Refusal, Reply, Request};
+use crate::sys::unix::{peer_credentials, sealed_memfd, send_with_fds};
+use crate::xdp::{
+    AttachMode, BoundMode, Error, FrameMatch, Result, Socket, Umem, XdpLink, XdpProgram,
+};
+
+/// What a [`Broker`] hands out, and to whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BrokerConfig {
+    /// The queues it may hand out: (interface, queue), interfaces of its network namespace.
+    pub allow: Vec<(String, u32)>,
+    /// The uids whose workers it serves.
+    pub uids: Vec<u32>,
+    /// The gids whose workers it serves (a worker is served when its uid or its gid is listed).
+    pub gids: Vec<u32>,
+    /// Which frames of a granted queue its program redirects to the worker's socket; the others
+    /// go on to the network stack.
+    pub matching: FrameMatch,
+    /// Where the program runs.
+    pub attach: AttachMode,
+    /// The largest UMEM it registers for one worker, in bytes (it pins that memory).
+    pub max_umem_bytes: u64,
+}
+
+impl BrokerConfig {
+    /// Hands out the queues of `allow` to no one yet (add uids or gids), redirecting every frame
+    /// ([`FrameMatch::All`]) in driver mode, with UMEMs of at most 64 MiB.
+    pub fn new(allow: Vec<(String, u32)>) -> BrokerConfig {
+        BrokerConfig {
+            allow,
+            uids: Vec::new(),
+            gids: Vec::new(),
+            matching: FrameMatch::All,
+            attach: AttachMode::Driver,
+            max_umem_bytes: 64 << 20,
+        }
+    }
+
+    /// The highest allowed queue of `iface`.
+    fn highest_queue(&self, iface: &str) -> Option<u32> {
+        self.allow
+            .iter()
+            .filter(|(i, _)| i == iface)
+            .map(|&(_, q)| q)
+            .max()
+    }
+}
+
+/// What a [`Broker`] did, for its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A worker was given a queue.
+    Granted {
+        /// The worker's pid, uid and gid (`SO_PEERCRED`).
+        peer: (i32, u32, u32),
+        /// The interface.
+        iface: String,
+        /// The queue.
+        queue: u32,
+        /// The data path the socket got.
+        mode: BoundMode,
+    },
+    /// A worker was refused.
+    Refused {
+        /// The worker's pid, uid and gid.
+        peer: (i32, u32, u32),
+        /// Why.
+        refusal: Refusal,
+    },
+    /// The redirect program was attached to an interface (its first queue was granted).
+    Attached {
+        /// The interface.
+        iface: String,
+    },
+    /// A worker's connection closed (it ended or was killed): its queue is free again.
+    Released {
+        /// The interface.
+        iface: String,
+        /// The queue.
+        queue: u32,
+    },
+    /// The last worker on an interface is gone: its program was detached.
+    Detached {
+        /// The interface.
+        iface: String,
+    },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Granted {
+                peer: (pid, uid, gid),
+                iface,
+                queue,
+                mode,
+            } => write!(
+                f,
+                "granted {iface} queue {queue} ({mode}) to pid {pid} uid {uid} gid {gid}"
+            ),
+            Event::Refused {
+                peer: (pid, uid, gid),
+                refusal,
+            } => write!(f, "refused pid {pid} uid {uid} gid {gid}: {refusal}"),
+            Event::Attached { iface } => write!(f, "attached the redirect program to {iface}"),
+            Event::Released { iface, queue } => write!(f, "released {iface} queue {queue}"),
+            Event::Detached { iface } => write!(f, "detached the program from {iface}"),
+        }
+    }
+}
+
+/// The redirect program of one interface, attached while any of its queues is granted.
+#[derive(Debug)]
+struct Attached {
+    // Fields drop in order: the link first, so the program is detached before its map goes.
+    _link: XdpLink,
+    program: XdpProgram,
+    granted: usize,
+}
+
+/// What the broker's connections share.
+#[derive(Debug)]
+struct Shared {
+    config: BrokerConfig,
+    granted: Mutex<Granted>,
+}
+
+/// The granted queues and the programs attached for them.
+#[derive(Debug, Default)]
+struct Granted {
+    queues: Vec<(String, u32)>,
+    programs: HashMap<String, Attached>,
+}
+
+/// A queue set up for a worker: the broker's copies of what it sends, dropped once sent.
+struct Handout {
+    socket: Socket,
+    /// Unmapped once sent: the kernel keeps the registered pages pinned.
+    _umem: Umem,
+    memfd: OwnedFd,
+    grant: Grant,
+}
+
+/// The privileged half of AF_XDP's privilege split: it loads the redirect program, creates the
+/// AF_XDP sockets (registering each worker's UMEM, a sealed memory file it then shares) and fills
+/// the XSKMAP, and passes the descriptors to unprivileged workers over a Unix socket
+/// (`SCM_RIGHTS`); a worker ([`BrokerClient`](crate::xdp::BrokerClient)) then receives and sends
+/// with no capability at all.
+///
+/// Each connection asks for one queue. The broker grants it when the worker's uid or gid
+/// (`SO_PEERCRED`) is allowed, the queue is on its allow-list and nobody holds it; it refuses
+/// otherwise, with a typed [`Refusal`]. The queue stays the worker's until the connection closes —
+/// the worker ended, in any way, or dropped its socket — and the broker detaches an interface's
+/// program when its last worker is gone. Its programs hang on BPF links only it holds, so when the
+/// broker itself ends, even by `SIGKILL`, nothing stays attached.
+#[derive(Debug)]
+pub struct Broker {
+    listener: UnixListener,
+    shared: Arc<Shared>,
+}
+
+impl Broker {
+    /// Listens on a new Unix socket at `path` (which must not exist), readable and writable by
+    /// every user: who is served is decided by `config`'s uids and gids, from each worker's
+    /// credentials.
+    pub fn bind(path: &Path, config: BrokerConfig) -> Result<Broker> {
+        let at = |what: &str, e| Error::new(format!("{what} {}", path.display()), e, "");
+        let listener = UnixListener::bind(path).map_err(|e| at("listen on", e))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| at("make world-writable", e))?;
+        Ok(Broker {
+            listener,
+            shared: Arc::new(Shared {
+                config,
+                granted: Mutex::default(),
+            }),
+        })
+    }
+
+    /// Serves workers until accepting fails, each connection on a thread of its own, telling
+    /// `log` what it does.
+    pub fn serve(&self, log: impl Fn(&Event) + Send + Sync + 'static) -> Result<()> {
+        let log = Arc::new(log);
+        loop {
+            let (stream, _) = self
+                .listener
+                .accept()
+                .map_err(|e| Error::new("accept a worker", e, ""))?;
+            let shared = Arc::clone(&self.shared);
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || shared.serve_worker(stream, &*log));
+        }
+    }
+}
+
+impl Shared {
+    /// Answers the one request of the worker on `stream`; a granted queue is released when the
+    /// connection closes.
+    fn serve_worker(&self, mut stream: UnixStream, log: &(dyn Fn(&Event) + Send + Sync)) {
+        let Ok(cred) = peer_credentials(stream.as_fd()) else {
+            return;
+        };
+        let peer = (cred.pid, cred.uid, cred.gid);
+        let mut buf = [0u8; REQUEST_LEN];
+        // A peer gone before its request is served by nobody.
+        let Ok(len) = read_request(&mut stream, &mut buf) else {
+            return;
+        };
+        let request = Request::decode(&buf[..len]);
+        let allowed = self.config.uids.contains(&cred.uid) || self.config.gids.contains(&cred.gid);
+        let outcome = match request {
+            Err(refusal) => Err(refusal),
+            Ok(_) if !allowed => Err(Refusal::UidNotAllowed {
+                uid: cred.uid,
+                gid: cred.gid,
+            }),
+            Ok(request) => self.grant(&request, log).map(|h| (request, h)),
+        };
+        let (request, handout) = match outcome {
+            Ok(granted) => granted,
+            Err(refusal) => {
+                // Logged first: the log's order is the order in which workers learn.
+                let reply = Reply::Refused(refusal.clone()).encode();
+                log(&Event::Refused { peer, refusal });
+                let _ = stream.write_all(&reply);
+                return;
+            }
+        };
+        let (socket_fd, anchor_fd) = handout.socket.fds();
+        let reply = Reply::Granted(handout.grant).encode();
+        let sent = send_with_fds(
+            stream.as_fd(),
+            &reply,
+            &[handout.memfd.as_fd(), anchor_fd, socket_fd],
+        );
+        if sent.is_ok() {
+            log(&Event::Granted {
+                peer,
+                iface: request.iface.clone(),
+                queue: request.queue,
+                mode: handout.socket.mode(),
+            });
+        }
+        // The worker holds the only descriptors now: its ending closes the sockets, and the
+        // kernel takes them out of the map.
+        drop(handout);
+        // Whatever the worker sends is ignored; end of file (or an error) means it is gone.
+        let mut sink = [0u8; 64];
+        while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+        self.release(&request.iface, request.queue, log);
+    }
+
+    /// Sets up `request`'s queue, attaching the interface's program if no queue of it was granted
+    /// yet, or refuses it.
+    fn grant(
+        &self,
+        request: &Request,
+        log: &(dyn Fn(&Event) + Send + Sync),
+    ) -> std::result::Result<Handout, Refusal> {
+        let (iface, queue) = (request.iface.as_str(), request.queue);
+        let key = (request.iface.clone(), queue);
+        if !self.config.allow.contains(&key) {
+            return Err(Refusal::QueueNotAllowed {
+                iface: key.0,
+                queue,
+            });
+        }
+        let len = u64::from(request.umem.frame_size as u32) * u64::from(request.umem.frame_count);
+        if len > self.config.max_umem_bytes {
+            return Err(Refusal::TooLarge(format!(
+                "a {len}-byte UMEM, above the broker's {} bytes",
+                self.config.max_umem_bytes
+            )));
+        }
+        let mut granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        if granted.queues.contains(&key) {
+            return Err(Refusal::QueueBusy {
+                iface: key.0,
+                queue,
+            });
+        }
+        let failed = |e: Error| match e.raw_os_error() {
+            Some(libc::EBUSY) => Refusal::QueueBusy {
+                iface: iface.to_string(),
+                queue,
+            },
+            errno => Refusal::Failed {
+                errno: errno.unwrap_or(0),
+                what: e.to_string(),
+            },
+        };
+        let ifindex = crate::xdp::interface_index(iface).map_err(failed)?;
+        let memfd = sealed_memfd(c"zcnet-umem", len)
+            .map_err(|e| failed(Error::new("create the UMEM's memory file", e, "")))?;
+        let mut umem = Umem::over_memfd(memfd.as_fd(), request.umem).map_err(failed)?;
+        let socket = Socket::bind_with(&mut umem, iface, queue, request.mode, request.socket)
+            .map_err(failed)?;
+        if !granted.programs.contains_key(iface) {
+            let highest = self.config.highest_queue(iface).unwrap_or(queue);
+            let attached = self.attach(iface, highest).map_err(failed)?;
+            granted.programs.insert(iface.to_string(), attached);
+            log(&Event::Attached {
+                iface: iface.to_string(),
+            });
+        }
+        let attached = granted.programs.get_mut(iface).expect("attached above");
+        let map = attached
+            .program
+            .xsk_map()
+            .expect("a redirect program has an XSKMAP");
+        if let Err(e) = map.insert(queue, &socket) {
+            if attached.granted == 0 {
+                granted.programs.remove(iface);
+                log(&Event::Detached {
+                    iface: iface.to_string(),
+                });
+            }
+            return Err(failed(e));
+        }
+        attached.granted += 1;
+        granted.queues.push(key);
+        let grant = Grant {
+            ifindex: ifindex.into(),
+            zerocopy: socket.mode() == BoundMode::ZeroCopy,
+            zerocopy_refused: socket
+                .zerocopy_status()
+                .err()
+                .and_then(|f| f.raw_os_error())
+                .unwrap_or(0),
+        };
+        Ok(Handout {
+            socket,
+            _umem: umem,
+            memfd,
+            grant,
+        })
+    }
+
+    /// Loads the redirect program for queues up to `highest` and attaches it to `iface`.
+    fn attach(&self, iface: &str, highest: u32) -> Result<Attached> {
+        let program = XdpProgram::redirect_to_xsk(highest + 1, self.config.matching)?;
+        let link = program.attach_to(iface, self.config.attach)?;
+        Ok(Attached {
+            _link: link,
+            program,
+            granted: 0,
+        })
+    }
+
+    /// Frees `queue` of `iface`, emptying its map slot, and detaches the interface's program when
+    /// it was its last granted queue.
+    fn release(&self, iface: &str, queue: u32, log: &(dyn Fn(&Event) + Send + Sync)) {
+        let mut granted = self.granted.lock().unwrap_or_else(PoisonError::into_inner);
+        granted
+            .queues
+            .retain(|(i, q)| (i.as_str(), *q) != (iface, queue));
+        log(&Event::Released {
+            iface: iface.to_string(),
+            queue,
+        });
+        let Some(attached) = granted.programs.get_mut(iface) else {
+            return;
+        };
+        if let Some(map) = attached.program.xsk_map() {
+            // A socket the worker's children still hold must not keep receiving.
+            let _ = map.remove(queue);
+        }
+        attached.granted -= 1;
+        if attached.granted == 0 {
+            granted.programs.remove(iface);
+            log(&Event::Detached {
+                iface: iface.to_string(),
+            });
+        }
+    }
+}
+
+/// Reads a request from `stream` into `buf` (until it is full or the peer stops sending): its
+/// length.
+fn read_request(stream: &mut UnixStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut len = 0;
+    while len < buf.len() {
+        match stream.read(&mut buf[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    Ok(len)
+}
