@@ -79,7 +79,9 @@ fn echo_worker() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while sent < DATAGRAMS {
         assert!(Instant::now() < deadline, "{} of {DATAGRAMS} echoed", sent);
-        socket.wait_rx(Some(Duration::from_millis(100))).expect("poll");
+        socket
+            .wait_rx(Some(Duration::from_millis(100)))
+            .expect("poll");
         let rejected = socket.receive(&mut umem, 64, &mut frames).expect("receive");
         assert_eq!(rejected, 0, "descriptors the kernel could not have written");
         for mut frame in frames.drain(..) {
