@@ -538,16 +538,56 @@ fn page_size() -> usize {
     super::tcp_zc::page_size()
 }
 
+/// `IORING_REGISTER_EVENTFD` (include/uapi/linux/io_uring.h).
+const IORING_REGISTER_EVENTFD: u8 = 4;
+
+/// The ring of a zcrx instance: `SINGLE_ISSUER`, `DEFER_TASKRUN` and 32-byte CQEs (the kernel refuses
+/// zcrx on any other ring), with room for `entries` submissions and eight times as many
+/// completions. It is created disabled (`IORING_SETUP_R_DISABLED`) and restricted
+/// (`IORING_REGISTER_RESTRICTIONS`) to what a zcrx queue does before it is enabled: the submission
+/// opcode `RECV_ZC` with no SQE flags, and the registrations `ZCRX_IFQ`, `ZCRX_CTRL` and
+/// `EVENTFD`; so whoever reaches its descriptor can do nothing else with it.
+///
+/// Kernel behaviour relied on (io_uring/register.c, io_uring/io_uring.c `io_check_restriction`):
+/// restrictions are taken once, only while the ring is disabled; `IORING_REGISTER_ENABLE_RINGS`
+/// makes the enabling task the single issuer; once enabled, a registration outside them fails with
+/// `EACCES`, and an SQE with another opcode or a flag completes with `-EACCES`; a registration
+/// opcode the kernel does not have makes the whole set `EINVAL`, and a refused set leaves the ring
+/// unrestricted, to be restricted again. The query
+/// (`IORING_REGISTER_QUERY`) needs no ring, and entering a ring is not a registration.
+fn restricted_ring(entries: u32) -> io::Result<IoUring<squeue::Entry, cqueue::Entry32>> {
+    use io_uring::register::Restriction;
+    let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_r_disabled()
+        .setup_cqsize(entries.saturating_mul(8))
+        .build(entries)?;
+    let register_op = |op: libc::c_uint| Restriction::register_op(op as u8);
+    let mut allowed = vec![
+        Restriction::sqe_op(opcode::RecvZc::CODE),
+        register_op(IORING_REGISTER_ZCRX_IFQ),
+        Restriction::register_op(IORING_REGISTER_EVENTFD),
+        register_op(IORING_REGISTER_ZCRX_CTRL),
+    ];
+    let submitter = ring.submitter();
+    match submitter.register_restrictions(&mut allowed) {
+        // A kernel before 6.19 has no ZCRX_CTRL (an opcode past its last is EINVAL, and a refused
+        // set is not kept); zcnet calls it only on kernels with device-less zcrx or events (7.1+).
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            allowed.pop();
+            submitter.register_restrictions(&mut allowed)?;
+        }
+        other => other?,
+    }
+    submitter.register_enable_rings()?;
+    Ok(ring)
+}
+
 impl ZcrxQueue {
     /// Sets up the ring, maps the area and the refill region, and registers the instance.
     pub(crate) fn new(setup: &Setup) -> Result<ZcrxQueue, (Stage, io::Error)> {
-        // The kernel refuses zcrx on a ring without SINGLE_ISSUER, DEFER_TASKRUN and 32-byte CQEs.
-        let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_cqsize(setup.ring_entries.saturating_mul(8))
-            .build(setup.ring_entries)
-            .map_err(|e| (Stage::Ring, e))?;
+        let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
         let unit = if setup.huge_pages {
             2 << 20
         } else {
@@ -815,6 +855,53 @@ pub(crate) fn decode_completion(
 mod tests {
     use super::*;
     use std::mem::offset_of;
+
+    /// A zcrx ring takes its own registrations and `RECV_ZC`, and refuses every other operation
+    /// with `EACCES`: a submission (`IORING_OP_NOP`), an SQE flag on `RECV_ZC`, a registration
+    /// (`IORING_REGISTER_PROBE`), a second set of restrictions. (Registering the zcrx instance
+    /// itself on such a ring is checked by the guest suite's zcrx run: this kernel may refuse zcrx.)
+    #[test]
+    fn a_zcrx_ring_refuses_what_a_zcrx_queue_does_not_do() {
+        use io_uring::register::Restriction;
+        let mut ring = match restricted_ring(4) {
+            Ok(ring) => ring,
+            Err(e) => {
+                testnet::skip(
+                    "a_zcrx_ring_refuses_what_a_zcrx_queue_does_not_do",
+                    &format!("no io_uring ring with SINGLE_ISSUER and DEFER_TASKRUN: {e}"),
+                );
+                return;
+            }
+        };
+        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+        let mut probe = io_uring::Probe::new();
+        assert_eq!(
+            errno(ring.submitter().register_probe(&mut probe)),
+            Some(libc::EACCES)
+        );
+        assert_eq!(
+            errno(
+                ring.submitter()
+                    .register_restrictions(&mut [Restriction::sqe_op(opcode::Nop::CODE)])
+            ),
+            Some(libc::EACCES)
+        );
+        let refused = [
+            opcode::Nop::new().build().user_data(100),
+            opcode::RecvZc::new(types::Fd(0), 0)
+                .build()
+                .flags(squeue::Flags::IO_LINK)
+                .user_data(101),
+        ];
+        let mut results = Vec::new();
+        for entry in &refused {
+            // SAFETY: both are refused before they run: neither reads nor writes memory.
+            unsafe { ring.submission().push(entry) }.unwrap();
+            ring.submit_and_wait(1).unwrap();
+            results.extend(ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
+        }
+        assert_eq!(results, [(100, -libc::EACCES), (101, -libc::EACCES)]);
+    }
 
     #[test]
     fn layouts_match_the_uapi_headers() {
