@@ -574,13 +574,29 @@ impl Socket {
     }
 }
 
-/// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(None)` when it
-/// does, `Ok(Some(errno))` with the kernel's refusal (`EOPNOTSUPP`: the driver lacks zero-copy), `Err`
-/// when the question cannot be asked (no privilege, no such interface).
+/// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(Ok(()))` when
+/// it does, `Ok(Err(fallback))` with the kernel's refusal (the same [`Fallback`] a
+/// [`Mode::Auto`] bind reports in [`Socket::zerocopy_status`]: `EOPNOTSUPP` when the driver lacks
+/// zero-copy), `Err` when the question cannot be asked.
 ///
 /// The socket is closed right away and no XDP program is attached, so no traffic is diverted; on
 /// drivers with zero-copy support the bind does reconfigure that queue for a moment.
-pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
+///
+/// # Errors
+///
+/// [`Error`] when no AF_XDP socket can be made (`EPERM`: CAP_NET_RAW is needed) or `iface` does
+/// not exist (`ENODEV`), or the UMEM cannot be allocated.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// match zcnet::xdp::probe_zero_copy("eth1", 0)? {
+///     Ok(()) => println!("eth1 queue 0 binds zero-copy"),
+///     Err(why) => println!("copy mode only: {why}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<std::result::Result<(), Fallback>> {
     let mut umem = Umem::new(UmemConfig {
         frame_size: FrameSize::Page,
         frame_count: 64,
@@ -595,13 +611,12 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
         ..SocketConfig::default()
     };
     match Socket::bind_with(&mut umem, iface, queue, Mode::ZeroCopy, config) {
-        Ok(_) => Ok(None),
-        Err(e)
-            if e.raw_os_error()
-                .is_some_and(|n| n != libc::EPERM && n != libc::ENODEV) =>
-        {
-            Ok(e.raw_os_error())
-        }
-        Err(e) => Err(e),
+        Ok(_) => Ok(Ok(())),
+        Err(e) => match e.raw_os_error() {
+            Some(errno) if errno != libc::EPERM && errno != libc::ENODEV => Ok(Err(
+                Fallback::refused("bind XDP_ZEROCOPY", errno, copy_remedy(errno, 0)),
+            )),
+            _ => Err(e),
+        },
     }
 }

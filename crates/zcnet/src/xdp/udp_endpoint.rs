@@ -287,6 +287,7 @@ impl UdpEndpoint {
         let offload_checksums = umem.tx_metadata_len() > 0
             && device
                 .tx_metadata
+                .as_ref()
                 .is_some_and(|t| t.checksum(sockets[0].mode()));
         UdpEndpoint {
             redirect,
@@ -330,8 +331,8 @@ impl UdpEndpoint {
 
     /// What AF_XDP TX metadata the interface's sockets get, as probed at bind (`None` with
     /// [`Checksums::Software`], or when the probe could not run).
-    pub fn tx_metadata(&self) -> Option<TxMetadata> {
-        self.tx_metadata
+    pub fn tx_metadata(&self) -> Option<&TxMetadata> {
+        self.tx_metadata.as_ref()
     }
 
     /// What the endpoint counted so far.
@@ -747,6 +748,7 @@ impl Device {
     fn again(&self) -> Result<Device> {
         Ok(Device {
             routes: Routes::open(self.ifindex)?,
+            tx_metadata: self.tx_metadata.clone(),
             ..*self
         })
     }
@@ -755,7 +757,7 @@ impl Device {
     /// registers one so.
     fn umem(&self, config: &EndpointConfig) -> Result<Umem> {
         let mut umem = Umem::new(config.umem)?;
-        if self.tx_metadata.is_some_and(|t| t.umem.is_ok()) {
+        if self.tx_metadata.as_ref().is_some_and(|t| t.umem.is_ok()) {
             umem.reserve_tx_metadata();
         }
         Ok(umem)
