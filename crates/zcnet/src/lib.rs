@@ -228,6 +228,20 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 #[cfg(feature = "tokio")]
+/// `AddAssign` for a struct of counters: each field of `other` added to this one's. The struct is
+/// destructured without `..`, so that a counter added to it cannot be left out of the sum.
+macro_rules! add_counters {
+    ($(#[$doc:meta])* $ty:ident { $($field:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        impl std::ops::AddAssign for $ty {
+            fn add_assign(&mut self, other: $ty) {
+                let $ty { $($field),+ } = other;
+                $(self.$field += $field;)+
+            }
+        }
+    };
+}
+
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
 #[cfg(feature = "io-uring")]

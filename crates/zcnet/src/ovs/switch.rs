@@ -48,6 +48,21 @@ pub struct SwitchCounters {
     pub failed_calls: u64,
 }
 
+add_counters! {
+    /// The counts of several switches (one per datapath) added up.
+    SwitchCounters {
+        misses,
+        flows_installed,
+        flooded,
+        ignored,
+        dispatch_changes,
+        macs_evicted,
+        flows_evicted,
+        flows_expired,
+        failed_calls,
+    }
+}
+
 /// How a [`LearningSwitch`]'s upcall socket is registered ([`LearningSwitch::dispatch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

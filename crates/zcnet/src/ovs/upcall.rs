@@ -178,6 +178,17 @@ pub struct UpcallCounters {
     pub rejected: u64,
 }
 
+add_counters! {
+    /// The counts of several sockets (one per handler thread) added up.
+    UpcallCounters {
+        received,
+        packet_bytes,
+        message_bytes,
+        overflows,
+        rejected,
+    }
+}
+
 /// A generic netlink socket that upcalls are addressed to (its port id is registered with the
 /// datapath and its vports), with the buffer every received upcall borrows from.
 #[derive(Debug)]

@@ -202,6 +202,16 @@ fn nothing_mapped(bytes: u64) -> Fallback {
 /// Urgent data (`MSG_OOB`) is delivered in line, in stream order, on every path: the receiver sets
 /// `SO_OOBINLINE`, since pages mapped by `TCP_ZEROCOPY_RECEIVE` hold the urgent byte where it was sent
 /// while a plain `recv` would otherwise skip it.
+///
+/// # The stream: lent, never handed over mutably
+///
+/// [`Receiver::get_ref`] lends the stream (to write answers, shut it down, switch it to
+/// non-blocking); [`Receiver::into_inner`] gives it back once nothing received is left unread.
+/// There is deliberately no `get_mut`: a `&mut TcpStream` can replace the stream, while the
+/// pages mapped for it, the copybuf bytes and the bytes the kernel said to skip belong to the one
+/// it wraps — the next receive would map one connection and `recv` another, losing bytes of both.
+/// (Reading through `get_ref()` is possible, as `&TcpStream` is `Read`, and takes bytes out of
+/// the stream this receiver hands out: read through the receiver, which is itself `Read`.)
 #[derive(Debug)]
 pub struct Receiver {
     // Declared before `stream`: the window is unmapped before the socket is closed.

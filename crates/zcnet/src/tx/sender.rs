@@ -221,6 +221,16 @@ macro_rules! on_path {
 /// ([`crate::Cause::SocketInUse`]). io_uring senders claim nothing: their notifications come on
 /// their own ring, not on the socket's error queue, so several may share a socket (each keeps its
 /// own order; interleaving them is the application's business).
+///
+/// # The socket: lent, never handed over mutably
+///
+/// [`Sender::get_ref`] lends the socket (to set an option, read its address); [`Sender::close`]
+/// gives it back once every loan is home. There is deliberately no `get_mut`: a `&mut S` can
+/// replace the socket (`std::mem::replace`), while the sender's state belongs to the one it
+/// wraps — the completion ids the kernel numbers per socket, the error queue they arrive on, the
+/// io_uring requests queued for its descriptor, the loans the kernel still reads. Completions of
+/// the old socket would then be looked for on the new one, and buffers released while the kernel
+/// still reads them.
 pub struct Sender<S: ZcSocket> {
     /// Present until [`Sender::close`] or [`Sender::abort`] takes it, or the drop hands it to the
     /// reaper.

@@ -264,6 +264,40 @@ impl Socket {
     /// multi-buffer setting. The first socket of the UMEM on a queue opens that queue's fill and
     /// completion rings ([`Socket::fill`], [`Socket::fill_with`], [`Socket::reclaim`]); later ones on
     /// that queue share them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] naming the refused step and its errno: no such interface (`ENODEV`), no
+    /// privilege for an AF_XDP socket (`EPERM`: CAP_NET_RAW), the queue already bound (`EBUSY`),
+    /// zero-copy refused by the driver in [`Mode::ZeroCopy`] (`EOPNOTSUPP`; [`Mode::Auto`] binds
+    /// in copy mode instead and says why in [`Socket::zerocopy_status`]), locked memory used up
+    /// for the rings (`ENOMEM`).
+    ///
+    /// A reflector on queue 0 of `eth1` (root; frames go back out as they came, a real one swaps
+    /// their addresses first):
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zcnet::xdp::{AttachMode, FrameMatch, Mode, Socket, Umem, UmemConfig, XdpProgram};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut umem = Umem::new(UmemConfig::default())?;
+    /// let mut socket = Socket::bind(&mut umem, "eth1", 0, Mode::Auto)?;
+    /// let program = XdpProgram::redirect_to_xsk(1, FrameMatch::UdpPort(9000))?;
+    /// program.xsk_map().expect("a redirect program has a map").insert(0, &socket)?;
+    /// let _link = program.attach_to("eth1", AttachMode::Generic)?;
+    /// socket.fill(&mut umem, u32::MAX)?;
+    /// let mut frames = Vec::new();
+    /// while socket.wait_rx(Some(Duration::from_secs(1)))? {
+    ///     socket.receive(&mut umem, 64, &mut frames)?;
+    ///     socket.transmit(&mut umem, &mut frames)?; // the received frames, in place
+    ///     socket.wake_tx()?;
+    ///     socket.reclaim(&mut umem, u32::MAX)?; // sent frames back to the free list
+    ///     socket.fill(&mut umem, u32::MAX)?; // and lent again for receiving
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
@@ -390,6 +424,11 @@ impl Socket {
     /// may span several frames in a row ([`Frame::continues`]; [`Socket::receive_packets`] groups
     /// them). Recycle the frames with [`Socket::fill_with`], send them with [`Socket::transmit`] or
     /// free them with [`Umem::release`].
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with, or the socket has no rx ring
+    /// ([`SocketConfig::rx_size`] 0). The [`Socket::bind`] example receives.
     pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
@@ -416,6 +455,11 @@ impl Socket {
     /// [continues](Frame::continues) goes with the rest of its packet or not at all (multi-buffer, see
     /// [`Packet::new`]). The frames come back to `umem`'s free list through the queue's completion
     /// ring ([`Socket::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with, or the socket has no tx ring
+    /// ([`SocketConfig::tx_size`] 0). The [`Socket::bind`] example transmits.
     pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
@@ -532,6 +576,10 @@ impl Socket {
     /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) for received
     /// frames; returns whether some are ready. The `poll` also wakes the driver when the fill ring
     /// asked for it.
+    ///
+    /// # Errors
+    ///
+    /// The `poll` fails (`EINTR` when a signal interrupts it). The [`Socket::bind`] example waits.
     pub fn wait_rx(&self, timeout: Option<Duration>) -> Result<bool> {
         let ms = crate::sys::socket::poll_timeout(timeout);
         crate::sys::socket::poll(self.fd.as_fd(), libc::POLLIN, ms)
