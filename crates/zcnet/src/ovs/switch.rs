@@ -192,6 +192,23 @@ struct Core {
 impl LearningSwitch {
     /// Creates datapath `name` with `config` and adds each of `devices` as a port; `limits` bound
     /// its MAC table and flows.
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] naming the refused call: no `openvswitch` module (`ENOENT`), no CAP_NET_ADMIN
+    /// (`EPERM`), a datapath of that name already there (`EEXIST`), a device that cannot be a port.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zcnet::ovs::{DatapathConfig, LearningSwitch, SwitchLimits};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut switch =
+    ///     LearningSwitch::new("zc0", DatapathConfig::default(), &["veth0", "veth1"], SwitchLimits::default())?;
+    /// loop {
+    ///     switch.serve(Duration::from_secs(1), |upcall| println!("miss: {} bytes", upcall.packet.len()))?;
+    /// }
+    /// # }
+    /// ```
     pub fn new(
         name: &str,
         config: DatapathConfig,
@@ -274,6 +291,11 @@ impl LearningSwitch {
     /// it follows the datapath's dispatch and sweeps idle flows. Returns how many upcalls were
     /// handled. Only a failure of the upcall socket itself is an error; failed datapath calls are
     /// counted and reported as events.
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] when the upcall socket fails (its `poll` or `recv`). The [`LearningSwitch::new`]
+    /// example serves.
     pub fn serve(
         &mut self,
         timeout: Duration,

@@ -214,6 +214,11 @@ pub enum Received<'a> {
 
 impl UpcallSocket {
     /// Opens a socket for upcalls of the `ovs_packet` family (`ENOENT` when the module is absent).
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`]: no generic netlink socket, or no `ovs_packet` family (`ENOENT`: load
+    /// `openvswitch`).
     pub fn open() -> Result<UpcallSocket, OvsError> {
         let mut sock = GenlSocket::open().call("open a generic netlink socket")?;
         let packet_family = sock
@@ -247,6 +252,11 @@ impl UpcallSocket {
     }
 
     /// Receives one datagram without blocking (`Ok(None)` when none is queued).
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] when `recv` fails; an overflow and a malformed datagram are not errors
+    /// ([`Received::Overflow`], [`Received::Rejected`]).
     pub fn recv(&mut self) -> Result<Option<Received<'_>>, OvsError> {
         let n = match self.sock.recv_nonblocking(&mut self.buf) {
             Ok(None) => return Ok(None),

@@ -268,6 +268,13 @@ impl AsFd for Receiver {
 impl Receiver {
     /// Sets up a receiver on a connected stream: maps the window and sets `SO_RCVLOWAT` as configured.
     /// When the socket cannot be mapped, the receiver falls back to `recv` and records why.
+    ///
+    /// # Errors
+    ///
+    /// [`RxError`] when the socket cannot be set up ([`RxOp::Setup`]: a window too large to
+    /// address, `SO_OOBINLINE` refused, a zcrx path that cannot be built). A kernel without
+    /// zero-copy receive is not an error: the receiver reads with `recv` and
+    /// [`Receiver::zerocopy_status`] says why.
     pub fn new(stream: TcpStream, config: RxConfig) -> Result<Receiver, RxError> {
         let setup = |e| RxError::new(RxOp::Setup, e);
         set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE, 1).map_err(setup)?;
@@ -370,6 +377,30 @@ impl Receiver {
     /// socket.
     ///
     /// After [`BufRead::fill_buf`], the chunk is what it lent and [`BufRead::consume`] left.
+    ///
+    /// # Errors
+    ///
+    /// [`RxError`]: a reset (`ConnectionReset`) or timeout after the bytes that arrived before it,
+    /// and again on every later call; `WouldBlock` on a non-blocking socket with nothing queued;
+    /// a failed kernel call ([`RxError::op`] names it).
+    ///
+    /// ```
+    /// use zcnet::rx::{Receiver, RxConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// # let mut peer = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// # std::io::Write::write_all(&mut peer, &[9u8; 100_000])?;
+    /// # drop(peer);
+    /// # let (stream, _) = listener.accept()?;
+    /// let mut rx = Receiver::new(stream, RxConfig::default())?;
+    /// let mut total = 0;
+    /// while let Some(chunk) = rx.recv()? {
+    ///     total += chunk.len(); // the bytes, in place; mapped pages go back on drop
+    /// }
+    /// assert_eq!(total, 100_000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
         if let Some((kind, range)) = self.unconsumed.take() {
             return Ok(Some(self.hand_out(kind, range)));
