@@ -239,11 +239,19 @@ impl UpcallSocket {
 
     /// Sets the receive queue size (bytes); returns what the kernel granted. A small queue makes the
     /// datapath lose upcalls sooner when they are not read.
+    ///
+    /// # Errors
+    ///
+    /// `setsockopt SO_RCVBUF` fails.
     pub fn set_queue_bytes(&self, bytes: usize) -> Result<usize, OvsError> {
         self.sock.set_receive_buffer(bytes).call("SO_RCVBUF")
     }
 
     /// Waits up to `timeout` for something to receive; false on timeout.
+    ///
+    /// # Errors
+    ///
+    /// The `poll` fails (`EINTR` when a signal interrupts it).
     pub fn wait(&self, timeout: Duration) -> Result<bool, OvsError> {
         let ms = crate::sys::socket::poll_timeout(Some(timeout));
         crate::sys::socket::poll(self.sock.as_fd(), libc::POLLIN, ms)

@@ -571,6 +571,10 @@ impl Receiver {
 
     /// Switches the socket between blocking and non-blocking receives (as
     /// `self.get_ref().set_nonblocking(…)` does).
+    ///
+    /// # Errors
+    ///
+    /// The `fcntl` that sets `O_NONBLOCK` fails.
     pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
         self.stream.set_nonblocking(nonblocking)
     }

@@ -514,6 +514,11 @@ impl<S: ZcSocket> Sender<S> {
 
     /// Reads the completions queued now (without waiting) and, on io_uring, submits what it can;
     /// returns the number of ids released.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: reading the error queue or the ring failed, a completion named an id the
+    /// sender never registered ([`TxError::LostTrack`]), or (io_uring) a submitted send failed.
     pub fn poll_completions(&mut self) -> Result<u64, TxError> {
         on_path!(self.engine_mut(), p => p.poll_completions())
     }
@@ -521,6 +526,10 @@ impl<S: ZcSocket> Sender<S> {
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
     /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
     /// clock (`Duration::MAX`) waits without a deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::poll_completions`], and the failed wait (`poll`, `io_uring_enter`).
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         on_path!(self.engine_mut(), p => p.wait_completions(timeout))
     }
@@ -856,6 +865,10 @@ impl Sender<UdpSocket> {
     /// queued sends and waits (bounded by the send timeout) until the kernel took them, so that
     /// each lands in the datagram it was sent for; a send error on the way is returned (handing
     /// back the buffers not sent) and the option left as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: `setsockopt UDP_CORK` refused, or a queued send failed on the way.
     pub fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
         #[cfg(feature = "io-uring")]
         if let Path::IoUring(p) = self.engine_mut() {
@@ -884,6 +897,12 @@ impl Sender<UdpSocket> {
     /// them, as [`Sender::set_cork`] does: each datagram goes out under the segment size in force
     /// when it was sent. A send error on the way is returned (handing back the buffers not sent)
     /// and the option left as it was.
+    ///
+    /// # Errors
+    ///
+    /// Only on io_uring ([`TxError::SocketOption`]: `setsockopt UDP_SEGMENT` refused, or a queued
+    /// send failed on the way); on `sendmsg` the size rides on each send, and a size the kernel
+    /// refuses fails those sends (`EINVAL`).
     pub fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
         match self.engine_mut() {
             Path::Sendmsg(p) => {
@@ -901,7 +920,7 @@ impl Sender<UdpSocket> {
     ///
     /// # Errors
     ///
-    /// As [`Sender::send`].
+    /// As [`Sender::send`]; [`TxError::Unsupported`] on the io_uring path.
     ///
     /// ```
     /// use zcnet::tx::{SenderConfig, UdpSender};
@@ -927,6 +946,10 @@ impl Sender<UdpSocket> {
     /// [`Sender::send_to`] without waiting: when the socket's send buffer would not take the
     /// datagram now, hands it back ([`TrySendError::WouldBlock`]) to try again once the sender's
     /// descriptor ([`AsFd`]) is writable. The `sendmsg` path only, as `send_to`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::try_send`]; [`TxError::Unsupported`] on the io_uring path.
     pub fn try_send_to<B: SendBuf>(
         &mut self,
         buf: B,

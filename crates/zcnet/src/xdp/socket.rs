@@ -304,6 +304,10 @@ impl Socket {
 
     /// [`Socket::bind`] with explicit ring sizes and options. A failed bind closes the sockets it
     /// created and leaves `umem` as it was.
+    ///
+    /// # Errors
+    ///
+    /// As [`Socket::bind`], and ring sizes the kernel refuses (`EINVAL`: not a power of two).
     pub fn bind_with(
         umem: &mut Umem,
         iface: &str,
@@ -468,6 +472,10 @@ impl Socket {
 
     /// Moves up to `max` free frames of `umem` onto this queue's fill ring (shared by every socket of
     /// the UMEM on the queue) for the kernel to receive into; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with.
     pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
         self.check_umem(umem)?;
         let tag = self.queue_rings.tag();
@@ -489,6 +497,10 @@ impl Socket {
     /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring, shared
     /// by every socket of the UMEM on the queue: it returns what any of them sent) back onto `umem`'s
     /// free list, and counts the completion entries that did not name a frame lent on this queue.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with.
     pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<Reclaimed> {
         self.check_umem(umem)?;
         let tag = self.queue_rings.tag();
@@ -591,6 +603,11 @@ impl Socket {
     /// `SO_BUSY_POLL_BUDGET` from `busy_poll`, kernel 5.11+): `poll` and `sendto` then run the
     /// driver's NAPI loop in this thread instead of waiting for interrupts. A budget above 8 needs
     /// CAP_NET_ADMIN.
+    ///
+    /// # Errors
+    ///
+    /// An option refused: `EPERM` for a budget above 8 without CAP_NET_ADMIN, `ENOPROTOOPT` on a
+    /// kernel before 5.11.
     pub fn set_busy_poll(&self, busy_poll: BusyPoll) -> Result<()> {
         let usecs = i32::try_from(busy_poll.timeout.as_micros()).unwrap_or(i32::MAX);
         for (name, label, value) in [
@@ -615,6 +632,10 @@ impl Socket {
     }
 
     /// The kernel's counters for this socket (`XDP_STATISTICS`).
+    ///
+    /// # Errors
+    ///
+    /// `getsockopt XDP_STATISTICS` fails.
     pub fn statistics(&self) -> Result<Statistics> {
         sys::statistics(self.fd.as_fd())
             .map(Statistics::from)

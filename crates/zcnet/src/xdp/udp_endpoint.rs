@@ -502,6 +502,10 @@ impl UdpEndpoint {
 
     /// Takes back the frames the kernel finished sending (every queue's completion ring); returns
     /// how many.
+    ///
+    /// # Errors
+    ///
+    /// A completion ring operation fails.
     pub fn reclaim(&mut self) -> Result<u32> {
         let mut frames = 0;
         for socket in &mut self.sockets {
