@@ -227,7 +227,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
-#[cfg(feature = "tokio")]
 /// `AddAssign` for a struct of counters: each field of `other` added to this one's. The struct is
 /// destructured without `..`, so that a counter added to it cannot be left out of the sum.
 macro_rules! add_counters {
@@ -242,6 +241,7 @@ macro_rules! add_counters {
     };
 }
 
+#[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
 #[cfg(feature = "io-uring")]
