@@ -214,7 +214,7 @@ fn auto_reports_copying(out: &mut Outcome) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `AsyncReceiver` on the zcrx path, each `chunk()` raced against a random sleep in `select!` so that
+/// `AsyncReceiver` on the zcrx path, each `recv()` raced against a random sleep in `select!` so that
 /// many futures are dropped part-way: the stream still arrives whole, in order, once.
 fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
     let bytes = 4u64 << 20;
@@ -236,7 +236,7 @@ fn async_under_cancellation(out: &mut Outcome) -> anyhow::Result<()> {
             seed ^= seed << 17;
             let delay = Duration::from_micros(seed % 2000);
             tokio::select! {
-                chunk = arx.chunk() => match chunk? {
+                chunk = arx.recv() => match chunk? {
                     Some(chunk) => {
                         mismatched += if chunk.offset() == got {
                             pattern::mismatches(&chunk, got)

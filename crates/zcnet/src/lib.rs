@@ -227,6 +227,20 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
+/// `AddAssign` for a struct of counters: each field of `other` added to this one's. The struct is
+/// destructured without `..`, so that a counter added to it cannot be left out of the sum.
+macro_rules! add_counters {
+    ($(#[$doc:meta])* $ty:ident { $($field:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        impl std::ops::AddAssign for $ty {
+            fn add_assign(&mut self, other: $ty) {
+                let $ty { $($field),+ } = other;
+                $(self.$field += $field;)+
+            }
+        }
+    };
+}
+
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;

@@ -26,9 +26,9 @@ async fn receive_checked(
     let mut cancelled = 0;
     loop {
         let chunk = match cancel_after {
-            None => rx.chunk().await,
+            None => rx.recv().await,
             Some(limit) => tokio::select! {
-                chunk = rx.chunk() => chunk,
+                chunk = rx.recv() => chunk,
                 () = tokio::time::sleep(limit) => {
                     cancelled += 1;
                     continue;
@@ -133,7 +133,7 @@ async fn a_reset_is_reported_after_the_bytes_before_it_and_again_after() {
         let mut next = 0;
         let end = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
-                match rx.chunk().await {
+                match rx.recv().await {
                     Ok(Some(chunk)) => {
                         assert!(chunk[..] == bytes[next..next + chunk.len()], "{mode:?}");
                         next += chunk.len();
@@ -147,7 +147,7 @@ async fn a_reset_is_reported_after_the_bytes_before_it_and_again_after() {
         .unwrap_or_else(|_| panic!("{mode:?}: no end within 5 s"));
         assert_eq!(end, std::io::ErrorKind::ConnectionReset, "{mode:?}");
         let again = rx
-            .chunk()
+            .recv()
             .await
             .map(|c| c.map(|c| c.len()))
             .map_err(|e| e.kind());

@@ -1,6 +1,6 @@
 //! The receiver over loopback with a plain `send()` sender (IPv4 and IPv6): every message-size pattern
 //! arrives byte-exact with and without copybuf, nothing maps (this kernel cannot map a plain sender's
-//! pages), and the fallback to `recv` is recorded.
+//! pages), and the fallback to `recv` is recorded, as is whether copybuf was used.
 
 mod rx_util;
 
@@ -19,9 +19,9 @@ fn plain_sender_run(
     pattern: Pattern,
     config: RxConfig,
     len: usize,
-) -> rx_util::Received {
+) -> (rx_util::Received, Receiver) {
     let (client, server) = sender::connect_page_mss(ip).expect("loopback pair");
-    transfer(client, server, len, (pattern, SendWith::Plain), config).0
+    transfer(client, server, len, (pattern, SendWith::Plain), config)
 }
 
 fn pattern_len(pattern: Pattern) -> usize {
@@ -37,7 +37,7 @@ fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
         for pattern in ALL_PATTERNS {
             for copybuf in [true, false] {
                 let config = rx_util::keep_trying(copybuf);
-                let got = plain_sender_run(ip, pattern, config, pattern_len(pattern));
+                let (got, rx) = plain_sender_run(ip, pattern, config, pattern_len(pattern));
                 assert_eq!(
                     got.stats.mapped_bytes, 0,
                     "{ip} {pattern:?} copybuf={copybuf}"
@@ -48,8 +48,12 @@ fn plain_sender_maps_nothing_but_every_pattern_arrives_intact() {
                         got.stats.copybuf_bytes > 0,
                         "{ip} {pattern:?}: copybuf unused"
                     );
+                    assert_eq!(rx.copybuf_status(), Ok(()), "{ip} {pattern:?}");
                 } else {
                     assert_eq!(got.stats.copybuf_bytes, 0);
+                    let why = rx.copybuf_status().expect_err("copybuf off");
+                    assert_eq!(why.cause(), &Cause::Requested);
+                    assert!(why.remedy().contains("RxConfig::copybuf"), "{why}");
                 }
             }
         }
@@ -82,7 +86,7 @@ fn copy_mode_reads_with_recv_only() {
     let mut config = RxConfig::default();
     config.mode = RxMode::Copy;
     for pattern in ALL_PATTERNS {
-        let got = plain_sender_run(V6, pattern, config.clone(), pattern_len(pattern));
+        let (got, _) = plain_sender_run(V6, pattern, config.clone(), pattern_len(pattern));
         assert_eq!(got.stats.zerocopy_calls, 0);
         assert_eq!(got.stats.recv_bytes, got.bytes);
     }
@@ -97,7 +101,7 @@ fn lazy_release_and_low_water_keep_the_stream_intact() {
     config.window = 256 << 10;
     config.give_up_after = None;
     for pattern in [Pattern::OddSizes, Pattern::EorHeaders] {
-        let got = plain_sender_run(V4, pattern, config.clone(), 1 << 20);
+        let (got, _) = plain_sender_run(V4, pattern, config.clone(), 1 << 20);
         assert_eq!(got.stats.zaps, 0);
     }
 }

@@ -9,10 +9,10 @@ use std::task::{Context, Poll, ready};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufRead, AsyncRead, Interest, ReadBuf};
 
-use crate::rx::{Chunk, Receiver, RxError, RxOp};
+use crate::rx::{Chunk, Receiver, RxError, RxOp, RxStats};
 use crate::sys::reactor;
 
-/// A [`Receiver`] driven by tokio: [`AsyncReceiver::chunk`] yields the same borrowed [`Chunk`]s as
+/// A [`Receiver`] driven by tokio: [`AsyncReceiver::recv`] yields the same borrowed [`Chunk`]s as
 /// [`Receiver::recv`] — mapped pages, copybuf bytes or `recv` bytes, in stream order, each byte once —
 /// waiting for the socket to become readable instead of blocking the thread.
 ///
@@ -62,9 +62,37 @@ impl AsyncReceiver {
         })
     }
 
-    /// The next chunk of the stream, `Ok(None)` at its end. Cancel-safe: a dropped future has taken
-    /// nothing from the stream (only a returned chunk consumes bytes).
-    pub async fn chunk(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
+    /// The next chunk of the stream, `Ok(None)` at its end, as [`Receiver::recv`] without blocking
+    /// the runtime. Cancel-safe: a dropped future has taken nothing from the stream (only a
+    /// returned chunk consumes bytes).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receiver::recv`]: a reset (`ConnectionReset`) after the bytes that came before it, a
+    /// failed kernel call ([`RxError::op`] names it), or a failed wait on the reactor.
+    ///
+    /// ```
+    /// use zcnet::aio::AsyncReceiver;
+    /// use zcnet::rx::RxConfig;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use tokio::io::AsyncWriteExt;
+    /// # let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// # let mut peer = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
+    /// # let (stream, _) = listener.accept().await?;
+    /// # peer.write_all(b"hello").await?;
+    /// # drop(peer);
+    /// let mut rx = AsyncReceiver::from_tokio(stream, RxConfig::default())?;
+    /// let mut got = Vec::new();
+    /// while let Some(chunk) = rx.recv().await? {
+    ///     got.extend_from_slice(&chunk); // or use it in place
+    /// }
+    /// assert_eq!(got, b"hello");
+    /// assert_eq!(rx.stats().bytes(), 5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
         std::future::poll_fn(|cx| self.poll_receivable(cx)).await?;
         self.rx.recv()
     }
@@ -95,9 +123,16 @@ impl AsyncReceiver {
         Poll::Ready(Ok(()))
     }
 
-    /// The receiver (its stats, fallback reason, stream).
+    /// The receiver (its fallback reason, stream). There is no `get_mut`, for the reason
+    /// [`Receiver`] has none, and because a receiver switched back to blocking
+    /// ([`Receiver::set_nonblocking`]) would stall the runtime.
     pub fn get_ref(&self) -> &Receiver {
         &self.rx
+    }
+
+    /// The counters so far ([`Receiver::stats`]).
+    pub fn stats(&self) -> &RxStats {
+        self.rx.stats()
     }
 
     /// Deregisters the socket and returns the receiver (its socket stays non-blocking).
@@ -124,7 +159,7 @@ impl AsyncBufRead for AsyncReceiver {
 }
 
 /// Reads by copying out of the chunks (each byte once, into the caller's buffer); the zero-copy way
-/// is [`AsyncBufRead`] or [`AsyncReceiver::chunk`].
+/// is [`AsyncBufRead`] or [`AsyncReceiver::recv`].
 impl AsyncRead for AsyncReceiver {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -70,6 +70,10 @@ impl AsyncUdpEndpoint {
     /// Registers every socket of `endpoint` with the current tokio runtime (call inside one).
     /// AF_XDP sockets never block, so nothing about them changes.
     ///
+    /// # Errors
+    ///
+    /// Registering a socket with the runtime's reactor fails (an [`Error`] naming its queue).
+    ///
     /// # Panics
     ///
     /// Outside a tokio runtime, as tokio's registration does.
@@ -100,6 +104,11 @@ impl AsyncUdpEndpoint {
     /// Up to `max` datagrams (at least one), waiting until some arrive on any queue. Frames that are
     /// not good datagrams for the endpoint are counted and recycled on the way, as
     /// [`UdpEndpoint::receive`] does; the batch gives its frames back when it drops.
+    ///
+    /// # Errors
+    ///
+    /// A ring operation or the wait on the reactor fails (an [`Error`] naming it). Cancel-safe:
+    /// a dropped future leaves the datagrams it took for the next call.
     pub async fn receive(&mut self, max: usize) -> Result<Received<'_>, Error> {
         let max = max.max(1);
         loop {
@@ -236,6 +245,10 @@ impl AsyncUdpEndpoint {
     /// list as the kernel completes them. While no progress is made the kernel is woken again after
     /// yielding to other tasks, and after 8 such tries the wait is for the
     /// socket's writable readiness (the kernel raises it as it frees what it sent).
+    ///
+    /// # Errors
+    ///
+    /// A ring operation or the wait on the reactor fails ([`SendError::Xdp`]).
     pub async fn flush(&mut self) -> Result<usize, SendError> {
         self.routes_read = false;
         let mut sent = 0;

@@ -48,6 +48,21 @@ pub struct SwitchCounters {
     pub failed_calls: u64,
 }
 
+add_counters! {
+    /// The counts of several switches (one per datapath) added up.
+    SwitchCounters {
+        misses,
+        flows_installed,
+        flooded,
+        ignored,
+        dispatch_changes,
+        macs_evicted,
+        flows_evicted,
+        flows_expired,
+        failed_calls,
+    }
+}
+
 /// How a [`LearningSwitch`]'s upcall socket is registered ([`LearningSwitch::dispatch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -177,6 +192,23 @@ struct Core {
 impl LearningSwitch {
     /// Creates datapath `name` with `config` and adds each of `devices` as a port; `limits` bound
     /// its MAC table and flows.
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] naming the refused call: no `openvswitch` module (`ENOENT`), no CAP_NET_ADMIN
+    /// (`EPERM`), a datapath of that name already there (`EEXIST`), a device that cannot be a port.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zcnet::ovs::{DatapathConfig, LearningSwitch, SwitchLimits};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut switch =
+    ///     LearningSwitch::new("zc0", DatapathConfig::default(), &["veth0", "veth1"], SwitchLimits::default())?;
+    /// loop {
+    ///     switch.serve(Duration::from_secs(1), |upcall| println!("miss: {} bytes", upcall.packet.len()))?;
+    /// }
+    /// # }
+    /// ```
     pub fn new(
         name: &str,
         config: DatapathConfig,
@@ -259,6 +291,11 @@ impl LearningSwitch {
     /// it follows the datapath's dispatch and sweeps idle flows. Returns how many upcalls were
     /// handled. Only a failure of the upcall socket itself is an error; failed datapath calls are
     /// counted and reported as events.
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] when the upcall socket fails (its `poll` or `recv`). The [`LearningSwitch::new`]
+    /// example serves.
     pub fn serve(
         &mut self,
         timeout: Duration,

@@ -178,6 +178,17 @@ pub struct UpcallCounters {
     pub rejected: u64,
 }
 
+add_counters! {
+    /// The counts of several sockets (one per handler thread) added up.
+    UpcallCounters {
+        received,
+        packet_bytes,
+        message_bytes,
+        overflows,
+        rejected,
+    }
+}
+
 /// A generic netlink socket that upcalls are addressed to (its port id is registered with the
 /// datapath and its vports), with the buffer every received upcall borrows from.
 #[derive(Debug)]
@@ -203,6 +214,11 @@ pub enum Received<'a> {
 
 impl UpcallSocket {
     /// Opens a socket for upcalls of the `ovs_packet` family (`ENOENT` when the module is absent).
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`]: no generic netlink socket, or no `ovs_packet` family (`ENOENT`: load
+    /// `openvswitch`).
     pub fn open() -> Result<UpcallSocket, OvsError> {
         let mut sock = GenlSocket::open().call("open a generic netlink socket")?;
         let packet_family = sock
@@ -223,11 +239,19 @@ impl UpcallSocket {
 
     /// Sets the receive queue size (bytes); returns what the kernel granted. A small queue makes the
     /// datapath lose upcalls sooner when they are not read.
+    ///
+    /// # Errors
+    ///
+    /// `setsockopt SO_RCVBUF` fails.
     pub fn set_queue_bytes(&self, bytes: usize) -> Result<usize, OvsError> {
         self.sock.set_receive_buffer(bytes).call("SO_RCVBUF")
     }
 
     /// Waits up to `timeout` for something to receive; false on timeout.
+    ///
+    /// # Errors
+    ///
+    /// The `poll` fails (`EINTR` when a signal interrupts it).
     pub fn wait(&self, timeout: Duration) -> Result<bool, OvsError> {
         let ms = crate::sys::socket::poll_timeout(Some(timeout));
         crate::sys::socket::poll(self.sock.as_fd(), libc::POLLIN, ms)
@@ -236,6 +260,11 @@ impl UpcallSocket {
     }
 
     /// Receives one datagram without blocking (`Ok(None)` when none is queued).
+    ///
+    /// # Errors
+    ///
+    /// [`OvsError`] when `recv` fails; an overflow and a malformed datagram are not errors
+    /// ([`Received::Overflow`], [`Received::Rejected`]).
     pub fn recv(&mut self) -> Result<Option<Received<'_>>, OvsError> {
         let n = match self.sock.recv_nonblocking(&mut self.buf) {
             Ok(None) => return Ok(None),

@@ -159,17 +159,17 @@ fn tx_metadata(
 /// Tries an XDP_ZEROCOPY bind on queue 0 (no program attached, socket closed at once).
 fn xsk_zero_copy_bind(iface: &str) -> Finding {
     match crate::xdp::probe_zero_copy(iface, 0) {
-        Ok(None) => Finding::new(
+        Ok(Ok(())) => Finding::new(
             "xdp.xsk_zerocopy_bind",
             Support::Yes,
             "XDP_ZEROCOPY bind on queue 0 succeeded",
         ),
-        Ok(Some(errno)) => Finding::new(
+        Ok(Err(refused)) => Finding::new(
             "xdp.xsk_zerocopy_bind",
             Support::No,
             format!(
                 "{} (XDP_ZEROCOPY bind on queue 0 refused: copy mode only)",
-                sys::errno_name(errno)
+                sys::errno_name(refused.raw_os_error().unwrap_or(0))
             ),
         ),
         Err(e) => Finding::new("xdp.xsk_zerocopy_bind", Support::No, e.to_string()),

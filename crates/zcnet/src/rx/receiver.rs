@@ -169,6 +169,15 @@ fn zcrx_choice(stats: &RxStats) -> AutoChoice {
 const REFUSED_REMEDY: &str =
     "this kernel or socket has no TCP zero-copy receive: bytes are read with recv";
 
+/// Why the kernel's copy buffer is not used: it refused to write it with `errno`.
+fn copybuf_refused(errno: i32) -> Fallback {
+    Fallback::refused(
+        "getsockopt TCP_ZEROCOPY_RECEIVE with copybuf",
+        errno,
+        "unaligned bytes are read with a separate recv",
+    )
+}
+
 /// Why a receiver gave up after `bytes` arrived and none could be mapped.
 fn nothing_mapped(bytes: u64) -> Fallback {
     Fallback::observed(
@@ -193,6 +202,16 @@ fn nothing_mapped(bytes: u64) -> Fallback {
 /// Urgent data (`MSG_OOB`) is delivered in line, in stream order, on every path: the receiver sets
 /// `SO_OOBINLINE`, since pages mapped by `TCP_ZEROCOPY_RECEIVE` hold the urgent byte where it was sent
 /// while a plain `recv` would otherwise skip it.
+///
+/// # The stream: lent, never handed over mutably
+///
+/// [`Receiver::get_ref`] lends the stream (to write answers, shut it down, switch it to
+/// non-blocking); [`Receiver::into_inner`] gives it back once nothing received is left unread.
+/// There is deliberately no `get_mut`: a `&mut TcpStream` can replace the stream, while the
+/// pages mapped for it, the copybuf bytes and the bytes the kernel said to skip belong to the one
+/// it wraps — the next receive would map one connection and `recv` another, losing bytes of both.
+/// (Reading through `get_ref()` is possible, as `&TcpStream` is `Read`, and takes bytes out of
+/// the stream this receiver hands out: read through the receiver, which is itself `Read`.)
 #[derive(Debug)]
 pub struct Receiver {
     // Declared before `stream`: the window is unmapped before the socket is closed.
@@ -222,7 +241,12 @@ pub struct Receiver {
     /// The rest of a chunk [`BufRead::fill_buf`] lent and [`BufRead::consume`] has not consumed
     /// yet: handed out before anything else, its mapped pages held until it is consumed.
     unconsumed: Option<(ChunkKind, Range<usize>)>,
-    copybuf_refused: Option<i32>,
+    /// Why unaligned bytes are read with a separate `recv` rather than in the mapping call's copy
+    /// buffer: not asked for, or refused by the kernel.
+    copybuf_fallback: Option<Fallback>,
+    /// The kernel refused the copybuf and flags fields (before 5.11) or could not write the copy
+    /// buffer: later calls leave them zero.
+    extensions_refused: bool,
     /// [`RxMode::Auto`]'s measurement.
     auto: Option<AutoProbe>,
     stats: RxStats,
@@ -244,6 +268,13 @@ impl AsFd for Receiver {
 impl Receiver {
     /// Sets up a receiver on a connected stream: maps the window and sets `SO_RCVLOWAT` as configured.
     /// When the socket cannot be mapped, the receiver falls back to `recv` and records why.
+    ///
+    /// # Errors
+    ///
+    /// [`RxError`] when the socket cannot be set up ([`RxOp::Setup`]: a window too large to
+    /// address, `SO_OOBINLINE` refused, a zcrx path that cannot be built). A kernel without
+    /// zero-copy receive is not an error: the receiver reads with `recv` and
+    /// [`Receiver::zerocopy_status`] says why.
     pub fn new(stream: TcpStream, config: RxConfig) -> Result<Receiver, RxError> {
         let setup = |e| RxError::new(RxOp::Setup, e);
         set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE, 1).map_err(setup)?;
@@ -294,7 +325,8 @@ impl Receiver {
                 }
             }
         };
-        let copybuf_len = if config.copybuf { page - 1 } else { 0 };
+        let rx_copybuf = config.copybuf;
+        let copybuf_len = if rx_copybuf { page - 1 } else { 0 };
         let buf = vec![0u8; config.copy_buffer.max(copybuf_len).max(1)];
         let auto =
             (config.mode == RxMode::Auto && socket_path).then(|| AutoProbe::new(config.auto));
@@ -316,7 +348,12 @@ impl Receiver {
             ended_by: None,
             fallback,
             unconsumed: None,
-            copybuf_refused: None,
+            copybuf_fallback: (!rx_copybuf).then(|| {
+                Fallback::requested(
+                    "set RxConfig::copybuf to have unaligned bytes copied in the mapping call",
+                )
+            }),
+            extensions_refused: false,
             auto,
             stats: RxStats::default(),
         };
@@ -340,6 +377,30 @@ impl Receiver {
     /// socket.
     ///
     /// After [`BufRead::fill_buf`], the chunk is what it lent and [`BufRead::consume`] left.
+    ///
+    /// # Errors
+    ///
+    /// [`RxError`]: a reset (`ConnectionReset`) or timeout after the bytes that arrived before it,
+    /// and again on every later call; `WouldBlock` on a non-blocking socket with nothing queued;
+    /// a failed kernel call ([`RxError::op`] names it).
+    ///
+    /// ```
+    /// use zcnet::rx::{Receiver, RxConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// # let mut peer = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// # std::io::Write::write_all(&mut peer, &[9u8; 100_000])?;
+    /// # drop(peer);
+    /// # let (stream, _) = listener.accept()?;
+    /// let mut rx = Receiver::new(stream, RxConfig::default())?;
+    /// let mut total = 0;
+    /// while let Some(chunk) = rx.recv()? {
+    ///     total += chunk.len(); // the bytes, in place; mapped pages go back on drop
+    /// }
+    /// assert_eq!(total, 100_000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recv(&mut self) -> Result<Option<Chunk<'_>>, RxError> {
         if let Some((kind, range)) = self.unconsumed.take() {
             return Ok(Some(self.hand_out(kind, range)));
@@ -467,10 +528,28 @@ impl Receiver {
         self.fallback.as_ref().map_or(Ok(()), Err)
     }
 
-    /// The errno with which the kernel refused the copybuf fields (then unaligned bytes are read with
-    /// `recv`), or `None`.
-    pub fn copybuf_refused(&self) -> Option<i32> {
-        self.copybuf_refused
+    /// `Ok` while the kernel copies the bytes it cannot map into this receiver's buffer in the
+    /// mapping call itself (copybuf, [`RxConfig::copybuf`]), or why they are read with a separate
+    /// `recv` instead: not asked for ([`crate::fallback::Cause::Requested`]), or refused by the
+    /// kernel (`Refused`, with the errno: `EINVAL` before Linux 5.11). Either way every byte
+    /// arrives; this says how many calls it takes.
+    ///
+    /// ```
+    /// # use std::net::{TcpListener, TcpStream};
+    /// use zcnet::rx::{Receiver, RxConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// # let _peer = TcpStream::connect(listener.local_addr()?)?;
+    /// # let (stream, _) = listener.accept()?;
+    /// let rx = Receiver::new(stream, RxConfig::default())?;
+    /// // Off by default: unaligned bytes are read with recv.
+    /// let why = rx.copybuf_status().expect_err("copybuf is off by default");
+    /// assert_eq!(why.raw_os_error(), None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn copybuf_status(&self) -> Result<(), &Fallback> {
+        self.copybuf_fallback.as_ref().map_or(Ok(()), Err)
     }
 
     /// The stream, e.g. to write answers, shut it down or switch it to non-blocking.
@@ -492,6 +571,10 @@ impl Receiver {
 
     /// Switches the socket between blocking and non-blocking receives (as
     /// `self.get_ref().set_nonblocking(…)` does).
+    ///
+    /// # Errors
+    ///
+    /// The `fcntl` that sets `O_NONBLOCK` fails.
     pub fn set_nonblocking(&mut self, nonblocking: bool) -> io::Result<()> {
         self.stream.set_nonblocking(nonblocking)
     }
@@ -653,7 +736,7 @@ impl Receiver {
             self.fall_back(nothing_mapped(tried), AutoReason::NothingMapped);
             return Ok(Step::Again);
         }
-        let use_extensions = self.copybuf_refused.is_none();
+        let use_extensions = !self.extensions_refused;
         let copybuf =
             (use_extensions && self.copybuf_len > 0).then(|| &mut self.buf[..self.copybuf_len]);
         let flags = if use_extensions && self.window_clean {
@@ -677,7 +760,8 @@ impl Receiver {
             Err(e) => match e.raw_os_error() {
                 // Kernels before 5.11 know neither copybuf nor flags and reject non-zero fields.
                 Some(libc::EINVAL) if use_extensions && (self.copybuf_len > 0 || flags != 0) => {
-                    self.copybuf_refused = Some(libc::EINVAL);
+                    self.extensions_refused = true;
+                    self.copybuf_fallback = Some(copybuf_refused(libc::EINVAL));
                     Ok(Step::Again)
                 }
                 Some(errno @ (libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EINVAL)) => {
@@ -718,7 +802,8 @@ impl Receiver {
         self.skip = outcome.skip_hint;
         if outcome.copybuf_error != 0 {
             // The kernel could not write the copy buffer; those bytes stay queued for `recv`.
-            self.copybuf_refused = Some(outcome.copybuf_error);
+            self.extensions_refused = true;
+            self.copybuf_fallback = Some(copybuf_refused(outcome.copybuf_error));
         }
         if outcome.mapped > 0 {
             self.wait_first = outcome.skip_hint == 0

@@ -221,6 +221,16 @@ macro_rules! on_path {
 /// ([`crate::Cause::SocketInUse`]). io_uring senders claim nothing: their notifications come on
 /// their own ring, not on the socket's error queue, so several may share a socket (each keeps its
 /// own order; interleaving them is the application's business).
+///
+/// # The socket: lent, never handed over mutably
+///
+/// [`Sender::get_ref`] lends the socket (to set an option, read its address); [`Sender::close`]
+/// gives it back once every loan is home. There is deliberately no `get_mut`: a `&mut S` can
+/// replace the socket (`std::mem::replace`), while the sender's state belongs to the one it
+/// wraps — the completion ids the kernel numbers per socket, the error queue they arrive on, the
+/// io_uring requests queued for its descriptor, the loans the kernel still reads. Completions of
+/// the old socket would then be looked for on the new one, and buffers released while the kernel
+/// still reads them.
 pub struct Sender<S: ZcSocket> {
     /// Present until [`Sender::close`] or [`Sender::abort`] takes it, or the drop hands it to the
     /// reaper.
@@ -263,6 +273,31 @@ impl<S: ZcSocket> Sender<S> {
     /// [`SendPath::SENDMSG`] instead — every send still goes out, with MSG_ZEROCOPY — and
     /// [`Sender::path_status`] says which of those refused it and what to do (for a container: the
     /// `docker run` flag and the Kubernetes `securityContext`).
+    ///
+    /// Infallible: what the kernel refuses makes the sender copy or use the other path, and
+    /// [`Sender::zerocopy_status`] and [`Sender::path_status`] say why.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zcnet::tx::{SenderConfig, TcpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// # let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// # let (mut peer, _) = listener.accept()?;
+    /// # let reader = std::thread::spawn(move || {
+    /// #     let mut got = Vec::new();
+    /// #     std::io::Read::read_to_end(&mut peer, &mut got).map(|_| got)
+    /// # });
+    /// let mut tx = TcpSender::new(stream, SenderConfig::default());
+    /// tx.send(vec![7u8; 1 << 20])?; // lent to the kernel, not copied
+    /// tx.send(b"and a tail".to_vec())?;
+    /// let stream = tx.close(Duration::from_secs(5))?; // every buffer is back
+    /// drop(stream);
+    /// # let got = reader.join().expect("reader")?;
+    /// # assert_eq!(got.len(), (1 << 20) + 10);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(socket: S, config: SenderConfig) -> Self {
         match config.path {
             SendPath::Sendmsg { drain_every } => Sender {
@@ -365,6 +400,24 @@ impl<S: ZcSocket> Sender<S> {
     /// the kernel charges a fixed send from a huge page up to the whole page, which stalls the
     /// socket; its sends go unregistered. The `sendmsg` path has no registered buffers (the kernel pins
     /// each send's pages): it answers [`crate::Cause::Requested`], naming the io_uring path.
+    ///
+    /// # Errors
+    ///
+    /// The [`Fallback`] saying why the pool's sends stay unregistered; they still go out. Where
+    /// registration is required, `?` passes it on (it is an `Error`):
+    ///
+    /// ```
+    /// use zcnet::tx::{BufferPool, PoolConfig, SendPath, SenderConfig, UdpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = BufferPool::new(PoolConfig::new(4096, 8))?;
+    /// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// let mut tx = UdpSender::new(socket, SenderConfig::default());
+    /// if let Err(why) = tx.register_pool(&pool) {
+    ///     println!("unregistered sends: {why}"); // on the sendmsg path: use SendPath::IO_URING
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn register_pool(&mut self, pool: &BufferPool) -> Result<(), Fallback> {
         match self.engine_mut() {
             Path::Sendmsg(_) => {
@@ -390,6 +443,12 @@ impl<S: ZcSocket> Sender<S> {
     /// kernel to take it, up to [`SenderConfig::send_timeout`]. The buffer stays lent until the
     /// completions covering it arrive. On failure the error hands back the part not sent (see the
     /// type's contract).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`], holding the part of `buf` not sent ([`SendError::unsent`]): the socket's
+    /// error (`ConnectionReset`, `BrokenPipe`), no room within the send timeout (`TimedOut`), a
+    /// message too long for the socket (`EMSGSIZE`). The [`Sender::new`] example sends.
     pub fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
         self.send_unsent(Unsent::new(Arc::new(buf), 0))
     }
@@ -411,6 +470,32 @@ impl<S: ZcSocket> Sender<S> {
     /// [`TrySendError::WouldBlock`] with the part not sent — all of a datagram, the rest of a
     /// stream — to pass to [`Sender::try_send_unsent`] once the sender's descriptor ([`AsFd`]) is
     /// ready. On failure the error hands back the unsent part too.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::WouldBlock`] with the part not sent when the kernel would not take it now;
+    /// [`TrySendError::Failed`] as [`Sender::send`] fails.
+    ///
+    /// ```
+    /// use zcnet::tx::{SenderConfig, TrySendError, UdpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// socket.connect(peer.local_addr()?)?;
+    /// let mut tx = UdpSender::new(socket, SenderConfig::default());
+    /// match tx.try_send(vec![1u8; 1000]) {
+    ///     Ok(()) => {}
+    ///     Err(TrySendError::WouldBlock(unsent)) => {
+    ///         // wait until the sender's descriptor is writable, then:
+    ///         tx.try_send_unsent(unsent)?;
+    ///     }
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # let mut got = [0u8; 2000];
+    /// # assert_eq!(peer.recv(&mut got)?, 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn try_send<B: SendBuf>(&mut self, buf: B) -> Result<(), TrySendError<B>> {
         self.try_send_unsent(Unsent::new(Arc::new(buf), 0))
     }
@@ -429,6 +514,11 @@ impl<S: ZcSocket> Sender<S> {
 
     /// Reads the completions queued now (without waiting) and, on io_uring, submits what it can;
     /// returns the number of ids released.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: reading the error queue or the ring failed, a completion named an id the
+    /// sender never registered ([`TxError::LostTrack`]), or (io_uring) a submitted send failed.
     pub fn poll_completions(&mut self) -> Result<u64, TxError> {
         on_path!(self.engine_mut(), p => p.poll_completions())
     }
@@ -436,6 +526,10 @@ impl<S: ZcSocket> Sender<S> {
     /// Waits up to `timeout` for at least one completion when ids are outstanding (for example when
     /// a [`BufferPool`] ran dry); returns the number of ids released. A timeout too long for the
     /// clock (`Duration::MAX`) waits without a deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::poll_completions`], and the failed wait (`poll`, `io_uring_enter`).
     pub fn wait_completions(&mut self, timeout: Duration) -> Result<u64, TxError> {
         on_path!(self.engine_mut(), p => p.wait_completions(timeout))
     }
@@ -445,6 +539,35 @@ impl<S: ZcSocket> Sender<S> {
     /// Waits at most `timeout`; fails with [`TxError::Timeout`] then, and at once when this sender
     /// holds none of its buffers — none queued, none lent — (every buffer is held elsewhere, so
     /// waiting on this sender cannot bring one back).
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::Timeout`] as said above, or the error a completion read failed with.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zcnet::tx::{BufferPool, PoolConfig, SenderConfig, TcpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// # let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// # let (mut peer, _) = listener.accept()?;
+    /// # let reader = std::thread::spawn(move || {
+    /// #     let mut got = Vec::new();
+    /// #     std::io::Read::read_to_end(&mut peer, &mut got).map(|_| got)
+    /// # });
+    /// let pool = BufferPool::new(PoolConfig::new(64 << 10, 4))?;
+    /// let mut tx = TcpSender::new(stream, SenderConfig::default());
+    /// for i in 0..16u8 {
+    ///     // Four buffers serve sixteen sends: each comes back as its completion arrives.
+    ///     let mut buf = tx.take_from(&pool, Duration::from_secs(5))?;
+    ///     buf.fill_with(64 << 10, |bytes| bytes.fill(i));
+    ///     tx.send(buf)?;
+    /// }
+    /// drop(tx.close(Duration::from_secs(5))?);
+    /// # assert_eq!(reader.join().expect("reader")?.len(), 16 << 16);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn take_from(
         &mut self,
         pool: &BufferPool,
@@ -493,6 +616,11 @@ impl<S: ZcSocket> Sender<S> {
     /// (`sendmsg`: `SO_ERROR`, read and cleared) rather than a completion, and with
     /// [`TxError::LostTrack`] once a completion named an id the sender never registered (the
     /// buffers still lent then stay lent).
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: a send error (its [`TxError::unsent`] buffers), the socket's error,
+    /// [`TxError::Timeout`] when `timeout` passes first, [`TxError::LostTrack`].
     pub fn flush(&mut self, timeout: Duration) -> Result<(), TxError> {
         on_path!(self.engine_mut(), p => p.flush(timeout))
     }
@@ -501,6 +629,19 @@ impl<S: ZcSocket> Sender<S> {
     /// io_uring still queued is dropped unsent, and the buffers still lent are leaked (counted in
     /// [`crate::tx::leaked`]). For a connection that has failed, or a peer not worth waiting for;
     /// [`Sender::close`] delivers what was sent and gives every buffer back.
+    ///
+    /// ```
+    /// use zcnet::tx::{SenderConfig, TcpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// # let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// # let _peer = listener.accept()?;
+    /// let mut tx = TcpSender::new(stream, SenderConfig::default());
+    /// tx.send(vec![0u8; 4096])?;
+    /// tx.abort(); // the peer sees a reset; anything still lent is counted in tx::leaked()
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(mut self) {
         self.cut_short();
         self.end_now();
@@ -512,6 +653,11 @@ impl<S: ZcSocket> Sender<S> {
     /// [`TxError::unsent`]), and a TCP stream that then misses bytes is reset when the socket
     /// closes (`SO_LINGER` 0), never ended cleanly. A socket from the `sendmsg` path keeps
     /// `SO_ZEROCOPY` on, so a sender wrapping it again on that path copies (see [`Sender::new`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::flush`]; the socket is then closed, not returned. The [`Sender::new`] example
+    /// closes.
     pub fn close(mut self, timeout: Duration) -> Result<S, TxError> {
         if let Err(e) = self.flush(timeout) {
             let e = self.give_up(e);
@@ -725,6 +871,10 @@ impl Sender<UdpSocket> {
     /// queued sends and waits (bounded by the send timeout) until the kernel took them, so that
     /// each lands in the datagram it was sent for; a send error on the way is returned (handing
     /// back the buffers not sent) and the option left as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: `setsockopt UDP_CORK` refused, or a queued send failed on the way.
     pub fn set_cork(&mut self, cork: bool) -> Result<(), TxError> {
         #[cfg(feature = "io-uring")]
         if let Path::IoUring(p) = self.engine_mut() {
@@ -759,6 +909,12 @@ impl Sender<UdpSocket> {
     /// them, as [`Sender::set_cork`] does: each datagram goes out under the segment size in force
     /// when it was sent. A send error on the way is returned (handing back the buffers not sent)
     /// and the option left as it was.
+    ///
+    /// # Errors
+    ///
+    /// Only on io_uring ([`TxError::SocketOption`]: `setsockopt UDP_SEGMENT` refused, or a queued
+    /// send failed on the way); on `sendmsg` the size rides on each send, and a size the kernel
+    /// refuses fails those sends (`EINVAL`).
     pub fn set_gso_segment(&mut self, segment: Option<u16>) -> Result<(), TxError> {
         match self.engine_mut() {
             Path::Sendmsg(p) => {
@@ -773,6 +929,24 @@ impl Sender<UdpSocket> {
     /// Sends `buf` as one datagram (or one GSO train) to `dest`, on an unconnected socket; waits
     /// like [`Sender::send`]. The `sendmsg` path only: on io_uring it is refused with
     /// [`TxError::Unsupported`], and `buf` handed back.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`]; [`TxError::Unsupported`] on the io_uring path.
+    ///
+    /// ```
+    /// use zcnet::tx::{SenderConfig, UdpSender};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// # let dest = peer.local_addr()?;
+    /// let mut tx = UdpSender::new(std::net::UdpSocket::bind("127.0.0.1:0")?, SenderConfig::default());
+    /// tx.send_to(b"one datagram".to_vec(), dest)?;
+    /// # let mut got = [0u8; 64];
+    /// # let n = peer.recv(&mut got)?;
+    /// # assert_eq!(&got[..n], b"one datagram");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send_to<B: SendBuf>(&mut self, buf: B, dest: SocketAddr) -> Result<(), SendError<B>> {
         match self.engine_mut() {
             Path::Sendmsg(p) => p.send_to(buf, dest),
@@ -784,6 +958,10 @@ impl Sender<UdpSocket> {
     /// [`Sender::send_to`] without waiting: when the socket's send buffer would not take the
     /// datagram now, hands it back ([`TrySendError::WouldBlock`]) to try again once the sender's
     /// descriptor ([`AsFd`]) is writable. The `sendmsg` path only, as `send_to`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::try_send`]; [`TxError::Unsupported`] on the io_uring path.
     pub fn try_send_to<B: SendBuf>(
         &mut self,
         buf: B,

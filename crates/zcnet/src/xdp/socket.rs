@@ -293,12 +293,50 @@ impl Socket {
     /// multi-buffer setting. The first socket of the UMEM on a queue opens that queue's fill and
     /// completion rings ([`Socket::fill`], [`Socket::fill_with`], [`Socket::reclaim`]); later ones on
     /// that queue share them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] naming the refused step and its errno: no such interface (`ENODEV`), no
+    /// privilege for an AF_XDP socket (`EPERM`: CAP_NET_RAW), the queue already bound (`EBUSY`),
+    /// zero-copy refused by the driver in [`Mode::ZeroCopy`] (`EOPNOTSUPP`; [`Mode::Auto`] binds
+    /// in copy mode instead and says why in [`Socket::zerocopy_status`]), locked memory used up
+    /// for the rings (`ENOMEM`).
+    ///
+    /// A reflector on queue 0 of `eth1` (root; frames go back out as they came, a real one swaps
+    /// their addresses first):
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zcnet::xdp::{AttachMode, FrameMatch, Mode, Socket, Umem, UmemConfig, XdpProgram};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut umem = Umem::new(UmemConfig::default())?;
+    /// let mut socket = Socket::bind(&mut umem, "eth1", 0, Mode::Auto)?;
+    /// let program = XdpProgram::redirect_to_xsk(1, FrameMatch::UdpPort(9000))?;
+    /// program.xsk_map().expect("a redirect program has a map").insert(0, &socket)?;
+    /// let _link = program.attach_to("eth1", AttachMode::Generic)?;
+    /// socket.fill(&mut umem, u32::MAX)?;
+    /// let mut frames = Vec::new();
+    /// while socket.wait_rx(Some(Duration::from_secs(1)))? {
+    ///     socket.receive(&mut umem, 64, &mut frames)?;
+    ///     socket.transmit(&mut umem, &mut frames)?; // the received frames, in place
+    ///     socket.wake_tx()?;
+    ///     socket.reclaim(&mut umem, u32::MAX)?; // sent frames back to the free list
+    ///     socket.fill(&mut umem, u32::MAX)?; // and lent again for receiving
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn bind(umem: &mut Umem, iface: &str, queue: u32, mode: Mode) -> Result<Socket> {
         Socket::bind_with(umem, iface, queue, mode, SocketConfig::default())
     }
 
     /// [`Socket::bind`] with explicit ring sizes and options. A failed bind closes the sockets it
     /// created and leaves `umem` as it was.
+    ///
+    /// # Errors
+    ///
+    /// As [`Socket::bind`], and ring sizes the kernel refuses (`EINVAL`: not a power of two).
     pub fn bind_with(
         umem: &mut Umem,
         iface: &str,
@@ -476,6 +514,11 @@ impl Socket {
     /// may span several frames in a row ([`Frame::continues`]; [`Socket::receive_packets`] groups
     /// them). Recycle the frames with [`Socket::fill_with`], send them with [`Socket::transmit`] or
     /// free them with [`Umem::release`].
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with, or the socket has no rx ring
+    /// ([`SocketConfig::rx_size`] 0). The [`Socket::bind`] example receives.
     pub fn receive(&mut self, umem: &mut Umem, max: u32, out: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let rx = self.rx.as_mut().ok_or_else(|| no_ring("rx", &self.iface))?;
@@ -502,6 +545,11 @@ impl Socket {
     /// [continues](Frame::continues) goes with the rest of its packet or not at all (multi-buffer, see
     /// [`Packet::new`]). The frames come back to `umem`'s free list through the queue's completion
     /// ring ([`Socket::reclaim`]). Call [`Socket::wake_tx`] to have them sent.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with, or the socket has no tx ring
+    /// ([`SocketConfig::tx_size`] 0). The [`Socket::bind`] example transmits.
     pub fn transmit(&mut self, umem: &mut Umem, frames: &mut Vec<Frame>) -> Result<u32> {
         self.check_umem(umem)?;
         let tx = self.tx.as_mut().ok_or_else(|| no_ring("tx", &self.iface))?;
@@ -510,6 +558,10 @@ impl Socket {
 
     /// Moves up to `max` free frames of `umem` onto this queue's fill ring (shared by every socket of
     /// the UMEM on the queue) for the kernel to receive into; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with.
     pub fn fill(&mut self, umem: &mut Umem, max: u32) -> Result<u32> {
         self.check_umem(umem)?;
         let tag = self.queue_rings.tag();
@@ -531,6 +583,10 @@ impl Socket {
     /// Takes up to `max` frames the kernel finished sending on this queue (its completion ring, shared
     /// by every socket of the UMEM on the queue: it returns what any of them sent) back onto `umem`'s
     /// free list, and counts the completion entries that did not name a frame lent on this queue.
+    ///
+    /// # Errors
+    ///
+    /// `umem` is not the one this socket was bound with.
     pub fn reclaim(&mut self, umem: &mut Umem, max: u32) -> Result<Reclaimed> {
         self.check_umem(umem)?;
         let tag = self.queue_rings.tag();
@@ -618,6 +674,10 @@ impl Socket {
     /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) for received
     /// frames; returns whether some are ready. The `poll` also wakes the driver when the fill ring
     /// asked for it.
+    ///
+    /// # Errors
+    ///
+    /// The `poll` fails (`EINTR` when a signal interrupts it). The [`Socket::bind`] example waits.
     pub fn wait_rx(&self, timeout: Option<Duration>) -> Result<bool> {
         let ms = crate::sys::socket::poll_timeout(timeout);
         crate::sys::socket::poll(self.fd.as_fd(), libc::POLLIN, ms)
@@ -629,6 +689,11 @@ impl Socket {
     /// `SO_BUSY_POLL_BUDGET` from `busy_poll`, kernel 5.11+): `poll` and `sendto` then run the
     /// driver's NAPI loop in this thread instead of waiting for interrupts. A budget above 8 needs
     /// CAP_NET_ADMIN.
+    ///
+    /// # Errors
+    ///
+    /// An option refused: `EPERM` for a budget above 8 without CAP_NET_ADMIN, `ENOPROTOOPT` on a
+    /// kernel before 5.11.
     pub fn set_busy_poll(&self, busy_poll: BusyPoll) -> Result<()> {
         let usecs = i32::try_from(busy_poll.timeout.as_micros()).unwrap_or(i32::MAX);
         for (name, label, value) in [
@@ -653,6 +718,10 @@ impl Socket {
     }
 
     /// The kernel's counters for this socket (`XDP_STATISTICS`).
+    ///
+    /// # Errors
+    ///
+    /// `getsockopt XDP_STATISTICS` fails.
     pub fn statistics(&self) -> Result<Statistics> {
         sys::statistics(self.fd.as_fd())
             .map(Statistics::from)
@@ -660,13 +729,29 @@ impl Socket {
     }
 }
 
-/// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(None)` when it
-/// does, `Ok(Some(errno))` with the kernel's refusal (`EOPNOTSUPP`: the driver lacks zero-copy), `Err`
-/// when the question cannot be asked (no privilege, no such interface).
+/// Whether an AF_XDP socket binds in zero-copy mode on queue `queue` of `iface`: `Ok(Ok(()))` when
+/// it does, `Ok(Err(fallback))` with the kernel's refusal (the same [`Fallback`] a
+/// [`Mode::Auto`] bind reports in [`Socket::zerocopy_status`]: `EOPNOTSUPP` when the driver lacks
+/// zero-copy), `Err` when the question cannot be asked.
 ///
 /// The socket is closed right away and no XDP program is attached, so no traffic is diverted; on
 /// drivers with zero-copy support the bind does reconfigure that queue for a moment.
-pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
+///
+/// # Errors
+///
+/// [`Error`] when no AF_XDP socket can be made (`EPERM`: CAP_NET_RAW is needed) or `iface` does
+/// not exist (`ENODEV`), or the UMEM cannot be allocated.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// match zcnet::xdp::probe_zero_copy("eth1", 0)? {
+///     Ok(()) => println!("eth1 queue 0 binds zero-copy"),
+///     Err(why) => println!("copy mode only: {why}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<std::result::Result<(), Fallback>> {
     let mut umem = Umem::new(UmemConfig {
         frame_size: FrameSize::Page,
         frame_count: 64,
@@ -681,13 +766,12 @@ pub fn probe_zero_copy(iface: &str, queue: u32) -> Result<Option<i32>> {
         ..SocketConfig::default()
     };
     match Socket::bind_with(&mut umem, iface, queue, Mode::ZeroCopy, config) {
-        Ok(_) => Ok(None),
-        Err(e)
-            if e.raw_os_error()
-                .is_some_and(|n| n != libc::EPERM && n != libc::ENODEV) =>
-        {
-            Ok(e.raw_os_error())
-        }
-        Err(e) => Err(e),
+        Ok(_) => Ok(Ok(())),
+        Err(e) => match e.raw_os_error() {
+            Some(errno) if errno != libc::EPERM && errno != libc::ENODEV => Ok(Err(
+                Fallback::refused("bind XDP_ZEROCOPY", errno, copy_remedy(errno, 0)),
+            )),
+            _ => Err(e),
+        },
     }
 }

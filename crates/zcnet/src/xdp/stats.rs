@@ -27,6 +27,18 @@ impl Statistics {
     }
 }
 
+add_counters! {
+    /// The counters of several sockets (one per queue) added up.
+    Statistics {
+        rx_dropped,
+        rx_invalid_descs,
+        tx_invalid_descs,
+        rx_ring_full,
+        rx_fill_ring_empty_descs,
+        tx_ring_empty_descs,
+    }
+}
+
 impl From<xdp_statistics> for Statistics {
     fn from(s: xdp_statistics) -> Statistics {
         Statistics {
@@ -37,5 +49,37 @@ impl From<xdp_statistics> for Statistics {
             rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
             tx_ring_empty_descs: s.tx_ring_empty_descs,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    /// Also the test of `add_counters!`, which sums every stats and counters type but `TxStats`.
+    fn sockets_add_up_field_by_field() {
+        let one = Statistics {
+            rx_dropped: 1,
+            rx_invalid_descs: 2,
+            tx_invalid_descs: 3,
+            rx_ring_full: 4,
+            rx_fill_ring_empty_descs: 5,
+            tx_ring_empty_descs: 6,
+        };
+        let mut total = one;
+        total += one;
+        assert_eq!(
+            total,
+            Statistics {
+                rx_dropped: 2,
+                rx_invalid_descs: 4,
+                tx_invalid_descs: 6,
+                rx_ring_full: 8,
+                rx_fill_ring_empty_descs: 10,
+                tx_ring_empty_descs: 12,
+            }
+        );
+        assert_eq!(total.invalid_descs(), 10);
     }
 }

@@ -21,15 +21,17 @@ use super::error::{Error, Result};
 use super::mode::BoundMode;
 use super::program::interface_index;
 use super::umem::{FrameSize, Umem, UmemConfig, XSK_PRIVILEGE};
+use crate::fallback::Fallback;
 use crate::sys;
 use crate::sys::netlink::xsk_flags;
 
 /// What AF_XDP TX metadata an interface's sockets can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxMetadata {
     /// Whether the kernel registers a UMEM with TX metadata room (`XDP_UMEM_TX_METADATA_LEN`):
-    /// `Err(errno)` with its refusal.
-    pub umem: std::result::Result<(), i32>,
+    /// `Err` with its refusal (a [`Fallback`] naming the call and its errno: `EINVAL` from a kernel
+    /// that does not know the flag), the same shape as [`super::Socket::zerocopy_status`].
+    pub umem: std::result::Result<(), Fallback>,
     /// The driver's `xsk-features` ([`TxMetadata::zero_copy_names`]); `None` when the kernel reports
     /// none (before 6.8, or no netdev family).
     pub xsk_features: Option<u64>,
@@ -43,7 +45,7 @@ impl TxMetadata {
         let ifindex = interface_index(iface)?.get();
         let umem = match probe_umem()? {
             None => Ok(()),
-            Some(errno) => Err(errno),
+            Some(errno) => Err(umem_refused(errno)),
         };
         let devices = sys::netlink::GenlSocket::open().and_then(|mut s| s.netdev_devices());
         let xsk_features = match devices {
@@ -91,6 +93,15 @@ impl TxMetadata {
     }
 }
 
+/// The kernel refused a UMEM with TX metadata room with `errno`.
+fn umem_refused(errno: i32) -> Fallback {
+    Fallback::refused(
+        "setsockopt XDP_UMEM_REG with XDP_UMEM_TX_METADATA_LEN",
+        errno,
+        "this kernel has no AF_XDP TX metadata: checksums are computed in software",
+    )
+}
+
 /// Whether the kernel registers a UMEM with room for TX metadata (`XDP_UMEM_TX_METADATA_LEN`,
 /// `tx_metadata_len` 16) on a throwaway AF_XDP socket: `Ok(None)` when it does, `Ok(Some(errno))`
 /// with its refusal, `Err` when the question cannot be asked (no AF_XDP socket: no privilege).
@@ -132,7 +143,7 @@ mod tests {
         assert!(both.timestamp(BoundMode::Copy) && !both.timestamp(BoundMode::ZeroCopy));
         assert!(!both.zero_copy_launch_time());
         let refused = TxMetadata {
-            umem: Err(libc::EINVAL),
+            umem: Err(umem_refused(libc::EINVAL)),
             xsk_features: Some(xsk_flags::TX_CHECKSUM),
         };
         assert!(!refused.checksum(BoundMode::Copy) && !refused.checksum(BoundMode::ZeroCopy));

@@ -145,17 +145,17 @@ pub struct EndpointStats {
     pub unsent: u64,
 }
 
-/// The counts of several endpoints (one per queue, [`UdpEndpoint::bind_each_queue`]) added up.
-impl std::ops::AddAssign for EndpointStats {
-    fn add_assign(&mut self, other: EndpointStats) {
-        self.received += other.received;
-        self.malformed += other.malformed;
-        self.bad_checksum += other.bad_checksum;
-        self.not_for_us += other.not_for_us;
-        self.sent += other.sent;
-        self.tx_dropped += other.tx_dropped;
-        self.invalid_descs += other.invalid_descs;
-        self.unsent += other.unsent;
+add_counters! {
+    /// The counts of several endpoints (one per queue, [`UdpEndpoint::bind_each_queue`]) added up.
+    EndpointStats {
+        received,
+        malformed,
+        bad_checksum,
+        not_for_us,
+        sent,
+        tx_dropped,
+        invalid_descs,
+        unsent,
     }
 }
 
@@ -218,6 +218,13 @@ impl UdpEndpoint {
     /// either family) on `iface` in the calling thread's network namespace: one socket per queue
     /// of `config.queues`, sharing one UMEM, served together by this endpoint. Needs CAP_NET_RAW,
     /// CAP_BPF and CAP_NET_ADMIN.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] naming the refused step and its errno: no queue in `config.queues`, no such
+    /// interface (`ENODEV`) or one without an Ethernet address, a missing privilege (`EPERM`),
+    /// a queue already bound (`EBUSY`), a program refused by the verifier or the driver, fewer
+    /// UMEM frames than the fill rings take. The type's example binds.
     pub fn bind(iface: &str, local: SocketAddr, config: EndpointConfig) -> Result<UdpEndpoint> {
         let Some(&highest) = config.queues.iter().max() else {
             return Err(no_queue(iface));
@@ -287,6 +294,7 @@ impl UdpEndpoint {
         let offload_checksums = umem.tx_metadata_len() > 0
             && device
                 .tx_metadata
+                .as_ref()
                 .is_some_and(|t| t.checksum(sockets[0].mode()));
         UdpEndpoint {
             redirect,
@@ -330,8 +338,8 @@ impl UdpEndpoint {
 
     /// What AF_XDP TX metadata the interface's sockets get, as probed at bind (`None` with
     /// [`Checksums::Software`], or when the probe could not run).
-    pub fn tx_metadata(&self) -> Option<TxMetadata> {
-        self.tx_metadata
+    pub fn tx_metadata(&self) -> Option<&TxMetadata> {
+        self.tx_metadata.as_ref()
     }
 
     /// What the endpoint counted so far.
@@ -347,6 +355,10 @@ impl UdpEndpoint {
     /// Waits up to `timeout` (`None`: no limit; `Some(Duration::ZERO)`: only looks) until a frame
     /// is ready on any queue; returns whether one is. The `poll` also wakes the driver when a fill
     /// ring asked for it.
+    ///
+    /// # Errors
+    ///
+    /// The `poll` fails (`EINTR` when a signal interrupts it).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let fds: Vec<_> = self.sockets.iter().map(Socket::fd).collect();
         poll_any(&fds, libc::POLLIN, poll_timeout(timeout)).map_err(|e| {
@@ -367,6 +379,11 @@ impl UdpEndpoint {
     /// Takes up to `max` datagrams from the queues' rx rings, without waiting. Frames that are not
     /// well-formed UDP datagrams to this endpoint are counted ([`UdpEndpoint::stats`]) and go back
     /// to their fill ring at once; the datagrams' frames go back when the returned batch drops.
+    ///
+    /// # Errors
+    ///
+    /// A ring operation fails (an [`Error`] naming it). Malformed frames are counted, not errors.
+    /// The type's example receives.
     pub fn receive(&mut self, max: usize) -> Result<Received<'_>> {
         let outcome = self.take(max);
         let batch = self.taken();
@@ -447,6 +464,22 @@ impl UdpEndpoint {
 
     /// Sends one datagram of `len` payload bytes to `to`; `write` fills the payload in place, in the
     /// UMEM frame that goes to the kernel (no copy). A batch of one ([`UdpEndpoint::send_batch`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`]: the payload is too long ([`UdpEndpoint::max_payload`]), `to` is of the
+    /// other family, has no route through this interface or no resolved neighbour yet
+    /// (`Unresolved`: retry in a moment), every frame is in use (`NoFrame`: reclaim and retry),
+    /// or the tx ring stayed full (`TxRingFull`).
+    ///
+    /// ```no_run
+    /// use zcnet::xdp::{EndpointConfig, UdpEndpoint};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut endpoint = UdpEndpoint::bind("eth1", "10.0.0.1:9000".parse()?, EndpointConfig::default())?;
+    /// endpoint.send("10.0.0.2:9000".parse()?, 5, |payload| payload.copy_from_slice(b"hello"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send(
         &mut self,
         to: SocketAddr,
@@ -469,6 +502,10 @@ impl UdpEndpoint {
 
     /// Takes back the frames the kernel finished sending (every queue's completion ring); returns
     /// how many.
+    ///
+    /// # Errors
+    ///
+    /// A completion ring operation fails.
     pub fn reclaim(&mut self) -> Result<u32> {
         let mut frames = 0;
         for socket in &mut self.sockets {
@@ -747,6 +784,7 @@ impl Device {
     fn again(&self) -> Result<Device> {
         Ok(Device {
             routes: Routes::open(self.ifindex)?,
+            tx_metadata: self.tx_metadata.clone(),
             ..*self
         })
     }
@@ -755,7 +793,7 @@ impl Device {
     /// registers one so.
     fn umem(&self, config: &EndpointConfig) -> Result<Umem> {
         let mut umem = Umem::new(config.umem)?;
-        if self.tx_metadata.is_some_and(|t| t.umem.is_ok()) {
+        if self.tx_metadata.as_ref().is_some_and(|t| t.umem.is_ok()) {
             umem.reserve_tx_metadata();
         }
         Ok(umem)
@@ -847,6 +885,11 @@ impl SendBatch<'_> {
     /// Hands every built datagram to the tx ring and wakes the kernel; returns how many went. When
     /// the ring stays full the rest are dropped (their frames freed) and the error is
     /// [`SendError::TxRingFull`].
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TxRingFull`] (counted in [`EndpointStats::unsent`]), or a ring operation
+    /// failed ([`SendError::Xdp`]).
     pub fn flush(self) -> std::result::Result<usize, SendError> {
         self.endpoint.flush()
     }
