@@ -33,6 +33,7 @@ const SUMMED: &[&str] = &[
     "mapped_bytes",
     "copied_bytes",
     "zerocopy_calls",
+    "copy_calls",
     "recv_calls",
     "sender_zerocopy_calls",
     "sender_copy_calls",
