@@ -215,6 +215,9 @@ fn streams_beyond_the_limit_or_apart_udp_are_usage_errors() {
         &["bench", "udp", "-P", "2", "--connect", "127.0.0.1:9"],
         &["bench", "tcp", "-P", "2", "--listen", "127.0.0.1:0"],
         &["bench", "rx", "-P", "65"],
+        // (bench vsock -P runs in the guest suite: no vsock is connected to here.)
+        &["bench", "vsock", "-P", "65"],
+        &["bench", "vsock", "-P", "2", "--listen"],
     ] {
         let out = Command::new(ZCNET).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

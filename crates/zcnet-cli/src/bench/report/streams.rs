@@ -52,6 +52,8 @@ const SHARED: &[&str] = &[
     "mode",
     "sender_mode",
     "size",
+    "type",
+    "buf_size",
     "round",
     "rounds",
     "verified",
