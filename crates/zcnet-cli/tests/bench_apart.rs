@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    ZCNET, interrupt_and_finish, json_rows, listen_command, start_listener, start_reading,
-    stdout_of, succeeded,
+    ZCNET, interrupt_and_finish, json_rows, listen_command, next_rows, rx_modes_of_whole,
+    start_listener, start_reading, stdout_of, succeeded,
 };
 use serde_json::Value;
 use testnet::{VethConfig, VethPair};
@@ -171,28 +171,14 @@ fn the_rx_sender_sends_a_stream_per_mode_in_each_round() {
     let sent = send(here(), "rx", &addr.to_string(), &extra);
     // A row per stream sent (the listener goes on until interrupted, so no more are waited for),
     // and the listener ended before any assertion can leave it running.
-    let mut received = Vec::new();
-    let mut line = String::new();
-    while received.len() < sent.len() && stdout.read_line(&mut line).unwrap_or(0) > 0 {
-        received.extend(json_rows(&line));
-        line.clear();
-    }
+    let received = next_rows(&mut stdout, sent.len());
     interrupt_and_finish(child, stdout);
     assert_eq!(sent.len(), 4, "{sent:?}");
-    let modes: Vec<&str> = received
-        .iter()
-        .map(|r| r["mode"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        modes,
+        rx_modes_of_whole(&received, 1 << 20),
         ["copy", "zerocopy", "copy", "zerocopy"],
         "{received:?}"
     );
-    for row in &received {
-        assert_eq!(row["bytes"], 1 << 20, "{row}");
-        assert_eq!(row["verified"], true, "{row}");
-        assert_eq!(row["data_errors"], 0, "{row}");
-    }
 }
 
 /// `bench tcp --listen` reads with recv whatever the sender's mode, and its row says so without

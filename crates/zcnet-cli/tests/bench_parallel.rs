@@ -1,4 +1,4 @@
-//! `-P N` in `zcnet bench tcp|udp|rx`: a run's N streams side by side, each on a thread with its own
+//! `-P N` in `zcnet bench tcp|udp|rx` (and `bench tcp|rx` apart): a run's N streams side by side, each on a thread with its own
 //! sender (and, on this host, its own receiver process), a row per stream and a sum row, every
 //! stream's bytes verified by its receiver as a single stream's are.
 
@@ -7,7 +7,10 @@ mod common;
 use std::io::BufRead;
 use std::process::Command;
 
-use common::{ZCNET, json_rows, listen_command, start_listener, stdout_of};
+use common::{
+    ZCNET, interrupt_and_finish, json_rows, listen_command, next_rows, rx_modes_of_whole,
+    start_listener, stdout_of,
+};
 use serde_json::Value;
 
 fn u(row: &Value, key: &str) -> u64 {
@@ -173,15 +176,48 @@ fn tcp_apart_sends_two_streams_that_the_receiver_verifies() {
     assert_eq!(sent, received);
 }
 
+/// `bench rx --connect -P 2` sends each mode's connection as two streams side by side, and a
+/// `--listen -P 2` receiver takes both in that mode's turn, each whole and verified.
 #[test]
-fn streams_beyond_the_limit_or_apart_udp_and_rx_are_usage_errors() {
+fn rx_apart_sends_two_streams_per_mode_that_the_receiver_takes_whole() {
+    let (listener, addr, mut stdout) = start_listener(listen_command("rx").args(["-P", "2"]));
+    let out = stdout_of(
+        Command::new(ZCNET)
+            .args(["bench", "rx", "--connect", &addr.to_string(), "-P", "2"])
+            .args(["--rounds", "1", "--mib", "4", "--json"]),
+        "bench rx --connect -P 2",
+    );
+    let received = next_rows(&mut stdout, 4);
+    interrupt_and_finish(listener, stdout);
+    let sent = json_rows(&out);
+    // Each mode's two streams (the default --mode copy,zerocopy) and their sum.
+    assert_eq!(sent.len(), 6, "{sent:#?}");
+    for mode in sent.chunks(3) {
+        let (streams, sum) = streams_and_sum(mode, 2);
+        for row in streams {
+            assert_eq!(u(row, "bytes"), 4 << 20, "{row}");
+            assert_eq!(row["role"], "sender", "{row}");
+        }
+        assert_eq!(u(sum, "bytes"), 8 << 20, "{sum}");
+    }
+    assert_eq!(
+        rx_modes_of_whole(&received, 4 << 20),
+        ["copy", "copy", "zerocopy", "zerocopy"],
+        "{received:?}"
+    );
+}
+
+#[test]
+fn streams_beyond_the_limit_or_apart_udp_are_usage_errors() {
     for args in [
         &["bench", "tcp", "-P", "0"][..],
         &["bench", "tcp", "-P", "65"],
         &["bench", "udp", "-P", "2", "--connect", "127.0.0.1:9"],
         &["bench", "tcp", "-P", "2", "--listen", "127.0.0.1:0"],
-        &["bench", "rx", "-P", "2", "--connect", "127.0.0.1:9"],
         &["bench", "rx", "-P", "65"],
+        // (bench vsock -P runs in the guest suite: no vsock is connected to here.)
+        &["bench", "vsock", "-P", "65"],
+        &["bench", "vsock", "-P", "2", "--listen"],
     ] {
         let out = Command::new(ZCNET).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

@@ -258,7 +258,7 @@ fn a_bench_is_parse_plan_run_report() {
         wrong.extend(crossings(&known, "bench::plan", later));
     }
     wrong.extend(crossings(&known, "bench::run", "bench::report"));
-    const HANDED_OVER: [&str; 3] = ["Rounds", "RxRuns", "VsockRuns"];
+    const HANDED_OVER: [&str; 4] = ["Rounds", "RxRuns", "RxSent", "VsockRuns"];
     wrong.extend(
         crossings(&known, "bench::report", "bench::run")
             .into_iter()

@@ -43,7 +43,8 @@ pub fn run(bench: Bench) -> Result<()> {
             None => Ok(()),
         },
         Bench::Rx(args) => match run::rx::run(&args)? {
-            Some(runs) => report::rx::finish(runs, &args),
+            Some(run::rx::RxEnded::Runs(runs)) => report::rx::finish(runs, &args),
+            Some(run::rx::RxEnded::Sent(sent)) => report::rx::sent(sent, &args),
             None => Ok(()),
         },
         Bench::Xdp(args) => {

@@ -50,6 +50,28 @@ pub fn json_rows(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The next `n` rows a `--listen` receiver prints on `stdout` (fewer if it ends first).
+pub fn next_rows(stdout: &mut impl BufRead, n: usize) -> Vec<Value> {
+    let mut rows = Vec::new();
+    let mut line = String::new();
+    while rows.len() < n && stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        rows.extend(json_rows(&line));
+        line.clear();
+    }
+    rows
+}
+
+/// The modes of `bench rx --listen` rows, in order, each row checked to have taken `bytes`, every
+/// byte verified and right.
+pub fn rx_modes_of_whole(rows: &[Value], bytes: u64) -> Vec<&str> {
+    for row in rows {
+        assert_eq!(row["bytes"], bytes, "{row}");
+        assert_eq!(row["verified"], true, "{row}");
+        assert_eq!(row["data_errors"], 0, "{row}");
+    }
+    rows.iter().map(|r| r["mode"].as_str().unwrap()).collect()
+}
+
 /// Each row's (mode, api), in order.
 pub fn modes_and_apis(rows: &[Value]) -> Vec<(&str, &str)> {
     rows.iter()

@@ -74,10 +74,11 @@ pub(crate) struct RxArgs {
     /// Connections per mode; the modes alternate and each row sums its mode's connections.
     #[arg(long, default_value_t = 4, value_parser = flags::count, conflicts_with = "listen")]
     pub(crate) rounds: u32,
-    /// Parallel streams of each connection, as iperf3's -P (on this host only): each received on a
-    /// thread of its own from a sender process of its own; a row per stream and a sum row, every
-    /// stream's bytes counted and verified as one stream's are.
-    #[arg(short = 'P', long, default_value_t = 1, value_parser = flags::count, conflicts_with_all = ["listen", "connect"])]
+    /// Parallel streams of each connection, as iperf3's -P: each received on a thread of its own
+    /// from a sender process of its own; a row per stream and a sum row, every stream's bytes
+    /// counted and verified as one stream's are. With --connect, N streams to the --listen
+    /// receiver, side by side; with --listen, N streams to each --mode's turn.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = flags::count)]
     pub(crate) parallel: u32,
     /// What the zerocopy receiver does with mapped pages once read.
     #[arg(long, value_enum, default_value = "zap", conflicts_with = "connect")]

@@ -103,6 +103,13 @@ pub(crate) struct VsockArgs {
     /// Connections --listen serves before it exits (the sender makes one per mode and buffer size).
     #[arg(long, default_value_t = 1, value_parser = crate::flags::count, requires = "listen", conflicts_with = "sender")]
     pub(crate) connections: u32,
+    /// Parallel streams, as iperf3's -P: each run's streams side by side, each on a thread of its
+    /// own with its own connection and sender (and, in the loopback run, its own receiver), all
+    /// under the process's one locked-memory budget; a row per stream and a sum row. With --sender,
+    /// the --listen receiver takes the connections one after another: give it --connections for
+    /// every stream.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = crate::flags::count, conflicts_with = "listen")]
+    pub(crate) parallel: u32,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

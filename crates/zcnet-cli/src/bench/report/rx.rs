@@ -1,6 +1,7 @@
 //! Report: the end of a one-process `zcnet bench rx` — the table (or JSON) of its rows, tcp_mmap's
 //! summary line for each (a sum row after the parallel streams of each mode), with `--sizes` the crossover and the `--plot`, then the bench's failure when
-//! the kernel refused zcrx.
+//! the kernel refused zcrx; and the rows of a `--connect -P N` sender's streams, a sum row after
+//! each connection's.
 
 use anyhow::bail;
 use serde_json::Value;
@@ -10,6 +11,7 @@ use crate::bench::plan;
 use crate::bench::report::crossover::Swept;
 use crate::bench::report::{streams, sweep};
 use crate::bench::run::rx::RxRuns;
+use crate::bench::run::rx::RxSent;
 use crate::report::{self, Row, print_rows};
 
 /// Prints `runs`' rows as `args` asks, then fails when zcrx was not measured.
@@ -36,6 +38,31 @@ pub(crate) fn finish(runs: RxRuns, args: &RxArgs) -> anyhow::Result<()> {
     if let Some(why) = runs.refused {
         // As a send API the kernel refuses fails `bench tcp`: the run did not measure all it was asked.
         bail!("zcrx not measured: {why}");
+    }
+    Ok(())
+}
+
+/// Prints a `--connect -P N` sender's streams, a sum row after each connection's, then fails when a
+/// stream stopped early.
+pub(crate) fn sent(sent: RxSent, args: &RxArgs) -> anyhow::Result<()> {
+    let rows: Vec<Row> = sent
+        .runs
+        .iter()
+        .flat_map(|r| streams::with_sums(r))
+        .collect();
+    print_rows(&rows, &sent.columns, args.json);
+    let cut = sent.runs.iter().flatten().find_map(|r| {
+        let why = ["stalled", "failed"]
+            .iter()
+            .find_map(|k| r.get(*k).and_then(Value::as_str))?;
+        Some(format!(
+            "stream {} of round {}: {why}",
+            r.get("stream").unwrap_or(&Value::Null),
+            r.get("round").unwrap_or(&Value::Null)
+        ))
+    });
+    if let Some(why) = cut {
+        bail!("a stream stopped early: {why}");
     }
     Ok(())
 }

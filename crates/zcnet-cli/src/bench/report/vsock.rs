@@ -1,18 +1,27 @@
-//! Report: the end of a `zcnet bench vsock` sender — the table (or JSON) of its rows, and with
+//! Report: the end of a `zcnet bench vsock` sender — the table (or JSON) of its rows (a sum row after
+//! the streams of each run of `-P N`), and with
 //! `--sizes` the crossover and the `--plot`.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
+use serde_json::Value;
 
 use crate::bench::args::vsock::VsockArgs;
 use crate::bench::report::crossover::Swept;
-use crate::bench::report::sweep;
+use crate::bench::report::{streams, sweep};
 use crate::bench::run::vsock::VsockRuns;
 use crate::report::{Column, print_rows};
 
-/// Prints `runs`' rows as `args` asks.
+/// Prints `runs`' rows as `args` asks (a sum row after the streams of each run of several), then
+/// fails when a stream ended without its figures.
 pub(crate) fn finish(runs: VsockRuns, args: &VsockArgs) -> Result<()> {
-    let rows = &runs.rows;
-    print_rows(rows, COLUMNS, args.json);
+    let shown = &streams::with_sums(&runs.rows);
+    let columns = if args.parallel > 1 {
+        [&[("stream", "STREAM")], COLUMNS].concat()
+    } else {
+        COLUMNS.to_vec()
+    };
+    print_rows(shown, &columns, args.json);
+    let rows = &streams::runs(shown);
     if !args.sizes.is_empty() {
         let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
         let swept = Swept {
@@ -21,6 +30,16 @@ pub(crate) fn finish(runs: VsockRuns, args: &VsockArgs) -> Result<()> {
             size_means: "bytes per send",
         };
         sweep::finish(rows, &swept, args.json, (args.plot.as_deref(), runs.whole))?;
+    }
+    let failed = runs.rows.iter().find_map(|r| {
+        let why = r.get("failed").and_then(Value::as_str)?;
+        Some(format!(
+            "stream {}: {why}",
+            r.get("stream").unwrap_or(&Value::Null)
+        ))
+    });
+    if let Some(why) = failed {
+        bail!("{why}");
     }
     Ok(())
 }

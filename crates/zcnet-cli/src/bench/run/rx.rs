@@ -503,22 +503,59 @@ fn mib_bytes(mib: u64) -> anyhow::Result<u64> {
 
 /// `--connect`: one stream per `--mode` for each of `--rounds` rounds (at each size of `--sizes`, in
 /// the sweep's order), as the one-process run receives them, so that a `--listen` receiver with the
-/// same `--mode` takes each in its mode's turn: each connects, sends `--mib` (after the header
-/// unless `--raw`) and reports its counts.
-fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<()> {
+/// same `--mode` (and `-P`) takes each in its mode's turn: each connects, sends `--mib` (after the
+/// header unless `--raw`) and reports its counts. With `-P N` each of them is N streams side by
+/// side, whose rows go to the report (a sum row after each connection's streams).
+fn run_sender(args: &RxArgs, spec: &str, sizes: &[usize]) -> anyhow::Result<Option<RxSent>> {
     let addr = args::connect_addr(spec, args.ipv6)?;
-    for (_, size, modes) in plan::schedule(args.rounds, sizes, &legs(args)) {
+    let total = mib_bytes(args.mib)?;
+    let mut sent = RxSent {
+        runs: Vec::new(),
+        columns: [&[("stream", "stream")], SENDER_COLUMNS].concat(),
+    };
+    for (round, size, modes) in plan::schedule(args.rounds, sizes, &legs(args)) {
         for _ in modes {
-            if send_stream(args, addr, size)?.interrupted {
-                return Ok(());
+            if args.parallel == 1 {
+                let (ended, row) = send_stream(args, addr, size)?;
+                print_rows(&[row], SENDER_COLUMNS, args.json);
+                if let Some(why) = &ended.stalled {
+                    bail!(
+                        "the stream stopped after {} of {total} bytes: {why}",
+                        ended.bytes
+                    );
+                }
+                if ended.interrupted {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let ended = streams_of(args.parallel, || send_stream(args, addr, size))?;
+            let rows = ended.into_iter().zip(1u32..).map(|(ended, stream)| {
+                let mut row = ended.map_or_else(
+                    |e| {
+                        object(
+                            json!({"role": "sender", "sender_mode": sender_name(args.sender),
+                            "size": size, "bytes": 0, "failed": format!("{e:#}")}),
+                        )
+                    },
+                    |(_, row)| row,
+                );
+                row.insert("stream".into(), json!(stream));
+                row.insert("round".into(), json!(round));
+                row
+            });
+            sent.runs.push(rows.collect());
+            if live::interrupted() {
+                return Ok(Some(sent));
             }
         }
     }
-    Ok(())
+    Ok((args.parallel > 1).then_some(sent))
 }
 
-/// One stream of `--connect`: `--mib` in writes of `write` bytes, then its line of counts.
-fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<Sent> {
+/// One stream of `--connect`: `--mib` in writes of `write` bytes; how it ended and its row of
+/// counts (`stalled` saying why it stopped early).
+fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<(Sent, Row)> {
     let total = mib_bytes(args.mib)?;
     let client = args.timeouts.connect(addr)?;
     let header = (!args.apart.raw).then_some(Header {
@@ -541,14 +578,7 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
         "copy_calls": sent.counts.copy_calls, "interrupted": sent.interrupted,
         "stalled": sent.stalled}),
     );
-    print_rows(&[row], SENDER_COLUMNS, args.json);
-    if let Some(why) = &sent.stalled {
-        bail!(
-            "the stream stopped after {} of {total} bytes: {why}",
-            sent.bytes
-        );
-    }
-    Ok(sent)
+    Ok((sent, row))
 }
 
 /// The text columns of a `--connect` stream's row.
@@ -562,7 +592,7 @@ const SENDER_COLUMNS: &[Column] = &[
 ];
 
 /// `--listen`: streams side by side ([`serve::serve`]), each received in the next `--mode` in
-/// turn. Fails at its end when a stream whose sender asked for verification did not arrive whole or
+/// turn (with `-P N`, N streams to a turn). Fails at its end when a stream whose sender asked for verification did not arrive whole or
 /// had wrong bytes.
 fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
     args.serve.check()?;
@@ -583,8 +613,13 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         flags: &args.serve,
         judge: true,
     };
+    // Each mode's turn takes the -P streams of a connection.
     let legs = legs(args);
-    let mut turns = legs.iter().cycle();
+    let n = args.parallel as usize;
+    let mut turns = legs
+        .iter()
+        .flat_map(|leg| std::iter::repeat_n(leg, n))
+        .cycle();
     serve::serve(&listener, &how, |peer| {
         let leg = turns
             .next()
@@ -773,9 +808,26 @@ pub(crate) struct RxRuns {
     pub(crate) failed: Option<String>,
 }
 
+/// What `bench rx` hands its report.
+pub(crate) enum RxEnded {
+    /// The one-process bench's rows.
+    Runs(RxRuns),
+    /// A `--connect -P N` sender's streams.
+    Sent(RxSent),
+}
+
+/// The streams a `--connect -P N` sender sent.
+pub(crate) struct RxSent {
+    /// Each connection's N stream rows (numbered), in the order sent.
+    pub(crate) runs: Vec<Vec<Row>>,
+    /// The columns of the table.
+    pub(crate) columns: Vec<Column>,
+}
+
 /// Runs every requested receive mode over one path (at every size of `--sizes`), a row for each; a
-/// `--connect` sender and a `--listen` receiver return `None` when done, having printed their rows.
-pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
+/// `--connect` sender (but for the streams of `-P N`, handed over) and a `--listen` receiver return
+/// `None` when done, having printed their rows.
+pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxEnded>> {
     let sizes = write_sizes(args)?;
     mib_bytes(args.mib)?;
     streams::check(args.parallel)?;
@@ -793,7 +845,7 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
     }
     if let Some(spec) = &args.connect {
         live::watch_interrupts()?;
-        return run_sender(args, spec, &sizes).map(|()| None);
+        return Ok(run_sender(args, spec, &sizes)?.map(RxEnded::Sent));
     }
     if let Some(spec) = &args.listen {
         live::watch_interrupts()?;
@@ -896,12 +948,12 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxRuns>> {
     if args.parallel > 1 {
         columns.insert(1, ("stream", "stream"));
     }
-    Ok(Some(RxRuns {
+    Ok(Some(RxEnded::Runs(RxRuns {
         rows,
         columns,
         path: path.name(),
         whole,
         refused,
         failed,
-    }))
+    })))
 }

@@ -11,6 +11,8 @@
 //! send only queues, so its rows have none); the total rate
 //! also counts waiting for the receiver and for the last completions. The loopback run needs a vsock
 //! loopback transport (the `vsock_loopback` module): where there is none it fails before connecting.
+//! With `-P N` each run is N streams side by side ([`streams`]), each on its own connection (in the
+//! loopback run to its own listener and receiving thread).
 
 use std::os::fd::AsFd;
 use std::thread;
@@ -29,6 +31,7 @@ use crate::bench::args::api::Api;
 use crate::bench::args::vsock::{Type, VsockApi, VsockArgs};
 use crate::bench::plan;
 use crate::bench::run::sender;
+use crate::bench::run::streams;
 use crate::flags::UsageError;
 use crate::report::{Column, Row, cpu_us_per_mb, gbit_per_s, object, print_rows};
 
@@ -48,7 +51,7 @@ const RX_COLUMNS: &[Column] = &[
 
 /// What the runs of a `bench vsock` sender hand to its report.
 pub(crate) struct VsockRuns {
-    /// A row per size, mode and API.
+    /// A row per size, mode and API (with `-P N`, a row per stream of each, numbered).
     pub(crate) rows: Vec<Row>,
     /// Every run of the plan ran.
     pub(crate) whole: bool,
@@ -62,6 +65,7 @@ pub(crate) fn run(args: &VsockArgs) -> Result<Option<VsockRuns>> {
     };
     check_peer(args)?;
     check_apis(&args.api, ty)?;
+    streams::check(args.parallel)?;
     if args.listen {
         return listen(args, ty).map(|()| None);
     }
@@ -93,17 +97,26 @@ pub(crate) fn run(args: &VsockArgs) -> Result<Option<VsockRuns>> {
     // loopback run sees the end of the stream). `--listen` keeps the default action: it holds nothing
     // that needs cleaning up and may be blocked in accept.
     crate::live::watch_interrupts()?;
+    let path = match args.sender {
+        Some(cid) => format!("cid:{cid}"),
+        None => "loopback".to_string(),
+    };
     let mut rows = Vec::new();
     let mut whole = true;
     // The order of the modes alternates from one size to the next (see plan::schedule).
     'sweep: for (_, size, modes) in plan::schedule(1, &sizes, &args.mode) {
         for mode in modes {
             for api in args.api.iter().map(|&api| Api::from(api)) {
-                let mut row = run_one(ty, (mode, api), size, args).with_context(|| {
-                    format!("vsock {} {} {size}-byte sends", api.name(), mode.name())
+                let fields = streams::fields("vsock", &path, (mode, api), size);
+                let ran = streams::side_by_side(args.parallel, &fields, || {
+                    run_one(ty, (mode, api), size, args).with_context(|| {
+                        format!("vsock {} {} {size}-byte sends", api.name(), mode.name())
+                    })
                 })?;
-                row.insert("emulated_cpu".into(), Value::Bool(emulated));
-                rows.push(row);
+                for mut row in ran {
+                    row.insert("emulated_cpu".into(), Value::Bool(emulated));
+                    rows.push(row);
+                }
                 if crate::live::interrupted() {
                     whole = false;
                     break 'sweep;
