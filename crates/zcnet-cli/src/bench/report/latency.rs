@@ -31,7 +31,7 @@ fn step_rows(rows: &[Row]) -> Vec<Row> {
                 continue;
             }
             let mut r = json!({"step": name});
-            for key in ["path", "round", "api", "mode", "size"] {
+            for key in ["path", "round", "stream", "api", "mode", "size"] {
                 if let Some(v) = row.get(key) {
                     r[key] = v.clone();
                 }
@@ -45,10 +45,18 @@ fn step_rows(rows: &[Row]) -> Vec<Row> {
     out
 }
 
-/// Prints the latency table of `rows` when any has a `latency` object.
+/// Prints the latency table of `rows` when any has a `latency` object; with parallel streams (`-P`)
+/// each line names its stream.
 pub(crate) fn print_table(rows: &[Row]) {
     let steps = step_rows(rows);
-    if rows.iter().any(|r| r.contains_key("latency")) {
+    if !rows.iter().any(|r| r.contains_key("latency")) {
+        return;
+    }
+    if steps.iter().any(|r| r.contains_key("stream")) {
+        let mut columns = COLUMNS.to_vec();
+        columns.insert(2, ("stream", "stream"));
+        print_rows(&steps, &columns, false);
+    } else {
         print_rows(&steps, COLUMNS, false);
     }
 }
@@ -66,12 +74,14 @@ mod tests {
             "acked": {"count": 0, "p50_us": null, "p99_us": null, "max_us": null},
             "freed": {"count": 1, "p50_us": 9.0, "p99_us": 9.0, "max_us": 9.0},
         });
-        let row = object(json!({"api": "sendmsg", "mode": "zerocopy", "latency": latency}));
+        let row =
+            object(json!({"api": "sendmsg", "mode": "zerocopy", "stream": 2, "latency": latency}));
         let plain = object(json!({"api": "sendmsg", "mode": "copy"}));
         let steps = step_rows(&[row, plain]);
         let names: Vec<_> = steps.iter().map(|r| r["step"].as_str().unwrap()).collect();
         assert_eq!(names, ["scheduled", "sent", "freed"]);
         assert_eq!(steps[2]["p99_us"], 9.0);
         assert_eq!(steps[1]["mode"], "zerocopy");
+        assert_eq!(steps[0]["stream"], 2, "a parallel stream's steps name it");
     }
 }
