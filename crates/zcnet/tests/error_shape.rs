@@ -215,3 +215,44 @@ fn a_would_block_try_send_converts_whole() {
     peer.set_nonblocking(true).unwrap();
     let _ = peer.read(&mut [0; 16]);
 }
+
+/// The observer's, the queue lease's and the AF_XDP broker's errors have the same shape: an errno
+/// where the kernel gave one, a kind, a message that does not repeat its source, and a whole
+/// conversion into `io::Error`.
+#[test]
+fn observer_lease_and_broker_errors_have_the_same_shape() {
+    use zcnet::observe::ObserveError;
+    use zcnet::queue_lease::{LeaseError, Step};
+    use zcnet::xdp::BrokerError;
+
+    let observe = ObserveError::Capabilities {
+        missing: vec!["CAP_BPF"],
+    };
+    assert_eq!(observe.raw_os_error(), None);
+    check(observe, io::ErrorKind::PermissionDenied);
+    check(ObserveError::NoTracefs, io::ErrorKind::NotFound);
+
+    let lease = LeaseError {
+        iface: "eth0".into(),
+        queue: 3,
+        step: Step::HeaderSplit,
+        call: "ETHTOOL_MSG_RINGS_SET tcp-data-split on".into(),
+        error: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+        rolled_back: Vec::new(),
+        rollback_failed: Vec::new(),
+    };
+    assert_eq!(lease.raw_os_error(), Some(libc::EOPNOTSUPP));
+    check(lease, kind_of(Some(libc::EOPNOTSUPP)));
+
+    let broker = BrokerError::Io(
+        "connect to /run/zcnet/xdp.sock".into(),
+        io::Error::from_raw_os_error(libc::ECONNREFUSED),
+    );
+    assert_eq!(broker.raw_os_error(), Some(libc::ECONNREFUSED));
+    assert!(broker.source().is_some(), "the kernel's error is the cause");
+    check(broker, io::ErrorKind::ConnectionRefused);
+    check(
+        BrokerError::Protocol("a short answer".into()),
+        io::ErrorKind::InvalidData,
+    );
+}

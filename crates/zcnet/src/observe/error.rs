@@ -37,6 +37,25 @@ pub enum ObserveError {
 }
 
 impl ObserveError {
+    /// The errno, when the kernel refused a step.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            ObserveError::Kernel { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// The kind of failure: `PermissionDenied` without the capabilities, `NotFound` without
+    /// tracefs, `Unsupported` for what this kernel cannot show, else the kernel error's kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            ObserveError::Capabilities { .. } => io::ErrorKind::PermissionDenied,
+            ObserveError::NoTracefs => io::ErrorKind::NotFound,
+            ObserveError::NotSeen { .. } => io::ErrorKind::Unsupported,
+            ObserveError::Kernel { source, .. } => source.kind(),
+        }
+    }
+
     pub(super) fn kernel(step: impl Into<String>, source: io::Error) -> ObserveError {
         ObserveError::Kernel {
             step: step.into(),
@@ -82,11 +101,8 @@ impl fmt::Display for ObserveError {
     }
 }
 
-impl std::error::Error for ObserveError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ObserveError::Kernel { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// The kernel's error is part of the message (its errno's name and text, and the verifier's log):
+/// no separate source, which error reporters would print a second time.
+impl std::error::Error for ObserveError {}
+
+crate::error::into_io_error!(ObserveError);

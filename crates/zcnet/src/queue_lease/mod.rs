@@ -155,6 +155,12 @@ impl LeaseError {
         self.error.raw_os_error()
     }
 
+    /// The kind of the kernel's error (`PermissionDenied` without CAP_NET_ADMIN, `Unsupported`
+    /// for a driver without the feature, …).
+    pub fn kind(&self) -> io::ErrorKind {
+        self.error.kind()
+    }
+
     /// What the user can do about it.
     pub fn what_to_do(&self) -> &'static str {
         match (self.raw_os_error(), self.step) {
@@ -226,6 +232,8 @@ impl fmt::Display for LeaseError {
 /// The kernel's error is part of the message (and in [`LeaseError::error`]): no separate source,
 /// which error reporters would print a second time.
 impl std::error::Error for LeaseError {}
+
+crate::error::into_io_error!(LeaseError);
 
 /// A dedicated NIC queue, put back as it was when dropped.
 #[derive(Debug)]

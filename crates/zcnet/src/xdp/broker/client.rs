@@ -72,13 +72,31 @@ impl BrokerError {
             _ => None,
         }
     }
+
+    /// The kind of failure: `PermissionDenied` for a refused uid, `AddrInUse` for a busy queue,
+    /// `InvalidData` for a broken answer, `Unsupported` for what a broker cannot hand out, else
+    /// the kernel error's kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            BrokerError::Refused(Refusal::UidNotAllowed { .. }) => io::ErrorKind::PermissionDenied,
+            BrokerError::Refused(Refusal::QueueBusy { .. }) => io::ErrorKind::AddrInUse,
+            BrokerError::Refused(Refusal::Failed { errno, .. }) => {
+                io::Error::from_raw_os_error(*errno).kind()
+            }
+            BrokerError::Refused(_) => io::ErrorKind::PermissionDenied,
+            BrokerError::Io(_, e) => e.kind(),
+            BrokerError::Protocol(_) => io::ErrorKind::InvalidData,
+            BrokerError::Unsupported(_) => io::ErrorKind::Unsupported,
+            BrokerError::Xdp(e) => e.kind(),
+        }
+    }
 }
 
 impl fmt::Display for BrokerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BrokerError::Refused(r) => write!(f, "the broker refused: {r}"),
-            BrokerError::Io(what, e) => write!(f, "{what}: {e}"),
+            BrokerError::Io(what, _) => write!(f, "{what}"),
             BrokerError::Protocol(what) => write!(f, "the broker's answer is wrong: {what}"),
             BrokerError::Unsupported(what) => write!(f, "a broker cannot hand out {what}"),
             BrokerError::Xdp(e) => write!(f, "{e}"),
@@ -86,15 +104,19 @@ impl fmt::Display for BrokerError {
     }
 }
 
+/// Display is the context and `source()` the cause, never both: `Io` names what was tried and
+/// gives the kernel's error as its source; `Xdp` is transparent (its message, its source).
 impl std::error::Error for BrokerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BrokerError::Io(_, e) => Some(e),
-            BrokerError::Xdp(e) => Some(e),
+            BrokerError::Xdp(e) => std::error::Error::source(e),
             _ => None,
         }
     }
 }
+
+crate::error::into_io_error!(BrokerError);
 
 impl From<crate::xdp::Error> for BrokerError {
     fn from(e: crate::xdp::Error) -> BrokerError {
