@@ -175,9 +175,42 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// which would hold a runtime thread. Send such messages with the blocking [`Sender`] on a
     /// thread of its own (`tokio::task::spawn_blocking`, for one).
     ///
+    /// # Errors
+    ///
+    /// `Unsupported` for a socket that cuts messages (above), or the registration's error.
+    ///
     /// # Panics
     ///
     /// Outside a tokio runtime, as tokio's registration does.
+    ///
+    /// # Examples
+    ///
+    /// Send, flush (every buffer back) and close, with the peer counting the bytes:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tokio::io::AsyncReadExt;
+    /// use zcnet::aio::AsyncSender;
+    /// use zcnet::tx::{SenderConfig, TcpSender};
+    ///
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// let (mut peer, _) = listener.accept().await?;
+    /// let reader = tokio::spawn(async move {
+    ///     let mut got = Vec::new();
+    ///     peer.read_to_end(&mut got).await.map(|_| got.len())
+    /// });
+    /// let mut tx = AsyncSender::new(TcpSender::new(stream, SenderConfig::default()))?;
+    /// for i in 0..4u8 {
+    ///     tx.send(vec![i; 1 << 16]).await?; // lent until its completion
+    /// }
+    /// tx.flush().await?; // every buffer back
+    /// drop(tx.close().await?); // the socket, deregistered; dropping it ends the stream
+    /// assert_eq!(reader.await??, 4 << 16);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(tx: Sender<S>) -> io::Result<AsyncSender<S>> {
         if tx.get_ref().cuts_messages() {
             let e = TxError::Unsupported {
@@ -211,6 +244,11 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// until the completions covering it arrive. On failure the error hands back the part not sent
     /// (all of `buf` when a queued buffer failed, which comes back inside the error with the rest of
     /// the queue). See the type's docs for cancellation.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError`]: the socket's error (a peer's reset: `ConnectionReset`) with the unsent part
+    /// of `buf` inside. Example: [`AsyncSender::new`].
     pub async fn send<B: SendBuf>(&mut self, buf: B) -> Result<(), SendError<B>> {
         let (io, tx, queue) = self.parts();
         let unsent = Unsent::new(Arc::new(buf), 0);
@@ -241,6 +279,11 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// instead of completions, and with the error of a queued buffer whose send fails (handing back
     /// it and the rest of the queue). Bound it with `tokio::time::timeout`; a dropped flush loses
     /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError`]: the socket's error, or a queued buffer's failed send (with the unsent
+    /// buffers inside). Example: [`AsyncSender::new`].
     pub async fn flush(&mut self) -> Result<(), TxError> {
         let (io, tx, queue) = self.parts();
         send_queued(io, tx, queue).await?;
@@ -263,6 +306,11 @@ impl<S: ZcSocket> AsyncSender<S> {
     ///
     /// Dropping the future drops the sender: what it still holds is sent as its drop sends it (see
     /// `# Drop` above), within the same bound, and nothing is lost that the drop would not lose.
+    ///
+    /// # Errors
+    ///
+    /// As [`AsyncSender::flush`], with the unsent buffers in [`TxError::unsent`]. Example:
+    /// [`AsyncSender::new`].
     pub async fn close(mut self) -> Result<S, TxError> {
         let flushed = self.flush().await;
         let mut tx = self.tx.take().expect(PRESENT);
@@ -279,6 +327,25 @@ impl<S: ZcSocket> AsyncSender<S> {
     /// unsent, a TCP stream is reset, and the buffers still lent are leaked (counted in
     /// [`crate::tx::leaked`]), as [`Sender::abort`]. [`close`](AsyncSender::close) delivers
     /// everything instead, and dropping the sender drains in the background (see `# Drop`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use zcnet::aio::AsyncSender;
+    /// use zcnet::tx::{SenderConfig, TcpSender, leaked};
+    ///
+    /// let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// let (_peer, _) = listener.accept()?; // never reads
+    /// let mut tx = AsyncSender::new(TcpSender::new(stream, SenderConfig::default()))?;
+    /// tx.send(vec![1u8; 1 << 20]).await?;
+    /// tx.abort(); // reset now, no wait; what the kernel still holds stays lent, and is counted
+    /// println!("leaked so far: {:?}", leaked());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(mut self) {
         if let Some(tx) = self.tx.take() {
             tx.abort();
@@ -294,6 +361,42 @@ impl<S: ZcSocket> AsyncSender<S> {
     ///
     /// Cancel-safe: a dropped future took no buffer from the pool, and what it was sending of the
     /// queue stays queued, in order, for the next call.
+    ///
+    /// # Errors
+    ///
+    /// [`TxError::Timeout`] when this sender holds none of the pool's buffers, or the error of a
+    /// queued send or of the socket.
+    ///
+    /// # Examples
+    ///
+    /// Four pool buffers serve sixteen sends, each coming back as its completion arrives:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use tokio::io::AsyncReadExt;
+    /// use zcnet::aio::AsyncSender;
+    /// use zcnet::tx::{BufferPool, PoolConfig, SenderConfig, TcpSender};
+    ///
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    /// let (mut peer, _) = listener.accept().await?;
+    /// let reader = tokio::spawn(async move {
+    ///     let mut got = Vec::new();
+    ///     peer.read_to_end(&mut got).await.map(|_| got.len())
+    /// });
+    /// let pool = BufferPool::new(PoolConfig::new(64 << 10, 4))?;
+    /// let mut tx = AsyncSender::new(TcpSender::new(stream, SenderConfig::default()))?;
+    /// for i in 0..16u8 {
+    ///     let mut buf = tx.take_from(&pool).await?;
+    ///     buf.fill_with(64 << 10, |b| b.fill(i));
+    ///     tx.send(buf).await?;
+    /// }
+    /// drop(tx.close().await?);
+    /// assert_eq!(reader.await??, 16 << 16);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take_from(&mut self, pool: &BufferPool) -> Result<PooledBuf, TxError> {
         let started = std::time::Instant::now();
         loop {
