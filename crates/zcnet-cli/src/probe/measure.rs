@@ -230,7 +230,7 @@ fn errno_in(message: &str) -> Option<String> {
         .next()?
         .parse()
         .ok()?;
-    let refusal = zcnet::probe::refusal(&std::io::Error::from_raw_os_error(code));
+    let refusal = zcnet::probe::errno_refusal(&std::io::Error::from_raw_os_error(code));
     refusal.split(' ').next().map(str::to_string)
 }
 

@@ -55,7 +55,7 @@ use crate::tx::{
 /// shutdown does not wait for it. When a send fails there, or the bound passes with rests unsent,
 /// a TCP stream is reset, so that its peer never takes a stream cut short for a whole one, and
 /// what is still lent then is leaked and counted ([`crate::tx::leaked`]); so is everything when
-/// the reaper is full ([`crate::tx::MOST_HELD`]). [`close`](AsyncSender::close) to know that
+/// the reaper is full (1024 senders). [`close`](AsyncSender::close) to know that
 /// everything arrived, or to get back what could not be sent; [`abort`](AsyncSender::abort) to
 /// end at once.
 pub struct AsyncSender<S: ZcSocket> {

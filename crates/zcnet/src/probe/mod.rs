@@ -112,11 +112,18 @@ impl Finding {
 }
 
 /// `"EOPNOTSUPP (Operation not supported)"`: errno name first, then the system's text.
-pub fn refusal(e: &io::Error) -> String {
+pub(crate) fn refusal(e: &io::Error) -> String {
     let name = error_name(e);
     let text = e.to_string();
     let text = text.split(" (os error").next().unwrap_or(&text);
     format!("{name} ({text})")
+}
+
+/// [`refusal`] for zcnet's CLI (`bench-internals`): the probe's words for an errno.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub fn errno_refusal(e: &io::Error) -> String {
+    refusal(e)
 }
 
 /// What to probe beyond the host-wide features.

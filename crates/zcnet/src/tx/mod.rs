@@ -70,7 +70,7 @@ pub use leak::{Leaked, leaked};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Mode, ParseModeError, PolicyConfig};
 pub(crate) use policy::{Decision, Policy};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
-pub use reaper::{MOST_HELD, Reaping, reaping};
+pub use reaper::{Reaping, reaping};
 pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;

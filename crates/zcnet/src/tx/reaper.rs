@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use crate::sys::socket::poll_each;
 
 /// The most dropped senders the reaper holds at once.
-pub const MOST_HELD: usize = 1024;
+pub(crate) const MOST_HELD: usize = 1024;
 
 /// Longest single wait, so that deadlines and newly handed senders are looked at.
 const SLICE: Duration = Duration::from_millis(50);
@@ -64,7 +64,7 @@ static REFUSED: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Reaping {
-    /// Dropped senders held now, waiting for their completions (at most [`MOST_HELD`]).
+    /// Dropped senders held now, waiting for their completions (at most 1024).
     pub held: usize,
     /// Senders that got every loan back and were closed.
     pub drained: u64,

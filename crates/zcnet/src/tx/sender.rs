@@ -203,7 +203,7 @@ macro_rules! on_path {
 ///   from the drop; then what io_uring had not submitted is never sent (a TCP stream is reset),
 ///   and the buffers still lent are leaked — never freed or reused, since the kernel may still
 ///   read them — and counted in [`crate::tx::leaked`];
-/// - it holds at most [`crate::tx::MOST_HELD`] senders at once: a sender dropped while it is full
+/// - it holds at most 1024 senders at once: a sender dropped while it is full
 ///   ends there as [`Sender::abort`] ends one, except that a `sendmsg` stream is not reset (the
 ///   kernel holds its bytes already).
 ///

@@ -55,7 +55,6 @@ mod umem;
 
 pub use broker::{
     Broker, BrokerClient, BrokerConfig, BrokerError, Event as BrokerEvent, QueueRequest, Refusal,
-    wire as broker_wire,
 };
 pub use error::{Error, Result};
 pub use frame_match::FrameMatch;

@@ -24,7 +24,7 @@
 
 mod client;
 mod server;
-pub mod wire;
+mod wire;
 
 pub use client::{BrokerClient, BrokerError, QueueRequest};
 pub use server::{Broker, BrokerConfig, Event};
