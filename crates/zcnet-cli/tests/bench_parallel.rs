@@ -1,4 +1,4 @@
-//! `-P N` in `zcnet bench tcp|udp|rx` (and `bench tcp|rx` apart): a run's N streams side by side, each on a thread with its own
+//! `-P N` in `zcnet bench tcp|udp|rx` (and `bench tcp|udp|rx` apart): a run's N streams side by side, each on a thread with its own
 //! sender (and, on this host, its own receiver process), a row per stream and a sum row, every
 //! stream's bytes verified by its receiver as a single stream's are.
 
@@ -86,22 +86,22 @@ fn tcp_runs_four_streams_each_verified_and_a_sum() {
     );
 }
 
+/// A half-second `bench udp --mode copy` run's flags, rows as JSON.
+const UDP_HALF_SECOND: &[&str] = &[
+    "--mode",
+    "copy",
+    "--duration",
+    "0.5",
+    "--json",
+    "--interval",
+    "0",
+];
+
 #[test]
 fn udp_runs_four_streams_each_verified_and_a_sum() {
     let out = Command::new(ZCNET)
-        .args([
-            "bench",
-            "udp",
-            "-P",
-            "4",
-            "--mode",
-            "copy",
-            "--duration",
-            "0.5",
-            "--json",
-            "--interval",
-            "0",
-        ])
+        .args(["bench", "udp", "-P", "4"])
+        .args(UDP_HALF_SECOND)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -176,6 +176,54 @@ fn tcp_apart_sends_two_streams_that_the_receiver_verifies() {
     assert_eq!(sent, received);
 }
 
+/// `bench udp --connect -P 2` sends two streams side by side to one `--listen` receiver, which
+/// takes both as one run's streams and reports each: what each stream sent arrived or is counted
+/// lost, the pattern intact, and the receiver's counts are the sender's.
+#[test]
+fn udp_apart_sends_two_streams_that_one_receiver_takes_and_counts() {
+    let (mut listener, addr, mut stdout) = start_listener(&mut listen_command("udp"));
+    let out = stdout_of(
+        Command::new(ZCNET)
+            .args(["bench", "udp", "--connect", &addr.to_string(), "-P", "2"])
+            .args(UDP_HALF_SECOND),
+        "bench udp --connect -P 2",
+    );
+    let rows = json_rows(&out);
+    let (streams, _) = streams_and_sum(&rows, 2);
+    let mut received = next_rows(&mut stdout, 2);
+    listener.kill().unwrap();
+    listener.wait().unwrap();
+    assert_eq!(received.len(), 2, "{received:#?}");
+    received.sort_by_key(|r| u(r, "stream"));
+    let mut counts: Vec<(u64, u64)> = Vec::new();
+    for (n, row) in received.iter().enumerate() {
+        assert_eq!(row["role"], "receiver", "{row}");
+        assert_eq!(
+            (u(row, "stream"), u(row, "streams")),
+            (n as u64 + 1, 2),
+            "{row}"
+        );
+        assert_eq!(row["end"], "end datagram", "{row}");
+        assert_eq!((u(row, "foreign"), u(row, "rejected")), (0, 0), "{row}");
+        assert_eq!(row["verified"], true, "{row}");
+        assert_eq!(u(row, "data_errors"), 0, "{row}");
+        assert_eq!(
+            u(row, "datagrams") + u(row, "lost"),
+            u(row, "sent_datagrams") + u(row, "duplicated"),
+            "{row}"
+        );
+        counts.push((u(row, "sent_datagrams"), u(row, "sent_bytes")));
+    }
+    // The receiver numbers the streams as their headers arrive: each is one of the sender's.
+    let mut sent: Vec<(u64, u64)> = streams
+        .iter()
+        .map(|r| (u(r, "datagrams"), u(r, "bytes")))
+        .collect();
+    sent.sort_unstable();
+    counts.sort_unstable();
+    assert_eq!(sent, counts);
+}
+
 /// `bench rx --connect -P 2` sends each mode's connection as two streams side by side, and a
 /// `--listen -P 2` receiver takes both in that mode's turn, each whole and verified.
 #[test]
@@ -208,11 +256,11 @@ fn rx_apart_sends_two_streams_per_mode_that_the_receiver_takes_whole() {
 }
 
 #[test]
-fn streams_beyond_the_limit_or_apart_udp_are_usage_errors() {
+fn streams_beyond_the_limit_or_on_a_listener_are_usage_errors() {
     for args in [
         &["bench", "tcp", "-P", "0"][..],
         &["bench", "tcp", "-P", "65"],
-        &["bench", "udp", "-P", "2", "--connect", "127.0.0.1:9"],
+        &["bench", "udp", "-P", "65", "--connect", "127.0.0.1:9"],
         &["bench", "tcp", "-P", "2", "--listen", "127.0.0.1:0"],
         &["bench", "rx", "-P", "65"],
         // (bench vsock -P runs in the guest suite: no vsock is connected to here.)

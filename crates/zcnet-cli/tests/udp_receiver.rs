@@ -436,6 +436,55 @@ fn a_second_sender_is_refused_and_told_while_a_run_lasts() {
 /// A receiver that answers a header late (busy, or descheduled) is still heard: the sender keeps
 /// offering its header for seconds, and a refusal that comes 1.2 s after the first header fails
 /// the sender before it sends any data.
+/// A header announcing two streams (`-P 2`) lets one more stream from its sender's address join the
+/// run, each counted and reported on its own; a third stream with that header, and a stream whose
+/// header differs, are refused as any other sender is.
+#[test]
+fn streams_join_a_run_only_as_many_and_as_alike_as_its_header_announced() {
+    let mut l = Listener::start(&["--once"]);
+    let unit = 1000;
+    let offer = |unit: usize| {
+        let s = socket_to(l.addr);
+        let mut h = header(2, 0, unit as u32);
+        h[11] = 2;
+        s.send(&h).unwrap();
+        (answer(&s), s)
+    };
+    let (first_answer, first) = offer(unit);
+    let (unlike_answer, unlike) = offer(unit + 8);
+    let (second_answer, second) = offer(unit);
+    let (third_answer, third) = offer(unit);
+    assert_eq!(first_answer, b"ZCNETOK1");
+    assert_eq!(second_answer, b"ZCNETOK1");
+    assert!(unlike_answer.starts_with(b"ZCNETNO1"), "{unlike_answer:?}");
+    assert!(third_answer.starts_with(b"ZCNETNO1"), "{third_answer:?}");
+    for s in [&first, &second] {
+        for seq in 0..3 {
+            s.send(&data(seq, unit)).unwrap();
+        }
+        s.send(&end(3, 3 * unit as u64)).unwrap();
+    }
+    let rows: Vec<Value> = (0..4).map(|_| l.row()).collect();
+    let status = l.exit_within(Duration::from_secs(5));
+    let peer = |s: &UdpSocket| Value::from(s.local_addr().unwrap().to_string());
+    let (refused, streams): (Vec<&Value>, Vec<&Value>) =
+        rows.iter().partition(|r| r["end"] == "refused");
+    let refused_peers: Vec<&Value> = refused.iter().map(|r| &r["peer"]).collect();
+    assert_eq!(refused_peers, [&peer(&unlike), &peer(&third)], "{rows:#?}");
+    assert_eq!(streams.len(), 2, "{rows:#?}");
+    // The refused header datagrams are foreign to the run's first stream, as to a run of one.
+    for (row, (n, s, foreign)) in streams.iter().zip([(1, &first, 2), (2, &second, 0)]) {
+        assert_eq!(row["peer"], peer(s), "{row}");
+        assert_eq!((u(row, "stream"), u(row, "streams")), (n, 2), "{row}");
+        assert_eq!(
+            (u(row, "datagrams"), u(row, "foreign")),
+            (3, foreign),
+            "{row}"
+        );
+        assert_whole(row, status);
+    }
+}
+
 #[test]
 fn a_refusal_that_comes_late_still_stops_the_sender() {
     let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();

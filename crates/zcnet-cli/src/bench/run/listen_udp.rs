@@ -30,7 +30,12 @@
 //! (its totals could be anything): it ends by silence. A header datagram from elsewhere takes over a
 //! run without the header (a stray datagram, a foreign sender: what it brought is counted as
 //! foreign), and is refused while a run with the header lasts: one run at a time, since a run's CPU
-//! figures are the receiving thread's. Every header datagram is answered ([`wire::Answer`]), so a
+//! figures are the receiving thread's. The exception is a sender's `-P N`: its header announces N
+//! streams, and up to N header datagrams identical to the first from its IP address (each stream
+//! sends from a port of its own) join the run as streams of their own, each bound to its source,
+//! counted, verified and reported as it ends, the run ending with the last of them; their CPU
+//! figures are the shared thread's over each stream's time, which cannot be split between
+//! streams. Every header datagram is answered ([`wire::Answer`]), so a
 //! refused sender learns it at once, and the refusal gets a row of its own. A datagram that opens
 //! with zcnet's header or end magic but is malformed, or whose fields a UDP run cannot carry (a
 //! pattern unit outside 8..=65507), is rejected before anything is sized by it, counted, and named
@@ -50,7 +55,7 @@ use zcnet::probe::{ResourceUsage, UsageOf, resource_usage};
 use zcnet::rx::datagrams::{self, Datagram, DatagramBatch};
 use zcnet::xdp::{self, UdpEndpoint};
 
-use crate::bench::run::af_xdp::ns_per_packet;
+use crate::bench::run::af_xdp::{add_endpoint_fields, ns_per_packet};
 use crate::bench::run::listen::{WAKE, woke_up};
 use crate::bench::run::wire::{self, Answer, Bench, HEADER_LEN, Header, SEQ_LEN, Verifier};
 use crate::live::{Ticker, interrupted};
@@ -150,6 +155,8 @@ pub struct DatagramReport {
     pub interrupted: bool,
     /// Why a refused run was refused.
     pub refusal: Option<String>,
+    /// Which of its sender's `-P` streams the run is, and of how many (`None`: a run of one).
+    pub stream: Option<(u8, u8)>,
 }
 
 impl DatagramReport {
@@ -351,17 +358,20 @@ impl Incoming for xdp::Datagram<'_> {
 /// Where a run's datagrams come from.
 trait Source {
     /// Waits up to [`WAKE`] for a batch of at most [`BATCH`] datagrams (read whole when `whole`)
-    /// and hands each to `take` until it says the run ended; returns how many the batch held
-    /// (`None`: the wait passed with none) and whether the run ended.
+    /// and hands each to `take`; returns how many the batch held (`None`: the wait passed with
+    /// none).
     fn batch(
         &mut self,
         whole: bool,
-        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
-    ) -> Result<Option<(usize, bool)>>;
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<()>,
+    ) -> Result<Option<usize>>;
 
     /// Sends `answer` to the sender of a header datagram; a failure is ignored (the sender then
     /// hears nothing, and sends all the same).
     fn answer(&mut self, reply: Reply, answer: &Answer);
+
+    /// Adds what the source tells of itself to the row of an ended run.
+    fn add_fields(&self, _row: &mut Row) {}
 }
 
 /// Where an answer to a header datagram goes: to its sender, from the local address it was sent
@@ -383,8 +393,8 @@ impl Source for SocketSource<'_> {
     fn batch(
         &mut self,
         whole: bool,
-        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
-    ) -> Result<Option<(usize, bool)>> {
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<()>,
+    ) -> Result<Option<usize>> {
         let batch = if whole {
             &mut self.whole
         } else {
@@ -396,11 +406,9 @@ impl Source for SocketSource<'_> {
             Err(e) => return Err(e).context("receiving bench datagrams"),
         };
         for d in batch.iter() {
-            if take(&d)? {
-                return Ok(Some((n, true)));
-            }
+            take(&d)?;
         }
-        Ok(Some((n, false)))
+        Ok(Some(n))
     }
 
     /// From the address the header was sent to; from the route's source address where that
@@ -418,11 +426,15 @@ impl Source for SocketSource<'_> {
 
 /// An AF_XDP UDP endpoint: every datagram's payload is read in place (there is nothing to copy).
 impl Source for UdpEndpoint {
+    fn add_fields(&self, row: &mut Row) {
+        add_endpoint_fields(row, self);
+    }
+
     fn batch(
         &mut self,
         _whole: bool,
-        take: &mut dyn FnMut(&dyn Incoming) -> Result<bool>,
-    ) -> Result<Option<(usize, bool)>> {
+        take: &mut dyn FnMut(&dyn Incoming) -> Result<()>,
+    ) -> Result<Option<usize>> {
         // The rings are read before any wait: a busy receiver makes no system call per batch (a
         // fill ring that needs a wakeup gets it when its frames go back).
         let mut batch = self.receive(BATCH)?;
@@ -434,11 +446,9 @@ impl Source for UdpEndpoint {
             batch = self.receive(BATCH)?;
         }
         for d in batch.iter() {
-            if take(&d)? {
-                return Ok(Some((batch.len(), true)));
-            }
+            take(&d)?;
         }
-        Ok(Some((batch.len(), false)))
+        Ok(Some(batch.len()))
     }
 
     /// From the address the header was sent to (an endpoint bound to every address holds them
@@ -471,6 +481,8 @@ struct Run<T: FnOnce() -> Ticker> {
     last: Instant,
     /// A datagram of the run's sender came in the batch being taken.
     heard: bool,
+    /// The run has ended: its end datagram came, its sender went silent, or Ctrl-C.
+    ended: bool,
     ticker: Option<Ticker>,
     ticker_for: Option<T>,
     /// Answers to header datagrams of the batch being taken, sent after it.
@@ -663,24 +675,26 @@ impl<T: FnOnce() -> Ticker> Run<T> {
 }
 
 /// Receives one UDP run on `socket` (readied by [`prepare`]): from its first datagram to its
-/// sender's end datagram (or [`UDP_IDLE_END`] of the sender's silence, or Ctrl-C). The run is bound
-/// to the source of its header datagram (or first datagram): datagrams from anywhere else are
-/// counted as foreign and otherwise ignored, so that no other host can end or disturb it; a header
-/// datagram from elsewhere takes over a run without the header, and is refused (answered so, and
-/// handed to `refused` as a report) while a run with the header lasts. Returns `None` if
-/// interrupted before anything arrived.
+/// sender's end datagram (or [`UDP_IDLE_END`] of the sender's silence, or Ctrl-C); a run of a
+/// sender's `-P N` ends with the last of its streams. The run (each stream) is bound to the source
+/// of its header datagram (or first datagram): datagrams from anywhere else are counted as foreign
+/// and otherwise ignored, so that no other host can end or disturb it; a header datagram from
+/// elsewhere takes over a run without the header, and is refused (answered so) while a run with the
+/// header lasts, unless it is one of the `-P` streams its header announced. Each stream's report
+/// (with the source's fields) and each refusal's is handed to `report` as it ends; returns whether
+/// Ctrl-C ended the run.
 pub fn receive_datagrams(
     socket: &UdpSocket,
     ticker_for: impl FnOnce() -> Ticker,
-    refused: &mut dyn FnMut(&DatagramReport),
-) -> Result<Option<DatagramReport>> {
+    report: &mut dyn FnMut(&DatagramReport, Row),
+) -> Result<bool> {
     socket.set_read_timeout(Some(WAKE))?;
     let mut source = SocketSource {
         socket,
         whole: DatagramBatch::new(BATCH, WHOLE),
         prefix: DatagramBatch::new(BATCH, HEADER_LEN),
     };
-    receive_run(&mut source, ticker_for, refused)
+    receive_run(&mut source, ticker_for, report)
 }
 
 /// [`receive_datagrams`] from an AF_XDP UDP endpoint (`bench udp --listen --api af_xdp`). The
@@ -689,78 +703,180 @@ pub fn receive_datagrams(
 pub fn receive_endpoint_datagrams(
     endpoint: &mut UdpEndpoint,
     ticker_for: impl FnOnce() -> Ticker,
-    refused: &mut dyn FnMut(&DatagramReport),
-) -> Result<Option<DatagramReport>> {
-    receive_run(endpoint, ticker_for, refused)
+    report: &mut dyn FnMut(&DatagramReport, Row),
+) -> Result<bool> {
+    receive_run(endpoint, ticker_for, report)
 }
 
 fn receive_run(
     source: &mut dyn Source,
     ticker_for: impl FnOnce() -> Ticker,
-    refused: &mut dyn FnMut(&DatagramReport),
-) -> Result<Option<DatagramReport>> {
-    let mut run = Run {
-        report: DatagramReport::default(),
-        verifier: None,
-        sequences: None,
-        started: None,
-        drops: None,
-        last: Instant::now(),
-        heard: false,
-        ticker: None,
-        ticker_for: Some(ticker_for),
-        answers: Vec::new(),
-        refused: Vec::new(),
-        refused_from: Vec::new(),
-        rejected_from: None,
-    };
+    report: &mut dyn FnMut(&DatagramReport, Row),
+) -> Result<bool> {
+    // The streams being received: the first one's, then those of its sender's `-P` that joined it.
+    let mut runs = vec![Run::new(Some(ticker_for))];
+    let mut group = Group::default();
     loop {
         // Checked on every pass, not only when the socket is quiet: a sender that never pauses must
         // not keep Ctrl-C, or a run's end by silence, waiting.
-        if interrupted() {
-            run.report.interrupted = true;
-            run.report.end = RunEnd::Interrupted;
-            break;
+        let interrupted = interrupted();
+        for run in &mut runs {
+            if interrupted {
+                run.report.interrupted = true;
+                run.report.end = RunEnd::Interrupted;
+                run.ended = true;
+            } else if run.report.peer.is_some() && run.last.elapsed() > UDP_IDLE_END {
+                run.report.end = RunEnd::Idle;
+                run.ended = true;
+            }
         }
-        if run.report.peer.is_some() && run.last.elapsed() > UDP_IDLE_END {
-            run.report.end = RunEnd::Idle;
-            break;
+        if !runs.iter().any(|r| r.ended) {
+            let whole = runs.iter().any(Run::reads_whole);
+            let Some(n) = source.batch(whole, &mut |d| group.take(&mut runs, d))? else {
+                continue;
+            };
+            for run in &mut runs {
+                for (reply, answer) in run.answers.drain(..) {
+                    source.answer(reply, &answer);
+                }
+                run.refused.drain(..).for_each(|r| report(&r, Row::new()));
+                if mem::take(&mut run.heard) {
+                    run.last = Instant::now();
+                }
+            }
+            if let Some(Run {
+                ticker: Some(t),
+                report,
+                ..
+            }) = runs.first_mut()
+            {
+                t.tick(report.bytes);
+            }
+            if n < BATCH {
+                std::thread::sleep(PAUSE);
+            }
+            if !runs.iter().any(|r| r.ended) {
+                continue;
+            }
         }
-        let whole = run.reads_whole();
-        let Some((n, ended)) = source.batch(whole, &mut |d| run.take(d))? else {
-            continue;
-        };
-        for (reply, answer) in run.answers.drain(..) {
-            source.answer(reply, &answer);
+        let (ended, going): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| r.ended);
+        runs = going;
+        for run in ended {
+            if let Some(peer) = run.report.peer {
+                group.over.push(peer);
+            }
+            if let Some(r) = run.finish()? {
+                let mut fields = Row::new();
+                source.add_fields(&mut fields);
+                report(&r, fields);
+            }
         }
-        run.refused.drain(..).for_each(|r| refused(&r));
-        if mem::take(&mut run.heard) {
-            run.last = Instant::now();
-        }
-        if ended {
-            break;
-        }
-        if let Some(t) = run.ticker.as_mut() {
-            t.tick(run.report.bytes);
-        }
-        if n < BATCH {
-            std::thread::sleep(PAUSE);
+        if runs.is_empty() || interrupted {
+            return Ok(interrupted);
         }
     }
-    let mut report = run.report;
-    report.sequence = run
-        .sequences
-        .map(|s| s.counts(report.sent.map(|(datagrams, _)| datagrams)));
-    let Some((start, before)) = run.started else {
-        return Ok((report.header.is_some() || report.sent.is_some()).then_some(report));
-    };
-    report.seconds = (run.last - start).as_secs_f64();
-    report.usage = resource_usage(UsageOf::Thread)?.since(&before);
-    report.data_errors = run.verifier.map(|v| v.errors);
-    report.socket_drops = run
-        .drops
-        .map_or(0, |(first, last)| u64::from(last.wrapping_sub(first)));
-    Ok(Some(report))
+}
+
+/// The streams of one sender's `-P` run, each of whose header datagrams came from the first
+/// stream's address, with the first stream's header.
+#[derive(Default)]
+struct Group {
+    /// Streams taken so far, the first one's included.
+    taken: u8,
+    /// Senders of the streams that have ended: their repeated end datagrams are not another's.
+    over: Vec<SocketAddr>,
+}
+
+impl Group {
+    /// Hands one received datagram to the stream it belongs to: the stream of its source; a new one
+    /// when it is a header datagram that joins the first stream's; else the first stream (which
+    /// counts it as foreign, refuses it, or is opened or taken over by it).
+    fn take<T: FnOnce() -> Ticker>(
+        &mut self,
+        runs: &mut Vec<Run<T>>,
+        d: &dyn Incoming,
+    ) -> Result<()> {
+        let source = d.source();
+        // What comes from the sender of a stream that ended in this batch (its end datagram
+        // repeated) is not another stream's.
+        let own = |r: &&mut Run<T>| r.report.peer.is_some() && r.report.peer == source;
+        if let Some(run) = runs.iter_mut().find(own) {
+            if !run.ended {
+                run.ended = run.take(d)?;
+            }
+            return Ok(());
+        }
+        if source.is_some_and(|s| self.over.contains(&s)) {
+            return Ok(());
+        }
+        let first = runs.iter().find_map(|r| r.report.header.zip(r.report.peer));
+        if let (Some((h, peer)), Some(from)) = (first, source)
+            && self.taken < h.streams
+            && from.ip() == peer.ip()
+            && d.bytes().starts_with(wire::MAGIC)
+            && udp_header(d.bytes(), d.len()) == Ok(h)
+        {
+            self.taken += 1;
+            let mut run = Run::new(None);
+            run.ended = run.take(d)?;
+            run.report.stream = Some((self.taken, h.streams));
+            runs.push(run);
+            return Ok(());
+        }
+        // A datagram that came after every stream ended waits for the next run, as one that came
+        // later would.
+        let Some(run) = runs.iter_mut().find(|r| !r.ended) else {
+            return Ok(());
+        };
+        let opened = run.report.header.is_none();
+        run.ended = run.take(d)?;
+        if let (true, Some(h)) = (opened, run.report.header) {
+            self.taken = 1;
+            if h.streams > 1 {
+                run.report.stream = Some((1, h.streams));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: FnOnce() -> Ticker> Run<T> {
+    fn new(ticker_for: Option<T>) -> Run<T> {
+        Run {
+            report: DatagramReport::default(),
+            verifier: None,
+            sequences: None,
+            started: None,
+            drops: None,
+            last: Instant::now(),
+            heard: false,
+            ended: false,
+            ticker: None,
+            ticker_for,
+            answers: Vec::new(),
+            refused: Vec::new(),
+            refused_from: Vec::new(),
+            rejected_from: None,
+        }
+    }
+
+    /// The report of an ended run (`None`: nothing of a run arrived).
+    fn finish(self) -> Result<Option<DatagramReport>> {
+        let mut report = self.report;
+        report.sequence = self
+            .sequences
+            .map(|s| s.counts(report.sent.map(|(datagrams, _)| datagrams)));
+        let Some((start, before)) = self.started else {
+            return Ok((report.header.is_some() || report.sent.is_some()).then_some(report));
+        };
+        report.seconds = (self.last - start).as_secs_f64();
+        report.usage = resource_usage(UsageOf::Thread)?.since(&before);
+        report.data_errors = self.verifier.map(|v| v.errors);
+        report.socket_drops = self
+            .drops
+            .map_or(0, |(first, last)| u64::from(last.wrapping_sub(first)));
+        Ok(Some(report))
+    }
 }
 
 /// The receiver's row for one UDP run.
@@ -800,6 +916,11 @@ pub fn datagram_row(local: SocketAddr, r: &DatagramReport) -> Row {
         "complete": r.refusal.is_none() && r.shortfall().is_none(),
         "reason": r.reason(),
         "interrupted": r.interrupted,
+        "stream": r.stream.map(|(n, _)| n),
+        "streams": r.stream.map(|(_, of)| of),
+        // The streams of one run share the receiving thread: each stream's CPU figures are the
+        // thread's over that stream's time, which its other streams' datagrams took too.
+        "cpu_shared": r.stream.is_some(),
     }))
 }
 

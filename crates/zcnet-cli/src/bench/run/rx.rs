@@ -570,6 +570,8 @@ fn send_stream(args: &RxArgs, addr: SocketAddr, write: usize) -> anyhow::Result<
         bytes: total,
         // The byte count it announces tells a whole stream.
         marked: false,
+        // Each stream of `-P` is a connection of its own, judged alone.
+        streams: 1,
     });
     let sent = send_all(client, (args.sender, total, write), header, &args.timeouts)?;
     let row = object(

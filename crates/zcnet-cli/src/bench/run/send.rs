@@ -318,6 +318,7 @@ pub(crate) fn header(bench: Bench, mode: Mode, unit: usize, common: &Common) -> 
         bytes: 0,
         // A TCP stream runs for a duration: its end mark tells a whole one (UDP has end datagrams).
         marked: bench == Bench::Tcp,
+        streams: 1,
     }
 }
 pub(crate) fn is_interrupted(row: &Row) -> bool {

@@ -12,12 +12,13 @@ use serde_json::json;
 use zcnet::tx::Mode;
 
 use crate::bench::args::api::Api;
+use crate::bench::run::wire;
 use crate::flags;
 use crate::report::{Row, object};
 
 /// Most `-P`: each stream takes a thread, a socket, its buffer pool and, on this host, a receiver
 /// process.
-const MAX_STREAMS: u64 = 64;
+const MAX_STREAMS: u64 = wire::MAX_STREAMS as u64;
 
 thread_local! {
     /// The stream this thread sends, when the run has several (its interval lines name it).

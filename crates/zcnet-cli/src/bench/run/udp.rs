@@ -47,6 +47,7 @@ const MAX_GSO_SEGMENTS: u64 = 64;
 const UDP_RECEIVER_COLUMNS: &[Column] = &[
     ("bench", "bench"),
     ("peer", "peer"),
+    ("stream", "stream"),
     ("local", "local"),
     ("sender_mode", "sender"),
     ("bytes", "bytes"),
@@ -135,14 +136,6 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
     streams::check(common.parallel)?;
     let n = common.parallel;
     if let Some(spec) = &common.connect {
-        if n > 1 {
-            return Err(UsageError(
-                "-P with --connect: a bench udp --listen receiver takes one run at a time (run a \
-                 sender per receiver, each receiver on a port of its own)"
-                    .into(),
-            )
-            .into());
-        }
         live::watch_interrupts()?;
         let dest = connect_addr(spec, common.ipv6)?;
         return Ok(Some(run_rounds((common, &sizes), |size, mode, api| {
@@ -150,9 +143,11 @@ pub(crate) fn run(args: &UdpArgs) -> Result<Option<Rounds>> {
                 SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
                 SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
             };
-            let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
-            send_udp(socket, dest, "remote", (mode, api), size, unit(size), args)
-                .map(|row| vec![row])
+            let fields = streams::fields("udp", "remote", (mode, api), size);
+            streams::side_by_side(n, &fields, || {
+                let socket = UdpSocket::bind(bind).context("binding the UDP sender")?;
+                send_udp(socket, dest, "remote", (mode, api), size, unit(size), args)
+            })
         })));
     }
     if n > 1 && common.apis().contains(&Api::AfXdp) {
@@ -343,7 +338,13 @@ fn send_udp(
     // A drop sink answers no header and reads no end datagram: the run goes without them.
     let control = !common.apart.raw && args.sink != Sink::XdpDrop;
     if control {
-        let h = header(Bench::Udp, mode, unit, common).encode();
+        let mut h = header(Bench::Udp, mode, unit, common);
+        // Apart, the receiver takes the run's streams together (each in a process of its own
+        // here).
+        if common.connect.is_some() {
+            h.streams = u8::try_from(common.parallel).unwrap_or(wire::MAX_STREAMS);
+        }
+        let h = h.encode();
         let answer = wire::offer_header(&socket, &h)
             .with_context(|| format!("sending the header datagram to {dest}"))?;
         if let Some(wire::Answer::Refused(why)) = answer {
@@ -473,25 +474,21 @@ fn listen_udp(addr: SocketAddr, common: &Common, iface: Option<&str>) -> Result<
     };
     loop {
         let ticker = || receiver_ticker(common, "udp", None);
-        let refused = &mut |r: &DatagramReport| print(r, Row::new());
-        let report = match &mut listener {
-            UdpListener::Socket(socket) => listen_udp::receive_datagrams(socket, ticker, refused)?,
-            UdpListener::Endpoint(endpoint) => {
-                listen_udp::receive_endpoint_datagrams(endpoint, ticker, refused)?
+        let report = &mut |report: &DatagramReport, fields: Row| {
+            print(report, fields);
+            if let Some(why) = report.shortfall() {
+                let from = report.peer.map_or("?".into(), |p| p.to_string());
+                shortfalls.push(format!("the run from {from}: {why}"));
             }
         };
-        let Some(report) = report else { break };
-        let mut fields = Row::new();
-        if let UdpListener::Endpoint(endpoint) = &listener {
-            af_xdp::add_endpoint_fields(&mut fields, endpoint);
-        }
-        print(&report, fields);
-        if let Some(why) = report.shortfall() {
-            let from = report.peer.map_or("?".into(), |p| p.to_string());
-            shortfalls.push(format!("the run from {from}: {why}"));
-        }
-        // After the stream it has just reported: with `--once`, or when Ctrl-C interrupted it.
-        if common.apart.once || report.interrupted {
+        let interrupted = match &mut listener {
+            UdpListener::Socket(socket) => listen_udp::receive_datagrams(socket, ticker, report)?,
+            UdpListener::Endpoint(endpoint) => {
+                listen_udp::receive_endpoint_datagrams(endpoint, ticker, report)?
+            }
+        };
+        // After the streams it has just reported: with `--once`, or when Ctrl-C interrupted them.
+        if common.apart.once || interrupted {
             break;
         }
     }

@@ -84,6 +84,9 @@ pub struct Header {
     pub bytes: u64,
     /// Whether the stream ends with the sender's end mark ([`MAGIC_MARKED`]).
     pub marked: bool,
+    /// Streams the sender sends side by side with the same header (`-P`; a UDP receiver takes them
+    /// as one run's): 1 for one stream, which is 0 on the wire as older senders write it.
+    pub streams: u8,
 }
 
 /// How the sender of a stream with an end mark stopped sending.
@@ -101,6 +104,9 @@ pub const MODES: [&str; 3] = ["copy", "zerocopy", "auto"];
 /// Largest pattern unit a header may announce: the largest write of any zcnet sender (`bench rx
 /// --write-kib`, 64 MiB). A verifier's memory does not grow with the unit ([`Verifier`]).
 pub const MAX_UNIT: u32 = 64 << 20;
+
+/// Most streams a header may announce: the most `-P` takes.
+pub const MAX_STREAMS: u8 = 64;
 
 /// Longest duration a header may announce: one day, the longest `--duration`.
 pub const MAX_DURATION_MS: u64 = 86_400_000;
@@ -132,6 +138,7 @@ impl Header {
         b[8] = self.bench as u8;
         b[9] = self.mode;
         b[10] = u8::from(self.verify);
+        b[11] = if self.streams > 1 { self.streams } else { 0 };
         b[12..16].copy_from_slice(&self.unit.to_le_bytes());
         b[16..24].copy_from_slice(&self.duration_ms.to_le_bytes());
         b[24..32].copy_from_slice(&self.bytes.to_le_bytes());
@@ -160,10 +167,13 @@ impl Header {
         if usize::from(b[9]) >= MODES.len() {
             return malformed(format!("mode {} (0 copy, 1 zerocopy, 2 auto)", b[9]));
         }
-        if b[10] > 1 || b[11] != 0 {
+        if b[10] > 1 {
+            return malformed(format!("verify byte {} (0 or 1)", b[10]));
+        }
+        if b[11] == 1 || b[11] > MAX_STREAMS {
             return malformed(format!(
-                "flag bytes {} {} (verify 0 or 1, then 0)",
-                b[10], b[11]
+                "stream count {} (0 for one stream, else 2..={MAX_STREAMS})",
+                b[11]
             ));
         }
         let unit = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
@@ -186,6 +196,7 @@ impl Header {
             duration_ms,
             bytes: u64::from_le_bytes(b[24..32].try_into().expect("8 bytes")),
             marked,
+            streams: b[11].max(1),
         })
     }
 
@@ -482,11 +493,15 @@ mod tests {
             duration_ms: 2000,
             bytes: 1 << 30,
             marked: false,
+            streams: 1,
         };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         let marked = Header { marked: true, ..h };
         assert_eq!(&marked.encode()[..8], MAGIC_MARKED);
         assert_eq!(Header::decode(&marked.encode()), Ok(marked));
+        assert_eq!(h.encode()[11], 0);
+        let four = Header { streams: 4, ..h };
+        assert_eq!(Header::decode(&four.encode()), Ok(four));
         assert!(Header::may_open(b"ZCNETB") && Header::may_open(b"ZCNETBH2"));
         assert!(!Header::may_open(b"ZCNETBH3") && !Header::may_open(b"abc"));
         for finish in [Finish::Done, Finish::Interrupted] {
@@ -535,6 +550,7 @@ mod tests {
             duration_ms: MAX_DURATION_MS,
             bytes: u64::MAX,
             marked: false,
+            streams: MAX_STREAMS,
         }
         .encode();
         assert!(Header::decode(&good).is_ok());
@@ -550,8 +566,9 @@ mod tests {
             (with(8, &[0]), "bench 0"),
             (with(8, &[4]), "bench 4"),
             (with(9, &[3]), "mode 3"),
-            (with(10, &[2]), "flag bytes 2 0"),
-            (with(11, &[1]), "flag bytes 1 1"),
+            (with(10, &[2]), "verify byte 2"),
+            (with(11, &[1]), "stream count 1"),
+            (with(11, &[65]), "stream count 65"),
             (
                 with(16, &u64::MAX.to_le_bytes()),
                 "duration 18446744073709551615",
