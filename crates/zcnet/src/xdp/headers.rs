@@ -119,7 +119,7 @@ impl UdpFrame {
 /// carry is lost below 2^32 words), which the compiler vectorises; RFC 1071 section 1.2(B) says the
 /// folded sum then only needs its two bytes swapped on a little-endian machine. Every received
 /// datagram pays this sum over all its bytes, so it is not summed a word at a time.
-pub fn checksum_add(sum: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn checksum_add(sum: u64, bytes: &[u8]) -> u64 {
     let mut words = bytes.chunks_exact(4);
     let mut native: u64 = 0;
     for w in &mut words {
@@ -135,7 +135,7 @@ pub fn checksum_add(sum: u64, bytes: &[u8]) -> u64 {
 }
 
 /// Folds a running sum into 16 bits (end-around carry).
-pub fn fold(mut sum: u64) -> u16 {
+pub(crate) fn fold(mut sum: u64) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }

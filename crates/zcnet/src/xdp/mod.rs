@@ -64,7 +64,6 @@ pub use live::host_traffic;
 pub use mode::{BoundMode, Mode};
 pub use packet::{Packet, PacketFrame};
 pub use program::{AttachMode, ProgramKind, XdpLink, XdpProgram, XskMap, interface_index};
-pub use route::NEXT_HOP_TTL;
 pub use send_error::SendError;
 pub use socket::{BusyPoll, Socket, SocketConfig, probe_zero_copy};
 pub use stats::Statistics;

@@ -38,7 +38,7 @@ use crate::sys::rtnetlink::{self, Link};
 /// again, even when no change was announced: a changed route or neighbour entry (the peer's MAC
 /// address changed) is followed from the next send batch on, when the kernel announces it, and
 /// within this time in any case.
-pub const NEXT_HOP_TTL: Duration = Duration::from_secs(1);
+pub(crate) const NEXT_HOP_TTL: Duration = Duration::from_secs(1);
 
 /// `NUD_*` states whose link-layer address the kernel itself would send to.
 const USABLE: u16 = libc::NUD_REACHABLE
