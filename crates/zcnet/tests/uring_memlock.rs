@@ -98,7 +98,8 @@ fn without_room_for_a_ring() {
         tx.path()
     );
     let text = why.to_string();
-    for needle in ["io_uring_setup", "RLIMIT_MEMLOCK", "sendmsg"] {
+    // The path is checked above: the reason says what refused the ring and what to do.
+    for needle in ["io_uring_setup", "RLIMIT_MEMLOCK"] {
         assert!(text.contains(needle), "{needle:?} missing from: {text}");
     }
     println!("fell back: {text}");

@@ -29,13 +29,7 @@ fn a_ring_larger_than_the_kernel_takes_names_ring_entries_and_falls_back() {
         .path_status()
         .expect_err("no ring of 65536 entries")
         .to_string();
-    for needle in [
-        "io_uring_setup",
-        "EINVAL",
-        "ring_entries 65536",
-        "32768",
-        "sendmsg",
-    ] {
+    for needle in ["io_uring_setup", "EINVAL", "ring_entries 65536", "32768"] {
         assert!(why.contains(needle), "{needle:?} missing from {why:?}");
     }
     assert!(!why.contains("no io_uring here"), "{why}");
