@@ -202,6 +202,10 @@ pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
             }
         }
     }
+    // A run whose output's reader went away ends quietly: no rows were read, so no note about them.
+    if report::output_closed() {
+        return;
+    }
     // Said once even under --json: a run that copied for want of locked memory must not pass for
     // a zero-copy one.
     for reason in ["memlock_reason", "enobufs_reason", "kernel_copied_reason"] {
