@@ -38,7 +38,9 @@ fn refusal_of_setup(stage: Stage, errno: i32, no_device: bool) -> ZcrxRefusal {
     match (stage, errno) {
         (_, libc::ENOMEM) => ZcrxRefusal::NoMemory,
         (_, libc::EPERM) => ZcrxRefusal::NotPermitted,
-        (Stage::Register, libc::EINVAL) if !zcrx::recv_zc_supported() => ZcrxRefusal::KernelTooOld,
+        // A kernel without IORING_OP_RECV_ZC refuses what it does not know anywhere in the set-up:
+        // the registration (opcode 32), or already the restriction of the ring to it.
+        (_, libc::EINVAL) if !zcrx::recv_zc_supported() => ZcrxRefusal::KernelTooOld,
         (Stage::Register, libc::EINVAL)
             if no_device
                 && zcrx::query_zcrx()
