@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
+use std::path::PathBuf;
 
 use super::{ObserveError, Owner};
 use crate::IfIndex;
@@ -153,30 +154,33 @@ pub fn xdp_sockets() -> Result<Vec<XdpSocket>, ObserveError> {
 }
 
 /// The bound AF_XDP sockets that processes `pids` hold, with the descriptor each holds it by: their
-/// `/proc/<pid>/fd` socket inodes matched against one dump per network namespace they are in (a
-/// namespace other than the caller's is entered, which needs CAP_SYS_ADMIN). Processes that end
+/// `/proc/<pid>/fd` socket inodes matched against one dump per network namespace their threads are
+/// in (a namespace other than the caller's is entered, which needs CAP_SYS_ADMIN). Processes that end
 /// meanwhile, or whose descriptors cannot be read, are left out. Sorted by owner.
 ///
 /// [`ObserveError::NoXdpDiag`] when the kernel has no `xsk_diag`.
 pub fn xdp_sockets_of(pids: &[u32]) -> Result<Vec<(Owner, XdpSocket)>, ObserveError> {
-    // Socket inodes of each process, grouped by network namespace.
-    let mut namespaces: BTreeMap<u64, (u32, Vec<(Owner, u64)>)> = BTreeMap::new();
+    // Socket inodes of the processes, grouped by the network namespaces their threads are in.
+    let mut namespaces: BTreeMap<u64, (PathBuf, Vec<(Owner, u64)>)> = BTreeMap::new();
     for &pid in pids {
-        let Ok(namespace) = xdp_diag::network_namespace(pid) else {
-            continue;
-        };
         let sockets = socket_inodes(pid);
-        if !sockets.is_empty() {
-            let entry = namespaces.entry(namespace).or_insert((pid, Vec::new()));
-            entry.1.extend(sockets);
+        if sockets.is_empty() {
+            continue;
+        }
+        for (namespace, path) in xdp_diag::network_namespaces(pid) {
+            let entry = namespaces.entry(namespace).or_insert((path, Vec::new()));
+            entry.1.extend(sockets.iter().copied());
         }
     }
     let mut out = Vec::new();
-    for (_, (pid, sockets)) in namespaces {
-        let step = format!("dump the AF_XDP sockets of the network namespace of pid {pid}");
-        let dumped = match xdp_diag::in_network_namespace_of(pid, dump_here) {
+    for (_, (path, sockets)) in namespaces {
+        let step = format!(
+            "dump the AF_XDP sockets of the network namespace {}",
+            path.display()
+        );
+        let dumped = match xdp_diag::in_network_namespace(&path, dump_here) {
             Ok(dump) => dump,
-            // The process ended: its namespace may be gone with it.
+            // The thread ended: its namespace may be gone with it.
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(ObserveError::kernel(step, e)),
         }
@@ -189,6 +193,7 @@ pub fn xdp_sockets_of(pids: &[u32]) -> Result<Vec<(Owner, XdpSocket)>, ObserveEr
         }
     }
     out.sort_by_key(|(owner, _)| *owner);
+    out.dedup_by_key(|(owner, _)| *owner);
     Ok(out)
 }
 

@@ -13,10 +13,12 @@
 //! its inode and no attributes. Without a handler for `AF_XDP` (the module absent and not loadable)
 //! `net/core/sock_diag.c` answers `ENOENT`.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use super::netlink::{Attributes, GenlSocket, Request};
 
@@ -235,15 +237,18 @@ pub fn dump() -> io::Result<Vec<DiagSocket>> {
 
 /// The inode of a network namespace file (`/proc/<pid>/ns/net`), which names the namespace.
 fn namespace_inode(file: &File) -> io::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
     Ok(file.metadata()?.ino())
 }
 
-/// Runs `f` in the network namespace of process `pid`: on the calling thread when it is already
-/// there, else on a new thread that enters it (`setns(CLONE_NEWNET)`, which needs CAP_SYS_ADMIN)
-/// and ends with `f`. Sockets `f` opens belong to that namespace.
-pub fn in_network_namespace_of<R: Send>(pid: u32, f: impl FnOnce() -> R + Send) -> io::Result<R> {
-    let theirs = File::open(format!("/proc/{pid}/ns/net"))?;
+/// Runs `f` in the network namespace `namespace` (a `/proc/<pid>/task/<tid>/ns/net` file): on the
+/// calling thread when it is already there, else on a new thread that enters it
+/// (`setns(CLONE_NEWNET)`, which needs CAP_SYS_ADMIN) and ends with `f`. Sockets `f` opens belong
+/// to that namespace.
+pub fn in_network_namespace<R: Send>(
+    namespace: &Path,
+    f: impl FnOnce() -> R + Send,
+) -> io::Result<R> {
+    let theirs = File::open(namespace)?;
     let ours = File::open("/proc/thread-self/ns/net")?;
     if namespace_inode(&theirs)? == namespace_inode(&ours)? {
         return Ok(f());
@@ -260,9 +265,24 @@ pub fn in_network_namespace_of<R: Send>(pid: u32, f: impl FnOnce() -> R + Send) 
     })
 }
 
-/// The inode naming the network namespace of process `pid`.
-pub fn network_namespace(pid: u32) -> io::Result<u64> {
-    namespace_inode(&File::open(format!("/proc/{pid}/ns/net"))?)
+/// The network namespaces the threads of process `pid` are in: each namespace's inode and the
+/// `ns/net` file of one thread in it (a thread may have entered another namespace than its
+/// process's, as with `setns`). Empty once the process is gone.
+pub fn network_namespaces(pid: u32) -> Vec<(u64, PathBuf)> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, PathBuf)> = Vec::new();
+    for task in tasks.flatten() {
+        let path = task.path().join("ns/net");
+        let Ok(inode) = fs::metadata(&path).map(|m| m.ino()) else {
+            continue;
+        };
+        if !out.iter().any(|(known, _)| *known == inode) {
+            out.push((inode, path));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
