@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
-use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope};
+use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope, XdpSocket, XdpStats};
 
 use crate::flags;
 use crate::live::{interrupted, watch_interrupts};
@@ -61,6 +61,8 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
         }
         other => anyhow::Error::new(other),
     })?;
+    // AF_XDP counters so far are not counted: read them before saying the observer is attached.
+    let mut xdp = XdpWatch::start(&args);
     let out = output::Output::new(args.json);
     out.attached(&observer)?;
     let mut names = Names::default();
@@ -87,10 +89,106 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
             }
         }
         last = now;
+        for (owner, socket, delta) in xdp.read(&args) {
+            if every.is_some() && !delta.is_zero() {
+                out.xdp_row(t, &names.of_xdp(owner, &socket), &socket, &delta);
+            }
+        }
     }
     let totals = observer.snapshot()?;
-    out.summary(start.elapsed().as_secs_f64(), &totals, &mut names);
+    let seconds = start.elapsed().as_secs_f64();
+    out.summary(seconds, &totals, &mut names);
+    for (owner, socket, grown) in xdp.totals() {
+        out.xdp_summary(seconds, &names.of_xdp(owner, &socket), &socket, &grown);
+    }
     Ok(())
+}
+
+/// The AF_XDP sockets of the observed processes, read from the kernel's socket diagnostics at each
+/// interval: what each counter was when the socket was first seen (zero for a socket created while
+/// observing) and at the last read.
+#[derive(Debug, Default)]
+struct XdpWatch {
+    /// Off once the kernel said it cannot show them (the `attached` output says why).
+    off: bool,
+    first: BTreeMap<Owner, XdpStats>,
+    last: BTreeMap<Owner, (XdpSocket, XdpStats)>,
+}
+
+impl XdpWatch {
+    /// Reads the sockets there are at the start: their counters so far are not counted.
+    fn start(args: &ObserveArgs) -> XdpWatch {
+        let mut watch = XdpWatch::default();
+        for (owner, socket) in watch.sockets(args) {
+            watch.first.insert(owner, socket.stats);
+            watch.last.insert(owner, (socket.clone(), socket.stats));
+        }
+        watch
+    }
+
+    /// The observed processes' AF_XDP sockets, or none once the kernel refused: then this says why
+    /// on standard error (unless the kernel has no xsk_diag, which `attached` already says) and stops
+    /// reading them, the other counters going on.
+    fn sockets(&mut self, args: &ObserveArgs) -> Vec<(Owner, XdpSocket)> {
+        if self.off {
+            return Vec::new();
+        }
+        zcnet::observe::xdp_sockets_of(&observed_pids(args)).unwrap_or_else(|e| {
+            if !matches!(e, ObserveError::NoXdpDiag) {
+                eprintln!("zcnet observe: AF_XDP socket counters no longer read: {e}");
+            }
+            self.off = true;
+            Vec::new()
+        })
+    }
+
+    /// The sockets now, each with what its counters grew by since the last read.
+    fn read(&mut self, args: &ObserveArgs) -> Vec<(Owner, XdpSocket, XdpStats)> {
+        let mut out = Vec::new();
+        for (owner, socket) in self.sockets(args) {
+            self.first.entry(owner).or_default();
+            let before = self
+                .last
+                .get(&owner)
+                .map_or_else(XdpStats::default, |l| l.1);
+            out.push((owner, socket.clone(), socket.stats.since(&before)));
+            self.last.insert(owner, (socket.clone(), socket.stats));
+        }
+        out
+    }
+
+    /// Every socket seen, with what its counters grew by while observed.
+    fn totals(&self) -> Vec<(Owner, XdpSocket, XdpStats)> {
+        self.last
+            .iter()
+            .map(|(owner, (socket, stats))| {
+                let first = self.first.get(owner).copied().unwrap_or_default();
+                (*owner, socket.clone(), stats.since(&first))
+            })
+            .collect()
+    }
+}
+
+/// The processes the flags select: the one of `--pid`, those of `--cgroup` (`cgroup.procs`),
+/// or every process (`--all`).
+fn observed_pids(args: &ObserveArgs) -> Vec<u32> {
+    let listed = |text: String| {
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    match (&args.pid, &args.cgroup) {
+        (Some(pid), _) => vec![*pid],
+        (None, Some(path)) => {
+            listed(std::fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default())
+        }
+        (None, None) => std::fs::read_dir("/proc")
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
 }
 
 /// What a row calls an owner: the process's command name and the socket's addresses.
@@ -110,6 +208,20 @@ pub struct Names {
 }
 
 impl Names {
+    /// An AF_XDP socket's owner, the socket named `xdp <interface>:<queue>`.
+    pub fn of_xdp(&mut self, owner: Owner, socket: &XdpSocket) -> Named {
+        let command = self.of(Owner { fd: None, ..owner }).command.clone();
+        let interface = socket
+            .interface
+            .clone()
+            .unwrap_or_else(|| format!("if{}", socket.ifindex));
+        Named {
+            owner,
+            command,
+            socket: Some(format!("xdp {interface}:{}", socket.queue_id)),
+        }
+    }
+
     pub fn of(&mut self, owner: Owner) -> &Named {
         let command = self
             .commands

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use zcnet::observe::{Counter, Counters, Observer, Owner};
+use zcnet::observe::{Counter, Counters, Observer, Owner, XdpSocket, XdpStats};
 
 use super::{Named, Names};
 use crate::report::emit;
@@ -104,6 +104,57 @@ impl Output {
                     counters_text(&counters)
                 ));
             }
+        }
+    }
+}
+
+impl Output {
+    /// One AF_XDP socket's counters over an interval that ended `t` seconds into the run.
+    pub fn xdp_row(&self, t: f64, named: &Named, socket: &XdpSocket, delta: &XdpStats) {
+        self.xdp_line("xdp", ("t", t), named, socket, delta);
+    }
+
+    /// What one AF_XDP socket's counters grew by over the `seconds` observed.
+    pub fn xdp_summary(&self, seconds: f64, named: &Named, socket: &XdpSocket, grown: &XdpStats) {
+        self.xdp_line("xdp_summary", ("seconds", seconds), named, socket, grown);
+    }
+
+    fn xdp_line(
+        &self,
+        event: &str,
+        (time_key, time): (&str, f64),
+        named: &Named,
+        socket: &XdpSocket,
+        stats: &XdpStats,
+    ) {
+        if self.json {
+            let mut v = identity(named);
+            v.insert("event".into(), event.into());
+            v.insert(time_key.into(), json!(time));
+            v.insert("inode".into(), json!(socket.inode));
+            v.insert("ifindex".into(), json!(socket.ifindex.get()));
+            v.insert("queue_id".into(), json!(socket.queue_id));
+            v.insert("zero_copy".into(), json!(socket.zero_copy));
+            for (name, value) in stats.iter() {
+                v.insert(name.into(), json!(value));
+            }
+            emit(&format!("{}\n", Value::Object(v)));
+        } else {
+            let counts: Vec<String> = stats
+                .iter()
+                .filter(|&(_, v)| v != 0)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let lead = match event {
+                "xdp" => format!("{time:8.1}s"),
+                _ => String::new(),
+            };
+            emit(&format!(
+                "{lead}  {} (inode {})  {}\n",
+                who(named),
+                socket.inode,
+                counts.join(" ")
+            ));
         }
     }
 }

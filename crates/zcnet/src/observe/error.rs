@@ -24,6 +24,10 @@ pub enum ObserveError {
         /// Why.
         why: String,
     },
+    /// The kernel has no AF_XDP socket diagnostics (`CONFIG_XDP_SOCKETS_DIAG`, module `xsk_diag`):
+    /// the `sock_diag` dump for `AF_XDP` was refused with `ENOENT` (or `EOPNOTSUPP`), so AF_XDP
+    /// socket counters ([`xdp_sockets`](super::xdp_sockets)) cannot be read.
+    NoXdpDiag,
     /// A step failed: reading a tracepoint's description, loading a program (with the verifier's
     /// log), attaching it, or a map operation.
     Kernel {
@@ -46,12 +50,12 @@ impl ObserveError {
     }
 
     /// The kind of failure: `PermissionDenied` without the capabilities, `NotFound` without
-    /// tracefs, `Unsupported` for what this kernel cannot show, else the kernel error's kind.
+    /// tracefs, `Unsupported` for what this kernel cannot show (AF_XDP counters without xsk_diag included), else the kernel error's kind.
     pub fn kind(&self) -> io::ErrorKind {
         match self {
             ObserveError::Capabilities { .. } => io::ErrorKind::PermissionDenied,
             ObserveError::NoTracefs => io::ErrorKind::NotFound,
-            ObserveError::NotSeen { .. } => io::ErrorKind::Unsupported,
+            ObserveError::NotSeen { .. } | ObserveError::NoXdpDiag => io::ErrorKind::Unsupported,
             ObserveError::Kernel { source, .. } => source.kind(),
         }
     }
@@ -80,6 +84,11 @@ impl fmt::Display for ObserveError {
                  `mount -t tracefs nodev /sys/kernel/tracing`"
             ),
             ObserveError::NotSeen { what, why } => write!(f, "cannot see the {what}: {why}"),
+            ObserveError::NoXdpDiag => write!(
+                f,
+                "the kernel has no xsk_diag (CONFIG_XDP_SOCKETS_DIAG), so AF_XDP socket counters \
+                 cannot be read: modprobe xsk_diag (or build the kernel with it)"
+            ),
             ObserveError::Kernel {
                 step,
                 source,

@@ -2,7 +2,9 @@
 //! per process and per socket, MSG_ZEROCOPY sends and their completions (and how many the kernel
 //! copied), io_uring zero-copy sends and their notifications, TCP zero-copy receive, and the bytes
 //! socket receives copy; where the kernel has kprobes, also the bytes it copies after a zero-copy
-//! send and the cause (see `late_copy`).
+//! send and the cause (see `late_copy`). AF_XDP sockets' drop and ring counters are read from
+//! the kernel's socket diagnostics (`XDP_DIAG`, as `ss --xdp` reads them), without tracing:
+//! [`xdp_sockets`], [`xdp_sockets_of`].
 //!
 //! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
 //! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
@@ -35,7 +37,9 @@
 //! the bytes the kernel copies *after* a zero-copy send (`skb_copy_ubufs`, when a packet is
 //! delivered to a local socket or cloned for a tap) have no tracepoint, and are counted through a
 //! kprobe only where the kernel has kprobes; completions a process never reads are not counted
-//! (the completion callback has no tracepoint either).
+//! (the completion callback has no tracepoint either). AF_XDP counters need the kernel's
+//! `xsk_diag` ([`ObserveError::NoXdpDiag`] without it) and do not include the packets a socket
+//! received or sent (only its owner reads those, with `XDP_STATISTICS`).
 
 mod asm;
 mod counters;
@@ -44,6 +48,7 @@ mod kallsyms;
 mod late_copy;
 mod programs;
 mod tracefs;
+mod xdp;
 
 use std::fs;
 use std::io;
@@ -52,6 +57,7 @@ use std::path::Path;
 
 pub use counters::{Counter, Counters};
 pub use error::ObserveError;
+pub use xdp::{XdpSocket, XdpStats, xdp_sockets, xdp_sockets_of};
 
 use crate::sys::bpf;
 use crate::sys::perf_event;
@@ -235,6 +241,7 @@ impl Observer {
             Err(spot) => blind.push(spot),
         }
         if tracepoints {
+            blind.extend(xdp::blind_spot());
             blind.extend(ALWAYS_BLIND.iter().map(|&(what, why)| BlindSpot {
                 what,
                 why: why.to_string(),
@@ -350,7 +357,7 @@ const ALWAYS_BLIND: [(&str, &str); 3] = [
         "not counted: the tracepoint gives the message vector, not the bytes per message",
     ),
     (
-        "AF_XDP socket counters, zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",
+        "zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",
         "not observed by this version",
     ),
 ];

@@ -76,6 +76,7 @@ pub(crate) mod uring_timestamps;
 pub(crate) mod vsock;
 pub(crate) mod vsock_buffer;
 pub(crate) mod xdp;
+pub(crate) mod xdp_diag;
 #[cfg(feature = "io-uring")]
 pub(crate) mod zcrx;
 

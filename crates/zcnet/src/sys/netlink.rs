@@ -480,6 +480,12 @@ impl GenlSocket {
         GenlSocket::open_protocol(libc::NETLINK_ROUTE, 0)
     }
 
+    /// Opens a socket diagnostics netlink socket (`NETLINK_SOCK_DIAG`) with the same request path,
+    /// for [`Request::rtnetlink`]-shaped requests (`nlmsghdr`, then the family's request struct).
+    pub fn open_sock_diag() -> io::Result<GenlSocket> {
+        GenlSocket::open_protocol(libc::NETLINK_SOCK_DIAG, 0)
+    }
+
     /// Opens a route netlink socket that joins the multicast `groups` (`RTMGRP_*` bits): the
     /// kernel queues a message on it for every change in those tables, before the call making the
     /// change returns; read them with [`GenlSocket::recv_nonblocking`] (`ENOBUFS` when some were
