@@ -3,18 +3,23 @@
 //! the bytes the kernel copies after a zero-copy send (`skb_copy_ubufs`) show with their cause:
 //! loopback delivery, and a packet socket tapping the interface.
 //!
+//! AF_XDP socket counters are read through the kernel's socket diagnostics (`XDP_DIAG`, module
+//! `xsk_diag`) for a socket of this process on the loopback, and must equal what the socket's owner
+//! reads with `XDP_STATISTICS`.
+//!
 //! The sender's own counts are taken for this process; the late copies are also summed over every
 //! task of the guest (the copy runs in softirq context, which may be `ksoftirqd` rather than the
 //! sender), where they must equal the bytes sent once per copy site.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use zcnet::observe::{Counter, Counters, Observer, Scope};
+use zcnet::observe::{Counter, Counters, Observer, Scope, XdpSocket, xdp_sockets_of};
 use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender, TxStats};
+use zcnet::xdp::{self, AttachMode, FrameMatch, Umem, UmemConfig, XdpProgram};
 
 use crate::outcome::Outcome;
 
@@ -131,7 +136,68 @@ pub fn run() -> anyhow::Result<Outcome> {
         ],
     );
     late_copies(&mut out, "tapped", &seen, &everyone, stats.bytes, true);
+    xdp_socket_counters(&mut out)?;
     Ok(out)
+}
+
+/// The UDP port the AF_XDP check's program redirects, and the datagrams sent to it.
+const XDP_PORT: u16 = 7311;
+const XDP_DATAGRAMS: u64 = 40;
+
+/// An AF_XDP socket of this process bound (copy mode) to queue 0 of the loopback, a generic XDP
+/// program redirecting [`XDP_PORT`] to it, its fill ring left empty: every datagram redirected to
+/// it finds no buffer and is dropped. What `xdp_sockets_of` reads through `XDP_DIAG` must grow by
+/// exactly the datagrams sent in `rx_dropped` and `fill_ring_empty`, and equal, counter by counter,
+/// what the owner reads with `XDP_STATISTICS`.
+fn xdp_socket_counters(out: &mut Outcome) -> anyhow::Result<()> {
+    let mut umem = Umem::new(UmemConfig::default()).context("UMEM")?;
+    let socket = xdp::Socket::bind(&mut umem, "lo", 0, xdp::Mode::Copy).context("bind to lo")?;
+    let program = XdpProgram::redirect_to_xsk(1, FrameMatch::UdpPort(XDP_PORT))?;
+    program
+        .xsk_map()
+        .context("a redirect program has a map")?
+        .insert(0, &socket)?;
+    let _link = program
+        .attach_to("lo", AttachMode::Generic)
+        .context("attach to lo")?;
+    let ours = || -> anyhow::Result<XdpSocket> {
+        let mut on_lo: Vec<XdpSocket> = xdp_sockets_of(&[std::process::id()])?
+            .into_iter()
+            .map(|(_, s)| s)
+            .filter(|s| s.interface.as_deref() == Some("lo") && s.queue_id == 0)
+            .collect();
+        anyhow::ensure!(on_lo.len() == 1, "sockets of ours on lo:0: {on_lo:?}");
+        Ok(on_lo.remove(0))
+    };
+    let before = ours()?;
+    let sender = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    for i in 0..XDP_DATAGRAMS {
+        sender.send_to(&i.to_le_bytes(), (Ipv4Addr::LOCALHOST, XDP_PORT))?;
+    }
+    // Loopback delivery (and the generic XDP program with it) runs in the sending call's softirq.
+    thread::sleep(Duration::from_millis(200));
+    let after = ours()?;
+    let owner = socket.statistics()?;
+    let grown = after.stats.since(&before.stats);
+    let diag = after.stats;
+    out.check(
+        "xdp-diag",
+        grown.rx_dropped == XDP_DATAGRAMS
+            && grown.fill_ring_empty == XDP_DATAGRAMS
+            && diag.rx_dropped == owner.rx_dropped
+            && diag.fill_ring_empty == owner.rx_fill_ring_empty_descs
+            && diag.rx_full == owner.rx_ring_full
+            && diag.rx_invalid == owner.rx_invalid_descs
+            && diag.tx_invalid == owner.tx_invalid_descs
+            && diag.tx_ring_empty == owner.tx_ring_empty_descs,
+        &format!(
+            "{XDP_DATAGRAMS} datagrams to an AF_XDP socket on lo:0 with an empty fill ring \
+             (inode {}, zero-copy {}): XDP_DIAG grew by {grown:?}; XDP_DIAG now {diag:?}, the \
+             owner's XDP_STATISTICS {owner:?}",
+            after.inode, after.zero_copy
+        ),
+    );
+    Ok(())
 }
 
 /// A PASS line when each observed counter is within 1% of what the sender reported.

@@ -50,7 +50,8 @@ impl ObserveError {
     }
 
     /// The kind of failure: `PermissionDenied` without the capabilities, `NotFound` without
-    /// tracefs, `Unsupported` for what this kernel cannot show (AF_XDP counters without xsk_diag included), else the kernel error's kind.
+    /// tracefs, `Unsupported` for what this kernel cannot show (AF_XDP counters without xsk_diag
+    /// included), else the kernel error's kind.
     pub fn kind(&self) -> io::ErrorKind {
         match self {
             ObserveError::Capabilities { .. } => io::ErrorKind::PermissionDenied,
