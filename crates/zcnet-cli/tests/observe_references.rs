@@ -191,14 +191,14 @@ fn observed_msg_zerocopy(ns: &testnet::Netns, tool: &Path, proto: &str) -> (Stri
     out.read_to_string(&mut rest).unwrap();
     let stderr = sender.stderr();
     let status = sender.0.wait().unwrap();
-    assert!(
-        status.success(),
-        "msg_zerocopy -z {proto}: {status}\n{rest}{stderr}\nreceiver: {}",
-        {
-            let _ = receiver.0.kill();
+    if !status.success() {
+        // The receiver's stderr ends once it is killed.
+        let _ = receiver.0.kill();
+        panic!(
+            "msg_zerocopy -z {proto}: {status}\n{rest}{stderr}\nreceiver: {}",
             receiver.stderr()
-        }
-    );
+        );
+    }
     let summary = summary_of(&observer, observed);
     (stderr, totals_of(&summary, u64::from(pid)))
 }
