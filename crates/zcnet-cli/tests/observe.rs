@@ -12,64 +12,9 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, sigint, start_listener, start_reading, u};
+use common::observing::{start_observer, totals_of, within_one_percent};
+use common::{ZCNET, json_lines, sigint, start_listener, u};
 use serde_json::Value;
-
-/// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
-/// first line announced and the rest of its stdout.
-fn start_observer(
-    args: &[&str],
-) -> (
-    std::process::Child,
-    Vec<u64>,
-    BufReader<std::process::ChildStdout>,
-) {
-    let mut cmd = testnet::with_tracefs(ZCNET);
-    cmd.arg("observe")
-        .args(args)
-        .args(["--json", "--interval", "0"]);
-    let (mut child, line, stdout) = start_reading(&mut cmd);
-    let attached: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-        let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).ok();
-        panic!("observe's first line {line:?}, stderr {err}")
-    });
-    assert_eq!(attached["event"], "attached", "{attached}");
-    // The late copies are either counted through the kprobe or named as not seen, with the reason.
-    let kprobe = attached["tracepoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t == "kprobe:skb_copy_ubufs");
-    let said_why = attached["not_seen"].as_array().unwrap().iter().any(|b| {
-        b["what"]
-            .as_str()
-            .unwrap()
-            .starts_with("bytes copied after a zero-copy send")
-            && b["why"].as_str().unwrap().contains("skb_copy_ubufs")
-    });
-    assert!(
-        kprobe != said_why,
-        "late copies neither attached nor explained: {attached}"
-    );
-    let ids = attached["programs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    (child, ids, stdout)
-}
-
-/// Asserts `seen` is within 1% of `reported` (both non-zero).
-fn within_one_percent(what: &str, seen: u64, reported: u64) {
-    assert!(reported > 0, "{what}: the sender reported 0");
-    let diff = seen.abs_diff(reported) as f64 / reported as f64;
-    assert!(
-        diff <= 0.01,
-        "{what}: observe saw {seen}, the sender reported {reported}"
-    );
-}
 
 /// What `zcnet observe` counts for a `sendmsg` path sender, beside the field of the sender's row it
 /// equals.
@@ -134,15 +79,6 @@ fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
         .rfind(|r| r["role"] == "sender")
         .unwrap_or_else(|| panic!("no sender row in {rows}"));
     (row, totals_of(&summary, pid))
-}
-
-/// The counters of the `process` line of `pid` in an observer's summary.
-fn totals_of(summary: &str, pid: u64) -> Value {
-    json_lines(summary)
-        .into_iter()
-        .find(|v| v["event"] == "process" && v["pid"] == pid)
-        .unwrap_or_else(|| panic!("no totals for pid {pid} in {summary}"))["counters"]
-        .clone()
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! JSON lines it prints (rows, and interval lines while a bench runs).
 #![allow(dead_code)]
 
+pub mod observing;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
