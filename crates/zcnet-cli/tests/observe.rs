@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{ZCNET, json_lines, sigint, start_listener, start_reading, u};
+use common::{
+    ZCNET, held_sender, json_lines, process_totals, sender_row, sigint, start_reading, u,
+};
 use serde_json::Value;
 
 /// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
@@ -94,55 +96,22 @@ fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
 /// Runs a `bench tcp --connect` sender with `args` in `ns` against a listener there, observed by
 /// pid from before its first send; returns the sender's row and the observer's totals for it.
 fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
-    let mut listen = ns.command(ZCNET);
-    listen.args([
-        "bench",
-        "tcp",
-        "--listen",
-        "127.0.0.1:0",
-        "--once",
-        "--json",
-    ]);
-    listen.args(["--interval", "0"]);
-    let (mut listener, addr, _) = start_listener(&mut listen);
-    // The sender's shell says its pid, waits for a line, then becomes the bench (same pid).
-    let mut sender = ns
-        .command("sh")
-        .args(["-c", "echo $$; read go; exec \"$0\" \"$@\"", ZCNET])
-        .args(["bench", "tcp", "--connect", &addr.to_string(), "--json"])
-        .args(["--interval", "0", "--duration", "1"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the sender");
-    let mut out = BufReader::new(sender.stdout.take().unwrap());
-    let mut pid = String::new();
-    out.read_line(&mut pid).unwrap();
-    let pid: u64 = pid.trim().parse().expect("the sender's pid");
+    let mut held = held_sender(ns, args);
+    let pid = u64::from(held.pid);
     let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
-    writeln!(sender.stdin.take().unwrap(), "go").unwrap();
+    writeln!(held.go, "go").unwrap();
+    drop(held.go);
     let mut rows = String::new();
-    out.read_to_string(&mut rows).unwrap();
-    assert!(sender.wait().unwrap().success(), "sender failed: {rows}");
-    listener.wait().unwrap();
+    held.stdout.read_to_string(&mut rows).unwrap();
+    assert!(
+        held.sender.wait().unwrap().success(),
+        "sender failed: {rows}"
+    );
+    held.listener.wait().unwrap();
     sigint(&observer);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
-    let row = json_lines(&rows)
-        .into_iter()
-        .rfind(|r| r["role"] == "sender")
-        .unwrap_or_else(|| panic!("no sender row in {rows}"));
-    (row, totals_of(&summary, pid))
-}
-
-/// The counters of the `process` line of `pid` in an observer's summary.
-fn totals_of(summary: &str, pid: u64) -> Value {
-    json_lines(summary)
-        .into_iter()
-        .find(|v| v["event"] == "process" && v["pid"] == pid)
-        .unwrap_or_else(|| panic!("no totals for pid {pid} in {summary}"))["counters"]
-        .clone()
+    (sender_row(&rows), process_totals(&summary, pid))
 }
 
 #[test]
@@ -237,7 +206,7 @@ fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
         .into_iter()
         .rfind(|r| r.get("mapped_bytes").is_some())
         .unwrap_or_else(|| panic!("no receiver row in {rows}"));
-    let seen = totals_of(&summary, pid);
+    let seen = process_totals(&summary, pid);
     agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
 }
 
