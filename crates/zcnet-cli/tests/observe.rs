@@ -13,7 +13,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::observing::{start_observer, totals_of, within_one_percent};
-use common::{ZCNET, json_lines, sigint, start_listener, u};
+use common::{ZCNET, held_sender, json_lines, sender_row, sigint, u};
 use serde_json::Value;
 
 /// What `zcnet observe` counts for a `sendmsg` path sender, beside the field of the sender's row it
@@ -39,46 +39,22 @@ fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
 /// Runs a `bench tcp --connect` sender with `args` in `ns` against a listener there, observed by
 /// pid from before its first send; returns the sender's row and the observer's totals for it.
 fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
-    let mut listen = ns.command(ZCNET);
-    listen.args([
-        "bench",
-        "tcp",
-        "--listen",
-        "127.0.0.1:0",
-        "--once",
-        "--json",
-    ]);
-    listen.args(["--interval", "0"]);
-    let (mut listener, addr, _) = start_listener(&mut listen);
-    // The sender's shell says its pid, waits for a line, then becomes the bench (same pid).
-    let mut sender = ns
-        .command("sh")
-        .args(["-c", "echo $$; read go; exec \"$0\" \"$@\"", ZCNET])
-        .args(["bench", "tcp", "--connect", &addr.to_string(), "--json"])
-        .args(["--interval", "0", "--duration", "1"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the sender");
-    let mut out = BufReader::new(sender.stdout.take().unwrap());
-    let mut pid = String::new();
-    out.read_line(&mut pid).unwrap();
-    let pid: u64 = pid.trim().parse().expect("the sender's pid");
+    let mut held = held_sender(ns, args);
+    let pid = u64::from(held.pid);
     let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
-    writeln!(sender.stdin.take().unwrap(), "go").unwrap();
+    writeln!(held.go, "go").unwrap();
+    drop(held.go);
     let mut rows = String::new();
-    out.read_to_string(&mut rows).unwrap();
-    assert!(sender.wait().unwrap().success(), "sender failed: {rows}");
-    listener.wait().unwrap();
+    held.stdout.read_to_string(&mut rows).unwrap();
+    assert!(
+        held.sender.wait().unwrap().success(),
+        "sender failed: {rows}"
+    );
+    held.listener.wait().unwrap();
     sigint(&observer);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
-    let row = json_lines(&rows)
-        .into_iter()
-        .rfind(|r| r["role"] == "sender")
-        .unwrap_or_else(|| panic!("no sender row in {rows}"));
-    (row, totals_of(&summary, pid))
+    (sender_row(&rows), totals_of(&summary, pid))
 }
 
 #[test]

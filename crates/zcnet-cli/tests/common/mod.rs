@@ -7,7 +7,7 @@ pub mod observing;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -170,6 +170,67 @@ pub fn only_child(parent: u32) -> u32 {
         assert!(Instant::now() < deadline, "no child process started");
         sleep(Duration::from_millis(10));
     }
+}
+
+/// A `bench tcp --listen … --once` receiver in a namespace and a `bench tcp --connect` sender to it,
+/// the sender held before its first system call so that an observer can attach to its pid first.
+pub struct HeldSender {
+    pub listener: Child,
+    pub sender: Child,
+    /// The sender's pid, the bench's once released.
+    pub pid: u32,
+    /// A line written here releases the sender.
+    pub go: ChildStdin,
+    /// The sender's stdout after its pid: the bench's `--json` lines.
+    pub stdout: BufReader<ChildStdout>,
+}
+
+/// Starts a [`HeldSender`] in `ns`: the sender runs `bench tcp --connect ADDR --json --interval 0
+/// --duration 1 ARGS`, its shell saying its pid, waiting for a line, then becoming the bench (same
+/// pid).
+pub fn held_sender(ns: &testnet::Netns, args: &[&str]) -> HeldSender {
+    let mut listen = ns.command(ZCNET);
+    listen
+        .args([
+            "bench",
+            "tcp",
+            "--listen",
+            "127.0.0.1:0",
+            "--once",
+            "--json",
+        ])
+        .args(["--interval", "0"]);
+    let (listener, addr, _) = start_listener(&mut listen);
+    let mut sender = ns
+        .command("sh")
+        .args(["-c", "echo $$; read go; exec \"$0\" \"$@\"", ZCNET])
+        .args(["bench", "tcp", "--connect", &addr.to_string(), "--json"])
+        .args(["--interval", "0", "--duration", "1"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the sender");
+    let mut stdout = BufReader::new(sender.stdout.take().unwrap());
+    let go = sender.stdin.take().unwrap();
+    let mut pid = String::new();
+    stdout.read_line(&mut pid).unwrap();
+    let pid = pid.trim().parse().expect("the sender's pid");
+    HeldSender {
+        listener,
+        sender,
+        pid,
+        go,
+        stdout,
+    }
+}
+
+/// The last `"role":"sender"` row of a bench's `--json` output.
+pub fn sender_row(rows: &str) -> Value {
+    json_lines(rows)
+        .into_iter()
+        .rfind(|r| r["role"] == "sender")
+        .unwrap_or_else(|| panic!("no sender row in {rows}"))
 }
 
 /// Whether `test` may change a namespace's firewall: privileged (else it skips), and nft installed.
