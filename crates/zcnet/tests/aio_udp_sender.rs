@@ -47,8 +47,7 @@ fn sender(path: SendPath, to: Option<SocketAddr>) -> AsyncSender<UdpSocket> {
     }
     socket.set_nonblocking(true).unwrap();
     let socket = tokio::net::UdpSocket::from_std(socket).unwrap();
-    let tx =
-        AsyncSender::<UdpSocket>::from_tokio(socket, path_config(path, Mode::ZeroCopy)).unwrap();
+    let tx = AsyncSender::from_tokio(socket, path_config(path, Mode::ZeroCopy)).unwrap();
     assert_eq!(
         tx.get_ref().path(),
         path,

@@ -11,7 +11,7 @@ use std::net::{TcpStream, UdpSocket};
 
 use super::{AsyncReceiver, AsyncSender};
 use crate::rx::{Receiver, RxConfig};
-use crate::tx::{Sender, SenderConfig};
+use crate::tx::{Sender, SenderConfig, ZcSocket};
 
 impl AsyncReceiver {
     /// A zero-copy receiver on a tokio TCP stream.
@@ -32,24 +32,43 @@ impl AsyncReceiver {
     }
 }
 
-impl AsyncSender<TcpStream> {
-    /// A zero-copy sender on a tokio TCP stream.
-    ///
-    /// # Errors
-    ///
-    /// The stream cannot leave tokio's reactor, or registering it again fails.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime, as tokio's registration does.
-    pub fn from_tokio(stream: tokio::net::TcpStream, config: SenderConfig) -> io::Result<Self> {
-        AsyncSender::new(Sender::new(stream.into_std()?, config))
+/// A tokio socket an [`AsyncSender`] can be made from ([`AsyncSender::from_tokio`]): tokio's
+/// `TcpStream` and `UdpSocket`. Sealed: zcnet implements it for those two only.
+pub trait TokioSocket: sealed::Sealed {
+    /// The std socket it becomes out of tokio's reactor, which the sender owns.
+    type Std: ZcSocket;
+
+    /// Takes the socket out of tokio's reactor (`into_std`, which keeps it non-blocking).
+    #[doc(hidden)]
+    fn into_std_socket(self) -> io::Result<Self::Std>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for tokio::net::TcpStream {}
+    impl Sealed for tokio::net::UdpSocket {}
+}
+
+impl TokioSocket for tokio::net::TcpStream {
+    type Std = TcpStream;
+
+    fn into_std_socket(self) -> io::Result<TcpStream> {
+        self.into_std()
     }
 }
 
-impl AsyncSender<UdpSocket> {
-    /// A zero-copy sender on a tokio UDP socket (connected, or sending with `send_to` of the
-    /// blocking [`Sender`]).
+impl TokioSocket for tokio::net::UdpSocket {
+    type Std = UdpSocket;
+
+    fn into_std_socket(self) -> io::Result<UdpSocket> {
+        self.into_std()
+    }
+}
+
+impl<S: ZcSocket> AsyncSender<S> {
+    /// A zero-copy sender on a tokio TCP stream or UDP socket (a UDP socket connected, or sending
+    /// with [`AsyncSender::send_to`]); the sender's type follows from the socket's, so no type
+    /// needs naming: `AsyncSender::from_tokio(stream, config)`.
     ///
     /// # Errors
     ///
@@ -58,8 +77,11 @@ impl AsyncSender<UdpSocket> {
     /// # Panics
     ///
     /// Outside a tokio runtime, as tokio's registration does.
-    pub fn from_tokio(socket: tokio::net::UdpSocket, config: SenderConfig) -> io::Result<Self> {
-        AsyncSender::new(Sender::new(socket.into_std()?, config))
+    pub fn from_tokio<T: TokioSocket<Std = S>>(
+        socket: T,
+        config: SenderConfig,
+    ) -> io::Result<Self> {
+        AsyncSender::new(Sender::new(socket.into_std_socket()?, config))
     }
 }
 

@@ -126,7 +126,7 @@ mod sender;
 mod sink;
 mod udp_endpoint;
 
-pub use entry::{connect, split};
+pub use entry::{TokioSocket, connect, split};
 pub use receiver::AsyncReceiver;
 pub use sender::AsyncSender;
 #[cfg(feature = "sink")]

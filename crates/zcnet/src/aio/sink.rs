@@ -40,8 +40,6 @@ type Busy<S> = Pin<Box<dyn Future<Output = (AsyncSender<S>, Result<(), TxError>)
 /// `AsyncWrite` would have to copy them first. A sink of owned buffers takes them instead.
 ///
 /// ```
-/// use std::net::TcpStream;
-///
 /// use futures_util::{SinkExt, stream};
 /// use tokio::io::AsyncReadExt;
 /// use zcnet::aio::AsyncSender;
@@ -57,7 +55,7 @@ type Busy<S> = Pin<Box<dyn Future<Output = (AsyncSender<S>, Result<(), TxError>)
 ///
 /// let bufs: Vec<Vec<u8>> = (0..64u8).map(|i| vec![i; 100_000]).collect();
 /// let sent = bufs.concat();
-/// let mut sink = AsyncSender::<TcpStream>::from_tokio(peer, Default::default())?.into_sink();
+/// let mut sink = AsyncSender::from_tokio(peer, Default::default())?.into_sink();
 /// sink.send_all(&mut stream::iter(bufs.into_iter().map(Ok))).await?; // flushed: every loan back
 /// drop(sink); // closes the connection
 /// assert!(reader.await?? == sent, "every byte, in order");
