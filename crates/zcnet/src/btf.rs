@@ -163,6 +163,7 @@ impl Btf {
         self.structs.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
 
+    #[cfg(feature = "io-uring")]
     /// The value of the enumerator `name` (of whichever enum declares it).
     pub(crate) fn enumerator(&self, name: &str) -> Option<i64> {
         self.enumerators

@@ -244,7 +244,6 @@ macro_rules! add_counters {
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod aio;
-#[cfg(feature = "io-uring")]
 mod btf;
 mod cost;
 mod error;

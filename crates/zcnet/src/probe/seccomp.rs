@@ -222,6 +222,7 @@ fn built(call: &Call) -> Option<bool> {
     std::path::Path::new(sysctl).exists().then_some(true)
 }
 
+#[cfg(feature = "io-uring")]
 /// Why `io_uring_setup` (or another io_uring call, `call`) failed with `errno` for this process: who
 /// refused it and what to do, or `None` for an errno no refusal explains (`ENOMEM`, `EINVAL`).
 pub(crate) fn io_uring_refusal(call: &str, errno: i32) -> Option<String> {

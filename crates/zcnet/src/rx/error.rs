@@ -44,6 +44,7 @@ impl RxError {
         }
     }
 
+    #[cfg(feature = "io-uring")]
     /// The kernel refused io_uring zero-copy receive, for `refusal`.
     pub(crate) fn zcrx(op: RxOp, source: io::Error, refusal: ZcrxRefusal) -> RxError {
         RxError {

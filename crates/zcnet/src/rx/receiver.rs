@@ -8,11 +8,13 @@ use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 
 #[cfg(feature = "io-uring")]
+use super::AutoChoice;
+#[cfg(feature = "io-uring")]
 use super::ZcrxConfig;
 use super::auto::{AutoConfig, AutoProbe, AutoReason};
 #[cfg(feature = "io-uring")]
 use super::zcrx_path::{ZStep, ZcrxPath};
-use super::{AutoChoice, Chunk, ChunkKind, RxError, RxOp, RxStats};
+use super::{Chunk, ChunkKind, RxError, RxOp, RxStats};
 use crate::Fallback;
 use crate::cost::CpuStamp;
 use crate::sys::socket::{self, set_int_option};
@@ -150,6 +152,7 @@ impl RxConfig {
     }
 }
 
+#[cfg(feature = "io-uring")]
 /// What [`RxMode::Auto`] reports on the zcrx path: copying when the kernel says it copied.
 fn zcrx_choice(stats: &RxStats) -> AutoChoice {
     AutoChoice {

@@ -223,6 +223,7 @@ pub fn tcp_nothing_written(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(len >= needed && info.tcpi_data_segs_out == 0 && info.tcpi_notsent_bytes == 0)
 }
 
+#[cfg(any(feature = "io-uring", feature = "bench-internals"))]
 /// How a TCP connection's sending side is faring, from `TCP_INFO`: what a sender that stopped
 /// making progress needs to tell a peer that does not read from a path that drops its segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -247,9 +248,11 @@ pub struct TcpSendState {
     pub established: bool,
 }
 
+#[cfg(any(feature = "io-uring", feature = "bench-internals"))]
 /// `TCP_ESTABLISHED` of the kernel's `include/net/tcp_states.h` (libc does not define it).
 const TCP_ESTABLISHED: u8 = 1;
 
+#[cfg(any(feature = "io-uring", feature = "bench-internals"))]
 /// The [`TcpSendState`] of a TCP socket (`getsockopt(TCP_INFO)`).
 pub fn tcp_send_state(fd: BorrowedFd<'_>) -> io::Result<TcpSendState> {
     let (info, len) = tcp_info(fd)?;

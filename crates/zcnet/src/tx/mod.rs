@@ -68,6 +68,7 @@ pub use error::{TxError, enobufs_reason};
 pub use latency::{Histogram, TxLatency};
 pub use leak::{Leaked, leaked};
 pub use policy::{AutoChoice, AutoReason, CopyReason, Mode, ParseModeError, PolicyConfig};
+#[cfg(feature = "io-uring")]
 pub(crate) use policy::{Decision, Policy};
 pub use pool::{BufferPool, FrozenBuf, PoolConfig, PooledBuf};
 pub use reaper::{Reaping, reaping};
@@ -75,6 +76,7 @@ pub use sender::{SendPath, Sender, SenderConfig};
 pub use socket::ZcSocket;
 pub use stats::TxStats;
 pub use tracker::Completion;
+#[cfg(feature = "io-uring")]
 pub(crate) use tracker::CompletionTracker;
 pub use unsent::{SendError, TrySendError, Unsent};
 pub use vsock::VsockSocket;
