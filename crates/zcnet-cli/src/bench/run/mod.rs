@@ -35,3 +35,13 @@ pub(crate) mod watch;
 pub(crate) mod why;
 pub(crate) mod wire;
 pub(crate) mod xdp;
+
+/// Whether this CPU is QEMU's software emulation (TCG names its default CPU models "QEMU …"), where
+/// timings say nothing about real hardware.
+fn emulated_cpu() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+        info.lines()
+            .filter(|l| l.starts_with("model name"))
+            .any(|l| l.contains("QEMU"))
+    })
+}

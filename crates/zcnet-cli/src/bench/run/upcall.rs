@@ -30,11 +30,6 @@ use crate::live::{self, Ticker};
 use crate::ovs::switch::DispatchArg;
 use crate::report::{Row, object};
 
-/// Whether this CPU is QEMU's software emulation (its timings say nothing about real hardware).
-fn emulated_cpu() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| s.contains("QEMU"))
-}
-
 /// Runs every (load, features) row, printing interval lines; Ctrl-C (SIGINT/SIGTERM) ends the row
 /// that runs and deletes its datapath, and the rows that ran are handed to the report.
 pub(crate) fn run(args: &UpcallArgs) -> Result<Vec<Row>> {
@@ -191,7 +186,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         "sys_us_per_upcall": per(usage.system.as_secs_f64() * 1e6),
         "dispatch": match args.dispatch { DispatchArg::PerVport => "per-vport", DispatchArg::PerCpu => "per-cpu" },
         "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
-        "emulated_cpu": emulated_cpu(),
+        "emulated_cpu": super::emulated_cpu(),
         "interrupted": interrupted,
     })))
 }

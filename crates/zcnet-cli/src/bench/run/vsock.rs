@@ -87,7 +87,7 @@ pub(crate) fn run(args: &VsockArgs) -> Result<Option<VsockRuns>> {
             )
         })?;
     }
-    let emulated = emulated_cpu();
+    let emulated = super::emulated_cpu();
     if emulated && !args.json {
         crate::report::emit(
             "note: the CPU is emulated (QEMU TCG): timings are for correctness only\n",
@@ -160,16 +160,6 @@ fn check_apis(apis: &[VsockApi], ty: VsockType) -> Result<()> {
     Ok(())
 }
 
-/// Whether this CPU is QEMU's software emulation (TCG names its default CPU models "QEMU …"), where
-/// timings say nothing about real hardware.
-fn emulated_cpu() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
-        info.lines()
-            .filter(|l| l.starts_with("model name"))
-            .any(|l| l.contains("QEMU"))
-    })
-}
-
 /// `--listen`: serves `--connections` connections one after the other, a row each.
 fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
     let listener = VsockSocket::listen(ty, VMADDR_CID_ANY, args.port)
@@ -200,7 +190,7 @@ fn listen(args: &VsockArgs, ty: VsockType) -> Result<()> {
             "cpu_user_s": usage.user.as_secs_f64(),
             "cpu_sys_s": usage.system.as_secs_f64(),
             "cpu_us_per_mb": cpu_us_per_mb(&usage, bytes),
-            "emulated_cpu": emulated_cpu(),
+            "emulated_cpu": super::emulated_cpu(),
         }));
         print_rows(&[row], RX_COLUMNS, args.json);
     }
