@@ -169,6 +169,9 @@ impl Observer {
     /// Creates the maps and attaches the kprobe, and with `tracepoints` the tracepoint programs.
     fn start(scope: Scope, tracepoints: bool) -> Result<Observer, ObserveError> {
         check_capabilities()?;
+        // Asked before any program runs: the netlink dump's reply is a receive of this process's,
+        // which the programs would count when it observes itself.
+        let xdp_blind = tracepoints.then(xdp::blind_spot).flatten();
         let map = |kind, key, value, max, name| {
             bpf::map_create_sized(kind, key, value, max, name)
                 .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
@@ -241,7 +244,7 @@ impl Observer {
             Err(spot) => blind.push(spot),
         }
         if tracepoints {
-            blind.extend(xdp::blind_spot());
+            blind.extend(xdp_blind);
             blind.extend(ALWAYS_BLIND.iter().map(|&(what, why)| BlindSpot {
                 what,
                 why: why.to_string(),
