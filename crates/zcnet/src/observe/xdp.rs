@@ -44,6 +44,18 @@ pub struct XdpStats {
     pub tx_ring_empty: u64,
 }
 
+add_counters! {
+    /// The counters of several sockets added up (a process's, an interface's).
+    XdpStats {
+        rx_dropped,
+        rx_invalid,
+        rx_full,
+        fill_ring_empty,
+        tx_invalid,
+        tx_ring_empty,
+    }
+}
+
 impl XdpStats {
     /// Each counter's name (the field's, as `zcnet observe --json` writes it) and value.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
@@ -267,6 +279,9 @@ mod tests {
         );
         assert!(a.since(&b).since(&a).is_zero());
         assert_eq!(d.iter().count(), 6);
+        let mut sum = a;
+        sum += d;
+        assert_eq!(sum, b);
     }
 
     #[test]
