@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod nic;
 mod nic_uring;
 mod observe;
+mod observe_reference;
 mod outcome;
 mod ovs;
 mod ovs_bounds;

@@ -3,7 +3,8 @@
 //! the bytes the kernel copies after a zero-copy send (`skb_copy_ubufs`) show with their cause:
 //! loopback delivery, and a packet socket tapping the interface.
 //!
-//! AF_XDP socket counters are read through the kernel's socket diagnostics (`XDP_DIAG`, module
+//! The kernel's own `msg_zerocopy -z` is observed too (`observe_reference`). AF_XDP socket counters
+//! are read through the kernel's socket diagnostics (`XDP_DIAG`, module
 //! `xsk_diag`) for a socket of this process on the loopback, and must equal what the socket's owner
 //! reads with `XDP_STATISTICS`.
 //!
@@ -137,6 +138,7 @@ pub fn run() -> anyhow::Result<Outcome> {
     );
     late_copies(&mut out, "tapped", &seen, &everyone, stats.bytes, true);
     xdp_socket_counters(&mut out)?;
+    crate::observe_reference::msg_zerocopy(&mut out, &all)?;
     Ok(out)
 }
 
@@ -226,7 +228,7 @@ fn xdp_socket_counters(out: &mut Outcome) -> anyhow::Result<()> {
 }
 
 /// A PASS line when each observed counter is within 1% of what the sender reported.
-fn agree(out: &mut Outcome, check: &str, seen: &Counters, pairs: &[(Counter, u64)]) {
+pub(crate) fn agree(out: &mut Outcome, check: &str, seen: &Counters, pairs: &[(Counter, u64)]) {
     let ok = pairs
         .iter()
         .all(|&(c, reported)| within_one_percent(seen.get(c), reported));
@@ -241,7 +243,7 @@ fn agree(out: &mut Outcome, check: &str, seen: &Counters, pairs: &[(Counter, u64
 /// receive path (local delivery) and, when tapped, once more for the tap; some of it counted
 /// against this process. A retransmitted segment is copied again (its clone is delivered too), so
 /// the receive path may copy a few percent more than was sent, never less.
-fn late_copies(
+pub(crate) fn late_copies(
     out: &mut Outcome,
     name: &str,
     seen: &Counters,
