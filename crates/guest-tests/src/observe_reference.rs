@@ -61,8 +61,8 @@ fn wait_listening() -> anyhow::Result<()> {
     }
 }
 
-/// The `tx=N (M MB) txc=C zc=Z` line the sender prints last: (N, C, Z).
-fn parse(stderr: &str) -> anyhow::Result<(u64, u64, char)> {
+/// The `tx=N (M MB) txc=C zc=Z` line the sender prints last, and (N, C, Z).
+fn parse(stderr: &str) -> anyhow::Result<(&str, u64, u64, char)> {
     let line = stderr
         .lines()
         .rfind(|l| l.starts_with("tx="))
@@ -73,7 +73,7 @@ fn parse(stderr: &str) -> anyhow::Result<(u64, u64, char)> {
             .with_context(|| format!("no {key} in {line:?}"))
     };
     let zc = field("zc=")?.chars().next().context("an empty zc=")?;
-    Ok((field("tx=")?.parse()?, field("txc=")?.parse()?, zc))
+    Ok((line, field("tx=")?.parse()?, field("txc=")?.parse()?, zc))
 }
 
 /// Runs the check, or skips it when vm/run-suite could not pack the tool.
@@ -109,14 +109,14 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
         "msg_zerocopy -z: {}: {stderr}",
         done.status
     );
-    let (tx, txc, zc) = parse(&stderr)?;
+    let (line, tx, txc, zc) = parse(&stderr)?;
     let seen = all.process_totals(pid)?;
     let since = everyone(all)?.since(&before);
     // Over loopback every completion says copied (delivery to a local socket copies).
     let copied = if zc == 'n' { txc } else { 0 };
     agree(
         out,
-        &format!("msg-zerocopy totals ({})", stderr.trim()),
+        &format!("msg-zerocopy totals (it printed {line:?})"),
         &seen,
         &[
             (Counter::ZcSends, tx),
