@@ -37,11 +37,7 @@ struct Watch<'a> {
 impl Watch<'_> {
     fn totals(&self) -> anyhow::Result<(Counters, Counters)> {
         let own = self.own.process_totals(std::process::id())?;
-        let mut all = Counters::default();
-        for (_, c) in self.all.snapshot()? {
-            all.add(&c);
-        }
-        Ok((own, all))
+        Ok((own, everyone(self.all)?))
     }
 
     /// What `run` added to this process's counters and to everyone's, and its result.
@@ -54,6 +50,15 @@ impl Watch<'_> {
         let (own1, all1) = self.totals()?;
         Ok((own1.since(&own0), all1.since(&all0), value))
     }
+}
+
+/// Every task's counters, summed.
+pub(crate) fn everyone(all: &Observer) -> anyhow::Result<Counters> {
+    let mut sum = Counters::default();
+    for (_, c) in all.snapshot()? {
+        sum.add(&c);
+    }
+    Ok(sum)
 }
 
 /// Runs the checks; the outcome says which passed.

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use zcnet::observe::{Counter, Counters, Observer};
+use zcnet::observe::{Counter, Observer};
 
-use crate::observe::{agree, late_copies};
+use crate::observe::{agree, everyone, late_copies};
 use crate::outcome::Outcome;
 
 const TOOL: &str = "/bin/msg_zerocopy";
@@ -30,15 +30,6 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Every task's counters summed.
-fn everyone(all: &Observer) -> anyhow::Result<Counters> {
-    let mut sum = Counters::default();
-    for (_, c) in all.snapshot()? {
-        sum.add(&c);
-    }
-    Ok(sum)
 }
 
 /// Waits until a socket listens on [`PORT`] (state 0A in `/proc/net/tcp`).
