@@ -18,7 +18,7 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use zcnet::observe::{Counter, Counters, Observer, Scope, XdpSocket, XdpStats, xdp_sockets_of};
+use zcnet::observe::{Counter, Counters, Observer, Scope, XdpSocket, xdp_sockets_of};
 use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender, TxStats};
 use zcnet::xdp::{self, AttachMode, FrameMatch, Umem, UmemConfig, XdpProgram};
 
@@ -186,7 +186,7 @@ fn xdp_socket_counters(out: &mut Outcome) -> anyhow::Result<()> {
     thread::sleep(Duration::from_millis(200));
     let after = ours()?;
     let owner = socket.statistics()?;
-    let grown: Vec<(u64, XdpStats)> = after
+    let grown: Vec<(u64, xdp::Statistics)> = after
         .iter()
         .filter_map(|a| {
             let b = before.iter().find(|b| b.inode == a.inode)?;
@@ -206,15 +206,10 @@ fn xdp_socket_counters(out: &mut Outcome) -> anyhow::Result<()> {
             let diag = rx.stats;
             grown.len() == after.len()
                 && grown.iter().all(|(inode, g)| {
-                    g.fill_ring_empty == XDP_DATAGRAMS
+                    g.rx_fill_ring_empty_descs == XDP_DATAGRAMS
                         && g.rx_dropped == if *inode == rx.inode { XDP_DATAGRAMS } else { 0 }
                 })
-                && diag.rx_dropped == owner.rx_dropped
-                && diag.fill_ring_empty == owner.rx_fill_ring_empty_descs
-                && diag.rx_full == owner.rx_ring_full
-                && diag.rx_invalid == owner.rx_invalid_descs
-                && diag.tx_invalid == owner.tx_invalid_descs
-                && diag.tx_ring_empty == owner.tx_ring_empty_descs
+                && diag == owner
         }
         _ => false,
     };

@@ -20,8 +20,8 @@ use std::time::Duration;
 use common::{json_lines, start_reading};
 use serde_json::Value;
 use testnet::VethPair;
-use zcnet::observe::{ObserveError, XdpSocket, XdpStats, xdp_sockets_of};
-use zcnet::xdp::{AttachMode, FrameMatch, Mode, Socket, Umem, UmemConfig, XdpProgram};
+use zcnet::observe::{ObserveError, XdpSocket, xdp_sockets_of};
+use zcnet::xdp::{AttachMode, FrameMatch, Mode, Socket, Statistics, Umem, UmemConfig, XdpProgram};
 
 const TEST: &str = "observe_pid_shows_an_af_xdp_sockets_counters_as_ss_does";
 const PORT: u16 = 7311;
@@ -165,7 +165,7 @@ fn observe_pid_shows_an_af_xdp_sockets_counters_as_ss_does() {
                     .expect("still there")
                     .stats;
                 let grown = now.since(&socket.stats);
-                assert_eq!(grown.fill_ring_empty, DATAGRAMS, "{grown:?}");
+                assert_eq!(grown.rx_fill_ring_empty_descs, DATAGRAMS, "{grown:?}");
                 assert!(
                     grown.rx_dropped == 0 || grown.rx_dropped == DATAGRAMS,
                     "{grown:?}"
@@ -224,7 +224,7 @@ fn observe_while(pair: &VethPair, datagrams: u64) -> Vec<Value> {
 }
 
 /// `ss -f xdp -a -e` prints the same six counters for `inode`.
-fn compare_with_ss(pair: &VethPair, inode: u64, stats: &XdpStats) {
+fn compare_with_ss(pair: &VethPair, inode: u64, stats: &Statistics) {
     let Some(text) = ss_xdp(pair) else {
         testnet::adapted(TEST, "ss has no AF_XDP support: not compared with ss");
         return;
@@ -237,15 +237,19 @@ fn compare_with_ss(pair: &VethPair, inode: u64, stats: &XdpStats) {
             .unwrap_or_else(|| panic!("no {names:?} in {ss:?}"))
     };
     assert_eq!(theirs(&["rx dropped"]), stats.rx_dropped, "{ss:?}");
-    assert_eq!(theirs(&["rx invalid"]), stats.rx_invalid, "{ss:?}");
-    assert_eq!(theirs(&["rx queue full"]), stats.rx_full, "{ss:?}");
+    assert_eq!(theirs(&["rx invalid"]), stats.rx_invalid_descs, "{ss:?}");
+    assert_eq!(theirs(&["rx queue full"]), stats.rx_ring_full, "{ss:?}");
     assert_eq!(
         theirs(&["rx fill ring empty", "fill ring empty"]),
-        stats.fill_ring_empty,
+        stats.rx_fill_ring_empty_descs,
         "{ss:?}"
     );
-    assert_eq!(theirs(&["tx invalid"]), stats.tx_invalid, "{ss:?}");
-    assert_eq!(theirs(&["tx ring empty"]), stats.tx_ring_empty, "{ss:?}");
+    assert_eq!(theirs(&["tx invalid"]), stats.tx_invalid_descs, "{ss:?}");
+    assert_eq!(
+        theirs(&["tx ring empty"]),
+        stats.tx_ring_empty_descs,
+        "{ss:?}"
+    );
 }
 
 #[test]

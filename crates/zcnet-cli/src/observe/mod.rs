@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
-use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope, XdpSocket, XdpStats};
+use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope, XdpSocket};
+use zcnet::xdp::Statistics;
 
 use crate::flags;
 use crate::live::{interrupted, watch_interrupts};
@@ -111,8 +112,8 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
 struct XdpWatch {
     /// Off once the kernel said it cannot show them (the `attached` output says why).
     off: bool,
-    first: BTreeMap<Owner, XdpStats>,
-    last: BTreeMap<Owner, (XdpSocket, XdpStats)>,
+    first: BTreeMap<Owner, Statistics>,
+    last: BTreeMap<Owner, (XdpSocket, Statistics)>,
 }
 
 impl XdpWatch {
@@ -143,14 +144,14 @@ impl XdpWatch {
     }
 
     /// The sockets now, each with what its counters grew by since the last read.
-    fn read(&mut self, args: &ObserveArgs) -> Vec<(Owner, XdpSocket, XdpStats)> {
+    fn read(&mut self, args: &ObserveArgs) -> Vec<(Owner, XdpSocket, Statistics)> {
         let mut out = Vec::new();
         for (owner, socket) in self.sockets(args) {
             self.first.entry(owner).or_default();
             let before = self
                 .last
                 .get(&owner)
-                .map_or_else(XdpStats::default, |l| l.1);
+                .map_or_else(Statistics::default, |l| l.1);
             out.push((owner, socket.clone(), socket.stats.since(&before)));
             self.last.insert(owner, (socket.clone(), socket.stats));
         }
@@ -158,7 +159,7 @@ impl XdpWatch {
     }
 
     /// Every socket seen, with what its counters grew by while observed.
-    fn totals(&self) -> Vec<(Owner, XdpSocket, XdpStats)> {
+    fn totals(&self) -> Vec<(Owner, XdpSocket, Statistics)> {
         self.last
             .iter()
             .map(|(owner, (socket, stats))| {

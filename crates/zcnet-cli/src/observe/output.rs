@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use zcnet::observe::{Counter, Counters, Observer, Owner, XdpSocket, XdpStats};
+use zcnet::observe::{Counter, Counters, Observer, Owner, XdpSocket};
+use zcnet::xdp::Statistics;
 
 use super::{Named, Names};
 use crate::report::emit;
@@ -110,12 +111,12 @@ impl Output {
 
 impl Output {
     /// One AF_XDP socket's counters over an interval that ended `t` seconds into the run.
-    pub fn xdp_row(&self, t: f64, named: &Named, socket: &XdpSocket, delta: &XdpStats) {
+    pub fn xdp_row(&self, t: f64, named: &Named, socket: &XdpSocket, delta: &Statistics) {
         self.xdp_line("xdp", ("t", t), named, socket, delta);
     }
 
     /// What one AF_XDP socket's counters grew by over the `seconds` observed.
-    pub fn xdp_summary(&self, seconds: f64, named: &Named, socket: &XdpSocket, grown: &XdpStats) {
+    pub fn xdp_summary(&self, seconds: f64, named: &Named, socket: &XdpSocket, grown: &Statistics) {
         self.xdp_line("xdp_summary", ("seconds", seconds), named, socket, grown);
     }
 
@@ -125,7 +126,7 @@ impl Output {
         (time_key, time): (&str, f64),
         named: &Named,
         socket: &XdpSocket,
-        stats: &XdpStats,
+        stats: &Statistics,
     ) {
         if self.json {
             let mut v = identity(named);
@@ -135,13 +136,13 @@ impl Output {
             v.insert("ifindex".into(), json!(socket.ifindex.get()));
             v.insert("queue_id".into(), json!(socket.queue_id));
             v.insert("zero_copy".into(), json!(socket.zero_copy));
-            for (name, value) in stats.iter() {
+            for (name, value) in xdp_counts(stats) {
                 v.insert(name.into(), json!(value));
             }
             emit(&format!("{}\n", Value::Object(v)));
         } else {
-            let counts: Vec<String> = stats
-                .iter()
+            let counts: Vec<String> = xdp_counts(stats)
+                .into_iter()
                 .filter(|&(_, v)| v != 0)
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
@@ -157,6 +158,19 @@ impl Output {
             ));
         }
     }
+}
+
+/// An AF_XDP socket's counters under the names `ss --xdp` and the kernel's `struct xdp_diag_stats`
+/// give them.
+fn xdp_counts(s: &Statistics) -> [(&'static str, u64); 6] {
+    [
+        ("rx_dropped", s.rx_dropped),
+        ("rx_invalid", s.rx_invalid_descs),
+        ("rx_full", s.rx_ring_full),
+        ("fill_ring_empty", s.rx_fill_ring_empty_descs),
+        ("tx_invalid", s.tx_invalid_descs),
+        ("tx_ring_empty", s.tx_ring_empty_descs),
+    ]
 }
 
 /// `pid 123 (name) tcp a -> b`, or `… process` for counts not tied to a socket.

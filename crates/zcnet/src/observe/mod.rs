@@ -57,7 +57,7 @@ use std::path::Path;
 
 pub use counters::{Counter, Counters};
 pub use error::ObserveError;
-pub use xdp::{XdpSocket, XdpStats, xdp_sockets, xdp_sockets_of};
+pub use xdp::{XdpSocket, xdp_sockets, xdp_sockets_of};
 
 use crate::sys::bpf;
 use crate::sys::perf_event;

@@ -19,95 +19,7 @@ use std::path::PathBuf;
 use super::{ObserveError, Owner};
 use crate::IfIndex;
 use crate::sys::xdp_diag;
-
-/// The drop and ring counters the kernel keeps per AF_XDP socket (`struct xdp_diag_stats`), each
-/// counted since the socket was created.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct XdpStats {
-    /// Frames the socket's RX path dropped (`xs->rx_dropped`): no fill ring entry to copy into
-    /// (copy mode, counted with [`XdpStats::fill_ring_empty`]), a frame too long for the chunk, or
-    /// a full RX ring in copy mode.
-    pub rx_dropped: u64,
-    /// Invalid descriptors seen on the RX ring (`n_rx_invalid`).
-    pub rx_invalid: u64,
-    /// Times a frame found the RX ring full (`xs->rx_queue_full`): the application did not consume
-    /// fast enough.
-    pub rx_full: u64,
-    /// Times the kernel needed a buffer and found the fill ring empty (`n_fill_ring_empty`): the
-    /// application did not give buffers back fast enough.
-    pub fill_ring_empty: u64,
-    /// Invalid descriptors the application put on the TX ring (`n_tx_invalid`): a bad address or
-    /// length.
-    pub tx_invalid: u64,
-    /// Times the kernel looked for frames to send and found the TX ring empty (`n_tx_ring_empty`).
-    pub tx_ring_empty: u64,
-}
-
-add_counters! {
-    /// The counters of several sockets added up (a process's, an interface's).
-    XdpStats {
-        rx_dropped,
-        rx_invalid,
-        rx_full,
-        fill_ring_empty,
-        tx_invalid,
-        tx_ring_empty,
-    }
-}
-
-impl XdpStats {
-    /// Each counter's name (the field's, as `zcnet observe --json` writes it) and value.
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
-        [
-            ("rx_dropped", self.rx_dropped),
-            ("rx_invalid", self.rx_invalid),
-            ("rx_full", self.rx_full),
-            ("fill_ring_empty", self.fill_ring_empty),
-            ("tx_invalid", self.tx_invalid),
-            ("tx_ring_empty", self.tx_ring_empty),
-        ]
-        .into_iter()
-    }
-
-    /// What grew since `earlier` (0 for a counter that did not).
-    pub fn since(&self, earlier: &XdpStats) -> XdpStats {
-        XdpStats {
-            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
-            rx_invalid: self.rx_invalid.saturating_sub(earlier.rx_invalid),
-            rx_full: self.rx_full.saturating_sub(earlier.rx_full),
-            fill_ring_empty: self.fill_ring_empty.saturating_sub(earlier.fill_ring_empty),
-            tx_invalid: self.tx_invalid.saturating_sub(earlier.tx_invalid),
-            tx_ring_empty: self.tx_ring_empty.saturating_sub(earlier.tx_ring_empty),
-        }
-    }
-
-    /// From `struct xdp_diag_stats`'s fields in order.
-    fn from_diag(
-        [
-            rx_dropped,
-            rx_invalid,
-            rx_full,
-            fill_ring_empty,
-            tx_invalid,
-            tx_ring_empty,
-        ]: [u64; 6],
-    ) -> XdpStats {
-        XdpStats {
-            rx_dropped,
-            rx_invalid,
-            rx_full,
-            fill_ring_empty,
-            tx_invalid,
-            tx_ring_empty,
-        }
-    }
-
-    /// Whether every counter is zero.
-    pub fn is_zero(&self) -> bool {
-        self.iter().all(|(_, v)| v == 0)
-    }
-}
+use crate::xdp::Statistics;
 
 /// One bound AF_XDP socket as `XDP_DIAG` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,8 +36,9 @@ pub struct XdpSocket {
     pub queue_id: u32,
     /// Whether its UMEM is in zero-copy mode (`XDP_DU_F_ZEROCOPY`).
     pub zero_copy: bool,
-    /// Its counters.
-    pub stats: XdpStats,
+    /// Its drop and ring counters (`struct xdp_diag_stats`), each counted since the socket was
+    /// created: the counters its owner reads with `XDP_STATISTICS`.
+    pub stats: Statistics,
 }
 
 impl ObserveError {
@@ -151,7 +64,9 @@ fn dump_here() -> io::Result<Vec<XdpSocket>> {
             interface: crate::sys::xdp::interface_name(ifindex).ok(),
             queue_id,
             zero_copy: s.umem.is_some_and(|u| u.zerocopy),
-            stats: s.stats.map_or_else(XdpStats::default, XdpStats::from_diag),
+            stats: s
+                .stats
+                .map_or_else(Statistics::default, Statistics::from_diag),
         });
     }
     Ok(out)
@@ -257,31 +172,6 @@ mod tests {
         assert_eq!(socket_inode("socket:[4242]"), Some(4242));
         assert_eq!(socket_inode("pipe:[4242]"), None);
         assert_eq!(socket_inode("/dev/null"), None);
-    }
-
-    #[test]
-    fn stats_grow_by_counter() {
-        let a = XdpStats {
-            rx_dropped: 5,
-            fill_ring_empty: 7,
-            ..XdpStats::default()
-        };
-        let b = XdpStats {
-            rx_dropped: 9,
-            fill_ring_empty: 7,
-            tx_ring_empty: 1,
-            ..XdpStats::default()
-        };
-        let d = b.since(&a);
-        assert_eq!(
-            (d.rx_dropped, d.fill_ring_empty, d.tx_ring_empty),
-            (4, 0, 1)
-        );
-        assert!(a.since(&b).since(&a).is_zero());
-        assert_eq!(d.iter().count(), 6);
-        let mut sum = a;
-        sum += d;
-        assert_eq!(sum, b);
     }
 
     #[test]

@@ -25,6 +25,54 @@ impl Statistics {
     pub fn invalid_descs(&self) -> u64 {
         self.rx_invalid_descs + self.tx_invalid_descs
     }
+
+    /// What grew since `earlier` (0 for a counter that did not).
+    pub fn since(&self, earlier: &Statistics) -> Statistics {
+        Statistics {
+            rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
+            rx_invalid_descs: self
+                .rx_invalid_descs
+                .saturating_sub(earlier.rx_invalid_descs),
+            tx_invalid_descs: self
+                .tx_invalid_descs
+                .saturating_sub(earlier.tx_invalid_descs),
+            rx_ring_full: self.rx_ring_full.saturating_sub(earlier.rx_ring_full),
+            rx_fill_ring_empty_descs: self
+                .rx_fill_ring_empty_descs
+                .saturating_sub(earlier.rx_fill_ring_empty_descs),
+            tx_ring_empty_descs: self
+                .tx_ring_empty_descs
+                .saturating_sub(earlier.tx_ring_empty_descs),
+        }
+    }
+
+    /// Whether every counter is zero.
+    pub fn is_zero(&self) -> bool {
+        *self == Statistics::default()
+    }
+
+    /// The same counters as the kernel's socket diagnostics give them (`struct xdp_diag_stats`,
+    /// filled from the socket fields `XDP_STATISTICS` reads), in that struct's order: `n_rx_dropped`,
+    /// `n_rx_invalid`, `n_rx_full`, `n_fill_ring_empty`, `n_tx_invalid`, `n_tx_ring_empty`.
+    pub(crate) fn from_diag(
+        [
+            rx_dropped,
+            rx_invalid_descs,
+            rx_ring_full,
+            rx_fill_ring_empty_descs,
+            tx_invalid_descs,
+            tx_ring_empty_descs,
+        ]: [u64; 6],
+    ) -> Statistics {
+        Statistics {
+            rx_dropped,
+            rx_invalid_descs,
+            tx_invalid_descs,
+            rx_ring_full,
+            rx_fill_ring_empty_descs,
+            tx_ring_empty_descs,
+        }
+    }
 }
 
 add_counters! {
@@ -81,5 +129,33 @@ mod tests {
             }
         );
         assert_eq!(total.invalid_descs(), 10);
+    }
+
+    #[test]
+    fn stats_grow_by_counter() {
+        let a = Statistics {
+            rx_dropped: 5,
+            rx_fill_ring_empty_descs: 7,
+            ..Statistics::default()
+        };
+        let b = Statistics {
+            rx_dropped: 9,
+            rx_fill_ring_empty_descs: 7,
+            tx_ring_empty_descs: 1,
+            ..Statistics::default()
+        };
+        let d = b.since(&a);
+        assert_eq!(
+            (
+                d.rx_dropped,
+                d.rx_fill_ring_empty_descs,
+                d.tx_ring_empty_descs
+            ),
+            (4, 0, 1)
+        );
+        assert!(a.since(&b).since(&a).is_zero());
+        let mut sum = a;
+        sum += d;
+        assert_eq!(sum, b);
     }
 }
