@@ -17,8 +17,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::observing::totals_of;
-use common::{ZCNET, held_sender, sender_row, sigint, start_reading, u};
+use common::observing::{start_observer, totals_of};
+use common::{held_sender, sender_row, sigint, u};
 use serde_json::Value;
 
 /// The reference program. `$1` is the observed process, `$2` this test's process, whose own sends
@@ -250,21 +250,10 @@ fn marker_sends(sock: &UnixDatagram) {
     }
 }
 
-/// `zcnet observe --pid PID --json --interval 0`, tracefs reachable, once it said it attached;
-/// returns it and the rest of its stdout.
-fn start_observer(pid: u32) -> (Running, BufReader<ChildStdout>) {
-    let mut cmd = testnet::with_tracefs(ZCNET);
-    cmd.args(["observe", "--pid", &pid.to_string()])
-        .args(["--json", "--interval", "0"]);
-    let (mut child, line, stdout) = start_reading(&mut cmd);
-    let attached: Option<Value> = serde_json::from_str(&line).ok();
-    if attached.as_ref().map(|a| &a["event"]) != Some(&Value::from("attached")) {
-        let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).ok();
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("observe's first line {line:?}, stderr {err}");
-    }
+/// `zcnet observe --pid PID --json --interval 0` once it said it attached
+/// ([`common::observing::start_observer`]); returns it and the rest of its stdout.
+fn observe_pid(pid: u32) -> (Running, BufReader<ChildStdout>) {
+    let (child, _, stdout) = start_observer(&["--pid", &pid.to_string()]);
     (Running(child), stdout)
 }
 
@@ -288,7 +277,7 @@ fn observed_run(ns: &testnet::Netns, bpftrace: &Path, args: &[&str]) -> Run {
     // `ip netns exec` and the shell exec in place: the pid observed is the process started.
     assert_eq!(pid, sender.id());
 
-    let (mut observer, mut observed) = start_observer(pid);
+    let (mut observer, mut observed) = observe_pid(pid);
     let reference = Reference::start(bpftrace, pid);
 
     writeln!(&go, "go").unwrap();
