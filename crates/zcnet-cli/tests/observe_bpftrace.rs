@@ -12,13 +12,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Stdio};
+use std::process::{ChildStdout, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::observing::{start_observer, totals_of};
-use common::{held_sender, sender_row, sigint, u};
+use common::{Reaped, held_sender, sender_row, sigint, u};
 use serde_json::Value;
 
 /// The reference program. `$1` is the observed process, `$2` this test's process, whose own sends
@@ -72,34 +72,6 @@ const TRACEPOINTS: [&str; 4] = [
 /// reference's maps (without `@`).
 const COUNTERS: [&str; 4] = ["zc_sends", "zc_bytes", "copy_sends", "copy_bytes"];
 
-/// A process this test started, killed (SIGKILL) and reaped when dropped if it is still running:
-/// a failing test leaves no observer, bpftrace or bench behind.
-struct Running(Child);
-
-impl Running {
-    fn id(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// Waits for the process to end; it must exit 0 (else the panic names `what` and adds `more`).
-    fn wait_success(&mut self, what: &str, more: &str) {
-        let status = self
-            .0
-            .wait()
-            .unwrap_or_else(|e| panic!("wait for {what}: {e}"));
-        assert!(status.success(), "{what}: {status}\n{more}");
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 /// The `bpftrace` binary, where Debian installs it (also looked for on `PATH`).
 fn bpftrace_binary() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -111,7 +83,7 @@ fn bpftrace_binary() -> Option<PathBuf> {
 
 /// A running reference: the process, its stdout lines as they come, and its stderr when it ends.
 struct Reference {
-    process: Running,
+    process: Reaped,
     lines: Receiver<String>,
     stderr: Option<JoinHandle<String>>,
 }
@@ -130,7 +102,7 @@ impl Reference {
         let mut child = cmd.spawn().expect("start bpftrace");
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
-        let process = Running(child);
+        let process = Reaped(child);
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -252,9 +224,9 @@ fn marker_sends(sock: &UnixDatagram) {
 
 /// `zcnet observe --pid PID --json --interval 0` once it said it attached
 /// ([`common::observing::start_observer`]); returns it and the rest of its stdout.
-fn observe_pid(pid: u32) -> (Running, BufReader<ChildStdout>) {
+fn observe_pid(pid: u32) -> (Reaped, BufReader<ChildStdout>) {
     let (child, _, stdout) = start_observer(&["--pid", &pid.to_string()]);
-    (Running(child), stdout)
+    (Reaped(child), stdout)
 }
 
 /// What each observer and the sender itself saw of one run.
@@ -272,10 +244,10 @@ struct Run {
 /// call and stopped after it exited.
 fn observed_run(ns: &testnet::Netns, bpftrace: &Path, args: &[&str]) -> Run {
     let held = held_sender(ns, args);
-    let (mut listener, mut sender) = (Running(held.listener), Running(held.sender));
+    let (mut listener, mut sender) = (Reaped(held.listener), Reaped(held.sender));
     let (pid, go, mut out) = (held.pid, held.go, held.stdout);
     // `ip netns exec` and the shell exec in place: the pid observed is the process started.
-    assert_eq!(pid, sender.id());
+    assert_eq!(pid, sender.pid());
 
     let (mut observer, mut observed) = observe_pid(pid);
     let reference = Reference::start(bpftrace, pid);

@@ -9,40 +9,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::observing::{start_observer, totals_of, within_one_percent};
-use common::{ZCNET, sigint, u};
+use common::{Reaped, ZCNET, sigint, u};
 use serde_json::Value;
-
-/// A process the test started: killed (SIGKILL to its pid) and reaped when dropped, also when an
-/// assertion fails first.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Reaped {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    /// Its standard error so far, to the end once it has exited (empty if not piped).
-    fn stderr(&mut self) -> String {
-        let mut err = String::new();
-        if let Some(mut pipe) = self.0.stderr.take() {
-            pipe.read_to_string(&mut err).ok();
-        }
-        err
-    }
-}
 
 /// The directory of the reference tools' binaries: `refs_build` run from the repository root (it
 /// fetches and builds them once, into the user's cache). Its failure fails the test, with its output.

@@ -247,3 +247,40 @@ pub fn nft_usable(test: &str) -> bool {
     }
     true
 }
+
+/// A process the test started, killed (SIGKILL to its pid) and reaped when dropped if it is still
+/// running: a test that fails midway leaves nothing of its own behind.
+pub struct Reaped(pub Child);
+
+impl Reaped {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Its standard error so far, to the end once it has exited (empty if not piped).
+    pub fn stderr(&mut self) -> String {
+        let mut err = String::new();
+        if let Some(mut pipe) = self.0.stderr.take() {
+            pipe.read_to_string(&mut err).ok();
+        }
+        err
+    }
+
+    /// Waits for the process to end; it must exit 0 (else the panic names `what` and adds `more`).
+    pub fn wait_success(&mut self, what: &str, more: &str) {
+        let status = self
+            .0
+            .wait()
+            .unwrap_or_else(|e| panic!("wait for {what}: {e}"));
+        assert!(status.success(), "{what}: {status}\n{more}");
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
