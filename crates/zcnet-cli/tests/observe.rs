@@ -233,7 +233,12 @@ fn observe_leaves_nothing_loaded_after_sigkill() {
         return;
     }
     let (mut observer, ids, _) = start_observer(&["--all"]);
-    assert_eq!(ids.len(), 11, "one program per tracepoint: {ids:?}");
+    // io_uring_submit_req and io_uring_complete, the raw sys_exit and skb_copy_datagram_iovec
+    // tracepoints, and the skb_copy_ubufs kprobe where the kernel has kprobes.
+    assert!(
+        matches!(ids.len(), 4 | 5),
+        "one program per attachment: {ids:?}"
+    );
     let loaded = zcnet::observe::loaded_programs().expect("list loaded programs");
     for id in &ids {
         assert!(

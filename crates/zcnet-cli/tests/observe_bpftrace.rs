@@ -1,5 +1,6 @@
-//! `zcnet observe --pid` against an independent reference: Debian's bpftrace, on the same
-//! tracepoints (`syscalls:sys_enter/exit_sendmsg` and `_sendto`), counts for the same process the
+//! `zcnet observe --pid` against an independent reference: Debian's bpftrace, on the system call
+//! tracepoints (`syscalls:sys_enter/exit_sendmsg` and `_sendto`; zcnet reads the same calls at the
+//! raw `sys_exit` tracepoint), counts for the same process the
 //! `sendmsg`/`sendto` calls with `MSG_ZEROCOPY` that returned > 0 and the sum of what they returned,
 //! and the same for the calls without it. Both observe a `zcnet bench tcp --connect` sender in a
 //! network namespace from before its first system call to after its exit, so their totals must be
@@ -294,7 +295,7 @@ fn observers_agree(run: &Run, mode: &str) -> BTreeMap<&'static str, u64> {
 }
 
 #[test]
-fn observe_pid_send_totals_equal_bpftraces_on_the_same_tracepoints() {
+fn observe_pid_send_totals_equal_bpftraces_on_the_syscall_tracepoints() {
     let test = "observe_pid_send_totals_equal_bpftraces_on_the_same_tracepoints";
     let Some(bpftrace) = bpftrace_binary() else {
         testnet::skip(

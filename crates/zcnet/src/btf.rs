@@ -12,7 +12,9 @@
 //!   24–28, `kind_flag` in bit 31; then `size` or `type`) followed by kind-specific data whose length
 //!   follows from the kind and `vlen`;
 //! - a struct or union member is `{name_off, type, offset}`, the offset in bits (with `kind_flag`,
-//!   its low 24 bits); an enumerator is `{name_off, val}` (`ENUM`, 32-bit) or `{name_off, lo32, hi32}`
+//!   its low 24 bits); a member without a name is an anonymous struct or union whose members are
+//!   the outer struct's (x86-64's `struct pt_regs` holds `cs` in one since 6.9); types are numbered
+//!   from 1 in the order they appear; an enumerator is `{name_off, val}` (`ENUM`, 32-bit) or `{name_off, lo32, hi32}`
 //!   (`ENUM64`).
 
 use std::io;
@@ -77,6 +79,35 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
+/// A struct or union as the file declares it: name (empty when anonymous), size, and members as
+/// `(name, type id, byte offset)`.
+type Aggregate = (String, bool, usize, Vec<(String, u32, usize)>);
+
+/// How deep anonymous members are followed into one another.
+const MAX_NESTING: usize = 8;
+
+/// Appends `members` at `base` to `out`, the members of anonymous ones in their place.
+fn flatten(
+    aggregates: &[Option<Aggregate>],
+    members: &[(String, u32, usize)],
+    base: usize,
+    depth: usize,
+    out: &mut Vec<Member>,
+) {
+    for (name, ty, offset) in members {
+        let nested = aggregates.get(*ty as usize).and_then(Option::as_ref);
+        match nested {
+            Some((_, _, _, inner)) if name.is_empty() && depth < MAX_NESTING => {
+                flatten(aggregates, inner, base + offset, depth + 1, out)
+            }
+            _ => out.push(Member {
+                name: name.clone(),
+                offset: base + offset,
+            }),
+        }
+    }
+}
+
 impl Btf {
     /// Reads and parses the running kernel's BTF (`/sys/kernel/btf/vmlinux`, `CONFIG_DEBUG_INFO_BTF`).
     pub(crate) fn vmlinux() -> io::Result<Btf> {
@@ -102,6 +133,8 @@ impl Btf {
             Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
         };
         let mut btf = Btf::default();
+        // Indexed by type id (0 is `void`): the structs and unions, for anonymous members.
+        let mut aggregates: Vec<Option<Aggregate>> = vec![None];
         let mut at = 0;
         while at < types.len() {
             let (name_off, info, size) = (
@@ -121,22 +154,17 @@ impl Btf {
                 _ => 0,
             };
             let data = bytes(types, at, extra)?;
+            let mut aggregate = None;
             match kind {
-                KIND_STRUCT if name_off != 0 => {
+                KIND_STRUCT | KIND_UNION => {
                     let mut members = Vec::with_capacity(vlen);
                     for m in data.chunks_exact(12) {
                         let bits = u32_at(m, 8)?;
                         let bits = if kind_flag { bits & 0xff_ffff } else { bits };
-                        members.push(Member {
-                            name: name(u32_at(m, 0)?)?,
-                            offset: bits as usize / 8,
-                        });
+                        members.push((name(u32_at(m, 0)?)?, u32_at(m, 4)?, bits as usize / 8));
                     }
-                    let layout = StructLayout {
-                        size: size as usize,
-                        members,
-                    };
-                    btf.structs.push((name(name_off)?, layout));
+                    aggregate =
+                        Some((name(name_off)?, kind == KIND_STRUCT, size as usize, members));
                 }
                 KIND_ENUM => {
                     for e in data.chunks_exact(8) {
@@ -153,7 +181,19 @@ impl Btf {
                 }
                 _ => {}
             }
+            aggregates.push(aggregate);
             at += extra;
+        }
+        for (name, is_struct, size, members) in aggregates.iter().flatten() {
+            if *is_struct && !name.is_empty() {
+                let mut flat = Vec::with_capacity(members.len());
+                flatten(&aggregates, members, 0, 0, &mut flat);
+                let layout = StructLayout {
+                    size: *size,
+                    members: flat,
+                };
+                btf.structs.push((name.clone(), layout));
+            }
         }
         Ok(btf)
     }
@@ -238,6 +278,21 @@ mod tests {
         let enum64 = (7, KIND_ENUM64 << 24 | 1, 8, &[9, 5, 1][..]);
         let btf = Btf::parse(&blob(&[enum64], strings)).unwrap();
         assert_eq!(btf.enumerator("X"), Some(1 << 32 | 5));
+    }
+
+    #[test]
+    fn members_of_an_anonymous_union_are_the_structs() {
+        // Strings: 0 "", 1 "regs", 6 "ip", 9 "cs", 12 "csx".
+        let strings = b"\0regs\0ip\0cs\0csx\0";
+        let int = (0, KIND_INT << 24, 8, &[64u32][..]); // id 1
+        let union = (0, KIND_UNION << 24 | 2, 8, &[9, 1, 0, 12, 1, 0][..]); // id 2
+        let regs = (1, KIND_STRUCT << 24 | 2, 16, &[6, 1, 0, 0, 2, 64][..]);
+        let btf = Btf::parse(&blob(&[int, union, regs], strings)).unwrap();
+        let s = btf.struct_layout("regs").unwrap();
+        assert_eq!(s.offset_of("ip"), Some(0));
+        assert_eq!(s.offset_of("cs"), Some(8));
+        assert_eq!(s.offset_of("csx"), Some(8));
+        assert_eq!(s.offset_of(""), None);
     }
 
     #[test]

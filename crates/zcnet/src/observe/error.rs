@@ -31,7 +31,7 @@ pub enum ObserveError {
     /// A step failed: reading a tracepoint's description, loading a program (with the verifier's
     /// log), attaching it, or a map operation.
     Kernel {
-        /// What was being done (`load the program for syscalls:sys_enter_sendmsg`).
+        /// What was being done (`load the program for raw_tracepoint:sys_exit`).
         step: String,
         /// The kernel's error.
         source: io::Error,

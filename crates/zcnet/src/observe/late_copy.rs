@@ -165,7 +165,7 @@ pub(super) fn attach(
         Attachment {
             event: "kprobe:skb_copy_ubufs".to_string(),
             _link: link,
-            _perf: perf,
+            _perf: Some(perf),
             program,
         },
         causes,

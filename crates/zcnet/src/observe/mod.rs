@@ -8,29 +8,33 @@
 //!
 //! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
 //! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
-//! link to the tracepoint opened as a perf event. The [`Observer`] owns every descriptor: dropping
+//! link: to a raw tracepoint (system call exits, receive copies), or to a tracepoint opened as a
+//! perf event (io_uring). The [`Observer`] owns every descriptor: dropping
 //! it, or the process ending in any way (`kill -9` included), closes them and the kernel detaches
 //! and frees everything. [`Observer::own_process`] watches the calling process only, for a service
 //! to export its own counters (the `observe_prometheus` example prints them in Prometheus text).
 //!
 //! # Kernel behaviour relied on
-//! - Tracepoint programs (`BPF_PROG_TYPE_TRACEPOINT`) attach to a tracepoint opened with
-//!   `perf_event_open(PERF_TYPE_TRACEPOINT)` through `BPF_LINK_CREATE` (`BPF_PERF_EVENT`, 5.15+);
-//!   one event opened for CPU 0 runs the program on every CPU. Loading needs CAP_BPF and
-//!   CAP_PERFMON (5.8+) or CAP_SYS_ADMIN.
-//! - Each tracepoint's id and record layout are read from tracefs
+//! - Raw tracepoint programs (`BPF_PROG_TYPE_RAW_TRACEPOINT`, `BPF_RAW_TRACEPOINT_OPEN`) run at
+//!   the tracepoint with its arguments, before any record is built: the cheapest hook for events as
+//!   frequent as every send. Tracepoint programs (`BPF_PROG_TYPE_TRACEPOINT`) attach to a
+//!   tracepoint opened with `perf_event_open(PERF_TYPE_TRACEPOINT)` through `BPF_LINK_CREATE`
+//!   (`BPF_PERF_EVENT`, 5.15+); one event opened for CPU 0 runs the program on every CPU. Loading
+//!   needs CAP_BPF and CAP_PERFMON (5.8+) or CAP_SYS_ADMIN.
+//! - The io_uring tracepoints' ids and record layouts are read from tracefs
 //!   (`events/<group>/<event>/{id,format}`), so field offsets are the running kernel's.
-//! - System call tracepoints (`syscalls:sys_enter_*`/`sys_exit_*`, `CONFIG_FTRACE_SYSCALLS`) run in
-//!   the calling thread, entry and exit in turn; `bpf_probe_read_user` reads the caller's memory
-//!   there (the `msghdr` and control message after an error-queue read, the `tcp_zerocopy_receive`
-//!   after the getsockopt).
+//! - The raw `sys_exit` tracepoint runs in the calling thread as each system call returns, with
+//!   the task's saved registers (the call's number and arguments, see `syscalls`) and the result;
+//!   `bpf_probe_read_user` reads the caller's memory there (the `msghdr` and control message after
+//!   an error-queue read, the `tcp_zerocopy_receive` after the getsockopt).
 //! - A MSG_ZEROCOPY completion is one `sock_extended_err` (`ee_origin` 5, `ee_errno` 0) per error
 //!   queue read, ids `ee_info..=ee_data`, `ee_code` bit 0 when the kernel copied.
 //! - `io_uring:io_uring_submit_req` carries the opcode and the request; `io_uring:io_uring_complete`
 //!   the request, result and CQE flags, and runs in the submitting task; a notification CQE has
 //!   `IORING_CQE_F_NOTIF`, and its result bit 31 says copied when the send asked for
 //!   `IORING_SEND_ZC_REPORT_USAGE`.
-//! - `skb:skb_copy_datagram_iovec` fires in the receiving task for every copy of socket data to it.
+//! - `skb_copy_datagram_iovec(skb, len)` fires in the receiving task for every copy of socket data
+//!   to it.
 //!
 //! # What it cannot see
 //! [`Observer::blind_spots`] lists what it does not show, with the reason, on the running kernel:
@@ -47,6 +51,7 @@ mod error;
 mod kallsyms;
 mod late_copy;
 mod programs;
+mod syscalls;
 mod tracefs;
 mod xdp;
 
@@ -102,12 +107,13 @@ pub struct BlindSpot {
     pub why: String,
 }
 
-/// One program attached to one tracepoint or kprobe; the descriptors keep it there.
+/// One program attached to one tracepoint or kprobe; the descriptors keep it there (a raw
+/// tracepoint's link needs no perf event).
 #[derive(Debug)]
 struct Attachment {
     event: String,
     _link: OwnedFd,
-    _perf: OwnedFd,
+    _perf: Option<OwnedFd>,
     program: OwnedFd,
 }
 
@@ -118,7 +124,6 @@ struct Attachment {
 #[derive(Debug)]
 pub struct Observer {
     counters: OwnedFd,
-    _scratch: OwnedFd,
     _uring: OwnedFd,
     attachments: Vec<Attachment>,
     blind: Vec<BlindSpot>,
@@ -128,8 +133,9 @@ pub struct Observer {
 
 /// Entries of the counters map (sockets and processes); a full map stops counting new sockets.
 const MAX_OWNERS: u32 = 16_384;
-/// Threads inside a system call the observer follows at once (least recently used ones drop).
-const MAX_THREADS: u32 = 16_384;
+/// io_uring zero-copy requests in flight the observer follows at once (least recently used ones
+/// drop).
+const MAX_REQUESTS: u32 = 16_384;
 /// Program license: `bpf_probe_read_user` is only for GPL-compatible programs.
 const LICENSE: &std::ffi::CStr = c"Dual MIT/GPL";
 
@@ -183,19 +189,18 @@ impl Observer {
             MAX_OWNERS,
             "zcnet_counts",
         )?;
-        let scratch = map(
+        let uring = map(
             bpf::BPF_MAP_TYPE_LRU_HASH,
             8,
-            16,
-            MAX_THREADS,
-            "zcnet_calls",
+            8,
+            MAX_REQUESTS,
+            "zcnet_uring",
         )?;
-        let uring = map(bpf::BPF_MAP_TYPE_LRU_HASH, 8, 8, MAX_THREADS, "zcnet_uring")?;
         let maps = programs::Maps {
             counters: counters.as_fd(),
-            scratch: scratch.as_fd(),
             uring: uring.as_fd(),
         };
+        let mut blind = Vec::new();
         let mut attachments = Vec::new();
         let (root, wanted) = match tracepoints {
             true => (
@@ -231,11 +236,23 @@ impl Observer {
             attachments.push(Attachment {
                 event: event.name,
                 _link: link,
-                _perf: perf,
+                _perf: Some(perf),
                 program,
             });
         }
-        let mut blind = Vec::new();
+        if tracepoints {
+            match syscalls::registers() {
+                Ok(regs) => {
+                    let insns = programs::syscall_exit(scope, maps, &regs).map_err(|e| {
+                        ObserveError::kernel("build the program for raw_tracepoint:sys_exit", e)
+                    })?;
+                    attachments.push(attach_raw(c"sys_exit", &insns)?);
+                }
+                Err(spot) => blind.push(spot),
+            }
+            let insns = programs::receive_copy(scope, maps);
+            attachments.push(attach_raw(c"skb_copy_datagram_iovec", &insns)?);
+        }
         match late_copy::attach(scope, maps) {
             Ok((attachment, causes)) => {
                 attachments.push(attachment);
@@ -254,7 +271,6 @@ impl Observer {
             .map_err(|e| ObserveError::kernel("read /sys/devices/system/cpu/possible", e))?;
         Ok(Observer {
             counters,
-            _scratch: scratch,
             _uring: uring,
             attachments,
             blind,
@@ -273,7 +289,7 @@ impl Observer {
         self.scope
     }
 
-    /// The tracepoints and kprobes it is attached to (`syscalls:sys_enter_sendmsg`, …,
+    /// The tracepoints and kprobes it is attached to (`raw_tracepoint:sys_exit`, …,
     /// `kprobe:skb_copy_ubufs`).
     pub fn tracepoints(&self) -> impl Iterator<Item = &str> {
         self.attachments.iter().map(|a| a.event.as_str())
@@ -337,6 +353,32 @@ impl Observer {
     }
 }
 
+/// Loads `insns` as a raw tracepoint program and attaches it to the tracepoint `name`.
+fn attach_raw(name: &std::ffi::CStr, insns: &[bpf::Insn]) -> Result<Attachment, ObserveError> {
+    let event = format!("raw_tracepoint:{}", name.to_string_lossy());
+    let program = bpf::prog_load(
+        bpf::BPF_PROG_TYPE_RAW_TRACEPOINT,
+        0,
+        0,
+        insns,
+        LICENSE,
+        &format!("zcnet_{}", name.to_string_lossy()),
+    )
+    .map_err(|e| ObserveError::Kernel {
+        step: format!("load the program for {event}"),
+        source: e.error,
+        verifier_log: e.verifier_log,
+    })?;
+    let link = bpf::raw_tracepoint_open(program.as_fd(), name)
+        .map_err(|e| ObserveError::kernel(format!("attach to {event}"), e))?;
+    Ok(Attachment {
+        event,
+        _link: link,
+        _perf: None,
+        program,
+    })
+}
+
 /// The ids of every BPF program loaded on the host (`BPF_PROG_GET_NEXT_ID`; needs CAP_SYS_ADMIN):
 /// with [`Observer::program_ids`], a check that an observer that ended left nothing loaded.
 pub fn loaded_programs() -> io::Result<Vec<u32>> {
@@ -357,7 +399,7 @@ const ALWAYS_BLIND: [(&str, &str); 3] = [
     ),
     (
         "MSG_ZEROCOPY sends by sendmmsg",
-        "not counted: the tracepoint gives the message vector, not the bytes per message",
+        "not counted: the call returns how many messages it sent, not the bytes of each",
     ),
     (
         "zcrx copy statistics, pages pinned against RLIMIT_MEMLOCK",

@@ -1,13 +1,14 @@
 //! The observer's BPF programs, one per tracepoint, assembled here from the running kernel's record
-//! layouts (tracefs `format` files).
+//! layouts (tracefs `format` files) and register layout (its BTF).
 //!
 //! Every program starts with the scope test (the current task's tgid or cgroup), then adds to this
 //! CPU's value of the counters map under the key `{ tgid: u32, fd: i32 }` (fd -1: the process as a
-//! whole). A system call is seen at its entry (descriptor, flags, user pointers) and its exit (the
-//! result): the entry leaves what the exit needs in a scratch map keyed by the thread (`pid_tgid`).
-//! The stack frame: the counters key at -8, the scratch key at -16, the scratch value at -32 (fd,
-//! kind, pointer), a zeroed counters value below it, and user-memory copies at [`USER_A`] and
-//! [`USER_B`].
+//! whole). System calls are seen once, at their exit (the raw `sys_exit` tracepoint), where the
+//! task's saved registers still hold the call's number and arguments and the tracepoint gives the
+//! result: one program for every call, no state kept between a call's entry and its exit.
+//! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32, a zeroed
+//! counters value below it, user-memory copies at [`USER_A`] and [`USER_B`], and the registers at
+//! [`REGS`].
 
 use std::io;
 use std::ops::RangeInclusive;
@@ -41,21 +42,20 @@ const SO_EE_ORIGIN_ZEROCOPY: i32 = 5;
 /// `SO_EE_CODE_ZEROCOPY_COPIED`.
 const SO_EE_CODE_ZEROCOPY_COPIED: i32 = 1;
 
-/// Scratch kinds: what the entry of a system call saw (none: the exit took it already).
-const KIND_NONE: i32 = 0;
-const KIND_ZC_SEND: i32 = 1;
-const KIND_COPY_SEND: i32 = 2;
-const KIND_ERRQUEUE: i32 = 3;
-const KIND_ZC_RECEIVE: i32 = 4;
-
 const KEY: i16 = -8;
-const SCRATCH_KEY: i16 = -16;
-const SCRATCH: i16 = -32;
-const ZERO: i16 = SCRATCH - Counters::SIZE as i16;
+/// The key of the io_uring requests map (a request's address).
+const REQUEST_KEY: i16 = -16;
+/// 16 bytes: the requests map's value, a word read from the kernel.
+const WORD: i16 = -32;
+const ZERO: i16 = WORD - Counters::SIZE as i16;
 /// 64 bytes for a copy of user memory (a `struct user_msghdr`, a `struct tcp_zerocopy_receive`).
 const USER_A: i16 = ZERO - 64;
 /// 32 bytes for a second copy (a `struct cmsghdr` and the `struct sock_extended_err` after it).
 const USER_B: i16 = USER_A - 32;
+/// [`REGS_SPAN`] bytes for the copy of the saved registers the system call program reads.
+const REGS: i16 = USER_B - REGS_SPAN as i16;
+/// The most bytes of `struct pt_regs` the system call program copies.
+const REGS_SPAN: i32 = 96;
 
 /// `struct user_msghdr`: `msg_control` and `msg_controllen` (after name, namelen, iov, iovlen).
 const MSGHDR_CONTROL: i16 = 32;
@@ -79,8 +79,6 @@ const ZC_READ: i32 = 40;
 pub(super) struct Maps<'a> {
     /// Per-CPU hash `{tgid, fd}` -> `[u64; Counter::ALL.len()]`.
     pub counters: BorrowedFd<'a>,
-    /// LRU hash `pid_tgid` -> `{fd: u32, kind: u32, ptr: u64}`.
-    pub scratch: BorrowedFd<'a>,
     /// LRU hash of in-flight io_uring zero-copy requests (`struct io_kiocb *` -> 0).
     pub uring: BorrowedFd<'a>,
 }
@@ -232,58 +230,6 @@ impl<'a> Prog<'a> {
         self.asm.push([Insn::call(helper::MAP_LOOKUP_ELEM)]);
     }
 
-    /// Stores `{fd: r7, kind: r9, ptr: r8}` for this thread's system call exit: in place when the
-    /// thread has an entry already (a lookup costs less than an update of an LRU map), else as a
-    /// new entry.
-    fn scratch_put(&mut self) {
-        let scratch = self.maps.scratch;
-        self.asm.push([
-            Insn::call(helper::GET_CURRENT_PID_TGID),
-            Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R0),
-        ]);
-        self.lookup(scratch, SCRATCH_KEY);
-        let create = self.asm.label();
-        self.asm.jump(Insn::jump_if_equal(Reg::R0, 0, 0), create);
-        self.asm.push([
-            Insn::store_u32(Reg::R0, 0, Reg::R7),
-            Insn::store_u32(Reg::R0, 4, Reg::R9),
-            Insn::store_u64(Reg::R0, 8, Reg::R8),
-        ]);
-        self.exit_if(Insn::jump(0));
-        self.asm.bind(create);
-        self.asm.push([
-            Insn::store_u32(Reg::R10, SCRATCH, Reg::R7),
-            Insn::store_u32(Reg::R10, SCRATCH + 4, Reg::R9),
-            Insn::store_u64(Reg::R10, SCRATCH + 8, Reg::R8),
-        ]);
-        self.map(Reg::R1, scratch);
-        self.stack_ptr(Reg::R2, SCRATCH_KEY);
-        self.stack_ptr(Reg::R3, SCRATCH);
-        self.asm.push([
-            Insn::mov64_imm(Reg::R4, BPF_ANY as i32),
-            Insn::call(helper::MAP_UPDATE_ELEM),
-        ]);
-    }
-
-    /// Takes this thread's scratch entry: fd in r7, pointer in r8, kind in r9; the entry stays, its
-    /// kind cleared (`KIND_NONE`), for the thread's next call. Leaves when there is none.
-    fn scratch_take(&mut self) {
-        let scratch = self.maps.scratch;
-        self.asm.push([
-            Insn::call(helper::GET_CURRENT_PID_TGID),
-            Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R0),
-        ]);
-        self.lookup(scratch, SCRATCH_KEY);
-        self.exit_if(Insn::jump_if_equal(Reg::R0, 0, 0));
-        self.asm.push([
-            Insn::load_u32(Reg::R7, Reg::R0, 0),
-            Insn::load_u32(Reg::R9, Reg::R0, 4),
-            Insn::load_u64(Reg::R8, Reg::R0, 8),
-            Insn::mov64_imm(Reg::R1, KIND_NONE),
-            Insn::store_u32(Reg::R0, 4, Reg::R1),
-        ]);
-    }
-
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
     fn read_user(&mut self, to: i16, len: i32, src: Reg) {
         self.stack_ptr(Reg::R1, to);
@@ -299,85 +245,150 @@ impl<'a> Prog<'a> {
 /// A program's builder.
 type Build = fn(Scope, Maps<'_>, &Event) -> io::Result<Vec<Insn>>;
 
-/// Each tracepoint (group, event) and the program the observer runs there.
-pub(super) const TRACEPOINTS: [(&str, &str, Build); 11] = [
-    ("syscalls", "sys_enter_sendmsg", send_enter),
-    ("syscalls", "sys_exit_sendmsg", send_exit),
-    ("syscalls", "sys_enter_sendto", send_enter),
-    ("syscalls", "sys_exit_sendto", send_exit),
-    ("syscalls", "sys_enter_recvmsg", errqueue_enter),
-    ("syscalls", "sys_exit_recvmsg", errqueue_exit),
-    ("syscalls", "sys_enter_getsockopt", zc_receive_enter),
-    ("syscalls", "sys_exit_getsockopt", zc_receive_exit),
+/// Each tracepoint (group, event) opened as a perf event, and the program the observer runs there.
+pub(super) const TRACEPOINTS: [(&str, &str, Build); 2] = [
     ("io_uring", "io_uring_submit_req", uring_submit),
     ("io_uring", "io_uring_complete", uring_complete),
-    ("skb", "skb_copy_datagram_iovec", receive_copy),
 ];
 
-/// `sys_enter_sendmsg`/`sendto`: remembers the descriptor and whether `MSG_ZEROCOPY` was asked.
-fn send_enter(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+/// Where the system call program finds a call's number and arguments among the task's saved user
+/// registers (offsets in `struct pt_regs`, from the kernel's BTF), and the numbers of the calls it
+/// counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SyscallRegs {
+    /// The call's number (`orig_ax` on x86-64).
+    pub nr: i16,
+    /// The first four arguments (`di`, `si`, `dx`, `r10`).
+    pub args: [i16; 4],
+    /// A register and the value it holds only for a call of the 64-bit ABI (`cs` and `__USER_CS`):
+    /// a 32-bit task's calls have other numbers.
+    pub native: (i16, i32),
+    /// `sendmsg`, `sendto`, `recvmsg`, `getsockopt`.
+    pub numbers: SyscallNumbers,
+}
+
+/// The system call numbers of the architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SyscallNumbers {
+    pub sendmsg: i32,
+    pub sendto: i32,
+    pub recvmsg: i32,
+    pub getsockopt: i32,
+}
+
+impl SyscallRegs {
+    /// The offset of the first byte the program copies and how many bytes it copies.
+    fn span(&self) -> io::Result<(i16, i32)> {
+        let offsets = self.args.iter().chain([&self.nr, &self.native.0]);
+        let start = *offsets.clone().min().expect("registers");
+        let end = offsets.max().expect("registers") + 8;
+        let len = i32::from(end - start);
+        if len > REGS_SPAN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the registers read span {len} bytes of struct pt_regs (at most {REGS_SPAN})"
+                ),
+            ));
+        }
+        Ok((start, len))
+    }
+}
+
+/// The raw `sys_exit` tracepoint (arguments: the task's `struct pt_regs *` and the result): counts
+/// the sends (`sendmsg`, `sendto`) that sent bytes, zero-copy when `MSG_ZEROCOPY` was asked; the
+/// zero-copy completions an error-queue read (`recvmsg` with `MSG_ERRQUEUE`) took; and what a
+/// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied.
+pub(super) fn syscall_exit(
+    scope: Scope,
+    maps: Maps<'_>,
+    regs: &SyscallRegs,
+) -> io::Result<Vec<Insn>> {
+    let (start, len) = regs.span()?;
+    let reg = move |off: i16| REGS + (off - start);
     let mut p = Prog::new(scope, maps);
-    p.field(Reg::R7, event, "fd")?;
-    p.field(Reg::R8, event, "flags")?;
+    p.stack_ptr(Reg::R1, REGS);
     p.asm.push([
-        Insn::mov64_imm(Reg::R9, KIND_ZC_SEND),
-        Insn::jump_if_any_bit(Reg::R8, MSG_ZEROCOPY, 1),
-        Insn::mov64_imm(Reg::R9, KIND_COPY_SEND),
-        Insn::mov64_imm(Reg::R8, 0),
+        Insn::mov64_imm(Reg::R2, len),
+        Insn::load_u64(Reg::R3, Reg::R6, 0),
+        Insn::add64_imm(Reg::R3, i32::from(start)),
+        Insn::call(helper::PROBE_READ_KERNEL),
     ]);
-    p.scratch_put();
-    Ok(p.finish())
-}
-
-/// `sys_exit_sendmsg`/`sendto`: counts a send that sent bytes, zero-copy or not.
-fn send_exit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
-    let mut p = Prog::new(scope, maps);
-    p.scratch_take();
-    p.field(Reg::R8, event, "ret")?;
-    p.exit_unless_greater(Reg::R8, 0);
-    p.owner_key(Some(Reg::R7));
-    let copy = p.asm.label();
+    p.exit_if(Insn::jump_if_not_equal(Reg::R0, 0, 0));
+    let (native, abi) = regs.native;
+    p.asm.push([Insn::load_u64(Reg::R1, Reg::R10, reg(native))]);
+    p.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
+    p.asm.push([
+        Insn::load_u64(Reg::R9, Reg::R6, 8),
+        Insn::load_u64(Reg::R7, Reg::R10, reg(regs.args[0])),
+        Insn::load_u64(Reg::R1, Reg::R10, reg(regs.nr)),
+    ]);
+    let arg = |n: usize, dst: Reg| Insn::load_u64(dst, Reg::R10, reg(regs.args[n]));
+    let numbers = regs.numbers;
+    let (sendto, send, errqueue, zc_receive) =
+        (p.asm.label(), p.asm.label(), p.asm.label(), p.asm.label());
     p.asm
-        .jump(Insn::jump_if_not_equal(Reg::R9, KIND_ZC_SEND, 0), copy);
-    p.add(&[
-        (Counter::ZcSends, Amount::One),
-        (Counter::ZcBytes, Amount::Reg(Reg::R8)),
-    ]);
+        .jump(Insn::jump_if_equal(Reg::R1, numbers.sendto, 0), sendto);
+    p.asm
+        .jump(Insn::jump_if_equal(Reg::R1, numbers.recvmsg, 0), errqueue);
+    p.asm.jump(
+        Insn::jump_if_equal(Reg::R1, numbers.getsockopt, 0),
+        zc_receive,
+    );
+    p.exit_if(Insn::jump_if_not_equal(Reg::R1, numbers.sendmsg, 0));
+    p.asm.push([arg(2, Reg::R8)]);
+    p.asm.jump(Insn::jump(0), send);
+    p.asm.bind(sendto);
+    p.asm.push([arg(3, Reg::R8)]);
+    p.asm.bind(send);
+    count_send(&mut p);
     p.exit_if(Insn::jump(0));
-    p.asm.bind(copy);
-    p.exit_if(Insn::jump_if_not_equal(Reg::R9, KIND_COPY_SEND, 0));
-    p.add(&[
-        (Counter::CopySends, Amount::One),
-        (Counter::CopyBytes, Amount::Reg(Reg::R8)),
-    ]);
-    Ok(p.finish())
-}
-
-/// `sys_enter_recvmsg` with `MSG_ERRQUEUE`: remembers the descriptor and the `msghdr`.
-fn errqueue_enter(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
-    let mut p = Prog::new(scope, maps);
-    p.field(Reg::R8, event, "flags")?;
+    p.asm.bind(errqueue);
+    p.asm.push([arg(2, Reg::R8)]);
     let go = p.asm.label();
     p.asm
         .jump(Insn::jump_if_any_bit(Reg::R8, MSG_ERRQUEUE, 0), go);
     p.exit_if(Insn::jump(0));
     p.asm.bind(go);
-    p.field(Reg::R7, event, "fd")?;
-    p.field(Reg::R8, event, "msg")?;
-    p.asm.push([Insn::mov64_imm(Reg::R9, KIND_ERRQUEUE)]);
-    p.scratch_put();
+    p.asm.push([arg(1, Reg::R8)]);
+    count_completions(&mut p);
+    p.exit_if(Insn::jump(0));
+    p.asm.bind(zc_receive);
+    p.asm.push([arg(1, Reg::R1)]);
+    p.exit_if(Insn::jump_if_not_equal(Reg::R1, SOL_TCP, 0));
+    p.asm.push([arg(2, Reg::R1)]);
+    p.exit_if(Insn::jump_if_not_equal(Reg::R1, TCP_ZEROCOPY_RECEIVE, 0));
+    p.asm.push([arg(3, Reg::R8)]);
+    count_zc_receive(&mut p);
     Ok(p.finish())
 }
 
-/// `sys_exit_recvmsg` of an error-queue read: reads the first control message the kernel wrote
-/// and, for a zero-copy completion (`ee_origin` 5, `ee_errno` 0), counts the notification, the ids
-/// of its range `ee_info..=ee_data`, and whether it says copied.
-fn errqueue_exit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
-    let mut p = Prog::new(scope, maps);
-    p.scratch_take();
-    p.exit_if(Insn::jump_if_not_equal(Reg::R9, KIND_ERRQUEUE, 0));
-    p.field(Reg::R1, event, "ret")?;
-    p.exit_unless_greater(Reg::R1, -1);
+/// A send on descriptor r7 with flags r8 that returned r9: counted when it sent bytes, as
+/// zero-copy when it asked for `MSG_ZEROCOPY`.
+fn count_send(p: &mut Prog<'_>) {
+    p.exit_unless_greater(Reg::R9, 0);
+    p.owner_key(Some(Reg::R7));
+    let copy = p.asm.label();
+    p.asm
+        .jump(Insn::jump_if_any_bit(Reg::R8, MSG_ZEROCOPY, 0), copy);
+    p.add(&[
+        (Counter::CopySends, Amount::One),
+        (Counter::CopyBytes, Amount::Reg(Reg::R9)),
+    ]);
+    p.exit_if(Insn::jump(0));
+    p.asm.bind(copy);
+    p.add(&[
+        (Counter::ZcSends, Amount::One),
+        (Counter::ZcBytes, Amount::Reg(Reg::R9)),
+    ]);
+}
+
+/// An error-queue read on descriptor r7 into the `msghdr` at r8 that returned r9: reads the first
+/// control message the kernel wrote and, for a zero-copy completion (`ee_origin` 5, `ee_errno`
+/// 0), counts the notification, the ids of its range `ee_info..=ee_data`, and whether it says
+/// copied.
+fn count_completions(p: &mut Prog<'_>) {
+    p.exit_unless_greater(Reg::R9, -1);
     p.read_user(USER_A, MSGHDR_SIZE, Reg::R8);
     p.asm.push([
         Insn::load_u64(Reg::R8, Reg::R10, USER_A + MSGHDR_CONTROL),
@@ -416,31 +427,13 @@ fn errqueue_exit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<
         (Counter::CopiedNotifications, Amount::One),
         (Counter::CopiedCompletions, Amount::Reg(Reg::R8)),
     ]);
-    Ok(p.finish())
 }
 
-/// `sys_enter_getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)`: remembers the descriptor and the struct.
-fn zc_receive_enter(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
-    let mut p = Prog::new(scope, maps);
-    p.field(Reg::R1, event, "level")?;
-    p.exit_if(Insn::jump_if_not_equal(Reg::R1, SOL_TCP, 0));
-    p.field(Reg::R1, event, "optname")?;
-    p.exit_if(Insn::jump_if_not_equal(Reg::R1, TCP_ZEROCOPY_RECEIVE, 0));
-    p.field(Reg::R7, event, "fd")?;
-    p.field(Reg::R8, event, "optval")?;
-    p.asm.push([Insn::mov64_imm(Reg::R9, KIND_ZC_RECEIVE)]);
-    p.scratch_put();
-    Ok(p.finish())
-}
-
-/// `sys_exit_getsockopt` of a `TCP_ZEROCOPY_RECEIVE` that succeeded: counts the bytes it mapped
-/// (`length`) and copied into the copy buffer (`copybuf_len`, when not an error).
-fn zc_receive_exit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
-    let mut p = Prog::new(scope, maps);
-    p.scratch_take();
-    p.exit_if(Insn::jump_if_not_equal(Reg::R9, KIND_ZC_RECEIVE, 0));
-    p.field(Reg::R1, event, "ret")?;
-    p.exit_if(Insn::jump_if_not_equal(Reg::R1, 0, 0));
+/// A `TCP_ZEROCOPY_RECEIVE` on descriptor r7 with its struct at r8 that returned r9: when it
+/// succeeded, counts the bytes it mapped (`length`) and copied into the copy buffer
+/// (`copybuf_len`, when not an error).
+fn count_zc_receive(p: &mut Prog<'_>) {
+    p.exit_if(Insn::jump_if_not_equal(Reg::R9, 0, 0));
     p.read_user(USER_A, ZC_READ, Reg::R8);
     p.asm.push([
         Insn::load_u32(Reg::R8, Reg::R10, USER_A + ZC_LENGTH),
@@ -455,7 +448,6 @@ fn zc_receive_exit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Ve
         (Counter::RxMappedBytes, Amount::Reg(Reg::R8)),
         (Counter::RxCopybufBytes, Amount::Reg(Reg::R9)),
     ]);
-    Ok(p.finish())
 }
 
 /// `io_uring:io_uring_submit_req` of a `SEND_ZC` or `SENDMSG_ZC`: counts it and remembers the
@@ -470,12 +462,12 @@ fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
     p.asm.bind(zc);
     p.field(Reg::R7, event, "req")?;
     p.asm.push([
-        Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R7),
-        Insn::store_u64_imm(Reg::R10, SCRATCH + 8, 0),
+        Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7),
+        Insn::store_u64_imm(Reg::R10, WORD, 0),
     ]);
     p.map(Reg::R1, maps.uring);
-    p.stack_ptr(Reg::R2, SCRATCH_KEY);
-    p.stack_ptr(Reg::R3, SCRATCH + 8);
+    p.stack_ptr(Reg::R2, REQUEST_KEY);
+    p.stack_ptr(Reg::R3, WORD);
     p.asm.push([
         Insn::mov64_imm(Reg::R4, BPF_ANY as i32),
         Insn::call(helper::MAP_UPDATE_ELEM),
@@ -509,11 +501,11 @@ fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec
     p.exit_if(Insn::jump(0));
     p.asm.bind(result);
     p.asm
-        .push([Insn::store_u64(Reg::R10, SCRATCH_KEY, Reg::R7)]);
-    p.lookup(maps.uring, SCRATCH_KEY);
+        .push([Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7)]);
+    p.lookup(maps.uring, REQUEST_KEY);
     p.exit_if(Insn::jump_if_equal(Reg::R0, 0, 0));
     p.map(Reg::R1, maps.uring);
-    p.stack_ptr(Reg::R2, SCRATCH_KEY);
+    p.stack_ptr(Reg::R2, REQUEST_KEY);
     p.asm.push([Insn::call(helper::MAP_DELETE_ELEM)]);
     p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
     p.owner_key(None);
@@ -521,14 +513,16 @@ fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec
     Ok(p.finish())
 }
 
-/// `skb:skb_copy_datagram_iovec`: bytes a socket receive copies to the process.
-fn receive_copy(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+/// The raw `skb_copy_datagram_iovec` tracepoint (arguments: the `struct sk_buff *` and the `int`
+/// length): bytes a socket receive copies to the process.
+pub(super) fn receive_copy(scope: Scope, maps: Maps<'_>) -> Vec<Insn> {
     let mut p = Prog::new(scope, maps);
-    p.field(Reg::R8, event, "len")?;
+    // The kernel passes the `int` zero-extended (`__CAST_TO_U64`): bit 31 would be a negative one.
+    p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, 8)]);
     p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
     p.owner_key(None);
     p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R8))]);
-    Ok(p.finish())
+    p.finish()
 }
 
 /// What the `skb_copy_ubufs` kprobe program needs of the running kernel: an offset from its BTF,
@@ -564,11 +558,11 @@ pub(super) fn late_copy(scope: Scope, maps: Maps<'_>, probe: &LateCopyProbe) -> 
         Insn::load_u64(Reg::R3, Reg::R6, probe.arg0),
         Insn::add64_imm(Reg::R3, probe.data_len),
     ]);
-    p.stack_ptr(Reg::R1, SCRATCH);
+    p.stack_ptr(Reg::R1, WORD);
     p.asm.push([
         Insn::mov64_imm(Reg::R2, 4),
         Insn::call(helper::PROBE_READ_KERNEL),
-        Insn::load_u32(Reg::R8, Reg::R10, SCRATCH),
+        Insn::load_u32(Reg::R8, Reg::R10, WORD),
     ]);
     p.owner_key(None);
     p.add(&[
@@ -608,19 +602,25 @@ mod tests {
 
     /// Each tracepoint's fields the programs read, at their offsets and sizes on Linux 6.18 (as its
     /// tracefs `format` files give them).
-    const LAYOUTS: [&str; 11] = [
-        "fd:16:8 msg:24:8 flags:32:8",
-        "ret:16:8",
-        "fd:16:8 buff:24:8 len:32:8 flags:40:8",
-        "ret:16:8",
-        "fd:16:8 msg:24:8 flags:32:8",
-        "ret:16:8",
-        "fd:16:8 level:24:8 optname:32:8 optval:40:8",
-        "ret:16:8",
+    const LAYOUTS: [&str; 2] = [
         "ctx:8:8 req:16:8 user_data:24:8 opcode:32:1",
         "ctx:8:8 req:16:8 user_data:24:8 res:32:4 cflags:36:4",
-        "skbaddr:8:8 len:16:4",
     ];
+
+    /// `struct pt_regs` on x86-64 (`orig_ax`, `di`, `si`, `dx`, `r10`, `cs`) and its call numbers.
+    fn x86_64_regs() -> SyscallRegs {
+        SyscallRegs {
+            nr: 120,
+            args: [112, 104, 96, 56],
+            native: (136, 0x33),
+            numbers: SyscallNumbers {
+                sendmsg: 46,
+                sendto: 44,
+                recvmsg: 47,
+                getsockopt: 55,
+            },
+        }
+    }
 
     /// A `format` file's text holding `fields` (`name:offset:size`, space-separated).
     fn format(fields: &str) -> String {
@@ -635,12 +635,11 @@ mod tests {
             .collect()
     }
 
-    /// Every program's disassembly for `scope`, the maps being descriptors 0, 1 and 2.
+    /// Every program's disassembly for `scope`, the maps being descriptors 0 and 2.
     fn disassembly(scope: Scope) -> String {
-        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
         let maps = Maps {
             counters: stdin.as_fd(),
-            scratch: stdout.as_fd(),
             uring: stderr.as_fd(),
         };
         let mut text = String::new();
@@ -649,6 +648,16 @@ mod tests {
             let insns = build(scope, maps, &event).expect("build");
             text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
         }
+        let insns = syscall_exit(scope, maps, &x86_64_regs()).expect("build");
+        text.push_str(&format!(
+            "raw_tracepoint:sys_exit:\n{}",
+            disassemble(&insns)
+        ));
+        let insns = receive_copy(scope, maps);
+        text.push_str(&format!(
+            "raw_tracepoint:skb_copy_datagram_iovec:\n{}",
+            disassemble(&insns)
+        ));
         let probe = LateCopyProbe {
             arg0: 112,
             data_len: 132,
@@ -676,25 +685,38 @@ mod tests {
     fn every_program_opens_with_its_scope_test() {
         let count = |text: &str, what: &str| text.matches(what).count();
         let process = disassembly(Scope::Process(4242));
-        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 12);
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 5);
         let cgroup = disassembly(Scope::Cgroup(77));
         assert_eq!(
             count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
-            12
+            5
         );
         assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
     }
 
     #[test]
     fn a_missing_field_is_an_error_naming_it() {
-        let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+        let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
         let maps = Maps {
             counters: stdin.as_fd(),
-            scratch: stdout.as_fd(),
             uring: stderr.as_fd(),
         };
-        let event = Event::parse("skb:skb_copy_datagram_iovec", 0, &format("skbaddr:8:8"));
-        let err = receive_copy(Scope::All, maps, &event).unwrap_err();
-        assert!(err.to_string().contains("no field len"), "{err}");
+        let format = format("ctx:8:8 req:16:8 user_data:24:8");
+        let event = Event::parse("io_uring:io_uring_submit_req", 0, &format);
+        let err = uring_submit(Scope::All, maps, &event).unwrap_err();
+        assert!(err.to_string().contains("no field opcode"), "{err}");
+    }
+
+    #[test]
+    fn registers_too_far_apart_are_refused() {
+        let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+        let maps = Maps {
+            counters: stdin.as_fd(),
+            uring: stderr.as_fd(),
+        };
+        let mut regs = x86_64_regs();
+        regs.native.0 = 8;
+        let err = syscall_exit(Scope::All, maps, &regs).unwrap_err();
+        assert!(err.to_string().contains("span 120 bytes"), "{err}");
     }
 }

@@ -24,6 +24,8 @@ const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 const BPF_PROG_LOAD: libc::c_int = 5;
 /// `BPF_LINK_CREATE`.
 const BPF_LINK_CREATE: libc::c_int = 28;
+/// `BPF_RAW_TRACEPOINT_OPEN`.
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_int = 17;
 /// `BPF_LINK_DETACH` (kernel 5.9+).
 const BPF_LINK_DETACH: libc::c_int = 34;
 /// `BPF_MAP_LOOKUP_ELEM`.
@@ -42,6 +44,9 @@ pub const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
 pub const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
 /// `BPF_PROG_TYPE_TRACEPOINT`: a program run at a tracepoint, its context the event's record.
 pub const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+/// `BPF_PROG_TYPE_RAW_TRACEPOINT`: a program run at a tracepoint without a record, its context the
+/// tracepoint's arguments as `u64 args[]` (kernel 4.17+).
+pub const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 /// `BPF_PROG_TYPE_KPROBE`: a program run at a kprobe, its context the probed CPU's `struct pt_regs`.
 pub const BPF_PROG_TYPE_KPROBE: u32 = 2;
 /// `BPF_PERF_EVENT` (`enum bpf_attach_type`, kernel 5.15+): attach a program to a perf event (a
@@ -823,6 +828,33 @@ pub fn perf_link_create(prog: BorrowedFd<'_>, event: BorrowedFd<'_>) -> io::Resu
     };
     // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
     unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+}
+
+/// The `raw_tracepoint` member of `union bpf_attr`: the tracepoint's name and the program.
+#[repr(C)]
+#[derive(Debug)]
+struct RawTracepointOpenAttr {
+    name: u64,
+    prog_fd: u32,
+    _pad: u32,
+}
+
+const _: () = assert!(mem::size_of::<RawTracepointOpenAttr>() == 16);
+
+/// Attaches a raw tracepoint program to the tracepoint `name` (`sys_exit`, `skb_copy_datagram_iovec`:
+/// the tracepoint's own name, without its group) through `BPF_RAW_TRACEPOINT_OPEN`, whose descriptor
+/// is a link (kernel 5.7+): the program runs there, on every CPU, before any record is built, as long
+/// as the descriptor is open; closing it, also by the process's death, detaches it. The kernel
+/// copies the name during the call.
+pub fn raw_tracepoint_open(prog: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    let mut attr = RawTracepointOpenAttr {
+        name: name.as_ptr() as u64,
+        prog_fd: prog.as_raw_fd() as u32,
+        _pad: 0,
+    };
+    // SAFETY: `attr` is the BPF_RAW_TRACEPOINT_OPEN member; `name` is NUL-terminated and outlives
+    // the call.
+    unsafe { bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr) }.map(owned)
 }
 
 /// The `BPF_LINK_DETACH` prefix of `union bpf_attr`.

@@ -1,0 +1,64 @@
+//! Where the observer finds a system call's number and arguments at the call's exit: the offsets in
+//! `struct pt_regs` of the registers the 64-bit ABI passes them in, read from the kernel's BTF.
+//!
+//! # Kernel behaviour relied on
+//! - The raw tracepoint `sys_exit` (`trace_sys_exit(regs, ret)`, `CONFIG_HAVE_SYSCALL_TRACEPOINTS`)
+//!   runs in the calling task as each system call returns; `regs` is the task's saved user
+//!   registers. On x86-64 the call's number stays in `orig_ax` and its arguments in `di`, `si`,
+//!   `dx` and `r10`: the socket calls counted here do not change them.
+//! - A 64-bit task enters with `cs` = `__USER_CS` (0x33); a 32-bit task's calls (`__USER32_CS`)
+//!   have other numbers, and are left out.
+
+use super::BlindSpot;
+use super::programs::{SyscallNumbers, SyscallRegs};
+use crate::btf::Btf;
+
+/// What is not seen without the system call program.
+const WHAT: &str = "MSG_ZEROCOPY and copying sends, error-queue completions, TCP zero-copy receive";
+
+/// The names in `struct pt_regs` of the number, the first four arguments and the code segment.
+#[cfg(target_arch = "x86_64")]
+const REGISTERS: Option<(&str, [&str; 4], &str)> =
+    Some(("orig_ax", ["di", "si", "dx", "r10"], "cs"));
+#[cfg(not(target_arch = "x86_64"))]
+const REGISTERS: Option<(&str, [&str; 4], &str)> = None;
+
+/// `__USER_CS` (`arch/x86/include/asm/segment.h`): the code segment of a 64-bit task.
+const USER_CS: i32 = 0x33;
+
+/// The layout the system call program reads on the running kernel, or why there is none.
+pub(super) fn registers() -> Result<SyscallRegs, BlindSpot> {
+    let blind = |why: String| BlindSpot { what: WHAT, why };
+    let (nr, args, native) = REGISTERS.ok_or_else(|| {
+        blind("zcnet reads system call arguments from x86-64 registers only".to_string())
+    })?;
+    let btf = Btf::vmlinux().map_err(|e| {
+        blind(format!(
+            "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"
+        ))
+    })?;
+    let regs = btf
+        .struct_layout("pt_regs")
+        .ok_or_else(|| blind("the kernel's BTF has no struct pt_regs".to_string()))?;
+    let offset = |name: &str| {
+        regs.offset_of(name)
+            .and_then(|o| i16::try_from(o).ok())
+            .ok_or_else(|| blind(format!("the kernel's BTF has no {name} in struct pt_regs")))
+    };
+    Ok(SyscallRegs {
+        nr: offset(nr)?,
+        args: [
+            offset(args[0])?,
+            offset(args[1])?,
+            offset(args[2])?,
+            offset(args[3])?,
+        ],
+        native: (offset(native)?, USER_CS),
+        numbers: SyscallNumbers {
+            sendmsg: libc::SYS_sendmsg as i32,
+            sendto: libc::SYS_sendto as i32,
+            recvmsg: libc::SYS_recvmsg as i32,
+            getsockopt: libc::SYS_getsockopt as i32,
+        },
+    })
+}
