@@ -1,7 +1,8 @@
 //! `zcnet observe` watching other processes: its totals for a sender it observes by pid equal what
 //! the sender reports itself (zcnet's bench, `--connect` side, on the `sendmsg` and io_uring paths,
 //! and copying), and for a zero-copy receiver the bytes it mapped, inside a network namespace; its
-//! totals for a cgroup are those of the bench processes in it; a copying sender shows no zero-copy; after
+//! totals for a cgroup are those of the bench processes in it; a copying sender shows no zero-copy; a
+//! sender run as a normal user shows the locked memory its sends are charged; after
 //! `kill -9` none of its programs stays loaded; without CAP_BPF and CAP_PERFMON it refuses, naming
 //! them. Each run either attaches the `skb_copy_ubufs` kprobe or says why it cannot.
 
@@ -13,7 +14,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::observing::{start_observer, totals_of, within_one_percent};
-use common::{ZCNET, held_sender, json_lines, sender_row, sigint, u};
+use common::{ZCNET, held_sender, held_sender_as, json_lines, sender_row, sigint, u};
 use serde_json::Value;
 
 /// What `zcnet observe` counts for a `sendmsg` path sender, beside the field of the sender's row it
@@ -39,7 +40,14 @@ fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
 /// Runs a `bench tcp --connect` sender with `args` in `ns` against a listener there, observed by
 /// pid from before its first send; returns the sender's row and the observer's totals for it.
 fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
-    let mut held = held_sender(ns, args);
+    let held = held_sender(ns, args);
+    let pid = u64::from(held.pid);
+    let (row, summary) = observe_held(held);
+    (row, totals_of(&summary, pid))
+}
+
+/// Observes a held sender by pid, lets it go, and returns its row and the observer's summary.
+fn observe_held(mut held: common::HeldSender) -> (Value, String) {
     let pid = u64::from(held.pid);
     let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
     writeln!(held.go, "go").unwrap();
@@ -54,7 +62,7 @@ fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
     sigint(&observer);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
-    (sender_row(&rows), totals_of(&summary, pid))
+    (sender_row(&rows), summary)
 }
 
 #[test]
@@ -151,6 +159,57 @@ fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
         .unwrap_or_else(|| panic!("no receiver row in {rows}"));
     let seen = totals_of(&summary, pid);
     agree(&seen, &row, &[("rx_mapped_bytes", "mapped_bytes")]);
+}
+
+/// A zero-copy sender run as a normal user (uid 65534, RLIMIT_MEMLOCK 8 MiB) over loopback: the
+/// observer shows its user's locked memory, at least what one 64 KiB send is charged (16 pages and
+/// the 2 the kernel adds) and at most the limit, and the limit; so does a sender that is root in a
+/// user namespace of its own (its CAP_IPC_LOCK does not count there: root's sends are charged);
+/// a root sender shows it exempt.
+#[test]
+fn observe_shows_the_locked_memory_a_normal_users_sends_are_charged() {
+    let test = "observe_shows_the_locked_memory_a_normal_users_sends_are_charged";
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
+        return;
+    }
+    const LIMIT: u64 = 8 << 20;
+    let ns = testnet::Netns::create("obslock").expect("namespace");
+    for (setup, exec_through, uid, limit) in [
+        (
+            "ulimit -l 8192;",
+            "setpriv --reuid 65534 --regid 65534 --clear-groups",
+            65534,
+            Value::from(LIMIT),
+        ),
+        (
+            "ulimit -l 8192;",
+            "unshare --user --map-root-user",
+            0,
+            Value::from(LIMIT),
+        ),
+        ("", "", 0, Value::from("exempt")),
+    ] {
+        let args = ["--mode", "zerocopy", "--api", "sendmsg", "--size", "65536"];
+        let held = held_sender_as(&ns, setup, exec_through, &args);
+        let pid = u64::from(held.pid);
+        let (_, summary) = observe_held(held);
+        let process = json_lines(&summary)
+            .into_iter()
+            .find(|v| v["event"] == "process" && v["pid"] == pid)
+            .unwrap_or_else(|| panic!("no process line for {pid} in {summary}"));
+        let locked = &process["locked_memory"];
+        eprintln!("uid {uid}: {locked}");
+        assert_eq!(locked["uid"], uid, "{locked}");
+        assert_eq!(locked["limit"], limit, "{locked}");
+        if limit != "exempt" {
+            let peak = u(locked, "peak_bytes");
+            assert!(
+                (18 * 4096..=LIMIT).contains(&peak),
+                "peak {peak} is not between one send's charge and the limit: {locked}"
+            );
+            assert!(u(locked, "bytes") <= peak, "{locked}");
+        }
+    }
 }
 
 /// A cgroup v2 directory of this test's own, removed when dropped (its processes have ended).

@@ -1,7 +1,8 @@
 //! A service exporting its own zero-copy counters: it watches itself with `zcnet::observe`, sends a
 //! stream over loopback with a `TcpSender` (MSG_ZEROCOPY every time, on the `sendmsg` path or, with
 //! the argument `io_uring`, with io_uring SEND_ZC), then prints what the kernel's tracepoints
-//! counted as Prometheus text: per socket and for the process. The sender's own `TxStats` come
+//! counted as Prometheus text: per socket and for the process, and the locked memory its user is
+//! charged (gauges, with the limit when there is one). The sender's own `TxStats` come
 //! first, as comments, to compare. Needs CAP_BPF and CAP_PERFMON (or root) and tracefs mounted.
 //! Run: `sudo cargo run --release --example observe_prometheus [-- io_uring]`.
 
@@ -10,7 +11,7 @@ use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use zcnet::observe::{Counter, Counters, Observer, Owner};
+use zcnet::observe::{Counter, Counters, LockedMemory, MemlockLimit, Observer, Owner};
 use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path, stats.bytes, stats.zc_calls, stats.notifications, stats.zc_ids, stats.copied_ids
     );
     print!("{}", prometheus(&observer.snapshot()?));
+    print!("{}", locked_gauges(&observer.locked_memory()?));
     Ok(())
 }
 
@@ -56,6 +58,43 @@ fn prometheus(snapshot: &[(Owner, Counters)]) -> String {
                 owner.pid,
                 counters.get(counter)
             );
+        }
+    }
+    out
+}
+
+/// The locked memory of the process's user as gauges: at its last completion, the most seen, and
+/// `RLIMIT_MEMLOCK` when the kernel holds the sends to one (root is exempt: no limit sample).
+fn locked_gauges(locked: &[LockedMemory]) -> String {
+    let mut out = String::new();
+    for (name, help) in [
+        (
+            "zcnet_locked_bytes",
+            "locked memory of the user at the last zero-copy completion",
+        ),
+        (
+            "zcnet_locked_peak_bytes",
+            "most locked memory of the user seen at completions",
+        ),
+        (
+            "zcnet_memlock_limit_bytes",
+            "RLIMIT_MEMLOCK the kernel holds the user's sends to",
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for l in locked {
+            let value = match name {
+                "zcnet_locked_bytes" => Some(l.bytes),
+                "zcnet_locked_peak_bytes" => Some(l.peak_bytes),
+                _ => match l.limit {
+                    MemlockLimit::Bytes(b) => Some(b),
+                    _ => None,
+                },
+            };
+            if let Some(v) = value {
+                let _ = writeln!(out, "{name}{{pid=\"{}\",uid=\"{}\"}} {v}", l.pid, l.uid);
+            }
         }
     }
     out

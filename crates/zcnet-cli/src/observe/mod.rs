@@ -97,8 +97,9 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
         }
     }
     let totals = observer.snapshot()?;
+    let locked = observer.locked_memory()?;
     let seconds = start.elapsed().as_secs_f64();
-    out.summary(seconds, &totals, &mut names);
+    out.summary(seconds, &totals, &locked, &mut names);
     for (owner, socket, grown) in xdp.totals() {
         out.xdp_summary(seconds, &names.of_xdp(owner, &socket), &socket, &grown);
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
-use zcnet::observe::{Counter, Counters, Observer, Owner, XdpSocket};
+use zcnet::observe::{Counter, Counters, LockedMemory, MemlockLimit, Observer, Owner, XdpSocket};
 use zcnet::xdp::Statistics;
 
 use super::{Named, Names};
@@ -72,8 +72,14 @@ impl Output {
         }
     }
 
-    /// The totals of each owner, then of each process.
-    pub fn summary(&self, seconds: f64, totals: &[(Owner, Counters)], names: &mut Names) {
+    /// The totals of each owner, then of each process with its user's locked memory.
+    pub fn summary(
+        &self,
+        seconds: f64,
+        totals: &[(Owner, Counters)],
+        locked: &[LockedMemory],
+        names: &mut Names,
+    ) {
         let mut processes: BTreeMap<u32, Counters> = BTreeMap::new();
         if !self.json {
             emit(&format!("summary after {seconds:.1} s:\n"));
@@ -93,17 +99,22 @@ impl Output {
         }
         for (pid, counters) in processes {
             let command = names.of(Owner { pid, fd: None }).command.clone();
+            let locked = locked.iter().find(|l| l.pid == pid);
             if self.json {
                 emit(&format!(
                     "{}\n",
                     json!({"event": "process", "pid": pid, "command": command,
-                           "seconds": seconds, "counters": counters_json(&counters)})
+                           "seconds": seconds, "counters": counters_json(&counters),
+                           "locked_memory": locked.map(locked_json)})
                 ));
             } else {
                 emit(&format!(
                     "  pid {pid} ({command}) in all: {}\n",
                     counters_text(&counters)
                 ));
+                if let Some(l) = locked {
+                    emit(&format!("  pid {pid} ({command}) {}\n", locked_text(l)));
+                }
             }
         }
     }
@@ -190,6 +201,32 @@ fn identity(named: &Named) -> Map<String, Value> {
     v.insert("fd".into(), json!(named.owner.fd));
     v.insert("socket".into(), json!(named.socket));
     v
+}
+
+/// `{"uid", "bytes", "peak_bytes", "limit"}`, the limit in bytes or `"unlimited"`, `"exempt"`.
+fn locked_json(l: &LockedMemory) -> Value {
+    let limit = match l.limit {
+        MemlockLimit::Bytes(b) => json!(b),
+        MemlockLimit::Unlimited => json!("unlimited"),
+        MemlockLimit::Exempt => json!("exempt"),
+    };
+    json!({"uid": l.uid, "bytes": l.bytes, "peak_bytes": l.peak_bytes, "limit": limit})
+}
+
+/// `locked memory of uid 1000: 1.2 MiB at its last completion (peak 3.4 MiB) of RLIMIT_MEMLOCK 8.0 MiB`.
+fn locked_text(l: &LockedMemory) -> String {
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / 1048576.0);
+    let limit = match l.limit {
+        MemlockLimit::Bytes(b) => format!("of RLIMIT_MEMLOCK {}", mib(b)),
+        MemlockLimit::Unlimited => "(RLIMIT_MEMLOCK unlimited: not charged)".to_string(),
+        MemlockLimit::Exempt => "(CAP_IPC_LOCK: not charged)".to_string(),
+    };
+    format!(
+        "locked memory of uid {}: {} at its last completion (peak {}) {limit}",
+        l.uid,
+        mib(l.bytes),
+        mib(l.peak_bytes)
+    )
 }
 
 fn counters_json(c: &Counters) -> Value {

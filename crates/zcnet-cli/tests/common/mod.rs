@@ -189,6 +189,17 @@ pub struct HeldSender {
 /// --duration 1 ARGS`, its shell saying its pid, waiting for a line, then becoming the bench (same
 /// pid).
 pub fn held_sender(ns: &testnet::Netns, args: &[&str]) -> HeldSender {
+    held_sender_as(ns, "", "", args)
+}
+
+/// [`held_sender`] whose shell runs `setup` first and execs the sender through `exec_through` (a
+/// command such as `setpriv --reuid 65534`, which keeps the pid).
+pub fn held_sender_as(
+    ns: &testnet::Netns,
+    setup: &str,
+    exec_through: &str,
+    args: &[&str],
+) -> HeldSender {
     let mut listen = ns.command(ZCNET);
     listen
         .args([
@@ -203,7 +214,11 @@ pub fn held_sender(ns: &testnet::Netns, args: &[&str]) -> HeldSender {
     let (listener, addr, _) = start_listener(&mut listen);
     let mut sender = ns
         .command("sh")
-        .args(["-c", "echo $$; read go; exec \"$0\" \"$@\"", ZCNET])
+        .args([
+            "-c",
+            &format!("{setup} echo $$; read go; exec {exec_through} \"$0\" \"$@\""),
+            ZCNET,
+        ])
         .args(["bench", "tcp", "--connect", &addr.to_string(), "--json"])
         .args(["--interval", "0", "--duration", "1"])
         .args(args)

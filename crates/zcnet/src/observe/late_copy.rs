@@ -31,8 +31,7 @@ use std::path::Path;
 
 use super::kallsyms::Kallsyms;
 use super::programs::{self, LateCopyProbe, Maps};
-use super::{Attachment, BlindSpot, LICENSE, Scope};
-use crate::btf::Btf;
+use super::{Attachment, BlindSpot, LICENSE, Scope, layout};
 use crate::sys::{bpf, perf_event};
 
 /// The probed function.
@@ -80,22 +79,11 @@ pub(super) fn attach(
     };
     let arg0 =
         ARG0.ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
-    let btf = Btf::vmlinux().map_err(|e| {
-        blind(format!(
-            "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"
-        ))
-    })?;
-    let offset = |strukt: &str, member: &str| {
-        btf.struct_layout(strukt)
-            .and_then(|s| s.offset_of(member))
-            .and_then(|o| i16::try_from(o).ok())
-            .ok_or_else(|| {
-                blind(format!(
-                    "the kernel's BTF has no {member} in struct {strukt}"
-                ))
-            })
-    };
-    let (arg0, data_len) = (offset("pt_regs", arg0)?, offset("sk_buff", "data_len")?);
+    let btf = layout::vmlinux(WHAT)?;
+    let (arg0, data_len): (i16, i16) = (
+        layout::offset(&btf, WHAT, "pt_regs", arg0)?,
+        layout::offset(&btf, WHAT, "sk_buff", "data_len")?,
+    );
     let (receive, tap, causes) = match Kallsyms::read() {
         Ok(k) if !k.hidden() => {
             let receive: Vec<_> = RECEIVE_CALLERS.iter().flat_map(|f| k.ranges(f)).collect();

@@ -79,9 +79,50 @@ const ZC_READ: i32 = 40;
 pub(super) struct Maps<'a> {
     /// Per-CPU hash `{tgid, fd}` -> `[u64; Counter::ALL.len()]`.
     pub counters: BorrowedFd<'a>,
+    /// Hash `tgid` -> `{pages: u64, peak: u64, uid: u32, exempt: u32, limit: u64}`: the locked
+    /// memory of the process's user at its last zero-copy completion, the most seen, and what the
+    /// kernel holds it to; with where to read them (`None` when the kernel's BTF does not say).
+    pub locked: Option<(BorrowedFd<'a>, LockedLayout)>,
     /// LRU hash of in-flight io_uring zero-copy requests (`struct io_kiocb *` -> 0).
     pub uring: BorrowedFd<'a>,
 }
+
+/// Where a task's user's locked memory and the limit it is held to are (offsets from the kernel's
+/// BTF): `task_struct.cred`, `cred.user`, `user_struct.locked_vm`; `cred.cap_effective`,
+/// `cred.user_ns`, `user_namespace.level` (`CAP_IPC_LOCK` exempts only in the initial namespace,
+/// level 0); `task_struct.signal` and `signal_struct.rlim` (`RLIMIT_MEMLOCK`'s `rlim_cur`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LockedLayout {
+    pub cred: i32,
+    pub user: i32,
+    pub locked_vm: i32,
+    pub cap_effective: i32,
+    pub user_ns: i32,
+    pub ns_level: i32,
+    pub signal: i32,
+    pub rlim: i32,
+}
+
+/// `RLIMIT_MEMLOCK` and the size of a `struct rlimit` (`rlim_cur`, `rlim_max`).
+const RLIMIT_MEMLOCK: i32 = 8;
+const RLIMIT_SIZE: i32 = 16;
+/// Bit of `CAP_IPC_LOCK` in a capability set.
+const CAP_IPC_LOCK: i32 = 14;
+
+/// Offsets in the locked memory map's value.
+pub(super) const LOCKED_PAGES: usize = 0;
+pub(super) const LOCKED_PEAK: usize = 8;
+pub(super) const LOCKED_UID: usize = 16;
+pub(super) const LOCKED_EXEMPT: usize = 20;
+pub(super) const LOCKED_LIMIT: usize = 24;
+/// Bytes of the locked memory map's value.
+pub(super) const LOCKED_VALUE: u32 = 32;
+/// Stack slots after the value at [`USER_A`] while it is read: the task, its cred, a pointer on
+/// the way, the capabilities; the namespace level at [`USER_B`].
+const SLOT_TASK: i16 = USER_A + 32;
+const SLOT_CRED: i16 = USER_A + 40;
+const SLOT_PTR: i16 = USER_A + 48;
+const SLOT_CAPS: i16 = USER_A + 56;
 
 /// How much to add to a counter.
 #[derive(Debug, Clone, Copy)]
@@ -228,6 +269,107 @@ impl<'a> Prog<'a> {
         self.map(Reg::R1, map);
         self.stack_ptr(Reg::R2, key);
         self.asm.push([Insn::call(helper::MAP_LOOKUP_ELEM)]);
+    }
+
+    /// Records the locked memory of the current task's user (`current->cred->user->locked_vm`, the
+    /// pages the kernel charges against `RLIMIT_MEMLOCK`, MSG_ZEROCOPY's among them) under the
+    /// process, the most seen, and the limit the kernel holds the task to (`RLIMIT_MEMLOCK`, or
+    /// none with `CAP_IPC_LOCK` in the initial user namespace); uses the stack at [`USER_A`],
+    /// [`USER_B`] and [`REQUEST_KEY`]. Goes on after it in any case; registers r6..r9 survive.
+    fn sample_locked_memory(&mut self) {
+        let Some((map, layout)) = self.maps.locked else {
+            return;
+        };
+        let done = self.asm.label();
+        let at = |off: usize| USER_A + off as i16;
+        self.asm.push([
+            Insn::call(helper::GET_CURRENT_TASK),
+            Insn::store_u64(Reg::R10, SLOT_TASK, Reg::R0),
+            Insn::store_u64_imm(Reg::R10, USER_B, 0),
+        ]);
+        // (destination, where the pointer is, offset from it, bytes)
+        let reads = [
+            (SLOT_CRED, SLOT_TASK, layout.cred, 8),
+            (SLOT_PTR, SLOT_CRED, layout.user, 8),
+            (at(LOCKED_PAGES), SLOT_PTR, layout.locked_vm, 8),
+            (SLOT_CAPS, SLOT_CRED, layout.cap_effective, 8),
+            (SLOT_PTR, SLOT_CRED, layout.user_ns, 8),
+            (USER_B, SLOT_PTR, layout.ns_level, 4),
+            (SLOT_PTR, SLOT_TASK, layout.signal, 8),
+            (
+                at(LOCKED_LIMIT),
+                SLOT_PTR,
+                layout.rlim + RLIMIT_MEMLOCK * RLIMIT_SIZE,
+                8,
+            ),
+        ];
+        for (to, pointer, off, len) in reads {
+            self.stack_ptr(Reg::R1, to);
+            self.asm.push([
+                Insn::mov64_imm(Reg::R2, len),
+                Insn::load_u64(Reg::R3, Reg::R10, pointer),
+                Insn::add64_imm(Reg::R3, off),
+                Insn::call(helper::PROBE_READ_KERNEL),
+            ]);
+            self.asm.jump(Insn::jump_if_not_equal(Reg::R0, 0, 0), done);
+        }
+        // exempt = CAP_IPC_LOCK effective and the initial user namespace (level 0).
+        self.asm.push([
+            Insn::load_u64(Reg::R1, Reg::R10, SLOT_CAPS),
+            Insn::rsh64_imm(Reg::R1, CAP_IPC_LOCK),
+            Insn::and64_imm(Reg::R1, 1),
+            Insn::load_u64(Reg::R2, Reg::R10, USER_B),
+            Insn::jump_if_equal(Reg::R2, 0, 1),
+            Insn::mov64_imm(Reg::R1, 0),
+            Insn::store_u32(Reg::R10, at(LOCKED_EXEMPT), Reg::R1),
+            Insn::call(helper::GET_CURRENT_UID_GID),
+            Insn::store_u32(Reg::R10, at(LOCKED_UID), Reg::R0),
+            Insn::call(helper::GET_CURRENT_PID_TGID),
+            Insn::rsh64_imm(Reg::R0, 32),
+            Insn::store_u32(Reg::R10, REQUEST_KEY, Reg::R0),
+        ]);
+        self.lookup(map, REQUEST_KEY);
+        let create = self.asm.label();
+        self.asm.jump(Insn::jump_if_equal(Reg::R0, 0, 0), create);
+        for (off, wide) in [
+            (LOCKED_UID, false),
+            (LOCKED_EXEMPT, false),
+            (LOCKED_LIMIT, true),
+            (LOCKED_PAGES, true),
+        ] {
+            let (load, store) = match wide {
+                true => (
+                    Insn::load_u64(Reg::R1, Reg::R10, at(off)),
+                    Insn::store_u64(Reg::R0, off as i16, Reg::R1),
+                ),
+                false => (
+                    Insn::load_u32(Reg::R1, Reg::R10, at(off)),
+                    Insn::store_u32(Reg::R0, off as i16, Reg::R1),
+                ),
+            };
+            self.asm.push([load, store]);
+        }
+        // r1 holds the pages: the peak grows to them.
+        self.asm
+            .push([Insn::load_u64(Reg::R2, Reg::R0, LOCKED_PEAK as i16)]);
+        self.asm
+            .jump(Insn::jump_if_greater_reg(Reg::R2, Reg::R1, 0), done);
+        self.asm
+            .push([Insn::store_u64(Reg::R0, LOCKED_PEAK as i16, Reg::R1)]);
+        self.asm.jump(Insn::jump(0), done);
+        self.asm.bind(create);
+        self.asm.push([
+            Insn::load_u64(Reg::R1, Reg::R10, at(LOCKED_PAGES)),
+            Insn::store_u64(Reg::R10, at(LOCKED_PEAK), Reg::R1),
+        ]);
+        self.map(Reg::R1, map);
+        self.stack_ptr(Reg::R2, REQUEST_KEY);
+        self.stack_ptr(Reg::R3, USER_A);
+        self.asm.push([
+            Insn::mov64_imm(Reg::R4, BPF_ANY as i32),
+            Insn::call(helper::MAP_UPDATE_ELEM),
+        ]);
+        self.asm.bind(done);
     }
 
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
@@ -409,6 +551,7 @@ fn count_completions(p: &mut Prog<'_>) {
         Insn::add64_imm(Reg::R8, 1),
         Insn::load_u8(Reg::R9, Reg::R10, USER_B + CMSG_EE_CODE),
     ]);
+    p.sample_locked_memory();
     p.owner_key(Some(Reg::R7));
     let copied = p.asm.label();
     p.asm.jump(
@@ -488,6 +631,7 @@ fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec
     p.asm
         .push([Insn::jump_if_any_bit(Reg::R9, IORING_CQE_F_NOTIF, 1)]);
     p.asm.jump(Insn::jump(0), result);
+    p.sample_locked_memory();
     p.owner_key(None);
     let copied = p.asm.label();
     p.asm.jump(Insn::jump_if_any_bit(Reg::R8, BIT31, 0), copied);
@@ -635,12 +779,24 @@ mod tests {
             .collect()
     }
 
-    /// Every program's disassembly for `scope`, the maps being descriptors 0 and 2.
+    /// Every program's disassembly for `scope`, the maps being descriptors 0, 1 and 2.
     fn disassembly(scope: Scope) -> String {
         let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+        let stdout = std::io::stdout();
+        let layout = LockedLayout {
+            cred: 3008,
+            user: 32,
+            locked_vm: 24,
+            cap_effective: 64,
+            user_ns: 136,
+            ns_level: 120,
+            signal: 3056,
+            rlim: 496,
+        };
         let maps = Maps {
             counters: stdin.as_fd(),
             uring: stderr.as_fd(),
+            locked: Some((stdout.as_fd(), layout)),
         };
         let mut text = String::new();
         for ((group, name, build), layout) in TRACEPOINTS.iter().zip(LAYOUTS) {
@@ -700,6 +856,7 @@ mod tests {
         let maps = Maps {
             counters: stdin.as_fd(),
             uring: stderr.as_fd(),
+            locked: None,
         };
         let format = format("ctx:8:8 req:16:8 user_data:24:8");
         let event = Event::parse("io_uring:io_uring_submit_req", 0, &format);
@@ -713,6 +870,7 @@ mod tests {
         let maps = Maps {
             counters: stdin.as_fd(),
             uring: stderr.as_fd(),
+            locked: None,
         };
         let mut regs = x86_64_regs();
         regs.native.0 = 8;

@@ -9,9 +9,8 @@
 //! - A 64-bit task enters with `cs` = `__USER_CS` (0x33); a 32-bit task's calls (`__USER32_CS`)
 //!   have other numbers, and are left out.
 
-use super::BlindSpot;
 use super::programs::{SyscallNumbers, SyscallRegs};
-use crate::btf::Btf;
+use super::{BlindSpot, layout};
 
 /// What is not seen without the system call program.
 const WHAT: &str = "MSG_ZEROCOPY and copying sends, error-queue completions, TCP zero-copy receive";
@@ -32,19 +31,8 @@ pub(super) fn registers() -> Result<SyscallRegs, BlindSpot> {
     let (nr, args, native) = REGISTERS.ok_or_else(|| {
         blind("zcnet reads system call arguments from x86-64 registers only".to_string())
     })?;
-    let btf = Btf::vmlinux().map_err(|e| {
-        blind(format!(
-            "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"
-        ))
-    })?;
-    let regs = btf
-        .struct_layout("pt_regs")
-        .ok_or_else(|| blind("the kernel's BTF has no struct pt_regs".to_string()))?;
-    let offset = |name: &str| {
-        regs.offset_of(name)
-            .and_then(|o| i16::try_from(o).ok())
-            .ok_or_else(|| blind(format!("the kernel's BTF has no {name} in struct pt_regs")))
-    };
+    let btf = layout::vmlinux(WHAT)?;
+    let offset = |name: &str| layout::offset(&btf, WHAT, "pt_regs", name);
     Ok(SyscallRegs {
         nr: offset(nr)?,
         args: [

@@ -93,6 +93,12 @@ pub mod helper {
     pub const MAP_DELETE_ELEM: i32 = 3;
     /// `bpf_get_current_pid_tgid()`: `tgid << 32 | pid` of the current task.
     pub const GET_CURRENT_PID_TGID: i32 = 14;
+    /// `bpf_get_current_uid_gid()`: `gid << 32 | uid` of the current task (real ids, as the
+    /// initial user namespace sees them).
+    pub const GET_CURRENT_UID_GID: i32 = 15;
+    /// `bpf_get_current_task()`: the current `struct task_struct *`, to read with
+    /// `bpf_probe_read_kernel`.
+    pub const GET_CURRENT_TASK: i32 = 35;
     /// `bpf_get_current_cgroup_id()`: the id of the current task's cgroup v2 (its directory's inode).
     pub const GET_CURRENT_CGROUP_ID: i32 = 80;
     /// `bpf_probe_read_user(dst, size, user_ptr)`: 0, or a negative errno with `dst` zeroed.
