@@ -18,7 +18,7 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
-use zcnet::observe::{Counter, Counters, Observer, Scope, XdpSocket, xdp_sockets_of};
+use zcnet::observe::{Counter, Counters, MemlockLimit, Observer, Scope, XdpSocket, xdp_sockets_of};
 use zcnet::tx::{Mode, SendPath, SenderConfig, TcpSender, TxStats};
 use zcnet::xdp::{self, AttachMode, FrameMatch, Umem, UmemConfig, XdpProgram};
 
@@ -103,6 +103,17 @@ pub fn run() -> anyhow::Result<Outcome> {
         agree(&mut out, &format!("{name} totals"), &seen, &pairs);
         late_copies(&mut out, name, &seen, &everyone, stats.bytes, false);
     }
+
+    // Root's sends are not charged: the kernel's capable(CAP_IPC_LOCK) exempts them.
+    let me = std::process::id();
+    let locked = own.locked_memory()?;
+    out.check(
+        "locked memory",
+        locked
+            .iter()
+            .any(|l| l.pid == me && l.uid == 0 && l.limit == MemlockLimit::Exempt),
+        &format!("this process (pid {me}, root) after its zero-copy streams: {locked:?}"),
+    );
 
     let (seen, everyone, bytes) = watch.around(copying_stream)?;
     let zero_copy = [
