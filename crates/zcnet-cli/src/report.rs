@@ -20,6 +20,17 @@ pub fn object(value: Value) -> Row {
     }
 }
 
+/// Says on standard error, once, the first of `rows`' text fields `field` (a reason that applies to
+/// every row, such as why a figure is missing), even under `--json`.
+pub fn say_once(rows: &[Row], field: &str) {
+    if let Some(why) = rows
+        .iter()
+        .find_map(|row| row.get(field).and_then(Value::as_str))
+    {
+        eprintln!("zcnet: {why}");
+    }
+}
+
 /// A table column: the row field it shows and its heading.
 pub type Column = (&'static str, &'static str);
 

@@ -365,28 +365,10 @@ fn observe_refuses_without_bpf_and_perfmon_naming_them() {
 /// emulated guest most run in `ksoftirqd`: 0.03 to 0.06 per byte), so only the upper bound holds.
 #[test]
 fn bench_rows_carry_the_kernels_copies_or_say_why_not() {
-    let out = Command::new(ZCNET)
-        .args([
-            "bench",
-            "tcp",
-            "--mode",
-            "copy,zerocopy",
-            "--duration",
-            "0.3",
-        ])
-        .args(["--interval", "0", "--json"])
-        .output()
-        .expect("run zcnet bench tcp");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, rows) = bench_rows(
+        &["tcp", "--mode", "copy,zerocopy", "--duration", "0.3"],
+        |r| r["role"] == "sender",
     );
-    let rows: Vec<Value> = json_lines(&stdout)
-        .into_iter()
-        .filter(|r| r["role"] == "sender")
-        .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     let root = rustix::process::geteuid().is_root();
     let kprobes = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
@@ -404,4 +386,64 @@ fn bench_rows_carry_the_kernels_copies_or_say_why_not() {
             assert_eq!(figure.as_f64(), Some(0.0), "{row}");
         }
     }
+}
+
+/// Every row of `zcnet bench rx` carries the bytes its receives copied per payload byte
+/// (`kernel_copied_per_byte`, the `skb_copy_datagram_iovec` tracepoint for the bench's process), or
+/// says why not (without CAP_BPF and CAP_PERFMON). Where it counts, the figure equals what the
+/// receiver reports itself, the bytes it did not map (`copied_bytes`), give or take the stream's
+/// header: the copying run copies every byte, the zero-copy run almost none.
+#[test]
+fn receive_rows_carry_the_kernels_copies_or_say_why_not() {
+    let (stdout, rows) = bench_rows(
+        &[
+            "rx",
+            "--mode",
+            "copy,zerocopy",
+            "--mib",
+            "64",
+            "--rounds",
+            "1",
+        ],
+        |r| r.get("mapped_bytes").is_some(),
+    );
+    assert_eq!(rows.len(), 2, "{stdout}");
+    let root = rustix::process::geteuid().is_root();
+    for row in &rows {
+        let figure = &row["kernel_copied_per_byte"];
+        if !root {
+            let reason = row["kernel_copied_reason"].as_str().unwrap_or("");
+            assert!(figure.is_null() && reason.contains("CAP_BPF"), "{row}");
+            continue;
+        }
+        let per_byte = figure.as_f64().unwrap_or_else(|| panic!("{row}"));
+        let copied = (per_byte * u(row, "bytes") as f64).round() as u64;
+        let reported = u(row, "copied_bytes");
+        assert!(
+            copied.abs_diff(reported) <= 4096,
+            "the kernel copied {copied} bytes, the receiver reports {reported}: {row}"
+        );
+        if row["mode"] == "copy" {
+            assert!((0.99..=1.01).contains(&per_byte), "{row}");
+        }
+    }
+}
+
+/// Runs `zcnet bench ARGS --json` (after `--interval 0` where the bench takes it), which must
+/// succeed; its output and the rows `wanted` picks.
+fn bench_rows(args: &[&str], wanted: impl Fn(&Value) -> bool) -> (String, Vec<Value>) {
+    let mut command = Command::new(ZCNET);
+    command.arg("bench").args(args).arg("--json");
+    if args[0] == "tcp" {
+        command.args(["--interval", "0"]);
+    }
+    let out = command.output().expect("run zcnet bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&stdout).into_iter().filter(wanted).collect();
+    (stdout, rows)
 }

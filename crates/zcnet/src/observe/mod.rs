@@ -135,6 +135,17 @@ pub struct Observer {
     scope: Scope,
 }
 
+/// Which programs an observer attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// Every one: [`Observer::attach`].
+    Everything,
+    /// The `skb_copy_ubufs` kprobe: [`Observer::attach_late_copies`].
+    LateCopies,
+    /// The receive copies' tracepoint: [`Observer::attach_receive_copies`].
+    ReceiveCopies,
+}
+
 /// Entries of the counters map (sockets and processes); a full map stops counting new sockets.
 const MAX_OWNERS: u32 = 16_384;
 /// io_uring zero-copy requests in flight the observer follows at once (least recently used ones
@@ -155,7 +166,7 @@ impl Observer {
     /// Refuses with [`ObserveError::Capabilities`] without CAP_BPF and CAP_PERFMON (or
     /// CAP_SYS_ADMIN), and with [`ObserveError::NoTracefs`] when tracefs is not mounted.
     pub fn attach(scope: Scope) -> Result<Observer, ObserveError> {
-        Observer::start(scope, true)
+        Observer::start(scope, Parts::Everything)
     }
 
     /// Counts only the copies the kernel makes after zero-copy sends (the `skb_copy_ubufs` kprobe,
@@ -165,7 +176,7 @@ impl Observer {
     /// Refuses as [`Observer::attach`] does, and with [`ObserveError::NotSeen`] saying why when the
     /// kernel does not let the probe attach (no kprobes, as on a kernel built without them).
     pub fn attach_late_copies(scope: Scope) -> Result<Observer, ObserveError> {
-        let observer = Observer::start(scope, false)?;
+        let observer = Observer::start(scope, Parts::LateCopies)?;
         if observer.attachments.is_empty() {
             let spot = observer.blind.into_iter().next().expect("a reason");
             return Err(ObserveError::NotSeen {
@@ -176,9 +187,19 @@ impl Observer {
         Ok(observer)
     }
 
-    /// Creates the maps and attaches the kprobe, and with `tracepoints` the tracepoint programs.
-    fn start(scope: Scope, tracepoints: bool) -> Result<Observer, ObserveError> {
+    /// Counts only the bytes socket receives copy to the tasks ([`Counter::RxCopiedBytes`], the
+    /// raw `skb_copy_datagram_iovec` tracepoint: one short program per packet copied, nothing for
+    /// a page mapped): for a receiving benchmark to report the kernel's copies of its own payload.
+    ///
+    /// Refuses as [`Observer::attach`] does.
+    pub fn attach_receive_copies(scope: Scope) -> Result<Observer, ObserveError> {
+        Observer::start(scope, Parts::ReceiveCopies)
+    }
+
+    /// Creates the maps and attaches the programs of `parts`.
+    fn start(scope: Scope, parts: Parts) -> Result<Observer, ObserveError> {
         check_capabilities()?;
+        let tracepoints = parts == Parts::Everything;
         // Asked before any program runs: the netlink dump's reply is a receive of this process's,
         // which the programs would count when it observes itself.
         let xdp_blind = tracepoints.then(xdp::blind_spot).flatten();
@@ -266,15 +287,19 @@ impl Observer {
                 }
                 Err(spot) => blind.push(spot),
             }
+        }
+        if parts != Parts::LateCopies {
             let insns = programs::receive_copy(scope, maps);
             attachments.push(attach_raw(c"skb_copy_datagram_iovec", &insns)?);
         }
-        match late_copy::attach(scope, maps) {
-            Ok((attachment, causes)) => {
-                attachments.push(attachment);
-                blind.extend(causes);
+        if parts != Parts::ReceiveCopies {
+            match late_copy::attach(scope, maps) {
+                Ok((attachment, causes)) => {
+                    attachments.push(attachment);
+                    blind.extend(causes);
+                }
+                Err(spot) => blind.push(spot),
             }
-            Err(spot) => blind.push(spot),
         }
         if tracepoints {
             blind.extend(xdp_blind);

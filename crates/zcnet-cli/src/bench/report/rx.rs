@@ -23,6 +23,7 @@ pub(crate) fn finish(runs: RxRuns, args: &RxArgs) -> anyhow::Result<()> {
             report::emit(&format!("{}\n", tcp_mmap_line(row, !args.sizes.is_empty())));
         }
     }
+    report::say_once(rows, "kernel_copied_reason");
     if !args.sizes.is_empty() {
         let swept = Swept {
             bench: "rx",

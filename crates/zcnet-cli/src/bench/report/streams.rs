@@ -57,6 +57,9 @@ const SHARED: &[&str] = &[
     "round",
     "rounds",
     "verified",
+    // The kernel's copies are counted for the process: each stream's row has the run's figure.
+    "kernel_copied_per_byte",
+    "kernel_copied_reason",
 ];
 
 /// Whether `row` is one stream of a run of several.

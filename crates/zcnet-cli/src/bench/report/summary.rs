@@ -209,12 +209,7 @@ pub(crate) fn print_summary(rows: &[Row], shown: Shown) {
     // Said once even under --json: a run that copied for want of locked memory must not pass for
     // a zero-copy one.
     for reason in ["memlock_reason", "enobufs_reason", "kernel_copied_reason"] {
-        if let Some(why) = rows
-            .iter()
-            .find_map(|row| row.get(reason).and_then(Value::as_str))
-        {
-            eprintln!("zcnet: {why}");
-        }
+        report::say_once(rows, reason);
     }
     // Nor a run whose peer took less than was sent.
     for row in rows {

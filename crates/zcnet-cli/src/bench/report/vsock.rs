@@ -9,7 +9,7 @@ use crate::bench::args::vsock::VsockArgs;
 use crate::bench::report::crossover::Swept;
 use crate::bench::report::{streams, sweep};
 use crate::bench::run::vsock::VsockRuns;
-use crate::report::{Column, print_rows};
+use crate::report::{self, Column, print_rows};
 
 /// Prints `runs`' rows as `args` asks (a sum row after the streams of each run of several), then
 /// fails when a stream ended without its figures.
@@ -21,6 +21,7 @@ pub(crate) fn finish(runs: VsockRuns, args: &VsockArgs) -> Result<()> {
         COLUMNS.to_vec()
     };
     print_rows(shown, &columns, args.json);
+    report::say_once(shown, "kernel_copied_reason");
     let rows = &streams::runs(shown);
     if !args.sizes.is_empty() {
         let path = rows.first().and_then(|r| r["path"].as_str()).unwrap_or("?");
@@ -57,5 +58,6 @@ const COLUMNS: &[Column] = &[
     ("notifications", "NOTIFS"),
     ("zc_ids", "ZC IDS"),
     ("copied_ids", "COPIED IDS"),
+    ("kernel_copied_per_byte", "KERNEL COPIED/B"),
     ("cpu_us_per_mb", "CPU US/MB"),
 ];

@@ -40,7 +40,7 @@ pub(crate) fn run_rounds(
         error: None,
         failed: None,
     };
-    let copies = KernelCopies::start();
+    let copies = KernelCopies::after_sends();
     for (round, size, mode, api) in plan::sends(common.rounds, sizes, &common.mode, common.apis()) {
         // Ctrl-C, or an output whose reader is gone, that came after a run's end: no more runs.
         if live::interrupted() {

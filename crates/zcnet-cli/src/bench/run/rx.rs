@@ -25,6 +25,7 @@ use crate::bench::args::apart::TcpTimeouts;
 use crate::bench::args::rx::{ApiArg, ModeArg, ReleaseArg, RxArgs, SenderArg, apis_shown};
 use crate::bench::plan;
 use crate::bench::run::child::Watched;
+use crate::bench::run::copies::{self, KernelCopies};
 use crate::bench::run::listen::{self, Ended, mapped_pct};
 use crate::bench::run::serve::{self, Rows, Serving, StreamSetup};
 use crate::bench::run::streams::{self, each as streams_of};
@@ -662,6 +663,7 @@ const RUN_COLUMNS: &[Column] = &[
     ("size", "write size"),
     ("bytes", "bytes"),
     ("mapped_pct", "% mapped"),
+    ("kernel_copied_per_byte", "kernel copied/B"),
     ("seconds", "seconds"),
     ("gbit_per_s", "Gbit/s"),
     ("cpu_user_s", "user s"),
@@ -886,13 +888,22 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxEnded>> {
         })
         .collect();
     let refused = zcrx_refusal(args)?;
+    // The kernel's copies to this process per size and leg, over its rounds and streams.
+    let copies = KernelCopies::in_receives();
+    let mut copied: Vec<((usize, Leg), Result<u64, String>)> = Vec::new();
     let mut whole = true;
     'sweep: for (_, size, legs) in plan::schedule(args.rounds, &sizes, &legs) {
         for leg in legs {
             if leg.1 == ApiArg::Zcrx && refused.is_some() {
                 continue;
             }
+            let before = copies.so_far();
             let ended = streams_of(args.parallel, || run_one(args, &path, (leg, size)))?;
+            let run = copies.since(before);
+            match copied.iter_mut().find(|(key, _)| *key == (size, leg)) {
+                Some((_, sum)) => *sum = sum.clone().and_then(|s| Ok(s + run?)),
+                None => copied.push(((size, leg), run)),
+            }
             for (&stream, ended) in streams.iter().zip(ended) {
                 let Some((_, total)) = totals
                     .iter_mut()
@@ -925,6 +936,14 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxEnded>> {
             }
             _ => (t.connections > 0 || t.failed.is_some()).then(|| {
                 let mut row = row(args, &path, (leg, size), t);
+                let bytes = totals
+                    .iter()
+                    .filter(|((s, l, _), _)| (*s, *l) == (size, leg))
+                    .map(|(_, t)| t.bytes)
+                    .sum();
+                let run = copied.iter().find(|(key, _)| *key == (size, leg));
+                let run = run.map_or(Ok(0), |(_, c)| c.clone());
+                copies::put(&mut row, &run, bytes);
                 if stream > 0 {
                     row.insert("stream".into(), json!(stream));
                 }

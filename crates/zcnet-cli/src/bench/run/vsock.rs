@@ -30,6 +30,7 @@ use zcnet::tx::{BufferPool, Mode, PoolConfig, SenderConfig, TxStats};
 use crate::bench::args::api::Api;
 use crate::bench::args::vsock::{Type, VsockApi, VsockArgs};
 use crate::bench::plan;
+use crate::bench::run::copies::KernelCopies;
 use crate::bench::run::sender;
 use crate::bench::run::streams;
 use crate::flags::UsageError;
@@ -103,16 +104,19 @@ pub(crate) fn run(args: &VsockArgs) -> Result<Option<VsockRuns>> {
     };
     let mut rows = Vec::new();
     let mut whole = true;
+    let copies = KernelCopies::after_sends();
     // The order of the modes alternates from one size to the next (see plan::schedule).
     'sweep: for (_, size, modes) in plan::schedule(1, &sizes, &args.mode) {
         for mode in modes {
             for api in args.api.iter().map(|&api| Api::from(api)) {
                 let fields = streams::fields("vsock", &path, (mode, api), size);
-                let ran = streams::side_by_side(args.parallel, &fields, || {
+                let before = copies.so_far();
+                let mut ran = streams::side_by_side(args.parallel, &fields, || {
                     run_one(ty, (mode, api), size, args).with_context(|| {
                         format!("vsock {} {} {size}-byte sends", api.name(), mode.name())
                     })
                 })?;
+                copies.record(before, &mut ran);
                 for mut row in ran {
                     row.insert("emulated_cpu".into(), Value::Bool(emulated));
                     rows.push(row);
