@@ -42,14 +42,16 @@ fn agree(seen: &Value, row: &Value, pairs: &[(&str, &str)]) {
 fn observed_sender(ns: &testnet::Netns, args: &[&str]) -> (Value, Value) {
     let held = held_sender(ns, args);
     let pid = u64::from(held.pid);
-    let (row, summary) = observe_held(held);
+    let (row, summary) = observe_held(held, &[]);
     (row, totals_of(&summary, pid))
 }
 
-/// Observes a held sender by pid, lets it go, and returns its row and the observer's summary.
-fn observe_held(mut held: common::HeldSender) -> (Value, String) {
+/// Observes a held sender by pid (with the observer's flags `extra`), lets it go, and returns its
+/// row and the observer's output.
+fn observe_held(mut held: common::HeldSender, extra: &[&str]) -> (Value, String) {
     let pid = u64::from(held.pid);
-    let (observer, _, mut observed) = start_observer(&["--pid", &pid.to_string()]);
+    let pid_arg = pid.to_string();
+    let (observer, _, mut observed) = start_observer(&[&["--pid", &pid_arg], extra].concat());
     writeln!(held.go, "go").unwrap();
     drop(held.go);
     let mut rows = String::new();
@@ -192,7 +194,7 @@ fn observe_shows_the_locked_memory_a_normal_users_sends_are_charged() {
         let args = ["--mode", "zerocopy", "--api", "sendmsg", "--size", "65536"];
         let held = held_sender_as(&ns, setup, exec_through, &args);
         let pid = u64::from(held.pid);
-        let (_, summary) = observe_held(held);
+        let (_, summary) = observe_held(held, &["--interval", "0.2"]);
         let process = json_lines(&summary)
             .into_iter()
             .find(|v| v["event"] == "process" && v["pid"] == pid)
@@ -208,6 +210,12 @@ fn observe_shows_the_locked_memory_a_normal_users_sends_are_charged() {
                 "peak {peak} is not between one send's charge and the limit: {locked}"
             );
             assert!(u(locked, "bytes") <= peak, "{locked}");
+            // While it sent, the rows of the intervals in which it changed said so.
+            let rows = json_lines(&summary)
+                .into_iter()
+                .filter(|v| v["event"] == "locked_memory" && v["pid"] == pid)
+                .count();
+            assert!(rows > 0, "no locked_memory row for {pid}: {summary}");
         }
     }
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
-use zcnet::observe::{Counters, ObserveError, Observer, Owner, Scope, XdpSocket};
+use zcnet::observe::{Counters, LockedMemory, ObserveError, Observer, Owner, Scope, XdpSocket};
 use zcnet::xdp::Statistics;
 
 use crate::flags;
@@ -71,6 +71,7 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
     let every = (args.interval > 0.0).then(|| Duration::from_secs_f64(args.interval));
     let end = args.duration.map(Duration::from_secs_f64);
     let mut last: BTreeMap<Owner, Counters> = BTreeMap::new();
+    let mut last_locked: BTreeMap<u32, LockedMemory> = BTreeMap::new();
     // Without rows, owners are still looked at each second to name them while they live.
     let tick = every.unwrap_or(NAMING);
     let mut next_tick = start + tick;
@@ -90,6 +91,16 @@ pub fn run(args: ObserveArgs) -> anyhow::Result<()> {
             }
         }
         last = now;
+        for locked in observer.locked_memory()? {
+            if every.is_some() && last_locked.get(&locked.pid) != Some(&locked) {
+                let named = names.of(Owner {
+                    pid: locked.pid,
+                    fd: None,
+                });
+                out.locked_row(t, named, &locked);
+            }
+            last_locked.insert(locked.pid, locked);
+        }
         for (owner, socket, delta) in xdp.read(&args) {
             if every.is_some() && !delta.is_zero() {
                 out.xdp_row(t, &names.of_xdp(owner, &socket), &socket, &delta);

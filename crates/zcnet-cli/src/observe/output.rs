@@ -72,6 +72,24 @@ impl Output {
         }
     }
 
+    /// A process's user's locked memory, at an interval that ended `t` seconds into the run in
+    /// which it changed.
+    pub fn locked_row(&self, t: f64, named: &Named, locked: &LockedMemory) {
+        if self.json {
+            let mut v = identity(named);
+            v.insert("event".into(), "locked_memory".into());
+            v.insert("t".into(), json!(t));
+            v.insert("locked_memory".into(), locked_json(locked));
+            emit(&format!("{}\n", Value::Object(v)));
+        } else {
+            emit(&format!(
+                "{t:8.1}s  {}  {}\n",
+                who(named),
+                locked_text(locked)
+            ));
+        }
+    }
+
     /// The totals of each owner, then of each process with its user's locked memory.
     pub fn summary(
         &self,

@@ -12,9 +12,10 @@ use super::{ZCNET, json_lines, start_reading};
 /// first line announced and the rest of its stdout.
 pub fn start_observer(args: &[&str]) -> (Child, Vec<u64>, BufReader<ChildStdout>) {
     let mut cmd = testnet::with_tracefs(ZCNET);
-    cmd.arg("observe")
-        .args(args)
-        .args(["--json", "--interval", "0"]);
+    cmd.arg("observe").args(args).arg("--json");
+    if !args.contains(&"--interval") {
+        cmd.args(["--interval", "0"]);
+    }
     let (mut child, line, stdout) = start_reading(&mut cmd);
     let attached: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
         let mut err = String::new();
