@@ -64,6 +64,7 @@ const ARG0: Option<&str> = None;
 pub(super) fn attach(
     scope: Scope,
     maps: Maps<'_>,
+    btf: &layout::KernelBtf,
 ) -> Result<(Attachment, Option<BlindSpot>), BlindSpot> {
     let blind = |why: String| BlindSpot { what: WHAT, why };
     let pmu_type = match fs::read_to_string(Path::new(KPROBE_PMU).join("type")) {
@@ -79,10 +80,10 @@ pub(super) fn attach(
     };
     let arg0 =
         ARG0.ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
-    let btf = layout::vmlinux(WHAT)?;
+    let btf = layout::vmlinux(btf, WHAT)?;
     let (arg0, data_len): (i16, i16) = (
-        layout::offset(&btf, WHAT, "pt_regs", arg0)?,
-        layout::offset(&btf, WHAT, "sk_buff", "data_len")?,
+        layout::offset(btf, WHAT, "pt_regs", arg0)?,
+        layout::offset(btf, WHAT, "sk_buff", "data_len")?,
     );
     let (receive, tap, causes) = match Kallsyms::read() {
         Ok(k) if !k.hidden() => {

@@ -1,15 +1,24 @@
 //! Struct offsets of the running kernel for the observer's programs, read from its BTF
-//! (`/sys/kernel/btf/vmlinux`); a kernel without them is a [`BlindSpot`] saying which.
+//! (`/sys/kernel/btf/vmlinux`, parsed once per observer, when a program first needs it); a kernel
+//! without them is a [`BlindSpot`] saying which.
+
+use std::cell::OnceCell;
+use std::io;
 
 use super::BlindSpot;
 use crate::btf::Btf;
 
+/// The kernel's BTF, read at most once.
+pub(super) type KernelBtf = OnceCell<io::Result<Btf>>;
+
 /// The kernel's BTF, or why `what` cannot be seen without it.
-pub(super) fn vmlinux(what: &'static str) -> Result<Btf, BlindSpot> {
-    Btf::vmlinux().map_err(|e| BlindSpot {
-        what,
-        why: format!("cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"),
-    })
+pub(super) fn vmlinux<'a>(btf: &'a KernelBtf, what: &'static str) -> Result<&'a Btf, BlindSpot> {
+    btf.get_or_init(Btf::vmlinux)
+        .as_ref()
+        .map_err(|e| BlindSpot {
+            what,
+            why: format!("cannot read the kernel's BTF (/sys/kernel/btf/vmlinux): {e}"),
+        })
 }
 
 /// The byte offset of `member` in `struct strukt`, or why `what` cannot be seen.

@@ -58,9 +58,9 @@ pub enum MemlockLimit {
 }
 
 /// Where the programs find a task's user's `locked_vm` on the running kernel, or why they cannot.
-pub(super) fn layout() -> Result<LockedLayout, BlindSpot> {
-    let btf = layout::vmlinux(WHAT)?;
-    let offset = |strukt: &str, member: &str| layout::offset(&btf, WHAT, strukt, member);
+pub(super) fn layout(btf: &layout::KernelBtf) -> Result<LockedLayout, BlindSpot> {
+    let btf = layout::vmlinux(btf, WHAT)?;
+    let offset = |strukt: &str, member: &str| layout::offset(btf, WHAT, strukt, member);
     Ok(LockedLayout {
         cred: offset("task_struct", "cred")?,
         user: offset("cred", "user")?,

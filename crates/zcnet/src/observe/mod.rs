@@ -229,8 +229,9 @@ impl Observer {
             "zcnet_locked",
         )?;
         let mut blind = Vec::new();
+        let btf = layout::KernelBtf::new();
         let locked_layout = match tracepoints {
-            true => locked::layout().map_err(|spot| blind.push(spot)).ok(),
+            true => locked::layout(&btf).map_err(|spot| blind.push(spot)).ok(),
             false => None,
         };
         let maps = programs::Maps {
@@ -278,7 +279,7 @@ impl Observer {
             });
         }
         if tracepoints {
-            match syscalls::registers() {
+            match syscalls::registers(&btf) {
                 Ok(regs) => {
                     let insns = programs::syscall_exit(scope, maps, &regs).map_err(|e| {
                         ObserveError::kernel("build the program for raw_tracepoint:sys_exit", e)
@@ -293,7 +294,7 @@ impl Observer {
             attachments.push(attach_raw(c"skb_copy_datagram_iovec", &insns)?);
         }
         if parts != Parts::ReceiveCopies {
-            match late_copy::attach(scope, maps) {
+            match late_copy::attach(scope, maps, &btf) {
                 Ok((attachment, causes)) => {
                     attachments.push(attachment);
                     blind.extend(causes);

@@ -26,13 +26,13 @@ const REGISTERS: Option<(&str, [&str; 4], &str)> = None;
 const USER_CS: i32 = 0x33;
 
 /// The layout the system call program reads on the running kernel, or why there is none.
-pub(super) fn registers() -> Result<SyscallRegs, BlindSpot> {
+pub(super) fn registers(btf: &layout::KernelBtf) -> Result<SyscallRegs, BlindSpot> {
     let blind = |why: String| BlindSpot { what: WHAT, why };
     let (nr, args, native) = REGISTERS.ok_or_else(|| {
         blind("zcnet reads system call arguments from x86-64 registers only".to_string())
     })?;
-    let btf = layout::vmlinux(WHAT)?;
-    let offset = |name: &str| layout::offset(&btf, WHAT, "pt_regs", name);
+    let btf = layout::vmlinux(btf, WHAT)?;
+    let offset = |name: &str| layout::offset(btf, WHAT, "pt_regs", name);
     Ok(SyscallRegs {
         nr: offset(nr)?,
         args: [

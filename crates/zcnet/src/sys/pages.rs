@@ -17,6 +17,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
+use super::tcp_zc::page_size;
+
 const HUGE_PAGE: usize = 2 << 20;
 
 /// The system's transparent huge page mode: `[always]`, `[madvise]` or `[never]` is selected.
@@ -76,12 +78,6 @@ struct FreeSlots {
 unsafe impl Send for PageArena {}
 // SAFETY: as above; the free list is behind a mutex.
 unsafe impl Sync for PageArena {}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 { n as usize } else { 4096 }
-}
 
 impl PageArena {
     /// Maps `count` slots of at least `slot_size` bytes (rounded up to whole pages). With `huge_pages`

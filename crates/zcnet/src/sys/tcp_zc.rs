@@ -74,7 +74,8 @@ pub struct ZerocopyOutcome {
     pub socket_error: i32,
 }
 
-/// The size of a page, which is the unit `TCP_ZEROCOPY_RECEIVE` maps.
+/// The size of a page (`sysconf(_SC_PAGESIZE)`): the unit `TCP_ZEROCOPY_RECEIVE` maps, mappings
+/// are made of, and the kernel charges locked memory in.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
+use super::tcp_zc::page_size;
 use super::xdp::Mmap;
 use crate::btf::Btf;
 
@@ -532,10 +533,6 @@ impl std::fmt::Debug for ZcrxQueue {
             .field("refill_entries", &self.refill.entries)
             .finish()
     }
-}
-
-fn page_size() -> usize {
-    super::tcp_zc::page_size()
 }
 
 /// `IORING_REGISTER_EVENTFD` (include/uapi/linux/io_uring.h).
