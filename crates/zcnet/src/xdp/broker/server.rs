@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::wire::{Grant, REQUEST_LEN, Refusal, Reply, Request};
 use crate::sys::unix::{peer_credentials, sealed_memfd, send_with_fds};
@@ -34,11 +35,15 @@ pub struct BrokerConfig {
     pub attach: AttachMode,
     /// The largest UMEM it registers for one worker, in bytes (it pins that memory).
     pub max_umem_bytes: u64,
+    /// How long a peer that connected has to send its whole request: the socket is open to every
+    /// user, so one that says nothing is dropped after this instead of holding a broker thread.
+    pub request_timeout: Duration,
 }
 
 impl BrokerConfig {
     /// Hands out the queues of `allow` to no one yet (add uids or gids), redirecting every frame
-    /// ([`FrameMatch::All`]) in driver mode, with UMEMs of at most 64 MiB.
+    /// ([`FrameMatch::All`]) in driver mode, with UMEMs of at most 64 MiB, giving a peer 5 seconds
+    /// to send its request.
     pub fn new(allow: Vec<(String, u32)>) -> BrokerConfig {
         BrokerConfig {
             allow,
@@ -47,6 +52,7 @@ impl BrokerConfig {
             matching: FrameMatch::All,
             attach: AttachMode::Driver,
             max_umem_bytes: 64 << 20,
+            request_timeout: Duration::from_secs(5),
         }
     }
 
@@ -99,6 +105,11 @@ pub enum Event {
         /// The interface.
         iface: String,
     },
+    /// A peer sent no whole request within [`BrokerConfig::request_timeout`]: dropped.
+    Silent {
+        /// The peer's pid, uid and gid.
+        peer: (i32, u32, u32),
+    },
 }
 
 impl fmt::Display for Event {
@@ -120,6 +131,12 @@ impl fmt::Display for Event {
             Event::Attached { iface } => write!(f, "attached the redirect program to {iface}"),
             Event::Released { iface, queue } => write!(f, "released {iface} queue {queue}"),
             Event::Detached { iface } => write!(f, "detached the program from {iface}"),
+            Event::Silent {
+                peer: (pid, uid, gid),
+            } => write!(
+                f,
+                "dropped pid {pid} uid {uid} gid {gid}: no whole request in time"
+            ),
         }
     }
 }
@@ -217,10 +234,20 @@ impl Shared {
         };
         let peer = (cred.pid, cred.uid, cred.gid);
         let mut buf = [0u8; REQUEST_LEN];
-        // A peer gone before its request is served by nobody.
-        let Ok(len) = read_request(&mut stream, &mut buf) else {
-            return;
+        // A peer gone before its request is served by nobody; one that says nothing is dropped.
+        let deadline = Instant::now().checked_add(self.config.request_timeout);
+        let len = match read_request(&mut stream, &mut buf, deadline) {
+            Ok(len) => len,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                log(&Event::Silent { peer });
+                return;
+            }
+            Err(_) => return,
         };
+        // A granted worker's connection stays open as long as it holds its queue.
+        if stream.set_read_timeout(None).is_err() {
+            return;
+        }
         let request = Request::decode(&buf[..len]);
         let allowed = self.config.uids.contains(&cred.uid) || self.config.gids.contains(&cred.gid);
         let outcome = match request {
@@ -390,15 +417,91 @@ impl Shared {
     }
 }
 
-/// Reads a request from `stream` into `buf` (until it is full or the peer stops sending): its
-/// length.
-fn read_request(stream: &mut UnixStream, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads a request from `stream` into `buf` (until it is full or the peer stops sending) by
+/// `deadline` (`TimedOut` or `WouldBlock` past it): its length.
+fn read_request(
+    stream: &mut UnixStream,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+) -> std::io::Result<usize> {
     let mut len = 0;
     while len < buf.len() {
+        // The whole request by the deadline, however it is cut up.
+        if let Some(deadline) = deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ErrorKind::TimedOut.into());
+            }
+            stream.set_read_timeout(Some(left))?;
+        }
         match stream.read(&mut buf[len..])? {
             0 => break,
             n => len += n,
         }
     }
     Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A broker on a socket of its own, serving on a thread, its events sent to the receiver.
+    fn serving(
+        name: &str,
+        request_timeout: Duration,
+    ) -> (std::path::PathBuf, mpsc::Receiver<Event>) {
+        let path = std::env::temp_dir().join(format!("zcnet-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut config = BrokerConfig::new(vec![("lo".to_string(), 0)]);
+        config.request_timeout = request_timeout;
+        let broker = Broker::bind(&path, config).expect("bind the broker");
+        let (events, seen) = mpsc::channel();
+        let events = Mutex::new(events);
+        std::thread::spawn(move || {
+            broker.serve(move |e| {
+                let _ = events.lock().unwrap().send(e.clone());
+            })
+        });
+        (path, seen)
+    }
+
+    /// A peer that sends nothing, or its request a byte at a time too slowly, is dropped at the
+    /// deadline: the broker logs it and closes the connection, holding no thread for it.
+    #[test]
+    fn a_silent_or_dripping_peer_is_dropped_at_the_deadline() {
+        let timeout = Duration::from_millis(300);
+        let (path, seen) = serving("silent", timeout);
+        let me = rustix::process::getuid().as_raw();
+        for drip in [false, true] {
+            let mut peer = UnixStream::connect(&path).expect("connect");
+            let start = Instant::now();
+            if drip {
+                for _ in 0..5 {
+                    let _ = peer.write_all(&[0]);
+                    std::thread::sleep(timeout / 4);
+                }
+            }
+            let event = seen
+                .recv_timeout(Duration::from_secs(10))
+                .expect("an event");
+            assert!(
+                matches!(event, Event::Silent { peer: (_, uid, _) } if uid == me),
+                "{event:?}"
+            );
+            let waited = start.elapsed();
+            assert!(waited >= timeout && waited < timeout * 10, "{waited:?}");
+            // Closed: end of file, or a reset when the broker left dripped bytes unread.
+            let mut rest = Vec::new();
+            peer.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            match peer.read_to_end(&mut rest) {
+                Ok(0) => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+                other => panic!("the connection is still open: {other:?}"),
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
 }
