@@ -254,19 +254,7 @@ impl Observer {
             let insns = build(scope, maps, &event).map_err(|e| {
                 ObserveError::kernel(format!("build the program for {}", event.name), e)
             })?;
-            let program = bpf::prog_load(
-                bpf::BPF_PROG_TYPE_TRACEPOINT,
-                0,
-                0,
-                &insns,
-                LICENSE,
-                &format!("zcnet_{name}"),
-            )
-            .map_err(|e| ObserveError::Kernel {
-                step: format!("load the program for {}", event.name),
-                source: e.error,
-                verifier_log: e.verifier_log,
-            })?;
+            let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
             let perf = perf_event::open_tracepoint(event.id)
                 .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
             let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
@@ -403,22 +391,32 @@ impl Observer {
     }
 }
 
+/// Loads `insns` as a program of `prog_type` named `zcnet_<name>` for `event`, with the verifier's
+/// log when the kernel refuses it.
+fn load(
+    prog_type: u32,
+    insns: &[bpf::Insn],
+    name: &str,
+    event: &str,
+) -> Result<OwnedFd, ObserveError> {
+    bpf::prog_load(prog_type, 0, 0, insns, LICENSE, &format!("zcnet_{name}")).map_err(|e| {
+        ObserveError::Kernel {
+            step: format!("load the program for {event}"),
+            source: e.error,
+            verifier_log: e.verifier_log,
+        }
+    })
+}
+
 /// Loads `insns` as a raw tracepoint program and attaches it to the tracepoint `name`.
 fn attach_raw(name: &std::ffi::CStr, insns: &[bpf::Insn]) -> Result<Attachment, ObserveError> {
     let event = format!("raw_tracepoint:{}", name.to_string_lossy());
-    let program = bpf::prog_load(
+    let program = load(
         bpf::BPF_PROG_TYPE_RAW_TRACEPOINT,
-        0,
-        0,
         insns,
-        LICENSE,
-        &format!("zcnet_{}", name.to_string_lossy()),
-    )
-    .map_err(|e| ObserveError::Kernel {
-        step: format!("load the program for {event}"),
-        source: e.error,
-        verifier_log: e.verifier_log,
-    })?;
+        &name.to_string_lossy(),
+        &event,
+    )?;
     let link = bpf::raw_tracepoint_open(program.as_fd(), name)
         .map_err(|e| ObserveError::kernel(format!("attach to {event}"), e))?;
     Ok(Attachment {
