@@ -17,7 +17,8 @@
 //! `ethtool` (channels, rings, RSS and ntuple rules), `rtnetlink` (routes, neighbours and links),
 //! `ovs` (Open vSwitch datapath UAPI), `link` (interface indices), `perf_event` (tracepoints for
 //! BPF programs), `uring` (io_uring zero-copy sends and probing), `uring_timestamps` (transmit
-//! timestamps through io_uring), `zcrx` (io_uring zero-copy receive), `timestamping` (transmit
+//! timestamps through io_uring), `zcrx` (io_uring zero-copy receive) and
+//! `zcrx_ring` (its ring, mapped by zcnet, also when another process set it up), `timestamping` (transmit
 //! timestamps), `trial` (a system call tried in a throwaway child, to see whether a seccomp filter
 //! refuses it), `unix` (descriptors passed over Unix sockets, peer credentials, sealed memory
 //! files) and `vsock`.
@@ -79,6 +80,8 @@ pub(crate) mod xdp;
 pub(crate) mod xdp_diag;
 #[cfg(feature = "io-uring")]
 pub(crate) mod zcrx;
+#[cfg(feature = "io-uring")]
+pub(crate) mod zcrx_ring;
 
 pub(crate) use errno::errno_name;
 

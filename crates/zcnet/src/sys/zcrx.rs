@@ -36,14 +36,16 @@
 //!   flag, the event numbers and the arm opcode come from the running kernel's BTF.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use io_uring::{IoUring, cqueue, opcode, squeue};
 
 use super::tcp_zc::page_size;
+use super::unix::{sealed_memfd, sealed_size};
 use super::xdp::Mmap;
+use super::zcrx_ring::{Allow, Ring, RingLayout, Sqe, io_uring_register};
 use crate::btf::Btf;
 
 pub(crate) const IORING_REGISTER_ZCRX_IFQ: libc::c_uint = 32;
@@ -175,22 +177,6 @@ struct QueryEvent {
     stats_alignment: u32,
     resv1: u32,
     resv2: [u64; 4],
-}
-
-fn io_uring_register(
-    fd: RawFd,
-    opcode: libc::c_uint,
-    arg: *mut libc::c_void,
-    nr_args: libc::c_uint,
-) -> io::Result<()> {
-    // SAFETY: every caller passes a pointer to a live, writable argument of the size the opcode
-    // reads and writes, and `fd` is -1 or a ring it borrows.
-    let ret = unsafe { libc::syscall(libc::SYS_io_uring_register, fd, opcode, arg, nr_args) };
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 /// Runs one `IORING_REGISTER_QUERY` entry: `Ok(None)` when the kernel knows the call but not the
@@ -424,7 +410,7 @@ const EVENT: u64 = 2;
 /// keeps the area's pages pinned until it is done with them, so unmapping afterwards is safe in any
 /// order for the kernel, and nothing of the area is reachable from user space after the drop.
 pub(crate) struct ZcrxQueue {
-    ring: IoUring<squeue::Entry, cqueue::Entry32>,
+    ring: Ring,
     zcrx_id: u32,
     area: Mmap,
     area_token: u64,
@@ -537,54 +523,89 @@ impl std::fmt::Debug for ZcrxQueue {
 
 /// `IORING_REGISTER_EVENTFD` (include/uapi/linux/io_uring.h).
 const IORING_REGISTER_EVENTFD: u8 = 4;
+/// `IORING_OP_RECV_ZC`.
+const IORING_OP_RECV_ZC: u8 = 58;
+/// `IORING_RECV_MULTISHOT`, in a receive's `ioprio`.
+const IORING_RECV_MULTISHOT: u16 = 1 << 1;
 
 /// The ring of a zcrx instance: `SINGLE_ISSUER`, `DEFER_TASKRUN` and 32-byte CQEs (the kernel refuses
 /// zcrx on any other ring), with room for `entries` submissions and eight times as many
 /// completions. It is created disabled (`IORING_SETUP_R_DISABLED`) and restricted
-/// (`IORING_REGISTER_RESTRICTIONS`) to what a zcrx queue does before it is enabled: the submission
-/// opcode `RECV_ZC` with no SQE flags, and the registrations `ZCRX_IFQ`, `ZCRX_CTRL` and
-/// `EVENTFD`; so whoever reaches its descriptor can do nothing else with it.
+/// (`IORING_REGISTER_RESTRICTIONS`) to what a zcrx queue does once its instance is registered:
+/// the submission opcode `RECV_ZC` with no SQE flags, and the registrations `ZCRX_CTRL` and
+/// `EVENTFD`; so whoever reaches its descriptor can do nothing else with it — not even register
+/// another instance. The instance is registered while the ring is still disabled, when no
+/// restriction applies yet; whoever enables it (this process, or the one it is handed to) becomes
+/// its single issuer.
 ///
 /// Kernel behaviour relied on (io_uring/register.c, io_uring/io_uring.c `io_check_restriction`):
-/// restrictions are taken once, only while the ring is disabled; `IORING_REGISTER_ENABLE_RINGS`
-/// makes the enabling task the single issuer; once enabled, a registration outside them fails with
-/// `EACCES`, and an SQE with another opcode or a flag completes with `-EACCES`; a registration
-/// opcode the kernel does not have makes the whole set `EINVAL`, and a refused set leaves the ring
-/// unrestricted, to be restricted again. The query
-/// (`IORING_REGISTER_QUERY`) needs no ring, and entering a ring is not a registration.
-fn restricted_ring(entries: u32) -> io::Result<IoUring<squeue::Entry, cqueue::Entry32>> {
-    use io_uring::register::Restriction;
-    let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_r_disabled()
-        .setup_cqsize(entries.saturating_mul(8))
-        .build(entries)?;
-    let register_op = |op: libc::c_uint| Restriction::register_op(op as u8);
+/// restrictions are taken once, only while the ring is disabled, and apply from its enabling;
+/// once enabled, a registration outside them fails with `EACCES`, and an SQE with another opcode
+/// or a flag completes with `-EACCES`; a registration opcode the kernel does not have makes the
+/// whole set `EINVAL`, and a refused set leaves the ring unrestricted, to be restricted again. The
+/// query (`IORING_REGISTER_QUERY`) needs no ring, and entering a ring is not a registration.
+fn restricted_ring(entries: u32) -> io::Result<Ring> {
+    let ring = Ring::new_disabled(entries, entries.saturating_mul(8))?;
     let mut allowed = vec![
-        Restriction::sqe_op(opcode::RecvZc::CODE),
-        register_op(IORING_REGISTER_ZCRX_IFQ),
-        Restriction::register_op(IORING_REGISTER_EVENTFD),
-        register_op(IORING_REGISTER_ZCRX_CTRL),
+        Allow::SqeOp(IORING_OP_RECV_ZC),
+        Allow::Register(IORING_REGISTER_EVENTFD),
+        Allow::Register(IORING_REGISTER_ZCRX_CTRL as u8),
     ];
-    let submitter = ring.submitter();
-    match submitter.register_restrictions(&mut allowed) {
+    match ring.restrict(&allowed) {
         // A kernel before 6.19 has no ZCRX_CTRL (an opcode past its last is EINVAL, and a refused
         // set is not kept); zcnet calls it only on kernels with device-less zcrx or events (7.1+).
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             allowed.pop();
-            submitter.register_restrictions(&mut allowed)?;
+            ring.restrict(&allowed)?;
         }
         other => other?,
     }
-    submitter.register_enable_rings()?;
     Ok(ring)
 }
 
+/// What a registration gave, besides the ring.
+struct Registered {
+    zcrx_id: u32,
+    area_token: u64,
+    rx_buf_len: u32,
+    offsets: Offsets,
+    refill_entries: u32,
+    stats_off: Option<usize>,
+}
+
+/// A zcrx instance set up for another process: its ring, still disabled (the process that enables
+/// it becomes its single issuer) and restricted, the sealed memory file holding its refill region
+/// and its area, and what that process needs to map them ([`ZcrxQueue::adopt`]).
+#[derive(Debug)]
+pub(crate) struct Exported {
+    pub(crate) ring: OwnedFd,
+    pub(crate) memory: OwnedFd,
+    pub(crate) layout: QueueLayout,
+}
+
+/// How an exported queue is laid out: its ring, the instance, and its memory file (the refill
+/// region at 0, the area right after it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct QueueLayout {
+    pub(crate) ring: RingLayout,
+    pub(crate) zcrx_id: u32,
+    pub(crate) area_token: u64,
+    pub(crate) rx_buf_len: u32,
+    pub(crate) refill_entries: u32,
+    pub(crate) refill_head: u32,
+    pub(crate) refill_tail: u32,
+    pub(crate) refill_rqes: u32,
+    /// Bytes of the refill region (a multiple of the page size).
+    pub(crate) region_len: u32,
+    pub(crate) area_len: u64,
+    /// Where the kernel's statistics sit in the region, when the registration asked for them.
+    pub(crate) stats_off: Option<u32>,
+}
+
 impl ZcrxQueue {
-    /// Sets up the ring, maps the area and the refill region, and registers the instance.
+    /// Sets up the ring, maps the area and the refill region, registers the instance, and enables
+    /// the ring: the calling thread is its issuer.
     pub(crate) fn new(setup: &Setup) -> Result<ZcrxQueue, (Stage, io::Error)> {
-        let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
         let unit = if setup.huge_pages {
             2 << 20
         } else {
@@ -593,77 +614,146 @@ impl ZcrxQueue {
         let area_len = setup.area_len.max(1).next_multiple_of(unit);
         let (area, _) =
             Mmap::anonymous(area_len, setup.huge_pages).map_err(|e| (Stage::Area, e))?;
-        let entries = setup.refill_entries.max(1).next_power_of_two();
-        // Header (at most a page on any kernel so far), entries, then the statistics.
-        let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
-        let stats_off = setup
-            .events
-            .as_ref()
-            .map(|l| rqes_end.next_multiple_of(l.stats_align));
-        let region_len = (stats_off.unwrap_or(rqes_end)
-            + setup.events.as_ref().map_or(0, |l| l.stats_size))
-        .next_multiple_of(page_size());
-        let (region, _) = Mmap::anonymous(region_len, false).map_err(|e| (Stage::Region, e))?;
-        let mut area_reg = AreaReg {
-            addr: area.as_ptr() as u64,
-            len: area_len as u64,
-            ..AreaReg::default()
-        };
-        let mut region_desc = RegionDesc {
-            user_addr: region.as_ptr() as u64,
-            size: region_len as u64,
-            flags: IORING_MEM_REGION_TYPE_USER,
-            ..RegionDesc::default()
-        };
-        let mut desc = setup.events.as_ref().map(|l| {
-            let mask = 1u32 << l.copy | 1u32 << l.alloc_fail;
-            l.descriptor(EVENT, mask, stats_off.map(|o| o as u64))
-        });
-        let (flags, if_idx, if_rxq) = match setup.bind {
-            Bind::Queue { ifindex, queue } => (0, ifindex, queue),
-            Bind::NoDevice => (ZCRX_REG_NODEV, 0, 0),
-        };
-        let mut reg = IfqReg {
-            if_idx,
-            if_rxq,
-            rq_entries: entries,
-            flags,
-            area_ptr: ptr::from_mut(&mut area_reg) as u64,
-            region_ptr: ptr::from_mut(&mut region_desc) as u64,
-            rx_buf_len: setup.rx_buf_len,
-            event_desc: desc.as_mut().map_or(0, |d| d.as_mut_ptr() as u64),
-            ..IfqReg::default()
-        };
-        // The kernel reads the area registration, the region descriptor and the event descriptor
-        // through the pointers above (all live until the call returns) and writes back into `reg`
-        // and `area_reg`: each is passed as a unique pointer, never through a shared reference.
-        io_uring_register(
-            ring.as_raw_fd(),
-            IORING_REGISTER_ZCRX_IFQ,
-            ptr::from_mut(&mut reg).cast(),
-            1,
-        )
-        .map_err(|e| (Stage::Register, e))?;
-        let rqes_end = reg.offsets.rqes as usize + entries as usize * size_of::<Rqe>();
-        if stats_off.is_some_and(|s| rqes_end > s) {
+        let (region, _) =
+            Mmap::anonymous(region_len(setup), false).map_err(|e| (Stage::Region, e))?;
+        let (ring, registered) = register(setup, &region, &area)?;
+        ring.enable().map_err(|e| (Stage::Ring, e))?;
+        ZcrxQueue::assemble(ring, region, area, &registered, setup.events.clone())
+            .map_err(|e| (Stage::Register, e))
+    }
+
+    /// Sets up an instance for another process: the area and the refill region in one sealed
+    /// memory file, registered, the ring left disabled for that process to enable. This process's
+    /// mappings are gone when it returns (the kernel keeps the pages pinned).
+    pub(crate) fn export(setup: &Setup) -> Result<Exported, (Stage, io::Error)> {
+        if setup.huge_pages {
             return Err((
-                Stage::Register,
-                io::Error::other("the kernel's refill entries overlap the statistics"),
+                Stage::Area,
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "huge pages in a handed-out area",
+                ),
             ));
         }
-        let refill =
-            RefillRing::new(region, &reg.offsets, entries).map_err(|e| (Stage::Register, e))?;
-        Ok(ZcrxQueue {
-            ring,
-            zcrx_id: reg.zcrx_id,
-            area_token: area_reg.rq_area_token,
-            rx_buf_len: reg.rx_buf_len,
-            area,
-            refill,
-            stats: stats_off.zip(setup.events.clone()),
+        let area_len = setup.area_len.max(1).next_multiple_of(page_size());
+        let region_len = region_len(setup);
+        let memory = sealed_memfd(c"zcnet-zcrx", (region_len + area_len) as u64)
+            .map_err(|e| (Stage::Area, e))?;
+        let region = Mmap::shared(memory.as_fd(), region_len, 0).map_err(|e| (Stage::Region, e))?;
+        let area = Mmap::shared(memory.as_fd(), area_len, region_len as libc::off_t)
+            .map_err(|e| (Stage::Area, e))?;
+        let (ring, r) = register(setup, &region, &area)?;
+        let layout = QueueLayout {
+            ring: ring.layout(),
+            zcrx_id: r.zcrx_id,
+            area_token: r.area_token,
+            rx_buf_len: r.rx_buf_len,
+            refill_entries: r.refill_entries,
+            refill_head: r.offsets.head,
+            refill_tail: r.offsets.tail,
+            refill_rqes: r.offsets.rqes,
+            region_len: region_len as u32,
+            area_len: area_len as u64,
+            stats_off: r.stats_off.map(|o| o as u32),
+        };
+        Ok(Exported {
+            ring: ring.into_fd(),
+            memory,
+            layout,
         })
     }
 
+    /// Takes over an instance another process exported: maps its ring and its memory file as
+    /// `exported.layout` says (every offset checked against the mappings) and enables the ring, so
+    /// the calling thread is its issuer. Its events, if it asked for them, are read with the
+    /// running kernel's layout.
+    pub(crate) fn adopt(exported: Exported) -> io::Result<ZcrxQueue> {
+        let Exported {
+            ring,
+            memory,
+            layout,
+        } = exported;
+        let wrong = |what: String| io::Error::other(format!("handed-out zcrx queue: {what}"));
+        let region_len = layout.region_len as usize;
+        let area_len =
+            usize::try_from(layout.area_len).map_err(|_| wrong("area too large".into()))?;
+        if region_len == 0 || !region_len.is_multiple_of(page_size()) || area_len == 0 {
+            return Err(wrong(format!(
+                "region of {region_len} bytes, area of {area_len}"
+            )));
+        }
+        let needed = (region_len as u64).checked_add(layout.area_len);
+        match (sealed_size(memory.as_fd())?, needed) {
+            (Some(size), Some(needed)) if size >= needed => {}
+            _ => {
+                return Err(wrong(
+                    "no sealed memory file holding its region and area".into(),
+                ));
+            }
+        }
+        let region = Mmap::shared(memory.as_fd(), region_len, 0)?;
+        let area = Mmap::shared(memory.as_fd(), area_len, region_len as libc::off_t)?;
+        let ring = Ring::map(ring, layout.ring)?;
+        let events = match layout.stats_off {
+            Some(_) => Some(EventLayout::from_kernel().map_err(|e| wrong(e.to_string()))?),
+            None => None,
+        };
+        let registered = Registered {
+            zcrx_id: layout.zcrx_id,
+            area_token: layout.area_token,
+            rx_buf_len: layout.rx_buf_len,
+            offsets: Offsets {
+                head: layout.refill_head,
+                tail: layout.refill_tail,
+                rqes: layout.refill_rqes,
+                ..Offsets::default()
+            },
+            refill_entries: layout.refill_entries,
+            stats_off: layout.stats_off.map(|o| o as usize),
+        };
+        let queue = ZcrxQueue::assemble(ring, region, area, &registered, events)?;
+        queue.ring.enable()?;
+        Ok(queue)
+    }
+
+    /// The queue over a registered instance, its refill ring and statistics checked to lie inside
+    /// the region.
+    fn assemble(
+        ring: Ring,
+        region: Mmap,
+        area: Mmap,
+        r: &Registered,
+        events: Option<EventLayout>,
+    ) -> io::Result<ZcrxQueue> {
+        if !r.refill_entries.is_power_of_two() {
+            return Err(io::Error::other(format!(
+                "{} refill entries",
+                r.refill_entries
+            )));
+        }
+        let rqes_end =
+            (r.offsets.rqes as usize).saturating_add(r.refill_entries as usize * size_of::<Rqe>());
+        let stats = r.stats_off.zip(events);
+        if let Some((off, layout)) = &stats
+            && (rqes_end > *off
+                || !off.is_multiple_of(8)
+                || off.saturating_add(layout.stats_size) > region.len())
+        {
+            return Err(io::Error::other(
+                "the kernel's refill entries overlap the statistics, or they leave the region",
+            ));
+        }
+        let refill = RefillRing::new(region, &r.offsets, r.refill_entries)?;
+        Ok(ZcrxQueue {
+            ring,
+            zcrx_id: r.zcrx_id,
+            area_token: r.area_token,
+            rx_buf_len: r.rx_buf_len,
+            area,
+            refill,
+            stats,
+        })
+    }
     /// The area's length in bytes.
     pub(crate) fn area_len(&self) -> usize {
         self.area.len()
@@ -686,32 +776,28 @@ impl ZcrxQueue {
 
     /// Queues a multishot `IORING_OP_RECV_ZC` on `socket` (all it receives, until it ends).
     pub(crate) fn arm_recv(&mut self, socket: BorrowedFd<'_>) -> io::Result<()> {
-        let entry = opcode::RecvZc::new(types::Fd(socket.as_raw_fd()), 0)
-            .ifq(self.zcrx_id)
-            .build()
-            .user_data(RECV);
+        let entry = Sqe {
+            opcode: IORING_OP_RECV_ZC,
+            ioprio: IORING_RECV_MULTISHOT,
+            fd: socket.as_raw_fd(),
+            index: self.zcrx_id,
+            user_data: RECV,
+            ..Sqe::default()
+        };
         // SAFETY: RECV_ZC reads no user memory of the SQE's; it writes only into the registered
         // area, which this queue owns for as long as the ring lives. The socket is held by the
         // kernel's reference on its file for as long as the request runs.
-        unsafe { self.ring.submission().push(&entry) }
-            .map_err(|_| io::Error::other("submission queue full"))?;
-        self.ring.submit().map(drop)
+        if !unsafe { self.ring.push(&entry) } {
+            return Err(io::Error::other("submission queue full"));
+        }
+        self.ring.enter(1, 0, 0).map(drop)
     }
 
     /// Enters the ring with `IORING_ENTER_GETEVENTS` to run its deferred work and post
     /// completions, waiting for at least `want` (0: not waiting). Without that flag a
     /// `DEFER_TASKRUN` ring runs no deferred work, so nothing would be posted.
     pub(crate) fn enter(&mut self, want: u32) -> io::Result<()> {
-        super::retry_if_interrupted(|| {
-            // SAFETY: no submission entries are handed over (every push is submitted at once) and
-            // no argument is passed.
-            unsafe {
-                self.ring
-                    .submitter()
-                    .enter::<libc::sigset_t>(0, want, IORING_ENTER_GETEVENTS, None)
-            }
-        })
-        .map(drop)
+        self.ring.enter(0, want, IORING_ENTER_GETEVENTS).map(drop)
     }
 
     /// Registers a new non-blocking eventfd with the ring (`IORING_REGISTER_EVENTFD`): the kernel
@@ -724,24 +810,30 @@ impl ZcrxQueue {
         let fd = syscall!(eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK))?;
         // SAFETY: `fd` was just created and is owned by nothing else.
         let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-        self.ring.submitter().register_eventfd(fd.as_raw_fd())?;
+        let mut raw = fd.as_raw_fd();
+        // The kernel reads one descriptor number through the pointer.
+        self.ring.register(
+            IORING_REGISTER_EVENTFD.into(),
+            ptr::from_mut(&mut raw).cast(),
+            1,
+        )?;
         Ok(fd)
     }
 
     /// Whether a completion is posted.
     pub(crate) fn has_completion(&mut self) -> bool {
-        !self.ring.completion().is_empty()
+        self.ring.has_completion()
     }
 
     /// The next completion, if one is posted.
     pub(crate) fn next_completion(&mut self) -> Option<Completion> {
-        let cqe = self.ring.completion().next()?;
-        Some(match cqe.user_data() {
-            EVENT => Completion::Event { kind: cqe.result() },
+        let cqe = self.ring.next_completion()?;
+        Some(match cqe.user_data {
+            EVENT => Completion::Event { kind: cqe.res },
             _ => Completion::Recv {
-                res: cqe.result(),
-                off: cqe.big_cqe()[0],
-                more: cqe.flags() & CQE_F_MORE != 0,
+                res: cqe.res,
+                off: cqe.big[0],
+                more: cqe.flags & CQE_F_MORE != 0,
             },
         })
     }
@@ -791,12 +883,13 @@ impl ZcrxQueue {
             payload,
             ..Ctrl::default()
         };
-        io_uring_register(
-            self.ring.as_raw_fd(),
-            IORING_REGISTER_ZCRX_CTRL,
-            ptr::from_mut(&mut ctrl).cast(),
-            0,
-        )
+        self.ring
+            .register(
+                IORING_REGISTER_ZCRX_CTRL,
+                ptr::from_mut(&mut ctrl).cast(),
+                0,
+            )
+            .map(drop)
     }
 
     /// The kernel's statistics `(copy_count, copy_bytes)`, when the registration asked for them.
@@ -812,6 +905,81 @@ impl ZcrxQueue {
         };
         Some((read(layout.copy_count), read(layout.copy_bytes)))
     }
+}
+
+/// Bytes of the refill region for `setup`: a header (at most a page on any kernel so far), the
+/// entries, then the statistics when asked for.
+fn region_len(setup: &Setup) -> usize {
+    let entries = setup.refill_entries.max(1).next_power_of_two();
+    let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
+    (stats_offset(setup).unwrap_or(rqes_end) + setup.events.as_ref().map_or(0, |l| l.stats_size))
+        .next_multiple_of(page_size())
+}
+
+/// Where the statistics go in the refill region, when `setup` asks for events.
+fn stats_offset(setup: &Setup) -> Option<usize> {
+    let entries = setup.refill_entries.max(1).next_power_of_two();
+    let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
+    setup
+        .events
+        .as_ref()
+        .map(|l| rqes_end.next_multiple_of(l.stats_align))
+}
+
+/// Creates the restricted ring, still disabled, and registers an instance on it over `region`
+/// and `area`.
+fn register(
+    setup: &Setup,
+    region: &Mmap,
+    area: &Mmap,
+) -> Result<(Ring, Registered), (Stage, io::Error)> {
+    let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
+    let entries = setup.refill_entries.max(1).next_power_of_two();
+    let stats_off = stats_offset(setup);
+    let mut area_reg = AreaReg {
+        addr: area.as_ptr() as u64,
+        len: area.len() as u64,
+        ..AreaReg::default()
+    };
+    let mut region_desc = RegionDesc {
+        user_addr: region.as_ptr() as u64,
+        size: region.len() as u64,
+        flags: IORING_MEM_REGION_TYPE_USER,
+        ..RegionDesc::default()
+    };
+    let mut desc = setup.events.as_ref().map(|l| {
+        let mask = 1u32 << l.copy | 1u32 << l.alloc_fail;
+        l.descriptor(EVENT, mask, stats_off.map(|o| o as u64))
+    });
+    let (flags, if_idx, if_rxq) = match setup.bind {
+        Bind::Queue { ifindex, queue } => (0, ifindex, queue),
+        Bind::NoDevice => (ZCRX_REG_NODEV, 0, 0),
+    };
+    let mut reg = IfqReg {
+        if_idx,
+        if_rxq,
+        rq_entries: entries,
+        flags,
+        area_ptr: ptr::from_mut(&mut area_reg) as u64,
+        region_ptr: ptr::from_mut(&mut region_desc) as u64,
+        rx_buf_len: setup.rx_buf_len,
+        event_desc: desc.as_mut().map_or(0, |d| d.as_mut_ptr() as u64),
+        ..IfqReg::default()
+    };
+    // The kernel reads the area registration, the region descriptor and the event descriptor
+    // through the pointers above (all live until the call returns) and writes back into `reg`
+    // and `area_reg`: each is passed as a unique pointer, never through a shared reference.
+    ring.register(IORING_REGISTER_ZCRX_IFQ, ptr::from_mut(&mut reg).cast(), 1)
+        .map_err(|e| (Stage::Register, e))?;
+    let registered = Registered {
+        zcrx_id: reg.zcrx_id,
+        area_token: area_reg.rq_area_token,
+        rx_buf_len: reg.rx_buf_len,
+        offsets: reg.offsets,
+        refill_entries: entries,
+        stats_off,
+    };
+    Ok((ring, registered))
 }
 
 /// Resets an eventfd's counter (a non-blocking read; nothing to read is no error).
@@ -853,14 +1021,15 @@ mod tests {
     use super::*;
     use std::mem::offset_of;
 
-    /// A zcrx ring takes its own registrations and `RECV_ZC`, and refuses every other operation
-    /// with `EACCES`: a submission (`IORING_OP_NOP`), an SQE flag on `RECV_ZC`, a registration
-    /// (`IORING_REGISTER_PROBE`), a second set of restrictions. (Registering the zcrx instance
-    /// itself on such a ring is checked by the guest suite's zcrx run: this kernel may refuse zcrx.)
+    /// A zcrx ring, once enabled, takes its own registrations and `RECV_ZC`, and refuses every other
+    /// operation with `EACCES`: a submission (`IORING_OP_NOP`), an SQE flag on `RECV_ZC`, a
+    /// registration (`IORING_REGISTER_PROBE`), a second zcrx instance, a second set of
+    /// restrictions. (Registering the instance itself, before enabling, is checked by the guest
+    /// suite's zcrx run: this kernel may refuse zcrx.)
     #[test]
     fn a_zcrx_ring_refuses_what_a_zcrx_queue_does_not_do() {
-        use io_uring::register::Restriction;
-        let mut ring = match restricted_ring(4) {
+        let ring = restricted_ring(4).and_then(|ring| ring.enable().map(|()| ring));
+        let mut ring = match ring {
             Ok(ring) => ring,
             Err(e) => {
                 testnet::skip(
@@ -870,32 +1039,46 @@ mod tests {
                 return;
             }
         };
-        let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
-        let mut probe = io_uring::Probe::new();
-        assert_eq!(
-            errno(ring.submitter().register_probe(&mut probe)),
-            Some(libc::EACCES)
-        );
-        assert_eq!(
-            errno(
-                ring.submitter()
-                    .register_restrictions(&mut [Restriction::sqe_op(opcode::Nop::CODE)])
-            ),
-            Some(libc::EACCES)
-        );
+        let errno = |r: io::Result<i64>| r.unwrap_err().raw_os_error();
+        // `struct io_uring_probe` with room for 64 opcodes.
+        let mut probe = vec![0u64; 2 + 64];
+        let mut reg = IfqReg {
+            flags: ZCRX_REG_NODEV,
+            ..IfqReg::default()
+        };
+        for (opcode, arg, nr) in [
+            (8, probe.as_mut_ptr().cast(), 64),
+            (IORING_REGISTER_ZCRX_IFQ, ptr::from_mut(&mut reg).cast(), 1),
+            (11, probe.as_mut_ptr().cast(), 1),
+        ] {
+            assert_eq!(
+                errno(ring.register(opcode, arg, nr)),
+                Some(libc::EACCES),
+                "{opcode}"
+            );
+        }
         let refused = [
-            opcode::Nop::new().build().user_data(100),
-            opcode::RecvZc::new(types::Fd(0), 0)
-                .build()
-                .flags(squeue::Flags::IO_LINK)
-                .user_data(101),
+            Sqe {
+                user_data: 100,
+                ..Sqe::default()
+            },
+            Sqe {
+                opcode: IORING_OP_RECV_ZC,
+                ioprio: IORING_RECV_MULTISHOT,
+                // IOSQE_IO_LINK
+                flags: 1 << 2,
+                user_data: 101,
+                ..Sqe::default()
+            },
         ];
         let mut results = Vec::new();
         for entry in &refused {
             // SAFETY: both are refused before they run: neither reads nor writes memory.
-            unsafe { ring.submission().push(entry) }.unwrap();
-            ring.submit_and_wait(1).unwrap();
-            results.extend(ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
+            assert!(unsafe { ring.push(entry) });
+            ring.enter(1, 1, IORING_ENTER_GETEVENTS).unwrap();
+            results.extend(
+                std::iter::from_fn(|| ring.next_completion()).map(|c| (c.user_data, c.res)),
+            );
         }
         assert_eq!(results, [(100, -libc::EACCES), (101, -libc::EACCES)]);
     }
