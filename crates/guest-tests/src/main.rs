@@ -36,6 +36,7 @@ mod wire;
 mod xdp_endpoint;
 mod xdp_zc;
 mod zcrx;
+mod zcrx_broker;
 
 /// zcnet's guest-kernel checks and their host-side peer.
 #[derive(Debug, Parser)]
@@ -109,6 +110,17 @@ enum Command {
         #[arg(long)]
         peer: Option<IpAddr>,
     },
+    /// The worker of the zcrx broker check, run by it as uid 65534: receives through the instance
+    /// the broker at `broker` hands it.
+    #[command(hide = true)]
+    ZcrxWorker {
+        /// The broker's socket.
+        #[arg(long)]
+        broker: std::path::PathBuf,
+        /// The sender to connect to.
+        #[arg(long)]
+        connect: std::net::SocketAddr,
+    },
     /// In the guest: kernel.io_uring_disabled and kernel.io_uring_group set live, each named by the
     /// probe and by the sender's fallback (changes both sysctls, and puts them back).
     UringSysctl,
@@ -151,6 +163,9 @@ fn main() -> ExitCode {
             iface,
             peer,
         } => ("zcrx", zcrx::run(expect_too_old, iface.as_deref(), peer)),
+        Command::ZcrxWorker { broker, connect } => {
+            return zcrx_broker::worker(&broker, connect);
+        }
         Command::UringSysctl => ("uring-sysctl", uring_sysctl::run()),
         Command::UringSysctlChild { expect } => {
             return if uring_sysctl::child(expect) {

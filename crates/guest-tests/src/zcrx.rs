@@ -102,6 +102,7 @@ pub fn run(
     auto_reports_copying(&mut out)?;
     async_under_cancellation(&mut out)?;
     refusals(&mut out, iface)?;
+    crate::zcrx_broker::run(&mut out)?;
     if let Some(peer) = peer {
         over_nic(&mut out, peer)?;
         nic::request(peer, wire::Request::Quit)?;

@@ -53,7 +53,7 @@ mod sender;
 mod stats;
 mod zcrx;
 #[cfg(feature = "io-uring")]
-mod zcrx_path;
+pub(crate) mod zcrx_path;
 
 pub use auto::{AutoChoice, AutoConfig, AutoReason};
 pub use chunk::{Chunk, ChunkKind};
@@ -66,4 +66,6 @@ pub use error::{RxError, RxOp};
 pub use measure::measure_loopback;
 pub use receiver::{Receiver, Release, RxConfig, RxMode, RxPath};
 pub use stats::RxStats;
+#[cfg(feature = "io-uring")]
+pub use zcrx::ZcrxGrant;
 pub use zcrx::{ZcrxBind, ZcrxConfig, ZcrxRefusal};

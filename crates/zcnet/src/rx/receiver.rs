@@ -279,6 +279,44 @@ impl Receiver {
     /// zero-copy receive is not an error: the receiver reads with `recv` and
     /// [`Receiver::zerocopy_status`] says why.
     pub fn new(stream: TcpStream, config: RxConfig) -> Result<Receiver, RxError> {
+        #[cfg(feature = "io-uring")]
+        let zcrx = match &config.path {
+            RxPath::Zcrx(zcrx) => Some(ZcrxPath::new(zcrx)?),
+            RxPath::Socket => None,
+        };
+        Receiver::build(
+            stream,
+            config,
+            #[cfg(feature = "io-uring")]
+            zcrx,
+        )
+    }
+
+    /// Sets up a receiver on a connected stream that receives through a zcrx instance a broker
+    /// registered for this process ([`ZcrxGrant`](super::ZcrxGrant)), as [`RxPath::Zcrx`] does
+    /// with one of its own; `config`'s path is not used. The calling thread enables the instance's
+    /// ring and becomes its only issuer: receive on this thread.
+    ///
+    /// # Errors
+    ///
+    /// [`RxError`] with [`RxOp::ZcrxSetup`] when what the broker sent cannot be mapped or the
+    /// ring cannot be enabled (another process enabled it first: `EBADFD`), or as
+    /// [`Receiver::new`].
+    #[cfg(feature = "io-uring")]
+    pub fn with_zcrx_grant(
+        stream: TcpStream,
+        config: RxConfig,
+        grant: super::ZcrxGrant,
+    ) -> Result<Receiver, RxError> {
+        let zcrx = ZcrxPath::granted(grant)?;
+        Receiver::build(stream, config, Some(zcrx))
+    }
+
+    fn build(
+        stream: TcpStream,
+        config: RxConfig,
+        #[cfg(feature = "io-uring")] zcrx: Option<ZcrxPath>,
+    ) -> Result<Receiver, RxError> {
         let setup = |e| RxError::new(RxOp::Setup, e);
         set_int_option(stream.as_fd(), libc::SOL_SOCKET, libc::SO_OOBINLINE, 1).map_err(setup)?;
         if let Some(low) = config.low_water {
@@ -287,11 +325,6 @@ impl Receiver {
                 .map_err(setup)?;
         }
         let page = tcp_zc::page_size();
-        #[cfg(feature = "io-uring")]
-        let zcrx = match &config.path {
-            RxPath::Zcrx(zcrx) => Some(ZcrxPath::new(zcrx)?),
-            RxPath::Socket => None,
-        };
         #[cfg(feature = "io-uring")]
         let socket_path = zcrx.is_none();
         #[cfg(not(feature = "io-uring"))]

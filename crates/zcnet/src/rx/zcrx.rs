@@ -2,6 +2,13 @@
 //! kernel refuses it. The path itself is in `zcrx_path`.
 
 use std::fmt;
+#[cfg(feature = "io-uring")]
+use std::os::fd::OwnedFd;
+
+#[cfg(feature = "io-uring")]
+use crate::sys::zcrx::QueueLayout;
+#[cfg(feature = "io-uring")]
+use crate::sys::zcrx_ring::Ring;
 
 /// Where a zcrx instance receives from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +111,47 @@ impl ZcrxConfig {
     /// Asking for the kernel's events and statistics or not.
     pub fn with_events(self, events: bool) -> ZcrxConfig {
         ZcrxConfig { events, ..self }
+    }
+}
+
+/// A zcrx instance a privileged broker registered for this process
+/// ([`BrokerClient::open_zcrx`](crate::xdp::BrokerClient::open_zcrx)) on a ring of this process's,
+/// restricted to receiving and not yet enabled, with its area and refill ring in a sealed memory
+/// file the broker shares. Registering an instance needs `CAP_NET_ADMIN`; receiving on one needs
+/// nothing, so a worker without capabilities receives through zcrx as if it had set it up. Build a receiver on it with
+/// [`Receiver::with_zcrx_grant`](super::Receiver::with_zcrx_grant): the thread that does becomes
+/// the ring's only issuer. The grant holds the broker connection; the receiver keeps it, and the
+/// instance is gone once the receiver is dropped (or the process ends).
+#[cfg(feature = "io-uring")]
+pub struct ZcrxGrant {
+    pub(crate) ring: Ring,
+    pub(crate) memory: OwnedFd,
+    pub(crate) layout: QueueLayout,
+    pub(crate) bind: ZcrxBind,
+    pub(crate) connection: OwnedFd,
+}
+
+#[cfg(feature = "io-uring")]
+impl ZcrxGrant {
+    /// Where the instance receives from.
+    pub fn bind(&self) -> &ZcrxBind {
+        &self.bind
+    }
+
+    /// The area's length in bytes.
+    pub fn area_len(&self) -> u64 {
+        self.layout.area_len
+    }
+}
+
+#[cfg(feature = "io-uring")]
+impl fmt::Debug for ZcrxGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZcrxGrant")
+            .field("bind", &self.bind)
+            .field("area_len", &self.area_len())
+            .field("rx_buf_len", &self.layout.rx_buf_len)
+            .finish()
     }
 }
 

@@ -25,12 +25,12 @@ use std::net::TcpStream;
 use std::ops::Range;
 use std::os::fd::AsFd;
 
-use super::{RxError, RxOp, RxStats, ZcrxBind, ZcrxConfig, ZcrxRefusal};
+use super::{RxError, RxOp, RxStats, ZcrxBind, ZcrxConfig, ZcrxGrant, ZcrxRefusal};
 use crate::sys::tcp_zc;
 use crate::sys::xdp::interface_index;
 use crate::sys::zcrx::{
-    self, Bind, Completion, EventLayout, Setup, Stage, ZCRX_FEATURE_EVENT, ZCRX_REG_NODEV,
-    ZcrxEvent, ZcrxQueue,
+    self, Bind, Completion, EventLayout, QueueLayout, Setup, Stage, ZCRX_FEATURE_EVENT,
+    ZCRX_REG_NODEV, ZcrxEvent, ZcrxQueue,
 };
 
 /// Names a refused set-up step's errno, telling with the kernel's own answers why.
@@ -56,6 +56,54 @@ fn refusal_of_setup(stage: Stage, errno: i32, no_device: bool) -> ZcrxRefusal {
         (_, libc::EBUSY | libc::EEXIST) => ZcrxRefusal::QueueBusy,
         _ => ZcrxRefusal::Other,
     }
+}
+
+/// The error of a refused set-up step, named with [`refusal_of_setup`].
+fn setup_error(stage: Stage, e: io::Error, no_device: bool) -> RxError {
+    let refusal = refusal_of_setup(stage, e.raw_os_error().unwrap_or(0), no_device);
+    RxError::zcrx(RxOp::ZcrxSetup, e, refusal)
+}
+
+/// How to set up the instance `config` describes, and whether it is device-less.
+fn setup_of(config: &ZcrxConfig) -> Result<(Setup, bool), RxError> {
+    let (bind, no_device) = match &config.bind {
+        ZcrxBind::Queue { interface, queue } => {
+            let ifindex = interface_index(interface)
+                .map_err(|e| RxError::zcrx(RxOp::ZcrxSetup, e, ZcrxRefusal::NoSuchDevice))?;
+            (
+                Bind::Queue {
+                    ifindex,
+                    queue: *queue,
+                },
+                false,
+            )
+        }
+        ZcrxBind::NoDevice => (Bind::NoDevice, true),
+    };
+    let query = zcrx::query_zcrx().ok().flatten();
+    let events = (config.events && query.is_some_and(|q| q.features & ZCRX_FEATURE_EVENT != 0))
+        .then(EventLayout::from_kernel)
+        .and_then(Result::ok);
+    let setup = Setup {
+        bind,
+        area_len: config.area_len,
+        huge_pages: config.huge_pages,
+        rx_buf_len: config.rx_buf_len.unwrap_or(0),
+        refill_entries: config.refill_entries,
+        ring_entries: 64,
+        events,
+    };
+    Ok((setup, no_device))
+}
+
+/// Registers the instance `config` describes on `ring`, another process's disabled zcrx ring (a
+/// broker's worker's), with its memory in a file that process maps ([`ZcrxGrant`]).
+pub(crate) fn register_for(
+    ring: std::os::fd::BorrowedFd<'_>,
+    config: &ZcrxConfig,
+) -> Result<(std::os::fd::OwnedFd, QueueLayout), RxError> {
+    let (setup, no_device) = setup_of(config)?;
+    ZcrxQueue::register_for(ring, &setup).map_err(|(stage, e)| setup_error(stage, e, no_device))
 }
 
 /// What the zcrx path produced.
@@ -86,45 +134,54 @@ pub(super) struct ZcrxPath {
     /// Flush once this many entries wait (device-less).
     flush_every: u32,
     dry_retries: u32,
+    /// The broker connection of a granted instance: held as long as the instance is used.
+    _broker: Option<std::os::fd::OwnedFd>,
 }
 
 impl ZcrxPath {
     pub(super) fn new(config: &ZcrxConfig) -> Result<ZcrxPath, RxError> {
-        let setup_err = |refusal, e| RxError::zcrx(RxOp::ZcrxSetup, e, refusal);
-        let (bind, no_device) = match &config.bind {
-            ZcrxBind::Queue { interface, queue } => {
-                let ifindex = interface_index(interface)
-                    .map_err(|e| setup_err(ZcrxRefusal::NoSuchDevice, e))?;
-                (
-                    Bind::Queue {
-                        ifindex,
-                        queue: *queue,
-                    },
-                    false,
-                )
-            }
-            ZcrxBind::NoDevice => (Bind::NoDevice, true),
-        };
-        let query = zcrx::query_zcrx().ok().flatten();
-        let events = (config.events && query.is_some_and(|q| q.features & ZCRX_FEATURE_EVENT != 0))
-            .then(EventLayout::from_kernel)
-            .and_then(Result::ok);
-        let setup = Setup {
-            bind,
-            area_len: config.area_len,
-            huge_pages: config.huge_pages,
-            rx_buf_len: config.rx_buf_len.unwrap_or(0),
-            refill_entries: config.refill_entries,
-            ring_entries: 64,
-            events,
-        };
-        let queue = ZcrxQueue::new(&setup).map_err(|(stage, e)| {
-            let refusal = refusal_of_setup(stage, e.raw_os_error().unwrap_or(0), no_device);
-            setup_err(refusal, e)
-        })?;
-        let buffers = (queue.area_len() / queue.rx_buf_len().max(1) as usize).max(2) as u32;
+        let (setup, no_device) = setup_of(config)?;
+        let queue =
+            ZcrxQueue::new(&setup).map_err(|(stage, e)| setup_error(stage, e, no_device))?;
         let refill = config.refill_entries.max(1).next_power_of_two();
-        Ok(ZcrxPath {
+        Ok(ZcrxPath::over(queue, no_device, refill, None))
+    }
+
+    /// The path over an instance a broker set up: its ring is enabled here, so the calling thread
+    /// is its issuer.
+    pub(super) fn granted(grant: ZcrxGrant) -> Result<ZcrxPath, RxError> {
+        let ZcrxGrant {
+            ring,
+            memory,
+            layout,
+            bind,
+            connection,
+        } = grant;
+        let queue = ZcrxQueue::adopt(ring, memory, &layout).map_err(|e| {
+            let refusal = match e.raw_os_error() {
+                Some(libc::ENOMEM) => ZcrxRefusal::NoMemory,
+                Some(libc::EINVAL) => ZcrxRefusal::Invalid,
+                _ => ZcrxRefusal::Other,
+            };
+            RxError::zcrx(RxOp::ZcrxSetup, e, refusal)
+        })?;
+        let no_device = bind == ZcrxBind::NoDevice;
+        Ok(ZcrxPath::over(
+            queue,
+            no_device,
+            layout.refill_entries,
+            Some(connection),
+        ))
+    }
+
+    fn over(
+        queue: ZcrxQueue,
+        no_device: bool,
+        refill: u32,
+        broker: Option<std::os::fd::OwnedFd>,
+    ) -> ZcrxPath {
+        let buffers = (queue.area_len() / queue.rx_buf_len().max(1) as usize).max(2) as u32;
+        ZcrxPath {
             queue,
             no_device,
             armed: false,
@@ -134,7 +191,8 @@ impl ZcrxPath {
             unflushed: 0,
             flush_every: (buffers / 2).min(refill / 2).max(1),
             dry_retries: 0,
-        })
+            _broker: broker,
+        }
     }
 
     /// The area's bytes of a chunk it handed out.

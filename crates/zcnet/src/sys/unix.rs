@@ -9,6 +9,10 @@
 //!   `connect` (translated into the reader's user namespace).
 //! - A memfd sealed with `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` keeps its size for its whole
 //!   life, so a mapping of it never faults past its end.
+//! - An io_uring descriptor cannot be sent with `SCM_RIGHTS` (`EINVAL`, since 6.7). A process may
+//!   take a copy of another's descriptor with `pidfd_getfd` (5.6) when it may ptrace it
+//!   (`PTRACE_MODE_ATTACH_REALCREDS`: root with `CAP_SYS_PTRACE`); `SO_PEERPIDFD` (6.5) gives a
+//!   pidfd of the process that connected, so the pid cannot have been reused meanwhile.
 
 use std::io;
 use std::mem;
@@ -154,6 +158,36 @@ pub fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<libc::ucred> {
         &mut len,
     ))?;
     Ok(cred)
+}
+
+/// `SO_PEERPIDFD` (asm-generic/socket.h).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd of the process that connected the Unix socket `fd` (`SO_PEERPIDFD`).
+pub fn peer_pidfd(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut pidfd: libc::c_int = -1;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `pidfd` is a live, writable int and `len` its exact size.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        SO_PEERPIDFD,
+        (&mut pidfd as *mut libc::c_int).cast(),
+        &mut len,
+    ))?;
+    // SAFETY: the kernel installed a new descriptor for this process, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+/// A copy of descriptor `target` of the process `pidfd` names (`pidfd_getfd`, close-on-exec).
+pub fn take_fd(pidfd: BorrowedFd<'_>, target: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd takes no pointer.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel installed a new descriptor for this process, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) })
 }
 
 /// Seals that fix a memfd's size for good.

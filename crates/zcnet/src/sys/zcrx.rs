@@ -45,7 +45,7 @@ use io_uring::{IoUring, cqueue, opcode, squeue};
 use super::tcp_zc::page_size;
 use super::unix::{sealed_memfd, sealed_size};
 use super::xdp::Mmap;
-use super::zcrx_ring::{Allow, Ring, RingLayout, Sqe, io_uring_register};
+use super::zcrx_ring::{Allow, Ring, Sqe, io_uring_register};
 use crate::btf::Btf;
 
 pub(crate) const IORING_REGISTER_ZCRX_IFQ: libc::c_uint = 32;
@@ -544,7 +544,7 @@ const IORING_RECV_MULTISHOT: u16 = 1 << 1;
 /// or a flag completes with `-EACCES`; a registration opcode the kernel does not have makes the
 /// whole set `EINVAL`, and a refused set leaves the ring unrestricted, to be restricted again. The
 /// query (`IORING_REGISTER_QUERY`) needs no ring, and entering a ring is not a registration.
-fn restricted_ring(entries: u32) -> io::Result<Ring> {
+pub(crate) fn restricted_ring(entries: u32) -> io::Result<Ring> {
     let ring = Ring::new_disabled(entries, entries.saturating_mul(8))?;
     let mut allowed = vec![
         Allow::SqeOp(IORING_OP_RECV_ZC),
@@ -573,21 +573,10 @@ struct Registered {
     stats_off: Option<usize>,
 }
 
-/// A zcrx instance set up for another process: its ring, still disabled (the process that enables
-/// it becomes its single issuer) and restricted, the sealed memory file holding its refill region
-/// and its area, and what that process needs to map them ([`ZcrxQueue::adopt`]).
-#[derive(Debug)]
-pub(crate) struct Exported {
-    pub(crate) ring: OwnedFd,
-    pub(crate) memory: OwnedFd,
-    pub(crate) layout: QueueLayout,
-}
-
-/// How an exported queue is laid out: its ring, the instance, and its memory file (the refill
-/// region at 0, the area right after it).
+/// How an instance registered on another process's ring is laid out: the instance, and the memory
+/// file holding its refill region (at 0) and its area (right after it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct QueueLayout {
-    pub(crate) ring: RingLayout,
     pub(crate) zcrx_id: u32,
     pub(crate) area_token: u64,
     pub(crate) rx_buf_len: u32,
@@ -616,16 +605,21 @@ impl ZcrxQueue {
             Mmap::anonymous(area_len, setup.huge_pages).map_err(|e| (Stage::Area, e))?;
         let (region, _) =
             Mmap::anonymous(region_len(setup), false).map_err(|e| (Stage::Region, e))?;
-        let (ring, registered) = register(setup, &region, &area)?;
+        let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
+        let registered = register_on(ring.fd(), setup, &region, &area)?;
         ring.enable().map_err(|e| (Stage::Ring, e))?;
         ZcrxQueue::assemble(ring, region, area, &registered, setup.events.clone())
             .map_err(|e| (Stage::Register, e))
     }
 
-    /// Sets up an instance for another process: the area and the refill region in one sealed
-    /// memory file, registered, the ring left disabled for that process to enable. This process's
-    /// mappings are gone when it returns (the kernel keeps the pages pinned).
-    pub(crate) fn export(setup: &Setup) -> Result<Exported, (Stage, io::Error)> {
+    /// Registers an instance on `ring`, another process's disabled zcrx ring (a broker's worker's,
+    /// [`restricted_ring`]), with the area and the refill region in one sealed memory file that
+    /// process maps ([`ZcrxQueue::adopt`]). This process's mappings are gone when it returns (the
+    /// kernel keeps the pages pinned).
+    pub(crate) fn register_for(
+        ring: BorrowedFd<'_>,
+        setup: &Setup,
+    ) -> Result<(OwnedFd, QueueLayout), (Stage, io::Error)> {
         if setup.huge_pages {
             return Err((
                 Stage::Area,
@@ -642,9 +636,8 @@ impl ZcrxQueue {
         let region = Mmap::shared(memory.as_fd(), region_len, 0).map_err(|e| (Stage::Region, e))?;
         let area = Mmap::shared(memory.as_fd(), area_len, region_len as libc::off_t)
             .map_err(|e| (Stage::Area, e))?;
-        let (ring, r) = register(setup, &region, &area)?;
+        let r = register_on(ring, setup, &region, &area)?;
         let layout = QueueLayout {
-            ring: ring.layout(),
             zcrx_id: r.zcrx_id,
             area_token: r.area_token,
             rx_buf_len: r.rx_buf_len,
@@ -656,23 +649,18 @@ impl ZcrxQueue {
             area_len: area_len as u64,
             stats_off: r.stats_off.map(|o| o as u32),
         };
-        Ok(Exported {
-            ring: ring.into_fd(),
-            memory,
-            layout,
-        })
+        Ok((memory, layout))
     }
 
-    /// Takes over an instance another process exported: maps its ring and its memory file as
-    /// `exported.layout` says (every offset checked against the mappings) and enables the ring, so
-    /// the calling thread is its issuer. Its events, if it asked for them, are read with the
-    /// running kernel's layout.
-    pub(crate) fn adopt(exported: Exported) -> io::Result<ZcrxQueue> {
-        let Exported {
-            ring,
-            memory,
-            layout,
-        } = exported;
+    /// The queue over the instance another process (a broker) registered on `ring`, this
+    /// process's [`restricted_ring`]: maps `memory` as `layout` says (every offset checked against
+    /// the mappings) and enables the ring, so the calling thread is its issuer. Its events, if it
+    /// asked for them, are read with the running kernel's layout.
+    pub(crate) fn adopt(
+        ring: Ring,
+        memory: OwnedFd,
+        layout: &QueueLayout,
+    ) -> io::Result<ZcrxQueue> {
         let wrong = |what: String| io::Error::other(format!("handed-out zcrx queue: {what}"));
         let region_len = layout.region_len as usize;
         let area_len =
@@ -693,7 +681,6 @@ impl ZcrxQueue {
         }
         let region = Mmap::shared(memory.as_fd(), region_len, 0)?;
         let area = Mmap::shared(memory.as_fd(), area_len, region_len as libc::off_t)?;
-        let ring = Ring::map(ring, layout.ring)?;
         let events = match layout.stats_off {
             Some(_) => Some(EventLayout::from_kernel().map_err(|e| wrong(e.to_string()))?),
             None => None,
@@ -926,14 +913,13 @@ fn stats_offset(setup: &Setup) -> Option<usize> {
         .map(|l| rqes_end.next_multiple_of(l.stats_align))
 }
 
-/// Creates the restricted ring, still disabled, and registers an instance on it over `region`
-/// and `area`.
-fn register(
+/// Registers an instance over `region` and `area` on `ring`, a [`restricted_ring`] still disabled.
+fn register_on(
+    ring: BorrowedFd<'_>,
     setup: &Setup,
     region: &Mmap,
     area: &Mmap,
-) -> Result<(Ring, Registered), (Stage, io::Error)> {
-    let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
+) -> Result<Registered, (Stage, io::Error)> {
     let entries = setup.refill_entries.max(1).next_power_of_two();
     let stats_off = stats_offset(setup);
     let mut area_reg = AreaReg {
@@ -969,8 +955,13 @@ fn register(
     // The kernel reads the area registration, the region descriptor and the event descriptor
     // through the pointers above (all live until the call returns) and writes back into `reg`
     // and `area_reg`: each is passed as a unique pointer, never through a shared reference.
-    ring.register(IORING_REGISTER_ZCRX_IFQ, ptr::from_mut(&mut reg).cast(), 1)
-        .map_err(|e| (Stage::Register, e))?;
+    io_uring_register(
+        ring.as_raw_fd(),
+        IORING_REGISTER_ZCRX_IFQ,
+        ptr::from_mut(&mut reg).cast(),
+        1,
+    )
+    .map_err(|e| (Stage::Register, e))?;
     let registered = Registered {
         zcrx_id: reg.zcrx_id,
         area_token: area_reg.rq_area_token,
@@ -979,7 +970,7 @@ fn register(
         refill_entries: entries,
         stats_off,
     };
-    Ok((ring, registered))
+    Ok(registered)
 }
 
 /// Resets an eventfd's counter (a non-blocking read; nothing to read is no error).

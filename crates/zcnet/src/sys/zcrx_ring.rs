@@ -1,8 +1,6 @@
-//! The io_uring ring of a zcrx instance, set up and mapped by zcnet itself: created here, or handed
-//! over by another process (a broker) as a descriptor and the layout `io_uring_setup` gave it.
-//!
-//! A zcrx ring has 32-byte completions (`IORING_SETUP_CQE32`), which the `io-uring` crate can map
-//! only for rings it created; a ring received over a Unix socket has to be mapped from its layout.
+//! The io_uring ring of a zcrx instance, set up and mapped by zcnet itself, so that the instance
+//! can be registered on it by another process (a broker) before it is enabled: a ring with 32-byte
+//! completions (`IORING_SETUP_CQE32`) created disabled, restricted, entered and read here.
 //!
 //! Kernel behaviour relied on (include/uapi/linux/io_uring.h, io_uring/io_uring.c, register.c,
 //! memmap.c):
@@ -23,7 +21,7 @@
 //!   Restrictions take effect at enabling.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -64,31 +62,31 @@ const MAX_CQ_ENTRIES: u32 = 2 * MAX_SQ_ENTRIES;
 /// `struct io_sqring_offsets`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct SqOffsets {
-    pub(crate) head: u32,
-    pub(crate) tail: u32,
-    pub(crate) ring_mask: u32,
-    pub(crate) ring_entries: u32,
-    pub(crate) flags: u32,
-    pub(crate) dropped: u32,
-    pub(crate) array: u32,
-    pub(crate) resv1: u32,
-    pub(crate) user_addr: u64,
+struct SqOffsets {
+    head: u32,
+    tail: u32,
+    ring_mask: u32,
+    ring_entries: u32,
+    flags: u32,
+    dropped: u32,
+    array: u32,
+    resv1: u32,
+    user_addr: u64,
 }
 
 /// `struct io_cqring_offsets`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct CqOffsets {
-    pub(crate) head: u32,
-    pub(crate) tail: u32,
-    pub(crate) ring_mask: u32,
-    pub(crate) ring_entries: u32,
-    pub(crate) overflow: u32,
-    pub(crate) cqes: u32,
-    pub(crate) flags: u32,
-    pub(crate) resv1: u32,
-    pub(crate) user_addr: u64,
+struct CqOffsets {
+    head: u32,
+    tail: u32,
+    ring_mask: u32,
+    ring_entries: u32,
+    overflow: u32,
+    cqes: u32,
+    flags: u32,
+    resv1: u32,
+    user_addr: u64,
 }
 
 /// `struct io_uring_params`.
@@ -152,16 +150,15 @@ pub(crate) struct Cqe32 {
 }
 const _: () = assert!(size_of::<Cqe32>() == 32);
 
-/// What a process needs to map a ring another one set up: the set-up flags, the sizes, the
-/// features and the ring words' offsets, as `io_uring_setup` wrote them.
+/// A ring's set-up flags, sizes, features and ring words' offsets, as `io_uring_setup` wrote them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RingLayout {
-    pub(crate) flags: u32,
-    pub(crate) sq_entries: u32,
-    pub(crate) cq_entries: u32,
-    pub(crate) features: u32,
-    pub(crate) sq_off: SqOffsets,
-    pub(crate) cq_off: CqOffsets,
+struct RingLayout {
+    flags: u32,
+    sq_entries: u32,
+    cq_entries: u32,
+    features: u32,
+    sq_off: SqOffsets,
+    cq_off: CqOffsets,
 }
 
 impl RingLayout {
@@ -242,6 +239,12 @@ pub(super) fn io_uring_register(
     }
 }
 
+/// Whether `fd` is an io_uring (its `/proc/self/fd` link reads `anon_inode:[io_uring]`).
+pub(crate) fn is_ring(fd: BorrowedFd<'_>) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .is_ok_and(|link| link.as_os_str() == "anon_inode:[io_uring]")
+}
+
 /// What a restriction allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Allow {
@@ -311,9 +314,9 @@ impl Ring {
         Ring::map(fd, layout)
     }
 
-    /// Maps the ring `fd` set up with `layout` (by another process, which sent both), checking every
-    /// offset against the mappings before any address is computed from it.
-    pub(crate) fn map(fd: OwnedFd, layout: RingLayout) -> io::Result<Ring> {
+    /// Maps the ring `fd` set up with `layout`, checking every offset against the mappings before
+    /// any address is computed from it.
+    fn map(fd: OwnedFd, layout: RingLayout) -> io::Result<Ring> {
         layout.check()?;
         let too_large = || io::Error::other("ring layout: sizes overflow");
         let sq_len = layout.sq_len().ok_or_else(too_large)?;
@@ -376,14 +379,9 @@ impl Ring {
         })
     }
 
-    /// The layout another process needs to map this ring.
-    pub(crate) fn layout(&self) -> RingLayout {
-        self.layout
-    }
-
-    /// The descriptor alone, the mappings dropped (for handing the ring to another process).
-    pub(crate) fn into_fd(self) -> OwnedFd {
-        self.fd
+    /// The ring's descriptor.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Restricts the ring, before it is enabled, to `allowed`: any other submission opcode, any SQE
@@ -560,8 +558,8 @@ mod tests {
             );
             return;
         };
-        let good = ring.layout();
-        let fd = ring.into_fd();
+        assert!(is_ring(ring.fd()));
+        let good = ring.layout;
         let mut far = good;
         far.cq_off.head = 1 << 20;
         let mut odd = good;
@@ -571,9 +569,12 @@ mod tests {
         let mut masks = good;
         masks.sq_entries = 2;
         for bad in [far, odd, small_cqe, masks] {
-            let copy = fd.try_clone().unwrap();
+            let copy = ring.fd().try_clone_to_owned().unwrap();
             assert!(Ring::map(copy, bad).is_err(), "{bad:?}");
         }
-        assert!(Ring::map(fd, good).is_ok());
+        let copy = ring.fd().try_clone_to_owned().unwrap();
+        assert!(Ring::map(copy, good).is_ok());
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(!is_ring(file.as_fd()));
     }
 }

@@ -22,7 +22,9 @@
 //!   in several frames ([`Socket::receive_packets`]).
 //!
 //! - [`Broker`] and [`BrokerClient`]: the privilege split — a privileged broker sets queues up and
-//!   passes their descriptors to workers that run a [`Socket`] with no capability.
+//!   passes their descriptors to workers that run a [`Socket`] with no capability; it also
+//!   registers zcrx instances (feature `io-uring`) for workers that receive through them
+//!   ([`Receiver::with_zcrx_grant`](crate::rx::Receiver::with_zcrx_grant)).
 //! - [`UdpEndpoint`]: UDP on AF_XDP for applications — one local address and port served from
 //!   queues of an interface, datagrams received with their payloads in the UMEM frames and
 //!   checksums verified, sent with payloads written in place and headers, checksums and the next hop

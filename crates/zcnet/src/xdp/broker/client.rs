@@ -3,12 +3,22 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use super::wire::{REPLY_LEN, Refusal, Reply, Request};
+use super::wire::{Grant, REPLY_LEN, Refusal, Reply, Request};
+#[cfg(feature = "io-uring")]
+use super::wire::{LAYOUT_LEN, ZcrxRequest, decode_layout};
+#[cfg(feature = "io-uring")]
+use crate::rx::{ZcrxBind, ZcrxConfig, ZcrxGrant};
 use crate::sys::unix::{recv_with_fds, sealed_size};
+#[cfg(feature = "io-uring")]
+use crate::sys::zcrx::restricted_ring;
+
+/// Submission entries of a ring set up for a broker's zcrx instance (as a receiver's own).
+#[cfg(feature = "io-uring")]
+const ZCRX_RING_ENTRIES: u32 = 64;
 use crate::xdp::queue::copy_fallback;
 use crate::xdp::umem::Inherited;
 use crate::xdp::{BoundMode, Mode, Socket, SocketConfig, Umem, UmemConfig};
@@ -160,8 +170,6 @@ impl BrokerClient {
         if request.socket.multi_buffer {
             return Err(BrokerError::Unsupported("multi-buffer sockets".into()));
         }
-        let io = |what: &str, e| BrokerError::Io(format!("{what} {}", self.path.display()), e);
-        let mut stream = UnixStream::connect(&self.path).map_err(|e| io("connect to", e))?;
         let wire = Request {
             iface: request.iface.clone(),
             queue: request.queue,
@@ -169,28 +177,8 @@ impl BrokerClient {
             umem: request.umem,
             socket: request.socket,
         };
-        stream
-            .write_all(&wire.encode())
-            .map_err(|e| io("send the request to", e))?;
-        let mut buf = [0u8; REPLY_LEN];
-        let got =
-            recv_with_fds(stream.as_fd(), &mut buf).map_err(|e| io("read the reply of", e))?;
-        if got.len == 0 {
-            return Err(BrokerError::Protocol("it closed the connection".into()));
-        }
-        if got.truncated {
-            return Err(BrokerError::Protocol(
-                "more descriptors than a grant has".into(),
-            ));
-        }
-        stream
-            .read_exact(&mut buf[got.len..])
-            .map_err(|e| io("read the reply of", e))?;
-        let grant = match Reply::decode(&buf).map_err(BrokerError::Protocol)? {
-            Reply::Refused(r) => return Err(BrokerError::Refused(r)),
-            Reply::Granted(grant) => grant,
-        };
-        let Ok::<[OwnedFd; 3], _>([memfd, anchor, socket]) = got.fds.try_into() else {
+        let (grant, fds, stream) = self.exchange(&wire.encode(), &mut [])?;
+        let Ok::<[OwnedFd; 3], _>([memfd, anchor, socket]) = fds.try_into() else {
             return Err(BrokerError::Protocol(
                 "a grant without its three descriptors".into(),
             ));
@@ -224,5 +212,102 @@ impl BrokerClient {
             stream.into(),
         )?;
         Ok((umem, socket))
+    }
+
+    /// Asks the broker for a zcrx instance as `config` describes it (`huge_pages` must be off):
+    /// this process sets up a ring, disabled and restricted to receiving; the broker takes a copy
+    /// of it (`pidfd_getfd`: an io_uring descriptor cannot travel over the socket), registers the
+    /// instance on it with its area in a memory file it shares, and keeps nothing of it. On a
+    /// grant, the instance, for [`Receiver::with_zcrx_grant`](crate::rx::Receiver::with_zcrx_grant).
+    /// Registering needs `CAP_NET_ADMIN`; this process needs no capability. The ring is this
+    /// process's, so what the kernel charges to a ring's owner (pinned pages, against
+    /// `RLIMIT_MEMLOCK`) is charged to its user.
+    ///
+    /// ```no_run
+    /// use std::net::TcpStream;
+    /// use zcnet::rx::{Receiver, RxConfig, ZcrxConfig};
+    /// use zcnet::xdp::BrokerClient;
+    /// let grant = BrokerClient::new("/run/zcnet/xdp.sock").open_zcrx(&ZcrxConfig::no_device())?;
+    /// let stream = TcpStream::connect("192.0.2.1:5201")?;
+    /// let mut rx = Receiver::with_zcrx_grant(stream, RxConfig::default(), grant)?;
+    /// while let Some(chunk) = rx.recv()? {
+    ///     // chunk borrows the area until dropped
+    /// #   drop(chunk);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "io-uring")]
+    pub fn open_zcrx(&self, config: &ZcrxConfig) -> Result<ZcrxGrant, BrokerError> {
+        if config.huge_pages {
+            return Err(BrokerError::Unsupported(
+                "huge pages (the area is the broker's memory file)".into(),
+            ));
+        }
+        let (iface, queue) = match &config.bind {
+            ZcrxBind::Queue { interface, queue } => (interface.clone(), *queue),
+            _ => (String::new(), 0),
+        };
+        let ring = restricted_ring(ZCRX_RING_ENTRIES)
+            .map_err(|e| BrokerError::Io("set up a ring for zcrx".into(), e))?;
+        let wire = ZcrxRequest {
+            iface,
+            queue,
+            events: config.events,
+            area_len: config.area_len as u64,
+            refill_entries: config.refill_entries,
+            rx_buf_len: config.rx_buf_len.unwrap_or(0),
+            ring_fd: ring.fd().as_raw_fd(),
+        };
+        let mut layout = [0u8; LAYOUT_LEN];
+        let (_, fds, stream) = self.exchange(&wire.encode(), &mut layout)?;
+        let Ok::<[OwnedFd; 1], _>([memory]) = fds.try_into() else {
+            return Err(BrokerError::Protocol(
+                "a zcrx grant without its memory file".into(),
+            ));
+        };
+        Ok(ZcrxGrant {
+            ring,
+            memory,
+            layout: decode_layout(&layout),
+            bind: config.bind.clone(),
+            connection: stream.into(),
+        })
+    }
+
+    /// Sends `request` and reads the broker's reply: on a grant, what it says, the descriptors
+    /// that came with it and the connection (held by whatever was granted), with `extra` filled
+    /// with the bytes that follow a granted reply of this kind.
+    fn exchange(
+        &self,
+        request: &[u8],
+        extra: &mut [u8],
+    ) -> Result<(Grant, Vec<OwnedFd>, UnixStream), BrokerError> {
+        let io = |what: &str, e| BrokerError::Io(format!("{what} {}", self.path.display()), e);
+        let mut stream = UnixStream::connect(&self.path).map_err(|e| io("connect to", e))?;
+        stream
+            .write_all(request)
+            .map_err(|e| io("send the request to", e))?;
+        let mut buf = [0u8; REPLY_LEN];
+        let got =
+            recv_with_fds(stream.as_fd(), &mut buf).map_err(|e| io("read the reply of", e))?;
+        if got.len == 0 {
+            return Err(BrokerError::Protocol("it closed the connection".into()));
+        }
+        if got.truncated {
+            return Err(BrokerError::Protocol(
+                "more descriptors than a grant has".into(),
+            ));
+        }
+        stream
+            .read_exact(&mut buf[got.len..])
+            .map_err(|e| io("read the reply of", e))?;
+        let grant = match Reply::decode(&buf).map_err(BrokerError::Protocol)? {
+            Reply::Refused(r) => return Err(BrokerError::Refused(r)),
+            Reply::Granted(grant) => grant,
+        };
+        stream
+            .read_exact(extra)
+            .map_err(|e| io("read the grant of", e))?;
+        Ok((grant, got.fds, stream))
     }
 }

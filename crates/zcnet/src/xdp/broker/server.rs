@@ -12,8 +12,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::wire::{Grant, REQUEST_LEN, Refusal, Reply, Request};
+use super::wire::{Grant, Message, REQUEST_LEN, Refusal, Reply, Request};
+#[cfg(feature = "io-uring")]
+use super::wire::{ZcrxRequest, encode_layout};
+#[cfg(feature = "io-uring")]
+use crate::rx::{ZcrxBind, ZcrxConfig};
 use crate::sys::unix::{peer_credentials, sealed_memfd, send_with_fds};
+#[cfg(feature = "io-uring")]
+use crate::sys::unix::{peer_pidfd, take_fd};
+#[cfg(feature = "io-uring")]
+use crate::sys::zcrx_ring::is_ring;
 use crate::xdp::{
     AttachMode, BoundMode, Error, FrameMatch, Result, Socket, Umem, XdpLink, XdpProgram,
 };
@@ -33,7 +41,11 @@ pub struct BrokerConfig {
     pub matching: FrameMatch,
     /// Where the program runs.
     pub attach: AttachMode,
-    /// The largest UMEM it registers for one worker, in bytes (it pins that memory).
+    /// The zcrx instances it registers for workers (feature `io-uring`): receive queues of its
+    /// interfaces, or device-less ones.
+    #[cfg(feature = "io-uring")]
+    pub zcrx: Vec<ZcrxBind>,
+    /// The largest UMEM or zcrx area it registers for one worker, in bytes (it pins that memory).
     pub max_umem_bytes: u64,
     /// How long a peer that connected has to send its whole request: the socket is open to every
     /// user, so one that says nothing is dropped after this instead of holding a broker thread.
@@ -51,6 +63,8 @@ impl BrokerConfig {
             gids: Vec::new(),
             matching: FrameMatch::All,
             attach: AttachMode::Driver,
+            #[cfg(feature = "io-uring")]
+            zcrx: Vec::new(),
             max_umem_bytes: 64 << 20,
             request_timeout: Duration::from_secs(5),
         }
@@ -105,6 +119,20 @@ pub enum Event {
         /// The interface.
         iface: String,
     },
+    /// A worker was given a zcrx instance.
+    GrantedZcrx {
+        /// The worker's pid, uid and gid.
+        peer: (i32, u32, u32),
+        /// Where it receives from: "IFACE queue N" or "no device".
+        on: String,
+        /// The area's length in bytes.
+        area_len: u64,
+    },
+    /// The connection of a worker given a zcrx instance closed: the instance is gone with it.
+    ReleasedZcrx {
+        /// Where it received from.
+        on: String,
+    },
     /// A peer sent no whole request within [`BrokerConfig::request_timeout`]: dropped.
     Silent {
         /// The peer's pid, uid and gid.
@@ -131,6 +159,16 @@ impl fmt::Display for Event {
             Event::Attached { iface } => write!(f, "attached the redirect program to {iface}"),
             Event::Released { iface, queue } => write!(f, "released {iface} queue {queue}"),
             Event::Detached { iface } => write!(f, "detached the program from {iface}"),
+            Event::GrantedZcrx {
+                peer: (pid, uid, gid),
+                on,
+                area_len,
+            } => write!(
+                f,
+                "granted a zcrx instance on {on} ({area_len}-byte area) to pid {pid} uid {uid} \
+                 gid {gid}"
+            ),
+            Event::ReleasedZcrx { on } => write!(f, "released the zcrx instance on {on}"),
             Event::Silent {
                 peer: (pid, uid, gid),
             } => write!(
@@ -248,25 +286,38 @@ impl Shared {
         if stream.set_read_timeout(None).is_err() {
             return;
         }
-        let request = Request::decode(&buf[..len]);
         let allowed = self.config.uids.contains(&cred.uid) || self.config.gids.contains(&cred.gid);
-        let outcome = match request {
-            Err(refusal) => Err(refusal),
-            Ok(_) if !allowed => Err(Refusal::UidNotAllowed {
-                uid: cred.uid,
-                gid: cred.gid,
-            }),
-            Ok(request) => self.grant(&request, log).map(|h| (request, h)),
-        };
-        let (request, handout) = match outcome {
-            Ok(granted) => granted,
-            Err(refusal) => {
-                // Logged first: the log's order is the order in which workers learn.
-                let reply = Reply::Refused(refusal.clone()).encode();
-                log(&Event::Refused { peer, refusal });
-                let _ = stream.write_all(&reply);
-                return;
+        match Message::decode(&buf[..len]) {
+            Err(refusal) => refuse(&mut stream, peer, refusal, log),
+            Ok(_) if !allowed => {
+                let refusal = Refusal::UidNotAllowed {
+                    uid: cred.uid,
+                    gid: cred.gid,
+                };
+                refuse(&mut stream, peer, refusal, log);
             }
+            Ok(Message::Queue(request)) => self.serve_queue(stream, peer, &request, log),
+            #[cfg(feature = "io-uring")]
+            Ok(Message::Zcrx(request)) => self.serve_zcrx(stream, peer, &request, log),
+            #[cfg(not(feature = "io-uring"))]
+            Ok(Message::Zcrx(_)) => {
+                let refusal = Refusal::ZcrxNotAllowed("any (built without io-uring)".into());
+                refuse(&mut stream, peer, refusal, log);
+            }
+        }
+    }
+
+    /// Grants `request`'s AF_XDP queue, and releases it when the connection closes.
+    fn serve_queue(
+        &self,
+        mut stream: UnixStream,
+        peer: (i32, u32, u32),
+        request: &Request,
+        log: &(dyn Fn(&Event) + Send + Sync),
+    ) {
+        let handout = match self.grant(request, log) {
+            Ok(handout) => handout,
+            Err(refusal) => return refuse(&mut stream, peer, refusal, log),
         };
         let (socket_fd, anchor_fd) = handout.socket.fds();
         let reply = Reply::Granted(handout.grant).encode();
@@ -286,10 +337,114 @@ impl Shared {
         // The worker holds the only descriptors now: its ending closes the sockets, and the
         // kernel takes them out of the map.
         drop(handout);
-        // Whatever the worker sends is ignored; end of file (or an error) means it is gone.
-        let mut sink = [0u8; 64];
-        while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+        wait_for_end(&mut stream);
         self.release(&request.iface, request.queue, log);
+    }
+
+    /// Registers `request`'s zcrx instance on the worker's ring, still disabled (the worker that
+    /// enables it is its issuer) and restricted to receiving, and hands it the memory file holding
+    /// the refill ring and the area. The broker keeps no descriptor of the ring, so the instance
+    /// is gone when the worker ends; the connection's end is logged.
+    #[cfg(feature = "io-uring")]
+    fn serve_zcrx(
+        &self,
+        mut stream: UnixStream,
+        peer: (i32, u32, u32),
+        request: &ZcrxRequest,
+        log: &(dyn Fn(&Event) + Send + Sync),
+    ) {
+        let (config, on) = match self.zcrx_config(request) {
+            Ok(found) => found,
+            Err(refusal) => return refuse(&mut stream, peer, refusal, log),
+        };
+        let ring = match worker_ring(&stream, request.ring_fd) {
+            Ok(ring) => ring,
+            Err(refusal) => return refuse(&mut stream, peer, refusal, log),
+        };
+        let (memory, layout) = match crate::rx::zcrx_path::register_for(ring.as_fd(), &config) {
+            Ok(registered) => registered,
+            Err(e) => {
+                let refusal = match e.raw_os_error() {
+                    Some(libc::EBUSY | libc::EEXIST) => Refusal::QueueBusy {
+                        iface: request.iface.clone(),
+                        queue: request.queue,
+                    },
+                    errno => Refusal::Failed {
+                        errno: errno.unwrap_or(0),
+                        what: e.to_string(),
+                    },
+                };
+                return refuse(&mut stream, peer, refusal, log);
+            }
+        };
+        drop(ring);
+        let ifindex = match &config.bind {
+            ZcrxBind::Queue { interface, .. } => crate::xdp::interface_index(interface)
+                .map(u32::from)
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let grant = Grant {
+            ifindex,
+            zerocopy: ifindex != 0,
+            zerocopy_refused: 0,
+        };
+        let mut reply = Reply::Granted(grant).encode().to_vec();
+        reply.extend_from_slice(&encode_layout(&layout));
+        match send_with_fds(stream.as_fd(), &reply, &[memory.as_fd()]) {
+            Ok(_) => log(&Event::GrantedZcrx {
+                peer,
+                on: on.clone(),
+                area_len: layout.area_len,
+            }),
+            // The worker learns nothing more: it sees the connection close.
+            Err(_) => return,
+        }
+        drop(memory);
+        wait_for_end(&mut stream);
+        log(&Event::ReleasedZcrx { on });
+    }
+
+    /// What `request` asks to register, and how the log names it; or why it is refused.
+    #[cfg(feature = "io-uring")]
+    fn zcrx_config(
+        &self,
+        request: &ZcrxRequest,
+    ) -> std::result::Result<(ZcrxConfig, String), Refusal> {
+        let (bind, on) = match request.iface.as_str() {
+            "" => (ZcrxBind::NoDevice, "no device".to_string()),
+            iface => (
+                ZcrxBind::Queue {
+                    interface: iface.to_string(),
+                    queue: request.queue,
+                },
+                format!("{iface} queue {}", request.queue),
+            ),
+        };
+        if !self.config.zcrx.contains(&bind) {
+            return Err(Refusal::ZcrxNotAllowed(on));
+        }
+        if request.area_len > self.config.max_umem_bytes {
+            return Err(Refusal::TooLarge(format!(
+                "a {}-byte zcrx area, above the broker's {} bytes",
+                request.area_len, self.config.max_umem_bytes
+            )));
+        }
+        if request.refill_entries > MAX_REFILL_ENTRIES {
+            return Err(Refusal::TooLarge(format!(
+                "{} refill entries, above the kernel's {MAX_REFILL_ENTRIES}",
+                request.refill_entries
+            )));
+        }
+        let mut config = ZcrxConfig::default()
+            .with_area_len(request.area_len as usize)
+            .with_refill_entries(request.refill_entries)
+            .with_events(request.events);
+        config.bind = bind;
+        if request.rx_buf_len != 0 {
+            config = config.with_rx_buf_len(request.rx_buf_len);
+        }
+        Ok((config, on))
     }
 
     /// Sets up `request`'s queue, attaching the interface's program if no queue of it was granted
@@ -415,6 +570,55 @@ impl Shared {
             });
         }
     }
+}
+
+/// The most refill entries a zcrx instance takes (the kernel's `IO_RQ_MAX_ENTRIES`).
+#[cfg(feature = "io-uring")]
+const MAX_REFILL_ENTRIES: u32 = 32768;
+
+/// The broker's copy of the ring the worker connected on `stream` names as its descriptor
+/// `ring_fd`, taken with `pidfd_getfd` (an io_uring descriptor cannot travel with `SCM_RIGHTS`):
+/// that needs ptrace rights over the worker (root with `CAP_SYS_PTRACE`).
+#[cfg(feature = "io-uring")]
+fn worker_ring(stream: &UnixStream, ring_fd: i32) -> std::result::Result<OwnedFd, Refusal> {
+    let failed = |what: &str, e: std::io::Error| Refusal::Failed {
+        errno: e.raw_os_error().unwrap_or(0),
+        what: format!("{what}: {e}"),
+    };
+    let pidfd = peer_pidfd(stream.as_fd())
+        .map_err(|e| failed("the worker's pidfd (SO_PEERPIDFD, Linux 6.5)", e))?;
+    let ring = take_fd(pidfd.as_fd(), ring_fd).map_err(|e| {
+        failed(
+            "take the worker's ring (pidfd_getfd needs CAP_SYS_PTRACE over the worker)",
+            e,
+        )
+    })?;
+    if !is_ring(ring.as_fd()) {
+        return Err(Refusal::Malformed(format!(
+            "the worker's descriptor {ring_fd} is no io_uring"
+        )));
+    }
+    Ok(ring)
+}
+
+/// Tells the worker on `stream` why it gets nothing, logged first: the log's order is the order in
+/// which workers learn.
+fn refuse(
+    stream: &mut UnixStream,
+    peer: (i32, u32, u32),
+    refusal: Refusal,
+    log: &(dyn Fn(&Event) + Send + Sync),
+) {
+    let reply = Reply::Refused(refusal.clone()).encode();
+    log(&Event::Refused { peer, refusal });
+    let _ = stream.write_all(&reply);
+}
+
+/// Waits for the worker's end: whatever it sends is ignored; end of file (or an error) means it
+/// is gone.
+fn wait_for_end(stream: &mut UnixStream) {
+    let mut sink = [0u8; 64];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
 }
 
 /// Reads a request from `stream` into `buf` (until it is full or the peer stops sending) by

@@ -1,22 +1,32 @@
 //! The broker's wire protocol: one request from the worker, one reply from the broker, both of a
 //! fixed length, little-endian, each starting with the magic `zcxb` and the protocol version.
 //!
-//! Request ([`REQUEST_LEN`] bytes): magic, version (u16), kind (u16, 1 = open a queue), interface
-//! name (16 bytes, NUL-padded), queue (u32), mode (u8: 0 auto, 1 copy, 2 zero-copy), need_wakeup
-//! (u8), 2 zero bytes, then u32s: frame size, frame count, fill, completion, rx and tx ring
-//! entries, headroom, and 4 zero bytes.
+//! Request ([`REQUEST_LEN`] bytes): magic, version (u16), kind (u16), then by kind:
+//! - 1, open an AF_XDP queue: interface name (16 bytes, NUL-padded), queue (u32), mode (u8: 0
+//!   auto, 1 copy, 2 zero-copy), need_wakeup (u8), 2 zero bytes, then u32s: frame size, frame
+//!   count, fill, completion, rx and tx ring entries, headroom, and 4 zero bytes;
+//! - 2, register a zcrx instance: interface name (empty: no device), queue (u32), events (u8),
+//!   3 zero bytes, area length (u64), refill entries (u32), buffer length (u32, 0: the kernel's
+//!   choice), the worker's descriptor number of its disabled ring (u32), and 12 zero bytes. (An
+//!   io_uring descriptor cannot travel with `SCM_RIGHTS`: the broker takes its copy with
+//!   `pidfd_getfd`.)
 //!
 //! Reply ([`REPLY_LEN`] bytes): magic, version (u16), status (u16: 0 granted, else the refusal),
 //! then three u32s whose meaning depends on the status, then 104 bytes of UTF-8 text (NUL-padded).
-//! A granted reply
-//! carries three descriptors (`SCM_RIGHTS`): the UMEM's memory file, the queue's socket (which owns
-//! the fill and completion rings) and the worker's socket.
+//! A granted AF_XDP queue's reply carries three descriptors (`SCM_RIGHTS`): the UMEM's memory
+//! file, the queue's socket (which owns the fill and completion rings) and the worker's socket. A
+//! granted zcrx instance's reply is followed by [`LAYOUT_LEN`] bytes of its layout (u32s: the
+//! instance id, buffer length, refill entries, refill head, tail and entries offsets, region
+//! length, statistics offset (`u32::MAX`: none); then u64s: the area token and the area length)
+//! and carries one descriptor: the memory file holding the refill region and, after it, the area.
 //!
 //! A reply's header (magic, version, status) keeps its place in every version, so a worker always
 //! reads a broker's refusal of its version.
 
 use std::fmt;
 
+#[cfg(feature = "io-uring")]
+use crate::sys::zcrx::QueueLayout;
 use crate::xdp::{FrameSize, Mode, SocketConfig, UmemConfig};
 
 /// The protocol version this zcnet speaks.
@@ -29,6 +39,11 @@ pub const REPLY_LEN: usize = 128;
 const MAGIC: [u8; 4] = *b"zcxb";
 /// Request kind: open a queue.
 const OPEN_QUEUE: u16 = 1;
+/// Request kind: register a zcrx instance.
+const OPEN_ZCRX: u16 = 2;
+/// Bytes of a zcrx instance's layout after its granted reply.
+#[cfg(feature = "io-uring")]
+pub const LAYOUT_LEN: usize = 48;
 /// Bytes of an interface name (`IFNAMSIZ`, with its NUL).
 const IFNAME_LEN: usize = 16;
 const TEXT_AT: usize = 24;
@@ -41,6 +56,28 @@ pub(crate) struct Request {
     pub mode: Mode,
     pub umem: UmemConfig,
     pub socket: SocketConfig,
+}
+
+/// A worker's request for a zcrx instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ZcrxRequest {
+    /// The interface (empty: no device).
+    pub iface: String,
+    pub queue: u32,
+    pub events: bool,
+    pub area_len: u64,
+    pub refill_entries: u32,
+    /// 0: the kernel's choice.
+    pub rx_buf_len: u32,
+    /// The worker's descriptor of the ring to register the instance on.
+    pub ring_fd: i32,
+}
+
+/// What a worker asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Message {
+    Queue(Request),
+    Zcrx(ZcrxRequest),
 }
 
 /// Why a broker refused a request, as the worker sees it.
@@ -68,6 +105,9 @@ pub enum Refusal {
         /// The queue asked for.
         queue: u32,
     },
+    /// The broker registers no zcrx instance there (`--allow-zcrx`): the interface and queue, or
+    /// "no device".
+    ZcrxNotAllowed(String),
     /// Another worker holds the queue (or another program's AF_XDP socket is bound there): wait
     /// for it to end, or ask for another queue.
     QueueBusy {
@@ -106,6 +146,10 @@ impl fmt::Display for Refusal {
             Refusal::QueueNotAllowed { iface, queue } => write!(
                 f,
                 "{iface} queue {queue} is not on the broker's allow-list (--allow {iface}:{queue})"
+            ),
+            Refusal::ZcrxNotAllowed(what) => write!(
+                f,
+                "the broker registers no zcrx instance on {what} (its --allow-zcrx)"
             ),
             Refusal::QueueBusy { iface, queue } => write!(
                 f,
@@ -154,6 +198,7 @@ enum Status {
     TooLarge = 5,
     Failed = 6,
     Malformed = 7,
+    ZcrxNotAllowed = 8,
 }
 
 impl Status {
@@ -167,6 +212,7 @@ impl Status {
             Status::TooLarge,
             Status::Failed,
             Status::Malformed,
+            Status::ZcrxNotAllowed,
         ]
         .into_iter()
         .find(|s| *s as u16 == v)
@@ -187,6 +233,10 @@ fn u16_at(buf: &[u8], at: usize) -> u16 {
 
 fn u32_at(buf: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    u64::from(u32_at(buf, at)) | u64::from(u32_at(buf, at + 4)) << 32
 }
 
 /// Writes `text` NUL-padded into `field`, cut at a character boundary to fit.
@@ -244,18 +294,16 @@ impl Request {
 
     /// The request in `buf`, or the refusal it earns: another version, or bytes that are no
     /// request.
+    #[cfg(test)]
     pub fn decode(buf: &[u8]) -> Result<Request, Refusal> {
-        let version = header(buf)?;
-        if version != VERSION {
-            return Err(Refusal::Version { broker: VERSION });
+        match Message::decode(buf)? {
+            Message::Queue(request) => Ok(request),
+            Message::Zcrx(_) => Err(Refusal::Malformed("a zcrx request".into())),
         }
-        if buf.len() != REQUEST_LEN || u16_at(buf, 6) != OPEN_QUEUE {
-            return Err(Refusal::Malformed(format!(
-                "a {}-byte message of kind {}",
-                buf.len(),
-                u16_at(buf, 6)
-            )));
-        }
+    }
+
+    /// The request in `buf`, whose header [`Message::decode`] checked.
+    fn decode_body(buf: &[u8]) -> Result<Request, Refusal> {
         let iface = text_of(&buf[8..8 + IFNAME_LEN]);
         let malformed = |what: &str| Refusal::Malformed(what.to_string());
         let mode = match buf[28] {
@@ -298,6 +346,116 @@ impl Request {
     }
 }
 
+impl Message {
+    /// The request in `buf`, or the refusal it earns: another version, or bytes that are no
+    /// request.
+    pub fn decode(buf: &[u8]) -> Result<Message, Refusal> {
+        let version = header(buf)?;
+        if version != VERSION {
+            return Err(Refusal::Version { broker: VERSION });
+        }
+        let kind = if buf.len() == REQUEST_LEN {
+            u16_at(buf, 6)
+        } else {
+            0
+        };
+        match kind {
+            OPEN_QUEUE => Request::decode_body(buf).map(Message::Queue),
+            OPEN_ZCRX => ZcrxRequest::decode_body(buf).map(Message::Zcrx),
+            _ => Err(Refusal::Malformed(format!(
+                "a {}-byte message of kind {}",
+                buf.len(),
+                u16_at(buf, 6)
+            ))),
+        }
+    }
+}
+
+impl ZcrxRequest {
+    /// The request's bytes.
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        let mut buf = [0u8; REQUEST_LEN];
+        buf[..4].copy_from_slice(&MAGIC);
+        put_u16(&mut buf, 4, VERSION);
+        put_u16(&mut buf, 6, OPEN_ZCRX);
+        put_text(&mut buf[8..8 + IFNAME_LEN - 1], &self.iface);
+        put_u32(&mut buf, 24, self.queue);
+        buf[28] = u8::from(self.events);
+        buf[32..40].copy_from_slice(&self.area_len.to_le_bytes());
+        put_u32(&mut buf, 40, self.refill_entries);
+        put_u32(&mut buf, 44, self.rx_buf_len);
+        put_u32(&mut buf, 48, self.ring_fd as u32);
+        buf
+    }
+
+    /// The request in `buf`, whose header [`Message::decode`] checked.
+    fn decode_body(buf: &[u8]) -> Result<ZcrxRequest, Refusal> {
+        let events = match buf[28] {
+            0 => false,
+            1 => true,
+            _ => return Err(Refusal::Malformed("events neither 0 nor 1".into())),
+        };
+        Ok(ZcrxRequest {
+            iface: text_of(&buf[8..8 + IFNAME_LEN]),
+            queue: u32_at(buf, 24),
+            events,
+            area_len: u64_at(buf, 32),
+            refill_entries: u32_at(buf, 40),
+            rx_buf_len: u32_at(buf, 44),
+            ring_fd: u32_at(buf, 48) as i32,
+        })
+    }
+}
+
+/// A zcrx instance's layout's bytes.
+#[cfg(feature = "io-uring")]
+pub(crate) fn encode_layout(layout: &QueueLayout) -> [u8; LAYOUT_LEN] {
+    let mut buf = [0u8; LAYOUT_LEN];
+    for (i, w) in layout_words(layout).into_iter().enumerate() {
+        put_u32(&mut buf, 4 * i, w);
+    }
+    buf[LAYOUT_U64S..LAYOUT_U64S + 8].copy_from_slice(&layout.area_token.to_le_bytes());
+    buf[LAYOUT_U64S + 8..LAYOUT_U64S + 16].copy_from_slice(&layout.area_len.to_le_bytes());
+    buf
+}
+
+/// The layout in `buf` (every offset in it is checked when the worker maps it).
+#[cfg(feature = "io-uring")]
+pub(crate) fn decode_layout(buf: &[u8; LAYOUT_LEN]) -> QueueLayout {
+    let w = |i: usize| u32_at(buf, 4 * i);
+    QueueLayout {
+        zcrx_id: w(0),
+        rx_buf_len: w(1),
+        refill_entries: w(2),
+        refill_head: w(3),
+        refill_tail: w(4),
+        refill_rqes: w(5),
+        region_len: w(6),
+        stats_off: Some(w(7)).filter(|&o| o != u32::MAX),
+        area_token: u64_at(buf, LAYOUT_U64S),
+        area_len: u64_at(buf, LAYOUT_U64S + 8),
+    }
+}
+
+/// Where a layout's u64s start.
+#[cfg(feature = "io-uring")]
+const LAYOUT_U64S: usize = 4 * 8;
+
+/// A layout's u32s, in their order on the wire.
+#[cfg(feature = "io-uring")]
+fn layout_words(l: &QueueLayout) -> [u32; 8] {
+    [
+        l.zcrx_id,
+        l.rx_buf_len,
+        l.refill_entries,
+        l.refill_head,
+        l.refill_tail,
+        l.refill_rqes,
+        l.region_len,
+        l.stats_off.unwrap_or(u32::MAX),
+    ]
+}
+
 impl Reply {
     /// The reply's bytes.
     pub fn encode(&self) -> [u8; REPLY_LEN] {
@@ -320,6 +478,7 @@ impl Reply {
                 Refusal::TooLarge(what) => (Status::TooLarge, [0; 3], what),
                 Refusal::Failed { errno, what } => (Status::Failed, [*errno as u32, 0, 0], what),
                 Refusal::Malformed(what) => (Status::Malformed, [0; 3], what),
+                Refusal::ZcrxNotAllowed(what) => (Status::ZcrxNotAllowed, [0; 3], what),
             },
         };
         put_u16(&mut buf, 6, status as u16);
@@ -368,6 +527,7 @@ impl Reply {
                 what: text,
             }),
             Some(Status::Malformed) => refused(Refusal::Malformed(text)),
+            Some(Status::ZcrxNotAllowed) => refused(Refusal::ZcrxNotAllowed(text)),
             None => Err(format!("unknown reply status {status}")),
         }
     }
@@ -401,6 +561,51 @@ mod tests {
     fn a_request_reads_back_as_itself() {
         let r = request();
         assert_eq!(Request::decode(&r.encode()), Ok(r));
+    }
+
+    #[test]
+    fn a_zcrx_request_reads_back_as_itself_and_not_as_a_queue() {
+        let r = ZcrxRequest {
+            iface: String::new(),
+            queue: 0,
+            events: true,
+            area_len: 5 << 30,
+            refill_entries: 4096,
+            rx_buf_len: 0,
+            ring_fd: 7,
+        };
+        let buf = r.encode();
+        assert_eq!(Message::decode(&buf), Ok(Message::Zcrx(r)));
+        assert!(matches!(Request::decode(&buf), Err(Refusal::Malformed(_))));
+        let mut bad = buf;
+        bad[28] = 2;
+        assert!(matches!(Message::decode(&bad), Err(Refusal::Malformed(_))));
+        let mut unknown = buf;
+        unknown[6] = 3;
+        assert!(matches!(
+            Message::decode(&unknown),
+            Err(Refusal::Malformed(_))
+        ));
+    }
+
+    #[cfg(feature = "io-uring")]
+    #[test]
+    fn a_zcrx_layout_reads_back_as_itself() {
+        let mut layout = QueueLayout {
+            zcrx_id: 3,
+            area_token: 1 << 48,
+            area_len: 6 << 30,
+            rx_buf_len: 4096,
+            refill_entries: 4096,
+            refill_head: 0,
+            refill_tail: 64,
+            refill_rqes: 128,
+            region_len: 69632,
+            stats_off: Some(69600),
+        };
+        assert_eq!(decode_layout(&encode_layout(&layout)), layout);
+        layout.stats_off = None;
+        assert_eq!(decode_layout(&encode_layout(&layout)), layout);
     }
 
     #[test]
@@ -440,6 +645,7 @@ mod tests {
                 what: "bind".into(),
             }),
             Reply::Refused(Refusal::Malformed("unknown mode".into())),
+            Reply::Refused(Refusal::ZcrxNotAllowed("no device".into())),
         ];
         for reply in replies {
             assert_eq!(Reply::decode(&reply.encode()), Ok(reply));
