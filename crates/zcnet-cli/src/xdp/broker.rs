@@ -1,6 +1,8 @@
 //! `zcnet xdp broker`: the privileged half of AF_XDP's privilege split (`zcnet::xdp::Broker`). It
 //! listens on a Unix socket and hands the queues of its allow-list to workers of the allowed uids
-//! and gids, which then run AF_XDP with no capability; it prints what it does, one line each.
+//! and gids, which then run AF_XDP with no capability; it also registers the zcrx instances of its
+//! `--allow-zcrx` list on the workers' rings, so they receive through io_uring zero-copy receive
+//! with no capability. It prints what it does, one line each.
 
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -8,6 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use zcnet::rx::ZcrxBind;
 use zcnet::xdp::{Broker, BrokerConfig, FrameMatch};
 
 use super::{AttachArg, MatchArg, Refused};
@@ -20,8 +23,12 @@ pub struct BrokerArgs {
     #[arg(long)]
     pub socket: PathBuf,
     /// A queue it may hand out, as IFACE:QUEUE (repeat for more).
-    #[arg(long = "allow", required = true, value_parser = parse_queue)]
+    #[arg(long = "allow", required_unless_present = "zcrx", value_parser = parse_queue)]
     pub allow: Vec<(String, u32)>,
+    /// A zcrx instance it may register for workers: a receive queue as IFACE:QUEUE, or `nodev`
+    /// for device-less ones (Linux 7.1+) (repeat for more).
+    #[arg(long = "allow-zcrx", value_parser = parse_zcrx)]
+    pub zcrx: Vec<ZcrxBind>,
     /// A uid whose workers it serves (repeat for more).
     #[arg(long = "allow-uid")]
     pub uids: Vec<u32>,
@@ -37,7 +44,7 @@ pub struct BrokerArgs {
     /// Where the program runs.
     #[arg(long, value_enum, default_value_t = AttachArg::Driver)]
     pub attach: AttachArg,
-    /// Largest UMEM registered for one worker, in MiB.
+    /// Largest UMEM or zcrx area registered for one worker, in MiB.
     #[arg(long, default_value_t = 64)]
     pub max_umem_mib: u64,
     /// Hand out every frame (--match all) of an interface the host uses.
@@ -57,6 +64,15 @@ fn parse_queue(text: &str) -> Result<(String, u32), String> {
         return Err(format!("{text:?} names no interface"));
     }
     Ok((iface.to_string(), queue))
+}
+
+/// Parses `IFACE:QUEUE` or `nodev`.
+fn parse_zcrx(text: &str) -> Result<ZcrxBind, String> {
+    if text == "nodev" {
+        return Ok(ZcrxBind::NoDevice);
+    }
+    let (interface, queue) = parse_queue(text).map_err(|e| format!("{e} nor nodev"))?;
+    Ok(ZcrxBind::Queue { interface, queue })
 }
 
 /// Removes the socket at `path` when nobody listens there any more (a broker that was killed).
@@ -101,9 +117,19 @@ pub fn run(args: BrokerArgs) -> Result<()> {
     };
     config.attach = args.attach.into();
     config.max_umem_bytes = args.max_umem_mib << 20;
+    config.zcrx = args.zcrx.clone();
     remove_stale(&args.socket)?;
     let broker = Broker::bind(&args.socket, config)?;
-    let allowed: Vec<String> = args.allow.iter().map(|(i, q)| format!("{i}:{q}")).collect();
+    let zcrx = args.zcrx.iter().map(|b| match b {
+        ZcrxBind::Queue { interface, queue } => format!("zcrx {interface}:{queue}"),
+        _ => "zcrx nodev".to_string(),
+    });
+    let allowed: Vec<String> = args
+        .allow
+        .iter()
+        .map(|(i, q)| format!("{i}:{q}"))
+        .chain(zcrx)
+        .collect();
     println!(
         "listening on {} for {}",
         args.socket.display(),
