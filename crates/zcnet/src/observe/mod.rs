@@ -127,8 +127,10 @@ struct Attachment {
 #[derive(Debug)]
 pub struct Observer {
     counters: OwnedFd,
-    _uring: OwnedFd,
-    locked: OwnedFd,
+    /// The io_uring requests map, when the io_uring tracepoints' programs are attached.
+    _uring: Option<OwnedFd>,
+    /// The locked memory map, when programs that sample it are attached.
+    locked: Option<OwnedFd>,
     attachments: Vec<Attachment>,
     blind: Vec<BlindSpot>,
     cpus: usize,
@@ -196,76 +198,53 @@ impl Observer {
         Observer::start(scope, Parts::ReceiveCopies)
     }
 
-    /// Creates the maps and attaches the programs of `parts`.
+    /// Creates the maps and attaches the programs of `parts`. A map is created only for programs
+    /// that use it: the io_uring requests map for the io_uring tracepoints, the locked memory map
+    /// for the programs that sample it (those of [`Observer::attach`], where the kernel's BTF gives
+    /// its layout).
     fn start(scope: Scope, parts: Parts) -> Result<Observer, ObserveError> {
         check_capabilities()?;
         let tracepoints = parts == Parts::Everything;
         // Asked before any program runs: the netlink dump's reply is a receive of this process's,
         // which the programs would count when it observes itself.
         let xdp_blind = tracepoints.then(xdp::blind_spot).flatten();
-        let map = |kind, key, value, max, name| {
-            bpf::map_create_sized(kind, key, value, max, name)
-                .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
-        };
-        let counters = map(
+        let counters = create_map(
             bpf::BPF_MAP_TYPE_PERCPU_HASH,
             8,
             Counters::SIZE as u32,
             MAX_OWNERS,
             "zcnet_counts",
         )?;
-        let uring = map(
-            bpf::BPF_MAP_TYPE_LRU_HASH,
-            8,
-            8,
-            MAX_REQUESTS,
-            "zcnet_uring",
-        )?;
-        let locked = map(
-            bpf::BPF_MAP_TYPE_LRU_HASH,
-            4,
-            programs::LOCKED_VALUE,
-            MAX_OWNERS,
-            "zcnet_locked",
-        )?;
         let mut blind = Vec::new();
         let btf = layout::KernelBtf::new();
-        let locked_layout = match tracepoints {
-            true => locked::layout(&btf).map_err(|spot| blind.push(spot)).ok(),
+        let locked = match tracepoints {
+            true => match locked::layout(&btf) {
+                Ok(layout) => Some((
+                    create_map(
+                        bpf::BPF_MAP_TYPE_LRU_HASH,
+                        4,
+                        programs::LOCKED_VALUE,
+                        MAX_OWNERS,
+                        "zcnet_locked",
+                    )?,
+                    layout,
+                )),
+                Err(spot) => {
+                    blind.push(spot);
+                    None
+                }
+            },
             false => None,
         };
         let maps = programs::Maps {
             counters: counters.as_fd(),
-            uring: uring.as_fd(),
-            locked: locked_layout.map(|layout| (locked.as_fd(), layout)),
+            locked: locked.as_ref().map(|(map, layout)| (map.as_fd(), *layout)),
         };
         let mut attachments = Vec::new();
-        let (root, wanted) = match tracepoints {
-            true => (
-                tracefs::mount_point().ok_or(ObserveError::NoTracefs)?,
-                &programs::TRACEPOINTS[..],
-            ),
-            false => (Default::default(), &[][..]),
+        let uring = match tracepoints {
+            true => Some(attach_io_uring(scope, maps, &mut attachments)?),
+            false => None,
         };
-        for &(group, name, build) in wanted {
-            let event = tracefs::Event::read(&root, group, name).map_err(|e| {
-                ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e)
-            })?;
-            let insns = build(scope, maps, &event).map_err(|e| {
-                ObserveError::kernel(format!("build the program for {}", event.name), e)
-            })?;
-            let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
-            let perf = perf_event::open_tracepoint(event.id)
-                .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
-            let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
-                .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
-            attachments.push(Attachment {
-                event: event.name,
-                _link: link,
-                _perf: Some(perf),
-                program,
-            });
-        }
         if tracepoints {
             match syscalls::registers(&btf) {
                 Ok(regs) => {
@@ -302,7 +281,7 @@ impl Observer {
         Ok(Observer {
             counters,
             _uring: uring,
-            locked,
+            locked: locked.map(|(map, _)| map),
             attachments,
             blind,
             cpus,
@@ -381,14 +360,67 @@ impl Observer {
     /// The locked memory of each observed process's user that read zero-copy completions (its
     /// error queue or io_uring notifications), as of its last read and at most, with the limit the
     /// kernel holds it against: the headroom before its MSG_ZEROCOPY sends fail with `ENOBUFS`.
+    /// Empty when no program samples it: for an observer of late or receive copies only, or when
+    /// the kernel's BTF does not give its layout (then [`Observer::blind_spots`] says so).
     pub fn locked_memory(&self) -> Result<Vec<LockedMemory>, ObserveError> {
-        locked::read(self.locked.as_fd())
+        match &self.locked {
+            Some(map) => locked::read(map.as_fd()),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// What it cannot count on this kernel, and why.
     pub fn blind_spots(&self) -> &[BlindSpot] {
         &self.blind
     }
+}
+
+/// Creates the map `name` of `kind` with keys of `key` and values of `value` bytes.
+fn create_map(
+    kind: u32,
+    key: u32,
+    value: u32,
+    max: u32,
+    name: &str,
+) -> Result<OwnedFd, ObserveError> {
+    bpf::map_create_sized(kind, key, value, max, name)
+        .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
+}
+
+/// Creates the io_uring requests map and attaches the programs of the io_uring tracepoints (opened
+/// as perf events), the only ones that use it; returns the map.
+fn attach_io_uring(
+    scope: Scope,
+    maps: programs::Maps<'_>,
+    attachments: &mut Vec<Attachment>,
+) -> Result<OwnedFd, ObserveError> {
+    let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
+    let uring = create_map(
+        bpf::BPF_MAP_TYPE_LRU_HASH,
+        8,
+        8,
+        MAX_REQUESTS,
+        "zcnet_uring",
+    )?;
+    for &(group, name, build) in &programs::TRACEPOINTS {
+        let event = tracefs::Event::read(&root, group, name)
+            .map_err(|e| ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e))?;
+        let insns = build(scope, maps, uring.as_fd(), &event).map_err(|e| {
+            ObserveError::kernel(format!("build the program for {}", event.name), e)
+        })?;
+        let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
+        let perf = perf_event::open_tracepoint(event.id)
+            .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
+        let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
+            .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
+        attachments.push(Attachment {
+            event: event.name,
+            _link: link,
+            _perf: Some(perf),
+            program,
+        });
+    }
+    Ok(uring)
 }
 
 /// Loads `insns` as a program of `prog_type` named `zcnet_<name>` for `event`, with the verifier's

@@ -83,8 +83,6 @@ pub(super) struct Maps<'a> {
     /// memory of the process's user at its last zero-copy completion, the most seen, and what the
     /// kernel holds it to; with where to read them (`None` when the kernel's BTF does not say).
     pub locked: Option<(BorrowedFd<'a>, LockedLayout)>,
-    /// LRU hash of in-flight io_uring zero-copy requests (`struct io_kiocb *` -> 0).
-    pub uring: BorrowedFd<'a>,
 }
 
 /// Where a task's user's locked memory and the limit it is held to are (offsets from the kernel's
@@ -384,8 +382,9 @@ impl<'a> Prog<'a> {
     }
 }
 
-/// A program's builder.
-type Build = fn(Scope, Maps<'_>, &Event) -> io::Result<Vec<Insn>>;
+/// A program's builder, given the io_uring requests map: an LRU hash of the zero-copy requests in
+/// flight (`struct io_kiocb *` -> 0), which only these programs use.
+type Build = fn(Scope, Maps<'_>, BorrowedFd<'_>, &Event) -> io::Result<Vec<Insn>>;
 
 /// Each tracepoint (group, event) opened as a perf event, and the program the observer runs there.
 pub(super) const TRACEPOINTS: [(&str, &str, Build); 2] = [
@@ -595,7 +594,12 @@ fn count_zc_receive(p: &mut Prog<'_>) {
 
 /// `io_uring:io_uring_submit_req` of a `SEND_ZC` or `SENDMSG_ZC`: counts it and remembers the
 /// request, whose result the completion adds as bytes.
-fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+fn uring_submit(
+    scope: Scope,
+    maps: Maps<'_>,
+    requests: BorrowedFd<'_>,
+    event: &Event,
+) -> io::Result<Vec<Insn>> {
     let mut p = Prog::new(scope, maps);
     p.field(Reg::R1, event, "opcode")?;
     let zc = p.asm.label();
@@ -608,7 +612,7 @@ fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
         Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7),
         Insn::store_u64_imm(Reg::R10, WORD, 0),
     ]);
-    p.map(Reg::R1, maps.uring);
+    p.map(Reg::R1, requests);
     p.stack_ptr(Reg::R2, REQUEST_KEY);
     p.stack_ptr(Reg::R3, WORD);
     p.asm.push([
@@ -622,7 +626,12 @@ fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
 
 /// `io_uring:io_uring_complete`: a notification CQE (`IORING_CQE_F_NOTIF`) is counted, copied when
 /// its result has bit 31; the result CQE of a remembered zero-copy request adds its bytes.
-fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+fn uring_complete(
+    scope: Scope,
+    maps: Maps<'_>,
+    requests: BorrowedFd<'_>,
+    event: &Event,
+) -> io::Result<Vec<Insn>> {
     let mut p = Prog::new(scope, maps);
     p.field(Reg::R7, event, "req")?;
     p.field(Reg::R8, event, "res")?;
@@ -646,9 +655,9 @@ fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec
     p.asm.bind(result);
     p.asm
         .push([Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7)]);
-    p.lookup(maps.uring, REQUEST_KEY);
+    p.lookup(requests, REQUEST_KEY);
     p.exit_if(Insn::jump_if_equal(Reg::R0, 0, 0));
-    p.map(Reg::R1, maps.uring);
+    p.map(Reg::R1, requests);
     p.stack_ptr(Reg::R2, REQUEST_KEY);
     p.asm.push([Insn::call(helper::MAP_DELETE_ELEM)]);
     p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
@@ -795,13 +804,12 @@ mod tests {
         };
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: Some((stdout.as_fd(), layout)),
         };
         let mut text = String::new();
         for ((group, name, build), layout) in TRACEPOINTS.iter().zip(LAYOUTS) {
             let event = Event::parse(&format!("{group}:{name}"), 0, &format(layout));
-            let insns = build(scope, maps, &event).expect("build");
+            let insns = build(scope, maps, stderr.as_fd(), &event).expect("build");
             text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
         }
         let insns = syscall_exit(scope, maps, &x86_64_regs()).expect("build");
@@ -855,21 +863,19 @@ mod tests {
         let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: None,
         };
         let format = format("ctx:8:8 req:16:8 user_data:24:8");
         let event = Event::parse("io_uring:io_uring_submit_req", 0, &format);
-        let err = uring_submit(Scope::All, maps, &event).unwrap_err();
+        let err = uring_submit(Scope::All, maps, stderr.as_fd(), &event).unwrap_err();
         assert!(err.to_string().contains("no field opcode"), "{err}");
     }
 
     #[test]
     fn registers_too_far_apart_are_refused() {
-        let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+        let stdin = std::io::stdin();
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: None,
         };
         let mut regs = x86_64_regs();
