@@ -133,7 +133,6 @@ pub struct Observer {
     locked: Option<OwnedFd>,
     attachments: Vec<Attachment>,
     blind: Vec<BlindSpot>,
-    cpus: usize,
     scope: Scope,
 }
 
@@ -276,15 +275,12 @@ impl Observer {
                 why: why.to_string(),
             }));
         }
-        let cpus = possible_cpus()
-            .map_err(|e| ObserveError::kernel("read /sys/devices/system/cpu/possible", e))?;
         Ok(Observer {
             counters,
             _uring: uring,
             locked: locked.map(|(map, _)| map),
             attachments,
             blind,
-            cpus,
             scope,
         })
     }
@@ -319,27 +315,11 @@ impl Observer {
     pub fn snapshot(&self) -> Result<Vec<(Owner, Counters)>, ObserveError> {
         let read = |e| ObserveError::kernel("read the counters map", e);
         let mut out = Vec::new();
-        let mut key = [0u8; 8];
-        let mut value = vec![0u8; Counters::SIZE * self.cpus];
-        let mut first = true;
-        loop {
-            let mut next = [0u8; 8];
-            let more = bpf::map_next_key(
-                self.counters.as_fd(),
-                (!first).then_some(&key[..]),
-                &mut next,
-            )
-            .map_err(read)?;
-            if !more {
-                break;
-            }
-            first = false;
-            key = next;
-            if bpf::map_lookup(self.counters.as_fd(), &key, &mut value).map_err(read)? {
-                let counters = Counters::from_per_cpu(&value);
-                if !counters.is_zero() {
-                    out.push((owner_of(key), counters));
-                }
+        for entry in bpf::map_entries(self.counters.as_fd()).map_err(read)? {
+            let entry = entry.map_err(read)?;
+            let counters = Counters::from_per_cpu(&entry.values);
+            if !counters.is_zero() {
+                out.push((owner_of(&entry.key), counters));
             }
         }
         out.sort_by_key(|(owner, _)| *owner);
@@ -488,31 +468,13 @@ const ALWAYS_BLIND: [(&str, &str); 3] = [
 ];
 
 /// The owner of a counters map key `{tgid: u32, fd: i32}`.
-fn owner_of(key: [u8; 8]) -> Owner {
+fn owner_of(key: &[u8]) -> Owner {
     let pid = u32::from_ne_bytes(key[..4].try_into().expect("4 bytes"));
-    let fd = i32::from_ne_bytes(key[4..].try_into().expect("4 bytes"));
+    let fd = i32::from_ne_bytes(key[4..8].try_into().expect("4 bytes"));
     Owner {
         pid,
         fd: (fd >= 0).then_some(fd),
     }
-}
-
-/// The number of possible CPUs (`/sys/devices/system/cpu/possible`, such as `0-7` or `0,2-3`):
-/// a per-CPU map holds one value for each.
-fn possible_cpus() -> io::Result<usize> {
-    let text = fs::read_to_string("/sys/devices/system/cpu/possible")?;
-    parse_cpu_list(text.trim())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}")))
-}
-
-/// The highest CPU of a kernel CPU list plus one.
-fn parse_cpu_list(list: &str) -> Option<usize> {
-    let mut max = None;
-    for part in list.split(',') {
-        let last = part.rsplit('-').next()?.parse::<usize>().ok()?;
-        max = max.max(Some(last));
-    }
-    max.map(|m| m + 1)
 }
 
 /// Refuses early, naming them, when the calling thread's effective capabilities (capabilities are
@@ -546,26 +508,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-1"), Some(2));
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("0,2-5"), Some(6));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
-
-    #[test]
     fn keys_name_a_socket_or_the_process() {
         let mut key = [0u8; 8];
         key[..4].copy_from_slice(&42u32.to_ne_bytes());
         key[4..].copy_from_slice(&7i32.to_ne_bytes());
         assert_eq!(
-            owner_of(key),
+            owner_of(&key),
             Owner {
                 pid: 42,
                 fd: Some(7)
             }
         );
         key[4..].copy_from_slice(&(-1i32).to_ne_bytes());
-        assert_eq!(owner_of(key), Owner { pid: 42, fd: None });
+        assert_eq!(owner_of(&key), Owner { pid: 42, fd: None });
     }
 }
