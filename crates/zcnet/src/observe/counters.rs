@@ -190,11 +190,10 @@ impl Counters {
         out
     }
 
-    /// Sums the per-CPU values of one map entry: `cpus` runs of `Counter::ALL.len()` native-endian
-    /// `u64`s, as `BPF_MAP_LOOKUP_ELEM` returns them for a per-CPU map.
-    pub(super) fn from_per_cpu(bytes: &[u8]) -> Counters {
+    /// Sums the per-CPU values of one map entry, each `Counter::ALL.len()` native-endian `u64`s.
+    pub(super) fn from_per_cpu(values: &[Vec<u8>]) -> Counters {
         let mut out = Counters::default();
-        for cpu in bytes.chunks_exact(Counters::SIZE) {
+        for cpu in values {
             for (slot, word) in out.0.iter_mut().zip(cpu.chunks_exact(8)) {
                 *slot = slot.wrapping_add(u64::from_ne_bytes(word.try_into().expect("8 bytes")));
             }
@@ -219,10 +218,10 @@ mod tests {
 
     #[test]
     fn per_cpu_values_are_summed() {
-        let mut bytes = vec![0u8; 2 * Counters::SIZE];
-        bytes[8..16].copy_from_slice(&5u64.to_ne_bytes());
-        bytes[Counters::SIZE + 8..Counters::SIZE + 16].copy_from_slice(&7u64.to_ne_bytes());
-        let c = Counters::from_per_cpu(&bytes);
+        let mut values = vec![vec![0u8; Counters::SIZE]; 2];
+        values[0][8..16].copy_from_slice(&5u64.to_ne_bytes());
+        values[1][8..16].copy_from_slice(&7u64.to_ne_bytes());
+        let c = Counters::from_per_cpu(&values);
         assert_eq!(c.get(Counter::ZcBytes), 12);
         assert_eq!(c.get(Counter::ZcSends), 0);
         assert_eq!(c.since(&c), Counters::default());

@@ -19,7 +19,7 @@
 use std::os::fd::BorrowedFd;
 
 use super::programs::{
-    LOCKED_EXEMPT, LOCKED_LIMIT, LOCKED_PAGES, LOCKED_PEAK, LOCKED_UID, LOCKED_VALUE, LockedLayout,
+    LOCKED_EXEMPT, LOCKED_LIMIT, LOCKED_PAGES, LOCKED_PEAK, LOCKED_UID, LockedLayout,
 };
 use super::{BlindSpot, ObserveError, layout};
 use crate::sys::bpf;
@@ -78,26 +78,18 @@ pub(super) fn read(map: BorrowedFd<'_>) -> Result<Vec<LockedMemory>, ObserveErro
     let read = |e| ObserveError::kernel("read the locked memory map", e);
     let page = crate::sys::tcp_zc::page_size() as u64;
     let mut out = Vec::new();
-    let mut key = [0u8; 4];
-    let mut value = [0u8; LOCKED_VALUE as usize];
-    let mut first = true;
-    loop {
-        let mut next = [0u8; 4];
-        if !bpf::map_next_key(map, (!first).then_some(&key[..]), &mut next).map_err(read)? {
-            break;
-        }
-        first = false;
-        key = next;
-        if bpf::map_lookup(map, &key, &mut value).map_err(read)? {
-            out.push(parse(u32::from_ne_bytes(key), &value, page));
-        }
+    for entry in bpf::map_entries(map).map_err(read)? {
+        let entry = entry.map_err(read)?;
+        let pid = u32::from_ne_bytes(entry.key[..4].try_into().expect("4-byte keys"));
+        // A map shared by the CPUs: one value.
+        out.push(parse(pid, &entry.values[0], page));
     }
     out.sort_by_key(|l| l.pid);
     Ok(out)
 }
 
-/// One entry of the map (native-endian, as the programs store it).
-fn parse(pid: u32, value: &[u8; LOCKED_VALUE as usize], page: u64) -> LockedMemory {
+/// One entry's value (native-endian, as the programs store it).
+fn parse(pid: u32, value: &[u8], page: u64) -> LockedMemory {
     let u64_at = |at: usize| u64::from_ne_bytes(value[at..at + 8].try_into().expect("8 bytes"));
     let u32_at = |at: usize| u32::from_ne_bytes(value[at..at + 4].try_into().expect("4 bytes"));
     let limit = match (u32_at(LOCKED_EXEMPT), u64_at(LOCKED_LIMIT)) {
@@ -116,6 +108,7 @@ fn parse(pid: u32, value: &[u8; LOCKED_VALUE as usize], page: u64) -> LockedMemo
 
 #[cfg(test)]
 mod tests {
+    use super::super::programs::LOCKED_VALUE;
     use super::*;
 
     #[test]

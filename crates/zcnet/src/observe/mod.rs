@@ -127,11 +127,12 @@ struct Attachment {
 #[derive(Debug)]
 pub struct Observer {
     counters: OwnedFd,
-    _uring: OwnedFd,
-    locked: OwnedFd,
+    /// The io_uring requests map, when the io_uring tracepoints' programs are attached.
+    _uring: Option<OwnedFd>,
+    /// The locked memory map, when programs that sample it are attached.
+    locked: Option<OwnedFd>,
     attachments: Vec<Attachment>,
     blind: Vec<BlindSpot>,
-    cpus: usize,
     scope: Scope,
 }
 
@@ -196,76 +197,53 @@ impl Observer {
         Observer::start(scope, Parts::ReceiveCopies)
     }
 
-    /// Creates the maps and attaches the programs of `parts`.
+    /// Creates the maps and attaches the programs of `parts`. A map is created only for programs
+    /// that use it: the io_uring requests map for the io_uring tracepoints, the locked memory map
+    /// for the programs that sample it (those of [`Observer::attach`], where the kernel's BTF gives
+    /// its layout).
     fn start(scope: Scope, parts: Parts) -> Result<Observer, ObserveError> {
         check_capabilities()?;
         let tracepoints = parts == Parts::Everything;
         // Asked before any program runs: the netlink dump's reply is a receive of this process's,
         // which the programs would count when it observes itself.
         let xdp_blind = tracepoints.then(xdp::blind_spot).flatten();
-        let map = |kind, key, value, max, name| {
-            bpf::map_create_sized(kind, key, value, max, name)
-                .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
-        };
-        let counters = map(
+        let counters = create_map(
             bpf::BPF_MAP_TYPE_PERCPU_HASH,
             8,
             Counters::SIZE as u32,
             MAX_OWNERS,
             "zcnet_counts",
         )?;
-        let uring = map(
-            bpf::BPF_MAP_TYPE_LRU_HASH,
-            8,
-            8,
-            MAX_REQUESTS,
-            "zcnet_uring",
-        )?;
-        let locked = map(
-            bpf::BPF_MAP_TYPE_LRU_HASH,
-            4,
-            programs::LOCKED_VALUE,
-            MAX_OWNERS,
-            "zcnet_locked",
-        )?;
         let mut blind = Vec::new();
         let btf = layout::KernelBtf::new();
-        let locked_layout = match tracepoints {
-            true => locked::layout(&btf).map_err(|spot| blind.push(spot)).ok(),
+        let locked = match tracepoints {
+            true => match locked::layout(&btf) {
+                Ok(layout) => Some((
+                    create_map(
+                        bpf::BPF_MAP_TYPE_LRU_HASH,
+                        4,
+                        programs::LOCKED_VALUE,
+                        MAX_OWNERS,
+                        "zcnet_locked",
+                    )?,
+                    layout,
+                )),
+                Err(spot) => {
+                    blind.push(spot);
+                    None
+                }
+            },
             false => None,
         };
         let maps = programs::Maps {
             counters: counters.as_fd(),
-            uring: uring.as_fd(),
-            locked: locked_layout.map(|layout| (locked.as_fd(), layout)),
+            locked: locked.as_ref().map(|(map, layout)| (map.as_fd(), *layout)),
         };
         let mut attachments = Vec::new();
-        let (root, wanted) = match tracepoints {
-            true => (
-                tracefs::mount_point().ok_or(ObserveError::NoTracefs)?,
-                &programs::TRACEPOINTS[..],
-            ),
-            false => (Default::default(), &[][..]),
+        let uring = match tracepoints {
+            true => Some(attach_io_uring(scope, maps, &mut attachments)?),
+            false => None,
         };
-        for &(group, name, build) in wanted {
-            let event = tracefs::Event::read(&root, group, name).map_err(|e| {
-                ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e)
-            })?;
-            let insns = build(scope, maps, &event).map_err(|e| {
-                ObserveError::kernel(format!("build the program for {}", event.name), e)
-            })?;
-            let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
-            let perf = perf_event::open_tracepoint(event.id)
-                .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
-            let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
-                .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
-            attachments.push(Attachment {
-                event: event.name,
-                _link: link,
-                _perf: Some(perf),
-                program,
-            });
-        }
         if tracepoints {
             match syscalls::registers(&btf) {
                 Ok(regs) => {
@@ -297,15 +275,12 @@ impl Observer {
                 why: why.to_string(),
             }));
         }
-        let cpus = possible_cpus()
-            .map_err(|e| ObserveError::kernel("read /sys/devices/system/cpu/possible", e))?;
         Ok(Observer {
             counters,
             _uring: uring,
-            locked,
+            locked: locked.map(|(map, _)| map),
             attachments,
             blind,
-            cpus,
             scope,
         })
     }
@@ -340,27 +315,11 @@ impl Observer {
     pub fn snapshot(&self) -> Result<Vec<(Owner, Counters)>, ObserveError> {
         let read = |e| ObserveError::kernel("read the counters map", e);
         let mut out = Vec::new();
-        let mut key = [0u8; 8];
-        let mut value = vec![0u8; Counters::SIZE * self.cpus];
-        let mut first = true;
-        loop {
-            let mut next = [0u8; 8];
-            let more = bpf::map_next_key(
-                self.counters.as_fd(),
-                (!first).then_some(&key[..]),
-                &mut next,
-            )
-            .map_err(read)?;
-            if !more {
-                break;
-            }
-            first = false;
-            key = next;
-            if bpf::map_lookup(self.counters.as_fd(), &key, &mut value).map_err(read)? {
-                let counters = Counters::from_per_cpu(&value);
-                if !counters.is_zero() {
-                    out.push((owner_of(key), counters));
-                }
+        for entry in bpf::map_entries(self.counters.as_fd()).map_err(read)? {
+            let entry = entry.map_err(read)?;
+            let counters = Counters::from_per_cpu(&entry.values);
+            if !counters.is_zero() {
+                out.push((owner_of(&entry.key), counters));
             }
         }
         out.sort_by_key(|(owner, _)| *owner);
@@ -381,14 +340,67 @@ impl Observer {
     /// The locked memory of each observed process's user that read zero-copy completions (its
     /// error queue or io_uring notifications), as of its last read and at most, with the limit the
     /// kernel holds it against: the headroom before its MSG_ZEROCOPY sends fail with `ENOBUFS`.
+    /// Empty when no program samples it: for an observer of late or receive copies only, or when
+    /// the kernel's BTF does not give its layout (then [`Observer::blind_spots`] says so).
     pub fn locked_memory(&self) -> Result<Vec<LockedMemory>, ObserveError> {
-        locked::read(self.locked.as_fd())
+        match &self.locked {
+            Some(map) => locked::read(map.as_fd()),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// What it cannot count on this kernel, and why.
     pub fn blind_spots(&self) -> &[BlindSpot] {
         &self.blind
     }
+}
+
+/// Creates the map `name` of `kind` with keys of `key` and values of `value` bytes.
+fn create_map(
+    kind: u32,
+    key: u32,
+    value: u32,
+    max: u32,
+    name: &str,
+) -> Result<OwnedFd, ObserveError> {
+    bpf::map_create_sized(kind, key, value, max, name)
+        .map_err(|e| ObserveError::kernel(format!("create the map {name}"), e))
+}
+
+/// Creates the io_uring requests map and attaches the programs of the io_uring tracepoints (opened
+/// as perf events), the only ones that use it; returns the map.
+fn attach_io_uring(
+    scope: Scope,
+    maps: programs::Maps<'_>,
+    attachments: &mut Vec<Attachment>,
+) -> Result<OwnedFd, ObserveError> {
+    let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
+    let uring = create_map(
+        bpf::BPF_MAP_TYPE_LRU_HASH,
+        8,
+        8,
+        MAX_REQUESTS,
+        "zcnet_uring",
+    )?;
+    for &(group, name, build) in &programs::TRACEPOINTS {
+        let event = tracefs::Event::read(&root, group, name)
+            .map_err(|e| ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e))?;
+        let insns = build(scope, maps, uring.as_fd(), &event).map_err(|e| {
+            ObserveError::kernel(format!("build the program for {}", event.name), e)
+        })?;
+        let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
+        let perf = perf_event::open_tracepoint(event.id)
+            .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
+        let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
+            .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
+        attachments.push(Attachment {
+            event: event.name,
+            _link: link,
+            _perf: Some(perf),
+            program,
+        });
+    }
+    Ok(uring)
 }
 
 /// Loads `insns` as a program of `prog_type` named `zcnet_<name>` for `event`, with the verifier's
@@ -456,31 +468,13 @@ const ALWAYS_BLIND: [(&str, &str); 3] = [
 ];
 
 /// The owner of a counters map key `{tgid: u32, fd: i32}`.
-fn owner_of(key: [u8; 8]) -> Owner {
+fn owner_of(key: &[u8]) -> Owner {
     let pid = u32::from_ne_bytes(key[..4].try_into().expect("4 bytes"));
-    let fd = i32::from_ne_bytes(key[4..].try_into().expect("4 bytes"));
+    let fd = i32::from_ne_bytes(key[4..8].try_into().expect("4 bytes"));
     Owner {
         pid,
         fd: (fd >= 0).then_some(fd),
     }
-}
-
-/// The number of possible CPUs (`/sys/devices/system/cpu/possible`, such as `0-7` or `0,2-3`):
-/// a per-CPU map holds one value for each.
-fn possible_cpus() -> io::Result<usize> {
-    let text = fs::read_to_string("/sys/devices/system/cpu/possible")?;
-    parse_cpu_list(text.trim())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}")))
-}
-
-/// The highest CPU of a kernel CPU list plus one.
-fn parse_cpu_list(list: &str) -> Option<usize> {
-    let mut max = None;
-    for part in list.split(',') {
-        let last = part.rsplit('-').next()?.parse::<usize>().ok()?;
-        max = max.max(Some(last));
-    }
-    max.map(|m| m + 1)
 }
 
 /// Refuses early, naming them, when the calling thread's effective capabilities (capabilities are
@@ -514,26 +508,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-1"), Some(2));
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("0,2-5"), Some(6));
-        assert_eq!(parse_cpu_list("x"), None);
-    }
-
-    #[test]
     fn keys_name_a_socket_or_the_process() {
         let mut key = [0u8; 8];
         key[..4].copy_from_slice(&42u32.to_ne_bytes());
         key[4..].copy_from_slice(&7i32.to_ne_bytes());
         assert_eq!(
-            owner_of(key),
+            owner_of(&key),
             Owner {
                 pid: 42,
                 fd: Some(7)
             }
         );
         key[4..].copy_from_slice(&(-1i32).to_ne_bytes());
-        assert_eq!(owner_of(key), Owner { pid: 42, fd: None });
+        assert_eq!(owner_of(&key), Owner { pid: 42, fd: None });
     }
 }

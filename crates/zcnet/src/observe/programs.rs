@@ -5,10 +5,11 @@
 //! CPU's value of the counters map under the key `{ tgid: u32, fd: i32 }` (fd -1: the process as a
 //! whole). System calls are seen once, at their exit (the raw `sys_exit` tracepoint), where the
 //! task's saved registers still hold the call's number and arguments and the tracepoint gives the
-//! result: one program for every call, no state kept between a call's entry and its exit.
-//! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32, a zeroed
-//! counters value below it, user-memory copies at [`USER_A`] and [`USER_B`], and the registers at
-//! [`REGS`].
+//! result: one program for every call, no state kept between a call's entry and its exit; it reads
+//! the call's number alone before anything else.
+//! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32 (the
+//! system call's number), a zeroed counters value below it, user-memory copies at [`USER_A`] and
+//! [`USER_B`], and the registers at [`REGS`].
 
 use std::io;
 use std::ops::RangeInclusive;
@@ -52,7 +53,8 @@ const ZERO: i16 = WORD - Counters::SIZE as i16;
 const USER_A: i16 = ZERO - 64;
 /// 32 bytes for a second copy (a `struct cmsghdr` and the `struct sock_extended_err` after it).
 const USER_B: i16 = USER_A - 32;
-/// [`REGS_SPAN`] bytes for the copy of the saved registers the system call program reads.
+/// [`REGS_SPAN`] bytes for the copy of the saved registers (the arguments and the code segment) the
+/// system call program reads for a call it counts.
 const REGS: i16 = USER_B - REGS_SPAN as i16;
 /// The most bytes of `struct pt_regs` the system call program copies.
 const REGS_SPAN: i32 = 96;
@@ -83,8 +85,6 @@ pub(super) struct Maps<'a> {
     /// memory of the process's user at its last zero-copy completion, the most seen, and what the
     /// kernel holds it to; with where to read them (`None` when the kernel's BTF does not say).
     pub locked: Option<(BorrowedFd<'a>, LockedLayout)>,
-    /// LRU hash of in-flight io_uring zero-copy requests (`struct io_kiocb *` -> 0).
-    pub uring: BorrowedFd<'a>,
 }
 
 /// Where a task's user's locked memory and the limit it is held to are (offsets from the kernel's
@@ -372,6 +372,20 @@ impl<'a> Prog<'a> {
         self.asm.bind(done);
     }
 
+    /// Copies `len` bytes at offset `off` of the system call's saved registers (the `struct pt_regs
+    /// *` of the raw `sys_exit` tracepoint, its first argument) to the stack at `to`; leaves if
+    /// the read fails.
+    fn read_regs(&mut self, to: i16, off: i16, len: i32) {
+        self.stack_ptr(Reg::R1, to);
+        self.asm.push([
+            Insn::mov64_imm(Reg::R2, len),
+            Insn::load_u64(Reg::R3, Reg::R6, 0),
+            Insn::add64_imm(Reg::R3, i32::from(off)),
+            Insn::call(helper::PROBE_READ_KERNEL),
+        ]);
+        self.exit_if(Insn::jump_if_not_equal(Reg::R0, 0, 0));
+    }
+
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
     fn read_user(&mut self, to: i16, len: i32, src: Reg) {
         self.stack_ptr(Reg::R1, to);
@@ -384,8 +398,9 @@ impl<'a> Prog<'a> {
     }
 }
 
-/// A program's builder.
-type Build = fn(Scope, Maps<'_>, &Event) -> io::Result<Vec<Insn>>;
+/// A program's builder, given the io_uring requests map: an LRU hash of the zero-copy requests in
+/// flight (`struct io_kiocb *` -> 0), which only these programs use.
+type Build = fn(Scope, Maps<'_>, BorrowedFd<'_>, &Event) -> io::Result<Vec<Insn>>;
 
 /// Each tracepoint (group, event) opened as a perf event, and the program the observer runs there.
 pub(super) const TRACEPOINTS: [(&str, &str, Build); 2] = [
@@ -419,9 +434,10 @@ pub(super) struct SyscallNumbers {
 }
 
 impl SyscallRegs {
-    /// The offset of the first byte the program copies and how many bytes it copies.
+    /// The offset of the first byte the program copies for a call it counts (the arguments and
+    /// the code segment; the number is read on its own before) and how many bytes it copies.
     fn span(&self) -> io::Result<(i16, i32)> {
-        let offsets = self.args.iter().chain([&self.nr, &self.native.0]);
+        let offsets = self.args.iter().chain([&self.native.0]);
         let start = *offsets.clone().min().expect("registers");
         let end = offsets.max().expect("registers") + 8;
         let len = i32::from(end - start);
@@ -440,7 +456,10 @@ impl SyscallRegs {
 /// The raw `sys_exit` tracepoint (arguments: the task's `struct pt_regs *` and the result): counts
 /// the sends (`sendmsg`, `sendto`) that sent bytes, zero-copy when `MSG_ZEROCOPY` was asked; the
 /// zero-copy completions an error-queue read (`recvmsg` with `MSG_ERRQUEUE`) took; and what a
-/// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied.
+/// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied. It runs at the exit of every
+/// system call of every task in scope, so it reads the call's number first and leaves at once for
+/// the calls it does not count; only for those it counts does it copy the arguments and the code
+/// segment (a 64-bit task's call: `__USER_CS`).
 pub(super) fn syscall_exit(
     scope: Scope,
     maps: Maps<'_>,
@@ -448,36 +467,37 @@ pub(super) fn syscall_exit(
 ) -> io::Result<Vec<Insn>> {
     let (start, len) = regs.span()?;
     let reg = move |off: i16| REGS + (off - start);
+    let numbers = regs.numbers;
     let mut p = Prog::new(scope, maps);
-    p.stack_ptr(Reg::R1, REGS);
-    p.asm.push([
-        Insn::mov64_imm(Reg::R2, len),
-        Insn::load_u64(Reg::R3, Reg::R6, 0),
-        Insn::add64_imm(Reg::R3, i32::from(start)),
-        Insn::call(helper::PROBE_READ_KERNEL),
-    ]);
-    p.exit_if(Insn::jump_if_not_equal(Reg::R0, 0, 0));
+    // The call's number alone first: every other call leaves after these 8 bytes.
+    p.read_regs(WORD, regs.nr, 8);
+    p.asm.push([Insn::load_u64(Reg::R8, Reg::R10, WORD)]);
+    let counted = p.asm.label();
+    for nr in [numbers.sendmsg, numbers.sendto, numbers.recvmsg] {
+        p.asm.jump(Insn::jump_if_equal(Reg::R8, nr, 0), counted);
+    }
+    p.exit_if(Insn::jump_if_not_equal(Reg::R8, numbers.getsockopt, 0));
+    p.asm.bind(counted);
+    p.read_regs(REGS, start, len);
     let (native, abi) = regs.native;
     p.asm.push([Insn::load_u64(Reg::R1, Reg::R10, reg(native))]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
     p.asm.push([
         Insn::load_u64(Reg::R9, Reg::R6, 8),
         Insn::load_u64(Reg::R7, Reg::R10, reg(regs.args[0])),
-        Insn::load_u64(Reg::R1, Reg::R10, reg(regs.nr)),
     ]);
     let arg = |n: usize, dst: Reg| Insn::load_u64(dst, Reg::R10, reg(regs.args[n]));
-    let numbers = regs.numbers;
     let (sendto, send, errqueue, zc_receive) =
         (p.asm.label(), p.asm.label(), p.asm.label(), p.asm.label());
     p.asm
-        .jump(Insn::jump_if_equal(Reg::R1, numbers.sendto, 0), sendto);
+        .jump(Insn::jump_if_equal(Reg::R8, numbers.sendto, 0), sendto);
     p.asm
-        .jump(Insn::jump_if_equal(Reg::R1, numbers.recvmsg, 0), errqueue);
+        .jump(Insn::jump_if_equal(Reg::R8, numbers.recvmsg, 0), errqueue);
     p.asm.jump(
-        Insn::jump_if_equal(Reg::R1, numbers.getsockopt, 0),
+        Insn::jump_if_equal(Reg::R8, numbers.getsockopt, 0),
         zc_receive,
     );
-    p.exit_if(Insn::jump_if_not_equal(Reg::R1, numbers.sendmsg, 0));
+    // What is left is sendmsg.
     p.asm.push([arg(2, Reg::R8)]);
     p.asm.jump(Insn::jump(0), send);
     p.asm.bind(sendto);
@@ -595,7 +615,12 @@ fn count_zc_receive(p: &mut Prog<'_>) {
 
 /// `io_uring:io_uring_submit_req` of a `SEND_ZC` or `SENDMSG_ZC`: counts it and remembers the
 /// request, whose result the completion adds as bytes.
-fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+fn uring_submit(
+    scope: Scope,
+    maps: Maps<'_>,
+    requests: BorrowedFd<'_>,
+    event: &Event,
+) -> io::Result<Vec<Insn>> {
     let mut p = Prog::new(scope, maps);
     p.field(Reg::R1, event, "opcode")?;
     let zc = p.asm.label();
@@ -608,7 +633,7 @@ fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
         Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7),
         Insn::store_u64_imm(Reg::R10, WORD, 0),
     ]);
-    p.map(Reg::R1, maps.uring);
+    p.map(Reg::R1, requests);
     p.stack_ptr(Reg::R2, REQUEST_KEY);
     p.stack_ptr(Reg::R3, WORD);
     p.asm.push([
@@ -622,7 +647,12 @@ fn uring_submit(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<I
 
 /// `io_uring:io_uring_complete`: a notification CQE (`IORING_CQE_F_NOTIF`) is counted, copied when
 /// its result has bit 31; the result CQE of a remembered zero-copy request adds its bytes.
-fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec<Insn>> {
+fn uring_complete(
+    scope: Scope,
+    maps: Maps<'_>,
+    requests: BorrowedFd<'_>,
+    event: &Event,
+) -> io::Result<Vec<Insn>> {
     let mut p = Prog::new(scope, maps);
     p.field(Reg::R7, event, "req")?;
     p.field(Reg::R8, event, "res")?;
@@ -646,9 +676,9 @@ fn uring_complete(scope: Scope, maps: Maps<'_>, event: &Event) -> io::Result<Vec
     p.asm.bind(result);
     p.asm
         .push([Insn::store_u64(Reg::R10, REQUEST_KEY, Reg::R7)]);
-    p.lookup(maps.uring, REQUEST_KEY);
+    p.lookup(requests, REQUEST_KEY);
     p.exit_if(Insn::jump_if_equal(Reg::R0, 0, 0));
-    p.map(Reg::R1, maps.uring);
+    p.map(Reg::R1, requests);
     p.stack_ptr(Reg::R2, REQUEST_KEY);
     p.asm.push([Insn::call(helper::MAP_DELETE_ELEM)]);
     p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
@@ -795,13 +825,12 @@ mod tests {
         };
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: Some((stdout.as_fd(), layout)),
         };
         let mut text = String::new();
         for ((group, name, build), layout) in TRACEPOINTS.iter().zip(LAYOUTS) {
             let event = Event::parse(&format!("{group}:{name}"), 0, &format(layout));
-            let insns = build(scope, maps, &event).expect("build");
+            let insns = build(scope, maps, stderr.as_fd(), &event).expect("build");
             text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
         }
         let insns = syscall_exit(scope, maps, &x86_64_regs()).expect("build");
@@ -855,26 +884,24 @@ mod tests {
         let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: None,
         };
         let format = format("ctx:8:8 req:16:8 user_data:24:8");
         let event = Event::parse("io_uring:io_uring_submit_req", 0, &format);
-        let err = uring_submit(Scope::All, maps, &event).unwrap_err();
+        let err = uring_submit(Scope::All, maps, stderr.as_fd(), &event).unwrap_err();
         assert!(err.to_string().contains("no field opcode"), "{err}");
     }
 
     #[test]
     fn registers_too_far_apart_are_refused() {
-        let (stdin, stderr) = (std::io::stdin(), std::io::stderr());
+        let stdin = std::io::stdin();
         let maps = Maps {
             counters: stdin.as_fd(),
-            uring: stderr.as_fd(),
             locked: None,
         };
         let mut regs = x86_64_regs();
         regs.native.0 = 8;
         let err = syscall_exit(Scope::All, maps, &regs).unwrap_err();
-        assert!(err.to_string().contains("span 120 bytes"), "{err}");
+        assert!(err.to_string().contains("span 112 bytes"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! The `bpf(2)` system call, typed eBPF instructions, and the pieces of `union bpf_attr` that zcnet uses:
-//! map creation, update, lookup, iteration and deletion, program load (with the verifier log), object
-//! ids, and `BPF_LINK_CREATE` (for XDP and for tracepoints opened as perf events) and `BPF_LINK_DETACH`.
+//! map creation, update and deletion, a walk over a map's entries, program load (with the verifier log),
+//! object ids, and `BPF_LINK_CREATE` (for XDP and for tracepoints opened as perf events) and
+//! `BPF_LINK_DETACH`.
 //!
 //! All layouts and numbers come from `include/uapi/linux/bpf.h`. The kernel accepts an attribute block
 //! shorter than its own `union bpf_attr` and treats the missing tail as zero, so each command has its own
@@ -39,6 +40,12 @@ const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 
 /// `BPF_MAP_TYPE_PERCPU_HASH`: a hash table with one value per possible CPU for each key.
 pub const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`: an array with one value per possible CPU for each index.
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+/// `BPF_MAP_TYPE_LRU_PERCPU_HASH`: an LRU hash table with one value per possible CPU for each key.
+const BPF_MAP_TYPE_LRU_PERCPU_HASH: u32 = 10;
+/// `BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE`: per-cgroup storage with one value per possible CPU.
+const BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE: u32 = 21;
 /// `BPF_MAP_TYPE_LRU_HASH`: a hash table shared by all CPUs that evicts its least recently used
 /// element when full.
 pub const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
@@ -601,10 +608,110 @@ pub fn map_delete_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<()> {
     map_elem_u32(BPF_MAP_DELETE_ELEM, map, key, None, 0)
 }
 
+/// One entry of a map, as [`map_entries`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapEntry {
+    /// The key (the map's key size).
+    pub key: Vec<u8>,
+    /// The value (the map's value size) on each possible CPU, in CPU order, for a per-CPU map; the
+    /// one value otherwise.
+    pub values: Vec<Vec<u8>>,
+}
+
+/// The entries of a map, read one at a time ([`map_entries`]).
+#[derive(Debug)]
+pub struct MapEntries<'a> {
+    map: BorrowedFd<'a>,
+    /// The key last read (`None` before the first).
+    key: Option<Vec<u8>>,
+    key_size: usize,
+    value_size: usize,
+    /// The bytes the kernel gives each CPU's value in a lookup: the value size, rounded up to 8
+    /// for a per-CPU map.
+    stride: usize,
+    /// The values a lookup gives: one per possible CPU for a per-CPU map, else one.
+    values: usize,
+    done: bool,
+}
+
+/// Walks the entries of `map` (`BPF_MAP_GET_NEXT_KEY`, then `BPF_MAP_LOOKUP_ELEM` for each key),
+/// with keys and values of the sizes the kernel gives for the map (`BPF_OBJ_GET_INFO_BY_FD`).
+///
+/// For a per-CPU map (`PERCPU_HASH`, `PERCPU_ARRAY`, `LRU_PERCPU_HASH`, `PERCPU_CGROUP_STORAGE`) a
+/// lookup copies the value of every possible CPU, each rounded up to 8 bytes, in CPU order
+/// (`bpf_map_value_size`, `for_each_possible_cpu`): the entry holds one value per possible CPU
+/// (`/sys/devices/system/cpu/possible`). An entry deleted between its key and its lookup is
+/// passed over; when the key last read is deleted, a hash map starts again from its first key, so
+/// a map changing during the walk may yield an entry twice.
+pub fn map_entries(map: BorrowedFd<'_>) -> io::Result<MapEntries<'_>> {
+    // `struct bpf_map_info` opens with `type`, `id`, `key_size`, `value_size`. On a descriptor that
+    // is not a map, the element commands fail (`EINVAL`) before writing anything.
+    let [map_type, _, key_size, value_size] = info_prefix::<4>(map)?;
+    let (key_size, value_size) = (key_size as usize, value_size as usize);
+    let per_cpu = matches!(
+        map_type,
+        BPF_MAP_TYPE_PERCPU_HASH
+            | BPF_MAP_TYPE_PERCPU_ARRAY
+            | BPF_MAP_TYPE_LRU_PERCPU_HASH
+            | BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE
+    );
+    let (stride, values) = match per_cpu {
+        true => (value_size.next_multiple_of(8), possible_cpus()?),
+        false => (value_size, 1),
+    };
+    Ok(MapEntries {
+        map,
+        key: None,
+        key_size,
+        value_size,
+        stride,
+        values,
+        done: false,
+    })
+}
+
+impl MapEntries<'_> {
+    /// Reads the key after the last one and its values: `None` after the last key, or when the
+    /// entry went between the two calls.
+    fn step(&mut self) -> io::Result<Option<MapEntry>> {
+        let mut key = vec![0u8; self.key_size];
+        if !map_next_key(self.map, self.key.as_deref(), &mut key)? {
+            self.done = true;
+            return Ok(None);
+        }
+        let mut value = vec![0u8; self.stride * self.values];
+        let found = map_lookup(self.map, &key, &mut value)?;
+        self.key = Some(key.clone());
+        Ok(found.then(|| MapEntry {
+            key,
+            values: (0..self.values)
+                .map(|cpu| value[cpu * self.stride..][..self.value_size].to_vec())
+                .collect(),
+        }))
+    }
+}
+
+impl Iterator for MapEntries<'_> {
+    type Item = io::Result<MapEntry>;
+
+    fn next(&mut self) -> Option<io::Result<MapEntry>> {
+        while !self.done {
+            match self.step() {
+                Ok(Some(entry)) => return Some(Ok(entry)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
 /// Copies `map[key]` into `value` (`BPF_MAP_LOOKUP_ELEM`): `Ok(false)` when the map has no such key.
-/// `key` must be the map's key size; `value` its value size, or for a per-CPU map the value size
-/// rounded up to 8 bytes times the number of possible CPUs (one value per CPU, in CPU order).
-pub fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+/// `key` must be the map's key size; `value` what the kernel copies for it (see [`map_entries`]).
+fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
         _pad: 0,
@@ -613,7 +720,7 @@ pub fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Resu
         flags: 0,
     };
     // SAFETY: the kernel reads the map's key size from `key` and writes its value size (per CPU and
-    // rounded, for a per-CPU map) into `value`; the caller sized both as the map was created.
+    // rounded, for a per-CPU map) into `value`; `map_entries` sized both from the map's info.
     match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
         Ok(_) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
@@ -621,9 +728,10 @@ pub fn map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Resu
     }
 }
 
-/// The key after `key` in `map` (`BPF_MAP_GET_NEXT_KEY`; the first key when `key` is `None` or no
-/// longer in the map), written into `next`: `Ok(false)` after the last key.
-pub fn map_next_key(map: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
+/// The key after `key` in `map` (`BPF_MAP_GET_NEXT_KEY`; the first key when `key` is `None` or, in
+/// a hash map, no longer in the map), written into `next`: `Ok(false)` after the last key. `key`
+/// and `next` must be the map's key size.
+fn map_next_key(map: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) -> io::Result<bool> {
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
         _pad: 0,
@@ -632,13 +740,36 @@ pub fn map_next_key(map: BorrowedFd<'_>, key: Option<&[u8]>, next: &mut [u8]) ->
         value: next.as_mut_ptr() as u64,
         flags: 0,
     };
-    // SAFETY: `key` (when given) and `next` are the map's key size, as the caller created it; the
-    // kernel reads the one and writes the other during the call.
+    // SAFETY: `key` (when given) and `next` are the map's key size, as `map_entries` read it from
+    // the map's info; the kernel reads the one and writes the other during the call.
     match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
         Ok(_) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// The number of possible CPUs (`/sys/devices/system/cpu/possible`, the kernel's
+/// `cpu_possible_mask`, such as `0-7` or `0,2-3`): a per-CPU map holds one value for each.
+fn possible_cpus() -> io::Result<usize> {
+    const POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+    let text = std::fs::read_to_string(POSSIBLE)
+        .map_err(|e| io::Error::new(e.kind(), format!("{POSSIBLE}: {e}")))?;
+    count_cpu_list(text.trim()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{POSSIBLE} reads {text:?}"),
+        )
+    })
+}
+
+/// The CPUs in a kernel CPU list (`0-3,6`).
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |count, part| {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last) = (first.parse::<usize>().ok()?, last.parse::<usize>().ok()?);
+        Some(count + last.checked_sub(first)? + 1)
+    })
 }
 
 /// The `BPF_PROG_GET_NEXT_ID` prefix of `union bpf_attr`.
@@ -676,18 +807,24 @@ struct InfoByFdAttr {
 const _: () = assert!(mem::size_of::<InfoByFdAttr>() == 16);
 
 /// The kernel's id of the program or link `fd` (`BPF_OBJ_GET_INFO_BY_FD`): the second `u32` of both
-/// `struct bpf_prog_info` (`type`, `id`) and `struct bpf_link_info` (`type`, `id`). The kernel
-/// fills no more than the `info_len` bytes offered.
+/// `struct bpf_prog_info` (`type`, `id`) and `struct bpf_link_info` (`type`, `id`).
 pub fn object_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
-    let mut info = [0u32; 2];
+    Ok(info_prefix::<2>(fd)?[1])
+}
+
+/// The first `N` `u32`s of the kernel's info on the object `fd` (`BPF_OBJ_GET_INFO_BY_FD`: a
+/// `struct bpf_prog_info`, `bpf_map_info` or `bpf_link_info`). The kernel fills no more than the
+/// `info_len` bytes offered.
+fn info_prefix<const N: usize>(fd: BorrowedFd<'_>) -> io::Result<[u32; N]> {
+    let mut info = [0u32; N];
     let mut attr = InfoByFdAttr {
         bpf_fd: fd.as_raw_fd() as u32,
         info_len: mem::size_of_val(&info) as u32,
         info: info.as_mut_ptr() as u64,
     };
-    // SAFETY: `info` is a live 8-byte buffer the kernel writes at most `info_len` bytes into.
+    // SAFETY: `info` is a live buffer of `info_len` bytes, which the kernel writes at most.
     unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
-    Ok(info[1])
+    Ok(info)
 }
 
 /// The `BPF_PROG_LOAD` prefix of `union bpf_attr`, up to `expected_attach_type`.
@@ -885,6 +1022,7 @@ pub fn link_detach(link: BorrowedFd<'_>) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::mem::offset_of;
+    use std::os::fd::AsFd;
 
     #[test]
     fn insn_layout_matches_linux_bpf_h() {
@@ -955,6 +1093,51 @@ mod tests {
             bytes(Insn::sub32_reg(Reg::R1, Reg::R2)),
             [0x1c, 0x21, 0, 0, 0, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn map_entries_have_the_maps_sizes_and_a_value_per_cpu_where_it_is_per_cpu() {
+        if !testnet::privileged(
+            "map_entries_have_the_maps_sizes_and_a_value_per_cpu_where_it_is_per_cpu",
+        ) {
+            return;
+        }
+        let shared = map_create_sized(BPF_MAP_TYPE_LRU_HASH, 4, 4, 8, "zcnet_test").unwrap();
+        for key in 1..=3 {
+            map_update_u32(shared.as_fd(), key, key * 10, BPF_ANY).unwrap();
+        }
+        let word = |bytes: &[u8]| u32::from_ne_bytes(bytes.try_into().unwrap());
+        let mut entries: Vec<(u32, u32)> = map_entries(shared.as_fd())
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                assert_eq!(e.values.len(), 1, "{e:?}");
+                (word(&e.key), word(&e.values[0]))
+            })
+            .collect();
+        entries.sort_unstable();
+        assert_eq!(entries, [(1, 10), (2, 20), (3, 30)]);
+        // Values of 12 bytes, which the kernel rounds up to 16 for each CPU.
+        let per_cpu = map_create_sized(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 12, 2, "zcnet_test").unwrap();
+        let cpus = possible_cpus().unwrap();
+        let entries: Vec<MapEntry> = map_entries(per_cpu.as_fd())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        for (index, entry) in (0u32..).zip(&entries) {
+            assert_eq!(word(&entry.key), index);
+            assert_eq!(entry.values, vec![vec![0u8; 12]; cpus]);
+        }
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-1"), Some(2));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0,2-5"), Some(5));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list("x"), None);
     }
 
     #[test]
