@@ -9,6 +9,10 @@
 //! the rings and the memory file and runs a [`Socket`](crate::xdp::Socket) as if it had bound it:
 //! no capability, and no locked-memory limit, is needed on its side.
 //!
+//! It also registers zcrx instances (feature `io-uring`) on rings its workers set up, disabled and
+//! restricted, and shares each area's memory file; a worker then receives through the instance
+//! ([`Receiver::with_zcrx_grant`](crate::rx::Receiver::with_zcrx_grant)) with no capability.
+//!
 //! Kernel behaviour relied on:
 //! - The capability checks of AF_XDP are at `socket(2)` (CAP_NET_RAW); programs, maps and links
 //!   need CAP_BPF and CAP_NET_ADMIN. Using a bound socket — mapping its rings, `poll`, `sendto`,
@@ -21,6 +25,13 @@
 //!   every XSKMAP. A worker's sockets are its alone once the broker closed its copies, so its end
 //!   frees the queue, and closes its connection, which the broker reads as end of file.
 //! - A BPF link detaches its program when its last descriptor closes: the broker's, on any exit.
+//! - Registering a zcrx instance needs `CAP_NET_ADMIN` of the registering task, and works on a
+//!   ring still disabled (`IORING_SETUP_R_DISABLED`), whose restrictions apply only from its
+//!   enabling and whose single issuer is the task that enables it; using the instance checks no
+//!   capability. An io_uring descriptor cannot travel with `SCM_RIGHTS` (`EINVAL`, 6.7+): the
+//!   broker takes its copy of the worker's ring with `pidfd_getfd`, on the pidfd of the process
+//!   that connected (`SO_PEERPIDFD`), and closes it once the instance is registered, so the
+//!   instance ends with the worker's ring.
 
 mod client;
 mod server;
