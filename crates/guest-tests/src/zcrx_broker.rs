@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver as Events};
@@ -195,7 +195,7 @@ fn io_uring_fds() -> anyhow::Result<usize> {
     let mut count = 0;
     for entry in std::fs::read_dir("/proc/self/fd")? {
         let link = std::fs::read_link(entry?.path()).unwrap_or_default();
-        count += usize::from(link == PathBuf::from("anon_inode:[io_uring]"));
+        count += usize::from(link.as_os_str() == "anon_inode:[io_uring]");
     }
     Ok(count)
 }

@@ -161,9 +161,11 @@ pub fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<libc::ucred> {
 }
 
 /// `SO_PEERPIDFD` (asm-generic/socket.h).
+#[cfg(feature = "io-uring")]
 const SO_PEERPIDFD: libc::c_int = 77;
 
 /// A pidfd of the process that connected the Unix socket `fd` (`SO_PEERPIDFD`).
+#[cfg(feature = "io-uring")]
 pub fn peer_pidfd(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     let mut pidfd: libc::c_int = -1;
     let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -180,6 +182,7 @@ pub fn peer_pidfd(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 }
 
 /// A copy of descriptor `target` of the process `pidfd` names (`pidfd_getfd`, close-on-exec).
+#[cfg(feature = "io-uring")]
 pub fn take_fd(pidfd: BorrowedFd<'_>, target: i32) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_getfd takes no pointer.
     let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };

@@ -373,6 +373,7 @@ impl Message {
 
 impl ZcrxRequest {
     /// The request's bytes.
+    #[cfg(any(feature = "io-uring", test))]
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
         let mut buf = [0u8; REQUEST_LEN];
         buf[..4].copy_from_slice(&MAGIC);
