@@ -654,12 +654,12 @@ mod tests {
     /// A broker on a socket of its own, serving on a thread, its events sent to the receiver.
     fn serving(
         name: &str,
-        request_timeout: Duration,
+        configure: impl FnOnce(&mut BrokerConfig),
     ) -> (std::path::PathBuf, mpsc::Receiver<Event>) {
         let path = std::env::temp_dir().join(format!("zcnet-{name}-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let mut config = BrokerConfig::new(vec![("lo".to_string(), 0)]);
-        config.request_timeout = request_timeout;
+        configure(&mut config);
         let broker = Broker::bind(&path, config).expect("bind the broker");
         let (events, seen) = mpsc::channel();
         let events = Mutex::new(events);
@@ -676,7 +676,7 @@ mod tests {
     #[test]
     fn a_silent_or_dripping_peer_is_dropped_at_the_deadline() {
         let timeout = Duration::from_millis(300);
-        let (path, seen) = serving("silent", timeout);
+        let (path, seen) = serving("silent", |c| c.request_timeout = timeout);
         let me = rustix::process::getuid().as_raw();
         for drip in [false, true] {
             let mut peer = UnixStream::connect(&path).expect("connect");
@@ -705,6 +705,90 @@ mod tests {
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
                 other => panic!("the connection is still open: {other:?}"),
             }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A zcrx request reaches the kernel's registration on the worker's own ring, which the broker
+    /// takes with `pidfd_getfd`: granted where the kernel has device-less zcrx (7.1+) and the
+    /// broker `CAP_NET_ADMIN`, else refused with the registration's errno and zcnet's reason —
+    /// never for want of the ring. A queue off the broker's list is refused by name.
+    #[cfg(feature = "io-uring")]
+    #[test]
+    fn a_zcrx_request_reaches_the_registration_on_the_workers_ring() {
+        use crate::rx::{ZcrxBind, ZcrxConfig};
+        use crate::xdp::{BrokerClient, BrokerError};
+        let me = rustix::process::getuid().as_raw();
+        let (path, seen) = serving("zcrx", |c| {
+            c.uids = vec![me];
+            c.zcrx = vec![ZcrxBind::NoDevice];
+        });
+        let client = BrokerClient::new(&path);
+        match client.open_zcrx(&ZcrxConfig::no_device().with_area_len(1 << 20)) {
+            Ok(grant) => {
+                assert_eq!(grant.area_len(), 1 << 20);
+                let event = seen.recv_timeout(Duration::from_secs(10)).unwrap();
+                assert!(matches!(event, Event::GrantedZcrx { .. }), "{event:?}");
+            }
+            Err(BrokerError::Refused(Refusal::Failed { errno, what })) => {
+                assert!(
+                    matches!(errno, libc::EINVAL | libc::EOPNOTSUPP | libc::EPERM),
+                    "{errno}: {what}"
+                );
+                assert!(what.contains("zero-copy receive"), "{what}");
+            }
+            Err(BrokerError::Io(what, e)) => {
+                testnet::skip(
+                    "a_zcrx_request_reaches_the_registration_on_the_workers_ring",
+                    &format!("{what}: {e}"),
+                );
+                return;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+        let refused = client.open_zcrx(&ZcrxConfig::queue("lo", 0));
+        assert!(
+            matches!(
+                &refused,
+                Err(BrokerError::Refused(Refusal::ZcrxNotAllowed(on))) if on == "lo queue 0"
+            ),
+            "{refused:?}"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A request naming a descriptor that is no io_uring is refused as malformed before anything is
+    /// registered.
+    #[cfg(feature = "io-uring")]
+    #[test]
+    fn a_zcrx_request_naming_no_ring_is_refused() {
+        use super::super::wire::{REPLY_LEN, ZcrxRequest};
+        use crate::rx::ZcrxBind;
+        use std::os::fd::AsRawFd;
+        let me = rustix::process::getuid().as_raw();
+        let (path, _seen) = serving("zcrx-no-ring", |c| {
+            c.uids = vec![me];
+            c.zcrx = vec![ZcrxBind::NoDevice];
+        });
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        let request = ZcrxRequest {
+            iface: String::new(),
+            queue: 0,
+            events: false,
+            area_len: 1 << 20,
+            refill_entries: 64,
+            rx_buf_len: 0,
+            ring_fd: file.as_raw_fd(),
+        };
+        let mut peer = UnixStream::connect(&path).unwrap();
+        peer.write_all(&request.encode()).unwrap();
+        let mut reply = [0u8; REPLY_LEN];
+        peer.read_exact(&mut reply).unwrap();
+        match Reply::decode(&reply) {
+            Ok(Reply::Refused(Refusal::Malformed(what))) => {
+                assert!(what.contains("no io_uring"), "{what}");
+            }
+            other => panic!("{other:?}"),
         }
         let _ = std::fs::remove_file(&path);
     }
