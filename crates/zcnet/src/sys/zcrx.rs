@@ -741,6 +741,7 @@ impl ZcrxQueue {
             stats,
         })
     }
+
     /// The area's length in bytes.
     pub(crate) fn area_len(&self) -> usize {
         self.area.len()
