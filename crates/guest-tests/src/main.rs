@@ -13,6 +13,7 @@ mod nic;
 mod nic_uring;
 mod observe;
 mod observe_reference;
+mod observe_zcrx;
 mod outcome;
 mod ovs;
 mod ovs_bounds;

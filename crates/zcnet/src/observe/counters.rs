@@ -55,11 +55,16 @@ pub enum Counter {
     /// Of those, bytes copied for a packet socket tapping the sending interface (a clone in
     /// `dev_queue_xmit_nit`).
     LateCopiedTapBytes,
+    /// Pieces io_uring zero-copy receive (zcrx) copied into its area instead of a NIC writing them
+    /// there (`io_zcrx_copy_chunk`): every piece of a device-less instance.
+    ZcrxCopies,
+    /// The bytes of those pieces.
+    ZcrxCopiedBytes,
 }
 
 impl Counter {
     /// Every counter, in map order.
-    pub const ALL: [Counter; 20] = [
+    pub const ALL: [Counter; 22] = [
         Counter::ZcSends,
         Counter::ZcBytes,
         Counter::CopySends,
@@ -80,6 +85,8 @@ impl Counter {
         Counter::LateCopiedBytes,
         Counter::LateCopiedReceiveBytes,
         Counter::LateCopiedTapBytes,
+        Counter::ZcrxCopies,
+        Counter::ZcrxCopiedBytes,
     ];
 
     /// Its name in snake case (`zc_sends`).
@@ -105,6 +112,8 @@ impl Counter {
             Counter::LateCopiedBytes => "late_copied_bytes",
             Counter::LateCopiedReceiveBytes => "late_copied_receive_bytes",
             Counter::LateCopiedTapBytes => "late_copied_tap_bytes",
+            Counter::ZcrxCopies => "zcrx_copies",
+            Counter::ZcrxCopiedBytes => "zcrx_copied_bytes",
         }
     }
 
@@ -139,6 +148,8 @@ impl Counter {
             Counter::LateCopiedTapBytes => {
                 "of those, bytes copied for a packet socket tapping the sending interface"
             }
+            Counter::ZcrxCopies => "pieces io_uring zero-copy receive copied into its area",
+            Counter::ZcrxCopiedBytes => "bytes io_uring zero-copy receive copied into its area",
         }
     }
 

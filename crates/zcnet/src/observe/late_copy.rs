@@ -13,26 +13,20 @@
 //!   a cause. A device without
 //!   scatter-gather never gets here: TCP and UDP copy at send time for such a route, and the
 //!   completion says so.
-//! - A kprobe is opened through the `kprobe` PMU (`/sys/bus/event_source/devices/kprobe/type`,
-//!   `perf_event_open` with the function's name in `config1`, 4.17+) and a `BPF_PROG_TYPE_KPROBE`
-//!   program is attached to it through a BPF link (`BPF_PERF_EVENT`, 5.15+). Its context is the
-//!   probed CPU's `struct pt_regs`; at the function's entry the first argument is in `di` (x86-64
-//!   calling convention). `bpf_get_stack` gives the kernel stack's return addresses, the probed
-//!   address first, then the caller's.
+//! - The probe is a kprobe at the function's entry (see `kprobe`), where the first argument is in
+//!   `di` (x86-64 calling convention). `bpf_get_stack` gives the kernel stack's return addresses,
+//!   the probed address first, then the caller's.
 //! - The offsets of `di` in `struct pt_regs` and of `data_len` in `struct sk_buff` come from the
 //!   kernel's BTF (`/sys/kernel/btf/vmlinux`); the callers' addresses from `/proc/kallsyms`.
 //! - The copy runs in softirq context: on loopback and veth that is usually the sending task on its
 //!   way out of the send (the copy is counted against it), under load `ksoftirqd`.
 
 use std::ffi::CStr;
-use std::fs;
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
 
 use super::kallsyms::Kallsyms;
+use super::kprobe::{self, At};
 use super::programs::{self, LateCopyProbe, Maps};
-use super::{Attachment, BlindSpot, LICENSE, Scope, layout};
-use crate::sys::{bpf, perf_event};
+use super::{Attachment, BlindSpot, Scope, layout};
 
 /// The probed function.
 const FUNCTION: &CStr = c"skb_copy_ubufs";
@@ -50,8 +44,6 @@ const RECEIVE_CALLERS: [&str; 5] = [
 ];
 /// The function whose call is for a tap on the sending interface.
 const TAP_CALLER: &str = "dev_queue_xmit_nit";
-/// The `kprobe` PMU's directory in sysfs.
-const KPROBE_PMU: &str = "/sys/bus/event_source/devices/kprobe";
 
 /// The name in `struct pt_regs` of the first argument's register.
 #[cfg(target_arch = "x86_64")]
@@ -67,17 +59,8 @@ pub(super) fn attach(
     btf: &layout::KernelBtf,
 ) -> Result<(Attachment, Option<BlindSpot>), BlindSpot> {
     let blind = |why: String| BlindSpot { what: WHAT, why };
-    let pmu_type = match fs::read_to_string(Path::new(KPROBE_PMU).join("type")) {
-        Ok(text) => text
-            .trim()
-            .parse::<u32>()
-            .map_err(|_| blind(format!("{KPROBE_PMU}/type reads {text:?}")))?,
-        Err(_) => {
-            return Err(blind(format!(
-                "skb_copy_ubufs has no tracepoint, and this kernel has no kprobes ({KPROBE_PMU} is absent)"
-            )));
-        }
-    };
+    let pmu_type = kprobe::pmu_type()
+        .map_err(|why| blind(format!("skb_copy_ubufs has no tracepoint, and {why}")))?;
     let arg0 =
         ARG0.ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
     let btf = layout::vmlinux(btf, WHAT)?;
@@ -127,36 +110,7 @@ pub(super) fn attach(
         tap,
     };
     let insns = programs::late_copy(scope, maps, &probe);
-    let program = bpf::prog_load(
-        bpf::BPF_PROG_TYPE_KPROBE,
-        0,
-        0,
-        &insns,
-        LICENSE,
-        "zcnet_late_copy",
-    )
-    .map_err(|e| {
-        blind(format!(
-            "the kernel refused the skb_copy_ubufs kprobe program: {}{}",
-            e.error,
-            if e.verifier_log.is_empty() {
-                String::new()
-            } else {
-                format!("; verifier log: {}", e.verifier_log)
-            }
-        ))
-    })?;
-    let perf: OwnedFd = perf_event::open_kprobe(pmu_type, FUNCTION)
-        .map_err(|e| blind(format!("cannot open a kprobe on skb_copy_ubufs: {e}")))?;
-    let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
-        .map_err(|e| blind(format!("cannot attach to the skb_copy_ubufs kprobe: {e}")))?;
-    Ok((
-        Attachment {
-            event: "kprobe:skb_copy_ubufs".to_string(),
-            _link: link,
-            _perf: Some(perf),
-            program,
-        },
-        causes,
-    ))
+    let attachment = kprobe::attach(pmu_type, FUNCTION, At::Entry, &insns, "zcnet_late_copy")
+        .map_err(blind)?;
+    Ok((attachment, causes))
 }

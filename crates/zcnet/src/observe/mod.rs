@@ -2,7 +2,8 @@
 //! per process and per socket, MSG_ZEROCOPY sends and their completions (and how many the kernel
 //! copied), io_uring zero-copy sends and their notifications, TCP zero-copy receive, and the bytes
 //! socket receives copy; where the kernel has kprobes, also the bytes it copies after a zero-copy
-//! send and the cause (see `late_copy`). AF_XDP sockets' drop and ring counters are read from
+//! send and the cause (see `late_copy`), and the bytes io_uring zero-copy receive copies into its
+//! area (see `zcrx_copy`). AF_XDP sockets' drop and ring counters are read from
 //! the kernel's socket diagnostics (`XDP_DIAG`, as `ss --xdp` reads them), without tracing:
 //! [`xdp_sockets`], [`xdp_sockets_of`].
 //!
@@ -49,6 +50,7 @@ mod asm;
 mod counters;
 mod error;
 mod kallsyms;
+mod kprobe;
 mod late_copy;
 mod layout;
 mod locked;
@@ -56,6 +58,7 @@ mod programs;
 mod syscalls;
 mod tracefs;
 mod xdp;
+mod zcrx_copy;
 
 use std::fs;
 use std::io;
@@ -269,6 +272,10 @@ impl Observer {
             }
         }
         if tracepoints {
+            match zcrx_copy::attach(scope, maps, &btf) {
+                Ok(attachment) => attachments.push(attachment),
+                Err(spot) => blind.push(spot),
+            }
             blind.extend(xdp_blind);
             blind.extend(ALWAYS_BLIND.iter().map(|&(what, why)| BlindSpot {
                 what,

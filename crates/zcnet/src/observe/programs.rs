@@ -699,6 +699,20 @@ pub(super) fn receive_copy(scope: Scope, maps: Maps<'_>) -> Vec<Insn> {
     p.finish()
 }
 
+/// The return probe of `io_zcrx_copy_chunk`: counts a copy and its bytes, the function's result when
+/// positive (read at `result` in `struct pt_regs`), against the current process.
+pub(super) fn zcrx_copy(scope: Scope, maps: Maps<'_>, result: i16) -> Vec<Insn> {
+    let mut p = Prog::new(scope, maps);
+    p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, result)]);
+    p.exit_unless_greater(Reg::R8, 0);
+    p.owner_key(None);
+    p.add(&[
+        (Counter::ZcrxCopies, Amount::One),
+        (Counter::ZcrxCopiedBytes, Amount::Reg(Reg::R8)),
+    ]);
+    p.finish()
+}
+
 /// What the `skb_copy_ubufs` kprobe program needs of the running kernel: an offset from its BTF,
 /// and the address ranges of the callers that name a cause (from `/proc/kallsyms`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -851,6 +865,11 @@ mod tests {
         };
         let insns = late_copy(scope, maps, &probe);
         text.push_str(&format!("kprobe:skb_copy_ubufs:\n{}", disassemble(&insns)));
+        let insns = zcrx_copy(scope, maps, 80);
+        text.push_str(&format!(
+            "kretprobe:io_zcrx_copy_chunk:\n{}",
+            disassemble(&insns)
+        ));
         text
     }
 
@@ -870,11 +889,11 @@ mod tests {
     fn every_program_opens_with_its_scope_test() {
         let count = |text: &str, what: &str| text.matches(what).count();
         let process = disassembly(Scope::Process(4242));
-        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 5);
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 6);
         let cgroup = disassembly(Scope::Cgroup(77));
         assert_eq!(
             count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
-            5
+            6
         );
         assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
     }

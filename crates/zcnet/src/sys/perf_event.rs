@@ -46,14 +46,16 @@ pub fn open_tracepoint(id: u64) -> io::Result<OwnedFd> {
     })
 }
 
-/// Opens a kprobe at the entry of the kernel function `function` through the `kprobe` PMU, whose
-/// type number is `pmu_type` (`/sys/bus/event_source/devices/kprobe/type`): `config1` points at the
-/// function's name, `config` 0 is an entry probe (bit 0 would make it a return probe). As
-/// [`open_tracepoint`], for every process on CPU 0, as a BPF attachment point. The kernel copies the
-/// name during the call.
-pub fn open_kprobe(pmu_type: u32, function: &CStr) -> io::Result<OwnedFd> {
+/// Opens a kprobe at the entry of the kernel function `function`, or at its return with
+/// `at_return`, through the `kprobe` PMU, whose type number is `pmu_type`
+/// (`/sys/bus/event_source/devices/kprobe/type`): `config1` points at the function's name, bit 0 of
+/// `config` makes it a return probe (`format/retprobe` reads `config:0`). As [`open_tracepoint`],
+/// for every process on CPU 0, as a BPF attachment point. The kernel copies the name during the
+/// call.
+pub fn open_kprobe(pmu_type: u32, function: &CStr, at_return: bool) -> io::Result<OwnedFd> {
     open(PerfEventAttr {
         type_: pmu_type,
+        config: u64::from(at_return),
         config1: function.as_ptr() as u64,
         ..PerfEventAttr::default()
     })
