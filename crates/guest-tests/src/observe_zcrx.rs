@@ -23,8 +23,8 @@ pub fn check(out: &mut Outcome, own: &Observer) -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let client = TcpStream::connect(listener.local_addr()?)?;
     let server = listener.accept()?.0;
-    let config = RxConfig::default()
-        .with_path(RxPath::Zcrx(ZcrxConfig::no_device().with_area_len(1 << 20)));
+    let config =
+        RxConfig::default().with_path(RxPath::Zcrx(ZcrxConfig::no_device().with_area_len(1 << 20)));
     let attached = own.tracepoints().any(|t| t == EVENT);
     let mut rx = match Receiver::new(server, config) {
         Ok(rx) => rx,

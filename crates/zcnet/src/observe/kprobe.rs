@@ -53,8 +53,8 @@ pub(super) fn attach(
         At::Entry => format!("kprobe:{function_name}"),
         At::Return => format!("kretprobe:{function_name}"),
     };
-    let program = bpf::prog_load(bpf::BPF_PROG_TYPE_KPROBE, 0, 0, insns, LICENSE, name)
-        .map_err(|e| {
+    let program =
+        bpf::prog_load(bpf::BPF_PROG_TYPE_KPROBE, 0, 0, insns, LICENSE, name).map_err(|e| {
             format!(
                 "the kernel refused the {event} program: {}{}",
                 e.error,

@@ -110,7 +110,7 @@ pub(super) fn attach(
         tap,
     };
     let insns = programs::late_copy(scope, maps, &probe);
-    let attachment = kprobe::attach(pmu_type, FUNCTION, At::Entry, &insns, "zcnet_late_copy")
-        .map_err(blind)?;
+    let attachment =
+        kprobe::attach(pmu_type, FUNCTION, At::Entry, &insns, "zcnet_late_copy").map_err(blind)?;
     Ok((attachment, causes))
 }
