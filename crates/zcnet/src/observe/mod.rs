@@ -41,7 +41,8 @@
 //! [`Observer::blind_spots`] lists what it does not show, with the reason, on the running kernel:
 //! the bytes the kernel copies *after* a zero-copy send (`skb_copy_ubufs`, when a packet is
 //! delivered to a local socket or cloned for a tap) have no tracepoint, and are counted through a
-//! kprobe only where the kernel has kprobes; completions a process never reads are not counted
+//! kprobe only where the kernel has kprobes, as are the bytes io_uring zero-copy receive copies
+//! into its area (`io_zcrx_copy_chunk`); completions a process never reads are not counted
 //! (the completion callback has no tracepoint either). AF_XDP counters need the kernel's
 //! `xsk_diag` ([`ObserveError::NoXdpDiag`] without it) and do not include the packets a socket
 //! received or sent (only its owner reads those, with `XDP_STATISTICS`).
@@ -459,7 +460,7 @@ pub fn loaded_programs() -> io::Result<Vec<u32>> {
 }
 
 /// What no kernel shows the observer, and why.
-const ALWAYS_BLIND: [(&str, &str); 3] = [
+const ALWAYS_BLIND: [(&str, &str); 2] = [
     (
         "completions a process does not read from its error queue",
         "the MSG_ZEROCOPY completion callback has no tracepoint: completions are counted as the process reads them",
@@ -467,10 +468,6 @@ const ALWAYS_BLIND: [(&str, &str); 3] = [
     (
         "MSG_ZEROCOPY sends by sendmmsg",
         "not counted: the call returns how many messages it sent, not the bytes of each",
-    ),
-    (
-        "zcrx copy statistics of other processes",
-        "the kernel writes them into the owner's memory (zcnet's own receivers have them in RxStats)",
     ),
 ];
 
