@@ -437,6 +437,51 @@ fn receive_rows_carry_the_kernels_copies_or_say_why_not() {
     }
 }
 
+/// `bench rx --listen` rows carry the kernel's copies of the stream's receives: for a stream read
+/// with `recv`, every byte (within a page of the bytes it did not map); as a normal user, null
+/// with the capabilities named.
+#[test]
+fn listen_rows_carry_the_kernels_copies_or_say_why_not() {
+    let mut listener = Command::new(ZCNET)
+        .args(["bench", "rx", "--listen", "127.0.0.1:0", "--once", "--json"])
+        .args(["--interval", "0", "--mode", "copy"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the listener");
+    let mut lines = BufReader::new(listener.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("an announcement").unwrap();
+    let announced: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("{first}"));
+    let addr = announced["listening"].as_str().unwrap().to_string();
+    let sent = Command::new(ZCNET)
+        .args(["bench", "rx", "--connect", &addr, "--mode", "copy"])
+        .args(["--mib", "32", "--rounds", "1", "--json"])
+        .output()
+        .expect("run the sender");
+    assert!(sent.status.success(), "{sent:?}");
+    let rows: Vec<Value> = lines
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .filter(|r: &Value| r.get("peer").is_some())
+        .collect();
+    assert!(listener.wait().unwrap().success());
+    let [row] = &rows[..] else {
+        panic!("one stream row: {rows:?}")
+    };
+    let figure = &row["kernel_copied_per_byte"];
+    if !rustix::process::geteuid().is_root() {
+        let reason = row["kernel_copied_reason"].as_str().unwrap_or("");
+        assert!(figure.is_null() && reason.contains("CAP_BPF"), "{row}");
+        return;
+    }
+    let per_byte = figure.as_f64().unwrap_or_else(|| panic!("{row}"));
+    let copied = (per_byte * u(row, "bytes") as f64).round() as u64;
+    let reported = u(row, "bytes") - u(row, "mapped_bytes");
+    assert!(
+        copied.abs_diff(reported) <= 4096 && (0.99..=1.01).contains(&per_byte),
+        "the kernel copied {copied} bytes, the receiver reports {reported}: {row}"
+    );
+}
+
 /// Runs `zcnet bench ARGS --json` (after `--interval 0` where the bench takes it), which must
 /// succeed; its output and the rows `wanted` picks.
 fn bench_rows(args: &[&str], wanted: impl Fn(&Value) -> bool) -> (String, Vec<Value>) {

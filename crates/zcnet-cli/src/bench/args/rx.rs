@@ -125,6 +125,10 @@ pub(crate) struct RxArgs {
     /// Seconds between interval lines of the receiver (0: none).
     #[arg(long, default_value_t = 1.0, value_parser = flags::interval, conflicts_with = "connect")]
     pub(crate) interval: f64,
+    /// Attach no observer to count the kernel's copies of the receives (the rows'
+    /// kernel_copied_per_byte is then null): for comparing with a receiver that runs without one.
+    #[arg(long, conflicts_with = "connect")]
+    pub(crate) no_kernel_copies: bool,
     /// Be the receiver only: listen on [ADDR:]PORT with one page of payload per segment and report each
     /// stream in every --mode's turn (until Ctrl-C, or --once).
     #[arg(long, value_name = "[ADDR:]PORT", conflicts_with_all = ["connect", "netns"])]

@@ -24,9 +24,12 @@ impl KernelCopies {
         KernelCopies::start(Observer::attach_late_copies, Counter::LateCopiedBytes)
     }
 
-    /// Counts the copies of this process's socket receives.
-    pub(crate) fn in_receives() -> KernelCopies {
-        KernelCopies::start(Observer::attach_receive_copies, Counter::RxCopiedBytes)
+    /// Counts the copies of this process's socket receives, unless `off` (`--no-kernel-copies`).
+    pub(crate) fn in_receives(off: bool) -> KernelCopies {
+        match off {
+            true => KernelCopies::not_counted("not counted (--no-kernel-copies)"),
+            false => KernelCopies::start(Observer::attach_receive_copies, Counter::RxCopiedBytes),
+        }
     }
 
     fn start(
@@ -38,6 +41,11 @@ impl KernelCopies {
                 .map(|observer| (observer, counter))
                 .map_err(|e| format!("kernel copies not counted: {e}")),
         )
+    }
+
+    /// One that counts nothing, for `why`.
+    pub(crate) fn not_counted(why: &str) -> KernelCopies {
+        KernelCopies(Err(why.to_string()))
     }
 
     /// The bytes copied so far, or why they are not known.

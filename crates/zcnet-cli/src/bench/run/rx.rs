@@ -615,6 +615,7 @@ fn run_listener(args: &RxArgs, spec: &str) -> anyhow::Result<()> {
         once: args.apart.once,
         flags: &args.serve,
         judge: true,
+        count_copies: Some(!args.no_kernel_copies),
     };
     // Each mode's turn takes the -P streams of a connection.
     let legs = legs(args);
@@ -650,6 +651,7 @@ const LISTEN_COLUMNS: &[Column] = &[
     ("gbit_per_s", "Gbit/s"),
     ("cpu_us_per_mb", "usec/MB"),
     ("ctx_switches", "c-switches"),
+    ("kernel_copied_per_byte", "kernel copied/B"),
     ("data_errors", "data errors"),
     ("ended", "ended"),
     ("why", "why"),
@@ -889,7 +891,7 @@ pub(crate) fn run(args: &RxArgs) -> anyhow::Result<Option<RxEnded>> {
         .collect();
     let refused = zcrx_refusal(args)?;
     // The kernel's copies to this process per size and leg, over its rounds and streams.
-    let copies = KernelCopies::in_receives();
+    let copies = KernelCopies::in_receives(args.no_kernel_copies);
     let mut copied: Vec<((usize, Leg), Result<u64, String>)> = Vec::new();
     let mut whole = true;
     'sweep: for (_, size, legs) in plan::schedule(args.rounds, &sizes, &legs) {

@@ -5,8 +5,8 @@
 //! does ends the receiver: each stream ends with a row saying how ([`Ended`]).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use rustix::net::sockopt;
 use zcnet::rx::RxConfig;
 
 use crate::bench::args::apart::ServeFlags;
+use crate::bench::run::copies::{self, KernelCopies};
 use crate::bench::run::listen::{Ended, StreamReport, Watch, receive_stream, stream_row};
 use crate::live::{Ticker, interrupted};
 use crate::report::{Column, Row, emit, print_rows};
@@ -64,6 +65,51 @@ pub struct Serving<'a> {
     /// Whether to fail at the end when a stream asked to verify did not (the one-process mode's
     /// receiver leaves that to the bench that started it, which reads its rows).
     pub judge: bool,
+    /// Whether each stream's row gains the kernel's copies of its receives
+    /// (`kernel_copied_per_byte`, see [`StreamCopies`]), and whether they are counted (`false`:
+    /// the rows say they are not, `--no-kernel-copies`).
+    pub count_copies: Option<bool>,
+}
+
+/// The kernel's copies of a listener's receives, per stream: `zcnet::observe` counts the process,
+/// so a stream's figure is the process's copies while it was received, and only a stream received
+/// alone has one; a stream that overlapped another says so instead.
+struct StreamCopies {
+    copies: KernelCopies,
+    /// A flag per stream being received, set once another stream overlapped it.
+    active: Mutex<Vec<Arc<AtomicBool>>>,
+}
+
+/// Why a stream that overlapped another has no figure.
+const OVERLAPPED: &str =
+    "streams overlapped: the kernel's receive copies are counted per process, not per stream";
+
+impl StreamCopies {
+    /// A stream starts: the copies so far, and its overlap flag (every stream in flight is marked).
+    fn begin(&self) -> (Result<u64, String>, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        if !active.is_empty() {
+            flag.store(true, Ordering::Relaxed);
+            active.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+        }
+        active.push(Arc::clone(&flag));
+        drop(active);
+        (self.copies.so_far(), flag)
+    }
+
+    /// The stream of `bytes` ended: puts its figure, or why it has none, into `row`.
+    fn end(&self, before: Result<u64, String>, flag: &Arc<AtomicBool>, bytes: u64, row: &mut Row) {
+        let copied = self.copies.since(before);
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        active.retain(|f| !Arc::ptr_eq(f, flag));
+        drop(active);
+        let copied = match flag.load(Ordering::Relaxed) {
+            true => Err(OVERLAPPED.to_string()),
+            false => copied,
+        };
+        copies::put(row, &copied, bytes);
+    }
 }
 
 /// What one stream is received with.
@@ -95,6 +141,12 @@ pub fn serve(
         (how.flags.idle_timeout > 0.0).then(|| Duration::from_secs_f64(how.flags.idle_timeout));
     let mut active: Vec<Active> = Vec::new();
     let mut failures = Failures::default();
+    let copies = how.count_copies.map(|counted| {
+        Arc::new(StreamCopies {
+            copies: KernelCopies::in_receives(!counted),
+            active: Mutex::default(),
+        })
+    });
     let mut accepted = false;
     loop {
         reap(&mut active, &mut failures, how.rows.bench);
@@ -138,7 +190,13 @@ pub fn serve(
             ticker,
             fields,
         } = setup(peer);
-        match start(stream, peer, config, ticker, fields, how.rows) {
+        match start(
+            stream,
+            peer,
+            (config, ticker, fields),
+            copies.clone(),
+            how.rows,
+        ) {
             Ok(a) => active.push(a),
             Err((why, fields)) => {
                 how.rows
@@ -234,9 +292,8 @@ fn next_connection(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
 fn start(
     stream: TcpStream,
     peer: SocketAddr,
-    config: RxConfig,
-    mut ticker: Ticker,
-    fields: Row,
+    (config, mut ticker, mut fields): (RxConfig, Ticker, Row),
+    copies: Option<Arc<StreamCopies>>,
     rows: Rows,
 ) -> std::result::Result<Active, (String, Row)> {
     let ready = stream
@@ -252,7 +309,11 @@ fn start(
     let spawned = thread::Builder::new()
         .name(format!("{bench} {peer}"))
         .spawn(move || {
+            let counting = copies.as_ref().map(|c| (c, c.begin()));
             let r = receive_stream(stream, config, &mut ticker, Some(&theirs));
+            if let Some((copies, (before, flag))) = counting {
+                copies.end(before, &flag, r.bytes, &mut fields);
+            }
             theirs.received.store(true, Ordering::Release);
             rows.print(peer, &r, fields);
             r.failure()
@@ -277,4 +338,35 @@ fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
     sockopt::set_tcp_keepintvl(stream, KEEPALIVE_INTERVAL)?;
     sockopt::set_tcp_keepcnt(stream, KEEPALIVE_PROBES)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream received alone keeps the observer's answer; streams in flight together each say
+    /// they overlapped, however they end.
+    #[test]
+    fn only_a_stream_received_alone_has_a_copy_figure() {
+        let copies = StreamCopies {
+            copies: KernelCopies::not_counted("no observer here"),
+            active: Mutex::default(),
+        };
+        let reason = |row: &Row| row["kernel_copied_reason"].as_str().unwrap().to_string();
+        let (a, flag_a) = copies.begin();
+        let (b, flag_b) = copies.begin();
+        let (mut row_a, mut row_b, mut row_c) = (Row::new(), Row::new(), Row::new());
+        copies.end(a, &flag_a, 10, &mut row_a);
+        let (c, flag_c) = copies.begin();
+        copies.end(b, &flag_b, 10, &mut row_b);
+        copies.end(c, &flag_c, 10, &mut row_c);
+        assert_eq!(reason(&row_a), OVERLAPPED);
+        assert_eq!(reason(&row_b), OVERLAPPED);
+        assert_eq!(reason(&row_c), OVERLAPPED);
+        let (d, flag_d) = copies.begin();
+        let mut row_d = Row::new();
+        copies.end(d, &flag_d, 10, &mut row_d);
+        assert_eq!(reason(&row_d), "no observer here");
+        assert!(row_d["kernel_copied_per_byte"].is_null());
+    }
 }

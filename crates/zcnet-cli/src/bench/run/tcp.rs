@@ -278,6 +278,8 @@ fn listen_tcp(addr: SocketAddr, common: &Common, serve: &ServeFlags) -> Result<(
         once: common.apart.once,
         flags: serve,
         judge: !common.exit_with_parent,
+        // Its receives copy by design (recv), and its rows are merged into the sender's.
+        count_copies: None,
     };
     serve::serve(&listener, &how, |peer| StreamSetup {
         config: config.clone(),
