@@ -364,11 +364,15 @@ impl Shared {
         let (memory, layout) = match crate::rx::zcrx_path::register_for(ring.as_fd(), &config) {
             Ok(registered) => registered,
             Err(e) => {
+                // A queue held by another instance is EBUSY or EEXIST; EEXIST also means a ring
+                // the worker enabled already (its issuer is not the broker).
                 let refusal = match e.raw_os_error() {
-                    Some(libc::EBUSY | libc::EEXIST) => Refusal::QueueBusy {
-                        iface: request.iface.clone(),
-                        queue: request.queue,
-                    },
+                    Some(libc::EBUSY | libc::EEXIST) if !request.iface.is_empty() => {
+                        Refusal::QueueBusy {
+                            iface: request.iface.clone(),
+                            queue: request.queue,
+                        }
+                    }
                     errno => Refusal::Failed {
                         errno: errno.unwrap_or(0),
                         what: e.to_string(),
