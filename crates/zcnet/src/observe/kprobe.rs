@@ -21,6 +21,14 @@ use crate::sys::{bpf, perf_event};
 /// The `kprobe` PMU's directory in sysfs.
 const PMU: &str = "/sys/bus/event_source/devices/kprobe";
 
+/// The names in `struct pt_regs` of the registers holding a probed function's first argument at
+/// its entry and its result at its return (x86-64 calling convention); `None` elsewhere: zcnet
+/// reads kprobe registers on x86-64 only.
+#[cfg(target_arch = "x86_64")]
+pub(super) const REGISTERS: Option<(&str, &str)> = Some(("di", "ax"));
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) const REGISTERS: Option<(&str, &str)> = None;
+
 /// Where in the function a probe fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum At {

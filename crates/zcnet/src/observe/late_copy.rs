@@ -45,12 +45,6 @@ const RECEIVE_CALLERS: [&str; 5] = [
 /// The function whose call is for a tap on the sending interface.
 const TAP_CALLER: &str = "dev_queue_xmit_nit";
 
-/// The name in `struct pt_regs` of the first argument's register.
-#[cfg(target_arch = "x86_64")]
-const ARG0: Option<&str> = Some("di");
-#[cfg(not(target_arch = "x86_64"))]
-const ARG0: Option<&str> = None;
-
 /// Attaches the probe, or says why it cannot: `Ok` with a blind spot when it runs but cannot tell
 /// the causes apart.
 pub(super) fn attach(
@@ -61,8 +55,8 @@ pub(super) fn attach(
     let blind = |why: String| BlindSpot { what: WHAT, why };
     let pmu_type = kprobe::pmu_type()
         .map_err(|why| blind(format!("skb_copy_ubufs has no tracepoint, and {why}")))?;
-    let arg0 =
-        ARG0.ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
+    let (arg0, _) = kprobe::REGISTERS
+        .ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
     let btf = layout::vmlinux(btf, WHAT)?;
     let (arg0, data_len): (i16, i16) = (
         layout::offset(btf, WHAT, "pt_regs", arg0)?,

@@ -24,12 +24,6 @@ const FUNCTION: &CStr = c"io_zcrx_copy_chunk";
 /// What is not seen when the probe cannot be attached.
 const WHAT: &str = "bytes io_uring zero-copy receive copied into its area";
 
-/// The name in `struct pt_regs` of the register holding a function's result.
-#[cfg(target_arch = "x86_64")]
-const RESULT: Option<&str> = Some("ax");
-#[cfg(not(target_arch = "x86_64"))]
-const RESULT: Option<&str> = None;
-
 /// Attaches the return probe, or says why it cannot.
 pub(super) fn attach(
     scope: Scope,
@@ -39,8 +33,8 @@ pub(super) fn attach(
     let blind = |why: String| BlindSpot { what: WHAT, why };
     let pmu_type = kprobe::pmu_type()
         .map_err(|why| blind(format!("io_zcrx_copy_chunk has no tracepoint, and {why}")))?;
-    let result =
-        RESULT.ok_or_else(|| blind("zcnet reads kprobe results on x86-64 only".to_string()))?;
+    let (_, result) = kprobe::REGISTERS
+        .ok_or_else(|| blind("zcnet reads kprobe results on x86-64 only".to_string()))?;
     let vmlinux = layout::vmlinux(btf, WHAT)?;
     let result: i16 = layout::offset(vmlinux, WHAT, "pt_regs", result)?;
     let insns = programs::zcrx_copy(scope, maps, result);
