@@ -604,7 +604,7 @@ impl ZcrxQueue {
         let (area, _) =
             Mmap::anonymous(area_len, setup.huge_pages).map_err(|e| (Stage::Area, e))?;
         let (region, _) =
-            Mmap::anonymous(region_len(setup), false).map_err(|e| (Stage::Region, e))?;
+            Mmap::anonymous(RegionPlan::of(setup).len, false).map_err(|e| (Stage::Region, e))?;
         let ring = restricted_ring(setup.ring_entries).map_err(|e| (Stage::Ring, e))?;
         let registered = register_on(ring.fd(), setup, &region, &area)?;
         ring.enable().map_err(|e| (Stage::Ring, e))?;
@@ -630,7 +630,7 @@ impl ZcrxQueue {
             ));
         }
         let area_len = setup.area_len.max(1).next_multiple_of(page_size());
-        let region_len = region_len(setup);
+        let region_len = RegionPlan::of(setup).len;
         let memory = sealed_memfd(c"zcnet-zcrx", (region_len + area_len) as u64)
             .map_err(|e| (Stage::Area, e))?;
         let region = Mmap::shared(memory.as_fd(), region_len, 0).map_err(|e| (Stage::Region, e))?;
@@ -895,23 +895,31 @@ impl ZcrxQueue {
     }
 }
 
-/// Bytes of the refill region for `setup`: a header (at most a page on any kernel so far), the
-/// entries, then the statistics when asked for.
-fn region_len(setup: &Setup) -> usize {
-    let entries = setup.refill_entries.max(1).next_power_of_two();
-    let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
-    (stats_offset(setup).unwrap_or(rqes_end) + setup.events.as_ref().map_or(0, |l| l.stats_size))
-        .next_multiple_of(page_size())
+/// How the refill region of `setup` is laid out: a header (at most a page on any kernel so far),
+/// the entries (a power of two), then the statistics when asked for.
+struct RegionPlan {
+    entries: u32,
+    stats_off: Option<usize>,
+    /// Bytes of the region, a multiple of the page size.
+    len: usize,
 }
 
-/// Where the statistics go in the refill region, when `setup` asks for events.
-fn stats_offset(setup: &Setup) -> Option<usize> {
-    let entries = setup.refill_entries.max(1).next_power_of_two();
-    let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
-    setup
-        .events
-        .as_ref()
-        .map(|l| rqes_end.next_multiple_of(l.stats_align))
+impl RegionPlan {
+    fn of(setup: &Setup) -> RegionPlan {
+        let entries = setup.refill_entries.max(1).next_power_of_two();
+        let rqes_end = page_size() + entries as usize * size_of::<Rqe>();
+        let stats_off = setup
+            .events
+            .as_ref()
+            .map(|l| rqes_end.next_multiple_of(l.stats_align));
+        let stats_size = setup.events.as_ref().map_or(0, |l| l.stats_size);
+        let len = (stats_off.unwrap_or(rqes_end) + stats_size).next_multiple_of(page_size());
+        RegionPlan {
+            entries,
+            stats_off,
+            len,
+        }
+    }
 }
 
 /// Registers an instance over `region` and `area` on `ring`, a [`restricted_ring`] still disabled.
@@ -921,8 +929,9 @@ fn register_on(
     region: &Mmap,
     area: &Mmap,
 ) -> Result<Registered, (Stage, io::Error)> {
-    let entries = setup.refill_entries.max(1).next_power_of_two();
-    let stats_off = stats_offset(setup);
+    let RegionPlan {
+        entries, stats_off, ..
+    } = RegionPlan::of(setup);
     let mut area_reg = AreaReg {
         addr: area.as_ptr() as u64,
         len: area.len() as u64,
