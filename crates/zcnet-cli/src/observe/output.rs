@@ -57,36 +57,45 @@ impl Output {
 
     /// One owner's counts over an interval that ended `t` seconds into the run.
     pub fn row(&self, t: f64, named: &Named, delta: &Counters) {
-        if self.json {
-            let mut v = identity(named);
-            v.insert("event".into(), "interval".into());
-            v.insert("t".into(), json!(t));
-            v.insert("counters".into(), counters_json(delta));
-            emit(&format!("{}\n", Value::Object(v)));
-        } else {
-            emit(&format!(
-                "{t:8.1}s  {}  {}\n",
-                who(named),
-                counters_text(delta)
-            ));
-        }
+        self.timed(
+            t,
+            named,
+            ("interval", "counters"),
+            || counters_json(delta),
+            || counters_text(delta),
+        );
     }
 
     /// A process's user's locked memory, at an interval that ended `t` seconds into the run in
     /// which it changed.
     pub fn locked_row(&self, t: f64, named: &Named, locked: &LockedMemory) {
+        self.timed(
+            t,
+            named,
+            ("locked_memory", "locked_memory"),
+            || locked_json(locked),
+            || locked_text(locked),
+        );
+    }
+
+    /// A line at `t` seconds into the run about `named`: in JSON the event `event` with the value
+    /// under `key`, else the time, who, and the text.
+    fn timed(
+        &self,
+        t: f64,
+        named: &Named,
+        (event, key): (&str, &str),
+        value: impl FnOnce() -> Value,
+        text: impl FnOnce() -> String,
+    ) {
         if self.json {
             let mut v = identity(named);
-            v.insert("event".into(), "locked_memory".into());
+            v.insert("event".into(), event.into());
             v.insert("t".into(), json!(t));
-            v.insert("locked_memory".into(), locked_json(locked));
+            v.insert(key.into(), value());
             emit(&format!("{}\n", Value::Object(v)));
         } else {
-            emit(&format!(
-                "{t:8.1}s  {}  {}\n",
-                who(named),
-                locked_text(locked)
-            ));
+            emit(&format!("{t:8.1}s  {}  {}\n", who(named), text()));
         }
     }
 

@@ -382,15 +382,10 @@ impl Shared {
             }
         };
         drop(ring);
-        let ifindex = match &config.bind {
-            ZcrxBind::Queue { interface, .. } => crate::xdp::interface_index(interface)
-                .map(u32::from)
-                .unwrap_or(0),
-            _ => 0,
-        };
+        // The layout that follows says all there is: the reply's words stay zero.
         let grant = Grant {
-            ifindex,
-            zerocopy: ifindex != 0,
+            ifindex: 0,
+            zerocopy: false,
             zerocopy_refused: 0,
         };
         let mut reply = Reply::Granted(grant).encode().to_vec();
@@ -713,6 +708,16 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A broker serving this user device-less zcrx instances.
+    #[cfg(feature = "io-uring")]
+    fn serving_zcrx(name: &str) -> (std::path::PathBuf, mpsc::Receiver<Event>) {
+        let me = rustix::process::getuid().as_raw();
+        serving(name, |c| {
+            c.uids = vec![me];
+            c.zcrx = vec![crate::rx::ZcrxBind::NoDevice];
+        })
+    }
+
     /// A zcrx request reaches the kernel's registration on the worker's own ring, which the broker
     /// takes with `pidfd_getfd`: granted where the kernel has device-less zcrx (7.1+) and the
     /// broker `CAP_NET_ADMIN`, else refused with the registration's errno and zcnet's reason —
@@ -720,13 +725,9 @@ mod tests {
     #[cfg(feature = "io-uring")]
     #[test]
     fn a_zcrx_request_reaches_the_registration_on_the_workers_ring() {
-        use crate::rx::{ZcrxBind, ZcrxConfig};
+        use crate::rx::ZcrxConfig;
         use crate::xdp::{BrokerClient, BrokerError};
-        let me = rustix::process::getuid().as_raw();
-        let (path, seen) = serving("zcrx", |c| {
-            c.uids = vec![me];
-            c.zcrx = vec![ZcrxBind::NoDevice];
-        });
+        let (path, seen) = serving_zcrx("zcrx");
         let client = BrokerClient::new(&path);
         match client.open_zcrx(&ZcrxConfig::no_device().with_area_len(1 << 20)) {
             Ok(grant) => {
@@ -767,13 +768,8 @@ mod tests {
     #[test]
     fn a_zcrx_request_naming_no_ring_is_refused() {
         use super::super::wire::{REPLY_LEN, ZcrxRequest};
-        use crate::rx::ZcrxBind;
         use std::os::fd::AsRawFd;
-        let me = rustix::process::getuid().as_raw();
-        let (path, _seen) = serving("zcrx-no-ring", |c| {
-            c.uids = vec![me];
-            c.zcrx = vec![ZcrxBind::NoDevice];
-        });
+        let (path, _seen) = serving_zcrx("zcrx-no-ring");
         let file = std::fs::File::open("/proc/self/status").unwrap();
         let request = ZcrxRequest {
             iface: String::new(),

@@ -15,7 +15,7 @@
 //! then three u32s whose meaning depends on the status, then 104 bytes of UTF-8 text (NUL-padded).
 //! A granted AF_XDP queue's reply carries three descriptors (`SCM_RIGHTS`): the UMEM's memory
 //! file, the queue's socket (which owns the fill and completion rings) and the worker's socket. A
-//! granted zcrx instance's reply is followed by [`LAYOUT_LEN`] bytes of its layout (u32s: the
+//! granted zcrx instance's reply (its three words zero) is followed by [`LAYOUT_LEN`] bytes of its layout (u32s: the
 //! instance id, buffer length, refill entries, refill head, tail and entries offsets, region
 //! length, statistics offset (`u32::MAX`: none); then u64s: the area token and the area length)
 //! and carries one descriptor: the memory file holding the refill region and, after it, the area.
