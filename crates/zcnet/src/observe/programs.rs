@@ -53,8 +53,8 @@ const ZERO: i16 = WORD - Counters::SIZE as i16;
 const USER_A: i16 = ZERO - 64;
 /// 32 bytes for a second copy (a `struct cmsghdr` and the `struct sock_extended_err` after it).
 const USER_B: i16 = USER_A - 32;
-/// [`REGS_SPAN`] bytes for the copy of the saved registers (the arguments and the code segment) the
-/// system call program reads for a call it counts.
+/// [`REGS_SPAN`] bytes for the copy of the saved registers (the call's number, the arguments and the
+/// code segment) the system call program reads.
 const REGS: i16 = USER_B - REGS_SPAN as i16;
 /// The most bytes of `struct pt_regs` the system call program copies.
 const REGS_SPAN: i32 = 96;
@@ -434,10 +434,10 @@ pub(super) struct SyscallNumbers {
 }
 
 impl SyscallRegs {
-    /// The offset of the first byte the program copies for a call it counts (the arguments and
-    /// the code segment; the number is read on its own before) and how many bytes it copies.
+    /// The offset of the first byte the program copies (the call's number, the arguments and the
+    /// code segment, in one read) and how many bytes it copies.
     fn span(&self) -> io::Result<(i16, i32)> {
-        let offsets = self.args.iter().chain([&self.native.0]);
+        let offsets = self.args.iter().chain([&self.nr, &self.native.0]);
         let start = *offsets.clone().min().expect("registers");
         let end = offsets.max().expect("registers") + 8;
         let len = i32::from(end - start);
@@ -457,9 +457,9 @@ impl SyscallRegs {
 /// the sends (`sendmsg`, `sendto`) that sent bytes, zero-copy when `MSG_ZEROCOPY` was asked; the
 /// zero-copy completions an error-queue read (`recvmsg` with `MSG_ERRQUEUE`) took; and what a
 /// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied. It runs at the exit of every
-/// system call of every task in scope, so it reads the call's number first and leaves at once for
-/// the calls it does not count; only for those it counts does it copy the arguments and the code
-/// segment (a 64-bit task's call: `__USER_CS`).
+/// system call of every task in scope, so it leaves at once for the calls it does not count, after
+/// one copy of the registers it needs (the call's number, the arguments and the code segment, which
+/// says a 64-bit task's call: `__USER_CS`) and a comparison of the number.
 pub(super) fn syscall_exit(
     scope: Scope,
     maps: Maps<'_>,
@@ -469,16 +469,17 @@ pub(super) fn syscall_exit(
     let reg = move |off: i16| REGS + (off - start);
     let numbers = regs.numbers;
     let mut p = Prog::new(scope, maps);
-    // The call's number alone first: every other call leaves after these 8 bytes.
-    p.read_regs(WORD, regs.nr, 8);
-    p.asm.push([Insn::load_u64(Reg::R8, Reg::R10, WORD)]);
+    // One read of the registers: a second helper call for the calls counted costs more than the
+    // few more bytes every call copies.
+    p.read_regs(REGS, start, len);
+    p.asm
+        .push([Insn::load_u64(Reg::R8, Reg::R10, reg(regs.nr))]);
     let counted = p.asm.label();
     for nr in [numbers.sendmsg, numbers.sendto, numbers.recvmsg] {
         p.asm.jump(Insn::jump_if_equal(Reg::R8, nr, 0), counted);
     }
     p.exit_if(Insn::jump_if_not_equal(Reg::R8, numbers.getsockopt, 0));
     p.asm.bind(counted);
-    p.read_regs(REGS, start, len);
     let (native, abi) = regs.native;
     p.asm.push([Insn::load_u64(Reg::R1, Reg::R10, reg(native))]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
@@ -921,6 +922,6 @@ mod tests {
         let mut regs = x86_64_regs();
         regs.native.0 = 8;
         let err = syscall_exit(Scope::All, maps, &regs).unwrap_err();
-        assert!(err.to_string().contains("span 112 bytes"), "{err}");
+        assert!(err.to_string().contains("span 120 bytes"), "{err}");
     }
 }
