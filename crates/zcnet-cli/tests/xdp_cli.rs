@@ -151,6 +151,12 @@ fn check_rows_of_feed(feed: &str) {
                 "{field} missing: {line}"
             );
         }
+        // No tracepoint shows these paths' copies: no figure, and the reason (never a 0).
+        let reason = row["kernel_copied_reason"].as_str().unwrap_or("");
+        assert!(
+            row["kernel_copied_per_byte"].is_null() && reason.starts_with("not counted: "),
+            "{line}"
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::bench::args::upcall::UpcallArgs;
-use crate::report::{Column, Row, emit, print_rows};
+use crate::report::{Column, Row, emit, print_rows, say_once};
 
 /// Prints `rows` as `args` asks.
 pub(crate) fn print(rows: &[Row], args: &UpcallArgs) {
@@ -15,6 +15,7 @@ pub(crate) fn print(rows: &[Row], args: &UpcallArgs) {
         emit("emulated CPU: correctness only (timings from QEMU's software emulation)\n");
     }
     print_rows(rows, COLUMNS, args.json);
+    say_once(rows, "kernel_copied_reason");
 }
 
 /// The table's columns.
@@ -31,4 +32,5 @@ const COLUMNS: &[Column] = &[
     ("user_us_per_upcall", "user µs/upcall"),
     ("sys_us_per_upcall", "sys µs/upcall"),
     ("generator_sys_us_per_frame", "sender sys µs/frame"),
+    ("kernel_copied_per_byte", "kernel copied/B"),
 ];

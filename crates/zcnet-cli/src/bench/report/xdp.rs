@@ -28,11 +28,33 @@ pub(crate) fn print(rows: &[Row], args: &BenchXdpArgs) {
             ("rx_dropped", "rx_dropped"),
             ("veth_dropped", "veth_dropped"),
             ("invalid_descs", "invalid"),
+            ("kernel_copied_per_byte", "kernel copied/B"),
         ],
         args.json,
     );
     if !args.json {
         print_receiver_ratio(rows, args.feed);
+    }
+    print_copy_reasons(rows);
+}
+
+/// Why rows have no `kernel_copied_per_byte`, once per reason with the paths it holds for (on
+/// standard error, also under `--json`).
+fn print_copy_reasons(rows: &[Row]) {
+    let mut reasons: Vec<(&str, Vec<String>)> = Vec::new();
+    for row in rows {
+        let Some(why) = row.get("kernel_copied_reason").and_then(Value::as_str) else {
+            continue;
+        };
+        let name = |key| row.get(key).and_then(Value::as_str).unwrap_or("?");
+        let path = format!("{} {}", name("app"), name("path"));
+        match reasons.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, paths)) => paths.push(path),
+            None => reasons.push((why, vec![path])),
+        }
+    }
+    for (why, paths) in reasons {
+        eprintln!("zcnet: kernel copied/B of {}: {why}", paths.join(", "));
     }
 }
 

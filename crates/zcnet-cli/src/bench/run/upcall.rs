@@ -30,6 +30,12 @@ use crate::live::{self, Ticker};
 use crate::ovs::switch::DispatchArg;
 use crate::report::{Row, object};
 
+/// Why an upcall row has no `kernel_copied_per_byte`: the copy this bench is about has no tracepoint.
+const UPCALL_COPIES_UNSEEN: &str = "not counted: no tracepoint shows the building of an upcall, \
+     where the datapath copies the packet into the message or attaches its pages \
+     (queue_userspace_packet); the netlink receive then copies every message byte \
+     (message_bytes_per_upcall)";
+
 /// Runs every (load, features) row, printing interval lines; Ctrl-C (SIGINT/SIGTERM) ends the row
 /// that runs and deletes its datapath, and the rows that ran are handed to the report.
 pub(crate) fn run(args: &UpcallArgs) -> Result<Vec<Row>> {
@@ -188,5 +194,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
         "emulated_cpu": super::emulated_cpu(),
         "interrupted": interrupted,
+        "kernel_copied_per_byte": null,
+        "kernel_copied_reason": UPCALL_COPIES_UNSEEN,
     })))
 }

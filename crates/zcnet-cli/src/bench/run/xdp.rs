@@ -34,6 +34,7 @@ use zcnet::packet::{RecvBatch, RxRingV3, TxRingV2, send_copies};
 use zcnet::xdp::{AttachMode, FrameMatch, XdpLink, XdpProgram, interface_index};
 
 use crate::bench::args::xdp::{BenchApp, BenchXdpArgs};
+use crate::bench::run::copies;
 use crate::live::{self, Ticker};
 use crate::report::Row;
 use crate::xdp::feed::{Feed, FeedPath};
@@ -567,6 +568,33 @@ pub(crate) fn run(args: &BenchXdpArgs) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Why a row has no `kernel_copied_per_byte`: no tracepoint shows the copies of these paths (the
+/// observer's receive copies, the `skb_copy_datagram_iovec` tracepoint, are TCP's and not UDP's).
+fn copies_unseen(app: BenchApp, path: &str) -> &'static str {
+    match (app, path) {
+        (BenchApp::Txpush, "af_xdp") => {
+            "not counted: no tracepoint shows an AF_XDP socket's transmit copies (copy mode builds a \
+             packet from each frame); `mode` says whether the socket was zero-copy"
+        }
+        (_, "af_xdp") => {
+            "not counted: no tracepoint shows an AF_XDP socket's copies (copy mode copies each frame \
+             into the UMEM); `mode` says whether the socket was zero-copy"
+        }
+        (_, "tpacket_v3" | "af_packet_tx_ring") => {
+            "not counted: no tracepoint shows a packet ring's copies"
+        }
+        (_, "sendmmsg") => "not counted: no tracepoint shows the copies of sendmmsg's datagrams",
+        (_, "recvmmsg") => {
+            "not counted: no tracepoint shows a UDP receive's copies (copy_linear_skb, or \
+             skb_copy_and_csum_datagram_msg while checking the checksum)"
+        }
+        _ => {
+            "not counted: no tracepoint shows a UDP receive's copies (copy_linear_skb, or \
+             skb_copy_and_csum_datagram_msg while checking the checksum) nor sendmmsg's"
+        }
+    }
+}
+
 /// The paths `app` compares, by name.
 fn app_paths(app: BenchApp) -> Vec<(&'static str, Path)> {
     match app {
@@ -754,5 +782,7 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     ] {
         row.insert(k.to_string(), v);
     }
+    let copies_unseen = Err(copies_unseen(app, name).to_string());
+    copies::put(&mut row, &copies_unseen, received.packets);
     Ok(row)
 }
