@@ -155,7 +155,7 @@ pub fn run() -> anyhow::Result<Outcome> {
     );
     late_copies(&mut out, "tapped", &seen, &everyone, stats.bytes, true);
     xdp_socket_counters(&mut out)?;
-    crate::observe_zcrx::check(&mut out, &own)?;
+    crate::observe_zcrx::check(&mut out, &own, &all)?;
     crate::observe_reference::msg_zerocopy(&mut out, &all)?;
     crate::observe_reference::tcp_mmap(&mut out, &all)?;
     crate::observe_bpftrace::late_copies(&mut out, &all)?;

@@ -12,6 +12,7 @@
 //! Here: `kprobe:skb_copy_ubufs` (the pages of a zero-copy send copied at local delivery), with the
 //! zero-copy `sendmsg`/`sendto` calls of the system call tracepoints beside it, for `zcnet bench
 //! tcp --mode zerocopy` over loopback, where every send is copied again on delivery.
+//! `observe_zcrx` uses the same runner for `kretprobe:io_zcrx_copy_chunk`.
 
 use std::collections::BTreeMap;
 use std::io::Read;
