@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod nic;
 mod nic_uring;
 mod observe;
+mod observe_bpftrace;
 mod observe_reference;
 mod observe_zcrx;
 mod outcome;

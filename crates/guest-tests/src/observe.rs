@@ -3,7 +3,8 @@
 //! the bytes the kernel copies after a zero-copy send (`skb_copy_ubufs`) show with their cause:
 //! loopback delivery, and a packet socket tapping the interface.
 //!
-//! The kernel's own `msg_zerocopy -z` is observed too (`observe_reference`). AF_XDP socket counters
+//! The kernel's own `msg_zerocopy -z` is observed too (`observe_reference`), and Debian's bpftrace
+//! counts beside the observer on the same kprobe (`observe_bpftrace`). AF_XDP socket counters
 //! are read through the kernel's socket diagnostics (`XDP_DIAG`, module
 //! `xsk_diag`) for a socket of this process on the loopback, and must equal what the socket's owner
 //! reads with `XDP_STATISTICS`.
@@ -154,9 +155,10 @@ pub fn run() -> anyhow::Result<Outcome> {
     );
     late_copies(&mut out, "tapped", &seen, &everyone, stats.bytes, true);
     xdp_socket_counters(&mut out)?;
-    crate::observe_zcrx::check(&mut out, &own)?;
+    crate::observe_zcrx::check(&mut out, &own, &all)?;
     crate::observe_reference::msg_zerocopy(&mut out, &all)?;
     crate::observe_reference::tcp_mmap(&mut out, &all)?;
+    crate::observe_bpftrace::late_copies(&mut out, &all)?;
     Ok(out)
 }
 

@@ -32,7 +32,7 @@ const TCP_MMAP_PORT_HEX: &str = ":2253";
 const TCP_MMAP_MIB: u64 = 64;
 
 /// Kills and reaps the child when dropped, whatever happened before.
-struct Reaped(Child);
+pub(crate) struct Reaped(pub(crate) Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
