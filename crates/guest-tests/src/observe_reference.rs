@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use zcnet::observe::{Counter, Observer};
 
-use crate::observe::{agree, everyone, late_copies};
+use crate::observe::{agree, everyone, late_copies, retransmitted_segments};
 use crate::outcome::Outcome;
 
 const TOOL: &str = "/bin/msg_zerocopy";
@@ -95,6 +95,7 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
     );
     wait_listening(PORT_HEX)?;
     let before = everyone(all)?;
+    let retransmitted = retransmitted_segments()?;
     let sender = Command::new(TOOL)
         .args(["-4", "-z", "-t", "1", "-p", PORT, "-D", "127.0.0.1", "tcp"])
         .stdout(Stdio::null())
@@ -112,6 +113,7 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
     let (line, tx, txc, zc) = parse(&stderr)?;
     let seen = all.process_totals(pid)?;
     let since = everyone(all)?.since(&before);
+    let retransmits = retransmitted_segments()? - retransmitted;
     // Over loopback every completion says copied (delivery to a local socket copies).
     let copied = if zc == 'n' { txc } else { 0 };
     agree(
@@ -129,7 +131,7 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
         "msg-zerocopy",
         &seen,
         &since,
-        seen.get(Counter::ZcBytes),
+        (seen.get(Counter::ZcBytes), retransmits),
         false,
     );
     Ok(())
