@@ -689,11 +689,13 @@ fn uring_complete(
 }
 
 /// The raw `skb_copy_datagram_iovec` tracepoint (arguments: the `struct sk_buff *` and the `int`
-/// length): bytes a socket receive copies to the process.
+/// length): bytes a socket receive copies to the process. An error-queue read passes it with no
+/// bytes (a MSG_ZEROCOPY completion's packet has none), and leaves at once.
 pub(super) fn receive_copy(scope: Scope, maps: Maps<'_>) -> Vec<Insn> {
     let mut p = Prog::new(scope, maps);
     // The kernel passes the `int` zero-extended (`__CAST_TO_U64`): bit 31 would be a negative one.
     p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, 8)]);
+    p.exit_if(Insn::jump_if_equal(Reg::R8, 0, 0));
     p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
     p.owner_key(None);
     p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R8))]);
