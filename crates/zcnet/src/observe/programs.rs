@@ -5,11 +5,11 @@
 //! CPU's value of the counters map under the key `{ tgid: u32, fd: i32 }` (fd -1: the process as a
 //! whole). System calls are seen once, at their exit (the raw `sys_exit` tracepoint), where the
 //! task's saved registers still hold the call's number and arguments and the tracepoint gives the
-//! result: one program for every call, no state kept between a call's entry and its exit; it reads
-//! the call's number alone before anything else.
-//! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32 (the
-//! system call's number), a zeroed counters value below it, user-memory copies at [`USER_A`] and
-//! [`USER_B`], and the registers at [`REGS`].
+//! result: one program for every call, no state kept between a call's entry and its exit. Kernel
+//! memory (the saved registers, the task's credentials and limits) is read through pointers the
+//! kernel's BTF types (`bpf_get_current_task_btf`), with plain loads the verifier checks, not copies.
+//! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32, a zeroed
+//! counters value below it, and user-memory copies at [`USER_A`] and [`USER_B`].
 
 use std::io;
 use std::ops::RangeInclusive;
@@ -53,11 +53,6 @@ const ZERO: i16 = WORD - Counters::SIZE as i16;
 const USER_A: i16 = ZERO - 64;
 /// 32 bytes for a second copy (a `struct cmsghdr` and the `struct sock_extended_err` after it).
 const USER_B: i16 = USER_A - 32;
-/// [`REGS_SPAN`] bytes for the copy of the saved registers (the call's number, the arguments and the
-/// code segment) the system call program reads.
-const REGS: i16 = USER_B - REGS_SPAN as i16;
-/// The most bytes of `struct pt_regs` the system call program copies.
-const REGS_SPAN: i32 = 96;
 
 /// `struct user_msghdr`: `msg_control` and `msg_controllen` (after name, namelen, iov, iovlen).
 const MSGHDR_CONTROL: i16 = 32;
@@ -93,19 +88,19 @@ pub(super) struct Maps<'a> {
 /// level 0); `task_struct.signal` and `signal_struct.rlim` (`RLIMIT_MEMLOCK`'s `rlim_cur`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct LockedLayout {
-    pub cred: i32,
-    pub user: i32,
-    pub locked_vm: i32,
-    pub cap_effective: i32,
-    pub user_ns: i32,
-    pub ns_level: i32,
-    pub signal: i32,
-    pub rlim: i32,
+    pub cred: i16,
+    pub user: i16,
+    pub locked_vm: i16,
+    pub cap_effective: i16,
+    pub user_ns: i16,
+    pub ns_level: i16,
+    pub signal: i16,
+    pub rlim: i16,
 }
 
 /// `RLIMIT_MEMLOCK` and the size of a `struct rlimit` (`rlim_cur`, `rlim_max`).
-const RLIMIT_MEMLOCK: i32 = 8;
-const RLIMIT_SIZE: i32 = 16;
+const RLIMIT_MEMLOCK: i16 = 8;
+const RLIMIT_SIZE: i16 = 16;
 /// Bit of `CAP_IPC_LOCK` in a capability set.
 const CAP_IPC_LOCK: i32 = 14;
 
@@ -117,12 +112,6 @@ pub(super) const LOCKED_EXEMPT: usize = 20;
 pub(super) const LOCKED_LIMIT: usize = 24;
 /// Bytes of the locked memory map's value.
 pub(super) const LOCKED_VALUE: u32 = 32;
-/// Stack slots after the value at [`USER_A`] while it is read: the task, its cred, a pointer on
-/// the way, the capabilities; the namespace level at [`USER_B`].
-const SLOT_TASK: i16 = USER_A + 32;
-const SLOT_CRED: i16 = USER_A + 40;
-const SLOT_PTR: i16 = USER_A + 48;
-const SLOT_CAPS: i16 = USER_A + 56;
 
 /// How much to add to a counter.
 #[derive(Debug, Clone, Copy)]
@@ -274,54 +263,47 @@ impl<'a> Prog<'a> {
     /// Records the locked memory of the current task's user (`current->cred->user->locked_vm`, the
     /// pages the kernel charges against `RLIMIT_MEMLOCK`, MSG_ZEROCOPY's among them) under the
     /// process, the most seen, and the limit the kernel holds the task to (`RLIMIT_MEMLOCK`, or
-    /// none with `CAP_IPC_LOCK` in the initial user namespace); uses the stack at [`USER_A`],
-    /// [`USER_B`] and [`REQUEST_KEY`]. Goes on after it in any case; registers r6..r9 survive.
+    /// none with `CAP_IPC_LOCK` in the initial user namespace); uses the stack at [`USER_A`] and
+    /// [`REQUEST_KEY`]. The task's fields are loaded through its BTF-typed pointer
+    /// (`bpf_get_current_task_btf`): the verifier checks each load against the kernel's types, and
+    /// one that would fault reads 0. A pointer on the way that is NULL (`cred` is `__rcu`) ends the
+    /// sample. Goes on after it in any case; registers r6..r9 survive.
     fn sample_locked_memory(&mut self) {
         let Some((map, layout)) = self.maps.locked else {
             return;
         };
         let done = self.asm.label();
         let at = |off: usize| USER_A + off as i16;
+        // r0: the task, r1: its cred, r2: a pointer on the way, r3 and r4: values.
         self.asm.push([
-            Insn::call(helper::GET_CURRENT_TASK),
-            Insn::store_u64(Reg::R10, SLOT_TASK, Reg::R0),
-            Insn::store_u64_imm(Reg::R10, USER_B, 0),
+            Insn::call(helper::GET_CURRENT_TASK_BTF),
+            Insn::load_u64(Reg::R1, Reg::R0, layout.cred),
         ]);
-        // (destination, where the pointer is, offset from it, bytes)
-        let reads = [
-            (SLOT_CRED, SLOT_TASK, layout.cred, 8),
-            (SLOT_PTR, SLOT_CRED, layout.user, 8),
-            (at(LOCKED_PAGES), SLOT_PTR, layout.locked_vm, 8),
-            (SLOT_CAPS, SLOT_CRED, layout.cap_effective, 8),
-            (SLOT_PTR, SLOT_CRED, layout.user_ns, 8),
-            (USER_B, SLOT_PTR, layout.ns_level, 4),
-            (SLOT_PTR, SLOT_TASK, layout.signal, 8),
-            (
-                at(LOCKED_LIMIT),
-                SLOT_PTR,
-                layout.rlim + RLIMIT_MEMLOCK * RLIMIT_SIZE,
-                8,
-            ),
-        ];
-        for (to, pointer, off, len) in reads {
-            self.stack_ptr(Reg::R1, to);
-            self.asm.push([
-                Insn::mov64_imm(Reg::R2, len),
-                Insn::load_u64(Reg::R3, Reg::R10, pointer),
-                Insn::add64_imm(Reg::R3, off),
-                Insn::call(helper::PROBE_READ_KERNEL),
-            ]);
-            self.asm.jump(Insn::jump_if_not_equal(Reg::R0, 0, 0), done);
-        }
-        // exempt = CAP_IPC_LOCK effective and the initial user namespace (level 0).
+        self.asm.jump(Insn::jump_if_equal(Reg::R1, 0, 0), done);
+        self.asm
+            .push([Insn::load_u64(Reg::R2, Reg::R1, layout.user)]);
+        self.asm.jump(Insn::jump_if_equal(Reg::R2, 0, 0), done);
         self.asm.push([
-            Insn::load_u64(Reg::R1, Reg::R10, SLOT_CAPS),
-            Insn::rsh64_imm(Reg::R1, CAP_IPC_LOCK),
-            Insn::and64_imm(Reg::R1, 1),
-            Insn::load_u64(Reg::R2, Reg::R10, USER_B),
-            Insn::jump_if_equal(Reg::R2, 0, 1),
-            Insn::mov64_imm(Reg::R1, 0),
-            Insn::store_u32(Reg::R10, at(LOCKED_EXEMPT), Reg::R1),
+            Insn::load_u64(Reg::R3, Reg::R2, layout.locked_vm),
+            Insn::store_u64(Reg::R10, at(LOCKED_PAGES), Reg::R3),
+            // exempt = CAP_IPC_LOCK effective and the initial user namespace (level 0).
+            Insn::load_u64(Reg::R3, Reg::R1, layout.cap_effective),
+            Insn::rsh64_imm(Reg::R3, CAP_IPC_LOCK),
+            Insn::and64_imm(Reg::R3, 1),
+            Insn::load_u64(Reg::R2, Reg::R1, layout.user_ns),
+        ]);
+        self.asm.jump(Insn::jump_if_equal(Reg::R2, 0, 0), done);
+        self.asm.push([
+            Insn::load_u32(Reg::R4, Reg::R2, layout.ns_level),
+            Insn::jump_if_equal(Reg::R4, 0, 1),
+            Insn::mov64_imm(Reg::R3, 0),
+            Insn::store_u32(Reg::R10, at(LOCKED_EXEMPT), Reg::R3),
+            Insn::load_u64(Reg::R2, Reg::R0, layout.signal),
+        ]);
+        self.asm.jump(Insn::jump_if_equal(Reg::R2, 0, 0), done);
+        self.asm.push([
+            Insn::load_u64(Reg::R3, Reg::R2, layout.rlim + RLIMIT_MEMLOCK * RLIMIT_SIZE),
+            Insn::store_u64(Reg::R10, at(LOCKED_LIMIT), Reg::R3),
             Insn::call(helper::GET_CURRENT_UID_GID),
             Insn::store_u32(Reg::R10, at(LOCKED_UID), Reg::R0),
             Insn::call(helper::GET_CURRENT_PID_TGID),
@@ -372,20 +354,6 @@ impl<'a> Prog<'a> {
         self.asm.bind(done);
     }
 
-    /// Copies `len` bytes at offset `off` of the system call's saved registers (the `struct pt_regs
-    /// *` of the raw `sys_exit` tracepoint, its first argument) to the stack at `to`; leaves if
-    /// the read fails.
-    fn read_regs(&mut self, to: i16, off: i16, len: i32) {
-        self.stack_ptr(Reg::R1, to);
-        self.asm.push([
-            Insn::mov64_imm(Reg::R2, len),
-            Insn::load_u64(Reg::R3, Reg::R6, 0),
-            Insn::add64_imm(Reg::R3, i32::from(off)),
-            Insn::call(helper::PROBE_READ_KERNEL),
-        ]);
-        self.exit_if(Insn::jump_if_not_equal(Reg::R0, 0, 0));
-    }
-
     /// Copies `len` bytes of user memory at `src` to the stack at `to`; leaves if the read fails.
     fn read_user(&mut self, to: i16, len: i32, src: Reg) {
         self.stack_ptr(Reg::R1, to);
@@ -433,47 +401,32 @@ pub(super) struct SyscallNumbers {
     pub getsockopt: i32,
 }
 
-impl SyscallRegs {
-    /// The offset of the first byte the program copies (the call's number, the arguments and the
-    /// code segment, in one read) and how many bytes it copies.
-    fn span(&self) -> io::Result<(i16, i32)> {
-        let offsets = self.args.iter().chain([&self.nr, &self.native.0]);
-        let start = *offsets.clone().min().expect("registers");
-        let end = offsets.max().expect("registers") + 8;
-        let len = i32::from(end - start);
-        if len > REGS_SPAN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the registers read span {len} bytes of struct pt_regs (at most {REGS_SPAN})"
-                ),
-            ));
-        }
-        Ok((start, len))
-    }
-}
-
 /// The raw `sys_exit` tracepoint (arguments: the task's `struct pt_regs *` and the result): counts
 /// the sends (`sendmsg`, `sendto`) that sent bytes, zero-copy when `MSG_ZEROCOPY` was asked; the
 /// zero-copy completions an error-queue read (`recvmsg` with `MSG_ERRQUEUE`) took; and what a
 /// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied. It runs at the exit of every
 /// system call of every task in scope, so it leaves at once for the calls it does not count, after
-/// one copy of the registers it needs (the call's number, the arguments and the code segment, which
-/// says a 64-bit task's call: `__USER_CS`) and a comparison of the number.
+/// a comparison of the call's number. The registers are read in place, without a copy: the task's
+/// saved registers come typed from the kernel's BTF (`bpf_task_pt_regs` of
+/// `bpf_get_current_task_btf`, the same `struct pt_regs` the tracepoint passes), so the verifier
+/// lets the program load their fields directly. Only a 64-bit task's call counts (its code segment
+/// is `__USER_CS`).
 pub(super) fn syscall_exit(
     scope: Scope,
     maps: Maps<'_>,
     regs: &SyscallRegs,
 ) -> io::Result<Vec<Insn>> {
-    let (start, len) = regs.span()?;
-    let reg = move |off: i16| REGS + (off - start);
     let numbers = regs.numbers;
     let mut p = Prog::new(scope, maps);
-    // One read of the registers: a second helper call for the calls counted costs more than the
-    // few more bytes every call copies.
-    p.read_regs(REGS, start, len);
-    p.asm
-        .push([Insn::load_u64(Reg::R8, Reg::R10, reg(regs.nr))]);
+    // The result, from the context; then r6 holds the saved registers instead of the context.
+    p.asm.push([
+        Insn::load_u64(Reg::R9, Reg::R6, 8),
+        Insn::call(helper::GET_CURRENT_TASK_BTF),
+        Insn::mov64_reg(Reg::R1, Reg::R0),
+        Insn::call(helper::TASK_PT_REGS),
+        Insn::mov64_reg(Reg::R6, Reg::R0),
+        Insn::load_u64(Reg::R8, Reg::R6, regs.nr),
+    ]);
     let counted = p.asm.label();
     for nr in [numbers.sendmsg, numbers.sendto, numbers.recvmsg] {
         p.asm.jump(Insn::jump_if_equal(Reg::R8, nr, 0), counted);
@@ -481,13 +434,10 @@ pub(super) fn syscall_exit(
     p.exit_if(Insn::jump_if_not_equal(Reg::R8, numbers.getsockopt, 0));
     p.asm.bind(counted);
     let (native, abi) = regs.native;
-    p.asm.push([Insn::load_u64(Reg::R1, Reg::R10, reg(native))]);
+    p.asm.push([Insn::load_u16(Reg::R1, Reg::R6, native)]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
-    p.asm.push([
-        Insn::load_u64(Reg::R9, Reg::R6, 8),
-        Insn::load_u64(Reg::R7, Reg::R10, reg(regs.args[0])),
-    ]);
-    let arg = |n: usize, dst: Reg| Insn::load_u64(dst, Reg::R10, reg(regs.args[n]));
+    p.asm.push([Insn::load_u64(Reg::R7, Reg::R6, regs.args[0])]);
+    let arg = |n: usize, dst: Reg| Insn::load_u64(dst, Reg::R6, regs.args[n]);
     let (sendto, send, errqueue, zc_receive) =
         (p.asm.label(), p.asm.label(), p.asm.label(), p.asm.label());
     p.asm
@@ -912,18 +862,5 @@ mod tests {
         let event = Event::parse("io_uring:io_uring_submit_req", 0, &format);
         let err = uring_submit(Scope::All, maps, stderr.as_fd(), &event).unwrap_err();
         assert!(err.to_string().contains("no field opcode"), "{err}");
-    }
-
-    #[test]
-    fn registers_too_far_apart_are_refused() {
-        let stdin = std::io::stdin();
-        let maps = Maps {
-            counters: stdin.as_fd(),
-            locked: None,
-        };
-        let mut regs = x86_64_regs();
-        regs.native.0 = 8;
-        let err = syscall_exit(Scope::All, maps, &regs).unwrap_err();
-        assert!(err.to_string().contains("span 120 bytes"), "{err}");
     }
 }

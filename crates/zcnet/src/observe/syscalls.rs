@@ -6,8 +6,12 @@
 //!   runs in the calling task as each system call returns; `regs` is the task's saved user
 //!   registers. On x86-64 the call's number stays in `orig_ax` and its arguments in `di`, `si`,
 //!   `dx` and `r10`: the socket calls counted here do not change them.
+//! - `bpf_task_pt_regs(bpf_get_current_task_btf())` (5.15+) is that same `struct pt_regs`, typed
+//!   by the kernel's BTF, so the program loads its fields directly (the tracepoint's own argument
+//!   is an untyped pointer, which could only be copied with `bpf_probe_read_kernel`).
 //! - A 64-bit task enters with `cs` = `__USER_CS` (0x33); a 32-bit task's calls (`__USER32_CS`)
-//!   have other numbers, and are left out.
+//!   have other numbers, and are left out. The program compares the low 16 bits: with FRED (6.9+)
+//!   `cs` shares a 64-bit slot (`csx`) with the event's other bits.
 
 use super::programs::{SyscallNumbers, SyscallRegs};
 use super::{BlindSpot, layout};

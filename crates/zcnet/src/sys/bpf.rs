@@ -103,9 +103,13 @@ pub mod helper {
     /// `bpf_get_current_uid_gid()`: `gid << 32 | uid` of the current task (real ids, as the
     /// initial user namespace sees them).
     pub const GET_CURRENT_UID_GID: i32 = 15;
-    /// `bpf_get_current_task()`: the current `struct task_struct *`, to read with
-    /// `bpf_probe_read_kernel`.
-    pub const GET_CURRENT_TASK: i32 = 35;
+    /// `bpf_get_current_task_btf()`: the current `struct task_struct *`, typed by the kernel's BTF
+    /// (5.11+), so that a program loads its fields directly, each load checked by the verifier
+    /// against the kernel's types and reading 0 where it would fault.
+    pub const GET_CURRENT_TASK_BTF: i32 = 158;
+    /// `bpf_task_pt_regs(task)`: the task's saved user registers, a BTF-typed `struct pt_regs *`
+    /// (5.15+).
+    pub const TASK_PT_REGS: i32 = 175;
     /// `bpf_get_current_cgroup_id()`: the id of the current task's cgroup v2 (its directory's inode).
     pub const GET_CURRENT_CGROUP_ID: i32 = 80;
     /// `bpf_probe_read_user(dst, size, user_ptr)`: 0, or a negative errno with `dst` zeroed.
