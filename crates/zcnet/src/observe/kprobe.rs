@@ -14,7 +14,8 @@ use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use super::{Attachment, LICENSE};
+use super::{Attachment, BlindSpot, LICENSE, layout};
+use crate::btf::Btf;
 use crate::sys::bpf::Insn;
 use crate::sys::{bpf, perf_event};
 
@@ -25,9 +26,9 @@ const PMU: &str = "/sys/bus/event_source/devices/kprobe";
 /// its entry and its result at its return (x86-64 calling convention); `None` elsewhere: zcnet
 /// reads kprobe registers on x86-64 only.
 #[cfg(target_arch = "x86_64")]
-pub(super) const REGISTERS: Option<(&str, &str)> = Some(("di", "ax"));
+const REGISTERS: Option<(&str, &str)> = Some(("di", "ax"));
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) const REGISTERS: Option<(&str, &str)> = None;
+const REGISTERS: Option<(&str, &str)> = None;
 
 /// Where in the function a probe fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub(super) enum At {
 }
 
 /// The `kprobe` PMU's type number, or why the kernel has no kprobes.
-pub(super) fn pmu_type() -> Result<u32, String> {
+fn pmu_type() -> Result<u32, String> {
     match fs::read_to_string(Path::new(PMU).join("type")) {
         Ok(text) => text
             .trim()
@@ -45,6 +46,44 @@ pub(super) fn pmu_type() -> Result<u32, String> {
             .map_err(|_| format!("{PMU}/type reads {text:?}")),
         Err(_) => Err(format!("this kernel has no kprobes ({PMU} is absent)")),
     }
+}
+
+/// What a probe's program is built from: the `kprobe` PMU's type, the offset in `struct pt_regs` of
+/// the register it reads (the first argument at the entry, the result at the return), and the
+/// kernel's BTF for any other offset.
+pub(super) struct Site<'a> {
+    pub pmu_type: u32,
+    pub register: i16,
+    pub btf: &'a Btf,
+}
+
+/// The [`Site`] of a probe at `at` of `function`, or why `what` cannot be seen: no kprobes, another
+/// architecture, or no BTF.
+pub(super) fn site<'a>(
+    btf: &'a layout::KernelBtf,
+    what: &'static str,
+    function: &CStr,
+    at: At,
+) -> Result<Site<'a>, BlindSpot> {
+    let blind = |why: String| BlindSpot { what, why };
+    let pmu_type = pmu_type().map_err(|why| {
+        blind(format!(
+            "{} has no tracepoint, and {why}",
+            function.to_string_lossy()
+        ))
+    })?;
+    let (arg0, result) = REGISTERS
+        .ok_or_else(|| blind("zcnet reads kprobe registers on x86-64 only".to_string()))?;
+    let btf = layout::vmlinux(btf, what)?;
+    let name = match at {
+        At::Entry => arg0,
+        At::Return => result,
+    };
+    Ok(Site {
+        pmu_type,
+        register: layout::offset(btf, what, "pt_regs", name)?,
+        btf,
+    })
 }
 
 /// Loads `insns` as the kprobe program `name` and attaches it at `at` of `function`; the error says

@@ -52,16 +52,8 @@ pub(super) fn attach(
     maps: Maps<'_>,
     btf: &layout::KernelBtf,
 ) -> Result<(Attachment, Option<BlindSpot>), BlindSpot> {
-    let blind = |why: String| BlindSpot { what: WHAT, why };
-    let pmu_type = kprobe::pmu_type()
-        .map_err(|why| blind(format!("skb_copy_ubufs has no tracepoint, and {why}")))?;
-    let (arg0, _) = kprobe::REGISTERS
-        .ok_or_else(|| blind("zcnet reads kprobe arguments on x86-64 only".to_string()))?;
-    let btf = layout::vmlinux(btf, WHAT)?;
-    let (arg0, data_len): (i16, i16) = (
-        layout::offset(btf, WHAT, "pt_regs", arg0)?,
-        layout::offset(btf, WHAT, "sk_buff", "data_len")?,
-    );
+    let site = kprobe::site(btf, WHAT, FUNCTION, At::Entry)?;
+    let data_len: i16 = layout::offset(site.btf, WHAT, "sk_buff", "data_len")?;
     let (receive, tap, causes) = match Kallsyms::read() {
         Ok(k) if !k.hidden() => {
             let receive: Vec<_> = RECEIVE_CALLERS.iter().flat_map(|f| k.ranges(f)).collect();
@@ -98,13 +90,19 @@ pub(super) fn attach(
         ),
     };
     let probe = LateCopyProbe {
-        arg0,
+        arg0: site.register,
         data_len: i32::from(data_len),
         receive,
         tap,
     };
     let insns = programs::late_copy(scope, maps, &probe);
-    let attachment =
-        kprobe::attach(pmu_type, FUNCTION, At::Entry, &insns, "zcnet_late_copy").map_err(blind)?;
+    let attachment = kprobe::attach(
+        site.pmu_type,
+        FUNCTION,
+        At::Entry,
+        &insns,
+        "zcnet_late_copy",
+    )
+    .map_err(|why| BlindSpot { what: WHAT, why })?;
     Ok((attachment, causes))
 }

@@ -30,17 +30,19 @@ pub(super) fn attach(
     maps: Maps<'_>,
     btf: &layout::KernelBtf,
 ) -> Result<Attachment, BlindSpot> {
-    let blind = |why: String| BlindSpot { what: WHAT, why };
-    let pmu_type = kprobe::pmu_type()
-        .map_err(|why| blind(format!("io_zcrx_copy_chunk has no tracepoint, and {why}")))?;
-    let (_, result) = kprobe::REGISTERS
-        .ok_or_else(|| blind("zcnet reads kprobe results on x86-64 only".to_string()))?;
-    let vmlinux = layout::vmlinux(btf, WHAT)?;
-    let result: i16 = layout::offset(vmlinux, WHAT, "pt_regs", result)?;
-    let insns = programs::zcrx_copy(scope, maps, result);
-    kprobe::attach(pmu_type, FUNCTION, At::Return, &insns, "zcnet_zcrx_copy").map_err(|why| {
-        blind(format!(
+    let site = kprobe::site(btf, WHAT, FUNCTION, At::Return)?;
+    let insns = programs::zcrx_copy(scope, maps, site.register);
+    kprobe::attach(
+        site.pmu_type,
+        FUNCTION,
+        At::Return,
+        &insns,
+        "zcnet_zcrx_copy",
+    )
+    .map_err(|why| BlindSpot {
+        what: WHAT,
+        why: format!(
             "{why} (a kernel without zcrx, before 6.15, or one that inlined the function)"
-        ))
+        ),
     })
 }

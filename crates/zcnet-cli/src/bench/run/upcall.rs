@@ -174,7 +174,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
             total / handled as f64
         }
     };
-    Ok(object(json!({
+    let mut row = object(json!({
         "bench": "upcall",
         "load": load.name(),
         "features": feature.name(),
@@ -194,7 +194,7 @@ fn row(args: &UpcallArgs, load: LoadArg, feature: FeatureArg, index: usize) -> R
         "generator_sys_us_per_frame": if sent == 0 { 0.0 } else { generator_sys.as_secs_f64() * 1e6 / sent as f64 },
         "emulated_cpu": super::emulated_cpu(),
         "interrupted": interrupted,
-        "kernel_copied_per_byte": null,
-        "kernel_copied_reason": UPCALL_COPIES_UNSEEN,
-    })))
+    }));
+    super::copies::put(&mut row, &Err(UPCALL_COPIES_UNSEEN.to_string()), 0);
+    Ok(row)
 }

@@ -782,7 +782,6 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     ] {
         row.insert(k.to_string(), v);
     }
-    let copies_unseen = Err(copies_unseen(app, name).to_string());
-    copies::put(&mut row, &copies_unseen, received.packets);
+    copies::put(&mut row, &Err(copies_unseen(app, name).to_string()), 0);
     Ok(row)
 }

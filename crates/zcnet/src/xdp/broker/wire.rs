@@ -262,15 +262,22 @@ fn header(buf: &[u8]) -> Result<u16, Refusal> {
     Ok(u16_at(buf, 4))
 }
 
+/// A request of `kind` for queue `queue` of `iface`: the header and the fields every request has;
+/// the rest of its bytes zero.
+fn request_head(kind: u16, iface: &str, queue: u32) -> [u8; REQUEST_LEN] {
+    let mut buf = [0u8; REQUEST_LEN];
+    buf[..4].copy_from_slice(&MAGIC);
+    put_u16(&mut buf, 4, VERSION);
+    put_u16(&mut buf, 6, kind);
+    put_text(&mut buf[8..8 + IFNAME_LEN - 1], iface);
+    put_u32(&mut buf, 24, queue);
+    buf
+}
+
 impl Request {
     /// The request's bytes.
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
-        let mut buf = [0u8; REQUEST_LEN];
-        buf[..4].copy_from_slice(&MAGIC);
-        put_u16(&mut buf, 4, VERSION);
-        put_u16(&mut buf, 6, OPEN_QUEUE);
-        put_text(&mut buf[8..8 + IFNAME_LEN - 1], &self.iface);
-        put_u32(&mut buf, 24, self.queue);
+        let mut buf = request_head(OPEN_QUEUE, &self.iface, self.queue);
         buf[28] = match self.mode {
             Mode::Auto => 0,
             Mode::Copy => 1,
@@ -375,12 +382,7 @@ impl ZcrxRequest {
     /// The request's bytes.
     #[cfg(any(feature = "io-uring", test))]
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
-        let mut buf = [0u8; REQUEST_LEN];
-        buf[..4].copy_from_slice(&MAGIC);
-        put_u16(&mut buf, 4, VERSION);
-        put_u16(&mut buf, 6, OPEN_ZCRX);
-        put_text(&mut buf[8..8 + IFNAME_LEN - 1], &self.iface);
-        put_u32(&mut buf, 24, self.queue);
+        let mut buf = request_head(OPEN_ZCRX, &self.iface, self.queue);
         buf[28] = u8::from(self.events);
         buf[32..40].copy_from_slice(&self.area_len.to_le_bytes());
         put_u32(&mut buf, 40, self.refill_entries);
