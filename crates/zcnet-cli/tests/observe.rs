@@ -247,13 +247,10 @@ impl Drop for Cgroup {
     }
 }
 
-#[test]
-fn observe_cgroup_counts_every_process_in_it() {
-    let test = "observe_cgroup_counts_every_process_in_it";
-    if !testnet::may_trace(test) {
-        return;
-    }
-    let cgroup = Cgroup::create("zcnet-observe");
+/// Runs `zcnet bench` with `bench` in a cgroup of its own observed with `--cgroup`; returns the
+/// bench's last sender row and the observer's counters summed over every process it saw.
+fn bench_observed_in_a_cgroup(name: &str, bench: &[&str]) -> (Value, Value) {
+    let cgroup = Cgroup::create(name);
     let dir = cgroup.0.to_str().unwrap().to_string();
     let (observer, _, mut observed) = start_observer(&["--cgroup", &dir]);
     // The shell joins the cgroup, then becomes a bench whose sender and receiver processes are
@@ -261,8 +258,9 @@ fn observe_cgroup_counts_every_process_in_it() {
     let procs = format!("{dir}/cgroup.procs");
     let out = Command::new("sh")
         .args(["-c", "echo $$ > \"$0\" && exec \"$@\"", &procs, ZCNET])
-        .args(["bench", "tcp", "--mode", "zerocopy", "--duration", "1"])
-        .args(["--json", "--interval", "0"])
+        .arg("bench")
+        .args(bench)
+        .args(["--duration", "1", "--json", "--interval", "0"])
         .output()
         .expect("run the bench");
     let rows = String::from_utf8_lossy(&out.stdout);
@@ -288,9 +286,44 @@ fn observe_cgroup_counts_every_process_in_it() {
             seen.insert(name.clone(), sum.into());
         }
     }
-    let seen = Value::Object(seen);
+    (row, Value::Object(seen))
+}
+
+#[test]
+fn observe_cgroup_counts_every_process_in_it() {
+    let test = "observe_cgroup_counts_every_process_in_it";
+    if !testnet::may_trace(test) {
+        return;
+    }
+    let (row, seen) = bench_observed_in_a_cgroup("zcnet-observe", &["tcp", "--mode", "zerocopy"]);
     agree(&seen, &row, SENDMSG_AGREES);
     agree(&seen, &row, &[("rx_copied_bytes", "bytes")]);
+}
+
+/// `sendmmsg` sends are counted one per message, and UDP receives' copies are counted: the socket
+/// layer's tracepoints fire once per message, where the system call's exit saw one call.
+#[test]
+fn observe_counts_each_sendmmsg_message_and_each_udp_receive() {
+    let test = "observe_counts_each_sendmmsg_message_and_each_udp_receive";
+    if !testnet::may_trace(test) {
+        return;
+    }
+    let bench = [
+        "udp", "--api", "sendmmsg", "--mode", "copy", "--size", "1400", "--batch", "7",
+    ];
+    let (row, seen) = bench_observed_in_a_cgroup("zcnet-observe-mmsg", &bench);
+    eprintln!("{seen}");
+    // Beside the datagrams, the bench's processes exchange a few control messages.
+    agree(
+        &seen,
+        &row,
+        &[
+            ("copy_sends", "sent_datagrams"),
+            ("copy_bytes", "bytes"),
+            ("rx_copied_bytes", "received_bytes"),
+        ],
+    );
+    assert_eq!(u(&seen, "zc_sends"), 0, "{seen}");
 }
 
 #[test]
@@ -300,10 +333,10 @@ fn observe_leaves_nothing_loaded_after_sigkill() {
         return;
     }
     let (mut observer, ids, _) = start_observer(&["--all"]);
-    // io_uring_submit_req and io_uring_complete, the raw sys_exit and skb_copy_datagram_iovec
-    // tracepoints, and the skb_copy_ubufs kprobe where the kernel has kprobes.
+    // io_uring_submit_req, io_uring_complete and sys_exit_getsockopt, the raw sock_send_length and
+    // sock_recv_length tracepoints, and the skb_copy_ubufs kprobe where the kernel has kprobes.
     assert!(
-        matches!(ids.len(), 4 | 5),
+        matches!(ids.len(), 5 | 6),
         "one program per attachment: {ids:?}"
     );
     let loaded = zcnet::observe::loaded_programs().expect("list loaded programs");

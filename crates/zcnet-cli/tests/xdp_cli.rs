@@ -151,12 +151,23 @@ fn check_rows_of_feed(feed: &str) {
                 "{field} missing: {line}"
             );
         }
-        // No tracepoint shows these paths' copies: no figure, and the reason (never a 0).
         let reason = row["kernel_copied_reason"].as_str().unwrap_or("");
-        assert!(
-            row["kernel_copied_per_byte"].is_null() && reason.starts_with("not counted: "),
-            "{line}"
-        );
+        if path == "recvmmsg" {
+            // Each datagram's payload is copied once into the receiver's buffers, and the socket
+            // layer's tracepoint counts it: the figure is 1, whatever the feed (the bench's own
+            // interface reads are a few hundred bytes against megabytes).
+            let per_byte = row["kernel_copied_per_byte"].as_f64();
+            assert!(
+                per_byte.is_some_and(|b| (0.99..1.01).contains(&b)),
+                "{line}"
+            );
+        } else {
+            // No tracepoint shows these paths' copies: no figure, and the reason (never a 0).
+            assert!(
+                row["kernel_copied_per_byte"].is_null() && reason.starts_with("not counted: "),
+                "{line}"
+            );
+        }
     }
 }
 

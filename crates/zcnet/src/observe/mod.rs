@@ -9,8 +9,8 @@
 //!
 //! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
 //! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
-//! link: to a raw tracepoint (system call exits, receive copies), or to a tracepoint opened as a
-//! perf event (io_uring). The [`Observer`] owns every descriptor: dropping
+//! link: to a raw tracepoint (the socket layer's sends and receives), or to a tracepoint opened as
+//! a perf event (io_uring, `getsockopt`'s exit). The [`Observer`] owns every descriptor: dropping
 //! it, or the process ending in any way (`kill -9` included), closes them and the kernel detaches
 //! and frees everything. [`Observer::own_process`] watches the calling process only, for a service
 //! to export its own counters (the `observe_prometheus` example prints them in Prometheus text).
@@ -24,18 +24,23 @@
 //!   needs CAP_BPF and CAP_PERFMON (5.8+) or CAP_SYS_ADMIN.
 //! - The io_uring tracepoints' ids and record layouts are read from tracefs
 //!   (`events/<group>/<event>/{id,format}`), so field offsets are the running kernel's.
-//! - The raw `sys_exit` tracepoint runs in the calling thread as each system call returns, with
-//!   the task's saved registers (the call's number and arguments, see `syscalls`) and the result;
-//!   `bpf_probe_read_user` reads the caller's memory there (the `msghdr` and control message after
-//!   an error-queue read, the `tcp_zerocopy_receive` after the getsockopt).
+//! - `sock:sock_send_length(sk, ret, 0)` and `sock:sock_recv_length(sk, ret, flags)` fire in the
+//!   calling task as `sock_sendmsg` and `sock_recvmsg` return, once per message (a `sendmmsg` of
+//!   eight messages fires eight times), with the result; `syscalls:sys_exit_getsockopt` as
+//!   `getsockopt` returns. The task's saved registers there still hold the system call's number
+//!   and arguments (see `syscalls`), and `bpf_probe_read_user` reads the caller's memory (the
+//!   `msghdr` and control message of an error-queue read, the `tcp_zerocopy_receive` of the
+//!   getsockopt). A system call tracepoint sends every system call of every task through the
+//!   kernel's slower system call path while it is attached, but runs the program for `getsockopt`
+//!   only; the socket tracepoints cost nothing to other calls.
 //! - A MSG_ZEROCOPY completion is one `sock_extended_err` (`ee_origin` 5, `ee_errno` 0) per error
 //!   queue read, ids `ee_info..=ee_data`, `ee_code` bit 0 when the kernel copied.
 //! - `io_uring:io_uring_submit_req` carries the opcode and the request; `io_uring:io_uring_complete`
 //!   the request, result and CQE flags, and runs in the submitting task; a notification CQE has
 //!   `IORING_CQE_F_NOTIF`, and its result bit 31 says copied when the send asked for
 //!   `IORING_SEND_ZC_REPORT_USAGE`.
-//! - `skb_copy_datagram_iovec(skb, len)` fires in the receiving task for every copy of socket data
-//!   to it.
+//! - A receive's result is the bytes it copied to the caller (TCP, UDP, vsock, packet and Unix
+//!   sockets alike), except with `MSG_TRUNC`, which returns bytes it did not copy.
 //!
 //! # What it cannot see
 //! [`Observer::blind_spots`] lists what it does not show, with the reason, on the running kernel:
@@ -181,24 +186,32 @@ impl Observer {
     /// Refuses as [`Observer::attach`] does, and with [`ObserveError::NotSeen`] saying why when the
     /// kernel does not let the probe attach (no kprobes, as on a kernel built without them).
     pub fn attach_late_copies(scope: Scope) -> Result<Observer, ObserveError> {
-        let observer = Observer::start(scope, Parts::LateCopies)?;
+        Observer::start_one(scope, Parts::LateCopies)
+    }
+
+    /// Counts only the bytes socket receives copy to the tasks ([`Counter::RxCopiedBytes`], the
+    /// raw `sock_recv_length` tracepoint: one short program per receive, which reads only the
+    /// tracepoint's arguments): for a receiving benchmark to report the kernel's copies of its own
+    /// payload.
+    ///
+    /// Refuses as [`Observer::attach`] does, and with [`ObserveError::NotSeen`] when the kernel has
+    /// no such tracepoint.
+    pub fn attach_receive_copies(scope: Scope) -> Result<Observer, ObserveError> {
+        Observer::start_one(scope, Parts::ReceiveCopies)
+    }
+
+    /// Attaches the one program of `parts`, or says why it could not ([`ObserveError::NotSeen`],
+    /// with the last reason recorded: the attachment's own).
+    fn start_one(scope: Scope, parts: Parts) -> Result<Observer, ObserveError> {
+        let observer = Observer::start(scope, parts)?;
         if observer.attachments.is_empty() {
-            let spot = observer.blind.into_iter().next().expect("a reason");
+            let spot = observer.blind.into_iter().last().expect("a reason");
             return Err(ObserveError::NotSeen {
                 what: spot.what,
                 why: spot.why,
             });
         }
         Ok(observer)
-    }
-
-    /// Counts only the bytes socket receives copy to the tasks ([`Counter::RxCopiedBytes`], the
-    /// raw `skb_copy_datagram_iovec` tracepoint: one short program per packet copied, nothing for
-    /// a page mapped): for a receiving benchmark to report the kernel's copies of its own payload.
-    ///
-    /// Refuses as [`Observer::attach`] does.
-    pub fn attach_receive_copies(scope: Scope) -> Result<Observer, ObserveError> {
-        Observer::start(scope, Parts::ReceiveCopies)
     }
 
     /// Creates the maps and attaches the programs of `parts`. A map is created only for programs
@@ -248,20 +261,36 @@ impl Observer {
             true => Some(attach_io_uring(scope, maps, &mut attachments)?),
             false => None,
         };
-        if tracepoints {
-            match syscalls::registers(&btf) {
-                Ok(regs) => {
-                    let insns = programs::syscall_exit(scope, maps, &regs).map_err(|e| {
-                        ObserveError::kernel("build the program for raw_tracepoint:sys_exit", e)
-                    })?;
-                    attachments.push(attach_raw(c"sys_exit", &insns)?);
-                }
-                Err(spot) => blind.push(spot),
-            }
+        let regs = match tracepoints {
+            true => syscalls::registers(&btf)
+                .map_err(|spot| blind.push(spot))
+                .ok(),
+            false => None,
+        };
+        if let Some(regs) = &regs {
+            let insns = programs::socket_send(scope, maps, regs);
+            attach_raw_unless_missing(
+                c"sock_send_length",
+                &insns,
+                SENDS,
+                &mut attachments,
+                &mut blind,
+            )?;
+            attach_zc_receive(scope, maps, regs, &mut attachments, &mut blind)?;
         }
         if parts != Parts::LateCopies {
-            let insns = programs::receive_copy(scope, maps);
-            attachments.push(attach_raw(c"skb_copy_datagram_iovec", &insns)?);
+            let sk_type = layout::vmlinux(&btf, TRUNCATING)
+                .and_then(|btf| layout::offset(btf, TRUNCATING, "sock", "sk_type"))
+                .map_err(|spot| blind.push(spot))
+                .ok();
+            let insns = programs::socket_receive(scope, maps, sk_type, regs.as_ref());
+            attach_raw_unless_missing(
+                c"sock_recv_length",
+                &insns,
+                RECEIVES,
+                &mut attachments,
+                &mut blind,
+            )?;
         }
         if parts != Parts::ReceiveCopies {
             match late_copy::attach(scope, maps, &btf) {
@@ -303,7 +332,7 @@ impl Observer {
         self.scope
     }
 
-    /// The tracepoints and kprobes it is attached to (`raw_tracepoint:sys_exit`, …,
+    /// The tracepoints and kprobes it is attached to (`raw_tracepoint:sock_send_length`, …,
     /// `kprobe:skb_copy_ubufs`).
     pub fn tracepoints(&self) -> impl Iterator<Item = &str> {
         self.attachments.iter().map(|a| a.event.as_str())
@@ -391,25 +420,94 @@ fn attach_io_uring(
         "zcnet_uring",
     )?;
     for &(group, name, build) in &programs::TRACEPOINTS {
-        let event = tracefs::Event::read(&root, group, name)
-            .map_err(|e| ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e))?;
+        let event = read_event(&root, group, name)?;
         let insns = build(scope, maps, uring.as_fd(), &event).map_err(|e| {
             ObserveError::kernel(format!("build the program for {}", event.name), e)
         })?;
-        let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, &insns, name, &event.name)?;
-        let perf = perf_event::open_tracepoint(event.id)
-            .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
-        let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
-            .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
-        attachments.push(Attachment {
-            event: event.name,
-            _link: link,
-            _perf: Some(perf),
-            program,
-        });
+        attachments.push(attach_perf(event, name, &insns)?);
     }
     Ok(uring)
 }
+
+/// The tracepoint `group:name` as the tracefs at `root` describes it.
+fn read_event(root: &Path, group: &str, name: &str) -> Result<tracefs::Event, ObserveError> {
+    tracefs::Event::read(root, group, name)
+        .map_err(|e| ObserveError::kernel(format!("read the tracepoint {group}:{name}"), e))
+}
+
+/// Loads `insns` as a tracepoint program named `zcnet_<name>` and attaches it to `event`, opened
+/// as a perf event.
+fn attach_perf(
+    event: tracefs::Event,
+    name: &str,
+    insns: &[bpf::Insn],
+) -> Result<Attachment, ObserveError> {
+    let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, insns, name, &event.name)?;
+    let perf = perf_event::open_tracepoint(event.id)
+        .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
+    let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
+        .map_err(|e| ObserveError::kernel(format!("attach to {}", event.name), e))?;
+    Ok(Attachment {
+        event: event.name,
+        _link: link,
+        _perf: Some(perf),
+        program,
+    })
+}
+
+/// Attaches the `TCP_ZEROCOPY_RECEIVE` program to `syscalls:sys_exit_getsockopt`, or says why not
+/// when the kernel has no system call tracepoints (`CONFIG_FTRACE_SYSCALLS`).
+fn attach_zc_receive(
+    scope: Scope,
+    maps: programs::Maps<'_>,
+    regs: &programs::SyscallRegs,
+    attachments: &mut Vec<Attachment>,
+    blind: &mut Vec<BlindSpot>,
+) -> Result<(), ObserveError> {
+    let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
+    let (group, name) = ("syscalls", "sys_exit_getsockopt");
+    if !root.join("events").join(group).join(name).is_dir() {
+        blind.push(BlindSpot {
+            what: ZC_RECEIVES,
+            why: format!("the kernel has no tracepoint {group}:{name} (CONFIG_FTRACE_SYSCALLS)"),
+        });
+        return Ok(());
+    }
+    let event = read_event(&root, group, name)?;
+    let insns = programs::zc_receive(scope, maps, regs, &event)
+        .map_err(|e| ObserveError::kernel(format!("build the program for {}", event.name), e))?;
+    attachments.push(attach_perf(event, name, &insns)?);
+    Ok(())
+}
+
+/// Attaches `insns` to the raw tracepoint `name` or, when the kernel has no such tracepoint
+/// (`ENOENT`: one older than it), records that `what` is not seen.
+fn attach_raw_unless_missing(
+    name: &std::ffi::CStr,
+    insns: &[bpf::Insn],
+    what: &'static str,
+    attachments: &mut Vec<Attachment>,
+    blind: &mut Vec<BlindSpot>,
+) -> Result<(), ObserveError> {
+    match attach_raw(name, insns) {
+        Ok(attachment) => attachments.push(attachment),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => blind.push(BlindSpot {
+            what,
+            why: format!(
+                "the kernel has no tracepoint sock:{}",
+                name.to_string_lossy()
+            ),
+        }),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// What each socket program counts, for the reason when it cannot attach.
+const SENDS: &str = "MSG_ZEROCOPY and copying sends";
+const RECEIVES: &str = "bytes socket receives copy, error-queue completions";
+const ZC_RECEIVES: &str = "TCP zero-copy receive";
+const TRUNCATING: &str = "bytes datagram receives asked with MSG_TRUNC copy";
 
 /// Loads `insns` as a program of `prog_type` named `zcnet_<name>` for `event`, with the verifier's
 /// log when the kernel refuses it.
@@ -460,20 +558,14 @@ pub fn loaded_programs() -> io::Result<Vec<u32>> {
 }
 
 /// What no kernel shows the observer, and why.
-const ALWAYS_BLIND: [(&str, &str); 3] = [
+const ALWAYS_BLIND: [(&str, &str); 2] = [
     (
         "completions a process does not read from its error queue",
         "the MSG_ZEROCOPY completion callback has no tracepoint: completions are counted as the process reads them",
     ),
     (
-        "MSG_ZEROCOPY sends by sendmmsg",
-        "not counted: the call returns how many messages it sent, not the bytes of each",
-    ),
-    (
-        "bytes UDP receives copy",
-        "UDP copies a linear datagram with copy_linear_skb, and one whose checksum it checks as it \
-         copies with skb_copy_and_csum_datagram_msg, neither of which passes the \
-         skb_copy_datagram_iovec tracepoint: rx_copied_bytes leaves those bytes out",
+        "sends by write() and io_uring's copying sends",
+        "a send is counted for the sendmsg, sendto and sendmmsg calls its saved registers name",
     ),
 ];
 

@@ -3,9 +3,10 @@
 //!
 //! Every program starts with the scope test (the current task's tgid or cgroup), then adds to this
 //! CPU's value of the counters map under the key `{ tgid: u32, fd: i32 }` (fd -1: the process as a
-//! whole). System calls are seen once, at their exit (the raw `sys_exit` tracepoint), where the
-//! task's saved registers still hold the call's number and arguments and the tracepoint gives the
-//! result: one program for every call, no state kept between a call's entry and its exit. Kernel
+//! whole). Sends and receives are seen where the kernel's socket layer returns from them (the raw
+//! `sock_send_length` and `sock_recv_length` tracepoints), so no other system call runs a program;
+//! the call that made one, its descriptor and its arguments are in the task's saved registers, and
+//! the tracepoint gives the result: no state kept between a call's entry and its exit. Kernel
 //! memory (the saved registers, the task's credentials and limits) is read through pointers the
 //! kernel's BTF types (`bpf_get_current_task_btf`), with plain loads the verifier checks, not copies.
 //! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32, a zeroed
@@ -25,6 +26,10 @@ use crate::sys::bpf::{BPF_ANY, BPF_NOEXIST, Insn, Reg, helper};
 const MSG_ZEROCOPY: i32 = 0x0400_0000;
 /// `MSG_ERRQUEUE`.
 const MSG_ERRQUEUE: i32 = 0x2000;
+/// `MSG_TRUNC`.
+const MSG_TRUNC: i32 = 0x20;
+/// `SOCK_STREAM`.
+const SOCK_STREAM: i32 = 1;
 /// `SOL_TCP` / `IPPROTO_TCP`.
 const SOL_TCP: i32 = 6;
 /// `TCP_ZEROCOPY_RECEIVE` (`include/uapi/linux/tcp.h`).
@@ -170,6 +175,28 @@ impl<'a> Prog<'a> {
         self.asm.jump(Insn::jump_if_signed_greater(reg, imm, 0), go);
         self.exit_if(Insn::jump(0));
         self.asm.bind(go);
+    }
+
+    /// Leaves unless `reg`, a raw tracepoint's zero-extended `int` result, is a positive count.
+    fn exit_unless_sent(&mut self, reg: Reg) {
+        self.exit_if(Insn::jump_if_equal(reg, 0, 0));
+        self.exit_if(Insn::jump_if_any_bit(reg, BIT31, 0));
+    }
+
+    /// r6 = the current task's saved user registers (`bpf_task_pt_regs(bpf_get_current_task_btf())`,
+    /// a `struct pt_regs` the verifier knows the type of), r8 = the system call's number; leaves
+    /// unless the call is of the 64-bit ABI (see [`SyscallRegs::native`]). r7 and r9 survive.
+    fn saved_registers(&mut self, regs: &SyscallRegs) {
+        let (native, abi) = regs.native;
+        self.asm.push([
+            Insn::call(helper::GET_CURRENT_TASK_BTF),
+            Insn::mov64_reg(Reg::R1, Reg::R0),
+            Insn::call(helper::TASK_PT_REGS),
+            Insn::mov64_reg(Reg::R6, Reg::R0),
+            Insn::load_u16(Reg::R1, Reg::R6, native),
+        ]);
+        self.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
+        self.asm.push([Insn::load_u64(Reg::R8, Reg::R6, regs.nr)]);
     }
 
     /// `dst` = the record field `name` of `event` (zero-extended to 64 bits).
@@ -376,9 +403,9 @@ pub(super) const TRACEPOINTS: [(&str, &str, Build); 2] = [
     ("io_uring", "io_uring_complete", uring_complete),
 ];
 
-/// Where the system call program finds a call's number and arguments among the task's saved user
-/// registers (offsets in `struct pt_regs`, from the kernel's BTF), and the numbers of the calls it
-/// counts.
+/// Where the socket programs find the system call's number and arguments among the task's saved
+/// user registers (offsets in `struct pt_regs`, from the kernel's BTF), and the numbers of the calls
+/// they count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SyscallRegs {
     /// The call's number (`orig_ax` on x86-64).
@@ -388,7 +415,7 @@ pub(super) struct SyscallRegs {
     /// A register and the value it holds only for a call of the 64-bit ABI (`cs` and `__USER_CS`):
     /// a 32-bit task's calls have other numbers.
     pub native: (i16, i32),
-    /// `sendmsg`, `sendto`, `recvmsg`, `getsockopt`.
+    /// `sendmsg`, `sendto`, `sendmmsg`, `recvmsg`.
     pub numbers: SyscallNumbers,
 }
 
@@ -397,89 +424,137 @@ pub(super) struct SyscallRegs {
 pub(super) struct SyscallNumbers {
     pub sendmsg: i32,
     pub sendto: i32,
+    pub sendmmsg: i32,
     pub recvmsg: i32,
-    pub getsockopt: i32,
 }
 
-/// The raw `sys_exit` tracepoint (arguments: the task's `struct pt_regs *` and the result): counts
-/// the sends (`sendmsg`, `sendto`) that sent bytes, zero-copy when `MSG_ZEROCOPY` was asked; the
-/// zero-copy completions an error-queue read (`recvmsg` with `MSG_ERRQUEUE`) took; and what a
-/// `getsockopt(SOL_TCP, TCP_ZEROCOPY_RECEIVE)` mapped and copied. It runs at the exit of every
-/// system call of every task in scope, so it leaves at once for the calls it does not count, after
-/// a comparison of the call's number. The registers are read in place, without a copy: the task's
-/// saved registers come typed from the kernel's BTF (`bpf_task_pt_regs` of
-/// `bpf_get_current_task_btf`, the same `struct pt_regs` the tracepoint passes), so the verifier
-/// lets the program load their fields directly. Only a 64-bit task's call counts (its code segment
-/// is `__USER_CS`).
-pub(super) fn syscall_exit(
+/// The raw `sock_send_length` tracepoint (arguments: the `struct sock *`, the `int` result and
+/// flags the kernel passes as 0), which `sock_sendmsg` fires as each send returns: counts the
+/// sends of the `sendmsg`, `sendto` and `sendmmsg` calls (one per message) that sent bytes,
+/// zero-copy when the call's flags asked for `MSG_ZEROCOPY`. The call, its descriptor and flags
+/// come from the task's saved registers, typed by the kernel's BTF (`bpf_task_pt_regs` of
+/// `bpf_get_current_task_btf`), which the program loads in place; a send made for another system
+/// call (`write`, an io_uring request) is left out, as is a 32-bit task's (its code segment is not
+/// `__USER_CS`). A failed send leaves before any helper runs.
+pub(super) fn socket_send(scope: Scope, maps: Maps<'_>, regs: &SyscallRegs) -> Vec<Insn> {
+    let numbers = regs.numbers;
+    let mut p = Prog::new(scope, maps);
+    p.asm.push([Insn::load_u64(Reg::R9, Reg::R6, 8)]);
+    p.exit_unless_sent(Reg::R9);
+    p.saved_registers(regs);
+    let (flags_in_dx, flags_in_r10) = (p.asm.label(), p.asm.label());
+    p.asm.jump(
+        Insn::jump_if_equal(Reg::R8, numbers.sendmsg, 0),
+        flags_in_dx,
+    );
+    for nr in [numbers.sendto, numbers.sendmmsg] {
+        p.asm
+            .jump(Insn::jump_if_equal(Reg::R8, nr, 0), flags_in_r10);
+    }
+    p.exit_if(Insn::jump(0));
+    p.asm.bind(flags_in_dx);
+    p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, regs.args[2])]);
+    let send = p.asm.label();
+    p.asm.jump(Insn::jump(0), send);
+    p.asm.bind(flags_in_r10);
+    p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, regs.args[3])]);
+    p.asm.bind(send);
+    p.asm.push([Insn::load_u64(Reg::R7, Reg::R6, regs.args[0])]);
+    count_send(&mut p);
+    p.finish()
+}
+
+/// The raw `sock_recv_length` tracepoint (arguments: the `struct sock *`, the `int` result and the
+/// receive's flags), which `sock_recvmsg` fires as each receive returns: the bytes a receive
+/// returned are the bytes it copied to the process (counted under the process). With `MSG_TRUNC`
+/// a stream socket's receive discards bytes without copying them, and is left out; a datagram
+/// socket's returns the datagram's length, counted as copied (more than the copy only when the
+/// datagram did not fit). The socket's type is read at `sk_type` (its offset in `struct sock`; a
+/// `MSG_TRUNC` receive is left out without it). With `errqueue`, an error-queue read
+/// (`MSG_ERRQUEUE`) by a `recvmsg` call is read for the zero-copy completion it took (see
+/// [`count_completions`]); without, it is left out. Everything but a completion or a `MSG_TRUNC`
+/// receive is decided from the tracepoint's arguments alone, before any helper runs.
+pub(super) fn socket_receive(
+    scope: Scope,
+    maps: Maps<'_>,
+    sk_type: Option<i32>,
+    errqueue: Option<&SyscallRegs>,
+) -> Vec<Insn> {
+    let mut p = Prog::new(scope, maps);
+    // The kernel passes each `int` zero-extended (`__CAST_TO_U64`): bit 31 is a negative one.
+    p.asm.push([
+        Insn::load_u64(Reg::R9, Reg::R6, 8),
+        Insn::load_u64(Reg::R8, Reg::R6, 16),
+    ]);
+    p.exit_if(Insn::jump_if_any_bit(Reg::R9, BIT31, 0));
+    let (completion, truncating, count) = (p.asm.label(), p.asm.label(), p.asm.label());
+    p.asm
+        .jump(Insn::jump_if_any_bit(Reg::R8, MSG_ERRQUEUE, 0), completion);
+    p.exit_if(Insn::jump_if_equal(Reg::R9, 0, 0));
+    p.asm
+        .jump(Insn::jump_if_any_bit(Reg::R8, MSG_TRUNC, 0), truncating);
+    p.asm.bind(count);
+    p.owner_key(None);
+    p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R9))]);
+    p.exit_if(Insn::jump(0));
+    p.asm.bind(truncating);
+    match sk_type {
+        Some(off) => {
+            p.stack_ptr(Reg::R1, WORD);
+            p.asm.push([
+                Insn::mov64_imm(Reg::R2, 2),
+                Insn::load_u64(Reg::R3, Reg::R6, 0),
+                Insn::add64_imm(Reg::R3, off),
+                Insn::call(helper::PROBE_READ_KERNEL),
+            ]);
+            p.exit_if(Insn::jump_if_not_equal(Reg::R0, 0, 0));
+            p.asm.push([Insn::load_u16(Reg::R1, Reg::R10, WORD)]);
+            p.exit_if(Insn::jump_if_equal(Reg::R1, SOCK_STREAM, 0));
+            p.asm.jump(Insn::jump(0), count);
+        }
+        None => p.exit_if(Insn::jump(0)),
+    }
+    p.asm.bind(completion);
+    if let Some(regs) = errqueue {
+        p.saved_registers(regs);
+        p.exit_if(Insn::jump_if_not_equal(Reg::R8, regs.numbers.recvmsg, 0));
+        p.asm.push([
+            Insn::load_u64(Reg::R7, Reg::R6, regs.args[0]),
+            Insn::load_u64(Reg::R8, Reg::R6, regs.args[1]),
+        ]);
+        count_completions(&mut p);
+    }
+    p.finish()
+}
+
+/// The `syscalls:sys_exit_getsockopt` tracepoint (a perf event: the kernel runs the program only
+/// for `getsockopt`, and not for a 32-bit task's calls, which it leaves untraced on x86-64): for a
+/// `TCP_ZEROCOPY_RECEIVE` that succeeded, counts what it mapped and copied (see
+/// [`count_zc_receive`]); the level, option, descriptor and struct come from the task's saved
+/// registers.
+pub(super) fn zc_receive(
     scope: Scope,
     maps: Maps<'_>,
     regs: &SyscallRegs,
+    event: &Event,
 ) -> io::Result<Vec<Insn>> {
-    let numbers = regs.numbers;
     let mut p = Prog::new(scope, maps);
-    // The result, from the context; then r6 holds the saved registers instead of the context.
-    p.asm.push([
-        Insn::load_u64(Reg::R9, Reg::R6, 8),
-        Insn::call(helper::GET_CURRENT_TASK_BTF),
-        Insn::mov64_reg(Reg::R1, Reg::R0),
-        Insn::call(helper::TASK_PT_REGS),
-        Insn::mov64_reg(Reg::R6, Reg::R0),
-        Insn::load_u64(Reg::R8, Reg::R6, regs.nr),
-    ]);
-    let counted = p.asm.label();
-    for nr in [numbers.sendmsg, numbers.sendto, numbers.recvmsg] {
-        p.asm.jump(Insn::jump_if_equal(Reg::R8, nr, 0), counted);
-    }
-    p.exit_if(Insn::jump_if_not_equal(Reg::R8, numbers.getsockopt, 0));
-    p.asm.bind(counted);
-    let (native, abi) = regs.native;
-    p.asm.push([Insn::load_u16(Reg::R1, Reg::R6, native)]);
-    p.exit_if(Insn::jump_if_not_equal(Reg::R1, abi, 0));
-    p.asm.push([Insn::load_u64(Reg::R7, Reg::R6, regs.args[0])]);
+    p.field(Reg::R9, event, "ret")?;
+    p.exit_if(Insn::jump_if_not_equal(Reg::R9, 0, 0));
+    p.saved_registers(regs);
     let arg = |n: usize, dst: Reg| Insn::load_u64(dst, Reg::R6, regs.args[n]);
-    let (sendto, send, errqueue, zc_receive) =
-        (p.asm.label(), p.asm.label(), p.asm.label(), p.asm.label());
-    p.asm
-        .jump(Insn::jump_if_equal(Reg::R8, numbers.sendto, 0), sendto);
-    p.asm
-        .jump(Insn::jump_if_equal(Reg::R8, numbers.recvmsg, 0), errqueue);
-    p.asm.jump(
-        Insn::jump_if_equal(Reg::R8, numbers.getsockopt, 0),
-        zc_receive,
-    );
-    // What is left is sendmsg.
-    p.asm.push([arg(2, Reg::R8)]);
-    p.asm.jump(Insn::jump(0), send);
-    p.asm.bind(sendto);
-    p.asm.push([arg(3, Reg::R8)]);
-    p.asm.bind(send);
-    count_send(&mut p);
-    p.exit_if(Insn::jump(0));
-    p.asm.bind(errqueue);
-    p.asm.push([arg(2, Reg::R8)]);
-    let go = p.asm.label();
-    p.asm
-        .jump(Insn::jump_if_any_bit(Reg::R8, MSG_ERRQUEUE, 0), go);
-    p.exit_if(Insn::jump(0));
-    p.asm.bind(go);
-    p.asm.push([arg(1, Reg::R8)]);
-    count_completions(&mut p);
-    p.exit_if(Insn::jump(0));
-    p.asm.bind(zc_receive);
     p.asm.push([arg(1, Reg::R1)]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, SOL_TCP, 0));
     p.asm.push([arg(2, Reg::R1)]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, TCP_ZEROCOPY_RECEIVE, 0));
-    p.asm.push([arg(3, Reg::R8)]);
+    p.asm.push([arg(0, Reg::R7), arg(3, Reg::R8)]);
     count_zc_receive(&mut p);
     Ok(p.finish())
 }
 
-/// A send on descriptor r7 with flags r8 that returned r9: counted when it sent bytes, as
-/// zero-copy when it asked for `MSG_ZEROCOPY`.
+/// A send on descriptor r7 with flags r8 that sent r9 bytes: zero-copy when it asked for
+/// `MSG_ZEROCOPY`.
 fn count_send(p: &mut Prog<'_>) {
-    p.exit_unless_greater(Reg::R9, 0);
     p.owner_key(Some(Reg::R7));
     let copy = p.asm.label();
     p.asm
@@ -496,12 +571,13 @@ fn count_send(p: &mut Prog<'_>) {
     ]);
 }
 
-/// An error-queue read on descriptor r7 into the `msghdr` at r8 that returned r9: reads the first
+/// An error-queue read on descriptor r7 into the `msghdr` at r8 that succeeded: reads the first
 /// control message the kernel wrote and, for a zero-copy completion (`ee_origin` 5, `ee_errno`
 /// 0), counts the notification, the ids of its range `ee_info..=ee_data`, and whether it says
-/// copied.
+/// copied. The kernel has written the control message to the caller's buffer (`put_cmsg`) by the
+/// time the receive returns; the caller's `msghdr` still holds the buffer's start and size (the
+/// written length replaces the size only as the system call returns).
 fn count_completions(p: &mut Prog<'_>) {
-    p.exit_unless_greater(Reg::R9, -1);
     p.read_user(USER_A, MSGHDR_SIZE, Reg::R8);
     p.asm.push([
         Insn::load_u64(Reg::R8, Reg::R10, USER_A + MSGHDR_CONTROL),
@@ -638,20 +714,6 @@ fn uring_complete(
     Ok(p.finish())
 }
 
-/// The raw `skb_copy_datagram_iovec` tracepoint (arguments: the `struct sk_buff *` and the `int`
-/// length): bytes a socket receive copies to the process. An error-queue read passes it with no
-/// bytes (a MSG_ZEROCOPY completion's packet has none), and leaves at once.
-pub(super) fn receive_copy(scope: Scope, maps: Maps<'_>) -> Vec<Insn> {
-    let mut p = Prog::new(scope, maps);
-    // The kernel passes the `int` zero-extended (`__CAST_TO_U64`): bit 31 would be a negative one.
-    p.asm.push([Insn::load_u64(Reg::R8, Reg::R6, 8)]);
-    p.exit_if(Insn::jump_if_equal(Reg::R8, 0, 0));
-    p.exit_if(Insn::jump_if_any_bit(Reg::R8, BIT31, 0));
-    p.owner_key(None);
-    p.add(&[(Counter::RxCopiedBytes, Amount::Reg(Reg::R8))]);
-    p.finish()
-}
-
 /// The return probe of `io_zcrx_copy_chunk`: counts a copy and its bytes, the function's result when
 /// positive (read at `result` in `struct pt_regs`), against the current process.
 pub(super) fn zcrx_copy(scope: Scope, maps: Maps<'_>, result: i16) -> Vec<Insn> {
@@ -757,8 +819,8 @@ mod tests {
             numbers: SyscallNumbers {
                 sendmsg: 46,
                 sendto: 44,
+                sendmmsg: 307,
                 recvmsg: 47,
-                getsockopt: 55,
             },
         }
     }
@@ -800,14 +862,25 @@ mod tests {
             let insns = build(scope, maps, stderr.as_fd(), &event).expect("build");
             text.push_str(&format!("{}:\n{}", event.name, disassemble(&insns)));
         }
-        let insns = syscall_exit(scope, maps, &x86_64_regs()).expect("build");
+        let regs = x86_64_regs();
+        let insns = socket_send(scope, maps, &regs);
         text.push_str(&format!(
-            "raw_tracepoint:sys_exit:\n{}",
+            "raw_tracepoint:sock_send_length:\n{}",
             disassemble(&insns)
         ));
-        let insns = receive_copy(scope, maps);
+        let insns = socket_receive(scope, maps, Some(16), Some(&regs));
         text.push_str(&format!(
-            "raw_tracepoint:skb_copy_datagram_iovec:\n{}",
+            "raw_tracepoint:sock_recv_length:\n{}",
+            disassemble(&insns)
+        ));
+        let event = Event::parse(
+            "syscalls:sys_exit_getsockopt",
+            0,
+            &format("__syscall_nr:8:4 ret:16:8"),
+        );
+        let insns = zc_receive(scope, maps, &regs, &event).expect("build");
+        text.push_str(&format!(
+            "syscalls:sys_exit_getsockopt:\n{}",
             disassemble(&insns)
         ));
         let probe = LateCopyProbe {
@@ -842,11 +915,11 @@ mod tests {
     fn every_program_opens_with_its_scope_test() {
         let count = |text: &str, what: &str| text.matches(what).count();
         let process = disassembly(Scope::Process(4242));
-        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 6);
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 7);
         let cgroup = disassembly(Scope::Cgroup(77));
         assert_eq!(
             count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
-            6
+            7
         );
         assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
     }

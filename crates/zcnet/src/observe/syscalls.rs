@@ -1,14 +1,15 @@
-//! Where the observer finds a system call's number and arguments at the call's exit: the offsets in
-//! `struct pt_regs` of the registers the 64-bit ABI passes them in, read from the kernel's BTF.
+//! Where the observer finds the system call a send or receive belongs to, and its arguments: the
+//! offsets in `struct pt_regs` of the registers the 64-bit ABI passes them in, read from the
+//! kernel's BTF.
 //!
 //! # Kernel behaviour relied on
-//! - The raw tracepoint `sys_exit` (`trace_sys_exit(regs, ret)`, `CONFIG_HAVE_SYSCALL_TRACEPOINTS`)
-//!   runs in the calling task as each system call returns; `regs` is the task's saved user
-//!   registers. On x86-64 the call's number stays in `orig_ax` and its arguments in `di`, `si`,
-//!   `dx` and `r10`: the socket calls counted here do not change them.
-//! - `bpf_task_pt_regs(bpf_get_current_task_btf())` (5.15+) is that same `struct pt_regs`, typed
-//!   by the kernel's BTF, so the program loads its fields directly (the tracepoint's own argument
-//!   is an untyped pointer, which could only be copied with `bpf_probe_read_kernel`).
+//! - A task's saved user registers stay as the call entered until it returns: on x86-64 the call's
+//!   number in `orig_ax` and its arguments in `di`, `si`, `dx` and `r10`. The socket calls counted
+//!   here do not change them, so they still hold them at the socket layer's tracepoints
+//!   (`sock:sock_send_length`, `sock:sock_recv_length`, both in the calling task) and at the
+//!   `syscalls:sys_exit_getsockopt` tracepoint.
+//! - `bpf_task_pt_regs(bpf_get_current_task_btf())` (5.15+) is that `struct pt_regs`, typed by the
+//!   kernel's BTF, so the programs load its fields directly.
 //! - A 64-bit task enters with `cs` = `__USER_CS` (0x33); a 32-bit task's calls (`__USER32_CS`)
 //!   have other numbers, and are left out. The program compares the low 16 bits: with FRED (6.9+)
 //!   `cs` shares a 64-bit slot (`csx`) with the event's other bits.
@@ -16,7 +17,7 @@
 use super::programs::{SyscallNumbers, SyscallRegs};
 use super::{BlindSpot, layout};
 
-/// What is not seen without the system call program.
+/// What is not seen without the saved registers' layout.
 const WHAT: &str = "MSG_ZEROCOPY and copying sends, error-queue completions, TCP zero-copy receive";
 
 /// The names in `struct pt_regs` of the number, the first four arguments and the code segment.
@@ -49,8 +50,8 @@ pub(super) fn registers(btf: &layout::KernelBtf) -> Result<SyscallRegs, BlindSpo
         numbers: SyscallNumbers {
             sendmsg: libc::SYS_sendmsg as i32,
             sendto: libc::SYS_sendto as i32,
+            sendmmsg: libc::SYS_sendmmsg as i32,
             recvmsg: libc::SYS_recvmsg as i32,
-            getsockopt: libc::SYS_getsockopt as i32,
         },
     })
 }

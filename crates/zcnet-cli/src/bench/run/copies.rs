@@ -2,7 +2,7 @@
 //! `zcnet::observe` for this process, per payload byte of the row. A bench of sends counts the bytes
 //! the kernel copied after zero-copy sends (`skb_copy_ubufs`, a kprobe that runs only when the
 //! kernel copies, so it costs the sends nothing); a bench of receives counts the bytes its receives
-//! copied (the `skb_copy_datagram_iovec` tracepoint, a short program per copied packet and none
+//! copied (the `sock_recv_length` tracepoint, a short program per receive and none
 //! for a mapped page). Where the observer cannot run (no kprobes, as on a kernel built without
 //! them, or no CAP_BPF and CAP_PERFMON) the field is null and `kernel_copied_reason` says why; the
 //! summary prints that once.

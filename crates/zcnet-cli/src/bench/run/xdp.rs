@@ -569,7 +569,7 @@ pub(crate) fn run(args: &BenchXdpArgs) -> Result<Vec<Row>> {
 }
 
 /// Why a row has no `kernel_copied_per_byte`: no tracepoint shows the copies of these paths (the
-/// observer's receive copies, the `skb_copy_datagram_iovec` tracepoint, are TCP's and not UDP's).
+/// UDP receivers' rows have the figure).
 fn copies_unseen(app: BenchApp, path: &str) -> &'static str {
     match (app, path) {
         (BenchApp::Txpush, "af_xdp") => {
@@ -583,14 +583,9 @@ fn copies_unseen(app: BenchApp, path: &str) -> &'static str {
         (_, "tpacket_v3" | "af_packet_tx_ring") => {
             "not counted: no tracepoint shows a packet ring's copies"
         }
-        (_, "sendmmsg") => "not counted: no tracepoint shows the copies of sendmmsg's datagrams",
-        (_, "recvmmsg") => {
-            "not counted: no tracepoint shows a UDP receive's copies (copy_linear_skb, or \
-             skb_copy_and_csum_datagram_msg while checking the checksum)"
-        }
         _ => {
-            "not counted: no tracepoint shows a UDP receive's copies (copy_linear_skb, or \
-             skb_copy_and_csum_datagram_msg while checking the checksum) nor sendmmsg's"
+            "not counted: sendmmsg copies every byte as it sends, by design; the column counts the \
+             kernel's copies after zero-copy sends and in receives"
         }
     }
 }
@@ -684,6 +679,11 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     let dropped_before: Cell<u64> = Cell::new(0);
     let first: Cell<Option<Snapshot>> = Cell::new(None);
     let last: Cell<Option<Snapshot>> = Cell::new(None);
+    // The bytes this process's receives copied, from start to end, where a tracepoint shows them.
+    let receive_copies = matches!(name, "recvmmsg" | "mmsg_forwarder")
+        .then(|| copies::KernelCopies::in_receives(false));
+    let copies_before: RefCell<Result<u64, String>> = RefCell::new(Err("never started".into()));
+    let copied: RefCell<Result<u64, String>> = RefCell::new(Err("never ended".into()));
     let app_name = match app {
         BenchApp::Rxdrop => "rxdrop",
         BenchApp::Txpush => "txpush",
@@ -708,6 +708,9 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
             )?);
         }
         first.set(Some(snapshot()?));
+        if let Some(copies) = &receive_copies {
+            *copies_before.borrow_mut() = copies.so_far();
+        }
         Ok(Ticker::new(
             ctx.args.interval,
             json!({"app": app_name, "path": name}),
@@ -723,6 +726,9 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
         let done = interrupted.get() || first.get().is_some_and(|s| s.at.elapsed() >= limit);
         if done && last.get().is_none() {
             last.set(snapshot().ok());
+            if let Some(copies) = &receive_copies {
+                *copied.borrow_mut() = copies.since(copies_before.borrow().clone());
+            }
         }
         done
     };
@@ -782,6 +788,14 @@ fn measure(ctx: &Ctx, app: BenchApp, name: &str, path: Path) -> Result<Row> {
     ] {
         row.insert(k.to_string(), v);
     }
-    copies::put(&mut row, &Err(copies_unseen(app, name).to_string()), 0);
+    match receive_copies {
+        // Each datagram's payload is what a receive returns.
+        Some(_) => copies::put(
+            &mut row,
+            &copied.into_inner(),
+            received.packets * (frame_bytes - UDP_HEADERS) as u64,
+        ),
+        None => copies::put(&mut row, &Err(copies_unseen(app, name).to_string()), 0),
+    }
     Ok(row)
 }
