@@ -619,11 +619,9 @@ fn count_completions(p: &mut Prog<'_>) {
     ]);
 }
 
-/// A `TCP_ZEROCOPY_RECEIVE` on descriptor r7 with its struct at r8 that returned r9: when it
-/// succeeded, counts the bytes it mapped (`length`) and copied into the copy buffer
-/// (`copybuf_len`, when not an error).
+/// A `TCP_ZEROCOPY_RECEIVE` on descriptor r7 with its struct at r8 that succeeded: counts the
+/// bytes it mapped (`length`) and copied into the copy buffer (`copybuf_len`, when not an error).
 fn count_zc_receive(p: &mut Prog<'_>) {
-    p.exit_if(Insn::jump_if_not_equal(Reg::R9, 0, 0));
     p.read_user(USER_A, ZC_READ, Reg::R8);
     p.asm.push([
         Insn::load_u32(Reg::R8, Reg::R10, USER_A + ZC_LENGTH),
