@@ -85,9 +85,8 @@ pub fn run() -> anyhow::Result<Outcome> {
         (SendPath::SENDMSG, "sendmsg"),
         (SendPath::IO_URING, "io_uring"),
     ] {
-        let retransmitted = retransmitted_segments()?;
-        let (seen, everyone, stats) = watch.around(|| zero_copy_stream(path))?;
-        let retransmits = retransmitted_segments()? - retransmitted;
+        let ((seen, everyone, stats), retransmits) =
+            counting_retransmits(|| watch.around(|| zero_copy_stream(path)))?;
         let pairs: [(Counter, u64); 4] = if path == SendPath::SENDMSG {
             [
                 (Counter::ZcSends, stats.zc_calls),
@@ -151,9 +150,8 @@ pub fn run() -> anyhow::Result<Outcome> {
         Some(rustix::net::eth::ALL),
     )
     .context("open an AF_PACKET socket for every protocol (a tap on every interface)")?;
-    let retransmitted = retransmitted_segments()?;
-    let (seen, everyone, stats) = watch.around(|| zero_copy_stream(SendPath::SENDMSG))?;
-    let retransmits = retransmitted_segments()? - retransmitted;
+    let ((seen, everyone, stats), retransmits) =
+        counting_retransmits(|| watch.around(|| zero_copy_stream(SendPath::SENDMSG)))?;
     drop(tap);
     agree(
         &mut out,
@@ -272,9 +270,18 @@ pub(crate) fn agree(out: &mut Outcome, check: &str, seen: &Counters, pairs: &[(C
     out.check(check, ok, &text.join(", "));
 }
 
+/// What `run` returns, and the segments TCP retransmitted in this network namespace while it ran.
+pub(crate) fn counting_retransmits<T>(
+    run: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, u64)> {
+    let before = retransmitted_segments()?;
+    let value = run()?;
+    Ok((value, retransmitted_segments()? - before))
+}
+
 /// Segments TCP retransmitted in this network namespace so far (`Tcp: RetransSegs` of
 /// /proc/net/snmp).
-pub(crate) fn retransmitted_segments() -> anyhow::Result<u64> {
+fn retransmitted_segments() -> anyhow::Result<u64> {
     let snmp = std::fs::read_to_string("/proc/net/snmp").context("read /proc/net/snmp")?;
     let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
     let (names, values) = (tcp.next(), tcp.next());
@@ -299,7 +306,7 @@ const LOOPBACK_SEGMENT_MAX: u64 = 65536;
 /// receive path (local delivery) and, when tapped, once more for the tap; some of it counted
 /// against this process. A retransmitted segment is copied again (its clone is delivered, and
 /// tapped, too): with `retransmits` segments retransmitted meanwhile (in the namespace, see
-/// [`retransmitted_segments`]) each path may copy up to that many loopback segments more than was
+/// [`counting_retransmits`]) each path may copy up to that many loopback segments more than was
 /// sent, and a few percent besides, never less.
 pub(crate) fn late_copies(
     out: &mut Outcome,

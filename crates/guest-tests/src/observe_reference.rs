@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use zcnet::observe::{Counter, Observer};
 
-use crate::observe::{agree, everyone, late_copies, retransmitted_segments};
+use crate::observe::{agree, counting_retransmits, everyone, late_copies};
 use crate::outcome::Outcome;
 
 const TOOL: &str = "/bin/msg_zerocopy";
@@ -95,15 +95,15 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
     );
     wait_listening(PORT_HEX)?;
     let before = everyone(all)?;
-    let retransmitted = retransmitted_segments()?;
-    let sender = Command::new(TOOL)
-        .args(["-4", "-z", "-t", "1", "-p", PORT, "-D", "127.0.0.1", "tcp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start msg_zerocopy -z")?;
-    let pid = sender.id();
-    let done = sender.wait_with_output()?;
+    let ((pid, done), retransmits) = counting_retransmits(|| {
+        let sender = Command::new(TOOL)
+            .args(["-4", "-z", "-t", "1", "-p", PORT, "-D", "127.0.0.1", "tcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start msg_zerocopy -z")?;
+        Ok((sender.id(), sender.wait_with_output()?))
+    })?;
     let stderr = String::from_utf8_lossy(&done.stderr);
     anyhow::ensure!(
         done.status.success(),
@@ -113,7 +113,6 @@ pub fn msg_zerocopy(out: &mut Outcome, all: &Observer) -> anyhow::Result<()> {
     let (line, tx, txc, zc) = parse(&stderr)?;
     let seen = all.process_totals(pid)?;
     let since = everyone(all)?.since(&before);
-    let retransmits = retransmitted_segments()? - retransmitted;
     // Over loopback every completion says copied (delivery to a local socket copies).
     let copied = if zc == 'n' { txc } else { 0 };
     agree(
