@@ -257,9 +257,13 @@ impl Observer {
             locked: locked.as_ref().map(|(map, layout)| (map.as_fd(), *layout)),
         };
         let mut attachments = Vec::new();
-        let uring = match tracepoints {
-            true => Some(attach_io_uring(scope, maps, &mut attachments)?),
+        let root = match tracepoints {
+            true => Some(tracefs::mount_point().ok_or(ObserveError::NoTracefs)?),
             false => None,
+        };
+        let uring = match &root {
+            Some(root) => Some(attach_io_uring(root, scope, maps, &mut attachments)?),
+            None => None,
         };
         let regs = match tracepoints {
             true => syscalls::registers(&btf)
@@ -267,7 +271,7 @@ impl Observer {
                 .ok(),
             false => None,
         };
-        if let Some(regs) = &regs {
+        if let (Some(regs), Some(root)) = (&regs, &root) {
             let insns = programs::socket_send(scope, maps, regs);
             attach_raw_unless_missing(
                 c"sock_send_length",
@@ -276,7 +280,7 @@ impl Observer {
                 &mut attachments,
                 &mut blind,
             )?;
-            attach_zc_receive(scope, maps, regs, &mut attachments, &mut blind)?;
+            attach_zc_receive(root, scope, maps, regs, &mut attachments, &mut blind)?;
         }
         if parts != Parts::LateCopies {
             let sk_type = layout::vmlinux(&btf, TRUNCATING)
@@ -407,11 +411,11 @@ fn create_map(
 /// Creates the io_uring requests map and attaches the programs of the io_uring tracepoints (opened
 /// as perf events), the only ones that use it; returns the map.
 fn attach_io_uring(
+    root: &Path,
     scope: Scope,
     maps: programs::Maps<'_>,
     attachments: &mut Vec<Attachment>,
 ) -> Result<OwnedFd, ObserveError> {
-    let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
     let uring = create_map(
         bpf::BPF_MAP_TYPE_LRU_HASH,
         8,
@@ -420,7 +424,7 @@ fn attach_io_uring(
         "zcnet_uring",
     )?;
     for &(group, name, build) in &programs::TRACEPOINTS {
-        let event = read_event(&root, group, name)?;
+        let event = read_event(root, group, name)?;
         let insns = build(scope, maps, uring.as_fd(), &event).map_err(|e| {
             ObserveError::kernel(format!("build the program for {}", event.name), e)
         })?;
@@ -458,13 +462,13 @@ fn attach_perf(
 /// Attaches the `TCP_ZEROCOPY_RECEIVE` program to `syscalls:sys_exit_getsockopt`, or says why not
 /// when the kernel has no system call tracepoints (`CONFIG_FTRACE_SYSCALLS`).
 fn attach_zc_receive(
+    root: &Path,
     scope: Scope,
     maps: programs::Maps<'_>,
     regs: &programs::SyscallRegs,
     attachments: &mut Vec<Attachment>,
     blind: &mut Vec<BlindSpot>,
 ) -> Result<(), ObserveError> {
-    let root = tracefs::mount_point().ok_or(ObserveError::NoTracefs)?;
     let (group, name) = ("syscalls", "sys_exit_getsockopt");
     if !root.join("events").join(group).join(name).is_dir() {
         blind.push(BlindSpot {
@@ -473,7 +477,7 @@ fn attach_zc_receive(
         });
         return Ok(());
     }
-    let event = read_event(&root, group, name)?;
+    let event = read_event(root, group, name)?;
     let insns = programs::zc_receive(scope, maps, regs, &event)
         .map_err(|e| ObserveError::kernel(format!("build the program for {}", event.name), e))?;
     attachments.push(attach_perf(event, name, &insns)?);

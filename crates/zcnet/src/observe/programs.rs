@@ -130,6 +130,7 @@ struct Prog<'a> {
     asm: Asm,
     maps: Maps<'a>,
     exit: Label,
+    scope: Scope,
 }
 
 impl<'a> Prog<'a> {
@@ -138,7 +139,12 @@ impl<'a> Prog<'a> {
         let mut asm = Asm::default();
         let exit = asm.label();
         asm.push([Insn::mov64_reg(Reg::R6, Reg::R1)]);
-        let mut prog = Prog { asm, maps, exit };
+        let mut prog = Prog {
+            asm,
+            maps,
+            exit,
+            scope,
+        };
         match scope {
             Scope::Process(tgid) => {
                 prog.asm.push([
@@ -232,12 +238,16 @@ impl<'a> Prog<'a> {
     }
 
     /// The counters key of the socket whose descriptor is in `fd` (or, with `None`, of the process).
+    /// The tgid of a [`Scope::Process`] is the scope's own: no helper call for it.
     fn owner_key(&mut self, fd: Option<Reg>) {
-        self.asm.push([
-            Insn::call(helper::GET_CURRENT_PID_TGID),
-            Insn::rsh64_imm(Reg::R0, 32),
-            Insn::store_u32(Reg::R10, KEY, Reg::R0),
-        ]);
+        match self.scope {
+            Scope::Process(tgid) => self.asm.push([Insn::mov64_imm(Reg::R0, tgid as i32)]),
+            _ => self.asm.push([
+                Insn::call(helper::GET_CURRENT_PID_TGID),
+                Insn::rsh64_imm(Reg::R0, 32),
+            ]),
+        }
+        self.asm.push([Insn::store_u32(Reg::R10, KEY, Reg::R0)]);
         match fd {
             Some(fd) => self.asm.push([Insn::store_u32(Reg::R10, KEY + 4, fd)]),
             None => self.asm.push([
