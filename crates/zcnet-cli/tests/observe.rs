@@ -9,12 +9,16 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::observing::{start_observer, totals_of, within_one_percent};
-use common::{ZCNET, held_sender, held_sender_as, json_lines, sender_row, sigint, u};
+use common::{
+    Reaped, ZCNET, held_sender, held_sender_as, json_lines, sender_row, sigint, start_reading, u,
+};
 use serde_json::Value;
 
 /// What `zcnet observe` counts for a `sendmsg` path sender, beside the field of the sender's row it
@@ -324,6 +328,98 @@ fn observe_counts_each_sendmmsg_message_and_each_udp_receive() {
         ],
     );
     assert_eq!(u(&seen, "zc_sends"), 0, "{seen}");
+}
+
+/// One `getsockopt` on `socket`: its result (0 or the errno) and the value it gave, offered a
+/// buffer of `len` bytes.
+fn option(socket: &TcpStream, level: i32, name: i32, len: usize) -> (i32, Vec<u8>) {
+    let mut value = vec![0u8; len];
+    let mut written = len as libc::socklen_t;
+    // SAFETY: `value` holds `written` bytes, and both outlive the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            value.as_mut_ptr().cast(),
+            &mut written,
+        )
+    };
+    value.truncate(written as usize);
+    match rc {
+        0 => (0, value),
+        _ => (
+            std::io::Error::last_os_error().raw_os_error().unwrap(),
+            value,
+        ),
+    }
+}
+
+/// Options whose values do not change on an idle connection, one of them offered more than a page
+/// (the cgroup hook copies at most a page), and one the kernel refuses.
+fn idle_options(socket: &TcpStream) -> Vec<(i32, Vec<u8>)> {
+    vec![
+        option(socket, libc::SOL_SOCKET, libc::SO_RCVBUF, 4),
+        option(socket, libc::SOL_SOCKET, libc::SO_TYPE, 4),
+        option(socket, libc::IPPROTO_TCP, libc::TCP_NODELAY, 4),
+        option(socket, libc::IPPROTO_TCP, libc::TCP_CONGESTION, 8192),
+        option(socket, libc::IPPROTO_TCP, 9999, 4),
+    ]
+}
+
+/// The attachments an observer started with `setpriv_args` before it (none: as the test runs) names
+/// for `getsockopt`; the observer is killed if the test ends before it.
+fn getsockopt_hook(setpriv_args: &[&str]) -> (Reaped, Vec<String>) {
+    let mut cmd = testnet::with_tracefs("setpriv");
+    cmd.args(setpriv_args)
+        .args([ZCNET, "observe", "--all", "--interval", "0", "--json"]);
+    let (observer, line, _) = start_reading(&mut cmd);
+    let attached: Value = serde_json::from_str(&line).expect("the attached line");
+    let hooks = attached["tracepoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .filter(|t| t.contains("getsockopt"))
+        .map(String::from)
+        .collect();
+    (Reaped(observer), hooks)
+}
+
+/// Where a cgroup v2 hierarchy is mounted (and the observer runs as root), it reads
+/// `TCP_ZEROCOPY_RECEIVE` at `getsockopt`'s cgroup hook, not at a system call tracepoint, and every
+/// other `getsockopt` returns what it returned before it attached: the hook leaves the calls' results
+/// and values as the kernel made them. Without CAP_NET_ADMIN (and CAP_SYS_ADMIN), which linking
+/// a cgroup program needs, it falls back to the tracepoint.
+/// (`observe_pid_mapped_bytes_equal_what_the_receiver_reports` counts through the hook; the guest,
+/// which mounts no cgroup v2, through the tracepoint.)
+#[test]
+fn observe_reads_zero_copy_receives_at_the_cgroup_hook_and_leaves_other_getsockopts_alone() {
+    let test =
+        "observe_reads_zero_copy_receives_at_the_cgroup_hook_and_leaves_other_getsockopts_alone";
+    if !testnet::may_trace(test) || !testnet::privileged(test) {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let client = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let before = idle_options(&client);
+    assert_eq!(before[4].0, libc::ENOPROTOOPT, "{before:?}");
+    let (mut observer, hooks) = getsockopt_hook(&[]);
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    match mountinfo.lines().any(|l| l.contains(" - cgroup2 ")) {
+        true => assert!(
+            matches!(&hooks[..], [hook] if hook.starts_with("cgroup_getsockopt:/")),
+            "{hooks:?}"
+        ),
+        false => assert_eq!(hooks, ["syscalls:sys_exit_getsockopt"]),
+    }
+    assert_eq!(idle_options(&client), before, "getsockopt while observed");
+    sigint(&observer.0);
+    observer.wait_success("the observer", "");
+    let (mut fallback, hooks) = getsockopt_hook(&["--bounding-set", "-net_admin,-sys_admin"]);
+    assert_eq!(hooks, ["syscalls:sys_exit_getsockopt"]);
+    sigint(&fallback.0);
+    fallback.wait_success("the observer without CAP_NET_ADMIN", "");
 }
 
 #[test]

@@ -9,10 +9,10 @@
 //!
 //! [`Observer::attach`] loads one small program per tracepoint (assembled here, loaded with the
 //! `bpf()` system call: no compiler, libbpf or bpftrace at run time), each attached through a BPF
-//! link: to a raw tracepoint (the socket layer's sends and receives), or to a tracepoint opened as
-//! a perf event (io_uring, `getsockopt`'s exit). The [`Observer`] owns every descriptor: dropping
-//! it, or the process ending in any way (`kill -9` included), closes them and the kernel detaches
-//! and frees everything. [`Observer::own_process`] watches the calling process only, for a service
+//! link: to a raw tracepoint (the socket layer's sends and receives), to a tracepoint opened as a
+//! perf event (io_uring), or to the root cgroup's `getsockopt` hook. The [`Observer`] owns every
+//! descriptor: dropping it, or the process ending in any way (`kill -9` included), closes them and
+//! the kernel detaches and frees everything. [`Observer::own_process`] watches the calling process only, for a service
 //! to export its own counters (the `observe_prometheus` example prints them in Prometheus text).
 //!
 //! # Kernel behaviour relied on
@@ -26,13 +26,12 @@
 //!   (`events/<group>/<event>/{id,format}`), so field offsets are the running kernel's.
 //! - `sock:sock_send_length(sk, ret, 0)` and `sock:sock_recv_length(sk, ret, flags)` fire in the
 //!   calling task as `sock_sendmsg` and `sock_recvmsg` return, once per message (a `sendmmsg` of
-//!   eight messages fires eight times), with the result; `syscalls:sys_exit_getsockopt` as
-//!   `getsockopt` returns. The task's saved registers there still hold the system call's number
-//!   and arguments (see `syscalls`), and `bpf_probe_read_user` reads the caller's memory (the
-//!   `msghdr` and control message of an error-queue read, the `tcp_zerocopy_receive` of the
-//!   getsockopt). A system call tracepoint sends every system call of every task through the
-//!   kernel's slower system call path while it is attached, but runs the program for `getsockopt`
-//!   only; the socket tracepoints cost nothing to other calls.
+//!   eight messages fires eight times), with the result. The task's saved registers there still
+//!   hold the system call's number and arguments (see `syscalls`), and `bpf_probe_read_user` reads
+//!   the caller's memory (the `msghdr` and control message of an error-queue read). The socket
+//!   tracepoints cost nothing to other calls. `TCP_ZEROCOPY_RECEIVE` is read at `getsockopt`'s
+//!   cgroup hook, or at its system call tracepoint where that hook cannot attach (see
+//!   `getsockopt`).
 //! - A MSG_ZEROCOPY completion is one `sock_extended_err` (`ee_origin` 5, `ee_errno` 0) per error
 //!   queue read, ids `ee_info..=ee_data`, `ee_code` bit 0 when the kernel copied.
 //! - `io_uring:io_uring_submit_req` carries the opcode and the request; `io_uring:io_uring_complete`
@@ -55,11 +54,13 @@
 mod asm;
 mod counters;
 mod error;
+mod getsockopt;
 mod kallsyms;
 mod kprobe;
 mod late_copy;
 mod layout;
 mod locked;
+mod mountinfo;
 mod programs;
 mod syscalls;
 mod tracefs;
@@ -280,7 +281,7 @@ impl Observer {
                 &mut attachments,
                 &mut blind,
             )?;
-            attach_zc_receive(root, scope, maps, regs, &mut attachments, &mut blind)?;
+            getsockopt::attach(root, scope, maps, regs, &mut attachments, &mut blind)?;
         }
         if parts != Parts::LateCopies {
             let sk_type = layout::vmlinux(&btf, TRUNCATING)
@@ -446,7 +447,7 @@ fn attach_perf(
     name: &str,
     insns: &[bpf::Insn],
 ) -> Result<Attachment, ObserveError> {
-    let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, insns, name, &event.name)?;
+    let program = load(bpf::BPF_PROG_TYPE_TRACEPOINT, 0, insns, name, &event.name)?;
     let perf = perf_event::open_tracepoint(event.id)
         .map_err(|e| ObserveError::kernel(format!("open {}", event.name), e))?;
     let link = bpf::perf_link_create(program.as_fd(), perf.as_fd())
@@ -457,31 +458,6 @@ fn attach_perf(
         _perf: Some(perf),
         program,
     })
-}
-
-/// Attaches the `TCP_ZEROCOPY_RECEIVE` program to `syscalls:sys_exit_getsockopt`, or says why not
-/// when the kernel has no system call tracepoints (`CONFIG_FTRACE_SYSCALLS`).
-fn attach_zc_receive(
-    root: &Path,
-    scope: Scope,
-    maps: programs::Maps<'_>,
-    regs: &programs::SyscallRegs,
-    attachments: &mut Vec<Attachment>,
-    blind: &mut Vec<BlindSpot>,
-) -> Result<(), ObserveError> {
-    let (group, name) = ("syscalls", "sys_exit_getsockopt");
-    if !root.join("events").join(group).join(name).is_dir() {
-        blind.push(BlindSpot {
-            what: ZC_RECEIVES,
-            why: format!("the kernel has no tracepoint {group}:{name} (CONFIG_FTRACE_SYSCALLS)"),
-        });
-        return Ok(());
-    }
-    let event = read_event(root, group, name)?;
-    let insns = programs::zc_receive(scope, maps, regs, &event)
-        .map_err(|e| ObserveError::kernel(format!("build the program for {}", event.name), e))?;
-    attachments.push(attach_perf(event, name, &insns)?);
-    Ok(())
 }
 
 /// Attaches `insns` to the raw tracepoint `name` or, when the kernel has no such tracepoint
@@ -510,23 +486,29 @@ fn attach_raw_unless_missing(
 /// What each socket program counts, for the reason when it cannot attach.
 const SENDS: &str = "MSG_ZEROCOPY and copying sends";
 const RECEIVES: &str = "bytes socket receives copy, error-queue completions";
-const ZC_RECEIVES: &str = "TCP zero-copy receive";
 const TRUNCATING: &str = "bytes datagram receives asked with MSG_TRUNC copy";
 
-/// Loads `insns` as a program of `prog_type` named `zcnet_<name>` for `event`, with the verifier's
-/// log when the kernel refuses it.
+/// Loads `insns` as a program of `prog_type` (for `expected_attach_type`, where the type needs one)
+/// named `zcnet_<name>` for `event`, with the verifier's log when the kernel refuses it.
 fn load(
     prog_type: u32,
+    expected_attach_type: u32,
     insns: &[bpf::Insn],
     name: &str,
     event: &str,
 ) -> Result<OwnedFd, ObserveError> {
-    bpf::prog_load(prog_type, 0, 0, insns, LICENSE, &format!("zcnet_{name}")).map_err(|e| {
-        ObserveError::Kernel {
-            step: format!("load the program for {event}"),
-            source: e.error,
-            verifier_log: e.verifier_log,
-        }
+    bpf::prog_load(
+        prog_type,
+        expected_attach_type,
+        0,
+        insns,
+        LICENSE,
+        &format!("zcnet_{name}"),
+    )
+    .map_err(|e| ObserveError::Kernel {
+        step: format!("load the program for {event}"),
+        source: e.error,
+        verifier_log: e.verifier_log,
     })
 }
 
@@ -535,6 +517,7 @@ fn attach_raw(name: &std::ffi::CStr, insns: &[bpf::Insn]) -> Result<Attachment, 
     let event = format!("raw_tracepoint:{}", name.to_string_lossy());
     let program = load(
         bpf::BPF_PROG_TYPE_RAW_TRACEPOINT,
+        0,
         insns,
         &name.to_string_lossy(),
         &event,

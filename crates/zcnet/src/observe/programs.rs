@@ -20,7 +20,7 @@ use super::Scope;
 use super::asm::{Asm, Label};
 use super::counters::{Counter, Counters};
 use super::tracefs::Event;
-use crate::sys::bpf::{BPF_ANY, BPF_NOEXIST, Insn, Reg, helper};
+use crate::sys::bpf::{BPF_ANY, BPF_NOEXIST, Insn, Reg, helper, sockopt};
 
 /// `MSG_ZEROCOPY` (`include/linux/socket.h`).
 const MSG_ZEROCOPY: i32 = 0x0400_0000;
@@ -164,9 +164,14 @@ impl<'a> Prog<'a> {
         prog
     }
 
-    fn finish(mut self) -> Vec<Insn> {
+    fn finish(self) -> Vec<Insn> {
+        self.finish_returning(0)
+    }
+
+    /// Ends the program: every path leaves through the common exit, returning `ret`.
+    fn finish_returning(mut self, ret: i32) -> Vec<Insn> {
         self.asm.bind(self.exit);
-        self.asm.push([Insn::mov64_imm(Reg::R0, 0), Insn::exit()]);
+        self.asm.push([Insn::mov64_imm(Reg::R0, ret), Insn::exit()]);
         self.asm.finish()
     }
 
@@ -425,7 +430,7 @@ pub(super) struct SyscallRegs {
     /// A register and the value it holds only for a call of the 64-bit ABI (`cs` and `__USER_CS`):
     /// a 32-bit task's calls have other numbers.
     pub native: (i16, i32),
-    /// `sendmsg`, `sendto`, `sendmmsg`, `recvmsg`.
+    /// `sendmsg`, `sendto`, `sendmmsg`, `recvmsg`, `getsockopt`.
     pub numbers: SyscallNumbers,
 }
 
@@ -436,6 +441,7 @@ pub(super) struct SyscallNumbers {
     pub sendto: i32,
     pub sendmmsg: i32,
     pub recvmsg: i32,
+    pub getsockopt: i32,
 }
 
 /// The raw `sock_send_length` tracepoint (arguments: the `struct sock *`, the `int` result and
@@ -537,11 +543,58 @@ pub(super) fn socket_receive(
     p.finish()
 }
 
+/// What a `getsockopt` cgroup program returns to leave the call's result and value as the kernel
+/// made them (0 would fail the call with `EPERM`).
+const SOCKOPT_LEAVE: i32 = 1;
+
+/// `getsockopt`'s cgroup hook (`BPF_CGROUP_GETSOCKOPT`), which the kernel runs for
+/// `TCP_ZEROCOPY_RECEIVE` after the receive, under the socket's lock, with its own copy of the
+/// struct as the value (`do_tcp_getsockopt`) and the receive's result as `retval`; for any other
+/// option, after the call with a copy of the caller's value. For a `TCP_ZEROCOPY_RECEIVE` that
+/// succeeded, counts what it mapped (`length`) and copied into the copy buffer (`copybuf_len`,
+/// when the caller's struct reaches it and it is not an error); the descriptor comes from the task's
+/// saved registers, when the call is the `getsockopt` system call. Every other call leaves on the
+/// option's level and name, before any helper but the scope test. Returns 1 on every path.
+pub(super) fn zc_receive_hook(scope: Scope, maps: Maps<'_>, regs: &SyscallRegs) -> Vec<Insn> {
+    let mut p = Prog::new(scope, maps);
+    for (field, value) in [
+        (sockopt::LEVEL, SOL_TCP),
+        (sockopt::OPTNAME, TCP_ZEROCOPY_RECEIVE),
+        (sockopt::RETVAL, 0),
+    ] {
+        p.asm.push([Insn::load_u32(Reg::R1, Reg::R6, field)]);
+        p.exit_if(Insn::jump_if_not_equal(Reg::R1, value, 0));
+    }
+    p.asm.push([Insn::mov64_reg(Reg::R7, Reg::R6)]);
+    p.saved_registers(regs);
+    p.exit_if(Insn::jump_if_not_equal(Reg::R8, regs.numbers.getsockopt, 0));
+    // r1: the struct, r2: its end (the verifier checks each load against it).
+    let end_of = |field: i16| field + 4;
+    p.asm.push([
+        Insn::load_u64(Reg::R1, Reg::R7, sockopt::OPTVAL),
+        Insn::load_u64(Reg::R2, Reg::R7, sockopt::OPTVAL_END),
+        Insn::mov64_reg(Reg::R3, Reg::R1),
+        Insn::add64_imm(Reg::R3, i32::from(end_of(ZC_LENGTH))),
+    ]);
+    p.exit_if(Insn::jump_if_greater_reg(Reg::R3, Reg::R2, 0));
+    p.asm.push([
+        Insn::load_u32(Reg::R8, Reg::R1, ZC_LENGTH),
+        Insn::mov64_imm(Reg::R9, 0),
+        Insn::mov64_reg(Reg::R3, Reg::R1),
+        Insn::add64_imm(Reg::R3, i32::from(end_of(ZC_COPYBUF_LEN))),
+        Insn::jump_if_greater_reg(Reg::R3, Reg::R2, 1),
+        Insn::load_u32(Reg::R9, Reg::R1, ZC_COPYBUF_LEN),
+        Insn::load_u64(Reg::R7, Reg::R6, regs.args[0]),
+    ]);
+    count_zc_receive(&mut p);
+    p.finish_returning(SOCKOPT_LEAVE)
+}
+
 /// The `syscalls:sys_exit_getsockopt` tracepoint (a perf event: the kernel runs the program only
-/// for `getsockopt`, and not for a 32-bit task's calls, which it leaves untraced on x86-64): for a
-/// `TCP_ZEROCOPY_RECEIVE` that succeeded, counts what it mapped and copied (see
-/// [`count_zc_receive`]); the level, option, descriptor and struct come from the task's saved
-/// registers.
+/// for `getsockopt`, and not for a 32-bit task's calls, which it leaves untraced on x86-64), where
+/// [`zc_receive_hook`] cannot attach: for a `TCP_ZEROCOPY_RECEIVE` that succeeded, counts what it
+/// mapped and copied (see [`count_zc_receive`]), read from the caller's struct; the level, option,
+/// descriptor and struct come from the task's saved registers.
 pub(super) fn zc_receive(
     scope: Scope,
     maps: Maps<'_>,
@@ -558,6 +611,11 @@ pub(super) fn zc_receive(
     p.asm.push([arg(2, Reg::R1)]);
     p.exit_if(Insn::jump_if_not_equal(Reg::R1, TCP_ZEROCOPY_RECEIVE, 0));
     p.asm.push([arg(0, Reg::R7), arg(3, Reg::R8)]);
+    p.read_user(USER_A, ZC_READ, Reg::R8);
+    p.asm.push([
+        Insn::load_u32(Reg::R8, Reg::R10, USER_A + ZC_LENGTH),
+        Insn::load_u32(Reg::R9, Reg::R10, USER_A + ZC_COPYBUF_LEN),
+    ]);
     count_zc_receive(&mut p);
     Ok(p.finish())
 }
@@ -629,13 +687,11 @@ fn count_completions(p: &mut Prog<'_>) {
     ]);
 }
 
-/// A `TCP_ZEROCOPY_RECEIVE` on descriptor r7 with its struct at r8 that succeeded: counts the
-/// bytes it mapped (`length`) and copied into the copy buffer (`copybuf_len`, when not an error).
+/// A `TCP_ZEROCOPY_RECEIVE` on descriptor r7 that succeeded, its `length` in r8 and `copybuf_len`
+/// in r9: counts the bytes it mapped and copied into the copy buffer (`copybuf_len` unless it is a
+/// negative errno).
 fn count_zc_receive(p: &mut Prog<'_>) {
-    p.read_user(USER_A, ZC_READ, Reg::R8);
     p.asm.push([
-        Insn::load_u32(Reg::R8, Reg::R10, USER_A + ZC_LENGTH),
-        Insn::load_u32(Reg::R9, Reg::R10, USER_A + ZC_COPYBUF_LEN),
         Insn::jump_if_any_bit(Reg::R9, BIT31, 1),
         Insn::jump(1),
         Insn::mov64_imm(Reg::R9, 0),
@@ -829,6 +885,7 @@ mod tests {
                 sendto: 44,
                 sendmmsg: 307,
                 recvmsg: 47,
+                getsockopt: 55,
             },
         }
     }
@@ -891,6 +948,8 @@ mod tests {
             "syscalls:sys_exit_getsockopt:\n{}",
             disassemble(&insns)
         ));
+        let insns = zc_receive_hook(scope, maps, &regs);
+        text.push_str(&format!("cgroup:getsockopt:\n{}", disassemble(&insns)));
         let probe = LateCopyProbe {
             arg0: 112,
             data_len: 132,
@@ -923,11 +982,11 @@ mod tests {
     fn every_program_opens_with_its_scope_test() {
         let count = |text: &str, what: &str| text.matches(what).count();
         let process = disassembly(Scope::Process(4242));
-        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 7);
+        assert_eq!(count(&process, "3: r1 = 0x1092 ll\n5: if r0 != r1"), 8);
         let cgroup = disassembly(Scope::Cgroup(77));
         assert_eq!(
             count(&cgroup, "1: call 80\n2: r1 = 0x4d ll\n4: if r0 != r1"),
-            7
+            8
         );
         assert_eq!(count(&disassembly(Scope::All), "if r0 != r1"), 0);
     }

@@ -52,6 +52,7 @@ pub(super) fn registers(btf: &layout::KernelBtf) -> Result<SyscallRegs, BlindSpo
             sendto: libc::SYS_sendto as i32,
             sendmmsg: libc::SYS_sendmmsg as i32,
             recvmsg: libc::SYS_recvmsg as i32,
+            getsockopt: libc::SYS_getsockopt as i32,
         },
     })
 }

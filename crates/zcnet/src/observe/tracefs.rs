@@ -6,27 +6,13 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Where tracefs is mounted, as the calling thread sees the mounts (a thread may have a mount
-/// namespace of its own): the first `tracefs` in `/proc/thread-self/mountinfo`, else the debugfs
+/// Where tracefs is mounted: the first `tracefs` mount the calling thread sees, else the debugfs
 /// automount point `/sys/kernel/debug/tracing`, when it has events.
 pub(super) fn mount_point() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/thread-self/mountinfo").unwrap_or_default();
-    mountinfo
-        .lines()
-        .find_map(tracefs_in_mountinfo_line)
-        .or_else(|| {
-            let debug = PathBuf::from("/sys/kernel/debug/tracing");
-            debug.join("events").is_dir().then_some(debug)
-        })
-}
-
-/// The mount point of a `mountinfo` line when its file system type is tracefs.
-fn tracefs_in_mountinfo_line(line: &str) -> Option<PathBuf> {
-    let (left, right) = line.split_once(" - ")?;
-    if right.split(' ').next()? != "tracefs" {
-        return None;
-    }
-    left.split(' ').nth(4).map(PathBuf::from)
+    super::mountinfo::mount_of("tracefs").or_else(|| {
+        let debug = PathBuf::from("/sys/kernel/debug/tracing");
+        debug.join("events").is_dir().then_some(debug)
+    })
 }
 
 /// One tracepoint's id and record layout.
@@ -114,16 +100,5 @@ mod tests {
         assert_eq!(event.field("op_str").unwrap(), (52, 4));
         assert_eq!(event.field("comm").unwrap(), (56, 16));
         assert!(event.field("len").is_err());
-    }
-
-    #[test]
-    fn tracefs_is_found_in_mountinfo() {
-        let line = "38 24 0:12 / /sys/kernel/tracing rw,nosuid,nodev,noexec,relatime shared:14 - tracefs tracefs rw";
-        assert_eq!(
-            tracefs_in_mountinfo_line(line),
-            Some(PathBuf::from("/sys/kernel/tracing"))
-        );
-        let sysfs = "22 28 0:20 / /sys rw,nosuid shared:7 - sysfs sysfs rw";
-        assert_eq!(tracefs_in_mountinfo_line(sysfs), None);
     }
 }

@@ -61,6 +61,12 @@ pub const BPF_PROG_TYPE_KPROBE: u32 = 2;
 pub const BPF_PERF_EVENT: u32 = 41;
 /// `BPF_NOEXIST` map update flag: create the element only if it does not exist.
 pub const BPF_NOEXIST: u64 = 1;
+/// `BPF_PROG_TYPE_CGROUP_SOCKOPT` (kernel 5.3+): a program run in `getsockopt`/`setsockopt` of the
+/// sockets of a cgroup, its context a `struct bpf_sockopt`; it must return 1, or the call fails with
+/// `EPERM`. Loading needs CAP_NET_ADMIN (or CAP_SYS_ADMIN).
+pub const BPF_PROG_TYPE_CGROUP_SOCKOPT: u32 = 25;
+/// `BPF_CGROUP_GETSOCKOPT` (`enum bpf_attach_type`): run as `getsockopt` returns, with its result.
+pub const BPF_CGROUP_GETSOCKOPT: u32 = 21;
 
 /// `BPF_MAP_TYPE_XSKMAP` (`enum bpf_map_type`): an array of AF_XDP sockets indexed by queue.
 pub const BPF_MAP_TYPE_XSKMAP: u32 = 17;
@@ -119,6 +125,21 @@ pub mod helper {
     pub const GET_STACK: i32 = 67;
     /// `bpf_probe_read_kernel(dst, size, kernel_ptr)`: 0, or a negative errno with `dst` zeroed.
     pub const PROBE_READ_KERNEL: i32 = 113;
+}
+
+/// Offsets in `struct bpf_sockopt` (`include/uapi/linux/bpf.h`): `optval` and `optval_end` bound the
+/// option's value (a packet pointer pair), then the `int`s `level`, `optname`, `optlen`, `retval`.
+pub mod sockopt {
+    /// `optval`: the option's value; for `TCP_ZEROCOPY_RECEIVE`, the kernel's own copy of the struct.
+    pub const OPTVAL: i16 = 8;
+    /// `optval_end`: one past its last byte.
+    pub const OPTVAL_END: i16 = 16;
+    /// `level`.
+    pub const LEVEL: i16 = 24;
+    /// `optname`.
+    pub const OPTNAME: i16 = 28;
+    /// `retval`: what the kernel's `getsockopt` returned (0 or a negative errno).
+    pub const RETVAL: i16 = 36;
 }
 
 /// Offset of `data` in `struct xdp_md`: the first byte of the frame (a packet pointer).
@@ -956,6 +977,27 @@ pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, xdp_flags: u32) -> io
         target_ifindex: ifindex,
         attach_type: BPF_XDP,
         flags: xdp_flags,
+    };
+    // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
+    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+}
+
+/// Attaches a `BPF_PROG_TYPE_CGROUP_SOCKOPT` program to the cgroup v2 directory `cgroup` for
+/// `attach_type` ([`BPF_CGROUP_GETSOCKOPT`]) through a BPF link (`BPF_LINK_CREATE`, kernel 5.7+).
+/// A link attaches as if with `BPF_F_ALLOW_MULTI`: the program runs for the sockets of the cgroup and
+/// of every cgroup under it, beside any other program attached there, as long as the link descriptor
+/// is open; closing it, also by the process's death, detaches it.
+pub fn cgroup_link_create(
+    prog: BorrowedFd<'_>,
+    cgroup: BorrowedFd<'_>,
+    attach_type: u32,
+) -> io::Result<OwnedFd> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        // `target_fd` shares this slot of the union with `target_ifindex`.
+        target_ifindex: cgroup.as_raw_fd() as u32,
+        attach_type,
+        flags: 0,
     };
     // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
     unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
