@@ -63,6 +63,7 @@ pub(super) fn layout(btf: &layout::KernelBtf) -> Result<LockedLayout, BlindSpot>
     let offset = |strukt: &str, member: &str| layout::offset(btf, WHAT, strukt, member);
     Ok(LockedLayout {
         cred: offset("task_struct", "cred")?,
+        uid: offset("cred", "uid")?,
         user: offset("cred", "user")?,
         locked_vm: offset("user_struct", "locked_vm")?,
         cap_effective: offset("cred", "cap_effective")?,

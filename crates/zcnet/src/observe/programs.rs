@@ -10,7 +10,9 @@
 //! memory (the saved registers, the task's credentials and limits) is read through pointers the
 //! kernel's BTF types (`bpf_get_current_task_btf`), with plain loads the verifier checks, not copies.
 //! The stack frame: the counters key at -8, an io_uring request key at -16, a word at -32, a zeroed
-//! counters value below it, and user-memory copies at [`USER_A`] and [`USER_B`].
+//! counters value below it, user-memory copies at [`USER_A`] and [`USER_B`], and the current task's
+//! pointer at [`TASK`]. A helper call is dear (tens of ns each on a host with return-stack
+//! mitigations): what a plain load of a BTF-typed pointer can read is read that way.
 
 use std::io;
 use std::ops::RangeInclusive;
@@ -58,6 +60,9 @@ const ZERO: i16 = WORD - Counters::SIZE as i16;
 const USER_A: i16 = ZERO - 64;
 /// 32 bytes for a second copy (a `struct cmsghdr` and the `struct sock_extended_err` after it).
 const USER_B: i16 = USER_A - 32;
+/// The current task's BTF pointer, kept by [`Prog::saved_registers`] for the loads that name the
+/// process (its tgid) without a helper call.
+const TASK: i16 = USER_B - 8;
 
 /// `struct user_msghdr`: `msg_control` and `msg_controllen` (after name, namelen, iov, iovlen).
 const MSGHDR_CONTROL: i16 = 32;
@@ -88,12 +93,14 @@ pub(super) struct Maps<'a> {
 }
 
 /// Where a task's user's locked memory and the limit it is held to are (offsets from the kernel's
-/// BTF): `task_struct.cred`, `cred.user`, `user_struct.locked_vm`; `cred.cap_effective`,
+/// BTF): `task_struct.cred`, `cred.uid` (the real uid, a `kuid_t`: as the initial namespace
+/// names it), `cred.user`, `user_struct.locked_vm`; `cred.cap_effective`,
 /// `cred.user_ns`, `user_namespace.level` (`CAP_IPC_LOCK` exempts only in the initial namespace,
 /// level 0); `task_struct.signal` and `signal_struct.rlim` (`RLIMIT_MEMLOCK`'s `rlim_cur`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct LockedLayout {
     pub cred: i16,
+    pub uid: i16,
     pub user: i16,
     pub locked_vm: i16,
     pub cap_effective: i16,
@@ -131,6 +138,9 @@ struct Prog<'a> {
     maps: Maps<'a>,
     exit: Label,
     scope: Scope,
+    /// Once [`Prog::saved_registers`] has kept the task's pointer at [`TASK`]: the offset of `tgid`
+    /// in `struct task_struct`.
+    task_tgid: Option<i16>,
 }
 
 impl<'a> Prog<'a> {
@@ -144,6 +154,7 @@ impl<'a> Prog<'a> {
             maps,
             exit,
             scope,
+            task_tgid: None,
         };
         match scope {
             Scope::Process(tgid) => {
@@ -196,11 +207,14 @@ impl<'a> Prog<'a> {
 
     /// r6 = the current task's saved user registers (`bpf_task_pt_regs(bpf_get_current_task_btf())`,
     /// a `struct pt_regs` the verifier knows the type of), r8 = the system call's number; leaves
-    /// unless the call is of the 64-bit ABI (see [`SyscallRegs::native`]). r7 and r9 survive.
+    /// unless the call is of the 64-bit ABI (see [`SyscallRegs::native`]). The task's pointer is
+    /// kept at [`TASK`] for the code after. r7 and r9 survive.
     fn saved_registers(&mut self, regs: &SyscallRegs) {
         let (native, abi) = regs.native;
+        self.task_tgid = Some(regs.task_tgid);
         self.asm.push([
             Insn::call(helper::GET_CURRENT_TASK_BTF),
+            Insn::store_u64(Reg::R10, TASK, Reg::R0),
             Insn::mov64_reg(Reg::R1, Reg::R0),
             Insn::call(helper::TASK_PT_REGS),
             Insn::mov64_reg(Reg::R6, Reg::R0),
@@ -242,16 +256,25 @@ impl<'a> Prog<'a> {
         ]);
     }
 
-    /// The counters key of the socket whose descriptor is in `fd` (or, with `None`, of the process).
-    /// The tgid of a [`Scope::Process`] is the scope's own: no helper call for it.
-    fn owner_key(&mut self, fd: Option<Reg>) {
-        match self.scope {
-            Scope::Process(tgid) => self.asm.push([Insn::mov64_imm(Reg::R0, tgid as i32)]),
-            _ => self.asm.push([
+    /// r0 = the calling process's tgid: the scope's own for a [`Scope::Process`], else loaded from
+    /// the task kept at [`TASK`] when there is one, else `bpf_get_current_pid_tgid() >> 32`.
+    fn current_tgid(&mut self) {
+        match (self.scope, self.task_tgid) {
+            (Scope::Process(tgid), _) => self.asm.push([Insn::mov64_imm(Reg::R0, tgid as i32)]),
+            (_, Some(tgid)) => self.asm.push([
+                Insn::load_u64(Reg::R0, Reg::R10, TASK),
+                Insn::load_u32(Reg::R0, Reg::R0, tgid),
+            ]),
+            (_, None) => self.asm.push([
                 Insn::call(helper::GET_CURRENT_PID_TGID),
                 Insn::rsh64_imm(Reg::R0, 32),
             ]),
         }
+    }
+
+    /// The counters key of the socket whose descriptor is in `fd` (or, with `None`, of the process).
+    fn owner_key(&mut self, fd: Option<Reg>) {
+        self.current_tgid();
         self.asm.push([Insn::store_u32(Reg::R10, KEY, Reg::R0)]);
         match fd {
             Some(fd) => self.asm.push([Insn::store_u32(Reg::R10, KEY + 4, fd)]),
@@ -317,15 +340,19 @@ impl<'a> Prog<'a> {
         let done = self.asm.label();
         let at = |off: usize| USER_A + off as i16;
         // r0: the task, r1: its cred, r2: a pointer on the way, r3 and r4: values.
-        self.asm.push([
-            Insn::call(helper::GET_CURRENT_TASK_BTF),
-            Insn::load_u64(Reg::R1, Reg::R0, layout.cred),
-        ]);
+        match self.task_tgid {
+            Some(_) => self.asm.push([Insn::load_u64(Reg::R0, Reg::R10, TASK)]),
+            None => self.asm.push([Insn::call(helper::GET_CURRENT_TASK_BTF)]),
+        }
+        self.asm
+            .push([Insn::load_u64(Reg::R1, Reg::R0, layout.cred)]);
         self.asm.jump(Insn::jump_if_equal(Reg::R1, 0, 0), done);
         self.asm
             .push([Insn::load_u64(Reg::R2, Reg::R1, layout.user)]);
         self.asm.jump(Insn::jump_if_equal(Reg::R2, 0, 0), done);
         self.asm.push([
+            Insn::load_u32(Reg::R3, Reg::R1, layout.uid),
+            Insn::store_u32(Reg::R10, at(LOCKED_UID), Reg::R3),
             Insn::load_u64(Reg::R3, Reg::R2, layout.locked_vm),
             Insn::store_u64(Reg::R10, at(LOCKED_PAGES), Reg::R3),
             // exempt = CAP_IPC_LOCK effective and the initial user namespace (level 0).
@@ -346,12 +373,10 @@ impl<'a> Prog<'a> {
         self.asm.push([
             Insn::load_u64(Reg::R3, Reg::R2, layout.rlim + RLIMIT_MEMLOCK * RLIMIT_SIZE),
             Insn::store_u64(Reg::R10, at(LOCKED_LIMIT), Reg::R3),
-            Insn::call(helper::GET_CURRENT_UID_GID),
-            Insn::store_u32(Reg::R10, at(LOCKED_UID), Reg::R0),
-            Insn::call(helper::GET_CURRENT_PID_TGID),
-            Insn::rsh64_imm(Reg::R0, 32),
-            Insn::store_u32(Reg::R10, REQUEST_KEY, Reg::R0),
         ]);
+        self.current_tgid();
+        self.asm
+            .push([Insn::store_u32(Reg::R10, REQUEST_KEY, Reg::R0)]);
         self.lookup(map, REQUEST_KEY);
         let create = self.asm.label();
         self.asm.jump(Insn::jump_if_equal(Reg::R0, 0, 0), create);
@@ -432,6 +457,9 @@ pub(super) struct SyscallRegs {
     pub native: (i16, i32),
     /// `sendmsg`, `sendto`, `sendmmsg`, `recvmsg`, `getsockopt`.
     pub numbers: SyscallNumbers,
+    /// The offset of `tgid` in `struct task_struct`: the programs that read the saved registers
+    /// name the calling process by a load from the task rather than a helper call.
+    pub task_tgid: i16,
 }
 
 /// The system call numbers of the architecture.
@@ -887,6 +915,7 @@ mod tests {
                 recvmsg: 47,
                 getsockopt: 55,
             },
+            task_tgid: 2496,
         }
     }
 
@@ -909,6 +938,7 @@ mod tests {
         let stdout = std::io::stdout();
         let layout = LockedLayout {
             cred: 3008,
+            uid: 8,
             user: 32,
             locked_vm: 24,
             cap_effective: 64,

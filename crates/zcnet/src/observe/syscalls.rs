@@ -54,5 +54,6 @@ pub(super) fn registers(btf: &layout::KernelBtf) -> Result<SyscallRegs, BlindSpo
             recvmsg: libc::SYS_recvmsg as i32,
             getsockopt: libc::SYS_getsockopt as i32,
         },
+        task_tgid: layout::offset(btf, WHAT, "task_struct", "tgid")?,
     })
 }

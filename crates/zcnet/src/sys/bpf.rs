@@ -106,9 +106,6 @@ pub mod helper {
     pub const MAP_DELETE_ELEM: i32 = 3;
     /// `bpf_get_current_pid_tgid()`: `tgid << 32 | pid` of the current task.
     pub const GET_CURRENT_PID_TGID: i32 = 14;
-    /// `bpf_get_current_uid_gid()`: `gid << 32 | uid` of the current task (real ids, as the
-    /// initial user namespace sees them).
-    pub const GET_CURRENT_UID_GID: i32 = 15;
     /// `bpf_get_current_task_btf()`: the current `struct task_struct *`, typed by the kernel's BTF
     /// (5.11+), so that a program loads its fields directly, each load checked by the verifier
     /// against the kernel's types and reading 0 where it would fault.
