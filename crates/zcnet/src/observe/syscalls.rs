@@ -6,8 +6,10 @@
 //! - A task's saved user registers stay as the call entered until it returns: on x86-64 the call's
 //!   number in `orig_ax` and its arguments in `di`, `si`, `dx` and `r10`. The socket calls counted
 //!   here do not change them, so they still hold them at the socket layer's tracepoints
-//!   (`sock:sock_send_length`, `sock:sock_recv_length`, both in the calling task) and at the
-//!   `syscalls:sys_exit_getsockopt` tracepoint.
+//!   (`sock:sock_send_length`, `sock:sock_recv_length`, both in the calling task), in
+//!   `getsockopt`'s cgroup hook and at the `syscalls:sys_exit_getsockopt` tracepoint.
+//! - `task_struct.tgid` is the process's id as the initial pid namespace names it, what
+//!   `bpf_get_current_pid_tgid() >> 32` returns: the programs load it from the task instead.
 //! - `bpf_task_pt_regs(bpf_get_current_task_btf())` (5.15+) is that `struct pt_regs`, typed by the
 //!   kernel's BTF, so the programs load its fields directly.
 //! - A 64-bit task enters with `cs` = `__USER_CS` (0x33); a 32-bit task's calls (`__USER32_CS`)
