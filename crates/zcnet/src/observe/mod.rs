@@ -12,8 +12,9 @@
 //! link: to a raw tracepoint (the socket layer's sends and receives), to a tracepoint opened as a
 //! perf event (io_uring), or to the root cgroup's `getsockopt` hook. The [`Observer`] owns every
 //! descriptor: dropping it, or the process ending in any way (`kill -9` included), closes them and
-//! the kernel detaches and frees everything. [`Observer::own_process`] watches the calling process only, for a service
-//! to export its own counters (the `observe_prometheus` example prints them in Prometheus text).
+//! the kernel detaches and frees everything. [`Observer::own_process`] watches the calling process
+//! only, for a service to export its own counters (the `observe_prometheus` example prints them in
+//! Prometheus text).
 //!
 //! # Kernel behaviour relied on
 //! - Raw tracepoint programs (`BPF_PROG_TYPE_RAW_TRACEPOINT`, `BPF_RAW_TRACEPOINT_OPEN`) run at
