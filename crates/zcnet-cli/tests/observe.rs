@@ -65,7 +65,7 @@ fn observe_held(mut held: common::HeldSender, extra: &[&str]) -> (Value, String)
         "sender failed: {rows}"
     );
     held.listener.wait().unwrap();
-    sigint(&observer);
+    sigint(&observer.0);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
     (sender_row(&rows), summary)
@@ -156,7 +156,7 @@ fn observe_pid_mapped_bytes_equal_what_the_receiver_reports() {
         receiver.wait().unwrap().success(),
         "receiver failed: {rows}"
     );
-    sigint(&observer);
+    sigint(&observer.0);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
     let row = json_lines(&rows)
@@ -273,7 +273,7 @@ fn bench_observed_in_a_cgroup(name: &str, bench: &[&str]) -> (Value, Value) {
         "{rows}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    sigint(&observer);
+    sigint(&observer.0);
     let mut summary = String::new();
     observed.read_to_string(&mut summary).unwrap();
     let row = json_lines(&rows)
@@ -442,8 +442,8 @@ fn observe_leaves_nothing_loaded_after_sigkill() {
             "program {id} is not loaded: {loaded:?}"
         );
     }
-    observer.kill().expect("kill -9");
-    observer.wait().unwrap();
+    observer.0.kill().expect("kill -9");
+    observer.0.wait().unwrap();
     // The kernel frees programs after an RCU grace period once their last reference goes.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

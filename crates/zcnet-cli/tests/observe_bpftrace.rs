@@ -226,8 +226,8 @@ fn marker_sends(sock: &UnixDatagram) {
 /// `zcnet observe --pid PID --json --interval 0` once it said it attached
 /// ([`common::observing::start_observer`]); returns it and the rest of its stdout.
 fn observe_pid(pid: u32) -> (Reaped, BufReader<ChildStdout>) {
-    let (child, _, stdout) = start_observer(&["--pid", &pid.to_string()]);
-    (Reaped(child), stdout)
+    let (observer, _, stdout) = start_observer(&["--pid", &pid.to_string()]);
+    (observer, stdout)
 }
 
 /// What each observer and the sender itself saw of one run.

@@ -159,7 +159,6 @@ fn observed_msg_zerocopy(ns: &testnet::Netns, tool: &Path, proto: &str) -> (Stri
     let pid: u32 = pid.trim().parse().expect("the sender's pid");
     assert_eq!(pid, sender.pid(), "the sender runs as the child itself");
     let (observer, _, observed) = start_observer(&["--pid", &pid.to_string()]);
-    let observer = Reaped(observer);
     writeln!(sender.0.stdin.take().unwrap(), "go").unwrap();
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
@@ -275,7 +274,6 @@ fn observe_pid_mapped_bytes_equal_what_tcp_mmap_prints() {
     wait_for_socket(&mut server, "tcp", TCP_MMAP_PORT, "0A");
     let pid = server.pid();
     let (observer, _, observed) = start_observer(&["--pid", &pid.to_string()]);
-    let observer = Reaped(observer);
     let (lines, from_server) = mpsc::channel();
     let stdout = BufReader::new(server.0.stdout.take().unwrap());
     std::thread::spawn(move || {

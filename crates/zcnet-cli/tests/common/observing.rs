@@ -2,15 +2,16 @@
 //! the totals of one process read from its summary.
 
 use std::io::{BufReader, Read};
-use std::process::{Child, ChildStdout};
+use std::process::ChildStdout;
 
 use serde_json::Value;
 
-use super::{ZCNET, json_lines, start_reading};
+use super::{Reaped, ZCNET, json_lines, start_reading};
 
-/// `zcnet observe ARGS --json` with tracefs reachable, started; returns it, the program ids its
-/// first line announced and the rest of its stdout.
-pub fn start_observer(args: &[&str]) -> (Child, Vec<u64>, BufReader<ChildStdout>) {
+/// `zcnet observe ARGS --json` with tracefs reachable, started; returns it (killed if the test ends
+/// before it, so that a failed test leaves nothing attached), the program ids its first line
+/// announced and the rest of its stdout.
+pub fn start_observer(args: &[&str]) -> (Reaped, Vec<u64>, BufReader<ChildStdout>) {
     let mut cmd = testnet::with_tracefs(ZCNET);
     cmd.arg("observe").args(args).arg("--json");
     if !args.contains(&"--interval") {
@@ -46,7 +47,7 @@ pub fn start_observer(args: &[&str]) -> (Child, Vec<u64>, BufReader<ChildStdout>
         .iter()
         .map(|v| v.as_u64().unwrap())
         .collect();
-    (child, ids, stdout)
+    (Reaped(child), ids, stdout)
 }
 
 /// Asserts `seen` is within 1% of `reported`, which must be non-zero.
