@@ -256,15 +256,24 @@ impl<'a> Prog<'a> {
         ]);
     }
 
+    /// r0 = the current task's BTF pointer: the one kept at [`TASK`] when there is one, else
+    /// `bpf_get_current_task_btf()`.
+    fn current_task(&mut self) {
+        match self.task_tgid {
+            Some(_) => self.asm.push([Insn::load_u64(Reg::R0, Reg::R10, TASK)]),
+            None => self.asm.push([Insn::call(helper::GET_CURRENT_TASK_BTF)]),
+        }
+    }
+
     /// r0 = the calling process's tgid: the scope's own for a [`Scope::Process`], else loaded from
     /// the task kept at [`TASK`] when there is one, else `bpf_get_current_pid_tgid() >> 32`.
     fn current_tgid(&mut self) {
         match (self.scope, self.task_tgid) {
             (Scope::Process(tgid), _) => self.asm.push([Insn::mov64_imm(Reg::R0, tgid as i32)]),
-            (_, Some(tgid)) => self.asm.push([
-                Insn::load_u64(Reg::R0, Reg::R10, TASK),
-                Insn::load_u32(Reg::R0, Reg::R0, tgid),
-            ]),
+            (_, Some(tgid)) => {
+                self.current_task();
+                self.asm.push([Insn::load_u32(Reg::R0, Reg::R0, tgid)]);
+            }
             (_, None) => self.asm.push([
                 Insn::call(helper::GET_CURRENT_PID_TGID),
                 Insn::rsh64_imm(Reg::R0, 32),
@@ -340,10 +349,7 @@ impl<'a> Prog<'a> {
         let done = self.asm.label();
         let at = |off: usize| USER_A + off as i16;
         // r0: the task, r1: its cred, r2: a pointer on the way, r3 and r4: values.
-        match self.task_tgid {
-            Some(_) => self.asm.push([Insn::load_u64(Reg::R0, Reg::R10, TASK)]),
-            None => self.asm.push([Insn::call(helper::GET_CURRENT_TASK_BTF)]),
-        }
+        self.current_task();
         self.asm
             .push([Insn::load_u64(Reg::R1, Reg::R0, layout.cred)]);
         self.asm.jump(Insn::jump_if_equal(Reg::R1, 0, 0), done);

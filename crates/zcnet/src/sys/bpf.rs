@@ -969,11 +969,22 @@ const _: () = assert!(mem::size_of::<LinkCreateAttr>() == 16);
 /// (and any duplicate of it) is open: the kernel detaches it when the last one closes, also when the
 /// process dies.
 pub fn xdp_link_create(prog: BorrowedFd<'_>, ifindex: u32, xdp_flags: u32) -> io::Result<OwnedFd> {
+    link_create(prog, ifindex, BPF_XDP, xdp_flags)
+}
+
+/// `BPF_LINK_CREATE` of `prog` to `target` (an interface index, or a descriptor: `target_fd` shares
+/// the slot of the union with `target_ifindex`) for `attach_type`, with `flags`.
+fn link_create(
+    prog: BorrowedFd<'_>,
+    target: u32,
+    attach_type: u32,
+    flags: u32,
+) -> io::Result<OwnedFd> {
     let mut attr = LinkCreateAttr {
         prog_fd: prog.as_raw_fd() as u32,
-        target_ifindex: ifindex,
-        attach_type: BPF_XDP,
-        flags: xdp_flags,
+        target_ifindex: target,
+        attach_type,
+        flags,
     };
     // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
     unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
@@ -989,15 +1000,7 @@ pub fn cgroup_link_create(
     cgroup: BorrowedFd<'_>,
     attach_type: u32,
 ) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        // `target_fd` shares this slot of the union with `target_ifindex`.
-        target_ifindex: cgroup.as_raw_fd() as u32,
-        attach_type,
-        flags: 0,
-    };
-    // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
-    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+    link_create(prog, cgroup.as_raw_fd() as u32, attach_type, 0)
 }
 
 /// Attaches a tracepoint program to the perf event `event` (a tracepoint opened with
@@ -1005,15 +1008,7 @@ pub fn cgroup_link_create(
 /// program runs at the tracepoint, on every CPU, as long as the link descriptor is open; closing it,
 /// also by the process's death, detaches it.
 pub fn perf_link_create(prog: BorrowedFd<'_>, event: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let mut attr = LinkCreateAttr {
-        prog_fd: prog.as_raw_fd() as u32,
-        // `target_fd` shares this slot of the union with `target_ifindex`.
-        target_ifindex: event.as_raw_fd() as u32,
-        attach_type: BPF_PERF_EVENT,
-        flags: 0,
-    };
-    // SAFETY: `attr` is the BPF_LINK_CREATE prefix and holds no pointers.
-    unsafe { bpf(BPF_LINK_CREATE, &mut attr) }.map(owned)
+    link_create(prog, event.as_raw_fd() as u32, BPF_PERF_EVENT, 0)
 }
 
 /// The `raw_tracepoint` member of `union bpf_attr`: the tracepoint's name and the program.
